@@ -1,0 +1,61 @@
+"""Printing for CLI verbs: human tables by default, JSON with --json. Torch-free."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any, Iterable, Sequence
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+            return f"{value:.3e}"
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def print_table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str | None = None) -> None:
+    """Print dict rows as a rich table (plain text when stdout is not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = list(rows)
+    columns = list(columns or (rows[0].keys() if rows else []))
+    table = Table(title=title, show_lines=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(*(_cell(r.get(c)) for c in columns))
+    Console(width=max(100, min(200, 16 * len(columns)))).print(table)
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "item"):  # numpy / torch scalars
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(o)
+    return str(o)
+
+
+def print_json(obj: Any) -> None:
+    """Print one JSON document to stdout (NaN is written as null so any parser reads it)."""
+    json.dump(_nan_to_none(obj), sys.stdout, indent=2, default=_default)
+    sys.stdout.write("\n")
+
+
+def _nan_to_none(o: Any) -> Any:
+    if isinstance(o, float) and (math.isnan(o) or math.isinf(o)):
+        return None
+    if isinstance(o, dict):
+        return {k: _nan_to_none(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_nan_to_none(v) for v in o]
+    return o
