@@ -1,0 +1,25 @@
+"""Model families (Llama-2, nanochat) and their size ladder.
+
+``build_model("nanochat", "4M", vocab_size=8192, seq_len=256)`` returns a module with
+``blocks`` (nn.ModuleList of transformer blocks whose linears are plain nn.Linear),
+``lm_head`` (nn.Linear) and ``forward(idx, targets=None)`` -> logits, or the mean CE loss.
+"""
+
+from __future__ import annotations
+
+import torch.nn as nn
+
+from models.ladder import FAMILIES, SIZES, ModelSize, ladder, model_size
+
+
+def build_model(family: str, size: str | ModelSize, vocab_size: int = 8192, seq_len: int = 256) -> nn.Module:
+    """Build a freshly initialised model (seed torch's RNG first for a reproducible init)."""
+    s = size if isinstance(size, ModelSize) else model_size(family, size)
+    if s.family == "nanochat":
+        from models.nanochat import Nanochat as cls
+    else:
+        from models.llama import Llama as cls
+    return cls(vocab_size, seq_len, s.depth, s.width, s.heads, s.mlp)
+
+
+__all__ = ["FAMILIES", "SIZES", "ModelSize", "build_model", "ladder", "model_size"]

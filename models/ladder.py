@@ -1,0 +1,94 @@
+"""The model size ladder: named sizes from one rule and one table.
+
+Rule (both families):
+- head dimension 64, so heads = width / 64;
+- width ≈ 64 · depth (the nanochat / OLMo aspect ratio) where the parameter target allows it;
+- every in/out feature of a block linear is a multiple of 128 for sizes ≥ 10M (Hadamard groups of up
+  to 128 and 16/32-element FP4 blocks along K tile it exactly) and a multiple of 32 for the micro sizes;
+- MLP hidden width per family: nanochat 4·width (ReLU²); Llama-2 SwiGLU ⌊8/3·width⌉ rounded to a
+  multiple of 128 (≥ 10M) or 32 (micro).
+
+The size's name is its non-embedding parameter count N (everything except the token embedding and
+the LM head), within ±10% for both families (tests/test_models.py checks every entry).
+
+FLOPs per token (training, forward + backward = 3 × forward, Kaplan et al. 2020 §2.1):
+- ``flops_per_token``  = 6·N, the C = 6ND of the fits;
+- ``flops_per_token_exact`` = 6·(N + V·width) + 12·depth·width·T: the LM head's matmul plus the
+  attention scores and the attention-weighted sum (2·T·width each per layer forward; Chinchilla
+  App. F, PaLM App. B, nanochat's estimate_flops). Embedding lookups, norms and softmax are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaling.errors import UserError
+
+FAMILIES = ("llama2", "nanochat")
+HEAD_DIM = 64
+
+# name -> (depth, width). Micro sizes are for CPU tests and the demo; the rest is the paper ladder.
+SIZES: dict[str, tuple[int, int]] = {
+    "0.5M": (10, 64),
+    "1M": (5, 128),
+    "2M": (10, 128),
+    "4M": (5, 256),
+    "8M": (7, 320),
+    "10M": (6, 384),
+    "20M": (6, 512),
+    "40M": (8, 640),
+    "80M": (11, 768),
+    "160M": (13, 1024),
+    "324M": (20, 1152),
+}
+MICRO = ("0.5M", "1M", "2M", "4M", "8M")
+
+
+def _round_to(x: float, multiple: int) -> int:
+    return max(multiple, int(round(x / multiple)) * multiple)
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    family: str
+    name: str
+    depth: int
+    width: int
+    heads: int
+    mlp: int  # MLP hidden width
+
+    @property
+    def n_params(self) -> int:
+        """Non-embedding parameters N: blocks (+ Llama's final norm), no embedding, no head."""
+        d, h = self.width, self.mlp
+        if self.family == "nanochat":  # q,k,v,o + up,down; norms have no parameters
+            return self.depth * (4 * d * d + 2 * d * h)
+        return self.depth * (4 * d * d + 3 * d * h + 2 * d) + d  # + gate, two norm weights, final norm
+
+    def n_params_total(self, vocab_size: int) -> int:
+        """All parameters: N + token embedding + (untied) LM head."""
+        return self.n_params + 2 * vocab_size * self.width
+
+    def flops_per_token(self) -> int:
+        """6·N: training FLOPs per token as in C = 6ND."""
+        return 6 * self.n_params
+
+    def flops_per_token_exact(self, vocab_size: int, seq_len: int) -> int:
+        """6·(N + V·width) + 12·depth·width·seq_len: adds the LM head and attention (module docstring)."""
+        return 6 * (self.n_params + vocab_size * self.width) + 12 * self.depth * self.width * seq_len
+
+
+def model_size(family: str, name: str) -> ModelSize:
+    if family not in FAMILIES:
+        raise UserError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
+    if name not in SIZES:
+        raise UserError(f"unknown model size {name!r}; choose one of {', '.join(SIZES)} (see `scaling models`)")
+    depth, width = SIZES[name]
+    multiple = 32 if name in MICRO else 128
+    mlp = 4 * width if family == "nanochat" else _round_to(8 * width / 3, multiple)
+    return ModelSize(family, name, depth, width, width // HEAD_DIM, mlp)
+
+
+def ladder(family: str) -> list[ModelSize]:
+    """Every named size of a family, smallest first."""
+    return [model_size(family, name) for name in SIZES]

@@ -1,0 +1,53 @@
+"""Pieces both families share: rotary position embeddings and causal self-attention.
+
+Every projection is a plain ``nn.Linear(bias=False)`` so that ``scaling.linear.convert`` can swap it
+for a quantized ``QLinear``. Attention itself (QKᵀ, softmax, ·V) stays in high precision, as every
+recipe in RECIPES.md requires.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def rotary_tables(seq_len: int, head_dim: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin tables of shape (1, 1, seq_len, head_dim/2) for RoPE (Su et al. 2021)."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    return angles.cos()[None, None], angles.sin()[None, None]
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate (B, H, T, D) by position; pairs are (i, i + D/2), as in GPT-NeoX and nanochat."""
+    T = x.size(2)
+    cos, sin = cos[:, :, :T].to(x.dtype), sin[:, :, :T].to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos + x2 * sin, x2 * cos - x1 * sin], dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal attention with RoPE; `qk_norm` applies a parameter-free RMSNorm to q and k."""
+
+    def __init__(self, width: int, heads: int, qk_norm: bool = False):
+        super().__init__()
+        self.heads, self.head_dim, self.qk_norm = heads, width // heads, qk_norm
+        self.q = nn.Linear(width, width, bias=False)
+        self.k = nn.Linear(width, width, bias=False)
+        self.v = nn.Linear(width, width, bias=False)
+        self.o = nn.Linear(width, width, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = (p(x).view(B, T, self.heads, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if self.qk_norm:
+            q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(y.transpose(1, 2).reshape(B, T, C))
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy in nats, computed in float32 whatever the autocast dtype."""
+    return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))

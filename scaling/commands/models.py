@@ -1,0 +1,34 @@
+"""`scaling models`: print the size ladder (depth, width, heads, N, N total, FLOPs per token)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "print the model size ladder"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--family", choices=["llama2", "nanochat"], action="append",
+                        help="family to list (repeatable; default: both)")
+    parser.add_argument("--vocab-size", type=int, default=8192, help="vocabulary size for N total (default 8192)")
+    parser.add_argument("--seq-len", type=int, default=1024, help="context length for exact FLOPs (default 1024)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from models.ladder import FAMILIES, ladder
+    from scaling.console import print_json, print_table
+
+    rows = [
+        {"family": s.family, "size": s.name, "depth": s.depth, "width": s.width, "heads": s.heads,
+         "mlp": s.mlp, "n_params": s.n_params, "n_params_total": s.n_params_total(args.vocab_size),
+         "flops_per_token": s.flops_per_token(),
+         "flops_per_token_exact": s.flops_per_token_exact(args.vocab_size, args.seq_len)}
+        for family in (args.family or FAMILIES) for s in ladder(family)
+    ]
+    if args.json:
+        print_json(rows)
+    else:
+        print_table(rows, title=f"model ladder (vocab {args.vocab_size}, seq_len {args.seq_len}; "
+                                "N excludes embedding and head; FLOPs per training token)")
+    return 0
