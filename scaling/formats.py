@@ -1,0 +1,157 @@
+"""Element and scale formats: grids, max values, encode/decode, RTNE and SR onto a grid.
+
+Two kinds of element format:
+- small grids (E2M1, E1M2, INT4): eight non-negative levels, sign kept apart. Rounding is a lookup
+  against the midpoints, ties to the level with the even index (the even code), which reproduces
+  RECIPES.md's tie table: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4.
+- FP8 (E4M3FN, E5M2): rounded by torch's float8 casts (IEEE round-to-nearest-even), after clamping
+  to +-max because the casts do not saturate.
+
+Every function here works on float32 magnitudes and is what the Triton kernels reproduce bit for
+bit: comparisons, multiplications by powers of two, and nothing order-dependent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+GRIDS: dict[str, tuple[float, ...]] = {
+    "e2m1": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0),
+    "e1m2": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75),
+    "int4": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0),
+}
+FP8_DTYPES: dict[str, torch.dtype] = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+ELEMENT_FORMATS = tuple(GRIDS) + tuple(FP8_DTYPES)
+# emax of each element format: the exponent of its largest normal power of two (OCP MX table).
+EMAX = {"e2m1": 2, "e1m2": 0, "int4": 2, "e4m3": 8, "e5m2": 15}
+E8M0_MIN_EXP, E8M0_MAX_EXP = -127, 127
+
+
+def grid_max(fmt: str) -> float:
+    """The largest magnitude of an element format."""
+    if fmt in GRIDS:
+        return GRIDS[fmt][-1]
+    return float(torch.finfo(FP8_DTYPES[fmt]).max)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A small non-negative grid, optionally capped (e.g. E2M1 capped at 4 for `nvfp4_cap4`)."""
+
+    levels: tuple[float, ...]
+
+    @classmethod
+    def of(cls, fmt: str, cap: float | None = None) -> "Grid":
+        levels = GRIDS[fmt]
+        if cap is not None:
+            if cap not in levels:
+                raise ValueError(f"cap {cap} is not a level of {fmt}: {levels}")
+            levels = tuple(v for v in levels if v <= cap)
+        return cls(levels)
+
+    @property
+    def max(self) -> float:
+        return self.levels[-1]
+
+    @property
+    def midpoints(self) -> tuple[float, ...]:
+        return tuple((a + b) / 2 for a, b in zip(self.levels, self.levels[1:]))
+
+
+def round_grid_rtne(mag: torch.Tensor, grid: Grid) -> torch.Tensor:
+    """Round non-negative float32 magnitudes to the nearest grid level; ties to the even index;
+    values above the max saturate to the max."""
+    levels = torch.tensor(grid.levels, dtype=torch.float32, device=mag.device)
+    mids = torch.tensor(grid.midpoints, dtype=torch.float32, device=mag.device)
+    idx = torch.searchsorted(mids, mag.contiguous(), right=False)  # number of midpoints < mag
+    at_mid = mids[idx.clamp(max=len(mids) - 1)] == mag
+    idx = idx + (at_mid & (idx % 2 == 1)).long()  # tie: the even neighbour
+    return levels[idx]
+
+
+def round_grid_sr(mag: torch.Tensor, grid: Grid, u: torch.Tensor) -> torch.Tensor:
+    """Stochastic rounding: the upper neighbour with probability (mag - lo) / (hi - lo), using
+    uniforms u in [0, 1). E[q] = mag inside the range; above the max, saturate."""
+    levels = torch.tensor(grid.levels, dtype=torch.float32, device=mag.device)
+    lo_idx = (torch.searchsorted(levels, mag.contiguous(), right=True) - 1).clamp(0, len(levels) - 2)
+    lo, hi = levels[lo_idx], levels[lo_idx + 1]
+    # Level spacings are powers of two, so (mag - lo) * (1 / step) is exact.
+    p = (mag - lo) * (1.0 / (hi - lo))
+    q = torch.where(u < p, hi, lo)
+    return torch.where(mag >= grid.max, torch.full_like(mag, grid.max), q)
+
+
+def round_fp8_rtne(mag: torch.Tensor, fmt: str) -> torch.Tensor:
+    """Round float32 to an FP8 format (RTNE), saturating to +-max. Works on signed values."""
+    fmax = grid_max(fmt)
+    return mag.clamp(-fmax, fmax).to(FP8_DTYPES[fmt]).to(torch.float32)
+
+
+def fp8_neighbours(mag: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The FP8 values lo <= mag <= hi adjacent on the grid (non-negative mag; lo == hi when exact)."""
+    fmax = grid_max(fmt)
+    mag = mag.clamp(0, fmax)
+    q = mag.to(FP8_DTYPES[fmt])
+    qf = q.to(torch.float32)
+    bits = q.view(torch.uint8).to(torch.int16)  # positive FP8 values are ordered like their bits
+    up = (bits + 1).clamp(max=int(torch.tensor(fmax).to(FP8_DTYPES[fmt]).view(torch.uint8)))
+    down = (bits - 1).clamp(min=0)
+    as_f = lambda b: b.to(torch.uint8).view(FP8_DTYPES[fmt]).to(torch.float32)  # noqa: E731
+    lo = torch.where(qf > mag, as_f(down), qf)
+    hi = torch.where(qf < mag, as_f(up), qf)
+    return lo, hi
+
+
+def round_fp8_sr(mag: torch.Tensor, fmt: str, u: torch.Tensor) -> torch.Tensor:
+    """Stochastic rounding of non-negative float32 onto an FP8 grid (used for MS-EDEN's E4M3 scales)."""
+    lo, hi = fp8_neighbours(mag, fmt)
+    step = hi - lo  # a power of two (or 0 when mag is on the grid)
+    p = torch.where(step > 0, (mag.clamp(max=grid_max(fmt)) - lo) / torch.where(step > 0, step, 1.0), 0.0)
+    return torch.where(u < p, hi, lo)
+
+
+def round_elements(mag: torch.Tensor, fmt: str, cap: float | None, rounding: str,
+                   u: torch.Tensor | None = None) -> torch.Tensor:
+    """Round non-negative float32 magnitudes onto an element format (saturating)."""
+    if fmt in GRIDS:
+        grid = Grid.of(fmt, cap)
+        return round_grid_rtne(mag, grid) if rounding == "rtne" else round_grid_sr(mag, grid, u)
+    return round_fp8_rtne(mag, fmt) if rounding == "rtne" else round_fp8_sr(mag, fmt, u)
+
+
+# --- scale formats -----------------------------------------------------------------------------
+
+def e8m0_floor_scale(amax: torch.Tensor, elem_fmt: str) -> torch.Tensor:
+    """OCP MX shared scale: 2^(floor(log2(amax)) - emax_elem), clamped to the E8M0 range.
+    An all-zero block gets scale 1 (its elements are 0 whatever the scale)."""
+    _, e = torch.frexp(amax)  # amax = m * 2^e with m in [0.5, 1): floor(log2 amax) = e - 1, exactly
+    exp = (e - 1 - EMAX[elem_fmt]).clamp(E8M0_MIN_EXP, E8M0_MAX_EXP)
+    exp = torch.where(amax > 0, exp, torch.zeros_like(exp))
+    return torch.ldexp(torch.ones_like(amax), exp)
+
+
+def e4m3_scale(value: torch.Tensor, bound: float = 448.0) -> torch.Tensor:
+    """A block scale stored in E4M3: RTNE, saturating at `bound` (448, or 256 for 4/6)."""
+    return round_fp8_rtne(value.clamp(max=bound), "e4m3")
+
+
+# --- encode / decode (4-bit codes: sign << 3 | level index) --------------------------------------
+
+def encode(values: torch.Tensor, fmt: str, cap: float | None = None) -> torch.Tensor:
+    """Grid values -> uint8 codes (sign bit 3, level index bits 0-2). Values must lie on the grid."""
+    levels = torch.tensor(Grid.of(fmt, cap).levels, dtype=torch.float32, device=values.device)
+    mag = values.abs().to(torch.float32)
+    idx = torch.searchsorted(levels, mag.contiguous())
+    if not torch.equal(levels[idx.clamp(max=len(levels) - 1)], mag):
+        raise ValueError(f"values are not on the {fmt} grid")
+    return (idx | ((values < 0).long() << 3)).to(torch.uint8)
+
+
+def decode(codes: torch.Tensor, fmt: str, cap: float | None = None) -> torch.Tensor:
+    """uint8 codes -> float32 grid values."""
+    levels = torch.tensor(Grid.of(fmt, cap).levels, dtype=torch.float32, device=codes.device)
+    c = codes.long()
+    mag = levels[c & 7]
+    return torch.where((c >> 3) & 1 == 1, -mag, mag)

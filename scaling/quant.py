@@ -1,0 +1,356 @@
+"""QuantSpec and the reference quantizer: plain PyTorch, CPU or GPU, the ground truth.
+
+One quantization call takes a tensor, a `QuantSpec` and the axis `dim` that is the GEMM's K; blocks
+always run along `dim`. The steps, in this order (the Triton kernels follow the same order):
+
+1. move `dim` last and view the tensor as (R, K) in float32 (the canonical layout);
+2. optional Hadamard rotation of each group of n along K (signs from the explicit seed);
+3. tensor scale (FP32): s_enc = elem_max * scale_bound / amax_tensor (two-level NV scheme) or
+   elem_max / amax_tensor (per-tensor FP8 scaling); 1 when there is none. amax is taken after the
+   rotation;
+4. block scales: E8M0 (OCP floor rule), E4M3 ((amax_block / target) * s_enc, RTNE, saturating at
+   scale_bound) or FP32; target = elem_max / headroom;
+5. elements: v = x * (s_enc / s_block), rounded (RTNE or SR) onto the grid with saturation;
+6. options: 4/6 keeps, per block, whichever of the two candidates (amax -> 6, amax -> 4) has the
+   lower squared error; MS-EDEN multiplies each Hadamard group's block scales by the EDEN
+   correction c = sum(x^2) / sum(x * q(x)) and rounds them stochastically onto E4M3.
+
+The dequantised value is values * block_scale / tensor_scale. For the GEMM, `gemm_operand` returns
+values * block_scale (exactly representable in BF16: at most 7 significant bits) and 1/tensor_scale,
+which is applied to the GEMM's output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+
+from scaling import formats
+from scaling.errors import UserError
+from scaling.seeds import Seeds, uniform
+from scaling.transforms import HADAMARD_SIZES, rotate, signs_for, unrotate
+
+SIGN_POLICIES = ("ones", "run", "step", "layer_step")
+SCALE_FORMATS = ("e8m0", "e4m3", "fp32")
+# Keys for the separate random streams of one call (elements vs block scales).
+SCALE_STREAM = 0x2545F491
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """How one GEMM operand is quantized. Frozen: a recipe is data."""
+
+    elem: str = "e2m1"                        # e2m1 | e1m2 | int4 | e4m3 | e5m2
+    cap: float | None = None                  # restrict the grid (E2M1 capped at 4: amax maps to 4)
+    block: tuple[int, int] | None = (1, 16)   # (rows, along K); (16, 16) is 2-D; None = per-tensor
+    scale: str = "e4m3"                       # block-scale format: e8m0 | e4m3 | fp32
+    tensor_scale: bool = True                 # second-level FP32 tensor scale (NV two-level scheme)
+    scale_bound: float = 448.0                # E4M3 bound for block scales (256 with 4/6)
+    rounding: str = "rtne"                    # rtne | sr
+    transform: int = 0                        # Hadamard group size along K: 0 (none), 16, 32, 128
+    signs: str = "ones"                       # ones (deterministic H) | run | step | layer_step
+    four_over_six: bool = False               # 4/6 block-scale selection
+    eden: bool = False                        # MS-EDEN (EDEN correction + SR of E4M3 block scales)
+    headroom: float = 1.0                     # block amax maps to elem_max / headroom
+
+    def __post_init__(self) -> None:
+        if isinstance(self.block, list):
+            object.__setattr__(self, "block", tuple(self.block))
+        problems = list(self._problems())
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def _problems(self):
+        if self.elem not in formats.ELEMENT_FORMATS:
+            yield f"elem must be one of {', '.join(formats.ELEMENT_FORMATS)} (got {self.elem!r})"
+            return
+        if self.cap is not None and (self.elem not in formats.GRIDS or self.cap not in formats.GRIDS[self.elem]):
+            yield f"cap must be a level of a 4-bit grid (got {self.cap!r} for {self.elem})"
+        if self.block is not None:
+            if len(self.block) != 2 or any(int(b) != b or b < 1 for b in self.block):
+                yield f"block must be [rows, cols] of positive integers or absent for per-tensor (got {self.block!r})"
+            elif self.block[0] not in (1, self.block[1]):
+                yield f"block must be 1xN or NxN (got {self.block[0]}x{self.block[1]})"
+        if self.scale not in SCALE_FORMATS:
+            yield f"scale must be one of {', '.join(SCALE_FORMATS)} (got {self.scale!r})"
+        if self.scale == "e8m0" and self.tensor_scale:
+            yield "an E8M0 (MX) block scale takes no tensor scale: set tensor_scale = false"
+        if self.rounding not in ("rtne", "sr"):
+            yield f"rounding must be 'rtne' or 'sr' (got {self.rounding!r})"
+        if self.transform not in (0, *HADAMARD_SIZES):
+            yield f"transform must be 0 or a Hadamard size in {HADAMARD_SIZES} (got {self.transform!r})"
+        if self.signs not in SIGN_POLICIES:
+            yield f"signs must be one of {', '.join(SIGN_POLICIES)} (got {self.signs!r})"
+        if self.signs != "ones" and not self.transform:
+            yield "random signs need a transform (set transform to 16, 32 or 128)"
+        if (self.four_over_six or self.eden) and (self.scale != "e4m3" or self.block is None):
+            yield "4/6 and MS-EDEN need E4M3 block scales"
+        if self.four_over_six and self.elem != "e2m1":
+            yield "4/6 is defined for the E2M1 grid"
+        if self.eden and (not self.transform or self.transform % self.block_k):
+            yield "MS-EDEN needs a Hadamard transform whose group is a multiple of the block"
+        if self.headroom <= 0:
+            yield f"headroom must be positive (got {self.headroom})"
+
+    # ---- derived properties
+    @property
+    def elem_max(self) -> float:
+        return self.cap if self.cap is not None else formats.grid_max(self.elem)
+
+    @property
+    def block_k(self) -> int:
+        return self.block[1] if self.block else 1
+
+    @property
+    def block_rows(self) -> int:
+        return self.block[0] if self.block else 1
+
+    @property
+    def needs_seed(self) -> bool:
+        return self.rounding == "sr" or self.eden or self.signs != "ones"
+
+    @property
+    def k_multiple(self) -> int:
+        """K must be a multiple of this (the block and the Hadamard group)."""
+        import math
+
+        return math.lcm(self.block_k, self.transform or 1)
+
+    def describe(self) -> str:
+        """A short human description, e.g. 'RHT16(run) NV e2m1 1x16 e4m3+fp32 SR'."""
+        if self.block is None:
+            base = f"{self.elem} per-tensor"
+        else:
+            kind = "MX" if self.scale == "e8m0" else ("NV" if self.tensor_scale else "block")
+            if self.elem in ("e1m2", "int4") and self.scale == "e4m3":
+                kind = "uniform"
+            scale = self.scale + ("+fp32" if self.tensor_scale else "")
+            base = f"{kind} {self.elem} {self.block[0]}x{self.block[1]} {scale}"
+        parts = []
+        if self.transform:
+            parts.append(f"{'H' if self.signs == 'ones' else 'RHT'}{self.transform}"
+                         + ("" if self.signs == "ones" else f"({self.signs})"))
+        parts.append(base)
+        if self.cap is not None:
+            parts.append(f"cap {self.cap:g}")
+        if self.eden:
+            parts.append("MS-EDEN")
+        elif self.rounding == "sr":
+            parts.append("SR")
+        if self.four_over_six:
+            parts.append("4/6")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["block"] = list(self.block) if self.block else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "QuantSpec":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+        d = dict(d)
+        if d.get("block") is not None:
+            d["block"] = tuple(d["block"])
+        return cls(**d)
+
+    def but(self, **changes) -> "QuantSpec":
+        return replace(self, **changes)
+
+
+@dataclass
+class QTensor:
+    """A quantized tensor in the canonical layout (R, K), K = the quantized axis, last.
+
+    dequantised = values * block_scale (expanded over each block) / tensor_scale, in the
+    transform's basis; `dequantize()` also undoes the transform and restores x's shape.
+    """
+
+    values: torch.Tensor        # (R, K) float32, signed grid values
+    block_scale: torch.Tensor   # (R / block_rows, K / block_k) float32 (values of the scale format)
+    tensor_scale: torch.Tensor  # () float32: s_enc
+    spec: QuantSpec
+    dim: int
+    shape: torch.Size           # x's original shape
+    signs: torch.Tensor | None  # the transform's sign vector (None: all ones or no transform)
+
+    def scaled(self) -> torch.Tensor:
+        """values * block_scale, (R, K) float32: what the emulated GEMM multiplies (BF16-exact)."""
+        return self.values * expand_blocks(self.block_scale, self.spec, self.values.shape)
+
+    def to_original_layout(self, t: torch.Tensor) -> torch.Tensor:
+        moved = list(self.shape)
+        moved.append(moved.pop(self.dim))
+        return t.reshape(moved).movedim(-1, self.dim)
+
+    def dequantize(self, transformed: bool = False, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The values as the GEMM sees them, scaled back; in x's basis unless transformed=True."""
+        y = self.scaled() / self.tensor_scale
+        if self.spec.transform and not transformed:
+            y = unrotate(y, self.spec.transform, self.signs)
+        return self.to_original_layout(y).to(dtype or torch.float32)
+
+
+# --- block helpers -----------------------------------------------------------------------------
+
+def to_blocks(t: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """(R, K) -> (R/br, K/bk, br*bk): each block's elements contiguous in the last axis."""
+    R, K = t.shape
+    br, bk = spec.block_rows, spec.block_k
+    return t.reshape(R // br, br, K // bk, bk).permute(0, 2, 1, 3).reshape(R // br, K // bk, br * bk)
+
+
+def from_blocks(t: torch.Tensor, spec: QuantSpec, shape: torch.Size) -> torch.Tensor:
+    R, K = shape
+    br, bk = spec.block_rows, spec.block_k
+    return t.reshape(R // br, K // bk, br, bk).permute(0, 2, 1, 3).reshape(R, K)
+
+
+def expand_blocks(per_block: torch.Tensor, spec: QuantSpec, shape: torch.Size) -> torch.Tensor:
+    """A (R/br, K/bk) tensor repeated over each block's elements -> (R, K)."""
+    if spec.block is None:
+        return per_block.reshape(1, 1).expand(shape)
+    return per_block.repeat_interleave(spec.block_rows, 0).repeat_interleave(spec.block_k, 1)
+
+
+def tree_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum over the last axis (a power of two) by halving: a fixed order the kernels reproduce."""
+    while t.shape[-1] > 1:
+        h = t.shape[-1] // 2
+        t = t[..., :h] + t[..., h:]
+    return t[..., 0]
+
+
+# --- the reference quantizer ---------------------------------------------------------------------
+
+def _canonical(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.Tensor, int]:
+    dim = dim % x.dim()
+    x2 = x.to(torch.float32).movedim(dim, -1)
+    K = x2.shape[-1]
+    x2 = x2.reshape(-1, K)
+    m = spec.k_multiple
+    if K % m:
+        raise UserError(
+            f"cannot quantize along a dimension of size {K} with {spec.describe()}: it must be a multiple "
+            f"of {m} (blocks of {spec.block_k} along K"
+            + (f", Hadamard groups of {spec.transform}" if spec.transform else "")
+            + "). We refuse rather than pad, since padding changes the block statistics; use model widths "
+            f"and token counts (batch x sequence) that are multiples of {m}.")
+    if x2.shape[0] % spec.block_rows:
+        raise UserError(
+            f"cannot quantize a tensor with {x2.shape[0]} rows in {spec.block_rows}x{spec.block_k} tiles: "
+            f"the other dimension must be a multiple of {spec.block_rows}; use model widths that are.")
+    return x2, dim
+
+
+def _seeds(seed: int | Seeds | None, spec: QuantSpec) -> Seeds | None:
+    if seed is None:
+        if spec.needs_seed:
+            raise ValueError(f"{spec.describe()} is random (SR, random signs or MS-EDEN): pass an explicit seed")
+        return None
+    return seed if isinstance(seed, Seeds) else Seeds(rounding=seed, signs=seed)
+
+
+def tensor_encode_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """s_enc (float32 scalar): elem_max * scale_bound / amax, or elem_max / amax for per-tensor
+    scaling; 1 when amax is 0 or there is no tensor scale."""
+    if spec.block is not None and not spec.tensor_scale:
+        return torch.ones((), dtype=torch.float32, device=amax.device)
+    bound = spec.scale_bound if spec.block is not None else 1.0
+    numer = torch.tensor(spec.elem_max * bound, dtype=torch.float32, device=amax.device)
+    return torch.where(amax > 0, numer / amax, torch.ones_like(amax))
+
+
+def block_scale_for(amax_b: torch.Tensor, s_enc: torch.Tensor, spec: QuantSpec, target: float) -> torch.Tensor:
+    """Block scales (float32 values of the scale format) mapping each block's amax to `target`."""
+    if spec.scale == "e8m0":
+        return formats.e8m0_floor_scale(amax_b, spec.elem)
+    raw = (amax_b / target) * s_enc
+    return formats.e4m3_scale(raw, spec.scale_bound) if spec.scale == "e4m3" else raw
+
+
+def _round_blocks(xb: torch.Tensor, s_enc: torch.Tensor, s_b: torch.Tensor, spec: QuantSpec,
+                  u: torch.Tensor | None) -> torch.Tensor:
+    """Elements of blocked x (nb_r, nb_k, n) under block scales s_b: signed grid values."""
+    factor = torch.where(s_b > 0, s_enc / torch.where(s_b > 0, s_b, 1.0), 0.0)
+    v = xb * factor.unsqueeze(-1)
+    mag = formats.round_elements(v.abs(), spec.elem, spec.cap, spec.rounding, u)
+    return torch.where(v < 0, -mag, mag)
+
+
+def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds | None = None) -> QTensor:
+    """Quantize x with blocks along `dim` (the GEMM's K). Returns grid values, block scales and
+    the tensor scale. `seed` (an int, or Seeds(rounding, signs)) is required when spec is random."""
+    x2, dim = _canonical(x, spec, dim)
+    seeds = _seeds(seed, spec)
+    signs = None
+    if spec.transform:
+        signs = signs_for(spec.signs, spec.transform, seeds.signs if seeds else None, x2.device)
+        x2 = rotate(x2, spec.transform, signs)
+    R, K = x2.shape
+    amax_t = x2.abs().amax() if x2.numel() else torch.zeros((), device=x2.device)
+    s_enc = tensor_encode_scale(amax_t, spec)
+
+    u = None
+    if spec.rounding == "sr":
+        u = uniform(seeds.rounding, torch.arange(R * K, device=x2.device)).reshape(R, K)
+
+    if spec.block is None:  # per-tensor scaling (FP8 current scaling)
+        values = _round_blocks(x2.reshape(R, 1, K), s_enc, torch.ones(R, 1, device=x2.device),
+                               spec, u.reshape(R, 1, K) if u is not None else None).reshape(R, K)
+        return QTensor(values, torch.ones(1, 1, device=x2.device), s_enc, spec, dim, x.shape, signs)
+
+    xb = to_blocks(x2, spec)
+    ub = to_blocks(u, spec) if u is not None else None
+    amax_b = xb.abs().amax(-1)
+    target = spec.elem_max / spec.headroom
+    s_b = block_scale_for(amax_b, s_enc, spec, target)
+    qb = _round_blocks(xb, s_enc, s_b, spec, ub)
+
+    if spec.four_over_six:
+        s_b4 = block_scale_for(amax_b, s_enc, spec, 4.0)
+        qb4 = _round_blocks(xb, s_enc, s_b4, spec, ub)
+        x_enc = xb * s_enc
+        err6 = tree_sum((qb * s_b.unsqueeze(-1) - x_enc) ** 2)
+        err4 = tree_sum((qb4 * s_b4.unsqueeze(-1) - x_enc) ** 2)
+        use4 = err4 < err6  # ties keep the standard (amax -> 6) candidate
+        s_b = torch.where(use4, s_b4, s_b)
+        qb = torch.where(use4.unsqueeze(-1), qb4, qb)
+
+    if spec.eden:
+        s_b = _eden_scales(xb, qb, s_b, s_enc, spec, seeds)
+
+    values = from_blocks(qb, spec, x2.shape)
+    return QTensor(values, s_b, s_enc, spec, dim, x.shape, signs)
+
+
+def _eden_scales(xb: torch.Tensor, qb: torch.Tensor, s_b: torch.Tensor, s_enc: torch.Tensor,
+                 spec: QuantSpec, seeds: Seeds) -> torch.Tensor:
+    """MS-EDEN: per Hadamard group, c = sum(x^2) / sum(x * q(x)) (in the s_enc-scaled units),
+    then the group's block scales times c, stochastically rounded onto E4M3."""
+    nr, nk, n = xb.shape
+    per_group = spec.transform // spec.block_k
+    x_enc = (xb * s_enc).reshape(nr, nk // per_group, per_group * n)
+    deq = (qb * s_b.unsqueeze(-1)).reshape(nr, nk // per_group, per_group * n)
+    num, den = tree_sum(x_enc * x_enc), tree_sum(x_enc * deq)
+    c = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 1.0)
+    corrected = s_b * c.repeat_interleave(per_group, 1)
+    u = uniform(seeds.rounding ^ SCALE_STREAM, torch.arange(nr * nk, device=xb.device)).reshape(nr, nk)
+    return formats.round_fp8_sr(corrected, "e4m3", u)
+
+
+def fake_quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds | None = None) -> torch.Tensor:
+    """Same shape and dtype as x: the values the GEMM sees, scaled back, in x's own basis."""
+    return quantize(x, spec, dim, seed).dequantize(dtype=x.dtype)
+
+
+def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,
+                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """What an emulated GEMM multiplies: (values * block_scale in x's layout and the transform's
+    basis, cast to `dtype` exactly), and 1 / tensor_scale (float32 scalar) for the GEMM output."""
+    q = quantize(x, spec, dim, seed)
+    return q.to_original_layout(q.scaled()).to(dtype), 1.0 / q.tensor_scale

@@ -1,0 +1,75 @@
+"""Hadamard transforms along the last axis, in contiguous groups of n (16, 32 or 128).
+
+H_n is the Sylvester Hadamard matrix normalised by 1/sqrt(n); the random variant (RHT) is
+H_n . diag(s) with signs s from an explicit seed. The rotation of a row group x (length n) is
+x' = (s * x) H_n, so rotating both GEMM operands along K leaves their product unchanged:
+(A Q)(B Q)^T = A B^T with Q = diag(s) H_n orthogonal.
+
+The reference computes the rotation as a fast Walsh-Hadamard transform: log2(n) butterfly stages
+(a, b) -> (a + b, a - b) with stride 1, 2, 4, ..., then one multiply by fp32(1/sqrt(n)). That fixes
+the float32 rounding exactly, and the Triton kernels run the same stages in the same order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from scaling.seeds import random_signs
+
+HADAMARD_SIZES = (16, 32, 128)
+
+
+def hadamard_matrix(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The normalised Sylvester Hadamard matrix H_n (symmetric, orthogonal)."""
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"Hadamard size must be a power of two, got {n}")
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return (h / math.sqrt(n)).to(dtype)
+
+
+def norm_factor(n: int) -> float:
+    """fp32(1/sqrt(n)), the single normalising multiply after the butterflies."""
+    return float(torch.tensor(1.0 / math.sqrt(n), dtype=torch.float32))
+
+
+def fwht(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Normalised Walsh-Hadamard transform of each contiguous group of n along the last axis (fp32)."""
+    shape = x.shape
+    if shape[-1] % n:
+        raise ValueError(f"last axis {shape[-1]} is not a multiple of the Hadamard size {n}")
+    y = x.reshape(-1, n)
+    h = 1
+    while h < n:
+        y = y.view(-1, n // (2 * h), 2, h)
+        a, b = y[:, :, 0, :], y[:, :, 1, :]
+        y = torch.stack((a + b, a - b), dim=2).reshape(-1, n)
+        h *= 2
+    return (y * norm_factor(n)).reshape(shape)
+
+
+def rotate(x: torch.Tensor, n: int, signs: torch.Tensor | None) -> torch.Tensor:
+    """x' = (s * x) H_n per group of n along the last axis. signs=None means all ones."""
+    if signs is not None:
+        x = (x.reshape(-1, n) * signs).reshape(x.shape)
+    return fwht(x, n)
+
+
+def unrotate(y: torch.Tensor, n: int, signs: torch.Tensor | None) -> torch.Tensor:
+    """The inverse of `rotate`: x = s * (y H_n) (H_n is its own inverse)."""
+    x = fwht(y, n)
+    if signs is not None:
+        x = (x.reshape(-1, n) * signs).reshape(y.shape)
+    return x
+
+
+def signs_for(policy: str, n: int, seed: int | None, device: torch.device | str = "cpu") -> torch.Tensor | None:
+    """The sign vector a transform uses: None for a deterministic Hadamard, else from the seed."""
+    if policy == "ones":
+        return None
+    if seed is None:
+        raise ValueError("a random Hadamard transform needs an explicit sign seed")
+    return random_signs(seed, n, device)
