@@ -30,7 +30,7 @@ def print_table(rows: Iterable[dict], columns: Sequence[str] | None = None, titl
         table.add_column(c, overflow="fold")
     for r in rows:
         table.add_row(*(_cell(r.get(c)) for c in columns))
-    Console(width=max(100, min(200, 16 * len(columns)))).print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 def _default(o: Any) -> Any:

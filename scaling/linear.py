@@ -1,0 +1,175 @@
+"""QLinear: a linear layer whose three GEMMs run under a Recipe, and convert(model, recipe).
+
+Each GEMM quantizes its two operands along its own K (fprop: in_features, dgrad: out_features,
+wgrad: tokens), multiplies the block-scaled values (exact in BF16) with FP32 accumulation, and
+applies the two tensor scales to the output. Both operands of a GEMM share the transform (same
+Hadamard size and signs), so the product is taken in one rotated basis.
+
+Seeds are explicit: rounding seed = mix(run seed, layer, step, operand); sign seed by the spec's
+policy (once per run, per step, or per step and layer). The step lives in a device tensor that
+`set_step` fills, so a compiled model does not recompile every step.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn as nn
+
+from scaling import quant
+from scaling.quant import QuantSpec
+from scaling.recipes import Recipe
+from scaling.seeds import Seeds, mix
+
+
+def _use_kernels(t: torch.Tensor) -> bool:
+    return t.is_cuda and os.environ.get("SCALING_KERNELS", "1") != "0"
+
+
+def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
+                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Dispatch: Triton kernels on CUDA, the reference elsewhere (identical bits)."""
+    if spec is None:
+        return x.to(dtype), None
+    if _use_kernels(x):
+        from scaling import kernels
+
+        return kernels.gemm_operand(x, spec, dim, seeds, dtype)
+    return quant.gemm_operand(x, spec, dim, seeds, dtype)
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b) -> torch.Tensor:
+    """a @ b with FP32 accumulation and output, then the tensor scales."""
+    if a.is_cuda:
+        try:
+            out = torch.mm(a, b, out_dtype=torch.float32)
+        except TypeError:  # older torch: bf16 output (one extra rounding)
+            out = torch.mm(a, b).float()
+    else:
+        out = torch.mm(a.float(), b.float())
+    scale = None
+    for inv in (inv_a, inv_b):
+        if inv is not None:
+            scale = inv if scale is None else scale * inv
+    return out if scale is None else out * scale
+
+
+class _QuantizedLinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer: "QLinear"):
+        recipe, dtype = layer.recipe, _gemm_dtype(x)
+        xq, inv_x = gemm_operand(x, recipe.fprop_x, -1, layer.seeds("fprop", "x", recipe.fprop_x), dtype)
+        wq, inv_w = gemm_operand(weight, recipe.fprop_w, -1, layer.seeds("fprop", "w", recipe.fprop_w), dtype)
+        y = _matmul(xq, wq.t(), inv_x, inv_w)
+        if bias is not None:
+            y = y + bias.float()
+        if recipe.backward_from_forward:
+            # Quartet II: the backward GEMMs see what the forward GEMM saw (scaled back, x's basis).
+            x_saved = _as_seen(xq, inv_x, recipe.fprop_x, layer.seeds("fprop", "x", recipe.fprop_x))
+            w_saved = _as_seen(wq, inv_w, recipe.fprop_w, layer.seeds("fprop", "w", recipe.fprop_w))
+        else:
+            x_saved, w_saved = x, weight
+        ctx.save_for_backward(x_saved, w_saved)
+        ctx.layer, ctx.has_bias = layer, bias is not None
+        ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
+        return y.to(dtype if x.is_cuda else x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        layer = ctx.layer
+        recipe, dtype = layer.recipe, _gemm_dtype(dy)
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
+            a, ia = gemm_operand(dy, recipe.dgrad_dy, -1, layer.seeds("dgrad", "dy", recipe.dgrad_dy), dtype)
+            b, ib = gemm_operand(w, recipe.dgrad_w, 0, layer.seeds("dgrad", "w", recipe.dgrad_w), dtype)
+            dx = _matmul(a, b, ia, ib).to(ctx.x_dtype)
+        if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
+            a, ia = gemm_operand(dy, recipe.wgrad_dy, 0, layer.seeds("wgrad", "dy", recipe.wgrad_dy), dtype)
+            b, ib = gemm_operand(x, recipe.wgrad_x, 0, layer.seeds("wgrad", "x", recipe.wgrad_x), dtype)
+            dw = _matmul(a.t(), b, ia, ib).to(ctx.w_dtype)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = dy.float().sum(0)
+        return dx, dw, db, None
+
+
+def _gemm_dtype(t: torch.Tensor) -> torch.dtype:
+    """BF16 operands on GPU (tensor cores); FP32 on CPU (same values, faster there)."""
+    return torch.bfloat16 if t.is_cuda else torch.float32
+
+
+def _as_seen(op: torch.Tensor, inv: torch.Tensor | None, spec: QuantSpec | None, seeds: Seeds | None) -> torch.Tensor:
+    """A forward GEMM operand scaled back to real units and x's basis (for Quartet II's backward)."""
+    y = op.float() if inv is None else op.float() * inv
+    if spec is not None and spec.transform:
+        from scaling.transforms import signs_for, unrotate
+
+        signs = signs_for(spec.signs, spec.transform, seeds.signs if seeds else None, y.device)
+        y = unrotate(y, spec.transform, signs)
+    return y
+
+
+class QLinear(nn.Linear):
+    """nn.Linear whose forward and backward GEMMs run under `recipe`. Shares the original weight."""
+
+    recipe: Recipe
+    layer_index: int
+    run_seed: int
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, recipe: Recipe, layer_index: int, run_seed: int) -> "QLinear":
+        q = cls.__new__(cls)
+        nn.Module.__init__(q)
+        q.in_features, q.out_features = linear.in_features, linear.out_features
+        q.weight, q.bias = linear.weight, linear.bias
+        q.recipe, q.layer_index, q.run_seed = recipe, layer_index, run_seed
+        q.register_buffer("step", torch.zeros((), dtype=torch.int64, device=linear.weight.device), persistent=False)
+        return q
+
+    def seeds(self, gemm: str, operand: str, spec: QuantSpec | None) -> Seeds | None:
+        if spec is None or not spec.needs_seed:
+            return None
+        rounding = mix(self.run_seed, "round", self.layer_index, self.step, gemm, operand)
+        policy = {"ones": (), "run": (), "step": (self.step,), "layer_step": (self.layer_index, self.step)}
+        signs = mix(self.run_seed, "signs", *policy[spec.signs])
+        return Seeds(rounding=rounding, signs=signs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        y = _QuantizedLinearFn.apply(x.reshape(-1, shape[-1]), self.weight, self.bias, self)
+        return y.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, recipe={self.recipe.name}, layer={self.layer_index}"
+
+
+def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
+    """Replace every nn.Linear inside `model.blocks` with a QLinear under `recipe` (in place).
+
+    Embeddings, the LM head, norms and attention products stay in high precision; blocks listed
+    in `recipe.high_precision_blocks` stay BF16. With an unquantized recipe (bf16) the model is
+    returned unchanged.
+    """
+    if not recipe.is_quantized:
+        return model
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList):
+        raise ValueError("convert() expects the transformer blocks in `model.blocks` (an nn.ModuleList)")
+    keep = {i % len(blocks) for i in recipe.high_precision_blocks}
+    layer_index = 0
+    for b, block in enumerate(blocks):
+        for parent in list(block.modules()):
+            for name, child in list(parent.named_children()):
+                if type(child) is nn.Linear:
+                    if b not in keep:
+                        setattr(parent, name, QLinear.from_linear(child, recipe, layer_index, seed))
+                    layer_index += 1
+    return model
+
+
+def set_step(model: nn.Module, step: int) -> None:
+    """Tell every QLinear the optimizer step (SR and per-step transform seeds derive from it)."""
+    for m in model.modules():
+        if isinstance(m, QLinear):
+            m.step.fill_(step)

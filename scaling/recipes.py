@@ -1,0 +1,233 @@
+"""Recipes: one QuantSpec (or None = BF16) per GEMM operand, plus the layer policy.
+
+A linear layer runs three GEMMs (RECIPES.md):
+    fprop  Y  = X  . W^T   K = in_features     operands fprop.x, fprop.w
+    dgrad  dX = dY . W     K = out_features    operands dgrad.dy, dgrad.w
+    wgrad  dW = dY^T . X   K = tokens          operands wgrad.dy, wgrad.x
+Each operand is quantized along its own GEMM's K. Presets follow RECIPES.md's table by name.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from scaling.errors import UserError
+from scaling.quant import QuantSpec
+
+OPERANDS = ("fprop_x", "fprop_w", "dgrad_dy", "dgrad_w", "wgrad_dy", "wgrad_x")
+GEMMS = {"fprop": ("fprop_x", "fprop_w"), "dgrad": ("dgrad_dy", "dgrad_w"), "wgrad": ("wgrad_dy", "wgrad_x")}
+
+
+def operand_name(field_name: str) -> str:
+    """'fprop_x' -> 'fprop.x' (the name users and TOML files use)."""
+    return field_name.replace("_", ".", 1)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How every quantized linear layer runs its three GEMMs. None means the operand stays BF16."""
+
+    name: str
+    fprop_x: QuantSpec | None = None
+    fprop_w: QuantSpec | None = None
+    dgrad_dy: QuantSpec | None = None
+    dgrad_w: QuantSpec | None = None
+    wgrad_dy: QuantSpec | None = None
+    wgrad_x: QuantSpec | None = None
+    # Transformer blocks kept in BF16 (indices; negative counts from the end).
+    high_precision_blocks: tuple[int, ...] = ()
+    # Quartet II: the backward GEMMs quantize the forward-quantized W and X, not the BF16 originals.
+    backward_from_forward: bool = False
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "high_precision_blocks", tuple(self.high_precision_blocks))
+        for gemm, (a, b) in GEMMS.items():
+            sa, sb = getattr(self, a), getattr(self, b)
+            ta = (sa.transform, sa.signs) if sa else (0, "ones")
+            tb = (sb.transform, sb.signs) if sb else (0, "ones")
+            if ta != tb:
+                raise ValueError(
+                    f"{gemm}: both operands must get the same transform along K (so the product is "
+                    f"unchanged), got {operand_name(a)}={ta} and {operand_name(b)}={tb}")
+
+    def spec(self, operand: str) -> QuantSpec | None:
+        return getattr(self, operand.replace(".", "_"))
+
+    @property
+    def is_quantized(self) -> bool:
+        return any(getattr(self, o) is not None for o in OPERANDS)
+
+    def describe_gemm(self, gemm: str) -> str:
+        a, b = GEMMS[gemm]
+        sa, sb = getattr(self, a), getattr(self, b)
+        if sa is None and sb is None:
+            return "bf16"
+        la, lb = a.split("_")[1], b.split("_")[1]
+        da = sa.describe() if sa else "bf16"
+        db = sb.describe() if sb else "bf16"
+        return f"{la}: {da} | {lb}: {db}" if da != db else f"{la}, {lb}: {da}"
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "source": self.source,
+             "high_precision_blocks": list(self.high_precision_blocks),
+             "backward_from_forward": self.backward_from_forward}
+        for o in OPERANDS:
+            s = getattr(self, o)
+            d[operand_name(o)] = s.to_dict() if s else None
+        return d
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Recipe":
+        """A user-defined recipe. Errors name the file and the field."""
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise UserError(f"recipe file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise UserError(f"{path}: not valid TOML ({e})") from None
+        return recipe_from_dict(data, where=str(path))
+
+
+def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
+    """Build a Recipe from TOML-shaped data: top-level keys plus [fprop.x]-style operand tables.
+
+    `base = "nvfp4"` starts from a preset; an operand given as "bf16" clears it.
+    """
+    data = dict(data)
+    allowed = {"name", "base", "source", "high_precision_blocks", "backward_from_forward", "fprop", "dgrad", "wgrad"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise UserError(f"{where}: `name` (a string) is required")
+    base = get_recipe(data["base"]) if "base" in data else Recipe(name=data["name"])
+    changes: dict = {"name": data["name"], "source": data.get("source", f"user recipe ({where})")}
+    if "high_precision_blocks" in data:
+        hp = data["high_precision_blocks"]
+        if not isinstance(hp, list) or not all(isinstance(i, int) for i in hp):
+            raise UserError(f"{where}: high_precision_blocks must be a list of block indices, e.g. [0, -1]")
+        changes["high_precision_blocks"] = tuple(hp)
+    if "backward_from_forward" in data:
+        if not isinstance(data["backward_from_forward"], bool):
+            raise UserError(f"{where}: backward_from_forward must be true or false")
+        changes["backward_from_forward"] = data["backward_from_forward"]
+    for gemm, ops in GEMMS.items():
+        table = data.get(gemm, {})
+        if not isinstance(table, dict):
+            raise UserError(f"{where}: [{gemm}] must be a table with operand tables like [{gemm}.{ops[0].split('_')[1]}]")
+        names = {o.split("_")[1]: o for o in ops}
+        for key, value in table.items():
+            if key not in names:
+                raise UserError(f"{where}: unknown operand {gemm}.{key}; {gemm} has {', '.join(gemm + '.' + n for n in names)}")
+            changes[names[key]] = _spec_from_toml(value, f"{where}: {gemm}.{key}")
+    try:
+        return replace(base, **changes)
+    except ValueError as e:
+        raise UserError(f"{where}: {e}") from None
+
+
+def _spec_from_toml(value, where: str) -> QuantSpec | None:
+    if value == "bf16":
+        return None
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: must be a table of QuantSpec fields or the string \"bf16\"")
+    known = {f.name for f in fields(QuantSpec)}
+    for key in value:
+        if key not in known:
+            raise UserError(f"{where}.{key}: unknown field; QuantSpec fields are {', '.join(sorted(known))}")
+    try:
+        return QuantSpec.from_dict(value)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"{where}: {e}") from None
+
+
+# --- presets (RECIPES.md) ----------------------------------------------------------------------
+
+NV = QuantSpec(elem="e2m1", block=(1, 16), scale="e4m3", tensor_scale=True)           # NVFP4 1x16, RTNE
+NV_2D = NV.but(block=(16, 16))
+NV_SR = NV.but(rounding="sr")
+MX4 = QuantSpec(elem="e2m1", block=(1, 32), scale="e8m0", tensor_scale=False)         # OCP MXFP4
+MX8 = QuantSpec(elem="e4m3", block=(1, 32), scale="e8m0", tensor_scale=False)         # OCP MXFP8 (E4M3)
+UF = QuantSpec(elem="e1m2", block=(1, 16), scale="e4m3", tensor_scale=True)           # uniform FP4 (our default)
+FP8_E4M3 = QuantSpec(elem="e4m3", block=None, scale="fp32", tensor_scale=True)       # per-tensor current scaling
+FP8_E5M2 = FP8_E4M3.but(elem="e5m2")
+RHT16 = dict(transform=16, signs="run")
+SIX_FOUR = dict(four_over_six=True, scale_bound=256.0)
+# MS-EDEN (Quartet II backward): RHT128 redrawn per backward call (step and layer), RTNE with
+# headroom (amax -> 6 / ((17/16) * 0.93)), EDEN-corrected E4M3 scales rounded stochastically.
+EDEN = NV.but(transform=128, signs="layer_step", eden=True, headroom=(17 / 16) * 0.93)
+
+
+def _same(spec: QuantSpec | None) -> dict:
+    return {o: spec for o in OPERANDS}
+
+
+def _presets() -> dict[str, Recipe]:
+    nvfp4 = Recipe(
+        "nvfp4", fprop_x=NV, fprop_w=NV_2D, dgrad_dy=NV_SR, dgrad_w=NV_2D,
+        wgrad_dy=NV_SR.but(**RHT16), wgrad_x=NV.but(**RHT16),
+        source="NVIDIA, Pretraining LLMs with NVFP4 (arXiv 2509.25149); TE NVFP4BlockScaling")
+    mxfp4 = Recipe("mxfp4", **_same(MX4), source="OCP Microscaling v1.0")
+    mxfp8 = Recipe("mxfp8", **_same(MX8), source="torchao MX training")
+    ufp4 = Recipe(
+        "ufp4", fprop_x=UF.but(**RHT16), fprop_w=UF.but(**RHT16),
+        dgrad_dy=UF.but(rounding="sr", **RHT16), dgrad_w=UF.but(**RHT16),
+        wgrad_dy=UF.but(rounding="sr", **RHT16), wgrad_x=UF.but(**RHT16),
+        source="Rethinking shrinkage bias in LLM FP4 pretraining (arXiv 2606.20381)")
+    cap4 = {o: getattr(nvfp4, o).but(cap=4.0) for o in OPERANDS}
+    rht_all = dict(fprop_x=NV.but(**RHT16), fprop_w=NV.but(**RHT16),
+                   dgrad_dy=NV_SR.but(**RHT16), dgrad_w=NV.but(**RHT16))
+    presets = [
+        Recipe("bf16", source="baseline"),
+        Recipe("fp8", fprop_x=FP8_E4M3, fprop_w=FP8_E4M3, dgrad_dy=FP8_E5M2, dgrad_w=FP8_E4M3,
+               wgrad_dy=FP8_E5M2, wgrad_x=FP8_E4M3,
+               source="TransformerEngine Float8CurrentScaling (HYBRID)"),
+        mxfp8,
+        nvfp4,
+        replace(nvfp4, name="nvfp4_4over6", fprop_x=NV.but(**SIX_FOUR), fprop_w=NV_2D.but(**SIX_FOUR),
+                source="Four Over Six (arXiv 2512.02010); TE nvfp4_4over6"),
+        replace(nvfp4, name="nvfp4_rht_all", **rht_all, source="UFP4 paper's comparison: E2M1 under pervasive RHT"),
+        replace(nvfp4, name="nvfp4_cap4", **cap4, source="UFP4 paper's range-restriction ablation"),
+        mxfp4,
+        replace(mxfp8, name="mxfp4_fprop", fprop_x=MX4, fprop_w=MX4, source="AMD ladder step 1"),
+        replace(mxfp8, name="mxfp4_fprop_dgrad", fprop_x=MX4, fprop_w=MX4, dgrad_dy=MX4, dgrad_w=MX4,
+                source="AMD ladder step 2"),
+        replace(mxfp4, name="mxfp4_sr", dgrad_dy=MX4.but(rounding="sr"), wgrad_dy=MX4.but(rounding="sr"),
+                source="AMD (arXiv 2605.09825): fails to stabilise"),
+        Recipe("mxfp4_rht", **_same(MX4.but(transform=16, signs="step")),
+               source="AMD (arXiv 2605.09825): fails to stabilise"),
+        Recipe("mxfp4_h16", **_same(MX4.but(transform=16)),
+               source="AMD, Pretraining LLMs with MXFP4 on native FP4 hardware (arXiv 2605.09825); "
+                      "ROCm TE NVTE_MXFP4_USE_HADAMARD"),
+        Recipe("mxfp4_h32", **_same(MX4.but(transform=32)), source="ablation of mxfp4_h16"),
+        ufp4,
+        Recipe("ufp4_rht_wgrad", fprop_x=UF, fprop_w=UF, dgrad_dy=UF.but(rounding="sr"), dgrad_w=UF,
+               wgrad_dy=ufp4.wgrad_dy, wgrad_x=ufp4.wgrad_x, source="UFP4 ablation: RHT scope"),
+        Recipe("ufp4_no_rht", fprop_x=UF, fprop_w=UF, dgrad_dy=UF.but(rounding="sr"), dgrad_w=UF,
+               wgrad_dy=UF.but(rounding="sr"), wgrad_x=UF, source="UFP4 ablation: no transform"),
+        Recipe("quartet2", fprop_x=NV.but(**SIX_FOUR), fprop_w=NV.but(**SIX_FOUR),
+               dgrad_dy=EDEN, dgrad_w=EDEN, wgrad_dy=EDEN, wgrad_x=EDEN, backward_from_forward=True,
+               source="Quartet II (arXiv 2601.22813; IST-DASLab/Quartet-II)"),
+    ]
+    return {r.name: r for r in presets}
+
+
+PRESETS: dict[str, Recipe] = _presets()
+
+
+def list_recipes() -> list[str]:
+    """Preset names, in RECIPES.md's order."""
+    return list(PRESETS)
+
+
+def get_recipe(name: str) -> Recipe:
+    """A preset by name, or a user recipe from a .toml path."""
+    if name in PRESETS:
+        return PRESETS[name]
+    if name.endswith(".toml"):
+        return Recipe.from_toml(name)
+    raise UserError(f"unknown recipe {name!r}; known recipes: {', '.join(PRESETS)} (or a path to a recipe .toml)")
