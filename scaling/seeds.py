@@ -2,8 +2,7 @@
 in the Triton kernels. No global RNG state is ever read.
 
 `hash32` is Chris Wellons' "lowbias32" integer hash. The Triton kernels compute it on uint32 with
-wrapping multiplies; here it runs on int64 tensors holding uint32 values, with the multiply split
-into 16-bit halves so nothing overflows.
+wrapping multiplies; here it runs on int64 tensors holding uint32 values (see `_mul32`).
 """
 
 from __future__ import annotations
