@@ -269,7 +269,9 @@ def block_scale_for(amax_b: torch.Tensor, s_enc: torch.Tensor, spec: QuantSpec, 
     """Block scales (float32 values of the scale format) mapping each block's amax to `target`."""
     if spec.scale == "e8m0":
         return formats.e8m0_floor_scale(amax_b, spec.elem)
-    raw = (amax_b / target) * s_enc
+    # target as a device tensor: PyTorch's CUDA division by a CPU scalar multiplies by its reciprocal
+    # instead (one bit off now and then), which would make the reference differ between CPU and GPU.
+    raw = (amax_b / torch.tensor(target, dtype=torch.float32, device=amax_b.device)) * s_enc
     return formats.e4m3_scale(raw, spec.scale_bound) if spec.scale == "e4m3" else raw
 
 
