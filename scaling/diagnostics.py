@@ -1,0 +1,310 @@
+"""Quantization diagnostics: what a format and a transform do to a tensor and to a GEMM.
+
+Everything goes through the reference quantizer (`scaling.quant.quantize`); this module only
+measures. Per tensor x format x transform: SQNR, the shrinkage bias E[|q| - |v|] in the block-scaled
+domain (overall and per grid level, next to the uniform-density theory (l - r)/2), grid-level use,
+and the SQNR change a transform brings. Per format x transform: the output SQNR of the three GEMMs
+of a linear layer (fprop, dgrad, wgrad) with both operands quantized along their K.
+`run_diagnostics` returns the dict `scaling diagnose --json` prints (shape: docs/numerics.md).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import torch
+
+from scaling.errors import UserError
+from scaling.formats import GRIDS, Grid
+from scaling.quant import QuantSpec, expand_blocks, quantize
+from scaling.seeds import Seeds
+from scaling.transforms import rotate
+
+# The formats a researcher compares (element rounding RTNE; the transform is added separately).
+NV = QuantSpec(elem="e2m1", block=(1, 16), scale="e4m3", tensor_scale=True)
+FORMATS: dict[str, QuantSpec] = {
+    "nvfp4": NV,
+    "mxfp4": QuantSpec(elem="e2m1", block=(1, 32), scale="e8m0", tensor_scale=False),
+    "ufp4": NV.but(elem="e1m2"),
+    "int4": NV.but(elem="int4"),
+    "nvfp4_4over6": NV.but(four_over_six=True, scale_bound=256.0),
+    "nvfp4_cap4": NV.but(cap=4.0),
+}
+# transform name -> (Hadamard size, sign policy); random signs come from the run seed.
+TRANSFORMS: dict[str, tuple[int, str]] = {
+    "none": (0, "ones"), "h16": (16, "ones"), "h32": (32, "ones"),
+    "rht16": (16, "run"), "rht32": (32, "run"), "rht128": (128, "run"),
+}
+DEFAULT_TRANSFORMS = ("none", "h16", "rht16", "rht128")
+SYNTHETIC = ("gaussian", "laplace", "student_t3", "outlier_channels")
+OUTLIER_SCALE = 50.0
+GEMM_SHAPES = {"tokens": 1024, "d_in": 256, "d_out": 512}
+MASS_THRESHOLD = 0.01  # a level "is used" when it carries at least 1% of the elements
+
+
+def spec_for(fmt: str, transform: str) -> QuantSpec:
+    """The QuantSpec of a named format under a named transform."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if transform not in TRANSFORMS:
+        raise UserError(f"unknown transform {transform!r}; known: {', '.join(TRANSFORMS)}")
+    n, signs = TRANSFORMS[transform]
+    return FORMATS[fmt].but(transform=n, signs=signs)
+
+
+def levels_of(spec: QuantSpec) -> tuple[float, ...]:
+    return Grid.of(spec.elem, spec.cap).levels
+
+
+def level_error_theory(levels: tuple[float, ...]) -> list[float]:
+    """(l_i - r_i)/2 per level: the mean RTNE error |q| - |v| under a locally uniform density, with
+    l_i, r_i the half-widths of level i's bin (l_0 = 0 in magnitude space, r = 0 at the top)."""
+    out = []
+    for i, q in enumerate(levels):
+        left = (q - levels[i - 1]) / 2 if i > 0 else 0.0
+        right = (levels[i + 1] - q) / 2 if i + 1 < len(levels) else 0.0
+        out.append((left - right) / 2)
+    return out
+
+
+# --- tensors -------------------------------------------------------------------------------------
+
+def synthetic_tensor(kind: str, rows: int, cols: int, seed: int) -> torch.Tensor:
+    """Seeded float32 test tensors with unit-ish scale. Outlier channels are columns (along K)."""
+    g = torch.Generator().manual_seed(seed * 1000 + SYNTHETIC.index(kind))
+    normal = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    if kind == "gaussian":
+        return normal(rows, cols)
+    if kind == "laplace":
+        u = torch.rand(rows, cols, generator=g) - 0.5
+        return -torch.sign(u) * torch.log1p(-2 * u.abs()) / math.sqrt(2)
+    if kind == "student_t3":
+        chi2 = (normal(3, rows, cols) ** 2).sum(0)
+        return normal(rows, cols) / torch.sqrt(chi2 / 3)
+    if kind == "outlier_channels":
+        return with_outlier_channels(normal(rows, cols), g)
+    raise ValueError(f"unknown synthetic tensor {kind!r}")
+
+
+def with_outlier_channels(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """x with max(1, cols/64) randomly chosen columns multiplied by OUTLIER_SCALE."""
+    cols = x.shape[1]
+    idx = torch.randperm(cols, generator=g)[: max(1, cols // 64)]
+    x = x.clone()
+    x[:, idx] *= OUTLIER_SCALE
+    return x
+
+
+def load_tensor(path: str | Path) -> torch.Tensor:
+    """A user tensor from .pt (a tensor) or .npy, as float32 (-1, last dim)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"tensor file {path} does not exist; pass a .pt or .npy file with --tensor")
+    try:
+        if path.suffix == ".npy":
+            import numpy as np
+
+            t = torch.from_numpy(np.load(path, allow_pickle=False))
+        elif path.suffix in (".pt", ".pth"):
+            t = torch.load(path, map_location="cpu", weights_only=True)
+        else:
+            raise UserError(f"tensor file {path} must end in .pt, .pth or .npy")
+    except UserError:
+        raise
+    except Exception as e:  # unreadable or corrupt file
+        raise UserError(f"could not read tensor file {path}: {e}") from e
+    if not isinstance(t, torch.Tensor):
+        raise UserError(f"{path} holds a {type(t).__name__}, not a tensor; save one tensor with torch.save(t, path)")
+    if t.dim() == 0 or t.numel() == 0 or not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
+        raise UserError(f"{path} holds a {t.dtype} tensor of shape {tuple(t.shape)}; need a non-empty float tensor")
+    t = t.to(torch.float32).reshape(-1, t.shape[-1])
+    if not torch.isfinite(t).all():
+        raise UserError(f"{path} holds non-finite values (inf or nan); diagnostics need finite tensors")
+    return t
+
+
+def _check_k(name: str, x: torch.Tensor, specs: Iterable[QuantSpec]) -> None:
+    need = math.lcm(*(s.k_multiple for s in specs))
+    if x.shape[-1] % need:
+        raise UserError(f"tensor {name} has last dimension {x.shape[-1]}, which the chosen formats and transforms "
+                        f"cannot block: it must be a multiple of {need}. Quantization refuses rather than pads; "
+                        "pass a tensor whose last dim fits, or fewer/smaller --formats/--transforms.")
+
+
+# --- measurements -------------------------------------------------------------------------------
+
+def sqnr_db(x: torch.Tensor, y: torch.Tensor) -> float:
+    """10 log10(sum x^2 / sum (x - y)^2) in float64 (inf when y == x)."""
+    x, y = x.double(), y.double()
+    noise = ((x - y) ** 2).sum().item()
+    signal = (x ** 2).sum().item()
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def _seed(seed: int) -> Seeds:
+    return Seeds(rounding=seed, signs=seed)
+
+
+def analyse_tensor(x: torch.Tensor, spec: QuantSpec, seed: int = 0) -> dict:
+    """SQNR, shrinkage bias (overall and per level) and grid-level use of x (R, K) quantized along K."""
+    x = x.to(torch.float32)
+    q = quantize(x, spec, dim=-1, seed=_seed(seed))
+    sqnr = sqnr_db(x, q.dequantize())
+
+    # The block-scaled domain: v = x' * s_enc / s_b, the value the element rounding sees.
+    xr = rotate(x, spec.transform, q.signs) if spec.transform else x
+    scale = expand_blocks(q.block_scale, spec, q.values.shape).double()
+    live = scale > 0  # all-zero (or underflowed) blocks carry no element information
+    v = xr.double() * q.tensor_scale.double() / torch.where(live, scale, 1.0)
+    mag_q, mag_v = q.values.abs()[live].double(), v.abs()[live]
+    err = mag_q - mag_v
+
+    levels = levels_of(spec)
+    idx = torch.searchsorted(torch.tensor(levels, dtype=torch.float64), mag_q)
+    count = torch.bincount(idx, minlength=len(levels)).double()
+    err_sum = torch.bincount(idx, weights=err, minlength=len(levels))
+    mass = count / max(1.0, count.sum().item())
+    nz = mass[mass > 0]
+    return {
+        "sqnr_db": sqnr,
+        "mean_error": err.mean().item() if err.numel() else math.nan,
+        "levels_used": int((mass >= MASS_THRESHOLD).sum()),
+        "level_entropy_bits": float(-(nz * nz.log2()).sum()),
+        "level_mass": mass.tolist(),
+        "level_error": [(s / c).item() if c > 0 else math.nan for s, c in zip(err_sum, count)],
+        "level_error_theory": level_error_theory(levels),
+    }
+
+
+def gemm_operands(seed: int, shapes: Mapping[str, int] = GEMM_SHAPES) -> dict[str, torch.Tensor]:
+    """X (tokens x d_in), W (d_out x d_in) Gaussian; dY (tokens x d_out) Gaussian with outlier channels."""
+    g = torch.Generator().manual_seed(seed * 1000 + 77)
+    t, d_in, d_out = shapes["tokens"], shapes["d_in"], shapes["d_out"]
+    x = torch.randn(t, d_in, generator=g)
+    w = torch.randn(d_out, d_in, generator=g) / math.sqrt(d_in)
+    dy = with_outlier_channels(torch.randn(t, d_out, generator=g), g)
+    return {"x": x, "w": w, "dy": dy}
+
+
+# Each GEMM: (operand A, its K dim), (operand B, its K dim), einsum of the two (K contracted).
+GEMMS = {
+    "fprop": (("x", 1), ("w", 1), "tk,ok->to"),    # Y  = X . W^T,  K = d_in
+    "dgrad": (("dy", 1), ("w", 0), "tk,kd->td"),   # dX = dY . W,   K = d_out
+    "wgrad": (("dy", 0), ("x", 0), "ko,kd->od"),   # dW = dY^T . X, K = tokens
+}
+
+
+def gemm_sqnr(ops: Mapping[str, torch.Tensor], spec: QuantSpec, seed: int = 0) -> dict[str, float]:
+    """Output SQNR of fprop, dgrad and wgrad: both operands quantized along K under `spec` (same signs),
+    multiplied in the transform's basis in float64, against the exact float64 product."""
+    out = {}
+    for name, ((a, da), (b, db), eq) in GEMMS.items():
+        exact = torch.einsum(eq, ops[a].double(), ops[b].double())
+        qa = quantize(ops[a], spec, dim=da, seed=_seed(seed)).dequantize(transformed=True)
+        qb = quantize(ops[b], spec, dim=db, seed=_seed(seed)).dequantize(transformed=True)
+        out[name] = sqnr_db(exact, torch.einsum(eq, qa.double(), qb.double()))
+    return out
+
+
+# --- the whole table ----------------------------------------------------------------------------
+
+def run_diagnostics(formats: Iterable[str] = tuple(FORMATS), transforms: Iterable[str] = DEFAULT_TRANSFORMS,
+                    tensors: Mapping[str, torch.Tensor] | None = None, size: tuple[int, int] = (512, 256),
+                    seed: int = 0, gemm: bool = True,
+                    progress: Callable[[str], None] | None = None) -> dict:
+    """Every format x transform on each tensor (default: the synthetic set), plus the GEMM SQNRs.
+    Returns the dict documented in docs/numerics.md."""
+    # The tensors are small: torch's intra-op threads cost more than they save (8 s of CPU with one
+    # thread vs ~70 s with several on a busy 2-core machine), so run single-threaded and restore.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run(list(formats), list(transforms), tensors, size, seed, gemm, progress or (lambda _msg: None))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.Tensor] | None,
+         size: tuple[int, int], seed: int, gemm: bool, say: Callable[[str], None]) -> dict:
+    specs = {(f, t): spec_for(f, t) for f in formats for t in transforms}
+    if tensors is None:
+        tensors = {k: synthetic_tensor(k, size[0], size[1], seed) for k in SYNTHETIC}
+    for name, x in tensors.items():
+        _check_k(name, x, specs.values())
+
+    quant_rows = []
+    for name, x in tensors.items():
+        say(f"tensor {name} {tuple(x.shape)}")
+        for f in formats:
+            base = None
+            for t in ["none"] + [t for t in transforms if t != "none"]:
+                r = analyse_tensor(x, specs.get((f, t)) or spec_for(f, t), seed)
+                base = r["sqnr_db"] if t == "none" else base
+                if t in transforms:
+                    quant_rows.append({"tensor": name, "format": f, "transform": t, **r,
+                                       "delta_sqnr_db": r["sqnr_db"] - base})
+
+    gemm_rows = []
+    if gemm:
+        ops = gemm_operands(seed)
+        _check_k("gemm operands", ops["x"], specs.values())
+        for f in formats:
+            say(f"gemm {f}")
+            base = gemm_sqnr(ops, spec_for(f, "none"), seed)
+            for t in transforms:
+                s = base if t == "none" else gemm_sqnr(ops, specs[(f, t)], seed)
+                gemm_rows.append({"format": f, "transform": t,
+                                  **{f"{g}_sqnr_db": s[g] for g in GEMMS},
+                                  **{f"{g}_delta_db": s[g] - base[g] for g in GEMMS}})
+
+    return {
+        "config": {"formats": formats, "transforms": transforms, "size": list(size), "seed": seed,
+                   "tensors": list(tensors), "gemm_shapes": dict(GEMM_SHAPES) if gemm else None},
+        "formats": {f: {"spec": FORMATS[f].to_dict(), "describe": FORMATS[f].describe(),
+                        "levels": list(levels_of(FORMATS[f])),
+                        "level_error_theory": level_error_theory(levels_of(FORMATS[f]))} for f in formats},
+        "quant": quant_rows,
+        "gemm": gemm_rows,
+        "claims": check_claims(quant_rows, gemm_rows),
+    }
+
+
+# --- the UFP4 paper's claims, checked on whatever was measured -------------------------------------
+
+BARELY = 0.5  # dB: a transform "barely moves" SQNR when |delta| is below this
+
+
+def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
+    """Evaluate the UFP4 paper's shrinkage and RHT claims on the measured rows (only those whose
+    formats/transforms/tensors were run). Each: claim, where, measured numbers, holds (bool)."""
+    out = []
+    rows = {(r["tensor"], r["format"], r["transform"]): r for r in quant_rows}
+    e2m1 = GRIDS["e2m1"]
+    for (tensor, fmt, tr), r in rows.items():
+        if tr != "none":
+            continue
+        if fmt == "nvfp4":
+            got = {lvl: r["level_error"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
+            theory = {lvl: r["level_error_theory"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
+            out.append({"claim": "E2M1 RTNE error negative at levels 2 and 4", "tensor": tensor,
+                        "measured": got, "theory": theory, "holds": all(v < 0 for v in got.values())})
+        if fmt == "ufp4":
+            interior = [e for e, m in zip(r["level_error"][1:-1], r["level_mass"][1:-1]) if m > 0]
+            worst = max((abs(e) for e in interior), default=math.nan)
+            out.append({"claim": "E1M2 interior-level error ~ 0 (|err| < 0.02 grid units, step 0.25)",
+                        "tensor": tensor, "measured": {"max_abs_interior": worst}, "theory": 0.0,
+                        "holds": worst < 0.02})
+    for tensor in ("student_t3", "outlier_channels"):
+        ufp4, nvfp4 = rows.get((tensor, "ufp4", "rht16")), rows.get((tensor, "nvfp4", "rht16"))
+        if ufp4:
+            out.append({"claim": "RHT16 raises E1M2 (ufp4) SQNR", "tensor": tensor,
+                        "measured": {"delta_sqnr_db": ufp4["delta_sqnr_db"]}, "holds": ufp4["delta_sqnr_db"] > 0})
+        if nvfp4:
+            out.append({"claim": f"RHT16 lowers or barely moves E2M1 (nvfp4) SQNR (delta < {BARELY} dB)",
+                        "tensor": tensor, "measured": {"delta_sqnr_db": nvfp4["delta_sqnr_db"]},
+                        "holds": nvfp4["delta_sqnr_db"] < BARELY})
+    return out
