@@ -12,6 +12,7 @@ policy (once per run, per step, or per step and layer). The step lives in a devi
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -27,11 +28,33 @@ def _use_kernels(t: torch.Tensor) -> bool:
     return t.is_cuda and os.environ.get("SCALING_KERNELS", "1") != "0"
 
 
+# Callbacks (name, dim, operand, QTensor) that see every quantized GEMM operand; see observe_operands.
+_OBSERVERS: list = []
+
+
+@contextlib.contextmanager
+def observe_operands():
+    """Record every quantized GEMM operand as ("fprop.x", dim, operand, QTensor) while active.
+    Runs the reference quantizer (it needs the QTensor); used by tests and diagnostics."""
+    seen: list = []
+    _OBSERVERS.append(seen.append)
+    try:
+        yield seen
+    finally:
+        _OBSERVERS.remove(seen.append)
+
+
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
-                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 dtype: torch.dtype, name: str = "") -> tuple[torch.Tensor, torch.Tensor | None]:
     """Dispatch: Triton kernels on CUDA, the reference elsewhere (identical bits)."""
     if spec is None:
         return x.to(dtype), None
+    if _OBSERVERS:
+        q = quant.quantize(x, spec, dim, seeds)
+        op = q.to_original_layout(q.scaled()).to(dtype)
+        for observe in _OBSERVERS:
+            observe((name, dim, op, q))
+        return op, 1.0 / q.tensor_scale
     if _use_kernels(x):
         from scaling import kernels
 
@@ -59,8 +82,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, layer: "QLinear"):
         recipe, dtype = layer.recipe, _gemm_dtype(x)
-        xq, inv_x = gemm_operand(x, recipe.fprop_x, -1, layer.seeds("fprop", "x", recipe.fprop_x), dtype)
-        wq, inv_w = gemm_operand(weight, recipe.fprop_w, -1, layer.seeds("fprop", "w", recipe.fprop_w), dtype)
+        xq, inv_x = layer.operand("fprop", "x", x, -1, dtype)
+        wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
         y = _matmul(xq, wq.t(), inv_x, inv_w)
         if bias is not None:
             y = y + bias.float()
@@ -79,15 +102,15 @@ class _QuantizedLinearFn(torch.autograd.Function):
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
         layer = ctx.layer
-        recipe, dtype = layer.recipe, _gemm_dtype(dy)
+        dtype = _gemm_dtype(dy)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
-            a, ia = gemm_operand(dy, recipe.dgrad_dy, -1, layer.seeds("dgrad", "dy", recipe.dgrad_dy), dtype)
-            b, ib = gemm_operand(w, recipe.dgrad_w, 0, layer.seeds("dgrad", "w", recipe.dgrad_w), dtype)
+            a, ia = layer.operand("dgrad", "dy", dy, -1, dtype)
+            b, ib = layer.operand("dgrad", "w", w, 0, dtype)
             dx = _matmul(a, b, ia, ib).to(ctx.x_dtype)
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
-            a, ia = gemm_operand(dy, recipe.wgrad_dy, 0, layer.seeds("wgrad", "dy", recipe.wgrad_dy), dtype)
-            b, ib = gemm_operand(x, recipe.wgrad_x, 0, layer.seeds("wgrad", "x", recipe.wgrad_x), dtype)
+            a, ia = layer.operand("wgrad", "dy", dy, 0, dtype)
+            b, ib = layer.operand("wgrad", "x", x, 0, dtype)
             dw = _matmul(a.t(), b, ia, ib).to(ctx.w_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
@@ -134,6 +157,11 @@ class QLinear(nn.Linear):
         policy = {"ones": (), "run": (), "step": (self.step,), "layer_step": (self.layer_index, self.step)}
         signs = mix(self.run_seed, "signs", *policy[spec.signs])
         return Seeds(rounding=rounding, signs=signs)
+
+    def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype):
+        """One GEMM operand under this layer's recipe: (block-scaled values, 1/tensor scale or None)."""
+        spec = self.recipe.spec(f"{gemm}.{operand}")
+        return gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape

@@ -1,0 +1,136 @@
+"""QLinear under every preset: runs on CPU (fp32, bf16); bf16 is nn.Linear bit for bit; every GEMM
+operand lies on its grid once divided by its block scales expanded along that GEMM's K."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+from scaling import formats
+from scaling.linear import QLinear, convert, observe_operands, set_step
+from scaling.recipes import GEMMS, get_recipe, list_recipes
+
+T, D_IN, D_OUT = 128, 128, 128
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(D_IN, D_OUT, bias=False), nn.ReLU(),
+                                                   nn.Linear(D_OUT, D_IN, bias=False)) for _ in range(2)])
+        self.lm_head = nn.Linear(D_IN, 64, bias=False)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = x + b(x)
+        return self.lm_head(x)
+
+
+def _run(model, x):
+    x = x.clone().requires_grad_(True)
+    y = model(x)
+    (y.float() ** 2).mean().backward()
+    return y, x.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_bf16_recipe_is_nn_linear_bit_for_bit(dtype):
+    torch.manual_seed(0)
+    ref = Tiny().to(dtype)
+    model = convert(copy.deepcopy(ref), get_recipe("bf16"))
+    x = torch.randn(4, T // 4, D_IN, dtype=dtype)
+    y0, gx0 = _run(ref, x)
+    y1, gx1 = _run(model, x)
+    assert torch.equal(y0, y1) and torch.equal(gx0, gx1)
+    for p0, p1 in zip(ref.parameters(), model.parameters()):
+        assert torch.equal(p0.grad, p1.grad)
+
+
+def _expected_k_axis(name: str) -> int:
+    """The axis of each operand that is its GEMM's K (operands as QLinear holds them:
+    X (T, in), W (out, in), dY (T, out))."""
+    return {"fprop.x": 1, "fprop.w": 1, "dgrad.dy": 1, "dgrad.w": 0, "wgrad.dy": 0, "wgrad.x": 0}[name]
+
+
+@pytest.mark.parametrize("name", [r for r in list_recipes() if r != "bf16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_operand_on_its_grid_along_its_k(name, dtype):
+    torch.manual_seed(1)
+    recipe = get_recipe(name)
+    model = convert(Tiny().to(dtype), recipe, seed=3)
+    set_step(model, 7)
+    x = torch.randn(T, D_IN, dtype=dtype)
+    with observe_operands() as seen:
+        y, gx = _run(model, x)
+    assert y.dtype == dtype and torch.isfinite(y).all() and torch.isfinite(gx).all()
+    names = {s[0] for s in seen}
+    expected = {f"{g}.{o.split('_')[1]}" for g, ops in GEMMS.items() for o in ops if recipe.spec(o) is not None}
+    assert names == expected
+    for op_name, dim, operand, q in seen:
+        spec = q.spec
+        k_axis = _expected_k_axis(op_name)
+        assert dim % 2 == k_axis, f"{name} {op_name} quantized along axis {dim}, its GEMM's K is axis {k_axis}"
+        op = operand.float().movedim(k_axis, -1)  # blocks run along the last axis now
+        R, K = op.shape
+        if spec.block is None:
+            scale = torch.ones_like(op)
+        else:
+            br, bk = spec.block
+            assert q.block_scale.shape == (R // br, K // bk)
+            scale = q.block_scale.repeat_interleave(br, 0).repeat_interleave(bk, 1)
+        ratio = torch.where(scale > 0, op / scale, op)
+        assert torch.equal(op, ratio * scale), "block-scaled values must divide exactly"
+        mag = ratio.abs()
+        if spec.elem in formats.GRIDS:
+            levels = torch.tensor(formats.Grid.of(spec.elem, spec.cap).levels)
+            on_grid = (mag.unsqueeze(-1) == levels).any(-1)
+        else:
+            on_grid = formats.round_fp8_rtne(mag, spec.elem) == mag
+        assert on_grid.all(), f"{name} {op_name}: {(~on_grid).sum().item()} values off the {spec.elem} grid"
+        if spec.scale == "e4m3" and spec.block is not None:
+            assert torch.equal(formats.round_fp8_rtne(q.block_scale, "e4m3"), q.block_scale)
+        if spec.scale == "e8m0":
+            m, _ = torch.frexp(q.block_scale)
+            assert (m == 0.5).all(), "E8M0 scales are powers of two"
+
+
+def test_convert_policy_keeps_head_and_high_precision_blocks():
+    from dataclasses import replace
+
+    recipe = replace(get_recipe("nvfp4"), high_precision_blocks=(-1,))
+    model = convert(Tiny(), recipe)
+    assert isinstance(model.blocks[0][0], QLinear) and isinstance(model.blocks[0][2], QLinear)
+    assert type(model.blocks[1][0]) is nn.Linear and type(model.lm_head) is nn.Linear
+    assert [m.layer_index for m in model.modules() if isinstance(m, QLinear)] == [0, 1]
+
+
+def test_same_seed_same_bits_different_step_different_bits():
+    torch.manual_seed(2)
+    base = Tiny()
+    x = torch.randn(T, D_IN)
+
+    def grads(seed, step):
+        m = convert(copy.deepcopy(base), get_recipe("nvfp4"), seed=seed)
+        set_step(m, step)
+        _run(m, x)
+        return m.blocks[0][0].weight.grad
+
+    g = grads(1, 5)
+    assert torch.equal(g, grads(1, 5))
+    assert not torch.equal(g, grads(1, 6))
+    assert not torch.equal(g, grads(2, 5))
+
+
+def test_quantized_gradients_track_exact_ones():
+    torch.manual_seed(3)
+    base = Tiny()
+    x = torch.randn(T, D_IN)
+    _run(base, x)
+    for name in ("nvfp4", "mxfp4", "ufp4", "quartet2"):
+        m = convert(copy.deepcopy(base), get_recipe(name), seed=0)
+        m.zero_grad()
+        _run(m, x)
+        for p0, p1 in zip(base.parameters(), m.parameters()):
+            cos = torch.nn.functional.cosine_similarity(p0.grad.flatten(), p1.grad.flatten(), dim=0)
+            assert cos > 0.9, f"{name}: gradient cosine {cos:.3f}"

@@ -1,0 +1,92 @@
+"""Recipe presets match RECIPES.md's table; TOML recipes; errors name the field."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scaling.errors import UserError
+from scaling.recipes import OPERANDS, Recipe, get_recipe, list_recipes
+
+RECIPES_MD = ["bf16", "fp8", "mxfp8", "nvfp4", "nvfp4_4over6", "nvfp4_rht_all", "nvfp4_cap4", "mxfp4",
+              "mxfp4_fprop", "mxfp4_fprop_dgrad", "mxfp4_sr", "mxfp4_rht", "mxfp4_h16", "mxfp4_h32", "ufp4",
+              "ufp4_rht_wgrad", "ufp4_no_rht", "quartet2"]
+
+
+def test_every_preset_by_name():
+    assert list_recipes() == RECIPES_MD
+
+
+def test_nvfp4_matches_the_paper():
+    r = get_recipe("nvfp4")
+    assert r.fprop_x.block == (1, 16) and r.fprop_w.block == (16, 16) and r.dgrad_w == r.fprop_w
+    assert r.fprop_x.scale == "e4m3" and r.fprop_x.tensor_scale and r.fprop_x.rounding == "rtne"
+    assert r.dgrad_dy.rounding == "sr" and not r.dgrad_dy.transform
+    assert (r.wgrad_dy.transform, r.wgrad_dy.signs, r.wgrad_dy.rounding) == (16, "run", "sr")
+    assert (r.wgrad_x.transform, r.wgrad_x.signs, r.wgrad_x.rounding) == (16, "run", "rtne")
+
+
+def test_mx_ladder_and_hadamard_variants():
+    for name in ("mxfp4", "mxfp4_h16", "mxfp4_h32", "mxfp4_rht"):
+        for o in OPERANDS:
+            s = get_recipe(name).spec(o)
+            assert (s.elem, s.block, s.scale, s.tensor_scale) == ("e2m1", (1, 32), "e8m0", False)
+    assert get_recipe("mxfp4_h16").fprop_x.signs == "ones" and get_recipe("mxfp4_h16").fprop_x.transform == 16
+    assert get_recipe("mxfp4_rht").wgrad_x.signs == "step"
+    assert get_recipe("mxfp4_fprop").dgrad_dy.elem == "e4m3" and get_recipe("mxfp4_fprop_dgrad").dgrad_dy.elem == "e2m1"
+    assert get_recipe("mxfp4_fprop_dgrad").wgrad_x.elem == "e4m3"
+    sr = get_recipe("mxfp4_sr")
+    assert sr.dgrad_dy.rounding == sr.wgrad_dy.rounding == "sr" and sr.fprop_x.rounding == "rtne"
+
+
+def test_ufp4_and_quartet2():
+    u = get_recipe("ufp4")
+    assert all(u.spec(o).elem == "e1m2" and u.spec(o).transform == 16 for o in OPERANDS)
+    assert [u.spec(o).rounding for o in OPERANDS] == ["rtne", "rtne", "sr", "rtne", "sr", "rtne"]
+    assert not get_recipe("ufp4_rht_wgrad").fprop_x.transform and get_recipe("ufp4_rht_wgrad").wgrad_x.transform
+    q = get_recipe("quartet2")
+    assert q.fprop_x.four_over_six and q.fprop_x.scale_bound == 256 and not q.fprop_x.transform
+    assert q.backward_from_forward
+    for o in OPERANDS[2:]:
+        s = q.spec(o)
+        assert s.eden and s.transform == 128 and s.signs == "layer_step" and s.rounding == "rtne"
+
+
+def test_recipe_from_toml(tmp_path):
+    p = tmp_path / "mine.toml"
+    p.write_text('name = "mine"\nbase = "nvfp4"\nhigh_precision_blocks = [0, -1]\n'
+                 '[fprop.x]\nelem = "e1m2"\nblock = [1, 16]\n[wgrad]\ndy = "bf16"\nx = "bf16"\n')
+    r = Recipe.from_toml(p)
+    assert r.name == "mine" and r.fprop_x.elem == "e1m2" and r.wgrad_dy is None and r.wgrad_x is None
+    assert r.dgrad_dy == get_recipe("nvfp4").dgrad_dy and r.high_precision_blocks == (0, -1)
+    assert get_recipe(str(p)) == r
+
+
+@pytest.mark.parametrize("body, words", [
+    ('name = "x"\n[fprop.x]\nrounding = "nearest"\n', ["fprop.x", "rounding"]),
+    ('name = "x"\n[fprop.x]\nelemm = "e2m1"\n', ["fprop.x.elemm", "unknown field"]),
+    ('name = "x"\n[fprop.z]\nelem = "e2m1"\n', ["fprop.z"]),
+    ('name = "x"\n[wgrad.x]\ntransform = 16\nsigns = "run"\n', ["wgrad", "same transform"]),
+    ('[fprop.x]\nelem = "e2m1"\n', ["name"]),
+    ('name = "x"\nbase = "nvfp5"\n', ["unknown recipe", "nvfp4"]),
+    ('name = x\n', ["not valid TOML"]),
+])
+def test_bad_toml_names_the_field(tmp_path, body, words):
+    p = tmp_path / "bad.toml"
+    p.write_text(body)
+    with pytest.raises(UserError) as e:
+        Recipe.from_toml(p)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_cli_recipes_json_and_unknown_recipe():
+    out = subprocess.run([sys.executable, "-m", "scaling.cli", "recipes", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0
+    data = json.loads(out.stdout)
+    assert [d["name"] for d in data] == RECIPES_MD
+    assert data[3]["fprop.w"]["block"] == [16, 16]
+    bad = subprocess.run([sys.executable, "-m", "scaling.cli", "recipes", "nvfp5"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown recipe 'nvfp5'" in bad.stderr and "quartet2" in bad.stderr
+    assert "Traceback" not in bad.stderr
