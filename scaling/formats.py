@@ -62,24 +62,35 @@ class Grid:
 
 def round_grid_rtne(mag: torch.Tensor, grid: Grid) -> torch.Tensor:
     """Round non-negative float32 magnitudes to the nearest grid level; ties to the even index;
-    values above the max saturate to the max."""
-    levels = torch.tensor(grid.levels, dtype=torch.float32, device=mag.device)
-    mids = torch.tensor(grid.midpoints, dtype=torch.float32, device=mag.device)
-    idx = torch.searchsorted(mids, mag.contiguous(), right=False)  # number of midpoints < mag
-    at_mid = mids[idx.clamp(max=len(mids) - 1)] == mag
-    idx = idx + (at_mid & (idx % 2 == 1)).long()  # tie: the even neighbour
-    return levels[idx]
+    values above the max saturate to the max.
+
+    Walks the midpoints: passing midpoint i adds the spacing to level i+1. At a midpoint exactly,
+    the step is taken only when level i+1 has the even index (the comparison is >= there, > else).
+    Level spacings are small dyadic numbers, so the running sum is exact.
+    """
+    q = torch.zeros_like(mag)
+    for i, mid in enumerate(grid.midpoints):
+        step = grid.levels[i + 1] - grid.levels[i]
+        passed = mag >= mid if (i + 1) % 2 == 0 else mag > mid
+        q = q + passed * step
+    return q
 
 
 def round_grid_sr(mag: torch.Tensor, grid: Grid, u: torch.Tensor) -> torch.Tensor:
     """Stochastic rounding: the upper neighbour with probability (mag - lo) / (hi - lo), using
     uniforms u in [0, 1). E[q] = mag inside the range; above the max, saturate."""
-    levels = torch.tensor(grid.levels, dtype=torch.float32, device=mag.device)
-    lo_idx = (torch.searchsorted(levels, mag.contiguous(), right=True) - 1).clamp(0, len(levels) - 2)
-    lo, hi = levels[lo_idx], levels[lo_idx + 1]
+    lo = torch.zeros_like(mag)
+    inv_step = torch.full_like(mag, 1.0 / (grid.levels[1] - grid.levels[0]))
+    step = torch.full_like(mag, grid.levels[1] - grid.levels[0])
+    for i in range(1, len(grid.levels) - 1):
+        above = mag >= grid.levels[i]
+        width = grid.levels[i + 1] - grid.levels[i]
+        lo = torch.where(above, grid.levels[i], lo)
+        step = torch.where(above, width, step)
+        inv_step = torch.where(above, 1.0 / width, inv_step)
     # Level spacings are powers of two, so (mag - lo) * (1 / step) is exact.
-    p = (mag - lo) * (1.0 / (hi - lo))
-    q = torch.where(u < p, hi, lo)
+    p = (mag - lo) * inv_step
+    q = torch.where(u < p, lo + step, lo)
     return torch.where(mag >= grid.max, torch.full_like(mag, grid.max), q)
 
 
