@@ -1,0 +1,382 @@
+"""The fused Triton quantizer: one pass from x to the GEMM operand, bit for bit `quant.gemm_operand`.
+
+Each program owns a (BR, BK) tile of the canonical (R, K) view (K = the quantized axis) and does,
+in registers: load -> [signs + FWHT butterflies] -> block amax -> block scale -> element rounding
+(RTNE, or SR from the counter hash) -> [4/6 choice] -> [MS-EDEN scale correction + SR of the
+scales] -> store values * block_scale in x's own layout (so quantizing along dim 0 of a (T, d)
+tensor needs no transpose: the tile is just read and written with the other strides).
+
+Two-level (NV) and per-tensor scaling need the tensor amax *after* the rotation before any block
+can be scaled, so those specs run a read-only reduction first (`_amax_kernel`, rotation included,
+atomic max into one float). Everything else is one read and one write.
+
+Every float operation mirrors the reference's order and rounding: IEEE division (`div_rn`, since
+Triton's `/` is approximate), no FMA contraction (`enable_fp_fusion=False`), halving sums for the
+4/6 errors and the EDEN sums, FWHT stages in the reference's order.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from scaling import formats
+from scaling.quant import SCALE_STREAM as _SCALE_STREAM
+from scaling.quant import QuantSpec
+from scaling.transforms import norm_factor
+
+ELEM_CODES = {"e2m1": 0, "e1m2": 1, "int4": 2, "e4m3": 3, "e5m2": 4}
+SCALE_CODES = {"e8m0": 0, "e4m3": 1, "fp32": 2}
+# FP8 layouts for the bit-level RTNE: (mantissa bits, exponent of the smallest normal).
+FP8_BITS = {"e4m3": (3, -6), "e5m2": (2, -14)}
+SCALE_STREAM = tl.constexpr(_SCALE_STREAM)
+
+
+# --- integer hash (scaling.seeds) -------------------------------------------------------------
+
+@triton.jit
+def _hash32(x):
+    x = x ^ (x >> 16)
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B
+    return x ^ (x >> 16)
+
+
+@triton.jit
+def _stream_key(seeds_ptr, i: tl.constexpr, XOR: tl.constexpr):
+    """seeds.seed_key(seed ^ XOR) for the int64 seed at seeds_ptr[i] (only its low 32 bits matter)."""
+    seed = tl.load(seeds_ptr + i).to(tl.uint32)
+    return _hash32(seed ^ (XOR ^ 0x9E3779B9))
+
+
+@triton.jit
+def _uniform(index, key):
+    """seeds.uniform: index (uint32) under a stream key (uint32) -> float32 in [0, 1)."""
+    bits = _hash32(_hash32(index) ^ key)
+    return (bits >> 8).to(tl.float32) * (1.0 / 16777216.0)
+
+
+# --- rounding helpers (scaling.formats) ----------------------------------------------------------
+
+@triton.jit
+def _rint(y):
+    """Round to the nearest integer, ties to even (|y| < 2^22): the float32 magic-number trick."""
+    return (y + 8388608.0) - 8388608.0
+
+
+@triton.jit
+def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr):
+    """formats.round_grid_rtne: nearest level, ties to the even index, saturating at GMAX (a level)."""
+    m = tl.minimum(mag, GMAX)
+    if ELEM == 0:  # e2m1: steps 0.5 below 2, 1 below 4, 2 above; ties to even index = even multiple
+        q = tl.where(m < 2.0, _rint(m * 2.0) * 0.5,
+                     tl.where(m < 4.0, 2.0 + _rint(m - 2.0), 4.0 + 2.0 * _rint((m - 4.0) * 0.5)))
+    elif ELEM == 1:  # e1m2: uniform step 0.25
+        q = _rint(m * 4.0) * 0.25
+    else:  # int4: integers
+        q = _rint(m)
+    return q
+
+
+@triton.jit
+def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
+    """formats.round_grid_sr: the upper neighbour with probability (mag - lo) / step."""
+    if ELEM == 0:
+        inv = tl.where(mag < 2.0, 2.0, tl.where(mag < 4.0, 1.0, 0.5))
+    elif ELEM == 1:
+        inv = tl.full(mag.shape, 4.0, tl.float32)
+    else:
+        inv = tl.full(mag.shape, 1.0, tl.float32)
+    step = tl.math.div_rn(tl.full(mag.shape, 1.0, tl.float32), inv)
+    lo = tl.floor(mag * inv) * step
+    p = (mag - lo) * inv
+    q = tl.where(u < p, lo + step, lo)
+    return tl.where(mag >= GMAX, GMAX, q)
+
+
+@triton.jit
+def _fp8_rtne(mag, SUB: tl.constexpr, MIN_NORMAL: tl.constexpr, SHIFT: tl.constexpr,
+              HALF: tl.constexpr, FMAX: tl.constexpr):
+    """formats.round_fp8_rtne on non-negative float32: clamp to FMAX, then RTNE onto the FP8 grid
+    (subnormals are multiples of 1/SUB; normals keep 23 - SHIFT mantissa bits)."""
+    m = tl.minimum(mag, FMAX)
+    q_sub = _rint(m * SUB) * (1.0 / SUB)
+    bits = m.to(tl.uint32, bitcast=True)
+    bits = (bits + HALF + ((bits >> SHIFT) & 1)) >> SHIFT << SHIFT
+    return tl.where(m < MIN_NORMAL, q_sub, bits.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def _e4m3_rtne(mag):
+    return _fp8_rtne(mag, 512.0, 0.015625, 20, 0x7FFFF, 448.0)
+
+
+@triton.jit
+def _e4m3_code(q):
+    """A non-negative E4M3 value (float32) -> its 7-bit code (positive codes are ordered)."""
+    bits = q.to(tl.int32, bitcast=True)
+    normal = ((((bits >> 23) & 0xFF) - 120) << 3) | ((bits >> 20) & 7)
+    return tl.where(q < 0.015625, (q * 512.0).to(tl.int32), normal)
+
+
+@triton.jit
+def _e4m3_value(code):
+    normal = ((((code >> 3) + 120) << 23) | ((code & 7) << 20)).to(tl.float32, bitcast=True)
+    return tl.where(code < 8, code.to(tl.float32) * (1.0 / 512.0), normal)
+
+
+@triton.jit
+def _e4m3_sr(val, u):
+    """formats.round_fp8_sr(val, 'e4m3', u) for non-negative val."""
+    m = tl.minimum(tl.maximum(val, 0.0), 448.0)
+    q = _e4m3_rtne(m)
+    code = _e4m3_code(q)
+    lo = tl.where(q > m, _e4m3_value(tl.maximum(code - 1, 0)), q)
+    hi = tl.where(q < m, _e4m3_value(tl.minimum(code + 1, 126)), q)
+    step = hi - lo
+    p = tl.where(step > 0, tl.math.div_rn(m - lo, tl.where(step > 0, step, 1.0)), 0.0)
+    return tl.where(u < p, hi, lo)
+
+
+@triton.jit
+def _e8m0_scale(amax, EMAX: tl.constexpr):
+    """formats.e8m0_floor_scale: 2^(floor(log2 amax) - EMAX) clamped to [2^-127, 2^127]; 1 for 0."""
+    bits = amax.to(tl.int32, bitcast=True)
+    exp = ((bits >> 23) & 0xFF) - 127 - EMAX  # a subnormal amax gives <= -127: clamped below anyway
+    exp = tl.minimum(tl.maximum(exp, -127), 127)
+    exp = tl.where(amax > 0, exp, 0)
+    sbits = tl.where(exp >= -126, (exp + 127) << 23, 0x00400000)
+    return sbits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _round_elements(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+    if ELEM == 3:
+        q = _e4m3_rtne(mag)
+    elif ELEM == 4:
+        q = _fp8_rtne(mag, 65536.0, 6.103515625e-05, 21, 0xFFFFF, 57344.0)
+    elif SR:
+        q = _grid_sr(mag, u, ELEM, GMAX)
+    else:
+        q = _grid_rtne(mag, ELEM, GMAX)
+    return q
+
+
+# --- tile helpers ----------------------------------------------------------------------------------
+
+@triton.jit
+def _tree_sum(t, LOG2N: tl.constexpr):
+    """quant.tree_sum over the last axis of a 3-D tile: t[..., :h] + t[..., h:], halving."""
+    A: tl.constexpr = t.shape[0]
+    B: tl.constexpr = t.shape[1]
+    for i in tl.static_range(LOG2N):
+        h: tl.constexpr = 1 << (LOG2N - 1 - i)
+        a, b = tl.split(tl.permute(tl.reshape(t, (A, B, 2, h)), (0, 1, 3, 2)))
+        t = a + b
+    return tl.reshape(t, (A, B))
+
+
+@triton.jit
+def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr):
+    """transforms.fwht on each group of 2^LOG2H along the tile's columns: stages of stride 1, 2, 4..."""
+    for i in tl.static_range(LOG2H):
+        h: tl.constexpr = 1 << i
+        a, b = tl.split(tl.permute(tl.reshape(x, (BR, BK // (2 * h), 2, h)), (0, 1, 3, 2)))
+        x = tl.reshape(tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2)), (BR, BK))
+    return x * NORM
+
+
+@triton.jit
+def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                  BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
+    rows = pid_r * BR + tl.arange(0, BR)
+    cols = pid_k * BK + tl.arange(0, BK)
+    mask = (rows[:, None] < R) & (cols[None, :] < K)
+    ptrs = x_ptr + rows[:, None].to(tl.int64) * stride_r + cols[None, :].to(tl.int64) * stride_k
+    x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+    if HAD > 0:
+        if RAND_SIGNS:
+            bits = _hash32(_hash32((cols % HAD).to(tl.uint32)) ^ _stream_key(seeds_ptr, 1, 0))
+            x = x * (1.0 - 2.0 * (bits >> 31).to(tl.float32))[None, :]
+        x = _fwht(x, BR, BK, LOG2H, NORM)
+    return x, rows, cols, mask
+
+
+# --- kernels ---------------------------------------------------------------------------------------
+
+@triton.jit
+def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr,
+                 BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+                 NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
+    """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile."""
+    pid_r = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                                        BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
+    tl.atomic_max(amax_ptr, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
+
+
+@triton.jit
+def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr):
+    """quant.block_scale_for."""
+    if SCALE == 0:
+        s = _e8m0_scale(amax_b, EMAX)
+    elif SCALE == 1:
+        s = _e4m3_rtne(tl.minimum(tl.math.div_rn(amax_b, target) * s_enc, BOUND))
+    else:
+        s = tl.math.div_rn(amax_b, target) * s_enc
+    return s
+
+
+@triton.jit
+def _round_blocks(x4, s_b, s_enc, u4, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+    """quant._round_blocks on a (nbr, br, nbk, bk) tile with (nbr, nbk) block scales."""
+    ok = s_b > 0
+    factor = tl.where(ok, tl.math.div_rn(tl.zeros_like(s_b) + s_enc, tl.where(ok, s_b, 1.0)), 0.0)
+    v = x4 * factor[:, None, :, None]
+    q = _round_elements(tl.abs(v), u4, ELEM, GMAX, SR)
+    return tl.where(v < 0, -q, q)
+
+
+@triton.jit
+def _block_sq_err(q4, s_b, x_enc4, NBR: tl.constexpr, NBK: tl.constexpr, LOG2N: tl.constexpr):
+    """tree_sum((q * s_b - x_enc)^2) per block, elements in quant.to_blocks order."""
+    d = q4 * s_b[:, None, :, None] - x_enc4
+    d = tl.reshape(tl.permute(d * d, (0, 2, 1, 3)), (NBR, NBK, 1 << LOG2N))
+    return _tree_sum(d, LOG2N)
+
+
+@triton.jit
+def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_r, stride_k, numer, target,
+                     BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+                     NORM: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                     BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
+                     PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
+                     SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
+                     ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr,
+                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr):
+    pid_r = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                                        BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
+    # quant.tensor_encode_scale
+    if TENSOR_SCALE:
+        amax_t = tl.load(amax_ptr)
+        s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
+    else:
+        s_enc = tl.full((), 1.0, tl.float32)
+    tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
+
+    u = x  # placeholder when SR is off (never read)
+    if SR:
+        index = rows[:, None].to(tl.int64) * K + cols[None, :]
+        u = _uniform(index.to(tl.uint32), _stream_key(seeds_ptr, 0, 0))
+
+    NBR: tl.constexpr = BR // BLK_R
+    NBK: tl.constexpr = BK // BLK_K
+    x4 = tl.reshape(x, (NBR, BLK_R, NBK, BLK_K))
+    u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
+    if PER_TENSOR:
+        s_b = tl.full((NBR, NBK), 1.0, tl.float32)
+    else:
+        amax_b = tl.max(tl.max(tl.abs(x4), axis=3), axis=1)
+        s_b = _block_scale(amax_b, s_enc, target, SCALE, EMAX, BOUND)
+    q4 = _round_blocks(x4, s_b, s_enc, u4, ELEM, GMAX, SR)
+
+    if FOUR_SIX:
+        s_b4 = _block_scale(amax_b, s_enc, 4.0, SCALE, EMAX, BOUND)
+        q4_4 = _round_blocks(x4, s_b4, s_enc, u4, ELEM, GMAX, SR)
+        x_enc4 = x4 * s_enc
+        err6 = _block_sq_err(q4, s_b, x_enc4, NBR, NBK, LOG2_BLK)
+        err4 = _block_sq_err(q4_4, s_b4, x_enc4, NBR, NBK, LOG2_BLK)
+        use4 = err4 < err6
+        s_b = tl.where(use4, s_b4, s_b)
+        q4 = tl.where(use4[:, None, :, None], q4_4, q4)
+
+    if EDEN:  # blocks are 1 x BLK_K here (NBR == BR); groups of HAD along K
+        G: tl.constexpr = BK // HAD
+        x_enc = tl.reshape(x * s_enc, (BR, G, HAD))
+        deq = tl.reshape(q4 * s_b[:, None, :, None], (BR, G, HAD))
+        num = _tree_sum(x_enc * x_enc, LOG2H)
+        den = _tree_sum(x_enc * deq, LOG2H)
+        c = tl.where(den > 0, tl.math.div_rn(num, tl.where(den > 0, den, 1.0)), 1.0)
+        c = tl.reshape(tl.broadcast_to(c[:, :, None], (BR, G, HAD // BLK_K)), (BR, NBK))
+        corrected = s_b * c
+        brow = pid_r * BR + tl.arange(0, BR)
+        bcol = pid_k * NBK + tl.arange(0, NBK)
+        bindex = brow[:, None].to(tl.int64) * (K // BLK_K) + bcol[None, :]
+        s_b = _e4m3_sr(corrected, _uniform(bindex.to(tl.uint32), _stream_key(seeds_ptr, 0, SCALE_STREAM)))
+
+    out = tl.reshape(q4 * s_b[:, None, :, None], (BR, BK))
+    optrs = out_ptr + rows[:, None].to(tl.int64) * stride_r + cols[None, :].to(tl.int64) * stride_k
+    tl.store(optrs, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# --- launch ----------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _config(spec: QuantSpec, K: int) -> dict:
+    """Compile-time parameters and the tile shape for one spec."""
+    had = spec.transform
+    group = max(spec.k_multiple, 1)
+    bk = max(group, min(128, triton.next_power_of_2(K)))
+    if spec.block is None:
+        blk_r, blk_k = 1, bk
+    else:
+        blk_r, blk_k = spec.block_rows, spec.block_k
+    br = max(blk_r, 8192 // bk if not (spec.four_over_six or spec.eden) else 4096 // bk)
+    elem_max = spec.elem_max
+    return dict(
+        BR=br, BK=bk, HAD=had, LOG2H=int(math.log2(had)) if had else 0,
+        NORM=norm_factor(had) if had else 1.0, RAND_SIGNS=bool(had) and spec.signs != "ones",
+        BLK_R=blk_r, BLK_K=blk_k, LOG2_BLK=int(math.log2(blk_r * blk_k)),
+        PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.block is None or spec.tensor_scale,
+        SCALE=SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem], BOUND=float(spec.scale_bound),
+        ELEM=ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr",
+        FOUR_SIX=spec.four_over_six, EDEN=spec.eden,
+    )
+
+
+def _canonical_view(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int, int, int, bool]:
+    """x as (R, K) strides into a contiguous buffer, without copying for dim = last or dim = 0."""
+    dim = dim % x.dim()
+    K = x.shape[dim]
+    R = x.numel() // K if K else 0
+    if dim == x.dim() - 1:
+        return x.contiguous(), R, K, K, 1, False
+    if dim == 0:
+        return x.contiguous(), R, K, 1, R, False
+    return x.movedim(dim, -1).contiguous(), R, K, K, 1, True
+
+
+def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None,
+                     dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quant.gemm_operand` through the fused kernels (x on CUDA, or on CPU under TRITON_INTERPRET=1).
+    `seeds`: int64 tensor [rounding seed, sign seed] on x's device, or None for a deterministic spec."""
+    dim = dim % x.dim()
+    buf, R, K, stride_r, stride_k, moved = _canonical_view(x, dim)
+    cfg = _config(spec, K)
+    out = torch.empty(buf.shape, dtype=dtype, device=x.device)
+    inv = torch.empty((), dtype=torch.float32, device=x.device)
+    amax = torch.zeros((), dtype=torch.float32, device=x.device)
+    seeds = amax if seeds is None else seeds  # never read by a deterministic spec
+    grid = (triton.cdiv(R, cfg["BR"]), triton.cdiv(K, cfg["BK"]))
+    if cfg["TENSOR_SCALE"]:
+        _amax_kernel[grid](buf, amax, R, K, stride_r, stride_k, seeds,
+                           BR=cfg["BR"], BK=cfg["BK"], HAD=cfg["HAD"], LOG2H=cfg["LOG2H"],
+                           NORM=cfg["NORM"], RAND_SIGNS=cfg["RAND_SIGNS"], num_warps=8,
+                           enable_fp_fusion=False)
+    bound = spec.scale_bound if spec.block is not None else 1.0
+    numer = float(torch.tensor(spec.elem_max * bound, dtype=torch.float32))
+    target = float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32))
+    _quantize_kernel[grid](buf, out, amax, inv, seeds, R, K, stride_r, stride_k, numer, target,
+                           **cfg, num_warps=8, enable_fp_fusion=False)
+    if moved:  # a middle axis: rare (GEMM operands are 2-D); custom ops return dense outputs
+        return out.movedim(-1, dim).contiguous(), inv
+    return out.view(x.shape), inv

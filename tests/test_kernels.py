@@ -1,0 +1,141 @@
+"""The Triton quantizer against the reference, bit for bit, for every preset operand spec.
+
+On a machine without CUDA the kernels run under Triton's interpreter (TRITON_INTERPRET=1, on CPU
+tensors, kept tiny); on a GPU they run compiled, on larger tensors as well.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+# Triton decides at import (of triton itself: its standard library is @jit code) whether to
+# interpret, so the variable must be set before anything imports triton. If something already has,
+# the CPU run of this file happens in a fresh interpreter instead (test_in_subprocess).
+SUBPROCESS = not CUDA and "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
+if not CUDA and not SUBPROCESS:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+pytest.importorskip("triton")
+
+from scaling import kernels, quant  # noqa: E402
+from scaling.quant import QuantSpec  # noqa: E402
+from scaling.recipes import OPERANDS, get_recipe, list_recipes  # noqa: E402
+from scaling.seeds import Seeds  # noqa: E402
+
+in_process = pytest.mark.skipif(SUBPROCESS, reason="triton was imported uninterpreted: run in a subprocess")
+
+
+@pytest.mark.skipif(not SUBPROCESS, reason="runs in process")
+def test_in_subprocess():
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-2000:]
+
+
+def preset_specs() -> dict[str, QuantSpec]:
+    """Every distinct operand spec of the presets, named after its first use."""
+    out: dict[QuantSpec, str] = {}
+    for name in list_recipes():
+        recipe = get_recipe(name)
+        for operand in OPERANDS:
+            spec = getattr(recipe, operand)
+            if spec is not None and spec not in out:
+                out[spec] = f"{name}.{operand}"
+    return {v: k for k, v in out.items()}
+
+
+SPECS = preset_specs()
+TIES = torch.tensor([6.0, 5.0, 3.5, 2.5, 1.75, 1.25, 0.75, 0.25, -5.0, -3.5, -2.5, -0.25, 4.5, 0.0, 1.0, 0.5])
+
+
+def canonical_inputs(R: int, K: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """(R, K) float32 tensors, blocks along K: varied magnitudes, zero blocks, RTNE ties, extremes."""
+    mixed = torch.randn(R, K, generator=gen) * 10 ** (torch.rand(R, 1, generator=gen) * 6 - 3)
+    mixed[0, :32] = 0.0                      # an all-zero block (two for 1x16)
+    mixed[1, 16:48] *= 1e-6                  # a block far below the row's max
+    ties = TIES.repeat(R, K // 16).clone()   # amax 6 = the tensor amax: NV factors are exactly 1
+    ties[::3] *= 0.5
+    ties[2, :32] = 0.0
+    extreme = torch.randn(R, K, generator=gen)
+    extreme[: R // 2] *= 1e30
+    extreme[R // 2:] *= 1e-30
+    return {"mixed": mixed, "ties": ties, "extreme": extreme}
+
+
+def check(x: torch.Tensor, spec: QuantSpec, dim: int, seed, dtype=torch.bfloat16) -> None:
+    assert kernels.enabled(x) and kernels.supports(spec), "the kernel path must run here"
+    ref, ref_inv = quant.gemm_operand(x, spec, dim, seed, dtype)
+    out, inv = kernels.gemm_operand(x, spec, dim, seed, dtype)
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    bad = (out.float() != ref.float()).sum().item()
+    assert bad == 0 and torch.equal(out, ref), f"{bad} of {out.numel()} elements differ"
+    assert torch.equal(inv, ref_inv), (inv, ref_inv)
+
+
+@in_process
+@pytest.mark.parametrize("dim", [-1, 0])
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_kernel_matches_reference(name: str, dim: int):
+    spec = SPECS[name]
+    gen = torch.Generator().manual_seed(hash((name, dim)) % 2**31)
+    R, K = (256, 1024) if CUDA else (32, 128)
+    for case, xc in canonical_inputs(R, K, gen).items():
+        x = xc if dim == -1 else xc.t().contiguous()  # blocks along dim 0: the wgrad layout
+        for dtype in (torch.float32, torch.bfloat16):
+            xd = x.to(device=DEVICE, dtype=dtype)
+            check(xd, spec, dim, seed=1234 + len(case), dtype=torch.bfloat16)
+    if spec.tensor_scale or spec.block is None:  # fp32 operand output too
+        check(x.to(DEVICE), spec, dim, seed=7, dtype=torch.float32)
+
+
+@in_process
+def test_tensor_seeds_and_3d_inputs():
+    """Seeds as device tensors (what QLinear passes) and a (B, T, d) input along each axis."""
+    spec = SPECS["nvfp4.wgrad_dy"] if "nvfp4.wgrad_dy" in SPECS else QuantSpec(rounding="sr", transform=16, signs="run")
+    seeds = Seeds(rounding=torch.tensor(987654321, device=DEVICE), signs=2**31 + 5)
+    x = torch.randn(2, 16, 32, device=DEVICE)
+    for dim in (0, 1, 2):
+        if x.shape[dim] % spec.k_multiple == 0:
+            check(x, spec, dim, seeds)
+
+
+@in_process
+def test_compiles_without_graph_break():
+    spec = QuantSpec(rounding="sr", transform=16, signs="run")
+    x = torch.randn(32, 64, device=DEVICE)
+
+    def f(t):
+        op, inv = kernels.gemm_operand(t, spec, 0, 5, torch.float32)
+        return op * inv
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    ref, inv = quant.gemm_operand(x, spec, 0, 5, torch.float32)
+    assert torch.equal(compiled(x), ref * inv)
+
+
+@in_process
+def test_fallbacks(monkeypatch):
+    x = torch.randn(4, 32, device=DEVICE)
+    fp8_sr = QuantSpec(elem="e4m3", block=None, rounding="sr")
+    assert not kernels.supports(fp8_sr)
+    out, _ = kernels.gemm_operand(x, fp8_sr, -1, 3, torch.float32)  # the reference answers
+    assert torch.equal(out, quant.gemm_operand(x, fp8_sr, -1, 3, torch.float32)[0])
+    monkeypatch.setenv("SCALING_KERNELS", "0")
+    assert not kernels.enabled(x)
+
+
+@in_process
+def test_shape_errors_match_reference():
+    from scaling.errors import UserError
+
+    x = torch.randn(4, 40, device=DEVICE)
+    with pytest.raises(UserError, match="multiple of 16"):
+        kernels.gemm_operand(x, QuantSpec(), -1, None, torch.float32)
