@@ -44,7 +44,7 @@ BUILTIN_VOCAB_SIZE = 4096
 DEFAULT_VOCAB_SIZE = 32768  # the GPU corpus: a common size in the FP4 ladders, still uint16
 DEFAULT_VAL_FRACTION = 0.05
 DEFAULT_TOKENIZER_SAMPLE_BYTES = 64 << 20
-ENCODE_BATCH_BYTES = 8 << 20  # text handed to one encode_batch call (multi-threaded inside)
+ENCODE_BATCH_BYTES = 2 << 20  # text per encode_batch call (multi-threaded inside); its Encodings take ~25x that
 ENCODE_BATCH_DOCS = 2048
 READ_BATCH_ROWS = 256
 # suffix -> reader; ".jsonl.gz" is matched before ".gz" would be.
@@ -255,7 +255,7 @@ class _TokenFile:
     """Appends token arrays to `<name>.tmp`; `commit()` renames it into place."""
 
     def __init__(self, path: Path, dtype: np.dtype):
-        self.path, self.dtype = path, dtype
+        self.path, self.dtype, self.split = path, dtype, path.stem
         self.tmp = path.with_name(f".{path.name}.tmp")
         self.file = open(self.tmp, "wb")
         self.tokens = self.docs = self.bytes = 0
@@ -269,6 +269,10 @@ class _TokenFile:
     def commit(self) -> None:
         self.file.close()
         _fsync_replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.file.close()
+        self.tmp.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -399,75 +403,77 @@ def prepare(
 
 def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[Path], tokenizer_path, progress: bool) -> dict:
     start = time.perf_counter()
-    text_column, val_fraction, seed = request["text_column"], request["val_fraction"], request["seed"]
-    split = not val_paths
+    text_column, val_fraction, seed = request["text_column"], request["val_fraction"] or 0.0, request["seed"]
     if tokenizer_path is not None:
         tok = load_tokenizer(tokenizer_path)
     else:
+        vocab_size, budget = request["tokenizer"]["vocab_size"], request["tokenizer"]["sample_bytes"]
         if progress:
-            print(f"training a {request['tokenizer']['vocab_size']}-token BPE on ≤ "
-                  f"{request['tokenizer']['sample_bytes'] / 2**20:.0f} MB of text", file=sys.stderr)
-        sample = _tokenizer_sample(train_paths, text_column, split, val_fraction or 0.0, seed, request["tokenizer"]["sample_bytes"])
-        tok = train_tokenizer(sample, request["tokenizer"]["vocab_size"], progress=progress)
+            print(f"training a {vocab_size}-token BPE on ≤ {budget / 2**20:.0f} MB of text", file=sys.stderr)
+        tok = train_tokenizer(_tokenizer_sample(train_paths, text_column, not val_paths, val_fraction, seed, budget), vocab_size, progress)
     atomic_write_text(out / "tokenizer.json", tok.to_str())
-    vocab_size = tok.get_vocab_size(with_added_tokens=True)
-    eot_id = tok.token_to_id(EOT)
+    vocab_size = max(tok.get_vocab(with_added_tokens=True).values()) + 1  # a loaded tokenizer's ids may have gaps
     dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
-    files = {s: _TokenFile(out / f"{s}.bin", dtype) for s in ("train", "val")}
     counts = [count_documents(p) for p in train_paths + val_paths]
     total = None if None in counts else sum(counts)
     if total is not None and request["max_docs"] is not None:
-        total = min(total, request["max_docs"] + sum(counts[len(train_paths):]))
-    docs = _documents(train_paths, val_paths, text_column, val_fraction or 0.0, seed, request["max_docs"])
-    with _progress(progress) as bar:
-        task = bar.add_task("tokenizing", total=total, tokens=0)
-        for batch in _batches(docs):
-            encodings = tok.encode_batch_fast([d.text for d in batch], add_special_tokens=False)
-            for side in ("train", "val"):
-                picked = [(d, e) for d, e in zip(batch, encodings) if d.val == (side == "val")]
-                if not picked:
-                    continue
-                n = sum(len(e.ids) + 1 for _, e in picked)
-                ids = np.fromiter(chain.from_iterable(chain(e.ids, (eot_id,)) for _, e in picked), dtype=np.int64, count=n)
-                files[side].write(ids, len(picked), sum(len(d.text.encode("utf-8", "surrogatepass")) for d, _ in picked))
-            bar.update(task, advance=len(batch), tokens=files["train"].tokens + files["val"].tokens)
-    train, val = files["train"], files["val"]
-    if train.docs + val.docs == 0:
-        raise UserError(f"no documents with text in {', '.join(request['sources'][:3])}{' ...' if len(request['sources']) > 3 else ''}")
-    if train.docs == 0:
-        raise UserError("the training split is empty: lower --val-fraction or give more documents")
-    if val.docs == 0:
-        raise UserError("the validation split is empty: raise --val-fraction, give more documents, or pass --val FILES")
-    for f in files.values():
-        f.commit()
+        total = min(total, request["max_docs"] + sum(counts[len(train_paths) :]))
+    docs = _documents(train_paths, val_paths, text_column, val_fraction, seed, request["max_docs"])
+    train, val = _TokenFile(out / "train.bin", dtype), _TokenFile(out / "val.bin", dtype)
+    try:
+        _tokenize(tok, docs, train, val, total, progress)
+        if train.docs + val.docs == 0:
+            shown = ", ".join(request["sources"][:3]) + (" ..." if len(request["sources"]) > 3 else "")
+            raise UserError(f"no documents with text in {shown}")
+        if train.docs == 0:
+            raise UserError("the training split is empty: lower --val-fraction or give more documents")
+        if val.docs == 0:
+            raise UserError("the validation split is empty: raise --val-fraction, give more documents, or pass --val FILES")
+        train.commit()
+        val.commit()
+    finally:  # after a failure, no temp files stay behind (after commit this is a no-op)
+        train.discard()
+        val.discard()
 
     meta = {
         "format_version": FORMAT_VERSION,
         "vocab_size": vocab_size,
         "dtype": dtype.name,
-        "eot_id": eot_id,
-        "train_tokens": train.tokens,
-        "val_tokens": val.tokens,
-        "train_docs": train.docs,
-        "val_docs": val.docs,
-        "train_bytes": train.bytes,
-        "val_bytes": val.bytes,
+        "eot_id": tok.token_to_id(EOT),
+        **{f"{f.split}_{k}": getattr(f, k) for f in (train, val) for k in ("tokens", "docs", "bytes")},
         # tokens include one EOT per document (0 bytes of text), so bpb = loss / ln 2 / bytes_per_token
         # counts the EOT predictions too, as the per-token loss does.
         "bytes_per_token": val.bytes / val.tokens,
         "sources": request["sources"],
         "val_sources": request["val_sources"],
         "text_column": text_column,
-        "val_fraction": val_fraction,
+        "val_fraction": request["val_fraction"],
         "seed": seed,
         "tokenizer_sha256": _sha256(out / "tokenizer.json"),
         "tokenizer_trained": tokenizer_path is None,
         "seconds": round(time.perf_counter() - start, 2),
         "request": request,
     }
-    atomic_write_text(out / "meta.json", json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(out / "meta.json", json.dumps(meta, indent=2) + "\n")  # last: it marks the dir complete
     return meta
+
+
+def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, total: int | None, progress: bool) -> None:
+    """Encode batches of documents (multi-threaded inside `tokenizers`) and append each, followed
+    by EOT, to the train or val token file."""
+    eot_id = tok.token_to_id(EOT)
+    with _progress(progress) as bar:
+        task = bar.add_task("tokenizing", total=total, tokens=0)
+        for batch in _batches(docs):
+            encodings = tok.encode_batch_fast([d.text for d in batch], add_special_tokens=False)
+            for file in (train, val):
+                picked = [(d, e) for d, e in zip(batch, encodings) if d.val == (file is val)]
+                if picked:
+                    n = sum(len(e.ids) + 1 for _, e in picked)
+                    ids = np.fromiter(chain.from_iterable(chain(e.ids, (eot_id,)) for _, e in picked), np.int64, count=n)
+                    file.write(ids, len(picked), sum(len(d.text.encode("utf-8", "surrogatepass")) for d, _ in picked))
+            bar.update(task, advance=len(batch), tokens=train.tokens + val.tokens)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,201 @@
+"""scaling.data: readers, tokenizer, memmaps, split, atomicity, the built-in corpus, CLI errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from scaling import data
+from scaling.cli import main
+from scaling.errors import UserError
+
+VOCAB = 512  # small: trains in well under a second on the fixture
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[str]:
+    """Real text: the first 3000 characters of 40 State of the Union addresses (the built-in corpus)."""
+    return [p.read_text(encoding="utf-8")[:3000] for p in data.builtin_sources()[::6][:40]]
+
+
+def write_corpus(directory: Path, docs: list[str], fmt: str) -> Path:
+    """The same documents as one parquet / jsonl / jsonl.gz file, or a directory of txt files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": i, "text": t} for i, t in enumerate(docs)]
+    if fmt == "parquet":
+        path = directory / "corpus.parquet"
+        pl.DataFrame(rows).write_parquet(path)
+    elif fmt == "jsonl":
+        path = directory / "corpus.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "jsonl.gz":
+        path = directory / "corpus.jsonl.gz"
+        with gzip.open(path, "wt") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        path = directory / "txt"
+        path.mkdir()
+        for i, t in enumerate(docs):
+            (path / f"doc{i:03d}.txt").write_text(t)
+    return path
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory, docs) -> Path:
+    src = write_corpus(tmp_path_factory.mktemp("src"), docs, "parquet")
+    out = tmp_path_factory.mktemp("prepared")
+    data.prepare([src], out, vocab_size=VOCAB, val_fraction=0.2, progress=False)
+    return out
+
+
+def split_documents(data_dir: Path, split: str) -> list[str]:
+    """Decode a split back into its documents (cut at the EOT tokens)."""
+    meta = data.read_meta(data_dir)
+    tok = data.load_tokenizer(data_dir)
+    tokens = np.asarray(data.load_tokens(data_dir, split))
+    cuts = np.flatnonzero(tokens == meta["eot_id"])
+    assert cuts[-1] == len(tokens) - 1, "every document, the last one too, ends with EOT"
+    starts = np.concatenate([[0], cuts[:-1] + 1])
+    return [tok.decode(tokens[a:b].tolist(), skip_special_tokens=False) for a, b in zip(starts, cuts)]
+
+
+def test_round_trip_split_and_meta(prepared, docs):
+    meta = data.read_meta(prepared)
+    train, val = split_documents(prepared, "train"), split_documents(prepared, "val")
+    # Lossless byte-level BPE: every document comes back exactly, in order, on the side its hash picks.
+    assert train == [d for d in docs if not data.in_val(d, 0.2)]
+    assert val == [d for d in docs if data.in_val(d, 0.2)]
+    assert 0 < len(val) < len(train)
+    assert not set(train) & set(val)
+    assert meta["vocab_size"] == VOCAB and meta["dtype"] == "uint16" and meta["eot_id"] == 0
+    for split, texts in (("train", train), ("val", val)):
+        assert meta[f"{split}_docs"] == len(texts)
+        assert meta[f"{split}_tokens"] == len(data.load_tokens(prepared, split))
+        assert meta[f"{split}_bytes"] == sum(len(t.encode()) for t in texts)
+    assert meta["bytes_per_token"] == pytest.approx(meta["val_bytes"] / meta["val_tokens"])
+    assert 2.0 < meta["bytes_per_token"] < 5.0
+    assert meta["tokenizer_sha256"] and meta["sources"][0].endswith("corpus.parquet")
+    assert sorted(p.name for p in prepared.iterdir()) == [".lock", "meta.json", "tokenizer.json", "train.bin", "val.bin"]
+
+
+def test_unigram_entropy(prepared):
+    tokens = data.load_tokens(prepared, "train")
+    counts = np.array(list(Counter(tokens.tolist()).values()), dtype=float)
+    p = counts / counts.sum()
+    expected = -(p * np.log(p)).sum()
+    assert data.unigram_entropy(prepared) == pytest.approx(expected, rel=1e-12)
+    assert 3.0 < expected < math.log(VOCAB)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "jsonl.gz", "txt"])
+def test_formats_give_identical_tokens(tmp_path, docs, prepared, fmt):
+    src = write_corpus(tmp_path / "src", docs, fmt)
+    out = tmp_path / "out"
+    data.prepare([src], out, tokenizer=prepared / "tokenizer.json", val_fraction=0.2, progress=False)
+    for name in ("train.bin", "val.bin", "tokenizer.json"):
+        assert (out / name).read_bytes() == (prepared / name).read_bytes(), name
+
+
+def test_val_sources_and_uint32(tmp_path, docs, prepared):
+    """--val FILES: val is exactly those documents. Token ids above 65535 switch the memmaps to uint32."""
+    train_src = write_corpus(tmp_path / "a", docs[:30], "jsonl")
+    val_src = write_corpus(tmp_path / "b", docs[30:], "parquet")
+    spec = json.loads((prepared / "tokenizer.json").read_text())  # the same BPE with every id moved up by 2**16
+    spec["model"]["vocab"] = {t: i + 2**16 for t, i in spec["model"]["vocab"].items()}
+    for added in spec["added_tokens"]:
+        added["id"] += 2**16
+    (tmp_path / "big.json").write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    meta = data.prepare([train_src], out, val_sources=[val_src], tokenizer=tmp_path / "big.json", progress=False)
+    assert meta["dtype"] == "uint32" and meta["vocab_size"] == VOCAB + 2**16 and meta["eot_id"] == 2**16
+    assert data.load_tokens(out, "val").dtype == np.uint32 and data.load_tokens(out, "val").min() >= 2**16
+    assert split_documents(out, "train") == docs[:30]
+    assert split_documents(out, "val") == docs[30:]
+
+
+def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
+    src = write_corpus(tmp_path / "src", docs[:12], "parquet")
+    out = tmp_path / "out"
+    first = data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)
+    good = (out / "train.bin").read_bytes()
+    (out / "train.bin").write_bytes(b"garbage")  # meta.json present: the same request is not redone
+    assert data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False) == first
+    assert (out / "train.bin").read_bytes() == b"garbage"
+    (out / "meta.json").unlink()  # as after a crash: no meta.json means incomplete, so it is redone
+    with pytest.raises(UserError, match="no meta.json"):
+        data.load_tokens(out, "train")
+    data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)
+    assert (out / "train.bin").read_bytes() == good
+    # A different request on a prepared dir redoes it; a failing one leaves the dir without meta.json.
+    with pytest.raises(UserError, match="validation split is empty"):
+        data.prepare([src], out, vocab_size=300, val_fraction=1e-9, progress=False)
+    assert not (out / "meta.json").exists()
+
+
+def test_concurrent_prepares_wait_for_each_other(tmp_path, docs):
+    src = write_corpus(tmp_path / "src", docs, "parquet")
+    out = tmp_path / "out"
+    code = f"from scaling import data; print(data.prepare([{str(src)!r}], {str(out)!r}, vocab_size=400, progress=False)['seconds'])"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    seconds = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    # One did the work; the other waited on the lock and read its meta.json (same timing recorded).
+    assert seconds[0] == seconds[1] == str(data.read_meta(out)["seconds"])
+    assert split_documents(out, "train") + split_documents(out, "val") == [d for d in docs if not data.in_val(d, 0.05)] + [d for d in docs if data.in_val(d, 0.05)]
+
+
+def test_builtin_corpus_cli_and_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SCALING_CACHE", str(tmp_path / "cache"))
+    assert main(["data", "prepare", "builtin", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    directory = data.builtin_data_dir()
+    assert Path(shown["dir"]) == directory and directory.is_relative_to(tmp_path / "cache")
+    meta = data.read_meta(directory)
+    assert meta["vocab_size"] == data.BUILTIN_VOCAB_SIZE and meta["train_docs"] + meta["val_docs"] == len(data.builtin_sources())
+    assert meta["train_tokens"] > 2_000_000 and 3.5 < meta["bytes_per_token"] < 5.0
+    assert data.unigram_entropy(directory) < math.log(data.BUILTIN_VOCAB_SIZE)
+    mtime = (directory / "meta.json").stat().st_mtime_ns
+    assert data.builtin_data_dir() == directory and (directory / "meta.json").stat().st_mtime_ns == mtime
+
+
+def test_cli_prepare_table_and_info(tmp_path, docs, capsys):
+    src = write_corpus(tmp_path / "src", docs, "jsonl.gz")
+    out = tmp_path / "out"
+    assert main(["data", "prepare", str(src), "--out", str(out), "--vocab-size", "300", "--val-fraction", "0.2", "--max-docs", "25"]) == 0
+    table = capsys.readouterr().out
+    assert "train" in table and "bytes/token" in table
+    assert main(["data", "info", str(out), "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["train_docs"] + meta["val_docs"] == 25 and meta["vocab_size"] == 300
+
+
+def _cli_error(args: list[str], capsys) -> str:
+    assert main(["data", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+def test_cli_errors(tmp_path, docs, capsys):
+    out = str(tmp_path / "out")
+    assert "does not exist" in _cli_error(["prepare", str(tmp_path / "nope.parquet"), "--out", out], capsys)
+    assert "matches no files" in _cli_error(["prepare", str(tmp_path / "*.parquet"), "--out", out], capsys)
+    (tmp_path / "notes.csv").write_text("a,b\n")
+    assert "unsupported file type" in _cli_error(["prepare", str(tmp_path / "notes.csv"), "--out", out], capsys)
+    src = write_corpus(tmp_path / "src", docs[:5], "parquet")
+    err = _cli_error(["prepare", str(src), "--out", out, "--text-column", "body"], capsys)
+    assert "no 'body' column" in err and "id, text" in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"text": ""}\n{"text": "  "}\n')
+    assert "no documents with text" in _cli_error(["prepare", str(empty), "--out", out, "--vocab-size", "300"], capsys)
+    assert "not both" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src), "--val-fraction", "0.1"], capsys)
+    assert "no meta.json" in _cli_error(["info", str(tmp_path)], capsys)
