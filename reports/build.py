@@ -1,0 +1,488 @@
+"""`reports.build`: results -> fits -> figures and tables -> index.html, report.md.
+
+Every number in the report is computed here from the data (run records, validation curves, the fits);
+nothing is typed in. Sections the data cannot support are kept, with one line saying why they are empty.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from reports import compare, figures
+from reports.document import Bullets, Document, Figure, Paragraph, Section, Table
+from reports.load import Study, load
+from reports.render import fmt, to_html, to_markdown
+from scaling.errors import UserError
+
+LAW_PARAMS = ("A", "B", "E", "alpha", "beta", "gamma")
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write to a temp file beside `path`, fsync, rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_ready(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return _json_ready(obj.tolist())
+    return obj
+
+
+def _flat_table(runs: pl.DataFrame) -> pl.DataFrame:
+    """results.csv: nested record fields (versions) become JSON strings so CSV can hold them."""
+    cols = []
+    for name, dtype in runs.schema.items():
+        if isinstance(dtype, (pl.Struct, pl.List, pl.Array, pl.Object)):
+            cols.append(pl.col(name).map_elements(lambda v: json.dumps(_json_ready(v.to_list() if hasattr(v, "to_list") else v)),
+                                                  return_dtype=pl.Utf8))
+        else:
+            cols.append(pl.col(name))
+    return runs.select(cols)
+
+
+# --- fitting ------------------------------------------------------------------------------------
+
+
+def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
+    """The points the laws are fitted to: completed runs, final loss (one point per run)."""
+    from fits import read_table
+
+    return read_table(compare.completed(runs).select("recipe", "run_id", "N", "D", "C", "loss"))
+
+
+def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int) -> dict:
+    """`fits.analyse` on the completed runs: laws per recipe, effN/effD, penalty bands and verdicts."""
+    import fits
+
+    table = fit_table(runs)
+    recipes = set(table["recipe"])
+    if baseline not in recipes:
+        raise UserError(
+            f"baseline recipe {baseline!r} has no completed runs here (recipes: {', '.join(sorted(recipes))}); "
+            "pass --baseline with one of them"
+        )
+    return fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
+                        progress=_BootstrapProgress() if bootstrap else None)
+
+
+class _BootstrapProgress:
+    """Prints bootstrap progress to stderr at every fifth of the way (long fits show progress)."""
+
+    def __init__(self) -> None:
+        self.shown = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        import sys
+
+        step = max(1, total // 5)
+        if done // step > self.shown or done == total:
+            self.shown = done // step
+            print(f"  bootstrap {done}/{total}", file=sys.stderr, flush=True)
+
+
+def law_params(group: dict, law: str) -> dict:
+    """The parameters of a group's own law curve.
+
+    Under the Chinchilla law each recipe has its own A, B, E, α, β, and its effN/effD/κ entries are
+    relative to the baseline's law, so they must not be applied on top of its own law.
+    """
+    p = dict(group["params"])
+    if law == "chinchilla":
+        for k in ("effN", "effD", "kappaN", "kappaD", "N0", "D0"):
+            p.pop(k, None)
+    return p
+
+
+# --- sections -----------------------------------------------------------------------------------
+
+
+def _ci(ci95: dict, key: str) -> str:
+    lo, hi = ci95.get(key, (None, None)) if ci95 else (None, None)
+    return f"[{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else ""
+
+
+def _interval(pair, digits: int = 4) -> str:
+    lo, hi = pair if pair else (None, None)
+    if digits == 4:
+        return f"[{fmt(lo)}, {fmt(hi)}]"
+    return f"[{_short(lo)}, {_short(hi)}]"
+
+
+def _short(x) -> str:
+    """Three significant digits, for numbers inside sentences."""
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:#.3g}"
+
+
+VERDICT_WORDS = {
+    "grows": "**grows** with compute",
+    "does not grow": "**does not grow** with compute",
+    "inconclusive": "is **inconclusive**: the data cannot tell whether it grows",
+}
+
+
+def verdict_sentence(recipe: str, pen: dict, baseline: str) -> str:
+    """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size."""
+    text = f"**{recipe}**: the penalty against {baseline} {VERDICT_WORDS.get(pen['verdict'], pen['verdict'])}"
+    rpd = pen.get("ratio_per_decade", {})
+    text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))} {_interval(rpd.get('ci95'), 3)} per "
+             f"decade of compute (likelihood-ratio test of no growth: p = {pen['p_value']:.2g})")
+    m, g = pen.get("multiplier"), pen.get("gap")
+    if m and g:
+        text += (f". It reaches {baseline}'s loss with {_short(m['value'][0])}× {_interval(m['ci95'][0], 3)} of "
+                 f"{baseline}'s compute at C = {m['C'][0]:.2g} FLOP and {_short(m['value'][1])}× "
+                 f"{_interval(m['ci95'][1], 3)} at {m['C'][1]:.2g} FLOP; its loss gap at equal compute is "
+                 f"{g['value'][0]:+.3g} {_interval(g['ci95'][0], 3)} and {g['value'][1]:+.3g} "
+                 f"{_interval(g['ci95'][1], 3)} nats/token there")
+    return text + "."
+
+
+def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
+    s = Section("Verdict")
+    penalty = fitted.get("penalty", {})
+    if not penalty:
+        return s.omit(f"Only the baseline ({baseline}) has results, so there is no penalty to judge; "
+                      "the fitted law is below.")
+    n_runs = sum(g["n_runs"] for g in fitted["groups"].values())
+    s.add(Paragraph(
+        f"Does each recipe's loss penalty against **{baseline}** grow with compute? {fitted['law'].capitalize()} "
+        f"laws fitted to {n_runs} completed runs; intervals are 95% bootstrap intervals over {fitted['bootstrap']} "
+        "replicates that resample whole runs; numbers are along each law's compute-optimal allocation. A multiplier "
+        "below 1 means the recipe needs more compute than the baseline for the same loss."
+    ))
+    s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline) for r in sorted(penalty))))
+    rule = next(iter(penalty.values())).get("rule")
+    if rule:
+        s.add(Paragraph(f"The rule (docs/fits.md): {rule}."))
+    return s
+
+
+def _params_table(groups: dict, keys: tuple[str, ...] = LAW_PARAMS) -> Table:
+    present = [k for k in keys if any(k in g["params"] for g in groups.values())]
+    rows = []
+    for name, g in sorted(groups.items()):
+        row: list[Any] = [name]
+        for k in present:
+            v = g["params"].get(k)
+            row.append(f"{fmt(v)} {_ci(g.get('ci95', {}), k)}".strip() if v is not None else None)
+        row += [g.get("n_points"), g.get("n_runs"), g.get("objective")]
+        rows.append(tuple(row))
+    return Table(("recipe", *present, "points", "runs", "objective"), tuple(rows),
+                 "Fitted law parameters, 95% bootstrap intervals in brackets; objective: the Huber loss at the optimum.")
+
+
+def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
+    s = Section("Loss vs compute")
+    laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
+    path = figures.loss_vs_compute(compare.completed(study.runs), laws, baseline, colors, fig_dir / "loss_vs_compute.png")
+    s.add(Figure(path, f"Final validation loss of every completed run against its training compute, one panel per recipe; "
+                       f"thin lines: the fitted {fitted['law']} law along each model size; thick line: its compute-optimal "
+                       f"frontier; dashed: {baseline}'s frontier."))
+    s.add(_params_table(fitted["groups"]))
+    return s
+
+
+def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
+    s = Section("Penalty vs compute")
+    bands = fitted.get("bands", {})
+    if not bands:
+        return s.omit("Not computed: no recipe other than the baseline, so no penalty to plot.")
+    path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
+    s.add(Figure(path, f"Left: the compute multiplier, {baseline}'s compute that reaches the recipe's loss divided by the "
+                       f"recipe's compute. Right: the loss gap to {baseline} at equal compute. Median over bootstrap "
+                       "replicates, shaded 95% band; solid over the recipe's compute range in the data, dotted beyond."))
+    rows = []
+    for recipe, pen in sorted(fitted["penalty"].items()):
+        m, g = pen["multiplier"], pen["gap"]
+        for j, where in enumerate(m["where"]):
+            rows.append((recipe, where, m["C"][j], m["value"][j], _interval(m["ci95"][j]), g["value"][j],
+                         _interval(g["ci95"][j])))
+    s.add(Table(("recipe", "where", "C (FLOP)", "multiplier", "95% CI", "loss gap (nats)", "95% CI"), tuple(rows),
+                "The multiplier and the loss gap at the ends of the data's compute range and of the extrapolation."))
+    rows = [(r, p["verdict"], p["ratio_per_decade"]["value"], _interval(p["ratio_per_decade"]["ci95"]),
+             p["kappaN"]["value"], _interval(p["kappaN"]["ci95"]), p["kappaD"]["value"], _interval(p["kappaD"]["ci95"]),
+             p["p_value"]) for r, p in sorted(fitted["penalty"].items())]
+    s.add(Table(("recipe", "verdict", "multiplier ratio per decade", "95% CI", "κN", "95% CI", "κD", "95% CI", "p (κ = 0)"),
+                tuple(rows), "What decides the verdict: how the multiplier changes per decade of compute, the growth "
+                             "exponents of effN and effD, and the likelihood-ratio test of κN = κD = 0."))
+    return s
+
+
+def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Section:
+    s = Section("Relative loss gap per model size")
+    gaps = compare.relative_gaps(study.runs, baseline)
+    if gaps.height == 0:
+        return s.omit(f"Not computed: no matched pairs (no completed run of another recipe has a completed {baseline} "
+                      f"run with the same {', '.join(compare.match_keys(study.runs))}).")
+    s.add(Paragraph(f"(L_recipe − L_{baseline}) / L_{baseline} in %, for runs that differ only in the recipe (same "
+                    f"{', '.join(compare.match_keys(study.runs))}); the UFP4 paper's metric."))
+    by_size = compare.gaps_by_size(gaps)
+    label = [k for k in ("family", "size") if k in by_size.columns]
+    cols = ("recipe", *label, "N", "mean gap (%)", "min (%)", "max (%)", "pairs")
+    s.add(Table(cols, tuple(by_size.select("recipe", *label, "N", "mean_gap_pct", "min_gap_pct", "max_gap_pct", "pairs").iter_rows()),
+                "Per recipe and model size: mean over token budgets and seeds."))
+    s.add(Figure(figures.gap_vs_size(gaps, colors, baseline, fig_dir / "gap_vs_size.png"),
+                 "Relative loss gap of each matched pair (dots) and the per-size mean (line)."))
+    keys = compare.match_keys(gaps)
+    s.add(Table(("recipe", *keys, "loss", f"{baseline} loss", "gap (%)"),
+                tuple(gaps.select("recipe", *keys, "loss", "baseline_loss", "gap_pct").iter_rows()), "Every matched pair."))
+    return s
+
+
+def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Section:
+    s = Section("Token overhead to reach the baseline's loss")
+    if not study.curves:
+        return s.omit("Not computed: the input has no validation curves (no `<run_id>/metrics.csv` beside the "
+                      "results), and the token overhead is read off the curves. Pass a sweep directory to get it.")
+    table = compare.token_overhead(study.runs, study.curves, baseline)
+    if table.height == 0:
+        return s.omit(f"Not computed: no matched pair has validation curves for both {baseline} and another recipe.")
+    s.add(Paragraph(
+        f"Tokens a recipe needs to reach {baseline}'s final validation loss, relative to the tokens {baseline} needed, "
+        "read off the validation curves (linear between evaluations); the AMD paper's metric. Where the paired run "
+        "never gets there, the same model's longer runs are searched (an upper bound: their mid-run losses are read "
+        "before the learning rate has decayed); no value means it was never reached."
+    ))
+    summary = compare.overhead_summary(table)
+    s.add(Table(("recipe", "pairs", "reached", "median overhead (%)", "min (%)", "max (%)", "diverged", "not reached"),
+                tuple(summary.iter_rows()), "Per recipe, over its matched pairs."))
+    keys = compare.match_keys(table)
+    s.add(Table(("recipe", *keys, "target loss", f"{baseline} tokens", "recipe tokens", "overhead (%)", "reached in run of D", "note"),
+                tuple(table.select("recipe", *keys, "target_loss", "baseline_tokens", "recipe_tokens", "overhead_pct",
+                                   "reached_in", "note").iter_rows())))
+    s.add(Figure(figures.validation_curves(study.runs, study.curves, colors, baseline, fig_dir / "validation_curves.png"),
+                 "Validation curves at each model size's largest token budget."))
+    return s
+
+
+def section_efficiency(fitted: dict, baseline: str) -> Section:
+    s = Section("Parameter and data efficiency (effN, effD)")
+    rows = []
+    for name, g in sorted(fitted["groups"].items()):
+        if name == baseline or "effN" not in g["params"]:
+            continue
+        p, ci = g["params"], g.get("ci95", {})
+        rows.append((name, p["effN"], _ci(ci, "effN"), p["effD"], _ci(ci, "effD"), p["effN"] * p["effD"]))
+    if not rows:
+        return s.omit("Not computed: there is no recipe other than the baseline.")
+    base = ("the Chinchilla law fitted on {b} (Quartet's form with γ = 1; run `scaling report --law quartet` for "
+            "the Quartet law with its γ)" if fitted["law"] == "chinchilla" else "the Quartet law fitted on {b}")
+    s.add(Paragraph(
+        "Quartet's parametrisation L = (A/(N·effN)^α + B/(D·effD)^β)^γ + E: a recipe trains like "
+        f"{baseline} with effN× the parameters and effD× the tokens. Base law: {base.format(b=baseline)}; "
+        "effN and effD are fitted per recipe with the base law held fixed (constant efficiencies, κ = 0)."
+    ))
+    s.add(Table(("recipe", "effN", "95% CI", "effD", "95% CI", "effN·effD"), tuple(rows)))
+    return s
+
+
+def _records_table(rows: list, caption: str) -> Table:
+    """A list of flat dicts as a table; list-valued fields (per-level histograms) are left out."""
+    cols = list(dict.fromkeys(k for r in rows for k, v in r.items() if not isinstance(v, (dict, list))))
+    return Table(tuple(cols), tuple(tuple(r.get(c) for c in cols) for r in rows), caption)
+
+
+DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> caption
+    "gemm": "Single-GEMM output SQNR (dB) with both operands quantized along that GEMM's K, and its change "
+            "under the transform (delta, dB).",
+    "quant": "Per tensor, format and transform: SQNR (dB), its change under the transform, the mean (shrinkage) "
+             "error in grid units, and how many grid levels carry ≥ 1% of the values.",
+}
+
+
+def section_diagnostics(study: Study) -> Section:
+    s = Section("Quantization diagnostics")
+    if study.diagnostics is None:
+        return s.omit("Not provided: pass `--diagnostics diag.json` (from `scaling diagnose --json`) or put "
+                      "`diagnostics.json` in the sweep directory.")
+    diag = study.diagnostics
+    s.add(Paragraph(f"From `{study.diagnostics_path}` (`scaling diagnose`, the reference quantizer on the same "
+                    "tensors for every format; higher SQNR is better, a negative mean error is shrinkage)."))
+    tables = [_records_table(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items()
+              if isinstance(diag, dict) and isinstance(diag.get(k), list) and diag[k]]
+    if not tables and isinstance(diag, dict):  # another tool's JSON: any list of records it holds
+        tables = [_records_table(v, k) for k, v in diag.items()
+                  if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+    if not tables:
+        s.add(Paragraph("The file holds no table of records (expected the `gemm` and `quant` lists of "
+                        "`scaling diagnose --json`)."))
+    for t in tables:
+        s.add(t)
+    return s
+
+
+def section_failures(study: Study) -> Section:
+    s = Section("Diverged and failed runs")
+    if not study.from_records:
+        s.add(Paragraph("The input has no run status column, so every row is taken as a completed run."))
+        return s
+    bad = study.runs.filter(pl.col("status") != "completed")
+    nonfinite = study.runs.filter((pl.col("status") == "completed") & ~pl.col("loss").is_finite())
+    bad = pl.concat([bad, nonfinite], how="diagonal_relaxed")
+    if bad.height == 0:
+        s.add(Paragraph(f"None: all {study.runs.height} runs completed."))
+        return s
+    cols = [c for c in ("run_id", "recipe", "family", "size", "N", "D", "seed", "status", "loss") if c in bad.columns]
+    s.add(Paragraph(f"{bad.height} of {study.runs.height} runs did not complete; they are data (a recipe that diverges "
+                    "has failed), and are left out of the fits."))
+    s.add(Table(tuple(cols), tuple(bad.select(cols).iter_rows())))
+    return s
+
+
+def _distinct(runs: pl.DataFrame, col: str) -> list:
+    if col not in runs.columns:
+        return []
+    values = []
+    for v in runs[col].to_list():
+        v = v.to_list() if hasattr(v, "to_list") else v
+        v = json.loads(v) if isinstance(v, str) and v.startswith("{") else v
+        if v is not None and v not in values:
+            values.append(v)
+    return values
+
+
+def _run_configs(study: Study) -> list[dict]:
+    if study.run_root is None:
+        return []
+    out = []
+    for run_id in study.runs["run_id"].to_list():
+        p = study.run_root / run_id / "config.json"
+        if p.is_file():
+            out.append(json.loads(p.read_text()))
+    return out
+
+
+def _this_checkout() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def section_provenance(study: Study) -> Section:
+    import scaling
+
+    s = Section("Provenance")
+    runs = study.runs
+    items = [f"Source: `{study.source}` ({runs.height} runs, {len(set(runs['recipe']))} recipes)."]
+    if not study.from_records:
+        items.append("The source is a table of external results, not result records: versions, commits, hardware, "
+                     "data and epochs are not known to this report.")
+    else:
+        for v in _distinct(runs, "versions"):
+            items.append("Versions: " + ", ".join(f"{k} {val}" for k, val in (v.items() if isinstance(v, dict) else [("", v)])))
+        commits = _distinct(runs, "git_commit")
+        items.append("Git commit of the runs: " + (", ".join(f"`{c}`" for c in commits) if commits else "not recorded"))
+        hardware = [h for col in ("hardware", "device", "gpu") for h in _distinct(runs, col)]
+        configs = _run_configs(study)
+        hardware += [c[k] for c in configs for k in ("device", "hardware", "accelerator") if c.get(k) and c[k] not in hardware]
+        items.append("Hardware: " + (", ".join(map(str, dict.fromkeys(map(str, hardware)))) if hardware else "not recorded in the result records"))
+        data = list(dict.fromkeys(str(c["data"]) for c in configs if "data" in c))
+        vocab = _distinct(runs, "vocab_size")
+        items.append("Data: " + (", ".join(f"`{d}`" for d in data) if data else "not recorded")
+                     + (f"; vocabulary {', '.join(map(str, vocab))} tokens" if vocab else ""))
+        if "epochs" in runs.columns:
+            ep = runs["epochs"].drop_nulls()
+            if ep.len():
+                items.append(f"Epochs over the training data per run: {fmt(float(ep.min()))} to {fmt(float(ep.max()))}"
+                             + (" (some runs repeat data)" if ep.max() > 1 else " (no run repeats data)"))
+        if "wall_s" in runs.columns and runs["wall_s"].drop_nulls().len():
+            items.append(f"Training time, all runs: {float(runs['wall_s'].drop_nulls().sum()) / 60:.1f} min.")
+    tokens = runs.group_by("N").agg(pl.col("D").unique().sort()).sort("N")
+    label = "size" if "size" in runs.columns else None
+    for n, ds in tokens.iter_rows():
+        name = runs.filter(pl.col("N") == n)[label][0] if label else f"N = {n:.3g}"
+        items.append(f"Tokens per run, {name} (N = {n:.3g}): {', '.join(f'{d:.3g}' for d in ds)}.")
+    items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {scaling.__version__} "
+                 f"(checkout `{_this_checkout()}`), Python {platform.python_version()}, polars {pl.__version__}.")
+    s.add(Bullets(tuple(items)))
+    return s
+
+
+# --- the whole report ---------------------------------------------------------------------------
+
+
+def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: str = "chinchilla",
+          bootstrap: int = 200, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None,
+          seed: int = 0, workers: int | None = None, title: str | None = None) -> dict:
+    """Build the report for a sweep directory or a results table; returns a summary (paths, verdicts).
+
+    Writes <out_dir>/{index.html, report.md, figures/*.png, results.csv, fits.json}. `columns` maps
+    fit names to a table's own ("N=Model Size,C=Training FLOP"), as `scaling fit --columns`.
+    """
+    if law not in ("chinchilla", "quartet"):
+        raise UserError(f"unknown law {law!r}; use chinchilla or quartet")
+    if bootstrap < 0:
+        raise UserError(f"--bootstrap must be 0 or more, got {bootstrap}")
+    out_dir = Path(out_dir)
+    fig_dir = out_dir / "figures"
+    study = load(source, diagnostics, columns)
+    workers = workers or min(4, os.cpu_count() or 1)
+    fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers)
+
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    for old in fig_dir.glob("*.png"):  # a rebuild must not leave figures of an older report behind
+        old.unlink()
+    write_atomic(out_dir / "results.csv", _flat_table(study.runs).write_csv())
+    write_atomic(out_dir / "fits.json", json.dumps(_json_ready(fitted), indent=2))
+
+    colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
+    doc = Document(
+        title=title or f"FP4 scaling report: {study.source.name}",
+        subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; baseline `{baseline}`; "
+                 f"law `{law}`.",
+        sections=[
+            section_verdict(fitted, baseline, study),
+            section_loss_vs_compute(study, fitted, baseline, colors, fig_dir),
+            section_penalty(fitted, baseline, colors, fig_dir),
+            section_gaps(study, baseline, colors, fig_dir),
+            section_overhead(study, baseline, colors, fig_dir),
+            section_efficiency(fitted, baseline),
+            section_diagnostics(study),
+            section_failures(study),
+            section_provenance(study),
+        ],
+    )
+    write_atomic(out_dir / "index.html", to_html(doc))
+    write_atomic(out_dir / "report.md", to_markdown(doc, out_dir))
+    return {
+        "out_dir": str(out_dir),
+        "index_html": str(out_dir / "index.html"),
+        "report_md": str(out_dir / "report.md"),
+        "figures": sorted(str(p) for p in fig_dir.glob("*.png")),
+        "law": law,
+        "baseline": baseline,
+        "n_runs": study.runs.height,
+        "verdicts": {
+            r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
+                "sentence": verdict_sentence(r, p, baseline).replace("**", "")}
+            for r, p in sorted(fitted.get("penalty", {}).items())
+        },
+        "omitted": {s.title: s.omitted for s in doc.sections if s.omitted},
+    }

@@ -1,0 +1,131 @@
+"""Run-by-run comparisons against the baseline recipe, from the data alone (no fitted law).
+
+- Relative loss gap (the UFP4 paper's metric): (L_recipe − L_baseline) / L_baseline, in %, for each
+  matched pair of runs (same family, size, tokens and seed; only the recipe differs).
+- Token overhead (the AMD paper's metric): tokens a recipe needs to reach the baseline's final
+  validation loss, over the tokens the baseline needed, minus one; read off the validation curves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+
+def match_keys(runs: pl.DataFrame) -> list[str]:
+    """Columns that define a matched pair: everything about a run except its recipe."""
+    return [c for c in ("family", "size", "N", "D", "seed") if c in runs.columns]
+
+
+def size_keys(runs: pl.DataFrame) -> list[str]:
+    return [c for c in ("family", "size", "N") if c in runs.columns]
+
+
+def completed(runs: pl.DataFrame) -> pl.DataFrame:
+    return runs.filter((pl.col("status") == "completed") & pl.col("loss").is_finite())
+
+
+def relative_gaps(runs: pl.DataFrame, baseline: str) -> pl.DataFrame:
+    """One row per matched pair: recipe, the match keys, loss, baseline_loss, gap_pct."""
+    keys = match_keys(runs)
+    done = completed(runs)
+    base = done.filter(pl.col("recipe") == baseline).select(*keys, pl.col("loss").alias("baseline_loss"))
+    base = base.unique(subset=keys, keep="first")
+    pairs = done.filter(pl.col("recipe") != baseline).join(base, on=keys, how="inner")
+    pairs = pairs.with_columns(((pl.col("loss") / pl.col("baseline_loss") - 1) * 100).alias("gap_pct"))
+    return pairs.select("recipe", *keys, "loss", "baseline_loss", "gap_pct").sort("recipe", *keys)
+
+
+def gaps_by_size(gaps: pl.DataFrame) -> pl.DataFrame:
+    """Mean gap per recipe and model size (over token budgets and seeds), with the pair count."""
+    keys = size_keys(gaps)
+    return (
+        gaps.group_by("recipe", *keys)
+        .agg(pl.col("gap_pct").mean().alias("mean_gap_pct"), pl.col("gap_pct").min().alias("min_gap_pct"),
+             pl.col("gap_pct").max().alias("max_gap_pct"), pl.len().alias("pairs"))
+        .sort("recipe", "N")
+    )
+
+
+def tokens_to_reach(tokens: np.ndarray, loss: np.ndarray, target: float) -> float:
+    """First token count at which a validation curve reaches `target` (linear between evals); NaN if never."""
+    below = np.flatnonzero(loss <= target)
+    if below.size == 0:
+        return math.nan
+    i = int(below[0])
+    if i == 0:
+        return float(tokens[0])
+    t0, t1, l0, l1 = tokens[i - 1], tokens[i], loss[i - 1], loss[i]
+    return float(t0 + (l0 - target) / (l0 - l1) * (t1 - t0))
+
+
+def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline: str) -> pl.DataFrame:
+    """One row per matched pair with both curves: the target loss, tokens each needs, overhead in %.
+
+    When the recipe's paired run never reaches the target, its longer runs (same size and seed,
+    larger token budget) are searched in order, and `reached_in` names the budget of the run that
+    got there. Their mid-run losses are read before the schedule's decay ends, so such an overhead
+    is an upper bound; a recipe that reaches the target in none of its runs gets null and a note.
+    """
+    keys = match_keys(runs)
+    same_model = [k for k in keys if k != "D"]
+    base_runs = runs.filter((pl.col("recipe") == baseline) & (pl.col("status") == "completed"))
+    rows = []
+    for b in base_runs.iter_rows(named=True):
+        if b["run_id"] not in curves or curves[b["run_id"]].height == 0:
+            continue
+        bc = curves[b["run_id"]]
+        target = float(bc["val_loss"][-1])  # the baseline's final validation loss, from its own curve
+        t_base = tokens_to_reach(bc["tokens"].to_numpy(), bc["val_loss"].to_numpy(), target)
+        model = runs.filter(pl.all_horizontal([pl.col(k) == b[k] for k in same_model]) if same_model else pl.lit(True))
+        for recipe in sorted(set(model["recipe"]) - {baseline}):
+            mine = model.filter(pl.col("recipe") == recipe)
+            paired = mine.filter(pl.col("D") == b["D"])
+            if paired.height == 0:
+                continue
+            p = paired.row(0, named=True)
+            row = {"recipe": recipe, **{k: b[k] for k in keys}, "target_loss": target, "baseline_tokens": t_base,
+                   "recipe_tokens": None, "overhead_pct": None, "reached_in": None, "note": ""}
+            if p["status"] != "completed":
+                row["note"] = f"no convergence ({p['status']})"
+            if p["run_id"] not in curves:
+                row["note"] = row["note"] or "no validation curve"
+                rows.append(row)
+                continue
+            candidates = mine.filter((pl.col("D") >= b["D"]) & (pl.col("status") == "completed")).sort("D")
+            if p["status"] != "completed":
+                candidates = candidates.filter(pl.col("D") > b["D"])
+            for c in candidates.iter_rows(named=True):
+                curve = curves.get(c["run_id"])
+                if curve is None:
+                    continue
+                t = tokens_to_reach(curve["tokens"].to_numpy(), curve["val_loss"].to_numpy(), target)
+                if not math.isnan(t):
+                    row.update(recipe_tokens=t, overhead_pct=(t / t_base - 1) * 100, reached_in=c["D"])
+                    if c["D"] != b["D"]:
+                        row["note"] = (row["note"] + "; " if row["note"] else "") + "reached in a longer run"
+                    break
+            else:
+                longest = candidates["D"].max() if candidates.height else b["D"]
+                row["note"] = row["note"] or f"not reached within {longest:.3g} tokens"
+            rows.append(row)
+    schema = {"recipe": pl.Utf8, **{k: runs.schema[k] for k in keys}, "target_loss": pl.Float64,
+              "baseline_tokens": pl.Float64, "recipe_tokens": pl.Float64, "overhead_pct": pl.Float64,
+              "reached_in": pl.Float64, "note": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema).sort("recipe", *keys)
+
+
+def overhead_summary(overhead: pl.DataFrame) -> pl.DataFrame:
+    """Per recipe: pairs, how many reached the target, median/min/max overhead, diverged, not reached."""
+    reached = pl.col("overhead_pct").is_not_null()
+    return (
+        overhead.group_by("recipe")
+        .agg(pl.len().alias("pairs"), reached.sum().alias("reached"),
+             pl.col("overhead_pct").median().alias("median"), pl.col("overhead_pct").min().alias("min"),
+             pl.col("overhead_pct").max().alias("max"),
+             pl.col("note").str.starts_with("no convergence").sum().alias("diverged"),
+             (~reached & ~pl.col("note").str.starts_with("no convergence")).sum().alias("not_reached"))
+        .sort("recipe")
+    )

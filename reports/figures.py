@@ -1,0 +1,188 @@
+"""The report's figures (matplotlib, Agg): one function per figure, each writes one PNG and returns its path."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display, no GUI toolkit: reports build on a login node or in CI
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
+
+DPI = 110  # sharp on screen, small files (the example report is committed)
+STYLE = {
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.6,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "savefig.bbox": "tight",
+}
+
+
+def recipe_colors(recipes: list[str], baseline: str) -> dict[str, str]:
+    """Baseline in black, every other recipe its own colour, stable across all figures."""
+    palette = plt.get_cmap("tab10").colors
+    others = [r for r in recipes if r != baseline]
+    colors = {r: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, r in enumerate(others)}
+    colors[baseline] = "#000000"
+    return colors
+
+
+def _log_x(ax) -> None:
+    """Log x axis labelled at 1, 2, 5 × 10^k over short ranges, at decades over long ones; no minor labels."""
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    subs = (1.0,) if math.log10(hi / lo) > 2.5 else (1.0, 2.0, 5.0)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def _grid(n: int, width: float = 3.2, height: float = 2.7, share: bool = True):
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharex=share, sharey=share,
+                             layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes.flat[:n]
+
+
+def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict, path: Path) -> Path:
+    """One panel per recipe: runs as points (shade = model size), the fitted law along each size,
+    and the compute-optimal frontier (the baseline's frontier dashed in every panel).
+    laws: recipe -> the parameters of its law curve (fits' named form)."""
+    import fits
+
+    recipes = [r for r in [baseline, *sorted(set(runs["recipe"]) - {baseline})] if r in set(runs["recipe"])]
+    sizes = sorted(set(runs["N"].to_list()))
+    shade = {n: 0.35 + 0.65 * i / max(1, len(sizes) - 1) for i, n in enumerate(sizes)}
+    c_lo, c_hi = runs["C"].min() / 2, runs["C"].max() * 2
+    grid_c = np.logspace(math.log10(c_lo), math.log10(c_hi), 200)
+    base_front = fits.compute_optimal(laws[baseline], grid_c)[2] if baseline in laws else None
+    with plt.rc_context(STYLE):
+        fig, axes = _grid(len(recipes))
+        for ax, recipe in zip(axes, recipes):
+            mine = runs.filter(pl.col("recipe") == recipe)
+            color = colors[recipe]
+            params = laws.get(recipe)
+            for n in sizes:
+                pts = mine.filter(pl.col("N") == n)
+                if params is not None:
+                    c = np.logspace(math.log10(c_lo), math.log10(c_hi), 80)
+                    ax.plot(c, fits.predict(params, n, c / (6 * n)), color=color, alpha=0.35 * shade[n], lw=0.8)
+                if pts.height:
+                    ax.scatter(pts["C"], pts["loss"], s=16, color=color, alpha=shade[n], edgecolor="white", lw=0.4, zorder=3)
+            if params is not None:
+                ax.plot(grid_c, fits.compute_optimal(params, grid_c)[2], color=color, lw=2, label="compute-optimal (fit)")
+            if base_front is not None and recipe != baseline:
+                ax.plot(grid_c, base_front, color="black", lw=1, ls="--", label=f"{baseline} frontier")
+            ax.set_title(recipe, color=color if recipe != baseline else "black")
+            ax.set_xlabel("training compute C = 6ND (FLOP)")
+        axes[0].set_ylabel("validation loss (nats/token)")
+        axes[0].legend(loc="upper right")
+        loss = runs.filter(pl.col("loss").is_finite())["loss"]
+        pad = 0.08 * (loss.max() - loss.min())
+        axes[0].set_ylim(loss.min() - pad, loss.max() + pad)
+        axes[0].set_xlim(c_lo, c_hi)
+        for ax in axes:
+            _log_x(ax)
+        fig.suptitle("Loss vs compute per recipe (darker points: larger models)", fontsize=10)
+        return _save(fig, path)
+
+
+def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, path: Path) -> Path:
+    """The headline: compute multiplier and loss gap against the baseline, along compute, with bootstrap bands.
+    Solid inside the data's compute range, dotted where it extrapolates."""
+    with plt.rc_context(STYLE):
+        fig, (ax_m, ax_g) = plt.subplots(1, 2, figsize=(9.6, 3.9), layout="constrained")
+        for recipe, band in sorted(bands.items()):
+            c = np.asarray(band["C"], dtype=float)
+            inside = np.asarray(band["in_data"], dtype=bool)
+            color = colors.get(recipe, "grey")
+            verdict = penalty.get(recipe, {}).get("verdict", "")
+            for ax, key in ((ax_m, "multiplier"), (ax_g, "gap")):
+                med, lo, hi = (np.asarray(band[key][k], dtype=float) for k in ("median", "lo", "hi"))
+                ax.fill_between(c, lo, hi, color=color, alpha=0.15, lw=0)
+                ax.plot(c[inside], med[inside], color=color, lw=2, label=f"{recipe} ({verdict})" if verdict else recipe)
+                ax.plot(c, med, color=color, lw=1.2, ls=":")
+        ax_m.axhline(1, color="black", lw=0.8)
+        ax_g.axhline(0, color="black", lw=0.8)
+        ax_m.set_ylabel(f"compute multiplier vs {baseline}\n(baseline compute for the same loss / C)")
+        ax_g.set_ylabel(f"loss gap vs {baseline} (nats/token)")
+        for ax in (ax_m, ax_g):
+            _log_x(ax)
+            ax.set_xlabel("training compute C (FLOP), compute-optimal allocation")
+        handles, labels = ax_m.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
+        fig.suptitle("Does the penalty grow with compute? Median and 95% bootstrap band; dotted: extrapolation", fontsize=10)
+        return _save(fig, path)
+
+
+def gap_vs_size(gaps: pl.DataFrame, colors: dict, baseline: str, path: Path) -> Path:
+    """Relative loss gap of each matched pair against model size; the line joins the per-size means."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(5.2, 3.4), layout="constrained")
+        for recipe in sorted(set(gaps["recipe"])):
+            mine = gaps.filter(pl.col("recipe") == recipe)
+            mean = mine.group_by("N").agg(pl.col("gap_pct").mean()).sort("N")
+            ax.scatter(mine["N"], mine["gap_pct"], s=12, color=colors[recipe], alpha=0.5, lw=0)
+            ax.plot(mean["N"], mean["gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3, label=recipe)
+        ax.axhline(0, color="black", lw=0.8)
+        _log_x(ax)
+        ax.set_xlabel("non-embedding parameters N")
+        ax.set_ylabel(f"relative loss gap vs {baseline} (%)")
+        ax.legend(loc="best")
+        ax.set_title("Matched runs: same size, tokens and seed", fontsize=9)
+        return _save(fig, path)
+
+
+def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: str, path: Path) -> Path:
+    """Validation curves at each model size's largest token budget (first seed), the baseline's final loss marked."""
+    done = runs.filter(pl.col("run_id").is_in(list(curves)))
+    sizes = sorted(set(done["N"].to_list()))
+    with plt.rc_context(STYLE):
+        fig, axes = _grid(len(sizes), width=3.2, height=2.6, share=False)
+        for ax, n in zip(axes, sizes):
+            at_n = done.filter(pl.col("N") == n)
+            d_max = at_n["D"].max()
+            at_n = at_n.filter(pl.col("D") == d_max)
+            if "seed" in at_n.columns:
+                at_n = at_n.filter(pl.col("seed") == at_n["seed"].min())
+            shown = []
+            for r in at_n.sort("recipe").iter_rows(named=True):
+                curve = curves[r["run_id"]]
+                ax.plot(curve["tokens"], curve["val_loss"], color=colors[r["recipe"]], lw=1.3, label=r["recipe"])
+                if r["recipe"] == baseline:
+                    ax.axhline(curve["val_loss"][-1], color="black", lw=0.7, ls="--")
+                late = curve.filter(pl.col("tokens") >= d_max / 10)["val_loss"]  # zoom past the first drop
+                shown += late.filter(late.is_finite()).to_list()
+            if shown:
+                pad = 0.05 * (max(shown) - min(shown) + 1e-9)
+                ax.set_ylim(min(shown) - pad, max(shown) + pad)
+            label = at_n["size"][0] if "size" in at_n.columns else f"N = {n:.3g}"
+            ax.set_title(f"{label}, {d_max:.3g} tokens")
+            ax.set_xlabel("tokens")
+        axes[0].set_ylabel("validation loss")
+        axes[0].legend(loc="upper right")
+        for ax in axes:
+            _log_x(ax)
+        fig.suptitle("Validation curves (dashed: the baseline's final loss, the token-overhead target)", fontsize=10)
+        return _save(fig, path)

@@ -1,0 +1,142 @@
+"""Read what a report is built from: a sweep directory, or a results table from anywhere.
+
+A sweep directory gives one result record per run (`sweeps.store.collect`), each run's validation
+curve (`<run_id>/metrics.csv`) and, when `scaling demo`/the user put one there, `diagnostics.json`.
+A bare CSV/parquet of external results (recipe, N, D or C, loss) gives only final losses; the report
+then leaves out what needs more (curves, statuses, provenance) and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from scaling.errors import UserError
+
+DIAGNOSTICS_NAME = "diagnostics.json"
+
+
+@dataclass
+class Study:
+    """Everything the report reads, already normalised."""
+
+    source: Path
+    runs: pl.DataFrame  # one row per run: recipe, N, D, C, loss, status, run_id (+ record fields if known)
+    curves: dict[str, pl.DataFrame] = field(default_factory=dict)  # run_id -> tokens, val_loss
+    sweep_dir: Path | None = None
+    run_root: Path | None = None  # where <run_id>/ folders would be: the sweep dir, or the table's folder
+    diagnostics: Any = None
+    diagnostics_path: Path | None = None
+    from_records: bool = False  # True when rows are result records (status, versions, ... known)
+
+
+def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.DataFrame:
+    """Give any results table the columns recipe, run_id, N, D, C, loss, status (keeping the others).
+
+    The names are the fits' (`fits.table`): N, D, C, loss, or the result record's n_params, tokens,
+    flops, val_loss, or whatever `columns` maps them to.
+    """
+    from fits.table import ALIASES, CANONICAL
+
+    for name, col in columns.items():
+        if col not in df.columns:
+            raise UserError(f"--columns maps {name} to {col!r}, which is not a column of {source} "
+                            f"(columns: {', '.join(df.columns)})")
+    renames = dict((col, name) for name, col in columns.items() if name not in df.columns)
+    for name in CANONICAL:
+        alias = next((a for a in ALIASES.get(name, ()) if a in df.columns), None)
+        if name not in df.columns and name not in renames.values() and alias is not None:
+            renames[alias] = name
+    df = df.rename(renames)
+    missing = [c for c in ("N", "loss") if c not in df.columns]
+    if "D" not in df.columns and "C" not in df.columns:
+        missing.append("D (or C)")
+    if missing:
+        raise UserError(
+            f"{source} has no column {', '.join(missing)}; a results table needs recipe, N, D (or C) and loss "
+            "(or the result-record names n_params, tokens, val_loss)"
+        )
+    df = df.with_columns(pl.col("N").cast(pl.Float64), pl.col("loss").cast(pl.Float64, strict=False))
+    if "D" not in df.columns:
+        df = df.with_columns((pl.col("C").cast(pl.Float64) / (6 * pl.col("N"))).alias("D"))
+    df = df.with_columns(pl.col("D").cast(pl.Float64))
+    if "C" not in df.columns:
+        df = df.with_columns((6 * pl.col("N") * pl.col("D")).alias("C"))
+    if "recipe" not in df.columns:
+        df = df.with_columns(pl.lit("all").alias("recipe"))
+    if "run_id" not in df.columns:
+        df = df.with_columns(pl.format("run{}", pl.int_range(pl.len())).alias("run_id"))
+    if "status" not in df.columns:
+        df = df.with_columns(pl.lit("completed").alias("status"))
+    return df.with_columns(pl.col("recipe").cast(pl.Utf8), pl.col("run_id").cast(pl.Utf8))
+
+
+def _read_table(path: Path) -> pl.DataFrame:
+    if path.suffix not in (".parquet", ".csv"):
+        raise UserError(f"{path} is neither a sweep directory nor a .csv/.parquet results table")
+    try:
+        return pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path, infer_schema_length=10_000)
+    except Exception as e:  # polars raises several types for unreadable input
+        raise UserError(f"cannot read {path} ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+
+
+def _read_curves(run_root: Path, run_ids: list[str]) -> dict[str, pl.DataFrame]:
+    curves = {}
+    for run_id in run_ids:
+        path = run_root / run_id / "metrics.csv"
+        if not path.is_file():
+            continue
+        curve = pl.read_csv(path, infer_schema_length=10_000)
+        if {"tokens", "val_loss"} <= set(curve.columns):
+            curve = curve.select(pl.col("tokens").cast(pl.Float64), pl.col("val_loss").cast(pl.Float64, strict=False))
+            curves[run_id] = curve.drop_nulls().sort("tokens")
+    return curves
+
+
+def read_diagnostics(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"diagnostics file {path} does not exist; pass the JSON written by `scaling diagnose --json`")
+    except json.JSONDecodeError as e:
+        raise UserError(f"diagnostics file {path} is not JSON ({e}); pass the output of `scaling diagnose --json`")
+
+
+def load(source: str | Path, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None) -> Study:
+    """Read a sweep directory or a results table into a `Study`.
+
+    columns maps the fit names (N, D, C, loss, recipe, run_id) to a table's own, as `scaling fit --columns`.
+    """
+    from fits.table import parse_columns
+
+    columns = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
+    source = Path(source)
+    if not source.exists():
+        raise UserError(f"{source} does not exist; pass a sweep directory (runs/<sweep>/) or a results .csv/.parquet")
+    if source.is_dir():
+        from sweeps.store import collect  # torch-free: it reads result.json files
+
+        records = collect(source)
+        if records.height == 0:
+            raise UserError(f"{source} holds no finished runs (no */result.json); launch or wait for the sweep first")
+        raw, run_root, sweep_dir = records, source, source
+    else:
+        raw, run_root, sweep_dir = _read_table(source), source.parent, None
+    # A results.parquet from `scaling sweep collect` carries the records' status and provenance too.
+    from_records = sweep_dir is not None or {"status", "versions"} <= set(raw.columns)
+    study = Study(source=source, runs=_normalise(raw, source, columns), sweep_dir=sweep_dir, from_records=from_records)
+    study.run_root = run_root
+    study.curves = _read_curves(run_root, study.runs["run_id"].to_list())
+    # Only a sweep's own diagnostics are picked up unasked: a CSV lying in some folder is not a sweep.
+    found = run_root / DIAGNOSTICS_NAME
+    if diagnostics:
+        path = Path(diagnostics)
+    else:
+        path = found if found.is_file() and (sweep_dir or study.curves) else None
+    if path is not None:
+        study.diagnostics, study.diagnostics_path = read_diagnostics(path), path
+    return study

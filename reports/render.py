@@ -1,0 +1,125 @@
+"""Render a `Document` as one self-contained HTML file and as Markdown.
+
+The HTML embeds every figure as a base64 PNG and sorts tables with a few lines of inline JS
+(templates/report.html), so it opens offline from a mail attachment: no CDN, no sibling files.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from reports.document import Block, Bullets, Document, Figure, Paragraph, Table
+
+
+def fmt(value: Any) -> str:
+    """One number format for every table: 4 significant digits, scientific outside [1e-3, 1e6)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.3g}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _anchor(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+
+
+def _inline(text: str) -> str:
+    """Escape, then allow the two bits of markup the builder uses: **bold** and `code`."""
+    out = html.escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
+def _sort_key(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+        return f' data-sort="{value!r}"'
+    return ""
+
+
+def _html_block(block: Block) -> str:
+    if isinstance(block, Paragraph):
+        return f"<p>{_inline(block.text)}</p>"
+    if isinstance(block, Bullets):
+        return "<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block.items) + "</ul>"
+    if isinstance(block, Table):
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in block.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td{_sort_key(v)}>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
+            for row in block.rows
+        )
+        caption = f"<caption>{_inline(block.caption)}</caption>" if block.caption else ""
+        return f'<table class="sortable">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    if isinstance(block, Figure):
+        data = base64.b64encode(Path(block.path).read_bytes()).decode("ascii")
+        return (
+            f'<figure><img alt="{html.escape(Path(block.path).stem)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{_inline(block.caption)}</figcaption></figure>"
+        )
+    raise TypeError(f"unknown block {type(block).__name__}")
+
+
+def to_html(doc: Document) -> str:
+    template = Template(resources.files("reports").joinpath("templates/report.html").read_text())
+    toc = "".join(f'<li><a href="#{_anchor(s.title)}">{html.escape(s.title)}</a></li>' for s in doc.sections)
+    body = "".join(
+        f'<section id="{_anchor(s.title)}"><h2>{html.escape(s.title)}</h2>'
+        + "".join(_html_block(b) for b in s.blocks)
+        + "</section>"
+        for s in doc.sections
+    )
+    return template.substitute(
+        title=html.escape(doc.title), subtitle=_inline(doc.subtitle), toc=toc, body=body
+    )
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+
+def _md_cell(value: Any) -> str:
+    return fmt(value).replace("|", "\\|")
+
+
+def _md_block(block: Block, out_dir: Path) -> str:
+    if isinstance(block, Paragraph):
+        return block.text
+    if isinstance(block, Bullets):
+        return "\n".join(f"- {i}" for i in block.items)
+    if isinstance(block, Table):
+        lines = [f"*{block.caption}*", ""] if block.caption else []
+        lines.append("| " + " | ".join(block.columns) + " |")
+        lines.append("|" + "|".join("---" for _ in block.columns) + "|")
+        lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in block.rows]
+        return "\n".join(lines)
+    if isinstance(block, Figure):
+        rel = Path(block.path).relative_to(out_dir).as_posix()
+        return f"![{Path(block.path).stem}]({rel})\n\n*{block.caption}*"
+    raise TypeError(f"unknown block {type(block).__name__}")
+
+
+def to_markdown(doc: Document, out_dir: Path) -> str:
+    parts = [f"# {doc.title}", doc.subtitle]
+    for s in doc.sections:
+        parts.append(f"## {s.title}")
+        parts += [_md_block(b, out_dir) for b in s.blocks]
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,51 @@
+"""`scaling report SOURCE --out DIR`: build the HTML/Markdown report of a sweep or a results table."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "build the HTML/Markdown report of a sweep directory or a results table"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="a sweep directory (runs/<sweep>/) or a results .csv/.parquet "
+                                       "(columns recipe, N, D or C, loss)")
+    parser.add_argument("--out", required=True, help="output directory, e.g. reports/<name>/")
+    parser.add_argument("--baseline", default="bf16", help="the recipe every other one is compared with (default bf16)")
+    parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla",
+                        help="the scaling law behind the verdict (default chinchilla; effN/effD always use quartet)")
+    parser.add_argument("--bootstrap", type=int, default=200, metavar="R",
+                        help="bootstrap replicates for the intervals (default 200)")
+    parser.add_argument("--diagnostics", metavar="JSON",
+                        help="output of `scaling diagnose --json` (default: diagnostics.json in the sweep directory)")
+    parser.add_argument("--columns", metavar="MAP", help='map fit names to the table\'s columns, as `scaling fit`: '
+                                                         '"N=Model Size,C=Training FLOP"')
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--title", help="the report's title")
+    parser.add_argument("--json", action="store_true", help="print the summary (paths, verdicts) as JSON")
+
+
+def print_summary(summary: dict) -> None:
+    from scaling.console import print_table
+
+    rows = [{"recipe": r, "verdict": v["verdict"], "p (no growth)": v["p_value"]} for r, v in summary["verdicts"].items()]
+    if rows:
+        print_table(rows, title=f"Does the penalty against {summary['baseline']} grow with compute? ({summary['law']} law)")
+        for v in summary["verdicts"].values():
+            print("  " + v["sentence"])
+    for title, why in summary["omitted"].items():
+        print(f"  [{title}] {why}")
+    print(f"report: {summary['index_html']}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from reports import build
+    from scaling.console import print_json
+
+    summary = build(args.source, args.out, baseline=args.baseline, law=args.law, bootstrap=args.bootstrap,
+                    diagnostics=args.diagnostics, columns=args.columns, seed=args.seed, title=args.title)
+    if args.json:
+        print_json(summary)
+    else:
+        print_summary(summary)
+    return 0
