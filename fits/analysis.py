@@ -1,0 +1,245 @@
+"""Fit the laws of a table's groups, bootstrap them by run, and judge each recipe's penalty.
+
+A fit is a list of jobs, run once on the full data and once per bootstrap replicate:
+  law:G      the law (chinchilla | quartet) fitted to group G on its own, from the grid of starts;
+  const:R    recipe R's effN, effD with the baseline's law held fixed (κ = 0);
+  growth:R   recipe R's effN₀, effD₀, κN, κD with the baseline's law held fixed.
+A replicate resamples runs within each group and refits every job, warm-started from the full-data
+optimum plus the best grid starts; its efficiency jobs use that replicate's baseline law, so the
+baseline's uncertainty carries into every penalty band.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import polars as pl
+
+from fits import penalty
+from fits.fit import (FREE, N_PARAMS, Points, bootstrap_weights, efficiency_starts, epoch_grid, fit_grid,
+                      minimize_from, parallel_map, percentile_ci)
+from fits.isoflop import isoflop_fit
+from fits.laws import LAWS, log_predict, to_params
+from fits.table import read_table
+from scaling.errors import UserError
+
+REPLICATE_GRID_STARTS = 1  # grid starts per replicate, besides the full-data optimum (a guard against basin switches)
+EXTRAPOLATE = 100.0  # penalty bands run to 100x the largest compute in the recipe's data
+GRID_POINTS = 64
+
+
+def _points(table: pl.DataFrame) -> dict[str, Points]:
+    groups = {}
+    for (name,), g in table.sort("recipe", maintain_order=True).group_by("recipe", maintain_order=True):
+        groups[str(name)] = Points.from_arrays(g["N"].to_numpy(), g["D"].to_numpy(), g["loss"].to_numpy(),
+                                               g["run_id"].to_numpy())
+    return groups
+
+
+def _check_enough(name: str, pts: Points, kind: str) -> None:
+    need = N_PARAMS[kind] + 3
+    if len(pts.logL) < need or pts.n_runs < 3:
+        what = {"chinchilla": "a chinchilla fit", "quartet": "a quartet fit",
+                "growth": "a penalty fit (effN, effD, kappaN, kappaD)"}[kind]
+        raise UserError(f"group {name!r} has {len(pts.logL)} points from {pts.n_runs} runs; {what} needs at "
+                        f"least {need} points ({N_PARAMS[kind]} parameters) from 3 runs: add runs or leave it out")
+    for axis, values in (("model sizes N", pts.logN), ("token counts D", pts.logD)):
+        if len(np.unique(np.round(values, 9))) < 2:
+            raise UserError(f"group {name!r} has a single value of {axis}; a scaling law needs at least 2")
+
+
+def _plan(groups: dict[str, Points], law: str, baseline: str | None) -> dict[str, tuple]:
+    """Jobs as key -> (kind, group, base job key or None), in an order where bases come first."""
+    penalised = [g for g in groups if baseline is not None and g != baseline]
+    jobs = {}
+    for g in groups:
+        if law == "chinchilla" or not penalised or g == baseline:
+            jobs[f"law:{g}"] = (law, g, None)
+    for r in penalised:
+        jobs[f"const:{r}"] = ("efficiency", r, f"law:{baseline}")
+        jobs[f"growth:{r}"] = ("growth", r, f"law:{baseline}")
+    return jobs
+
+
+def _fit_full(groups, jobs, top):
+    thetas, objectives, starts = {}, {}, {}
+    grids = {}
+    for key, (kind, g, base) in jobs.items():
+        pts = groups[g]
+        if base is None:
+            grid = grids.setdefault(kind, epoch_grid(kind))
+            fit, ranked = fit_grid(kind, pts, grid, top=top)
+            starts[key] = ranked[:REPLICATE_GRID_STARTS]
+        else:
+            s = efficiency_starts(thetas[base], kind)
+            if kind == "growth":  # the constant-efficiency optimum is the natural start for κ
+                s = np.vstack([thetas[f"const:{g}"][None], s])
+            fit = minimize_from(s, kind, pts)
+        if fit is None:
+            raise UserError(f"the {kind} fit of group {g!r} failed from every start; check the data for outliers")
+        thetas[key], objectives[key] = fit.theta, fit.objective
+    return thetas, objectives, starts
+
+
+def _replicate(ctx: dict, i: int) -> dict:
+    """Refit every job on one bootstrap replicate; returns θ per job (NaN where a fit failed)."""
+    rng = np.random.default_rng([ctx["seed"], i])
+    weights = {g: bootstrap_weights(p.runs, p.n_runs, rng) for g, p in ctx["groups"].items()}
+    thetas = {}
+    for key, (kind, g, base) in ctx["jobs"].items():
+        full = ctx["thetas"][key]
+        if base is None:
+            starts = np.vstack([full[None], ctx["starts"][key]])
+        else:
+            start = thetas[base].copy()
+            start[FREE[kind]] = full[FREE[kind]]
+            starts = start[None]
+        fit = minimize_from(starts, kind, ctx["groups"][g], weights[g])
+        thetas[key] = fit.theta if fit is not None else np.full_like(full, np.nan)
+    return thetas
+
+
+def _param_ci(samples: list[dict]) -> dict[str, list[float]]:
+    keys = [k for k in samples[0] if k not in ("N0", "D0")] if samples else []
+    return {k: list(percentile_ci(np.array([s[k] for s in samples]))) for k in keys}
+
+
+def _l1(theta, pts) -> float:
+    return float(np.abs(log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0) - pts.logL).sum())
+
+
+def _group_entry(name, pts, params, ci, objective) -> dict:
+    C = 6 * np.exp(pts.logN + pts.logD)
+    return {"params": params, "ci95": ci, "n_points": int(len(pts.logL)), "n_runs": pts.n_runs,
+            "objective": objective, "compute_range": [float(C.min()), float(C.max())],
+            "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL))}
+
+
+def _run(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress):
+    if law not in LAWS:
+        raise UserError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
+    table = read_table(table)  # validates a DataFrame too (cheap, and idempotent on its own output)
+    groups = _points(table)
+    if with_penalty and len(groups) > 1 and baseline not in groups:
+        raise UserError(f"baseline recipe {baseline!r} is not in the table (recipes: {', '.join(groups)}); "
+                        f"pass --baseline NAME with one of them")
+    base = baseline if with_penalty and len(groups) > 1 else None
+    jobs = _plan(groups, law, base)
+    for key, (kind, g, _) in jobs.items():
+        _check_enough(g, groups[g], kind)
+
+    t0 = time.perf_counter()
+    thetas, objectives, starts = _fit_full(groups, jobs, top)
+    ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
+    reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []
+    timing = {"fit_s": time.perf_counter() - t0}
+
+    # groups: each law job as fitted; a penalised recipe adds its efficiencies (and, for the
+    # quartet law, shows the baseline's law it shares).
+    out_groups = {}
+    for g, pts in groups.items():
+        lawkey = f"law:{g}" if f"law:{g}" in jobs else f"law:{base}"
+        def named(th, key=lawkey):
+            p = to_params(th[key], law)
+            if f"const:{g}" in jobs:
+                c, gr = th[f"const:{g}"], th[f"growth:{g}"]
+                e = to_params(c, law, efficiency=True)
+                gp = to_params(gr, law, pts.logN0, pts.logD0, growth=True)
+                p.update(effN=e["effN"], effD=e["effD"], kappaN=gp["kappaN"], kappaD=gp["kappaD"],
+                         N0=gp["N0"], D0=gp["D0"])
+            return p
+        params = named(thetas)
+        ci = _param_ci([named(r) for r in reps if all(np.isfinite(v).all() for v in r.values())])
+        objective = objectives[f"law:{g}"] if f"law:{g}" in jobs else objectives[f"const:{g}"]
+        out_groups[g] = _group_entry(g, pts, params, ci, objective)
+
+    result = {"law": law, "baseline": base, "groups": out_groups, "penalty": {}, "bands": {},
+              "bootstrap": bootstrap, "seed": seed}
+    for r in [g for g in groups if f"growth:{g}" in jobs]:
+        result["penalty"][r], result["bands"][r] = _penalty(r, groups[r], jobs, thetas, reps, base, margin,
+                                                            extrapolate)
+    result["timing"] = {**timing, "total_s": time.perf_counter() - t0}
+    return result
+
+
+def _penalty(r, pts, jobs, thetas, reps, base, margin, extrapolate):
+    C = 6 * np.exp(pts.logN + pts.logD)
+    c_lo, c_hi = float(C.min()), float(C.max())
+    logC = np.linspace(np.log(c_lo), np.log(c_hi * extrapolate), GRID_POINTS)
+    marks = np.log([c_lo, c_hi, c_hi * extrapolate])
+    bkey, gkey = f"law:{base}", f"growth:{r}"
+
+    def curves(th, lc):
+        return penalty.curves(th[bkey], th[gkey], lc, pts.logN0, pts.logD0)
+
+    point, point_marks = curves(thetas, logC), curves(thetas, marks)
+    ok = [rep for rep in reps if np.isfinite(rep[bkey]).all() and np.isfinite(rep[gkey]).all()]
+    boot = [curves(rep, logC) for rep in ok]
+    boot_marks = [curves(rep, marks) for rep in ok]
+    ratio_ci = percentile_ci(np.array([b["ratio_per_decade"] for b in boot]))
+
+    stat, p_value = penalty.lr_test(_l1(thetas[f"const:{r}"], pts), _l1(thetas[gkey], pts), pts.n_runs)
+    kN = np.array([rep[gkey][8] for rep in ok])
+    kD = np.array([rep[gkey][9] for rep in ok])
+
+    def at_marks(name):
+        return {"C": [c_lo, c_hi, c_hi * extrapolate], "where": ["data min", "data max", f"{extrapolate:g}x data max"],
+                "value": point_marks[name].tolist(),
+                "ci95": [list(percentile_ci(np.array([b[name][j] for b in boot_marks]))) for j in range(3)]}
+
+    def band(name):
+        stack = np.array([b[name] for b in boot]) if boot else np.full((1, len(logC)), np.nan)
+        with np.errstate(all="ignore"):
+            lo, med, hi = (np.nanpercentile(stack, q, axis=0) if boot else stack[0] for q in (2.5, 50, 97.5))
+        return {"value": point[name].tolist(), "median": med.tolist(), "lo": lo.tolist(), "hi": hi.tolist()}
+
+    entry = {
+        "verdict": penalty.verdict(p_value, ratio_ci, margin),
+        "multiplier": at_marks("multiplier"),
+        "gap": at_marks("gap"),
+        "p_value": p_value,
+        "lr_stat": stat, "lr_df": 2,
+        "ratio_per_decade": {"value": point["ratio_per_decade"], "ci95": list(ratio_ci)},
+        "kappaN": {"value": float(thetas[gkey][8]), "ci95": list(percentile_ci(kN))},
+        "kappaD": {"value": float(thetas[gkey][9]), "ci95": list(percentile_ci(kD))},
+        "margin": margin,
+        "rule": penalty.rule_text(margin),
+        "n_replicates": len(ok),
+    }
+    bands = {"C": np.exp(logC).tolist(), "in_data": (np.exp(logC) <= c_hi * (1 + 1e-9)).tolist(),
+             "multiplier": band("multiplier"), "gap": band("gap"), "loss_baseline": band("loss_baseline")}
+    return entry, bands
+
+
+def _stderr_progress(done: int, total: int, _last=[0]) -> None:
+    """One updating line on a terminal; a line per 10% in a log."""
+    if sys.stderr.isatty():
+        print(f"\rbootstrap {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+    elif done == total or done * 10 // total != _last[0] * 10 // total:
+        print(f"bootstrap {done}/{total}", file=sys.stderr, flush=True)
+    _last[0] = done % total
+
+
+def analyse(table, law: str = "chinchilla", baseline: str = "bf16", bootstrap: int = 1000, seed: int = 0,
+            workers: int = 2, top: int | None = 50, margin: float = penalty.MARGIN,
+            extrapolate: float = EXTRAPOLATE, progress=None) -> dict:
+    """Laws per group, bootstrap intervals and, per recipe against `baseline`, the penalty verdict.
+
+    table: a validated table (fits.read_table) or a path. Returns the `scaling fit --json` object plus
+    "bands" (per recipe: compute grid C, in_data flags, multiplier/gap/loss_baseline value, median, lo, hi).
+    top: grid starts that get an L-BFGS-B run (the best `top` of the grid by objective; None = all 4,500).
+    """
+    return _run(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, True, progress)
+
+
+def fit_law(table, law: str = "chinchilla", by: str = "recipe", bootstrap: int = 0, seed: int = 0,
+            workers: int = 2, top: int | None = 50, progress=None) -> dict:
+    """Independent fits of `law` to each group of the table: {name: group entry} as in analyse()["groups"]."""
+    if by != "recipe":
+        if not isinstance(table, pl.DataFrame) or by not in table.columns:
+            raise UserError(f"cannot group by {by!r}: not a column of the table")
+        table = table.with_columns(recipe=pl.col(by).cast(pl.Utf8))
+    return _run(table, law, None, bootstrap, seed, workers, top, penalty.MARGIN, EXTRAPOLATE, False,
+                progress)["groups"]

@@ -1,0 +1,238 @@
+"""Fitting: Huber loss on log-loss residuals, L-BFGS-B from a grid of starts, bootstrap by run.
+
+Objective (Besiroglu et al. 2024, Epoch AI's Chinchilla replication): Σᵢ wᵢ·Huber_δ(log L̂ᵢ − log Lᵢ)
+with δ = 1e-3. The weights wᵢ are 1 for a plain fit; a bootstrap replicate resamples whole runs with
+replacement, which is the same as weighting every point by how often its run was drawn (all
+checkpoints of one run move together), so replicates reuse the same arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from fits.laws import IDX, base_theta, log_predict
+
+DELTA = 1e-3
+FREE = {  # parameters each fit moves; the rest of θ stays where the caller put it
+    "chinchilla": [IDX[k] for k in ("a", "b", "e", "alpha", "beta")],
+    "quartet": [IDX[k] for k in ("a", "b", "e", "alpha", "beta", "gamma")],
+    "efficiency": [IDX["u"], IDX["v"]],
+    "growth": [IDX[k] for k in ("u", "v", "kappaN", "kappaD")],
+}
+N_PARAMS = {k: len(v) for k, v in FREE.items()}
+# Bounds keep the optimiser where the law means something: γ > 0; κ > -1 keeps N·effN(N) increasing in N.
+BOUNDS = {IDX["gamma"]: (0.05, 20.0), IDX["kappaN"]: (-0.9, 5.0), IDX["kappaD"]: (-0.9, 5.0)}
+
+
+@dataclass(frozen=True)
+class Points:
+    """One group's data in log space; `runs` maps each point to its run (0..n_runs-1)."""
+
+    logN: np.ndarray
+    logD: np.ndarray
+    logL: np.ndarray
+    runs: np.ndarray
+    logN0: float = 0.0  # growth reference points (geometric means of the group's N and D)
+    logD0: float = 0.0
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.runs.max()) + 1 if len(self.runs) else 0
+
+    @classmethod
+    def from_arrays(cls, N, D, loss, run_ids=None) -> "Points":
+        logN, logD = np.log(np.asarray(N, float)), np.log(np.asarray(D, float))
+        if run_ids is None:
+            runs = np.arange(len(logN))
+        else:
+            runs = np.unique(np.asarray(run_ids), return_inverse=True)[1].ravel()
+        return cls(logN, logD, np.log(np.asarray(loss, float)), runs, float(logN.mean()), float(logD.mean()))
+
+
+def huber(r: np.ndarray, delta: float = DELTA) -> tuple[np.ndarray, np.ndarray]:
+    """Huber loss and its derivative (scipy.special.huber's definition)."""
+    a = np.abs(r)
+    value = np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
+    return value, np.clip(r, -delta, delta)
+
+
+def objective(x: np.ndarray, free: list[int], theta0: np.ndarray, pts: Points, w: np.ndarray | None,
+              shifts: tuple = ()):
+    """Σ w·Huber(log L̂ − log L) and its gradient in the free parameters (x centred by `shifts`)."""
+    theta = theta0.copy()
+    theta[free] = uncentre(x, shifts)
+    pred, J = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, jac=True)
+    h, dh = huber(pred - pts.logL)
+    if w is not None:
+        h, dh = h * w, dh * w
+    grad = (J[:, free] * dh[:, None]).sum(0)  # no BLAS: its threads fight over 2 cores for tiny products
+    for ia, ial, m in shifts:  # chain rule through a = a_c + m·α
+        grad[ial] += m * grad[ia]
+    return float(h.sum()), grad
+
+
+def centring(free: list[int], pts: Points) -> tuple:
+    """(position of a, position of α, mean log N) pairs (likewise b, β, mean log D): the optimiser
+    moves a_c = a − α·mean(log N) instead of a. a and α are otherwise almost collinear (log N ≈ 20),
+    and L-BFGS-B stops early in the flat valley."""
+    pos = {i: k for k, i in enumerate(free)}
+    return tuple((pos[a], pos[al], m) for a, al, m in ((IDX["a"], IDX["alpha"], pts.logN0),
+                                                      (IDX["b"], IDX["beta"], pts.logD0)) if a in pos and al in pos)
+
+
+def uncentre(x: np.ndarray, shifts: tuple) -> np.ndarray:
+    x = np.array(x, float)
+    for ia, ial, m in shifts:
+        x[ia] += m * x[ial]
+    return x
+
+
+def centre(y: np.ndarray, shifts: tuple) -> np.ndarray:
+    y = np.array(y, float)
+    for ia, ial, m in shifts:
+        y[ia] -= m * y[ial]
+    return y
+
+
+def objective_at(thetas: np.ndarray, pts: Points, w: np.ndarray | None = None) -> np.ndarray:
+    """The objective at many full θ vectors at once (k, 10) -> (k,); used to rank grid starts."""
+    out = np.empty(len(thetas))
+    for i in range(0, len(thetas), 512):
+        chunk = thetas[i:i + 512].T[:, :, None]  # each parameter as a (k, 1) column
+        pred = log_predict(chunk, pts.logN, pts.logD, pts.logN0, pts.logD0)
+        h = huber(pred - pts.logL)[0]
+        out[i:i + 512] = (h * w).sum(1) if w is not None else h.sum(1)
+    return out
+
+
+def epoch_grid(law: str = "chinchilla") -> np.ndarray:
+    """Epoch AI's 4,500 starts as full θ vectors: α, β ∈ {0, 0.5, …, 2}; e ∈ {-1, -0.5, …, 1};
+    a, b ∈ {0, 5, …, 25}. The Quartet form adds γ ∈ {0.5, 1, 2}."""
+    alphas = np.arange(0, 2.01, 0.5)
+    es = np.arange(-1, 1.01, 0.5)
+    abs_ = np.arange(0, 25.01, 5)
+    gammas = [1.0] if law == "chinchilla" else [0.5, 1.0, 2.0]
+    rows = []
+    for a, b, e, al, be, g in itertools.product(abs_, abs_, es, alphas, alphas, gammas):
+        t = base_theta()
+        t[[IDX["a"], IDX["b"], IDX["e"], IDX["alpha"], IDX["beta"], IDX["gamma"]]] = a, b, e, al, be, g
+        rows.append(t)
+    return np.array(rows)
+
+
+def efficiency_starts(base: np.ndarray, kind: str) -> np.ndarray:
+    """A small grid for effN, effD (and κ = 0): efficiencies from 1 down to e^-1."""
+    rows = []
+    for u, v in itertools.product([0.0, -0.5, -1.0], [0.0, -0.5, -1.0]):
+        t = base.copy()
+        t[IDX["u"]], t[IDX["v"]] = u, v
+        t[IDX["kappaN"]] = t[IDX["kappaD"]] = 0.0
+        rows.append(t)
+    return np.array(rows)
+
+
+@dataclass(frozen=True)
+class Fit:
+    theta: np.ndarray
+    objective: float
+
+
+def minimize_from(starts: np.ndarray, kind: str, pts: Points, w: np.ndarray | None = None) -> Fit:
+    """L-BFGS-B from each start (full θ vectors; `kind` says which entries move); the best wins."""
+    free = FREE[kind]
+    bounds = [BOUNDS.get(i, (None, None)) for i in free]
+    best = None
+    shifts = centring(free, pts)  # bounds apply to x; centring moves only a and b, which are unbounded
+    lo = np.array([b[0] if b[0] is not None else -np.inf for b in bounds])
+    hi = np.array([b[1] if b[1] is not None else np.inf for b in bounds])
+    for theta0 in starts:
+        x0 = centre(np.clip(theta0[free], lo, hi), shifts)
+        res = minimize(objective, x0, args=(free, theta0, pts, w, shifts), jac=True, method="L-BFGS-B",
+                       bounds=bounds, options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
+        if np.isfinite(res.fun) and (best is None or res.fun < best.objective):
+            theta = theta0.copy()
+            theta[free] = uncentre(res.x, shifts)
+            best = Fit(theta, float(res.fun))
+    return best
+
+
+def fit_grid(kind: str, pts: Points, starts: np.ndarray, top: int | None = None,
+             w: np.ndarray | None = None) -> tuple[Fit, np.ndarray]:
+    """Fit from a grid of starts. `top`: run L-BFGS-B only from the `top` grid points with the lowest
+    objective (None: from all of them, as Epoch does). Returns the fit and the starts ranked best first."""
+    ranked = starts[np.argsort(objective_at(starts, pts, w), kind="stable")]
+    return minimize_from(ranked if top is None else ranked[:top], kind, pts, w), ranked
+
+
+def bootstrap_weights(runs: np.ndarray, n_runs: int, rng: np.random.Generator) -> np.ndarray:
+    """Point weights of one replicate: draw n_runs runs with replacement; a point weighs its run's count."""
+    counts = np.bincount(rng.integers(0, n_runs, n_runs), minlength=n_runs)
+    return counts[runs].astype(float)
+
+
+# --- parallel map over bootstrap replicates -------------------------------------------------------
+
+_CTX = None
+
+
+def _init(ctx) -> None:
+    global _CTX
+    _CTX = ctx
+
+
+def _run_chunk(args):
+    fn, chunk = args
+    return [fn(_CTX, item) for item in chunk]
+
+
+def parallel_map(fn, ctx, items: list, workers: int = 2, progress=None) -> list:
+    """[fn(ctx, item) for item in items], over `workers` processes (ctx is sent once per worker).
+
+    `fn` must be a module-level function. With workers <= 1 or few items it runs in-process: starting
+    processes costs more than a handful of small fits.
+    """
+    workers = max(1, min(workers, os.cpu_count() or 1))
+    if workers == 1 or len(items) < 8:
+        out = []
+        for i, item in enumerate(items):
+            out.append(fn(ctx, item))
+            if progress:
+                progress(i + 1, len(items))
+        return out
+    n_chunks = min(len(items), workers * 8)  # several chunks per worker: progress and load balance
+    chunks = [items[i::n_chunks] for i in range(n_chunks)]
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    results: list = [None] * n_chunks
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_init,
+                             initargs=(ctx,)) as pool:
+        futures = {pool.submit(_run_chunk, (fn, c)): i for i, c in enumerate(chunks)}
+        done = 0
+        from concurrent.futures import as_completed
+
+        for f in as_completed(futures):
+            results[futures[f]] = f.result()
+            done += len(chunks[futures[f]])
+            if progress:
+                progress(done, len(items))
+    out: list = [None] * len(items)
+    for i, chunk_out in enumerate(results):
+        out[i::n_chunks] = chunk_out
+    return out
+
+
+def percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap samples (NaN-free samples only)."""
+    s = np.asarray(samples, float)
+    s = s[np.isfinite(s)]
+    if len(s) < 2:
+        return (float("nan"), float("nan"))
+    q = (1 - level) / 2 * 100
+    lo, hi = np.percentile(s, [q, 100 - q])
+    return (float(lo), float(hi))

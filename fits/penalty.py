@@ -1,0 +1,83 @@
+"""Does a recipe's penalty against the baseline grow with compute?
+
+Model: the baseline law (fitted on the baseline recipe) with per-recipe efficiencies,
+    L_r(N, D) = L_base(N·effN(N), D·effD(D)),  effN(N) = effN₀(N/N₀)^κN,  effD(D) = effD₀(D/D₀)^κD.
+Along each law's compute-optimal allocation (C = 6ND), the compute-equivalent multiplier
+    m(C) = (baseline compute reaching L_r*(C)) / C
+is a power of C: log m(C) = const + (a_r/a_b − 1)·log C with a = α'β'/(α'+β') (the exponent of the
+compute-optimal inner term), so "the penalty grows" means a_r < a_b, i.e. m falls as C grows.
+With κN = κD = 0, m(C) = effN₀·effD₀ at every C. `ratio_per_decade` = m(10C)/m(C) = 10^(a_r/a_b − 1).
+
+Verdict (the rule also in docs/fits.md):
+  grows          p < 0.05 in the likelihood-ratio test of κN = κD = 0, AND the bootstrap 95% interval
+                 of ratio_per_decade lies entirely below 1 (the multiplier falls with compute);
+  does not grow  otherwise, if the interval's lower end is ≥ 1 − margin (the multiplier cannot fall by
+                 more than `margin` per decade of compute; default 10%);
+  inconclusive   otherwise (including when there is no bootstrap).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import chi2
+
+from fits.laws import effective_chinchilla, log_compute_optimal
+
+ALPHA = 0.05
+MARGIN = 0.10
+
+
+def _inner_exponent(theta: np.ndarray, logN0: float, logD0: float) -> tuple[float, float]:
+    """(a, log K) with inner*(s) = K·s^-a the compute-optimal inner sum at s = C/6."""
+    la, al, lb, be = effective_chinchilla(theta, logN0, logD0)
+    a = al * be / (al + be)
+    logN = (np.log(al) + la - np.log(be) - lb) / (al + be)  # log N_opt at s = 1
+    logK = np.logaddexp(la - al * logN, lb + be * logN)
+    return float(a), float(logK)
+
+
+def curves(base: np.ndarray, recipe: np.ndarray, logC: np.ndarray, logN0: float, logD0: float) -> dict:
+    """Multiplier, loss gap (L_r* − L_b*, nats) and baseline loss along compute, plus ratio_per_decade.
+
+    base: θ of the baseline law; recipe: the same θ with the recipe's u, v, κN, κD set (same E and γ,
+    so equal losses mean equal inner sums).
+    """
+    a_b, logK_b = _inner_exponent(base, 0.0, 0.0)
+    a_r, logK_r = _inner_exponent(recipe, logN0, logD0)
+    logs = logC - np.log(6.0)
+    inner_r = logK_r - a_r * logs
+    log_mult = (logK_b - inner_r) / a_b - logs  # baseline s with the same inner sum, over s
+    loss_r = np.exp(log_compute_optimal(recipe, logC, logN0, logD0)[2])
+    loss_b = np.exp(log_compute_optimal(base, logC)[2])
+    return {"multiplier": np.exp(log_mult), "gap": loss_r - loss_b, "loss_baseline": loss_b,
+            "ratio_per_decade": float(10 ** (a_r / a_b - 1))}
+
+
+def lr_test(l1_null: float, l1_alt: float, n_eff: int, df: int = 2) -> tuple[float, float]:
+    """Likelihood-ratio test of κN = κD = 0: (statistic, p-value).
+
+    Huber with δ = 1e-3 is, at the residual sizes of loss data (~1e-2), the L1 loss, i.e. the
+    likelihood of Laplace errors; its profile log-likelihood is −n·log(Σ|r|) + const, so
+    LR = 2n·log(Σ|r|₀ / Σ|r|₁) ~ χ²(df). n is the number of runs: checkpoints of one run are not
+    independent, and counting runs instead of points keeps the test from overstating the evidence.
+    """
+    stat = max(0.0, 2.0 * n_eff * float(np.log(l1_null / l1_alt)))
+    return stat, float(chi2.sf(stat, df))
+
+
+def verdict(p_value: float, ratio_ci: tuple[float, float], margin: float = MARGIN) -> str:
+    lo, hi = ratio_ci
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "inconclusive"
+    if p_value < ALPHA and hi < 1.0:
+        return "grows"
+    if lo >= 1.0 - margin:
+        return "does not grow"
+    return "inconclusive"
+
+
+def rule_text(margin: float = MARGIN) -> str:
+    return (f"grows: LR test of kappaN = kappaD = 0 gives p < {ALPHA} and the bootstrap 95% CI of "
+            f"ratio_per_decade (multiplier at 10C / multiplier at C) lies below 1; does not grow: its lower "
+            f"end is >= {1 - margin:g} (the multiplier falls by at most {margin:.0%} per decade of compute); "
+            f"else inconclusive")

@@ -1,0 +1,117 @@
+"""Read and validate an input table: one row per point (a run's final loss, or a checkpoint of a run).
+
+Accepted: a sweep's results.parquet (recipe, n_params, tokens, val_loss, run_id, status) or any
+CSV/parquet with columns recipe, N, D (or C, with D = C / 6N), loss; run_id optional (each row is
+then its own run); no recipe column means one group named `all`. Problems raise UserError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from scaling.errors import UserError
+
+CANONICAL = ("recipe", "run_id", "N", "D", "C", "loss", "status")
+# Names a sweep's result record uses for the same quantities (DESIGN.md, result record).
+ALIASES = {"N": ("n_params",), "D": ("tokens",), "C": ("flops",), "loss": ("val_loss",)}
+
+
+def parse_columns(spec: str | None) -> dict[str, str]:
+    """'N=Model Size,C=Training FLOP' -> {'N': 'Model Size', 'C': 'Training FLOP'}."""
+    mapping: dict[str, str] = {}
+    for part in (spec or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, source = part.partition("=")
+        key, source = key.strip(), source.strip()
+        if not sep or key not in CANONICAL or not source:
+            raise UserError(f"--columns entry {part.strip()!r} is not NAME=COLUMN with NAME one of "
+                            f"{', '.join(CANONICAL)} (example: --columns \"N=Model Size,C=Training FLOP\")")
+        mapping[key] = source
+    return mapping
+
+
+def _read(path: Path) -> pl.DataFrame:
+    if not path.exists():
+        raise UserError(f"results file {path} does not exist; pass a results.parquet or a CSV/parquet table")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return pl.read_parquet(path)
+        return pl.read_csv(path, infer_schema_length=10000)
+    except Exception as e:  # polars raises several types for unreadable input
+        raise UserError(f"cannot read {path} as {'parquet' if path.suffix == '.parquet' else 'CSV'} "
+                        f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+
+
+def _pick(df: pl.DataFrame, name: str, mapping: dict[str, str]) -> str | None:
+    if name in mapping:
+        if mapping[name] not in df.columns:
+            raise UserError(f"--columns maps {name} to {mapping[name]!r}, which is not a column "
+                            f"(columns: {', '.join(df.columns)})")
+        return mapping[name]
+    for candidate in (name, *ALIASES.get(name, ())):
+        if candidate in df.columns:
+            return candidate
+    return None
+
+
+def read_table(source, columns: dict[str, str] | str | None = None, drop_highest: int = 0) -> pl.DataFrame:
+    """A validated table with columns recipe, run_id, N, D, C, loss (C = 6·N·D).
+
+    source: a path (CSV or parquet) or a polars DataFrame. columns maps canonical names to the
+    table's own (dict, or the CLI's "N=Model Size,C=Training FLOP"). drop_highest drops the K
+    highest-loss points of each group (Epoch drops 5 from the Chinchilla data).
+    """
+    mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
+    df = source if isinstance(source, pl.DataFrame) else _read(Path(source))
+    where = "the table" if isinstance(source, pl.DataFrame) else str(source)
+    status = _pick(df, "status", mapping)
+    if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
+        df = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
+    got = {k: _pick(df, k, mapping) for k in ("recipe", "run_id", "N", "D", "C", "loss")}
+    missing = [k for k in ("N", "loss") if got[k] is None]
+    if got["D"] is None and got["C"] is None:
+        missing.append("D (or C)")
+    if missing:
+        raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {', '.join(df.columns)}); "
+                        f"map yours with --columns \"N=...,D=...,loss=...\"")
+    try:
+        out = pl.DataFrame({
+            "recipe": df[got["recipe"]].cast(pl.Utf8) if got["recipe"] else pl.Series(["all"] * df.height),
+            "run_id": (df[got["run_id"]].cast(pl.Utf8) if got["run_id"]
+                       else pl.Series([f"row{i}" for i in range(df.height)])),
+            "N": df[got["N"]].cast(pl.Float64, strict=False),
+            "loss": df[got["loss"]].cast(pl.Float64, strict=False),
+            "D": df[got["D"]].cast(pl.Float64, strict=False) if got["D"] else None,
+            "C": df[got["C"]].cast(pl.Float64, strict=False) if got["C"] else None,
+        })
+    except pl.exceptions.PolarsError as e:
+        raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
+    if got["D"] is None:
+        out = out.with_columns(D=pl.col("C") / (6 * pl.col("N")))
+    out = out.with_columns(C=6 * pl.col("N") * pl.col("D")).select("recipe", "run_id", "N", "D", "C", "loss")
+    _validate(out, where)
+    if drop_highest:
+        if drop_highest < 0:
+            raise UserError(f"--drop-highest must be >= 0, got {drop_highest}")
+        out = (out.with_columns(_rank=pl.col("loss").rank("ordinal", descending=True).over("recipe"))
+               .filter(pl.col("_rank") > drop_highest).drop("_rank"))
+    return out
+
+
+def _validate(df: pl.DataFrame, where: str) -> None:
+    if df.height == 0:
+        raise UserError(f"{where} has no rows to fit (after keeping status == 'completed' rows)")
+    bad = df.with_row_index("row").filter(
+        pl.any_horizontal([pl.col(c).is_null() | pl.col(c).is_nan() for c in ("N", "D", "loss")])
+        | pl.col("recipe").is_null())
+    if bad.height:
+        raise UserError(f"{where} has {bad.height} row(s) with a missing or NaN N, D, loss or recipe "
+                        f"(first: row {bad['row'][0]}); remove or fix them before fitting")
+    for c in ("N", "D", "loss"):
+        nonpos = df.with_row_index("row").filter(~(pl.col(c) > 0) | pl.col(c).is_infinite())
+        if nonpos.height:
+            raise UserError(f"{where} has {nonpos.height} row(s) with non-positive or infinite {c} "
+                            f"(first: row {nonpos['row'][0]}, {c} = {nonpos[c][0]}); every N, D and loss must be > 0")

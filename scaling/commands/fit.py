@@ -1,0 +1,117 @@
+"""`scaling fit RESULTS`: Chinchilla-style laws per recipe, bootstrap intervals, penalty verdicts.
+
+Torch-free: imports fits (numpy, scipy, polars) inside run().
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from scaling.errors import UserError
+
+HELP = "fit scaling laws per recipe and test whether each recipe's penalty grows with compute"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, help="results.parquet of a sweep, or a CSV/parquet with "
+                        "columns recipe, N, D (or C = 6ND), loss [, run_id]")
+    parser.add_argument("--columns", help='map column names, e.g. "N=Model Size,C=Training FLOP"')
+    parser.add_argument("--drop-highest", type=int, default=0, metavar="K",
+                        help="drop the K highest-loss points of each group (Epoch drops 5 of Chinchilla's)")
+    parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla")
+    parser.add_argument("--baseline", default="bf16", help="the recipe every other is compared with")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="R",
+                        help="bootstrap replicates (whole runs resampled); 0 for point estimates only")
+    parser.add_argument("--margin", type=float, default=0.1,
+                        help="'does not grow' if the multiplier falls by at most this fraction per decade")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="processes for the bootstrap")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--out", type=Path, help="also write the JSON to this file (e.g. fits.json)")
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    from scaling.console import _nan_to_none
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(_nan_to_none(obj), f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fmt(x: float) -> str:
+    if x is None or not math.isfinite(x):
+        return "nan"
+    return f"{x:.4g}"
+
+
+def _with_ci(value: float, ci) -> str:
+    if not ci or not all(math.isfinite(c) for c in ci):
+        return _fmt(value)
+    return f"{_fmt(value)} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+
+
+def print_human(out: dict) -> None:
+    from scaling.console import print_table
+
+    names = ["A", "B", "E", "alpha", "beta", "gamma", "effN", "effD", "kappaN", "kappaD"]
+    used = [n for n in names if any(n in g["params"] for g in out["groups"].values())]
+    rows = []
+    for name, g in out["groups"].items():
+        row = {"group": name, "points": g["n_points"], "runs": g["n_runs"], "objective": g["objective"]}
+        shared = out["law"] == "quartet" and name in out["penalty"]  # the baseline's law, shown once
+        for n in used:
+            if shared and n in ("A", "B", "E", "alpha", "beta", "gamma"):
+                row[n] = f"= {out['baseline']}"
+            else:
+                row[n] = _with_ci(g["params"][n], g["ci95"].get(n)) if n in g["params"] else ""
+        if g.get("isoflop"):
+            row["isoFLOP a"] = g["isoflop"]["a"]
+        rows.append(row)
+    cols = ["group", "points", "runs", *used, "objective"] + (["isoFLOP a"] if any("isoFLOP a" in r for r in rows) else [])
+    print_table(rows, cols, title=f"{out['law']} law, 95% bootstrap intervals ({out['bootstrap']} replicates)")
+    if not out["penalty"]:
+        return
+    rows = []
+    for recipe, p in out["penalty"].items():
+        m, gap = p["multiplier"], p["gap"]
+        rows.append({"recipe": recipe, "verdict": p["verdict"],
+                     "multiplier @data max": _with_ci(m["value"][1], m["ci95"][1]),
+                     f"multiplier @{m['where'][2]}": _with_ci(m["value"][2], m["ci95"][2]),
+                     "ratio per decade": _with_ci(p["ratio_per_decade"]["value"], p["ratio_per_decade"]["ci95"]),
+                     "gap @data max (nats)": _with_ci(gap["value"][1], gap["ci95"][1]),
+                     "p (kappa=0)": p["p_value"]})
+    print_table(rows, title=f"penalty against {out['baseline']} (multiplier: baseline compute for the same loss / C)")
+    print(f"rule: {next(iter(out['penalty'].values()))['rule']}")
+
+
+def run(args: argparse.Namespace) -> int:
+    import fits
+    from scaling.console import print_json
+
+    if args.bootstrap < 0:
+        raise UserError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+    if not 0 < args.margin < 1:
+        raise UserError(f"--margin must be between 0 and 1, got {args.margin}")
+    table = fits.read_table(args.results, columns=args.columns, drop_highest=args.drop_highest)
+    out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
+                       workers=args.workers, margin=args.margin,
+                       progress=None if args.json else fits.analysis._stderr_progress)
+    if args.out:
+        _write_json(args.out, out)
+    if args.json:
+        print_json(out)
+    else:
+        print_human(out)
+        if args.out:
+            print(f"wrote {args.out}")
+    return 0
