@@ -1,0 +1,96 @@
+"""Element grids: the RTNE tie tables and saturation of RECIPES.md, exactly, plus codes and FP8."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scaling.formats import GRIDS, Grid, decode, encode, grid_max, round_elements, round_fp8_rtne
+from scaling.quant import QuantSpec, quantize
+
+# value -> RTNE result. E2M1 is RECIPES.md's table verbatim; for E1M2 and INT4 every midpoint goes
+# to the neighbour with the even code (level index), i.e. round half to even on the integer grid.
+TIES = {
+    "e2m1": {0.25: 0.0, 0.75: 1.0, 1.25: 1.0, 1.75: 2.0, 2.5: 2.0, 3.5: 4.0, 5.0: 4.0},
+    "e1m2": {0.125: 0.0, 0.375: 0.5, 0.625: 0.5, 0.875: 1.0, 1.125: 1.0, 1.375: 1.5, 1.625: 1.5},
+    "int4": {0.5: 0.0, 1.5: 2.0, 2.5: 2.0, 3.5: 4.0, 4.5: 4.0, 5.5: 6.0, 6.5: 6.0},
+}
+SATURATE = {"e2m1": [6.0001, 7.0, 1e30], "e1m2": [1.7501, 1.875, 2.0, 1e30], "int4": [7.0001, 7.5, 8.0, 1e30]}
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def _rtne(values, fmt, cap=None):
+    return round_elements(torch.tensor(values, dtype=torch.float32), fmt, cap, "rtne").tolist()
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e1m2", "int4"])
+def test_rtne_tie_table(fmt):
+    ties = TIES[fmt]
+    assert _rtne(list(ties), fmt) == list(ties.values())
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e1m2", "int4"])
+def test_rtne_off_ties_and_saturation(fmt):
+    levels = GRIDS[fmt]
+    assert _rtne(list(levels), fmt) == list(levels)
+    for mid in TIES[fmt]:
+        below, above = torch.nextafter(torch.tensor([mid, mid]), torch.tensor([0.0, 100.0])).tolist()
+        lo = max(v for v in levels if v < mid)
+        hi = min(v for v in levels if v > mid)
+        assert _rtne([below, above], fmt) == [lo, hi]
+    assert _rtne(SATURATE[fmt], fmt) == [grid_max(fmt)] * len(SATURATE[fmt])
+
+
+def test_int4_rtne_is_round_half_even():
+    x = torch.arange(0, 7.5, 0.125)
+    assert torch.equal(round_elements(x, "int4", None, "rtne"), torch.round(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("fmt", ["e2m1", "e1m2", "int4"])
+def test_ties_and_saturation_through_quantize(fmt, dtype):
+    """The same table through the full quantizer (signed, under a unit block scale): the tensor and
+    block amax is the grid max, so s_enc / s_b = 1 and each element is rounded as given."""
+    gmax = grid_max(fmt)
+    spec = QuantSpec(elem=fmt, block=(1, 16), scale="e4m3", tensor_scale=False)
+    # E4M3 block scale (amax / gmax) must be exactly 1: amax = gmax.
+    ties = list(TIES[fmt].items())
+    row = [gmax] + [v for v, _ in ties] + [-v for v, _ in ties] + [0.0]
+    want = [gmax] + [r for _, r in ties] + [-r for _, r in ties] + [0.0]
+    q = quantize(torch.tensor([row], dtype=dtype), spec)
+    assert q.block_scale.item() == 1.0
+    assert q.values[0].tolist() == want
+
+
+def test_capped_grid():
+    assert Grid.of("e2m1", 4.0).levels == (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+    assert _rtne([3.5, 4.9, 5.0, 6.0, 100.0], "e2m1", cap=4.0) == [4.0, 4.0, 4.0, 4.0, 4.0]
+    with pytest.raises(ValueError, match="not a level"):
+        Grid.of("e2m1", 5.0)
+
+
+@pytest.mark.parametrize("fmt, fmax, above", [("e4m3", 448.0, [449.0, 464.0, 480.0, 1e6, 1e30]),
+                                               ("e5m2", 57344.0, [57345.0, 61440.0, 65536.0, 1e30])])
+def test_fp8_saturation(fmt, fmax, above):
+    """Torch's float8 casts do not saturate (they give NaN/inf); the formats module does."""
+    x = torch.tensor(above + [-v for v in above])
+    assert round_fp8_rtne(x, fmt).tolist() == [fmax] * len(above) + [-fmax] * len(above)
+    assert grid_max(fmt) == fmax
+
+
+def test_fp8_rtne_ties():
+    # E4M3: between 1 and 1.125 (step 1/8) the midpoint 1.0625 goes to 1 (even mantissa), 1.1875 to 1.25.
+    assert round_fp8_rtne(torch.tensor([1.0625, 1.1875, 2.0 ** -10, 3 * 2.0 ** -10]), "e4m3").tolist() == \
+        [1.0, 1.25, 0.0, 2.0 ** -8]
+    assert round_fp8_rtne(torch.tensor([1.125, 1.375]), "e5m2").tolist() == [1.0, 1.5]
+
+
+@pytest.mark.parametrize("fmt", ["e2m1", "e1m2", "int4"])
+def test_encode_decode_roundtrip(fmt):
+    codes = torch.arange(16, dtype=torch.uint8)
+    values = decode(codes, fmt)
+    assert values[:8].tolist() == list(GRIDS[fmt]) and values[8:].tolist() == [-v for v in GRIDS[fmt]]
+    nonzero = values != 0  # -0 encodes as +0
+    assert torch.equal(encode(values, fmt)[nonzero], codes[nonzero])
+    with pytest.raises(ValueError, match="not on the"):
+        encode(torch.tensor([0.3]), fmt)
