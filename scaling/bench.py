@@ -1,0 +1,219 @@
+"""Benchmarks on one CUDA device: quantizer kernels, QLinear forward+backward, training steps.
+
+Every section returns rows for one JSON file (`scaling bench ... --out reports/bench/<name>.json`):
+{"device", "date", "versions", "copy_gbps",
+ "kernels": [{"name", "recipe", "operand", "gbps"}],
+ "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16"}],
+ "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"}]}
+
+How each number is taken (docs/kernels.md says more):
+- copy_gbps: a 1 GiB device-to-device copy, bytes read + written over the median time.
+- kernels: one (16384, 4096) BF16 tensor quantized along the operand's K as the recipe's GEMM does
+  (dim -1 for fprop X/W and dgrad dY, dim 0 for dgrad W and both wgrad operands). "amax" (the
+  tensor-amax pass of two-level/per-tensor scaling) counts the bytes it reads; "quantize" (the
+  fused kernel) and "gemm_operand" (both, as QLinear calls them) count bytes read + written.
+- linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
+  against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps).
+- train: fwd + bwd + optimizer steps of the compiled model under BF16 autocast on random tokens;
+  MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+from typing import Callable
+
+import torch
+
+from scaling.recipes import OPERANDS, get_recipe, list_recipes
+
+# The dim each operand is quantized along (its GEMM's K) in QLinear: (T, in) X, (out, in) W, (T, out) dY.
+OPERAND_DIM = {"fprop_x": -1, "fprop_w": -1, "dgrad_dy": -1, "dgrad_w": 0, "wgrad_dy": 0, "wgrad_x": 0}
+LINEAR_RECIPES = ("nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2", "nvfp4_4over6", "mxfp8", "fp8")
+TRAIN_RECIPES = ("bf16", "nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2")
+
+
+def median_ms(fn: Callable[[], None], warmup: int = 5, reps: int = 30) -> float:
+    """Median wall time of fn on the current CUDA stream, in ms (events around each call)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def graph_ms(fn: Callable[[], None], reps: int = 20) -> float:
+    """Median time of fn replayed from a CUDA graph (falls back to plain launches if capture fails)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+    except RuntimeError:
+        torch.cuda.synchronize()
+        return median_ms(fn, reps=reps)
+    return median_ms(graph.replay, warmup=2, reps=reps)
+
+
+def copy_gbps(device: torch.device) -> float:
+    src = torch.randn(2**28, device=device)  # 1 GiB of float32
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), reps=20)
+    return 2 * src.numel() * src.element_size() / ms / 1e6
+
+
+def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
+                  recipes: list[str] | None = None, progress: Callable[[str], None] = print) -> list[dict]:
+    from scaling import kernels
+    from scaling.kernels.quantize import Launch
+
+    x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
+    x_bytes = x.numel() * x.element_size()
+    seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
+    done: dict = {}
+    rows = []
+    for recipe_name in recipes or list_recipes():
+        recipe = get_recipe(recipe_name)
+        for operand in OPERANDS:
+            spec = getattr(recipe, operand)
+            if spec is None or not kernels.supports(spec):
+                continue
+            dim = OPERAND_DIM[operand]
+            key = (spec, dim)
+            if key not in done:
+                launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
+                out_bytes = x.numel() * 2
+                t = {"quantize": median_ms(launch.run_quantize)}
+                total = [launch.run_quantize]
+                if launch.needs_amax:
+                    t["amax"] = median_ms(launch.run_amax)
+                    total.insert(0, launch.run_amax)
+                t["gemm_operand"] = median_ms(lambda: [f() for f in total])
+                done[key] = {name: (x_bytes + (0 if name == "amax" else out_bytes)) / ms / 1e6
+                             for name, ms in t.items()}
+                progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): "
+                         + ", ".join(f"{k} {v:.0f} GB/s" for k, v in done[key].items()))
+            for name, gbps in done[key].items():
+                rows.append({"name": name, "recipe": recipe_name, "operand": operand.replace("_", "."),
+                             "gbps": round(gbps, 1)})
+    return rows
+
+
+def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...] = (512, 1024, 2048, 4096),
+                 recipes: tuple[str, ...] = LINEAR_RECIPES, progress: Callable[[str], None] = print) -> list[dict]:
+    from scaling.linear import QLinear
+
+    rows = []
+    for d in dims:
+        x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16, requires_grad=True)
+        dy = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
+        base = torch.nn.Linear(d, d, bias=False, device=device)
+
+        def step(layer):
+            def fn():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    y = layer(x)
+                y.backward(dy)
+            return fn
+
+        bf16_ms = graph_ms(step(base))
+        rows.append({"recipe": "bf16", "d": d, "tokens": tokens, "ms": round(bf16_ms, 4), "ratio_vs_bf16": 1.0})
+        progress(f"  d={d} bf16 {bf16_ms:.3f} ms")
+        for name in recipes:
+            layer = QLinear.from_linear(torch.nn.Linear(d, d, bias=False, device=device), get_recipe(name), 0, 0)
+            ms = graph_ms(step(layer))
+            rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4),
+                         "ratio_vs_bf16": round(ms / bf16_ms, 3)})
+            progress(f"  d={d} {name} {ms:.3f} ms ({ms / bf16_ms:.2f}x)")
+    return rows
+
+
+def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device, batch: int = 16,
+                       seq_len: int = 1024, steps: int = 10, warmup: int = 3, compile: bool = True) -> float:
+    """Tokens/s of full training steps (fwd, bwd, Muon + AdamW) as scaling.train runs them."""
+    from models import build_model
+    from scaling import optim
+    from scaling.data import BUILTIN_VOCAB_SIZE
+    from scaling.linear import convert, set_step
+
+    torch.manual_seed(0)
+    model = build_model(family, size, BUILTIN_VOCAB_SIZE, seq_len).to(device)
+    model = convert(model, get_recipe(recipe), seed=0)
+    if compile:
+        model.compile()
+    width = model.lm_head.in_features
+    optimizers = optim.build_optimizers(model, width)
+    idx = torch.randint(0, BUILTIN_VOCAB_SIZE, (batch, seq_len + 1), device=device)
+    x, y = idx[:, :-1], idx[:, 1:]
+
+    def train_step(i: int) -> None:
+        set_step(model, i)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x, y)
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
+        loss.backward()
+        for opt in optimizers:
+            opt.step()
+
+    for i in range(warmup):
+        train_step(i)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(warmup, warmup + steps):
+        train_step(i)
+    torch.cuda.synchronize()
+    return batch * seq_len * steps / (time.perf_counter() - t0)
+
+
+def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "llama2"),
+                sizes: tuple[str, ...] = ("40M", "160M"), recipes: tuple[str, ...] = TRAIN_RECIPES,
+                steps: int = 10, progress: Callable[[str], None] = print) -> list[dict]:
+    from models import model_size
+    from scaling.data import BUILTIN_VOCAB_SIZE
+    from scaling.train import peak_flops
+
+    peak = peak_flops(device)
+    rows = []
+    for family in families:
+        for size in sizes:
+            base = None
+            for recipe in ("bf16",) + tuple(r for r in recipes if r != "bf16"):
+                tps = train_tokens_per_s(family, size, recipe, device, steps=steps)
+                base = tps if recipe == "bf16" else base
+                flops = model_size(family, size).flops_per_token_exact(BUILTIN_VOCAB_SIZE, 1024)
+                rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
+                             "mfu": round(flops * tps / peak, 4) if peak else None,
+                             "ratio_vs_bf16": round(tps / base, 3)})
+                progress(f"  {family} {size} {recipe}: {tps:,.0f} tokens/s ({tps / base:.2f}x bf16)")
+    return rows
+
+
+def versions() -> dict:
+    import triton
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda}
+
+
+def header(device: torch.device) -> dict:
+    return {"device": torch.cuda.get_device_name(device),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "versions": versions(), "copy_gbps": round(copy_gbps(device), 1)}
+
+
+__all__ = ["bench_kernels", "bench_linear", "bench_train", "copy_gbps", "header", "graph_ms", "median_ms"]

@@ -1,0 +1,91 @@
+"""`scaling bench kernels|linear|train|fit`: benchmarks written to a JSON under reports/bench/."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from scaling.errors import UserError
+
+HELP = "benchmarks: kernels, linear, train, fit"
+SECTIONS = ("kernels", "linear", "train", "fit")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what", nargs="+", choices=SECTIONS, help="which benchmarks to run")
+    parser.add_argument("--out", type=Path, help="JSON file to write (sections not run are kept from it)")
+    parser.add_argument("--recipes", help="comma-separated recipes (default: per section)")
+    parser.add_argument("--families", default="nanochat,llama2", help="train: model families")
+    parser.add_argument("--sizes", default="40M,160M", help="train: model sizes")
+    parser.add_argument("--dims", default="512,1024,2048,4096", help="linear: layer widths")
+    parser.add_argument("--steps", type=int, default=10, help="train: timed steps per run")
+    parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
+
+
+def _write_atomic(path: Path, obj: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from scaling.console import print_json, print_table
+
+    wanted = list(dict.fromkeys(args.what))
+    result: dict = {"device": None, "date": None, "versions": None, "copy_gbps": None,
+                    "kernels": [], "linear": [], "train": []}
+    if args.out and args.out.exists():
+        result.update(json.loads(args.out.read_text()))
+    recipes = tuple(r for r in (args.recipes or "").split(",") if r)
+
+    def progress(line: str) -> None:
+        if not args.json:
+            print(line, flush=True)
+
+    if "fit" in wanted:
+        from fits.bench import bench_fit  # the fits helper's benchmark (no torch)
+
+        result["fit"] = bench_fit()
+    gpu = [w for w in wanted if w != "fit"]
+    if gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError(f"`scaling bench {' '.join(gpu)}` needs a CUDA GPU; none is visible here.")
+        from scaling import bench
+
+        device = torch.device("cuda")
+        result.update(bench.header(device))
+        progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
+        if "kernels" in gpu:
+            result["kernels"] = bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress)
+        if "linear" in gpu:
+            dims = tuple(int(d) for d in args.dims.split(","))
+            result["linear"] = bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES,
+                                                  progress=progress)
+        if "train" in gpu:
+            result["train"] = bench.bench_train(device, families=tuple(args.families.split(",")),
+                                                sizes=tuple(args.sizes.split(",")),
+                                                recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps,
+                                                progress=progress)
+    if args.out:
+        _write_atomic(args.out, result)
+    if args.json:
+        print_json(result)
+        return 0
+    for section in ("kernels", "linear", "train"):
+        if section in wanted and result[section]:
+            print_table(result[section], title=f"bench {section} ({result['device']}, copy {result['copy_gbps']} GB/s)")
+    if "fit" in wanted:
+        print_json(result["fit"])
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0
