@@ -118,10 +118,10 @@ def _scan(path: Path, text_column: str):
 
 def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
     """Fail early (before any tokenizer training) on a file that cannot be read or lacks the text column."""
-    import polars as pl
-
     for path in paths:
         if _kind(path) != "txt":
+            import polars as pl  # only here: the cached built-in corpus must load where polars is absent
+
             try:
                 _scan(path, text_column)
             except pl.exceptions.PolarsError as e:
@@ -160,7 +160,7 @@ def count_documents(path: Path) -> int | None:
 
 def in_val(text: str, val_fraction: float, seed: int = 0) -> bool:
     """The by-document split: a hash of (seed, text) mapped to [0, 1) and compared with val_fraction."""
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8, key=seed.to_bytes(8, "little"))
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8, key=seed.to_bytes(8, "little", signed=True))
     return int.from_bytes(digest.digest(), "little") / 2.0**64 < val_fraction
 
 

@@ -165,6 +165,11 @@ def test_builtin_corpus_cli_and_cache(tmp_path, monkeypatch, capsys):
     assert data.unigram_entropy(directory) < math.log(data.BUILTIN_VOCAB_SIZE)
     mtime = (directory / "meta.json").stat().st_mtime_ns
     assert data.builtin_data_dir() == directory and (directory / "meta.json").stat().st_mtime_ns == mtime
+    # Once prepared, loading it needs neither polars nor tokenizers (`scaling train` runs where they are absent).
+    code = ("import sys; from scaling import data; d = data.builtin_data_dir(); data.load_tokens(d, 'train'); "
+            "print(d, [m for m in ('polars', 'tokenizers', 'pandas') if m in sys.modules])")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert shown == [str(directory), "[]"]
 
 
 def test_cli_prepare_table_and_info(tmp_path, docs, capsys):
