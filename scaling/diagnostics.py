@@ -276,11 +276,13 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
 # --- the UFP4 paper's claims, checked on whatever was measured -------------------------------------
 
 BARELY = 0.5  # dB: a transform "barely moves" SQNR when |delta| is below this
+KEEPS = 0.1   # dB: a transform "keeps" a GEMM's SQNR when it loses less than this
 
 
 def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
-    """Evaluate the UFP4 paper's shrinkage and RHT claims on the measured rows (only those whose
-    formats/transforms/tensors were run). Each: claim, where, measured numbers, holds (bool)."""
+    """Evaluate the UFP4 paper's shrinkage, RHT and single-GEMM claims (RECIPES.md, "Claims a user
+    will check") on the measured rows, for whichever formats/transforms/tensors were run.
+    Each: claim, tensor (or GEMM), measured numbers, holds (bool). Reported, never tuned for."""
     out = []
     rows = {(r["tensor"], r["format"], r["transform"]): r for r in quant_rows}
     e2m1 = GRIDS["e2m1"]
@@ -307,4 +309,14 @@ def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
             out.append({"claim": f"RHT16 lowers or barely moves E2M1 (nvfp4) SQNR (delta < {BARELY} dB)",
                         "tensor": tensor, "measured": {"delta_sqnr_db": nvfp4["delta_sqnr_db"]},
                         "holds": nvfp4["delta_sqnr_db"] < BARELY})
+    gemms = {(r["format"], r["transform"]): r for r in gemm_rows}
+    for fmt, claim, holds in (("ufp4", f"RHT16 GEMM: E1M2 keeps or improves output SQNR (delta > -{KEEPS} dB)",
+                               lambda d: d > -KEEPS),
+                              ("nvfp4", "RHT16 GEMM: E2M1 output SQNR degrades (delta < 0)", lambda d: d < 0)):
+        r = gemms.get((fmt, "rht16"))
+        for g in GEMMS if r else ():
+            if fmt == "nvfp4" and g == "fprop":
+                continue  # the paper's claim for E2M1 is about the backward paths
+            d = r[f"{g}_delta_db"]
+            out.append({"claim": claim, "tensor": f"gemm {g}", "measured": {"delta_db": d}, "holds": holds(d)})
     return out

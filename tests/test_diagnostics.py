@@ -79,6 +79,8 @@ def test_run_diagnostics_shape_and_consistency():
             assert r["sqnr_db"] == pytest.approx(rows[(r["tensor"], "ufp4", r["transform"])]["sqnr_db"], abs=1e-9)
     for g in out["gemm"]:
         assert all(10 < g[f"{k}_sqnr_db"] < 30 for k in ("fprop", "dgrad", "wgrad"))
+    gemm_claims = [c for c in out["claims"] if c["tensor"].startswith("gemm")]
+    assert len(gemm_claims) == 3 + 2  # E1M2: fprop, dgrad, wgrad; E2M1: the backward paths
     json.dumps(out)  # plain JSON types only (NaN aside)
 
 
