@@ -1,7 +1,7 @@
 """Chinchilla Approach 2: per isoFLOP level, a parabola of loss in log N; then N_opt ∝ C^a.
 
 Used only when the data has isoFLOP structure: at least 3 compute levels (points whose C = 6ND
-follow each other within 0.1 decades and span at most 0.2) that each hold at least 3 distinct model sizes and a minimum inside
+follow each other within 0.1 decades and span at most 0.05, i.e. ±6%) that each hold at least 3 distinct model sizes and a minimum inside
 the sizes tried.
 """
 
@@ -23,7 +23,7 @@ def isoflop_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray) -> dict | None:
     levels = []
     for idx in np.split(order, splits):
         x, y = np.log(N[idx]), loss[idx]
-        if np.ptp(logC[idx]) > 2 * LEVEL_GAP or len(np.unique(np.round(x, 6))) < 3:
+        if np.ptp(logC[idx]) > LEVEL_GAP / 2 or len(np.unique(np.round(x, 6))) < 3:
             continue
         c2, c1, c0 = np.polyfit(x, y, 2)
         if c2 <= 0:

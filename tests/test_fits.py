@@ -1,0 +1,219 @@
+"""fits/: reproduce Epoch AI's Chinchilla fit, recover known laws and verdicts, and the `scaling fit` verb."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import fits
+from fits.fit import Points, objective_at
+from fits.isoflop import isoflop_fit
+from fits.laws import compute_optimal, from_params, predict
+from fits.penalty import curves, verdict
+from fits.synthetic import EPOCH, synthetic_table
+from scaling.cli import main
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+CHINCHILLA = SHARED / "data" / "chinchilla_svg_extracted.csv"
+needs_chinchilla = pytest.mark.skipif(not CHINCHILLA.exists(), reason=f"shared data absent: {CHINCHILLA}")
+
+# Besiroglu et al. 2024 (data/README.md): grid fit and 95% bootstrap intervals; Hoffmann et al.'s own values.
+EPOCH_CI = {"A": (285.2, 743.6), "B": (1042.4, 5810.3), "E": (1.769, 1.871), "alpha": (0.317, 0.373),
+            "beta": (0.331, 0.415)}
+HOFFMANN = {"A": 406.4, "B": 410.7, "E": 1.69, "alpha": 0.34, "beta": 0.28}
+
+
+def test_import_and_fit_verb_do_not_load_torch(tmp_path):
+    path = tmp_path / "t.csv"
+    synthetic_table(sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80)).write_csv(path)
+    code = ("import sys, fits, fits.bench, scaling.commands.fit; from scaling.cli import main; "
+            f"rc = main(['fit', {str(path)!r}, '--bootstrap', '0', '--json']); "
+            "assert rc == 0, rc; assert 'torch' not in sys.modules, 'torch was imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@needs_chinchilla
+def test_chinchilla_reproduces_epoch_and_rejects_hoffmann():
+    table = fits.read_table(CHINCHILLA, columns="N=Model Size,C=Training FLOP", drop_highest=5)
+    assert table.height == 240
+    out = fits.analyse(table, bootstrap=200, seed=0, workers=2)
+    group = out["groups"]["all"]
+    p, ci = group["params"], group["ci95"]
+    for k, v in EPOCH.items():
+        assert abs(p[k] / v - 1) < 0.02, (k, p[k], v)
+        lo, hi = ci[k]
+        assert lo < EPOCH_CI[k][1] and hi > EPOCH_CI[k][0], (k, ci[k], EPOCH_CI[k])  # intervals overlap
+        assert lo < p[k] < hi
+    pts = Points.from_arrays(table["N"], table["D"], table["loss"])
+    ours = objective_at(from_params(p)[0][None], pts)[0]
+    hoffmann = objective_at(from_params(HOFFMANN)[0][None], pts)[0]
+    assert ours == pytest.approx(group["objective"], rel=1e-9)
+    assert hoffmann > 2 * ours, (hoffmann, ours)
+
+
+def _recovery_table() -> tuple[pl.DataFrame, dict]:
+    truth = {"bf16": {}, "flat": {"effN": 0.7, "effD": 0.9, "kappaN": 0.0, "kappaD": 0.0},
+             "grows": {"effN": 0.8, "effD": 0.9, "kappaN": -0.12, "kappaD": 0.0}}
+    table = synthetic_table(truth, sizes=np.geomspace(2e7, 2e9, 6), ratios=(5, 10, 20, 40, 80), checkpoints=2,
+                            noise=0.004, seed=3)
+    return table, truth
+
+
+def test_recovers_efficiencies_growth_and_verdicts():
+    table, truth = _recovery_table()
+    out = fits.analyse(table, law="chinchilla", baseline="bf16", bootstrap=60, seed=1, workers=2)
+    groups, penalty = out["groups"], out["penalty"]
+    assert groups["flat"]["n_runs"] == 30 and groups["flat"]["n_points"] == 60  # checkpoints stay with runs
+    for k, v in EPOCH.items():
+        lo, hi = groups["bf16"]["ci95"][k]
+        assert lo <= v <= hi, ("bf16", k, lo, v, hi)
+    for recipe, keys in (("flat", ("effN", "effD", "kappaN", "kappaD")), ("grows", ("kappaN", "kappaD"))):
+        for k in keys:
+            lo, hi = groups[recipe]["ci95"][k]
+            assert lo <= truth[recipe][k] <= hi, (recipe, k, lo, truth[recipe][k], hi)
+    assert penalty["grows"]["verdict"] == "grows", penalty["grows"]
+    assert penalty["grows"]["p_value"] < 0.05 and penalty["grows"]["ratio_per_decade"]["ci95"][1] < 1
+    assert penalty["flat"]["verdict"] == "does not grow", penalty["flat"]
+    # κ = 0: the multiplier is effN·effD at every compute
+    m = penalty["flat"]["multiplier"]
+    for value, (lo, hi) in zip(m["value"], m["ci95"]):
+        assert lo <= 0.7 * 0.9 <= hi
+    bands = out["bands"]["grows"]
+    assert len(bands["C"]) == len(bands["multiplier"]["lo"]) == len(bands["gap"]["hi"])
+    assert bands["in_data"][0] and not bands["in_data"][-1]
+    assert np.all(np.diff(bands["multiplier"]["value"]) < 0)  # a growing penalty: the multiplier falls
+
+
+def test_quartet_law_recovers_efficiencies():
+    base = {**EPOCH, "gamma": 0.8}
+    truth = {"bf16": {}, "mxfp4": {"effN": 0.65, "effD": 0.89}}
+    # γ trades off against α, β, A, B: the quartet form needs a wider grid than Chinchilla's to pin it
+    table = synthetic_table(truth, base=base, sizes=np.geomspace(1e7, 1e10, 8), ratios=(4, 8, 16, 32, 64, 128),
+                            noise=0.002, seed=5)
+    out = fits.analyse(table, law="quartet", bootstrap=40, seed=0, workers=2)
+    g = out["groups"]["mxfp4"]
+    assert "gamma" in g["params"] and out["law"] == "quartet"
+    for k in ("effN", "effD"):
+        lo, hi = g["ci95"][k]
+        assert lo <= truth["mxfp4"][k] <= hi, (k, lo, hi)
+    lo, hi = out["groups"]["bf16"]["ci95"]["gamma"]
+    assert lo <= 0.8 <= hi
+    assert out["penalty"]["mxfp4"]["verdict"] == "does not grow"
+
+
+def test_compute_optimal_minimises_the_law_and_multiplier_identity():
+    params = {**EPOCH, "gamma": 0.9}
+    C = np.array([1e18, 1e21, 1e24])
+    N, D, L = compute_optimal(params, C)
+    assert np.allclose(6 * N * D, C) and np.allclose(predict(params, N, D), L)
+    for f in (0.9, 1.1):  # moving off the allocation at fixed C costs loss
+        assert np.all(predict(params, N * f, D / f) > L)
+    base = from_params(params)[0]
+    recipe = from_params({**params, "effN": 0.6, "effD": 0.8})[0]
+    c = curves(base, recipe, np.log(C), 0.0, 0.0)
+    assert np.allclose(c["multiplier"], 0.48) and c["ratio_per_decade"] == pytest.approx(1.0)
+    assert np.all(c["gap"] > 0)
+
+
+def test_verdict_rule():
+    assert verdict(0.01, (0.8, 0.95)) == "grows"
+    assert verdict(0.2, (0.8, 0.95)) == "inconclusive"  # interval below 1 but LR test not significant
+    assert verdict(0.5, (0.95, 1.04)) == "does not grow"
+    assert verdict(0.5, (0.85, 1.04)) == "inconclusive"
+    assert verdict(0.5, (float("nan"), float("nan"))) == "inconclusive"
+
+
+def test_isoflop_approach_2():
+    N, D = [], []
+    for C in (1e18, 1e19, 1e20, 1e21):
+        n_opt = compute_optimal(EPOCH, C)[0]
+        for f in np.geomspace(0.25, 4, 7):
+            N.append(n_opt * f)
+            D.append(C / (6 * n_opt * f))
+    N, D = np.array(N), np.array(D)
+    res = isoflop_fit(N, D, predict(EPOCH, N, D))
+    assert res is not None and len(res["levels"]) == 4
+    assert res["a"] == pytest.approx(EPOCH["beta"] / (EPOCH["alpha"] + EPOCH["beta"]), abs=0.02)
+    grid = synthetic_table()  # a size x ratio grid has no isoFLOP levels
+    assert isoflop_fit(grid["N"].to_numpy(), grid["D"].to_numpy(), grid["loss"].to_numpy()) is None
+
+
+def test_reads_sweep_results_with_status_and_aliases(tmp_path):
+    t = synthetic_table(sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    sweep = t.rename({"N": "n_params", "D": "tokens", "loss": "val_loss"}).with_columns(status=pl.lit("completed"))
+    diverged = sweep.head(1).with_columns(val_loss=pl.lit(float("nan")), status=pl.lit("diverged"))
+    path = tmp_path / "results.parquet"
+    pl.concat([sweep, diverged]).write_parquet(path)
+    table = fits.read_table(path)
+    assert table.height == t.height and set(table["recipe"]) == {"bf16"}
+    csv = tmp_path / "c.csv"
+    t.with_columns(flop=6 * pl.col("N") * pl.col("D")).drop("D", "recipe").write_csv(csv)
+    table = fits.read_table(csv, columns="C=flop")
+    assert set(table["recipe"]) == {"all"} and np.allclose(table["D"], t["D"])
+
+
+def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
+    table, _ = _recovery_table()
+    path = tmp_path / "r.csv"
+    table.write_csv(path)
+    out_file = tmp_path / "fits.json"
+    assert main(["fit", str(path), "--json", "--bootstrap", "12", "--out", str(out_file)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == json.loads(out_file.read_text())
+    assert out["law"] == "chinchilla" and set(out["groups"]) == {"bf16", "flat", "grows"}
+    for name, g in out["groups"].items():
+        assert {"params", "ci95", "n_points", "n_runs", "objective"} <= set(g)
+        assert {"A", "B", "E", "alpha", "beta"} <= set(g["params"]) <= set(g["params"]) | {"N0", "D0"}
+        assert set(g["ci95"]) <= set(g["params"]) and all(len(v) == 2 for v in g["ci95"].values())
+    assert {"effN", "effD", "kappaN", "kappaD"} <= set(out["groups"]["grows"]["params"])
+    assert set(out["penalty"]) == {"flat", "grows"}
+    for p in out["penalty"].values():
+        assert p["verdict"] in ("grows", "does not grow", "inconclusive")
+        assert {"multiplier", "gap", "p_value"} <= set(p)
+    assert main(["fit", str(path), "--bootstrap", "0"]) == 0  # the human table
+    assert "penalty against bf16" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("missing_file", "does not exist"),
+    ("missing_column", "lacks column"),
+    ("nan_row", "NaN"),
+    ("nonpositive", "non-positive"),
+    ("too_few", "needs at least"),
+    ("no_baseline", "baseline recipe"),
+    ("bad_columns", "--columns"),
+    ("unreadable", "cannot read"),
+])
+def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
+    t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    path = tmp_path / "t.csv"
+    extra = []
+    if case == "missing_column":
+        t = t.drop("loss")
+    elif case == "nan_row":
+        t = t.with_columns(loss=pl.when(pl.int_range(pl.len()) == 3).then(float("nan")).otherwise(pl.col("loss")))
+    elif case == "nonpositive":
+        t = t.with_columns(N=pl.when(pl.int_range(pl.len()) == 2).then(0.0).otherwise(pl.col("N")))
+    elif case == "too_few":
+        t = t.head(5)
+    elif case == "no_baseline":
+        extra = ["--baseline", "fp8"]
+    elif case == "bad_columns":
+        extra = ["--columns", "Q=whatever"]
+    if case == "unreadable":
+        path = tmp_path / "t.parquet"
+        path.write_text("not a parquet file")
+    elif case != "missing_file":
+        t.write_csv(path)
+    else:
+        path = tmp_path / "absent.csv"
+    assert main(["fit", str(path), "--bootstrap", "0", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
