@@ -1,0 +1,162 @@
+"""`scaling sweep plan|launch|status|collect`: a grid of runs from a TOML spec (sweeps/*.toml)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+HELP = "plan, launch, watch and collect a sweep"
+
+# Assumptions behind plan's GPU-hour estimate; both can be changed on the command line.
+DEFAULT_MFU = 0.30
+DEFAULT_PEAK_TFLOPS = 989.0  # H100 SXM, dense BF16 (FP4 recipes are emulated in BF16)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def spec_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("spec", metavar="SPEC", help="sweep TOML, e.g. sweeps/demo.toml")
+        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a spec key, e.g. --set grid.seed=[0,1] (repeatable; value read as TOML)")
+        p.add_argument("--data", help="corpus or prepared data dir (or builtin); same as --set data=...")
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("plan", help="print the runs, total FLOPs and estimated GPU-hours")
+    spec_args(p)
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help=f"assumed model FLOPs utilisation ({DEFAULT_MFU})")
+    p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
+                   help=f"assumed GPU peak, TFLOP/s ({DEFAULT_PEAK_TFLOPS:g}: H100 dense BF16)")
+
+    p = sub.add_parser("launch", help="submit every run that is not done or in flight")
+    spec_args(p)
+    p.add_argument("--executor", choices=("slurm", "local"), help="where to run (default: the spec's executor.default)")
+    p.add_argument("--sweep-dir", help="where the run directories go (default: runs/<name>)")
+    p.add_argument("--wait", action="store_true", help="slurm: keep watching until every run has finished")
+
+    p = sub.add_parser("status", help="done / running / queued / failed / diverged counts and ETA")
+    p.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    p.add_argument("--runs", action="store_true", help="one row per run as well")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("collect", help="one row per finished run → results.parquet")
+    p.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    p.add_argument("--out", help="parquet file to write (default: SWEEP_DIR/results.parquet)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"plan": _plan, "launch": _launch, "status": _status, "collect": _collect}[args.action](args)
+
+
+def _load(args: argparse.Namespace):
+    from sweeps.spec import load_spec
+
+    overrides = list(args.overrides) + ([f"data={_toml_str(args.data)}"] if args.data else [])
+    return load_spec(args.spec, overrides)
+
+
+def _toml_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def plan_rows(spec) -> list[dict]:
+    from models import model_size
+
+    rows = []
+    for c in spec.runs():
+        n = model_size(c.family, c.size).n_params
+        rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=c.recipe, tokens=c.tokens,
+                         seed=c.seed, lr=getattr(c, "lr", None), flops=6 * n * c.tokens))  # fmt: skip
+    return rows
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from scaling.console import print_json, print_table
+
+    spec = _load(args)
+    rows = plan_rows(spec)
+    total = sum(r["flops"] for r in rows)
+    gpu_hours = total / (args.mfu * args.peak_tflops * 1e12) / 3600
+    summary = dict(name=spec.name, runs=len(rows), total_flops=total, gpu_hours=gpu_hours, mfu=args.mfu,
+                   peak_tflops=args.peak_tflops, flops_rule="6*N*D (N non-embedding)")  # fmt: skip
+    if args.json:
+        print_json({**summary, "run_list": rows})
+        return 0
+    print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr", "flops"], title=f"sweep {spec.name}")
+    print(f"{len(rows)} runs, {total:.3e} FLOPs (6·N·D), ≈ {gpu_hours:.3g} GPU-hours "
+          f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")  # fmt: skip
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from scaling.console import print_json
+    from sweeps.launch import launch
+    from sweeps.store import status
+
+    spec = _load(args)
+    executor = args.executor or spec.default_executor
+    report = launch(spec, executor=executor, sweep_dir=args.sweep_dir, progress=not args.json)
+    if executor == "slurm" and args.wait:
+        while True:
+            st = status(report.sweep_dir)
+            c = st.counts
+            if not args.json:
+                print(f"done {c['done']}  running {c['running']}  queued {c['queued']}  failed {c['failed']}  "
+                      f"diverged {c['diverged']}  missing {c['missing']}", flush=True)  # fmt: skip
+            if c["running"] + c["queued"] == 0:
+                break
+            time.sleep(10)
+    failed = status(report.sweep_dir).counts["failed"] if executor == "local" or args.wait else 0
+    if args.json:
+        import dataclasses
+
+        print_json(dataclasses.asdict(report))
+    return 1 if failed else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from scaling.console import print_json, print_table
+    from sweeps.store import STATES, status
+
+    st = status(args.sweep_dir)
+    if args.json:
+        print_json(dataclasses.asdict(st))
+        return 0
+    if args.runs:
+        rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s)) for r in st.runs]
+        print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
+                           "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
+    total = sum(st.counts.values())
+    row = {s: st.counts[s] for s in STATES} | {"total": total, "eta": _duration(st.eta_s)}
+    print_table([row], list(row), title=f"sweep {st.sweep_dir}")
+    print(f"ETA: {_duration(st.eta_s)} ({st.eta_method})")
+    return 0
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from scaling.console import print_json, print_table
+    from sweeps.store import collect, write_parquet
+
+    df = collect(Path(args.sweep_dir))
+    out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
+    write_parquet(df, out)
+    if args.json:
+        print_json(df.to_dicts())
+        return 0
+    cols = [c for c in ("run_id", "family", "size", "recipe", "tokens", "seed", "status", "val_loss", "val_bpb", "wall_s")
+            if c in df.columns]  # fmt: skip
+    print_table(df.select(cols).to_dicts(), cols, title=f"{df.height} runs")
+    print(f"wrote {out} ({df.height} rows)")
+    return 0

@@ -1,0 +1,358 @@
+"""Launch a sweep: skip finished runs, submit the rest on SLURM (submitit job arrays) or run them here.
+
+One run = one job = ``RunJob(config, run_dir)``. The job takes the run's lock first, so one config
+never trains twice at once, however often the sweep is relaunched; then it calls
+``scaling.train.train(config, run_dir)``, which resumes from the run's last checkpoint and returns
+the stored result if the run already finished.
+
+SLURM: arrays are split to fit the cluster's MaxArraySize. On preemption or timeout SLURM sends
+USR2 (``--signal``); submitit calls ``RunJob.checkpoint()``, which resubmits the same run, and
+requeues the job; the requeued job resumes from the Lightning checkpoint. Lightning's own SLURM
+auto-requeue is off in train (see docs/training.md), so only submitit requeues.
+
+Local: a pool of worker processes (``python -m sweeps.launch RUN_DIR``) over the visible GPUs,
+``jobs_per_gpu`` per GPU, or ``cpu_jobs`` at once on CPU with the cores split between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue as queue_mod
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import submitit
+
+from sweeps.spec import SweepSpec
+from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue, write_json
+from scaling.errors import UserError
+
+
+@dataclass
+class LaunchReport:
+    sweep_dir: str
+    executor: str
+    total: int
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # state -> run ids left alone
+    submitted: list[dict] = field(default_factory=list)  # {run_id, job_id}
+    finished: dict[str, int] = field(default_factory=dict)  # local: final state -> count
+
+
+# ---------------------------------------------------------------------------------------------
+# The job
+
+
+class RunJob(submitit.helpers.Checkpointable):
+    """Train one run under its lock. Picklable: SLURM jobs carry it; local workers rebuild it."""
+
+    def __init__(self, config, run_dir: str | Path):
+        self.config = config  # a scaling.train.RunConfig
+        self.run_dir = str(run_dir)
+
+    def __call__(self) -> dict:
+        from scaling.train import Preempted, train
+
+        with run_lock(Path(self.run_dir)) as locked:
+            if not locked:
+                print(f"{self.run_dir} is being trained by another job; leaving it", flush=True)
+                return {"run_id": Path(self.run_dir).name, "status": "skipped"}
+            try:
+                return train(self.config, Path(self.run_dir), progress=False)
+            except Preempted as e:
+                print(f"{e}", flush=True)
+                if os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
+                    _requeue_through_submitit()
+                raise
+
+    def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
+        # Timeout or preemption: resubmit the same run; train() resumes from its last checkpoint.
+        print(f"requeueing {self.run_dir}", flush=True)
+        return submitit.helpers.DelayedSubmission(RunJob(self.config, self.run_dir))
+
+
+def _requeue_through_submitit() -> None:
+    """After train saved a checkpoint on SLURM's signal: submitit's own preemption path, i.e.
+    RunJob.checkpoint() → the same run stored for the requeued job → `scontrol requeue` → exit."""
+    try:
+        os.kill(os.getpid(), signal.SIGUSR2)  # submitit's handler (SlurmJobEnvironment.USR_SIG)
+        time.sleep(60)  # the handler runs at once and exits; this is never reached in practice
+    except subprocess.CalledProcessError:
+        # `scontrol requeue` refused: SLURM is already requeueing this job (preemption, or an
+        # admin's `scontrol requeue`), and the stored job is this same run. Leave quietly.
+        print("SLURM is already requeueing this job", flush=True)
+        sys.exit(-1)
+
+
+def config_to_dict(config) -> dict:
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(d: dict):
+    from scaling.train import RunConfig
+
+    return RunConfig.from_dict(d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning what to submit
+
+
+def sweep_dir_for(spec: SweepSpec, sweep_dir: str | Path | None) -> Path:
+    return Path(sweep_dir) if sweep_dir else Path("runs") / spec.name
+
+
+def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]]]:
+    """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json."""
+    configs = spec.runs()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    write_json(sweep_dir / "sweep.json", {
+        "name": spec.name, "source": spec.source, "data": spec.data,
+        "runs": [{"run_id": c.run_id, **config_to_dict(c)} for c in configs],
+    })  # fmt: skip
+    queue = slurm_queue()
+    todo, skipped = [], {}
+    for c in configs:
+        state = run_state(sweep_dir / c.run_id, queue)
+        if state in ("failed", "missing"):
+            todo.append(c)
+        else:
+            skipped.setdefault(state, []).append(c.run_id)
+    return todo, skipped
+
+
+def _prepare(run_dir: Path, config, executor: str) -> None:
+    """Record the submission; move a failed result aside so train() runs again (it resumes)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    result = read_json(run_dir / "result.json")
+    if result is not None and RESULT_STATES.get(result.get("status")) == "failed":
+        n = len(list(run_dir.glob("result.failed-*.json")))
+        os.replace(run_dir / "result.json", run_dir / f"result.failed-{n}.json")
+    write_json(run_dir / "job.json", {
+        "executor": executor, "job_id": None, "submitted": time.time(), "config": config_to_dict(config),
+    })  # fmt: skip
+
+
+def _record_job_id(run_dir: Path, job_id: str | None, log: str | None = None) -> None:
+    job = read_json(run_dir / "job.json") or {}
+    write_json(run_dir / "job.json", {**job, "job_id": job_id, "log": log})
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch
+
+
+def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | None = None,
+           progress: bool = True) -> LaunchReport:  # fmt: skip
+    """Submit (slurm) or run to completion (local) every run of the spec that is not done or in flight."""
+    if executor not in ("local", "slurm"):
+        raise UserError(f"--executor {executor!r}: use local or slurm")
+    sweep_dir = sweep_dir_for(spec, sweep_dir).resolve()
+    todo, skipped = pending(spec, sweep_dir)
+    report = LaunchReport(str(sweep_dir), executor, total=len(todo) + sum(map(len, skipped.values())),
+                          skipped=skipped)  # fmt: skip
+    if progress:
+        left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
+        print(f"{spec.name}: {report.total} runs; skipping {left}; {executor}: {len(todo)} to run", flush=True)
+    if not todo:
+        return report
+    if executor == "slurm":
+        _launch_slurm(spec, todo, sweep_dir, report, progress)
+    else:
+        _launch_local(spec, todo, sweep_dir, report, progress)
+    return report
+
+
+def max_array_size() -> int:
+    """The cluster's MaxArraySize (`scontrol show config`): an array holds at most this many tasks."""
+    try:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True, timeout=30).stdout
+    except FileNotFoundError:
+        raise UserError("--executor slurm: scontrol not found; run on a SLURM login node or use --executor local") from None
+    except subprocess.SubprocessError as e:
+        raise UserError(f"--executor slurm: `scontrol show config` failed ({e}); is the cluster up?") from None
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    return int(m.group(1)) if m else 1001  # SLURM's default
+
+
+def slurm_executor(spec: SweepSpec, folder: Path) -> submitit.SlurmExecutor:
+    s = spec.slurm
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=s.max_timeouts)
+    params = dict(
+        job_name=spec.name, time=s.time_min, nodes=1, ntasks_per_node=1, cpus_per_task=s.cpus,
+        array_parallelism=s.array_parallelism,
+        # torch would start a thread per core of the node; keep to the CPUs SLURM gave the job.
+        setup=["export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1} MKL_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}"],
+        # --requeue: requeueable even where the cluster sets JobRequeue=0. --signal: USR1 goes to
+        # train(), which checkpoints at the end of the step and hands over to submitit (RunJob).
+        additional_parameters={"requeue": True, "signal": f"USR1@{s.signal_delay_s}"},
+    )  # fmt: skip
+    optional = dict(partition=s.partition, account=s.account, qos=s.qos, constraint=s.constraint,
+                    gpus_per_node=s.gpus or None, mem=s.mem)  # fmt: skip
+    params.update({k: v for k, v in optional.items() if v})
+    ex.update_parameters(**params)
+    return ex
+
+
+def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:
+    chunk = max(1, max_array_size())
+    ex = slurm_executor(spec, sweep_dir / ".submitit")
+    for start in range(0, len(todo), chunk):
+        part = todo[start : start + chunk]
+        for c in part:
+            _prepare(sweep_dir / c.run_id, c, "slurm")
+        try:
+            with ex.batch():
+                jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
+        except submitit.core.utils.FailedJobError as e:
+            raise UserError(f"sbatch refused the jobs: {str(e).strip().splitlines()[-1]}") from None
+        for c, job in zip(part, jobs):
+            _record_job_id(sweep_dir / c.run_id, job.job_id, str(job.paths.stdout))
+            report.submitted.append({"run_id": c.run_id, "job_id": job.job_id})
+        if progress:
+            ids = jobs[0].job_id.split("_")[0]
+            print(f"submitted {len(part)} runs as SLURM job {ids} ({start + len(part)}/{len(todo)})", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Local: a pool of worker processes
+
+
+def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
+    """One environment per concurrent worker: a GPU each (jobs_per_gpu per GPU), or a share of the cores."""
+    s = spec.local
+    if s.gpus == "all":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            gpus = [g for g in visible.split(",") if g.strip()]
+        else:
+            import torch
+
+            gpus = [str(i) for i in range(torch.cuda.device_count())]
+    else:
+        gpus = [str(g) for g in s.gpus]
+    if gpus:
+        return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
+    threads = str(max(1, (os.cpu_count() or 1) // s.cpu_jobs))
+    return [{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}] * s.cpu_jobs
+
+
+def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:
+    slots = local_slots(spec)
+    work: queue_mod.Queue = queue_mod.Queue()
+    for c in todo:
+        _prepare(sweep_dir / c.run_id, c, "local")
+        work.put(c)
+    lock = threading.Lock()
+    started = time.time()
+    done = [0]
+    workers: set[subprocess.Popen] = set()
+    width = len(str(len(todo)))
+
+    def finished(c, state: str, seconds: float) -> None:
+        run_dir = sweep_dir / c.run_id
+        result = read_json(run_dir / "result.json") or {}
+        with lock:
+            done[0] += 1
+            report.finished[state] = report.finished.get(state, 0) + 1
+            if progress:
+                loss = result.get("val_loss")
+                what = f"val_loss {loss:.4f}" if isinstance(loss, float) else f"see {run_dir / 'train.log'}"
+                print(f"[{done[0]:>{width}}/{len(todo)}] {state:<8} {c.family} {c.size:>5} {c.recipe:<14} "
+                      f"D={c.tokens:<9.3g} {what}  ({seconds:.0f} s; {time.time() - started:.0f} s elapsed)",
+                      flush=True)  # fmt: skip
+
+    def slot(env_extra: dict[str, str]) -> None:
+        # One long-lived worker process per slot (importing torch + Lightning costs seconds), fed
+        # one run directory per line; a worker that dies is replaced for the next run.
+        worker = None
+        while True:
+            try:
+                c = work.get_nowait()
+            except queue_mod.Empty:
+                break
+            if worker is None or worker.poll() is not None:
+                worker = subprocess.Popen(
+                    [sys.executable, "-m", "sweeps.launch", "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    env={**os.environ, **env_extra}, text=True, start_new_session=True,
+                )  # fmt: skip
+                with lock:
+                    workers.add(worker)
+            t0 = time.time()
+            try:
+                worker.stdin.write(f"{sweep_dir / c.run_id}\n")
+                worker.stdin.flush()
+                reply = worker.stdout.readline()
+            except (BrokenPipeError, OSError):
+                reply = ""
+            state = run_state(sweep_dir / c.run_id, None)
+            if not reply:  # the worker died mid-run
+                worker.wait()
+            finished(c, state, time.time() - t0)
+        if worker is not None and worker.poll() is None:
+            worker.stdin.close()
+            worker.wait()
+
+    threads = [threading.Thread(target=slot, args=(env,), daemon=True) for env in slots]
+    if progress:
+        print(f"running {len(todo)} runs, {len(slots)} at a time; logs in {sweep_dir}/<run_id>/train.log", flush=True)
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    except KeyboardInterrupt:
+        while not work.empty():
+            work.get_nowait()
+        with lock:  # SIGTERM: train saves a checkpoint and stops; a relaunch resumes
+            for w in workers:
+                if w.poll() is None:
+                    w.terminate()
+        for w in workers:
+            w.wait()
+        raise
+
+
+def _worker() -> int:
+    """`python -m sweeps.launch --worker`: run the run directories named on stdin, one per line.
+
+    Each run's output (fd 1 and 2) goes to <run_dir>/train.log; the reply line "<state>" goes to
+    the original stdout, which the launcher reads."""
+    from scaling.train import PREEMPTED_EXIT_CODE, Preempted
+
+    reply = os.fdopen(os.dup(1), "w")
+    for line in sys.stdin:
+        run_dir = Path(line.strip())
+        with open(run_dir / "train.log", "ab") as log:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                job = read_json(run_dir / "job.json")
+                RunJob(config_from_dict(job["config"]), run_dir)()
+            except Preempted:
+                return PREEMPTED_EXIT_CODE
+            except Exception:  # the run failed; its log says why, the next run goes on
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+        reply.write(f"{run_state(run_dir, None)}\n")
+        reply.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--worker"]:
+        sys.exit("usage: python -m sweeps.launch --worker  (run directories on stdin; used by `scaling sweep launch`)")
+    sys.exit(_worker())

@@ -1,0 +1,357 @@
+"""A sweep spec: one TOML file → a validated, frozen grid of runs.
+
+    name = "demo"                   # the sweep's folder: runs/<name>/
+    data = "builtin"                # or a corpus / prepared data dir (--data on the CLI)
+
+    [grid]                          # every axis takes one value or a list; runs = the product
+    family = "nanochat"
+    size = ["0.5M", "1M"]
+    recipe = ["bf16", "nvfp4"]
+    tokens_per_param = [10, 40]     # or tokens = [...] (absolute), or an [isoflop] table
+    seed = 0
+    lr_mult = 1.0                   # multiplies every base learning rate
+
+    [isoflop]                       # instead of grid.tokens*: each compute budget C × each size
+    budgets = [1e15, 3e15]          #   → tokens = C / (6 N), N = non-embedding parameters
+
+    [train]                         # any other RunConfig field, shared by all runs
+    seq_len = 128
+
+    [executor.slurm]                # partition, account, time, gpus, cpus, mem, array_parallelism, ...
+    [executor.local]                # gpus ("all" or a list), jobs_per_gpu, cpu_jobs
+
+Any key can be overridden with ``--set key.path=value`` (the value is read as TOML, else a string).
+Every mistake raises ``UserError`` naming the key path and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scaling.errors import UserError
+
+GRID_AXES = ("family", "size", "recipe", "tokens", "tokens_per_param", "seed", "lr_mult")
+# RunConfig fields that the grid (or the top-level `data`) sets, so [train] may not.
+GRID_FIELDS = ("family", "size", "recipe", "tokens", "seed", "lr_mult", "data")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str = "24:00:00"  # per job ("D-HH:MM:SS", "HH:MM:SS" or minutes); on timeout the run requeues
+    gpus: int = 1  # per run (one node)
+    cpus: int = 8  # per run
+    mem: str | None = None  # e.g. "64G"; None: the partition's default
+    array_parallelism: int = 256  # at most this many tasks of one array run at once
+    constraint: str | None = None
+    signal_delay_s: int = 120  # USR2 this long before the time limit: checkpoint + requeue
+    max_timeouts: int = 50  # requeues after timeouts before submitit gives up (preemptions are free)
+
+    @property
+    def time_min(self) -> int:
+        return time_minutes(self.time)
+
+
+def time_minutes(text: str | int) -> int:
+    """SLURM time ("D-HH:MM:SS", "HH:MM:SS", "MM", or an int of minutes) in whole minutes."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
+    if not m:
+        raise ValueError(text)
+    d, a, b, c = (int(g) if g else 0 for g in m.groups())
+    if m.group(4):  # D-HH:MM:SS or HH:MM:SS
+        h, mi, sec = a, b, c
+    elif m.group(3):  # HH:MM (with a day) or MM:SS (without)
+        h, mi, sec = (a, b, 0) if m.group(1) else (0, a, b)
+    else:
+        h, mi, sec = (a, 0, 0) if m.group(1) else (0, a, 0)
+    return max(1, d * 1440 + h * 60 + mi + (1 if sec else 0))
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    gpus: str | tuple[int, ...] = "all"  # "all" visible GPUs, or their indices
+    jobs_per_gpu: int = 1  # small runs share a GPU
+    cpu_jobs: int = 1  # runs at once when there is no GPU; threads are split between them
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    data: str
+    family: tuple[str, ...]
+    size: tuple[str, ...]
+    recipe: tuple[str, ...]
+    seed: tuple[int, ...]
+    lr_mult: tuple[float, ...]
+    tokens: tuple[int, ...] = ()
+    tokens_per_param: tuple[float, ...] = ()
+    budgets: tuple[float, ...] = ()  # isoFLOP mode
+    train: dict[str, Any] = field(default_factory=dict)
+    slurm: SlurmSettings = SlurmSettings()
+    local: LocalSettings = LocalSettings()
+    default_executor: str = "local"
+    source: str = ""  # the TOML file it came from
+
+    def points(self) -> list[dict[str, Any]]:
+        """The grid as plain dicts: family, size, recipe, tokens, seed, lr_mult (de-duplicated, in order)."""
+        from models import model_size
+
+        out, seen = [], set()
+        for fam, size, recipe, seed, lr_mult in itertools.product(
+            self.family, self.size, self.recipe, self.seed, self.lr_mult
+        ):
+            n = model_size(fam, size).n_params
+            if self.budgets:
+                token_list = [max(1, round(c / (6 * n))) for c in self.budgets]
+            elif self.tokens_per_param:
+                token_list = [max(1, round(t * n)) for t in self.tokens_per_param]
+            else:
+                token_list = list(self.tokens)
+            for tokens in token_list:
+                p = dict(family=fam, size=size, recipe=recipe, tokens=int(tokens), seed=seed, lr_mult=lr_mult)
+                key = tuple(p.values())
+                if key not in seen:
+                    seen.add(key)
+                    out.append(p)
+        return out
+
+    def runs(self) -> list:
+        """One `scaling.train.RunConfig` per grid point (same order as `points()`), de-duplicated by run_id."""
+        from scaling.train import RunConfig
+
+        configs, seen = [], set()
+        for p in self.points():
+            cfg = RunConfig(**self.train, data=self.data, **{k: p[k] for k in GRID_FIELDS if k in p})
+            if cfg.run_id not in seen:
+                seen.add(cfg.run_id)
+                configs.append(cfg)
+        return configs
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading: TOML → dict → overrides → validated SweepSpec
+
+
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SweepSpec:
+    """Read a sweep TOML, apply ``key.path=value`` overrides, validate, return the frozen spec."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"sweep spec {path} does not exist; pass a TOML file such as sweeps/demo.toml")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML ({e})") from None
+    for item in overrides:
+        apply_override(raw, item)
+    return parse_spec(raw, source=str(path), default_name=path.stem)
+
+
+def apply_override(raw: dict, item: str) -> None:
+    """Set ``a.b.c=value`` in the raw spec dict; the value is parsed as TOML, else kept as a string."""
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise UserError(f"--set {item!r}: expected key.path=value, e.g. --set grid.seed=[0,1]")
+    try:
+        value = tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text.strip()
+    parts = key.split(".")
+    table = raw
+    for i, part in enumerate(parts[:-1]):
+        table = table.setdefault(part, {})
+        if not isinstance(table, dict):
+            raise UserError(f"--set {key}: {'.'.join(parts[: i + 1])} is not a table")
+    table[parts[-1]] = value
+
+
+def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> SweepSpec:
+    known_top = {"name", "data", "grid", "isoflop", "train", "executor"}
+    _no_unknown(raw, known_top, "")
+    name = _get(raw, "name", str, "", default=default_name)
+    if not name or "/" in name:
+        raise UserError(f"name: {name!r} is not a usable folder name")
+    data = _get(raw, "data", str, "", default="")
+    if not data:
+        raise UserError("data: this spec names no corpus; pass --data builtin|DIR or set data in the TOML")
+    if data != "builtin":
+        data = str(Path(data).expanduser().resolve())
+
+    grid = _table(raw, "grid", "")
+    _no_unknown(grid, set(GRID_AXES), "grid.")
+    iso = _table(raw, "isoflop", "")
+    _no_unknown(iso, {"budgets"}, "isoflop.")
+
+    family = _axis(grid, "family", str, default=["nanochat"])
+    from models import FAMILIES, ladder
+
+    for i, fam in enumerate(family):
+        if fam not in FAMILIES:
+            raise UserError(f"grid.family[{i}]: unknown family {fam!r}; known: {', '.join(FAMILIES)}")
+    size = _axis(grid, "size", str)
+    for i, s in enumerate(size):
+        for fam in family:
+            names = [m.name for m in ladder(fam)]
+            if s not in names:
+                raise UserError(f"grid.size[{i}]: {s!r} is not in the {fam} ladder; known: {', '.join(names)}")
+    recipe = _axis(grid, "recipe", str)
+    known_recipes = _recipe_names()
+    for i, r in enumerate(recipe):
+        if r not in known_recipes:
+            raise UserError(f"grid.recipe[{i}]: unknown recipe {r!r}; known: {', '.join(known_recipes)}")
+    seed = _axis(grid, "seed", int, default=[0], check=lambda v: v >= 0, what="a non-negative integer")
+    lr_mult = _axis(grid, "lr_mult", float, default=[1.0], check=lambda v: v > 0, what="a positive number")
+
+    tokens = _axis(grid, "tokens", int, default=[], check=lambda v: v > 0, what="a positive integer")
+    tpp = _axis(grid, "tokens_per_param", float, default=[], check=lambda v: v > 0, what="a positive number")
+    budgets = _axis(iso, "budgets", float, default=[], check=lambda v: v > 0, what="a positive number", prefix="isoflop.")
+    given = [k for k, v in (("grid.tokens", tokens), ("grid.tokens_per_param", tpp), ("isoflop.budgets", budgets)) if v]
+    if len(given) != 1:
+        raise UserError(
+            "grid: give exactly one of grid.tokens, grid.tokens_per_param or isoflop.budgets"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+
+    train = _train_settings(_table(raw, "train", ""))
+    executor = _table(raw, "executor", "")
+    _no_unknown(executor, {"default", "slurm", "local"}, "executor.")
+    default_executor = _get(executor, "default", str, "executor.", default="local")
+    if default_executor not in ("local", "slurm"):
+        raise UserError(f"executor.default: {default_executor!r} is not local or slurm")
+    slurm = _settings(SlurmSettings, _table(executor, "slurm", "executor."), "executor.slurm.")
+    local = _local_settings(_table(executor, "local", "executor."))
+    return SweepSpec(
+        name=name, data=data, family=tuple(family), size=tuple(size), recipe=tuple(recipe),
+        seed=tuple(seed), lr_mult=tuple(lr_mult), tokens=tuple(tokens), tokens_per_param=tuple(tpp),
+        budgets=tuple(budgets), train=train, slurm=slurm, local=local,
+        default_executor=default_executor, source=source,
+    )  # fmt: skip
+
+
+def _recipe_names() -> list[str]:
+    from scaling.recipes import list_recipes
+
+    return [r if isinstance(r, str) else r.name for r in list_recipes()]
+
+
+def _train_settings(table: dict) -> dict[str, Any]:
+    """[train]: RunConfig fields shared by all runs, type-checked against the field annotations."""
+    from scaling.train import RunConfig
+
+    fields = {f.name: f for f in dataclasses.fields(RunConfig) if f.init}
+    allowed = sorted(set(fields) - set(GRID_FIELDS))
+    out = {}
+    for key, value in table.items():
+        if key in GRID_FIELDS:
+            where = "data" if key == "data" else f"grid.{key}"
+            raise UserError(f"train.{key}: set it as {where}, not in [train]")
+        if key not in fields:
+            raise UserError(f"train.{key}: unknown setting; known: {', '.join(allowed)}")
+        kind, optional = _hint(fields[key].type)
+        out[key] = value if optional and value is None else _coerce(value, kind, f"train.{key}")
+    return out
+
+
+def _hint(annotation: Any) -> tuple[type | None, bool]:
+    """(type, may be None) from a simple annotation such as "int | None"; (None, True) when unsure."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    parts = [p.strip() for p in text.split("|")]
+    kinds = [k for k in (_BUILTIN_TYPES.get(p) for p in parts if p != "None") if k]
+    return (kinds[0] if len(kinds) == 1 and len(parts) - ("None" in parts) == 1 else None), "None" in parts
+
+
+_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def _local_settings(table: dict) -> LocalSettings:
+    gpus = table.pop("gpus", "all")
+    settings = _settings(LocalSettings, table, "executor.local.")
+    if gpus != "all":
+        if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
+            raise UserError(f"executor.local.gpus: {gpus!r} is not \"all\" or a list of GPU indices like [0, 1]")
+        gpus = tuple(gpus)
+    return dataclasses.replace(settings, gpus=gpus)
+
+
+def _settings(cls, table: dict, prefix: str):
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in table.items():
+        if key not in fields:
+            raise UserError(f"{prefix}{key}: unknown setting; known: {', '.join(fields)}")
+        default = fields[key].default
+        if key == "time" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # minutes
+        kwargs[key] = _coerce(value, type(default) if default is not None else str, prefix + key)
+        if key == "time":
+            try:
+                time_minutes(kwargs[key])
+            except ValueError:
+                raise UserError(f"{prefix}time: {value!r} is not a SLURM time like \"4:00:00\" or \"1-00:00:00\"") from None
+        if isinstance(kwargs[key], (int, float)) and kwargs[key] < 0:
+            raise UserError(f"{prefix}{key}: must not be negative (got {value!r})")
+    return cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small typed getters; each error names the key path.
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _coerce(value: Any, kind: type | None, path: str) -> Any:
+    if kind is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, float) and value.is_integer():  # 1e9 in TOML is a float
+        return int(value)
+    if kind in (tuple, list) and isinstance(value, list):
+        return kind(value)
+    raise UserError(f"{path}: expected {_TYPE_NAMES.get(kind, kind.__name__)}, got {value!r}")
+
+
+def _get(table: dict, key: str, kind: type, prefix: str, default: Any = None) -> Any:
+    return _coerce(table[key], kind, prefix + key) if key in table else default
+
+
+def _table(raw: dict, key: str, prefix: str) -> dict:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise UserError(f"{prefix}{key}: expected a table ([{prefix}{key}]), got {value!r}")
+    return dict(value)
+
+
+def _axis(table: dict, key: str, kind: type, default: list | None = None, check=None, what: str = "",
+          prefix: str = "grid.") -> list:  # fmt: skip
+    if key not in table:
+        if default is None:
+            raise UserError(f"{prefix}{key}: missing; give one value or a list")
+        return default
+    values = table[key] if isinstance(table[key], list) else [table[key]]
+    if not values:
+        raise UserError(f"{prefix}{key}: empty list; give at least one value")
+    out = []
+    for i, v in enumerate(values):
+        v = _coerce(v, kind, f"{prefix}{key}[{i}]")
+        if check is not None and (isinstance(v, float) and not math.isfinite(v) or not check(v)):
+            raise UserError(f"{prefix}{key}[{i}]: expected {what}, got {values[i]!r}")
+        out.append(v)
+    return out
+
+
+def _no_unknown(table: dict, known: set[str], prefix: str) -> None:
+    for key in table:
+        if key not in known:
+            raise UserError(f"{prefix}{key}: unknown key; known: {', '.join(sorted(known))}")

@@ -1,0 +1,309 @@
+"""The sweep directory: what state each run is in, the run lock, status with ETA, and collect.
+
+    runs/<sweep>/
+      sweep.json              the plan of the last launch (spec + one config per run)
+      <run_id>/job.json       the launcher's record: config, executor, SLURM job id, submit time
+      <run_id>/lock           flock-ed by the process training this run (holder info inside)
+      <run_id>/config.json, metrics.csv, result.json, checkpoints/   written by `scaling train`
+
+A run is done/diverged/failed once result.json says so; running while its lock is held; queued
+while its SLURM job is in squeue; missing otherwise. The lock is an flock: the kernel drops it
+when the holder dies, so a crashed job never leaves a lock that blocks a relaunch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+STATES = ("done", "diverged", "failed", "running", "queued", "missing")
+RESULT_STATES = {"completed": "done", "diverged": "diverged", "failed": "failed"}
+# The result record's keys, in DESIGN.md's order: collect's columns.
+RESULT_FIELDS = (
+    "run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact", "recipe",
+    "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s", "vocab_size",
+    "versions", "git_commit",
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Small file helpers
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomic JSON write: temp file in the same directory, fsync, rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The run lock
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[bool]:
+    """Hold the run's lock for the block; yields False (and holds nothing) if another process has it."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        holder = {
+            "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
+            "slurm_job_id": _slurm_job_id(),
+        }  # fmt: skip
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def lock_holder(run_dir: Path) -> dict | None:
+    """The holder's info if the run's lock is held now, else None (probing takes and drops it)."""
+    path = Path(run_dir) / "lock"
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                return json.loads(os.pread(fd, 4096, 0) or b"{}")
+            except json.JSONDecodeError:
+                return {}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _slurm_job_id() -> str | None:
+    if "SLURM_ARRAY_JOB_ID" in os.environ:
+        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
+    return os.environ.get("SLURM_JOB_ID")
+
+
+# ---------------------------------------------------------------------------------------------
+# Run states
+
+
+def slurm_queue() -> dict[str, str] | None:
+    """Job id → SLURM state for every job in the queue (array tasks one per line); None without squeue."""
+    if shutil.which("squeue") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+
+def run_state(run_dir: Path, queue: dict[str, str] | None) -> str:
+    """One of STATES for a run directory (queue: `slurm_queue()`, fetched once per sweep)."""
+    run_dir = Path(run_dir)
+    result = read_json(run_dir / "result.json")
+    if result is not None:
+        return RESULT_STATES.get(result.get("status"), "failed")
+    if lock_holder(run_dir) is not None:
+        return "running"
+    job = read_json(run_dir / "job.json")
+    if job and job.get("job_id") and queue and job["job_id"] in queue:
+        return "running" if queue[job["job_id"]] in ("RUNNING", "COMPLETING") else "queued"
+    if job and job.get("job_id") and queue is None and job.get("executor") == "slurm":
+        return "queued"  # no squeue here: trust the record rather than submit twice
+    return "failed" if job else "missing"
+
+
+def run_dirs(sweep_dir: Path) -> list[Path]:
+    """The runs of a sweep: those in its plan (sweep.json), then any other run folder found."""
+    sweep_dir = Path(sweep_dir)
+    plan = read_json(sweep_dir / "sweep.json") or {}
+    ids = [r["run_id"] for r in plan.get("runs", [])]
+    extra = sorted(
+        p.name for p in sweep_dir.iterdir()
+        if p.is_dir() and p.name not in ids and any((p / f).exists() for f in ("job.json", "config.json", "result.json"))
+    ) if sweep_dir.is_dir() else []  # fmt: skip
+    return [sweep_dir / i for i in ids + extra]
+
+
+# ---------------------------------------------------------------------------------------------
+# Status
+
+
+@dataclass
+class RunStatus:
+    run_id: str
+    family: str
+    size: str
+    recipe: str
+    tokens: int
+    seed: int
+    state: str
+    progress: float  # fraction of tokens seen (from metrics.csv) or 1 when finished
+    val_loss: float | None
+    eta_s: float | None  # this run's remaining time, for running runs
+    job_id: str | None
+
+
+@dataclass
+class SweepStatus:
+    sweep_dir: str
+    counts: dict[str, int]
+    runs: list[RunStatus]
+    eta_s: float | None  # the whole sweep, at the current concurrency; None when unknown
+    eta_method: str
+
+
+def status(sweep_dir: Path) -> SweepStatus:
+    """The state of every run of a sweep, counts per state, and an ETA."""
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        from scaling.errors import UserError
+
+        raise UserError(f"sweep directory {sweep_dir} does not exist; launch the sweep first")
+    queue = slurm_queue()
+    now = time.time()
+    plan = {r["run_id"]: r for r in (read_json(sweep_dir / "sweep.json") or {}).get("runs", [])}
+    rows = []
+    for d in run_dirs(sweep_dir):
+        state = run_state(d, queue)
+        cfg = plan.get(d.name) or (read_json(d / "job.json") or {}).get("config") or read_json(d / "config.json") or {}
+        result = read_json(d / "result.json") or {}
+        tokens = int(cfg.get("tokens") or result.get("tokens") or 0)
+        seen, last_loss = _curve_end(d / "metrics.csv")
+        progress = 1.0 if state in ("done", "diverged") else (min(1.0, seen / tokens) if tokens else 0.0)
+        eta = None
+        holder = lock_holder(d) if state == "running" else None
+        if holder and holder.get("started") and 0 < progress < 1:
+            # Progress made by this holder only is unknown after a resume; the whole curve over
+            # the holder's time is a fair (pessimistic on resume) estimate.
+            elapsed = now - holder["started"]
+            eta = elapsed * (1 - progress) / progress
+        rows.append(RunStatus(
+            run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
+            recipe=cfg.get("recipe", result.get("recipe", "")), tokens=tokens, seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
+            state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
+            job_id=(read_json(d / "job.json") or {}).get("job_id"),
+        ))  # fmt: skip
+    counts = {s: sum(r.state == s for r in rows) for s in STATES}
+    eta_s, method = _sweep_eta(sweep_dir, rows)
+    return SweepStatus(str(sweep_dir), counts, rows, eta_s, method)
+
+
+def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:
+    """(tokens, val_loss) of the last row of a run's metrics.csv; (0, None) when there is none."""
+    try:
+        with open(metrics_csv, newline="") as f:
+            last = None
+            for last in csv.DictReader(f):
+                pass
+    except FileNotFoundError:
+        return 0, None
+    if not last:
+        return 0, None
+
+    def num(key: str) -> float | None:
+        try:
+            return float(last[key])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    return int(num("tokens") or 0), num("val_loss")
+
+
+def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, str]:
+    """Remaining tokens-weighted work ÷ throughput measured on finished runs, × runs in flight."""
+    finished = [read_json(sweep_dir / r.run_id / "result.json") or {} for r in rows if r.state in ("done", "diverged")]
+    rates = [f["flops"] / f["wall_s"] for f in finished if f.get("flops") and f.get("wall_s")]
+    remaining = [r for r in rows if r.state in ("running", "queued", "missing", "failed")]
+    if not remaining:
+        return 0.0, "nothing left"
+    running = [r for r in rows if r.state == "running"]
+    if not rates:
+        etas = [r.eta_s for r in running if r.eta_s is not None]
+        if etas and len(etas) == len(remaining):
+            return max(etas), "from the running runs' progress"
+        return None, "unknown until a run finishes"
+    from models import model_size
+
+    rate = sum(rates) / len(rates)  # FLOPs/s of one run
+    left = 0.0
+    for r in remaining:
+        n = model_size(r.family, r.size).n_params if r.family and r.size else 0
+        left += 6 * n * r.tokens * (1 - r.progress)
+    parallel = max(1, len(running))
+    return left / rate / parallel, f"finished runs' FLOP/s × {parallel} in flight"
+
+
+# ---------------------------------------------------------------------------------------------
+# Collect
+
+
+def collect(sweep_dir: Path):
+    """One row per finished run (every result.json under the sweep) with the result-record fields."""
+    import polars as pl
+
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        from scaling.errors import UserError
+
+        raise UserError(f"sweep directory {sweep_dir} does not exist; launch the sweep first")
+    records = []
+    for d in run_dirs(sweep_dir):
+        r = read_json(d / "result.json")
+        if r is not None:
+            records.append(r)
+    extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
+    columns = list(RESULT_FIELDS) + extra
+    rows = [{c: _flat(r.get(c)) for c in columns} for r in records]
+    if not rows:
+        return pl.DataFrame(schema={c: pl.Utf8 for c in columns})
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _flat(value: Any) -> Any:
+    # Nested values (versions) become JSON text so every row has one column type.
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+def write_parquet(df, out: Path) -> None:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    df.write_parquet(tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, out)
