@@ -239,6 +239,8 @@ def test_ms_eden_gemm_is_unbiased_and_beats_sr(capsys):
         print(f"\nMS-EDEN: max |z| {z.abs().max():.2f}, overall z {z_all:.2f}; "
               f"MSE MS-EDEN / element SR = {mse_eden:.4g} / {mse_sr:.4g} = {mse_eden / mse_sr:.3f}")
     assert abs(z_all) < 3 and z.abs().max() < 4.5
+    # Whatever bias there is stays far below one estimate's error (measured: 0.7 % vs 14 %).
+    assert (mean - exact).norm() < 0.2 * math.sqrt(mse_eden * exact.numel())
     assert mse_eden < mse_sr
 
 
