@@ -99,9 +99,14 @@ def mxfp4(x: np.ndarray, block: int = 32) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nvfp4(x: np.ndarray, block: tuple[int, int] = (1, 16), bound: float = 448.0,
-          order: str = "documented") -> tuple[np.ndarray, np.ndarray, float]:
+          order: str = "documented", four_over_six: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
     """NVFP4 two-level quantization of a 2-D float32 array, blocks along the last axis:
-    (E2M1 values, E4M3 block scales s_b, FP32 tensor scale s_enc)."""
+    (E2M1 values, E4M3 block scales s_b, FP32 tensor scale s_enc).
+
+    four_over_six (Four Over Six, arXiv 2512.02010): each block is also quantized with its amax
+    mapped to 4 (s_b = E4M3((amax / 4) * s_enc)), and the candidate with the lower squared error
+    sum((q * s_b - x * s_enc)^2), computed here exactly in float64, is kept; a tie keeps the
+    amax -> 6 candidate."""
     x = np.asarray(x, dtype=F32)
     R, K = x.shape
     amax_t = F32(np.abs(x).max())
@@ -110,11 +115,16 @@ def nvfp4(x: np.ndarray, block: tuple[int, int] = (1, 16), bound: float = 448.0,
     scales = np.zeros((R // block[0], K // block[1]))
     for bi, bj, sl in _blocks(x, *block):
         amax_b = F32(np.abs(x[sl]).max())
-        s_b = F32(e4m3(np.array([F32(amax_b / F32(6)) * s_enc]), bound)[0])
-        scales[bi, bj] = s_b
-        if s_b == 0:
-            continue
-        with np.errstate(over="ignore"):
-            v = x[sl] * F32(s_enc / s_b) if order == "documented" else (x[sl] * s_enc) / s_b
-        values[sl] = e2m1(v)
+        best = None
+        for target in (6, 4) if four_over_six else (6,):
+            s_b = F32(e4m3(np.array([F32(amax_b / F32(target)) * s_enc]), bound)[0])
+            q = np.zeros(x[sl].shape)
+            if s_b > 0:
+                with np.errstate(over="ignore"):
+                    v = x[sl] * F32(s_enc / s_b) if order == "documented" else (x[sl] * s_enc) / s_b
+                q = e2m1(v)
+            err = float(((q * float(s_b) - x[sl].astype(np.float64) * float(s_enc)) ** 2).sum())
+            if best is None or err < best[0]:
+                best = (err, s_b, q)
+        _, scales[bi, bj], values[sl] = best
     return values, scales, float(s_enc)

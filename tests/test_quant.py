@@ -89,6 +89,23 @@ def test_nvfp4_matches_spec_reference(spec, dtype):
         np.testing.assert_array_equal(q.values.numpy(), values)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_four_over_six_matches_spec_reference(dtype):
+    """4/6 (E4M3 bound 256): the per-block choice between amax -> 6 and amax -> 4. The reference
+    compares the two squared errors exactly (float64); the quantizer in float32 (a fixed summation
+    tree), so only a near-tie could pick differently: none may occur here."""
+    spec = NV.but(four_over_six=True, scale_bound=256.0)
+    for x in (_random(64, 256, 6, dtype), adversarial_nv().to(dtype)):
+        q = quantize(x, spec)
+        values, scales, s_enc = ref.nvfp4(x.float().numpy(), bound=256.0, four_over_six=True)
+        assert q.tensor_scale.item() == s_enc
+        np.testing.assert_array_equal(q.block_scale.numpy(), scales)
+        np.testing.assert_array_equal(q.values.numpy(), values)
+        six = ref.nvfp4(x.float().numpy(), bound=256.0)[1]
+        chose4 = (scales != six).mean()
+        assert 0 < chose4 < 1  # both candidates really get picked
+
+
 def test_adversarial_inputs_hit_the_cases_they_name():
     """The adversarial tensors really contain ties, subnormal and zero block scales, and clipping."""
     q = quantize(adversarial_nv(), NV)
