@@ -9,15 +9,8 @@
 See docs/fits.md.
 """
 
-import os
-
-# scipy's L-BFGS-B calls OpenBLAS on tiny vectors; with its thread pool on a busy machine each call
-# waits on waking threads (20x slower on 2 cores). Fits parallelise over processes instead. The
-# library reads this once, when scipy loads it, so it must be set before fits imports scipy.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from fits.analysis import analyse, fit_law  # noqa: E402
-from fits.laws import compute_optimal, predict  # noqa: E402
-from fits.table import read_table  # noqa: E402
+from fits.analysis import analyse, fit_law
+from fits.laws import compute_optimal, predict
+from fits.table import read_table
 
 __all__ = ["analyse", "fit_law", "predict", "compute_optimal", "read_table"]

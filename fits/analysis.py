@@ -23,6 +23,7 @@ from fits.fit import (FREE, N_PARAMS, Points, bootstrap_weights, efficiency_star
 from fits.isoflop import isoflop_fit
 from fits.laws import LAWS, log_predict, to_params
 from fits.table import read_table
+from fits.threads import single_threaded_blas
 from scaling.errors import UserError
 
 REPLICATE_GRID_STARTS = 1  # grid starts per replicate, besides the full-data optimum (a guard against basin switches)
@@ -131,10 +132,11 @@ def _run(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolat
         _check_enough(g, groups[g], kind)
 
     t0 = time.perf_counter()
-    thetas, objectives, starts = _fit_full(groups, jobs, top)
-    t1 = time.perf_counter()
-    ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
-    reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []
+    with single_threaded_blas():  # forked workers inherit the setting
+        thetas, objectives, starts = _fit_full(groups, jobs, top)
+        t1 = time.perf_counter()
+        ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
+        reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []
     timing = {"fit_s": t1 - t0, "bootstrap_s": time.perf_counter() - t1, "workers": workers}
 
     # groups: each law job as fitted; a penalised recipe adds its efficiencies (and, for the
