@@ -290,8 +290,8 @@ def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
         if tr != "none":
             continue
         if fmt == "nvfp4":
-            got = {lvl: r["level_error"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
-            theory = {lvl: r["level_error_theory"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
+            got = {f"{lvl:g}": r["level_error"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
+            theory = {f"{lvl:g}": r["level_error_theory"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
             out.append({"claim": "E2M1 RTNE error negative at levels 2 and 4", "tensor": tensor,
                         "measured": got, "theory": theory, "holds": all(v < 0 for v in got.values())})
         if fmt == "ufp4":

@@ -58,7 +58,7 @@ def test_ufp4_paper_claims_on_synthetic_tensors():
     assert not failed, failed
     for c in claims:  # the shrinkage is near the uniform-density theory, not just negative
         if c["claim"].startswith("E2M1"):
-            assert -0.15 < c["measured"][2.0] < -0.08 and -0.3 < c["measured"][4.0] < -0.12
+            assert -0.15 < c["measured"]["2"] < -0.08 and -0.3 < c["measured"]["4"] < -0.12
 
 
 def test_run_diagnostics_shape_and_consistency():
