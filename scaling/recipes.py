@@ -159,7 +159,9 @@ RHT16 = dict(transform=16, signs="run")
 SIX_FOUR = dict(four_over_six=True, scale_bound=256.0)
 # MS-EDEN (Quartet II backward): RHT128 redrawn per backward call (step and layer), RTNE with
 # headroom (amax -> 6 / ((17/16) * 0.93)), EDEN-corrected E4M3 scales rounded stochastically.
-EDEN = NV.but(transform=128, signs="layer_step", eden=True, headroom=(17 / 16) * 0.93)
+# Tensor scale bound 256 as in IST-DASLab/Quartet-II (their 255.99): the correction c can raise a
+# block scale, which must not saturate at E4M3's 448.
+EDEN = NV.but(transform=128, signs="layer_step", eden=True, headroom=(17 / 16) * 0.93, scale_bound=256.0)
 
 
 def _same(spec: QuantSpec | None) -> dict:
