@@ -21,7 +21,7 @@ from fits import penalty
 from fits.fit import (FREE, N_PARAMS, Points, bootstrap_weights, efficiency_starts, epoch_grid, fit_grid,
                       minimize_from, parallel_map, percentile_ci)
 from fits.isoflop import isoflop_fit
-from fits.laws import LAWS, log_predict, to_params
+from fits.laws import IDX, LAWS, log_predict, to_params
 from fits.table import read_table
 from fits.threads import single_threaded_blas
 from scaling.errors import UserError
@@ -102,6 +102,18 @@ def _replicate(ctx: dict, i: int) -> dict:
     return thetas
 
 
+def _named(thetas: dict, g: str, pts: Points, law: str, jobs: dict, base: str | None) -> dict:
+    """Group g's named parameters: its own law (or, under the quartet law, the baseline's that it
+    shares), plus its efficiencies against the baseline when it has them."""
+    p = to_params(thetas[f"law:{g}" if f"law:{g}" in jobs else f"law:{base}"], law)
+    if f"const:{g}" in jobs:
+        const = to_params(thetas[f"const:{g}"], law, efficiency=True)
+        growth = to_params(thetas[f"growth:{g}"], law, pts.logN0, pts.logD0, growth=True)
+        p.update(effN=const["effN"], effD=const["effD"], kappaN=growth["kappaN"], kappaD=growth["kappaD"],
+                 N0=growth["N0"], D0=growth["D0"])
+    return p
+
+
 def _param_ci(samples: list[dict]) -> dict[str, list[float]]:
     keys = [k for k in samples[0] if k not in ("N0", "D0")] if samples else []
     return {k: list(percentile_ci(np.array([s[k] for s in samples]))) for k in keys}
@@ -139,35 +151,23 @@ def _run(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolat
         reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []
     timing = {"fit_s": t1 - t0, "bootstrap_s": time.perf_counter() - t1, "workers": workers}
 
-    # groups: each law job as fitted; a penalised recipe adds its efficiencies (and, for the
-    # quartet law, shows the baseline's law it shares).
     out_groups = {}
     for g, pts in groups.items():
-        lawkey = f"law:{g}" if f"law:{g}" in jobs else f"law:{base}"
-        def named(th, key=lawkey):
-            p = to_params(th[key], law)
-            if f"const:{g}" in jobs:
-                c, gr = th[f"const:{g}"], th[f"growth:{g}"]
-                e = to_params(c, law, efficiency=True)
-                gp = to_params(gr, law, pts.logN0, pts.logD0, growth=True)
-                p.update(effN=e["effN"], effD=e["effD"], kappaN=gp["kappaN"], kappaD=gp["kappaD"],
-                         N0=gp["N0"], D0=gp["D0"])
-            return p
-        params = named(thetas)
-        ci = _param_ci([named(r) for r in reps if all(np.isfinite(v).all() for v in r.values())])
+        params = _named(thetas, g, pts, law, jobs, base)
+        ok = [r for r in reps if all(np.isfinite(v).all() for v in r.values())]
+        ci = _param_ci([_named(r, g, pts, law, jobs, base) for r in ok])
         objective = objectives[f"law:{g}"] if f"law:{g}" in jobs else objectives[f"const:{g}"]
         out_groups[g] = _group_entry(g, pts, params, ci, objective)
 
     result = {"law": law, "baseline": base, "groups": out_groups, "penalty": {}, "bands": {},
               "bootstrap": bootstrap, "seed": seed}
     for r in [g for g in groups if f"growth:{g}" in jobs]:
-        result["penalty"][r], result["bands"][r] = _penalty(r, groups[r], jobs, thetas, reps, base, margin,
-                                                            extrapolate)
+        result["penalty"][r], result["bands"][r] = _penalty(r, groups[r], thetas, reps, base, margin, extrapolate)
     result["timing"] = {**timing, "total_s": time.perf_counter() - t0}
     return result
 
 
-def _penalty(r, pts, jobs, thetas, reps, base, margin, extrapolate):
+def _penalty(r, pts, thetas, reps, base, margin, extrapolate):
     C = 6 * np.exp(pts.logN + pts.logD)
     c_lo, c_hi = float(C.min()), float(C.max())
     logC = np.linspace(np.log(c_lo), np.log(c_hi * extrapolate), GRID_POINTS)
@@ -184,8 +184,8 @@ def _penalty(r, pts, jobs, thetas, reps, base, margin, extrapolate):
     ratio_ci = percentile_ci(np.array([b["ratio_per_decade"] for b in boot]))
 
     stat, p_value = penalty.lr_test(_l1(thetas[f"const:{r}"], pts), _l1(thetas[gkey], pts), pts.n_runs)
-    kN = np.array([rep[gkey][8] for rep in ok])
-    kD = np.array([rep[gkey][9] for rep in ok])
+    kN = np.array([rep[gkey][IDX["kappaN"]] for rep in ok])
+    kD = np.array([rep[gkey][IDX["kappaD"]] for rep in ok])
 
     def at_marks(name):
         return {"C": [c_lo, c_hi, c_hi * extrapolate], "where": ["data min", "data max", f"{extrapolate:g}x data max"],
@@ -205,8 +205,8 @@ def _penalty(r, pts, jobs, thetas, reps, base, margin, extrapolate):
         "p_value": p_value,
         "lr_stat": stat, "lr_df": 2,
         "ratio_per_decade": {"value": point["ratio_per_decade"], "ci95": list(ratio_ci)},
-        "kappaN": {"value": float(thetas[gkey][8]), "ci95": list(percentile_ci(kN))},
-        "kappaD": {"value": float(thetas[gkey][9]), "ci95": list(percentile_ci(kD))},
+        "kappaN": {"value": float(thetas[gkey][IDX["kappaN"]]), "ci95": list(percentile_ci(kN))},
+        "kappaD": {"value": float(thetas[gkey][IDX["kappaD"]]), "ci95": list(percentile_ci(kD))},
         "margin": margin,
         "rule": penalty.rule_text(margin),
         "n_replicates": len(ok),

@@ -1,8 +1,8 @@
 """Chinchilla Approach 2: per isoFLOP level, a parabola of loss in log N; then N_opt ∝ C^a.
 
 Used only when the data has isoFLOP structure: at least 3 compute levels (points whose C = 6ND
-follow each other within 0.1 decades and span at most 0.05, i.e. ±6%) that each hold at least 3 distinct model sizes and a minimum inside
-the sizes tried.
+follow each other within 0.1 decades and span at most 0.05, i.e. ±6%) that each hold at least 3
+distinct model sizes and a minimum inside the sizes tried.
 """
 
 from __future__ import annotations

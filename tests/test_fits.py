@@ -122,6 +122,18 @@ def test_compute_optimal_minimises_the_law_and_multiplier_identity():
     assert np.all(c["gap"] > 0)
 
 
+def test_fit_law_fits_each_group_on_its_own():
+    t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.5}}, sizes=np.geomspace(1e7, 1e10, 6), noise=0.001)
+    groups = fits.fit_law(t, law="chinchilla")
+    assert set(groups) == {"bf16", "fp4"} and set(groups["fp4"]["params"]) == {"A", "B", "E", "alpha", "beta"}
+    for k, v in EPOCH.items():
+        assert groups["bf16"]["params"][k] == pytest.approx(v, rel=0.1)
+    # effN = 0.5 multiplies A by 0.5^-α and nothing else
+    assert groups["fp4"]["params"]["A"] / groups["bf16"]["params"]["A"] == pytest.approx(0.5 ** -EPOCH["alpha"], rel=0.1)
+    by_column = fits.fit_law(t.with_columns(half=pl.col("recipe")), by="half")
+    assert by_column["fp4"]["params"] == groups["fp4"]["params"]
+
+
 def test_verdict_rule():
     assert verdict(0.01, (0.8, 0.95)) == "grows"
     assert verdict(0.2, (0.8, 0.95)) == "inconclusive"  # interval below 1 but LR test not significant

@@ -80,7 +80,9 @@ def print_human(out: dict) -> None:
         if g.get("isoflop"):
             row["isoFLOP a"] = g["isoflop"]["a"]
         rows.append(row)
-    cols = ["group", "points", "runs", *used, "objective"] + (["isoFLOP a"] if any("isoFLOP a" in r for r in rows) else [])
+    cols = ["group", "points", "runs", *used, "objective"]
+    if any("isoFLOP a" in r for r in rows):
+        cols.append("isoFLOP a")
     print_table(rows, cols, title=f"{out['law']} law, 95% bootstrap intervals ({out['bootstrap']} replicates)")
     if not out["penalty"]:
         return
