@@ -104,13 +104,15 @@ def _replicate(ctx: dict, i: int) -> dict:
 
 def _named(thetas: dict, g: str, pts: Points, law: str, jobs: dict, base: str | None) -> dict:
     """Group g's named parameters: its own law (or, under the quartet law, the baseline's that it
-    shares), plus its efficiencies against the baseline when it has them."""
+    shares); a penalised recipe adds its growth model against the baseline's law (effN, effD at N0,
+    D0 and kappaN, kappaD: on the baseline's law, `predict` gives the recipe's law of the penalty),
+    and the constant-efficiency model's effN_const, effD_const (the Quartet paper's quantities)."""
     p = to_params(thetas[f"law:{g}" if f"law:{g}" in jobs else f"law:{base}"], law)
     if f"const:{g}" in jobs:
         const = to_params(thetas[f"const:{g}"], law, efficiency=True)
-        growth = to_params(thetas[f"growth:{g}"], law, pts.logN0, pts.logD0, growth=True)
-        p.update(effN=const["effN"], effD=const["effD"], kappaN=growth["kappaN"], kappaD=growth["kappaD"],
-                 N0=growth["N0"], D0=growth["D0"])
+        growth = to_params(thetas[f"growth:{g}"], law, pts.logN0, pts.logD0, efficiency=True, growth=True)
+        p.update({k: growth[k] for k in ("effN", "effD", "kappaN", "kappaD", "N0", "D0")})
+        p.update(effN_const=const["effN"], effD_const=const["effD"])
     return p
 
 

@@ -74,10 +74,17 @@ def test_recovers_efficiencies_growth_and_verdicts():
     for k, v in EPOCH.items():
         lo, hi = groups["bf16"]["ci95"][k]
         assert lo <= v <= hi, ("bf16", k, lo, v, hi)
-    for recipe, keys in (("flat", ("effN", "effD", "kappaN", "kappaD")), ("grows", ("kappaN", "kappaD"))):
+    for recipe, keys in (("flat", ("effN", "effD", "kappaN", "kappaD", "effN_const", "effD_const")),
+                         ("grows", ("effN", "effD", "kappaN", "kappaD"))):
         for k in keys:
             lo, hi = groups[recipe]["ci95"][k]
-            assert lo <= truth[recipe][k] <= hi, (recipe, k, lo, truth[recipe][k], hi)
+            true = truth[recipe][k.removesuffix("_const")]
+            assert lo <= true <= hi, (recipe, k, lo, true, hi)
+    # the growth model's parameters are one law: on the baseline's law, predict() gives the recipe's loss
+    grows = {**groups["bf16"]["params"], **{k: v for k, v in groups["grows"]["params"].items()
+                                            if k not in ("A", "B", "E", "alpha", "beta")}}
+    t = table.filter(pl.col("recipe") == "grows")
+    assert np.abs(np.log(predict(grows, t["N"], t["D"]) / t["loss"])).mean() < 0.01
     assert penalty["grows"]["verdict"] == "grows", penalty["grows"]
     assert penalty["grows"]["p_value"] < 0.05 and penalty["grows"]["ratio_per_decade"]["ci95"][1] < 1
     assert penalty["flat"]["verdict"] == "does not grow", penalty["flat"]
@@ -100,9 +107,9 @@ def test_quartet_law_recovers_efficiencies():
     out = fits.analyse(table, law="quartet", bootstrap=40, seed=0, workers=2)
     g = out["groups"]["mxfp4"]
     assert "gamma" in g["params"] and out["law"] == "quartet"
-    for k in ("effN", "effD"):
+    for k in ("effN", "effD", "effN_const", "effD_const"):
         lo, hi = g["ci95"][k]
-        assert lo <= truth["mxfp4"][k] <= hi, (k, lo, hi)
+        assert lo <= truth["mxfp4"][k.removesuffix("_const")] <= hi, (k, lo, hi)
     lo, hi = out["groups"]["bf16"]["ci95"]["gamma"]
     assert lo <= 0.8 <= hi
     assert out["penalty"]["mxfp4"]["verdict"] == "does not grow"
@@ -129,7 +136,8 @@ def test_fit_law_fits_each_group_on_its_own():
     for k, v in EPOCH.items():
         assert groups["bf16"]["params"][k] == pytest.approx(v, rel=0.1)
     # effN = 0.5 multiplies A by 0.5^-α and nothing else
-    assert groups["fp4"]["params"]["A"] / groups["bf16"]["params"]["A"] == pytest.approx(0.5 ** -EPOCH["alpha"], rel=0.1)
+    ratio = groups["fp4"]["params"]["A"] / groups["bf16"]["params"]["A"]
+    assert ratio == pytest.approx(0.5 ** -EPOCH["alpha"], rel=0.1)
     by_column = fits.fit_law(t.with_columns(half=pl.col("recipe")), by="half")
     assert by_column["fp4"]["params"] == groups["fp4"]["params"]
 
@@ -184,7 +192,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
         assert {"params", "ci95", "n_points", "n_runs", "objective"} <= set(g)
         assert {"A", "B", "E", "alpha", "beta"} <= set(g["params"]) <= set(g["params"]) | {"N0", "D0"}
         assert set(g["ci95"]) <= set(g["params"]) and all(len(v) == 2 for v in g["ci95"].values())
-    assert {"effN", "effD", "kappaN", "kappaD"} <= set(out["groups"]["grows"]["params"])
+    assert {"effN", "effD", "kappaN", "kappaD", "effN_const", "effD_const"} <= set(out["groups"]["grows"]["params"])
     assert set(out["penalty"]) == {"flat", "grows"}
     for p in out["penalty"].values():
         assert p["verdict"] in ("grows", "does not grow", "inconclusive")

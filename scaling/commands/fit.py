@@ -66,7 +66,7 @@ def _with_ci(value: float, ci) -> str:
 def print_human(out: dict) -> None:
     from scaling.console import print_table
 
-    names = ["A", "B", "E", "alpha", "beta", "gamma", "effN", "effD", "kappaN", "kappaD"]
+    names = ["A", "B", "E", "alpha", "beta", "gamma", "effN_const", "effD_const", "effN", "effD", "kappaN", "kappaD"]
     used = [n for n in names if any(n in g["params"] for g in out["groups"].values())]
     rows = []
     for name, g in out["groups"].items():
