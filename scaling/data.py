@@ -203,7 +203,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     if not 256 < vocab_size <= 2**32:
-        raise UserError(f"vocab size {vocab_size} must be above 256 (the byte alphabet) and at most 2**32")
+        raise UserError(f"--vocab-size {vocab_size} must be above 256 (the byte alphabet) and at most 2**32")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -297,7 +297,8 @@ def _documents(
 
 
 def _tokenizer_sample(train_paths: list[Path], text_column: str, split: bool, val_fraction: float, seed: int, budget: int):
-    """Up to `budget` bytes of training text, spread evenly over the files (the head of each)."""
+    """Up to `budget` characters (≈ bytes for English) of training text, spread evenly over the
+    files (the head of each)."""
     per_file = max(1, budget // max(1, len(train_paths)))
     for path in train_paths:
         taken = 0
@@ -375,6 +376,8 @@ def prepare(
     val_paths = resolve_sources(val_sources) if val_sources else []
     if not val_paths and not 0.0 < val_fraction < 1.0:
         raise UserError(f"--val-fraction {val_fraction} must be strictly between 0 and 1")
+    if tokenizer is None and not 256 < vocab_size <= 2**32:
+        raise UserError(f"--vocab-size {vocab_size} must be above 256 (the byte alphabet) and at most 2**32")
     if max_docs is not None and max_docs < 1:
         raise UserError(f"--max-docs {max_docs} must be at least 1")
     check_sources(train_paths + val_paths, text_column)
