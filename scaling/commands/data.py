@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("sources", nargs="+", metavar="SOURCES", help="files, globs (quote them), directories, or `builtin`")
     p.add_argument("--out", help="output data dir (required unless the source is `builtin`)")
     p.add_argument("--val", nargs="+", action="extend", default=[], metavar="SOURCES",
-                   help="take the validation split from these files instead of a fraction of SOURCES")
+                   help="take the validation split from these files instead of a fraction of SOURCES (put it after SOURCES)")
     p.add_argument("--vocab-size", type=int, default=None,
                    help=f"BPE vocabulary incl. <|endoftext|> (default {DEFAULT_VOCAB_SIZE}; {BUILTIN_VOCAB_SIZE} for builtin)")
     p.add_argument("--tokenizer", metavar="PATH", help="use this tokenizer.json instead of training one")
