@@ -374,6 +374,8 @@ def prepare(
     out = Path(out_dir).expanduser()
     train_paths = resolve_sources(sources)
     val_paths = resolve_sources(val_sources) if val_sources else []
+    if both := sorted(set(train_paths) & set(val_paths)):
+        raise UserError(f"{both[0]} is both a training source and a --val source; name it once")
     if not val_paths and not 0.0 < val_fraction < 1.0:
         raise UserError(f"--val-fraction {val_fraction} must be strictly between 0 and 1")
     if tokenizer is None and not 256 < vocab_size <= 2**32:

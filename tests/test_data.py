@@ -203,5 +203,6 @@ def test_cli_errors(tmp_path, docs, capsys):
     empty.write_text('{"text": ""}\n{"text": "  "}\n')
     assert "no documents with text" in _cli_error(["prepare", str(empty), "--out", out, "--vocab-size", "300"], capsys)
     assert "must be above 256" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", "100"], capsys)
+    assert "both a training source and a --val source" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src)], capsys)
     assert "not both" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src), "--val-fraction", "0.1"], capsys)
     assert "no meta.json" in _cli_error(["info", str(tmp_path)], capsys)
