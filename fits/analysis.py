@@ -74,7 +74,7 @@ def _fit_full(groups, jobs, top):
             fit, ranked = fit_grid(kind, pts, grid, top=top)
             starts[key] = ranked[:REPLICATE_GRID_STARTS]
         else:
-            s = efficiency_starts(thetas[base], kind)
+            s = efficiency_starts(thetas[base])
             if kind == "growth":  # the constant-efficiency optimum is the natural start for κ
                 s = np.vstack([thetas[f"const:{g}"][None], s])
             fit = minimize_from(s, kind, pts)

@@ -127,7 +127,7 @@ def epoch_grid(law: str = "chinchilla") -> np.ndarray:
     return np.array(rows)
 
 
-def efficiency_starts(base: np.ndarray, kind: str) -> np.ndarray:
+def efficiency_starts(base: np.ndarray) -> np.ndarray:
     """A small grid for effN, effD (and κ = 0): efficiencies from 1 down to e^-1."""
     rows = []
     for u, v in itertools.product([0.0, -0.5, -1.0], [0.0, -0.5, -1.0]):
@@ -144,8 +144,9 @@ class Fit:
     objective: float
 
 
-def minimize_from(starts: np.ndarray, kind: str, pts: Points, w: np.ndarray | None = None) -> Fit:
-    """L-BFGS-B from each start (full θ vectors; `kind` says which entries move); the best wins."""
+def minimize_from(starts: np.ndarray, kind: str, pts: Points, w: np.ndarray | None = None) -> Fit | None:
+    """L-BFGS-B from each start (full θ vectors; `kind` says which entries move); the best wins
+    (None if every start ended at a non-finite objective)."""
     free = FREE[kind]
     bounds = [BOUNDS.get(i, (None, None)) for i in free]
     best = None
@@ -164,7 +165,7 @@ def minimize_from(starts: np.ndarray, kind: str, pts: Points, w: np.ndarray | No
 
 
 def fit_grid(kind: str, pts: Points, starts: np.ndarray, top: int | None = None,
-             w: np.ndarray | None = None) -> tuple[Fit, np.ndarray]:
+             w: np.ndarray | None = None) -> tuple[Fit | None, np.ndarray]:
     """Fit from a grid of starts. `top`: run L-BFGS-B only from the `top` grid points with the lowest
     objective (None: from all of them, as Epoch does). Returns the fit and the starts ranked best first."""
     ranked = starts[np.argsort(objective_at(starts, pts, w), kind="stable")]
