@@ -1,0 +1,232 @@
+"""Sweep specs (validation, overrides, isoFLOP, plan), run locks, relaunch logic, local launch + collect.
+
+The SLURM launcher is tested against a real one-node cluster in tests/test_sweeps_slurm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from scaling.cli import main
+from scaling.errors import UserError
+
+# Two tiny runs: the 0.5M model, 4096 tokens (8 steps of 8×64) each.
+TINY = """
+name = "tiny"
+data = "builtin"
+[grid]
+family = "nanochat"
+size = "0.5M"
+recipe = "bf16"
+tokens = 4096
+seed = [0, 1]
+[train]
+seq_len = 64
+batch_size = 8
+eval_tokens = 1024
+eval_interval = 4
+[executor.local]
+cpu_jobs = 2
+[executor.slurm]
+time = "10:00"
+gpus = 0
+cpus = 1
+"""
+
+
+def write_spec(tmp_path: Path, text: str = TINY, name: str = "spec.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
+    from sweeps.spec import load_spec
+
+    return load_spec(write_spec(tmp_path, text), list(overrides))
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation: one message naming the key path; exit 2 from the CLI; nothing submitted
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ('grid.recipe=["bf16", "nvfp5"]', "grid.recipe[1]: unknown recipe 'nvfp5'; known: "),
+        ('grid.size=["0.5M", "3M"]', "grid.size[1]: '3M' is not in the nanochat ladder; known: 0.5M, 1M"),
+        ('grid.tokens="many"', "grid.tokens[0]: expected an integer, got 'many'"),
+        ("grid.seed=-1", "grid.seed[0]: expected a non-negative integer, got -1"),
+        ('grid.family="gpt5"', "grid.family[0]: unknown family 'gpt5'; known: llama2, nanochat"),
+        ('train.seq_len="long"', "train.seq_len: expected an integer, got 'long'"),
+        ("train.learning_rate=0.1", "train.learning_rate: unknown setting; known: "),
+        ("train.recipe='bf16'", "train.recipe: set it as grid.recipe, not in [train]"),
+        ("executor.slurm.cpus=1.5", "executor.slurm.cpus: expected an integer, got 1.5"),
+        ('executor.slurm.time="soon"', "executor.slurm.time: 'soon' is not a SLURM time"),
+        ("executor.local.gpus=3", "executor.local.gpus: 3 is not \"all\" or a list of GPU indices"),
+        ("grid.sizes=1", "grid.sizes: unknown key; known: family, lr_mult, recipe, seed, size, tokens, tokens_per_param"),
+        ("grid.tokens_per_param=20", "grid: give exactly one of grid.tokens, grid.tokens_per_param or isoflop.budgets"),
+    ],
+)
+def test_bad_spec_names_the_key_path(tmp_path, override, message):
+    with pytest.raises(UserError) as err:
+        load(tmp_path, overrides=(override,))
+    assert message in str(err.value)
+
+
+def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    for executor in ("local", "slurm"):
+        rc = main(["sweep", "launch", str(spec), "--executor", executor, "--sweep-dir", str(sweep_dir),
+                   "--set", 'grid.recipe=["bf16","nvfp5"]'])  # fmt: skip
+        assert rc == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: grid.recipe[1]: unknown recipe 'nvfp5'") and "Traceback" not in err
+        assert not sweep_dir.exists()
+    assert main(["sweep", "plan", str(tmp_path / "missing.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    bad_toml = write_spec(tmp_path, "name = [", "bad.toml")
+    assert main(["sweep", "plan", str(bad_toml)]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+
+
+def test_overrides_isoflop_and_dedup(tmp_path):
+    from models import model_size
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]", "grid.recipe=['bf16', 'nvfp4']", "name=other",
+                                      "executor.slurm.partition=gpu", "train.eval_tokens=2048"))  # fmt: skip
+    assert (spec.name, spec.seed, spec.recipe, spec.slurm.partition) == ("other", (0, 1, 2), ("bf16", "nvfp4"), "gpu")
+    runs = spec.runs()
+    assert len(runs) == 6 and len({r.run_id for r in runs}) == 6
+    assert all(r.eval_tokens == 2048 and r.seq_len == 64 for r in runs)
+    # isoFLOP: tokens = C / (6 N) for every (budget, size)
+    iso = load(tmp_path, TINY.replace("tokens = 4096", "size = [\"0.5M\", \"1M\"]").replace('size = "0.5M"\n', "")
+               + "[isoflop]\nbudgets = [1e12, 4e12]\n", overrides=("grid.seed=0",))  # fmt: skip
+    got = sorted((p["size"], p["tokens"]) for p in iso.points())
+    want = sorted((s, round(c / (6 * model_size("nanochat", s).n_params))) for s in ("0.5M", "1M") for c in (1e12, 4e12))
+    assert got == want
+    # tokens_per_param, and duplicates (the same grid point twice) collapse to one run
+    tpp = load(tmp_path, TINY.replace("tokens = 4096", "tokens_per_param = [2, 2]"), overrides=("grid.seed=0",))
+    assert [p["tokens"] for p in tpp.points()] == [2 * model_size("nanochat", "0.5M").n_params]
+
+
+def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    assert main(["sweep", "plan", str(spec), "--json", "--mfu", "0.5", "--peak-tflops", "100"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    from models import model_size
+
+    n = model_size("nanochat", "0.5M").n_params
+    assert plan["runs"] == 2 and [r["seed"] for r in plan["run_list"]] == [0, 1]
+    assert plan["total_flops"] == 2 * 6 * n * 4096
+    assert plan["gpu_hours"] == pytest.approx(plan["total_flops"] / (0.5 * 100e12) / 3600)
+    assert main(["sweep", "plan", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs" in out and "GPU-hours at 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
+
+
+def test_shipped_specs_validate(capsys):
+    root = Path(__file__).resolve().parents[1] / "sweeps"
+    assert main(["sweep", "plan", str(root / "demo.toml"), "--json"]) == 0
+    demo = json.loads(capsys.readouterr().out)
+    assert demo["runs"] >= 8 and {r["recipe"] for r in demo["run_list"]} >= {"bf16", "nvfp4", "mxfp4"}
+    for name in ("micro.toml", "paper.toml"):
+        assert main(["sweep", "plan", str(root / name), "--data", str(root), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["runs"] >= 20
+    assert main(["sweep", "plan", str(root / "micro.toml")]) == 2  # micro needs --data
+    assert "data: this spec names no corpus" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# The run lock and relaunch logic (no training)
+
+HOLD_LOCK = "import sys, time; from sweeps.store import run_lock\nwith run_lock(sys.argv[1]) as ok:\n    print(ok, flush=True); time.sleep(60)"
+
+
+def test_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
+    from sweeps.store import lock_holder, run_lock
+
+    run_dir = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "True"
+        holder = lock_holder(run_dir)
+        assert holder and holder["pid"] == p.pid
+        with run_lock(run_dir) as got:
+            assert got is False  # a second trainer of the same run backs off
+    finally:
+        p.send_signal(signal.SIGKILL)  # a crashed job: no cleanup runs
+        p.wait()
+    assert lock_holder(run_dir) is None  # the kernel dropped the lock: not stale
+    with run_lock(run_dir) as got:
+        assert got is True
+
+
+def test_relaunch_skips_done_and_running_resubmits_failed_and_missing(tmp_path):
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2, 3]",))
+    sweep_dir = tmp_path / "sweep"
+    runs = spec.runs()
+    done, failed, running, missing = (sweep_dir / c.run_id for c in runs)
+    for d in (done, failed, running):
+        d.mkdir(parents=True)
+    write_json(done / "result.json", {"status": "completed", "val_loss": 5.0})
+    write_json(failed / "job.json", {"executor": "local", "job_id": None})  # started, died without a result
+    p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "True"
+        todo, skipped = pending(spec, sweep_dir)
+        assert [c.run_id for c in todo] == [failed.name, missing.name]
+        assert skipped == {"done": [done.name], "running": [running.name]}
+        st = status(sweep_dir)
+        assert {k: v for k, v in st.counts.items() if v} == {"done": 1, "failed": 1, "running": 1, "missing": 1}
+    finally:
+        p.kill()
+        p.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# Local executor: launch, status, collect, relaunch
+
+
+def test_local_launch_collect_and_relaunch(tmp_path, capsys):
+    import polars as pl
+
+    from sweeps.store import RESULT_FIELDS
+
+    spec = write_spec(tmp_path)
+    sweep_dir = tmp_path / "runs" / "tiny"
+    t0 = time.time()
+    assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "2 to run" in out and "[2/2] done" in out, out
+    print(f"local launch of 2 tiny runs: {time.time() - t0:.1f} s")
+
+    assert main(["sweep", "collect", str(sweep_dir)]) == 0
+    df = pl.read_parquet(sweep_dir / "results.parquet")
+    assert df.height == 2 and list(df.columns[: len(RESULT_FIELDS)]) == list(RESULT_FIELDS)
+    assert sorted(df["seed"].to_list()) == [0, 1] and set(df["status"]) == {"completed"}
+    assert df["val_loss"].is_finite().all() and (df["tokens"] == 4096).all()
+
+    capsys.readouterr()
+    assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["counts"]["done"] == 2 and all(r["progress"] == 1.0 for r in st["runs"])
+
+    # A second launch finds both done and runs nothing.
+    mtimes = [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json"))]
+    assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
+    assert "skipping 2 done; local: 0 to run" in capsys.readouterr().out
+    assert [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json"))] == mtimes

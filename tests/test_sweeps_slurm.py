@@ -1,0 +1,179 @@
+"""The SLURM launcher against a real cluster (CI starts a one-node one with .ci/slurm-up).
+
+A tiny CPU sweep completes through submitit's SLURM executor; a second launch submits nothing;
+a job requeued mid-run (`scontrol requeue`) resumes from its checkpoint and ends with the same
+val_loss as the run that was never interrupted; arrays larger than MaxArraySize are split.
+Skipped where there is no `sbatch` or no responsive node, except in CI (CI=true), where that fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sweeps.store import read_json
+
+
+def _cluster_problem() -> str | None:
+    if shutil.which("sbatch") is None:
+        return "sbatch not found (no SLURM client here; .ci/slurm-up starts a local cluster)"
+    try:
+        states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout.split()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"sinfo failed: {e}"
+    if not any(s.rstrip("*~#") in ("idle", "mixed", "allocated") for s in states):
+        return f"no responsive SLURM node (sinfo: {states or 'nothing'}); run .ci/slurm-up"
+    return None
+
+
+PROBLEM = _cluster_problem()
+if PROBLEM and os.environ.get("CI") == "true":
+    raise RuntimeError(f"CI must run the SLURM tests: {PROBLEM}")
+pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
+
+# The 0.5M model, 24576 tokens in 48 steps of 8×64; a checkpoint at every 8 steps.
+SPEC = """
+name = "slurm-tiny"
+data = "builtin"
+[grid]
+size = "0.5M"
+recipe = "bf16"
+tokens = 24576
+seed = [0, 1]
+[train]
+seq_len = 64
+batch_size = 8
+eval_tokens = 1024
+eval_interval = 8
+[executor.slurm]
+time = "15:00"
+gpus = 0
+cpus = 1
+"""
+DEADLINE_S = 300
+
+
+def load(tmp_path: Path, *overrides: str):
+    from sweeps.spec import load_spec
+
+    path = tmp_path / "spec.toml"
+    path.write_text(textwrap.dedent(SPEC))
+    return load_spec(path, list(overrides))
+
+
+def job_state(job_id: str) -> str | None:
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout.split()
+    return out[0] if out else None
+
+
+def wait_for(what: str, ok, sweep_dir: Path, timeout: float = DEADLINE_S, every: float = 0.5):
+    t0 = time.time()
+    while not ok():
+        if time.time() - t0 > timeout:
+            logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted((sweep_dir / ".submitit").glob("*log*")))
+            pytest.fail(f"timed out after {timeout} s waiting for {what}\n{logs}")
+        time.sleep(every)
+
+
+def wait_done(sweep_dir: Path, run_ids: list[str]) -> None:
+    wait_for(f"results of {run_ids}", lambda: all((sweep_dir / r / "result.json").exists() for r in run_ids), sweep_dir)
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory):
+    """The two-run sweep, launched through SLURM and finished without interruption."""
+    from sweeps.launch import launch
+
+    tmp = tmp_path_factory.mktemp("slurm")
+    spec = load(tmp)
+    sweep_dir = tmp / "runs"
+    t0 = time.time()
+    report = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+    assert len(report.submitted) == 2 and report.skipped == {}
+    wait_done(sweep_dir, [s["run_id"] for s in report.submitted])
+    print(f"2-run SLURM sweep finished in {time.time() - t0:.1f} s")
+    return spec, sweep_dir, report
+
+
+def test_sweep_completes_on_slurm(finished_sweep):
+    from sweeps.store import collect, status
+
+    spec, sweep_dir, report = finished_sweep
+    # One array of two tasks, recorded per run.
+    array_ids = {s["job_id"].split("_")[0] for s in report.submitted}
+    assert len(array_ids) == 1 and sorted(s["job_id"].split("_")[1] for s in report.submitted) == ["0", "1"]
+    for s in report.submitted:
+        assert read_json(sweep_dir / s["run_id"] / "job.json")["job_id"] == s["job_id"]
+    st = status(sweep_dir)
+    assert st.counts["done"] == 2 and sum(st.counts.values()) == 2
+    df = collect(sweep_dir)
+    assert df.height == 2 and set(df["status"]) == {"completed"} and sorted(df["seed"].to_list()) == [0, 1]
+    assert df["val_loss"].is_finite().all()
+
+
+def test_second_launch_submits_nothing(finished_sweep):
+    from sweeps.launch import launch
+
+    spec, sweep_dir, _ = finished_sweep
+    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    report = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+    assert report.submitted == [] and sorted(report.skipped) == ["done"] and len(report.skipped["done"]) == 2
+    assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == before
+
+
+def test_requeued_job_resumes_with_the_same_result(finished_sweep, tmp_path):
+    from sweeps.launch import launch
+
+    _, baseline_dir, _ = finished_sweep
+    spec = load(tmp_path, "grid.seed=0")
+    sweep_dir = tmp_path / "runs"
+    report = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+    (sub,) = report.submitted
+    run_dir, job_id = sweep_dir / sub["run_id"], sub["job_id"]
+
+    # Requeue as soon as the first checkpoint is on disk, long before the run ends.
+    wait_for("the first checkpoint", lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), sweep_dir, every=0.1)
+    assert subprocess.run(["scontrol", "requeue", job_id]).returncode == 0
+    assert not (run_dir / "result.json").exists(), "the run ended before the requeue: make it longer"
+    # SLURM holds a requeued job back ~2 minutes (BeginTime); let it start at once.
+    wait_for("the job to be pending again", lambda: job_state(job_id) == "PENDING", sweep_dir, every=0.2)
+    # While it waits, a relaunch sees it queued and submits nothing.
+    again = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+    assert again.submitted == [] and again.skipped == {"queued": [run_dir.name]}
+    subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], check=True)
+    wait_done(sweep_dir, [run_dir.name])
+
+    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
+    assert "checkpoint saved at step" in log  # train saved on SIGTERM...
+    assert "requeueing" in log  # ...handed over to submitit (RunJob.checkpoint)...
+    assert "Restoring states from the checkpoint" in log  # ...and the requeued job resumed
+    assert log.count("Starting with JobEnvironment") == 2
+    resumed = json.loads((run_dir / "result.json").read_text())
+    uninterrupted = json.loads((baseline_dir / run_dir.name / "result.json").read_text())
+    assert resumed["status"] == "completed"
+    assert resumed["val_loss"] == uninterrupted["val_loss"]
+
+
+def test_arrays_are_split_above_max_array_size(tmp_path):
+    from sweeps.launch import launch, max_array_size
+
+    limit = max_array_size()
+    if limit > 8:
+        pytest.skip(f"MaxArraySize={limit}: this test wants the small limit of .ci/slurm-up")
+    seeds = list(range(limit + 1))
+    spec = load(tmp_path, f"grid.seed={seeds}", "executor.slurm.time=1")
+    report = launch(spec, executor="slurm", sweep_dir=tmp_path / "runs", progress=False)
+    try:
+        ids = [s["job_id"] for s in report.submitted]
+        assert len(ids) == limit + 1
+        first = {i.split("_")[0] for i in ids[:limit]}
+        assert len(first) == 1 and ids[limit].split("_")[0] not in first  # the last run: a second submission
+    finally:
+        subprocess.run(["scancel", *{i.split("_")[0] for i in ids}], check=False)
