@@ -86,7 +86,7 @@ def _requeue_through_submitit() -> None:
     except subprocess.CalledProcessError:
         # `scontrol requeue` refused: SLURM is already requeueing this job (preemption, or an
         # admin's `scontrol requeue`), and the stored job is this same run. Leave quietly.
-        print("SLURM is already requeueing this job", flush=True)
+        print("scontrol requeue refused: the job is already being requeued (or was cancelled)", flush=True)
         sys.exit(-1)
 
 

@@ -67,7 +67,7 @@ def plan_rows(spec) -> list[dict]:
     for c in spec.runs():
         n = model_size(c.family, c.size).n_params
         rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=c.recipe, tokens=c.tokens,
-                         seed=c.seed, lr=getattr(c, "lr", None), flops=6 * n * c.tokens))  # fmt: skip
+                         seed=c.seed, lr_mult=c.lr_mult, flops=float(6 * n * c.tokens)))  # fmt: skip
     return rows
 
 
@@ -83,7 +83,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**summary, "run_list": rows})
         return 0
-    print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr", "flops"], title=f"sweep {spec.name}")
+    print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops"], title=f"sweep {spec.name}")
     print(f"{len(rows)} runs, {total:.3e} FLOPs (6·N·D), ≈ {gpu_hours:.3g} GPU-hours "
           f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")  # fmt: skip
     return 0
@@ -126,7 +126,7 @@ def _status(args: argparse.Namespace) -> int:
         print_json(dataclasses.asdict(st))
         return 0
     if args.runs:
-        rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s)) for r in st.runs]
+        rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s) if r.state == "running" else "") for r in st.runs]
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
