@@ -154,6 +154,7 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     if executor not in ("local", "slurm"):
         raise UserError(f"--executor {executor!r}: use local or slurm")
     sweep_dir = sweep_dir_for(spec, sweep_dir).resolve()
+    prepare_data(spec, progress)
     todo, skipped = pending(spec, sweep_dir)
     report = LaunchReport(str(sweep_dir), executor, total=len(todo) + sum(map(len, skipped.values())),
                           skipped=skipped)  # fmt: skip
@@ -167,6 +168,18 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     else:
         _launch_local(spec, todo, sweep_dir, report, progress)
     return report
+
+
+def prepare_data(spec: SweepSpec, progress: bool = True) -> None:
+    """Tokenize a raw corpus once (scaling.data.prepare, under its lock); check a prepared dir."""
+    from scaling import data
+
+    if spec.corpus:
+        if progress:
+            print(f"preparing {spec.corpus} into {spec.data} (once; vocab {data.DEFAULT_VOCAB_SIZE})", flush=True)
+        data.prepare([spec.corpus], spec.data, progress=progress)
+    elif spec.data != "builtin":
+        data.read_meta(spec.data)  # UserError naming `scaling data prepare` if it is not ready
 
 
 def max_array_size() -> int:

@@ -1,7 +1,7 @@
 """A sweep spec: one TOML file → a validated, frozen grid of runs.
 
     name = "demo"                   # the sweep's folder: runs/<name>/
-    data = "builtin"                # or a corpus / prepared data dir (--data on the CLI)
+    data = "builtin"                # or a prepared data dir, or a raw corpus (--data on the CLI)
 
     [grid]                          # every axis takes one value or a list; runs = the product
     family = "nanochat"
@@ -102,6 +102,7 @@ class SweepSpec:
     local: LocalSettings = LocalSettings()
     default_executor: str = "local"
     source: str = ""  # the TOML file it came from
+    corpus: str = ""  # a raw corpus that `launch` prepares into `data` first ("" when data is ready)
 
     def points(self) -> list[dict[str, Any]]:
         """The grid as plain dicts: family, size, recipe, tokens, seed, lr_mult (de-duplicated, in order)."""
@@ -185,8 +186,14 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     data = _get(raw, "data", str, "", default="")
     if not data:
         raise UserError("data: this spec names no corpus; pass --data builtin|DIR or set data in the TOML")
+    corpus = ""
     if data != "builtin":
-        data = str(Path(data).expanduser().resolve())
+        path = Path(data).expanduser().resolve()
+        if not path.exists():
+            raise UserError(f"data: {data} does not exist; give builtin, a prepared data dir or a corpus")
+        data = str(path)
+        if not (path / "meta.json").is_file():  # a raw corpus: launch prepares it once, into the cache
+            corpus, data = data, str(prepared_dir(path))
 
     grid = _table(raw, "grid", "")
     _no_unknown(grid, set(GRID_AXES), "grid.")
@@ -235,8 +242,21 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
         name=name, data=data, family=tuple(family), size=tuple(size), recipe=tuple(recipe),
         seed=tuple(seed), lr_mult=tuple(lr_mult), tokens=tuple(tokens), tokens_per_param=tuple(tpp),
         budgets=tuple(budgets), train=train, slurm=slurm, local=local,
-        default_executor=default_executor, source=source,
+        default_executor=default_executor, source=source, corpus=corpus,
     )  # fmt: skip
+
+
+def prepared_dir(corpus: Path) -> Path:
+    """Where a raw corpus named as `data` is prepared (scaling.data's cache, one dir per corpus path).
+
+    Runs name this dir, so plan and launch agree on run ids before it exists. With SLURM, point
+    $SCALING_CACHE at storage the compute nodes see."""
+    import hashlib
+
+    from scaling.data import cache_dir
+
+    digest = hashlib.sha256(str(corpus).encode()).hexdigest()[:10]
+    return cache_dir() / "data" / f"corpus-{corpus.name}-{digest}"
 
 
 def _recipe_names() -> list[str]:

@@ -230,3 +230,52 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
     assert "skipping 2 done; local: 0 to run" in capsys.readouterr().out
     assert [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json"))] == mtimes
+
+
+def test_status_counts_progress_and_eta(tmp_path):
+    from models import model_size
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)  # writes the plan
+    done, running, missing = (sweep_dir / c.run_id for c in spec.runs())
+    flops = 6 * model_size("nanochat", "0.5M").n_params * 4096
+    done.mkdir()
+    write_json(done / "result.json", {"status": "completed", "val_loss": 5.0, "flops": flops, "wall_s": 10.0})
+    running.mkdir()
+    (running / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n4,1024,7.0,2.4\n8,2048,6.5,2.2\n")
+    p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "True"
+        time.sleep(0.2)
+        st = status(sweep_dir)
+    finally:
+        p.kill()
+        p.wait()
+    assert {k: v for k, v in st.counts.items() if v} == {"done": 1, "running": 1, "missing": 1}
+    rows = {r.run_id: r for r in st.runs}
+    assert rows[running.name].progress == 0.5 and rows[running.name].val_loss == 6.5
+    assert rows[running.name].eta_s is not None and rows[running.name].eta_s > 0
+    # Left: half of the running run + all of the missing one, at the finished run's FLOP/s, one in flight.
+    assert st.eta_s == pytest.approx(1.5 * flops / (flops / 10.0))
+
+
+def test_raw_corpus_is_prepared_once_into_the_cache(tmp_path, monkeypatch):
+    from scaling.data import read_meta
+    from sweeps.launch import prepare_data
+
+    monkeypatch.setenv("SCALING_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(20):
+        (corpus / f"doc{i}.txt").write_text(f"Document {i}. " + "The quick brown fox jumps over the lazy dog. " * 20)
+    spec = load(tmp_path, overrides=(f"data='{corpus}'",))
+    assert spec.corpus == str(corpus) and Path(spec.data).parent == tmp_path / "cache" / "data"
+    prepare_data(spec, progress=False)
+    assert read_meta(spec.data)["train_tokens"] > 0
+    again = load(tmp_path, overrides=(f"data='{spec.data}'",))  # a prepared dir is used as is
+    assert (again.corpus, again.data) == ("", spec.data)
+    with pytest.raises(UserError, match="data: .*nowhere does not exist"):
+        load(tmp_path, overrides=(f"data='{tmp_path / 'nowhere'}'",))
