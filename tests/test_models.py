@@ -1,0 +1,83 @@
+"""Model families and the size ladder."""
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from models import FAMILIES, SIZES, build_model, ladder
+from models.ladder import MICRO
+from scaling.cli import main
+from scaling.errors import UserError
+
+
+def _target(name: str) -> float:
+    return float(name[:-1]) * 1e6
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_size_is_named_after_its_non_embedding_parameter_count(family):
+    for s in ladder(family):
+        with torch.device("meta"):
+            model = build_model(family, s.name, vocab_size=1000, seq_len=128)
+        total = sum(p.numel() for p in model.parameters())
+        assert total == s.n_params_total(1000)
+        assert total - model.embed.weight.numel() - model.lm_head.weight.numel() == s.n_params
+        assert abs(s.n_params / _target(s.name) - 1) <= 0.10, (s, s.n_params)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_block_linears_are_plain_and_tile_quantization_blocks(family):
+    for s in ladder(family):
+        with torch.device("meta"):
+            model = build_model(family, s.name, vocab_size=1000, seq_len=128)
+        assert isinstance(model.blocks, nn.ModuleList) and len(model.blocks) == s.depth
+        assert type(model.lm_head) is nn.Linear
+        multiple = 32 if s.name in MICRO else 128
+        linears = [m for m in model.blocks.modules() if isinstance(m, nn.Linear)]
+        assert len(linears) == s.depth * (7 if family == "llama2" else 6)
+        for m in linears:
+            assert type(m) is nn.Linear and m.bias is None
+            assert m.in_features % multiple == 0 and m.out_features % multiple == 0, (s.name, m)
+        assert s.width == 64 * s.heads
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forward_shapes_loss_and_causality(family):
+    torch.manual_seed(0)
+    model = build_model(family, "0.5M", vocab_size=512, seq_len=32)
+    idx = torch.randint(0, 512, (2, 32))
+    logits = model(idx)
+    assert logits.shape == (2, 32, 512)
+    loss = model(idx, idx)
+    assert loss.shape == () and loss.dtype == torch.float32
+    # At init the prediction is (nearly) uniform: nanochat's head is zero, so exactly ln V.
+    assert loss.item() == pytest.approx(math.log(512), abs=1e-5 if family == "nanochat" else 0.1)
+    # Causal: changing the last token changes no earlier position's logits.
+    torch.nn.init.normal_(model.lm_head.weight, std=0.02)
+    changed = idx.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 512
+    a, b = model(idx), model(changed)
+    assert torch.equal(a[:, :-1], b[:, :-1]) and not torch.equal(a[:, -1], b[:, -1])
+
+
+def test_unknown_family_or_size_is_a_user_error():
+    with pytest.raises(UserError, match="family"):
+        build_model("gpt5", "1M")
+    with pytest.raises(UserError, match="size"):
+        build_model("nanochat", "3M")
+
+
+def test_flops_per_token():
+    s = ladder("nanochat")[1]  # 1M: depth 5, width 128
+    assert s.flops_per_token() == 6 * s.n_params
+    assert s.flops_per_token_exact(4096, 256) == 6 * (s.n_params + 4096 * 128) + 12 * 5 * 128 * 256
+
+
+def test_scaling_models_json(capsys):
+    assert main(["models", "--family", "llama2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["size"] for r in rows] == list(SIZES)
+    assert all(r["family"] == "llama2" and r["n_params_total"] > r["n_params"] for r in rows)

@@ -1,0 +1,83 @@
+"""Muon + AdamW parameter groups, schedules, the batch-size rule."""
+
+import pytest
+import torch
+
+from models import build_model
+from scaling import optim
+
+
+@pytest.mark.parametrize("family", ["llama2", "nanochat"])
+def test_every_parameter_in_exactly_one_group(family):
+    model = build_model(family, "0.5M", vocab_size=256, seq_len=16)
+    muon, adamw = optim.build_optimizers(model, width=64)
+    muon_params = [p for g in muon.param_groups for p in g["params"]]
+    adam_params = [p for g in adamw.param_groups for p in g["params"]]
+    ids = [id(p) for p in muon_params + adam_params]
+    assert sorted(ids) == sorted(id(p) for p in model.parameters())
+    block_matrices = {id(p) for p in model.blocks.parameters() if p.ndim == 2}
+    assert {id(p) for p in muon_params} == block_matrices
+    assert id(model.embed.weight) in ids and id(model.lm_head.weight) not in {id(p) for p in muon_params}
+    # AdamW lrs follow nanochat's 1/sqrt(width/768) transfer
+    scale = (64 / 768) ** -0.5
+    assert adamw.param_groups[0]["lr"] == pytest.approx(optim.EMBED_LR * scale)
+    assert adamw.param_groups[1]["lr"] == pytest.approx(optim.HEAD_LR * scale)
+
+
+def test_muon_matches_torch_muon():
+    """Our Muon (float32 Newton–Schulz on CPU) takes torch.optim.Muon's steps (bfloat16 Newton–Schulz)."""
+    torch.manual_seed(0)
+    ours = [torch.nn.Parameter(torch.randn(96, 32)), torch.nn.Parameter(torch.randn(32, 64))]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    a = optim.Muon(ours, lr=0.02)
+    b = torch.optim.Muon(ref, lr=0.02, weight_decay=0.0, adjust_lr_fn="original")
+    start = [p.detach().clone() for p in ours]
+    for _ in range(3):
+        for p, q in zip(ours, ref):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.clone()
+        a.step()
+        b.step()
+    for p, q, p0 in zip(ours, ref, start):
+        step_ours, step_ref = p.detach() - p0, q.detach() - p0
+        assert (step_ours - step_ref).norm() < 0.03 * step_ref.norm()
+    with pytest.raises(ValueError):
+        optim.Muon([torch.nn.Parameter(torch.zeros(3))])
+
+
+def test_a_few_steps_fit_a_batch():
+    torch.manual_seed(0)
+    model = build_model("nanochat", "0.5M", vocab_size=128, seq_len=32)
+    opts = optim.build_optimizers(model, width=64)
+    x = torch.randint(0, 128, (4, 32))
+    first = model(x, x).item()
+    for _ in range(10):
+        loss = model(x, x)
+        for o in opts:
+            o.zero_grad()
+        loss.backward()
+        for o in opts:
+            o.step()
+    assert model(x, x).item() < first - 1.0
+
+
+def test_wsd_and_cosine_schedules():
+    total = 100
+    wsd = [optim.lr_multiplier(s, total, "wsd", warmup=0.02, decay=0.2, final=0.1) for s in range(total)]
+    assert wsd[0] == pytest.approx(0.5) and wsd[1] == 1.0  # linear warmup over 2 steps
+    assert all(m == 1.0 for m in wsd[2:81])  # stable
+    assert all(a > b for a, b in zip(wsd[80:], wsd[81:]))  # linear decay ...
+    assert wsd[-1] == pytest.approx(0.1 + 0.9 / 20)  # ... towards `final`
+    cos = [optim.lr_multiplier(s, total, "cosine", warmup=0.0, final=0.0) for s in range(total)]
+    assert cos[0] == 1.0 and cos[-1] == pytest.approx(0.0, abs=1e-12)
+    assert all(a >= b for a, b in zip(cos, cos[1:]))
+    with pytest.raises(ValueError):
+        optim.lr_multiplier(0, 10, "linear")
+
+
+def test_batch_size_rule_grows_with_compute():
+    sizes = [optim.batch_sequences(n, 20 * n, 1024) for n in (10e6, 40e6, 160e6, 324e6)]
+    assert all(b & (b - 1) == 0 for b in sizes)  # powers of two
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    # DeepSeek LLM eq. 1: about 0.33M tokens at C = 3e18
+    assert optim.batch_tokens(160e6, 3.125e9) == pytest.approx(0.292 * 3e18**0.3271)
