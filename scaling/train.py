@@ -6,8 +6,8 @@ a fixed set of validation windows, checkpoints, resumes, and writes ``result.jso
 
 Run directory (DESIGN.md): ``config.json`` (the resolved config), ``metrics.csv`` (the validation
 curve, rewritten atomically at each evaluation), ``result.json`` (written last, atomically; a crash
-leaves none), ``checkpoints/last.ckpt`` (atomic), ``lightning/`` (Lightning's CSVLogger: per-step
-training loss and lr).
+leaves none), ``checkpoints/last.ckpt`` (atomic), ``lightning/version_<n>/`` (Lightning's CSVLogger,
+one per process that worked on the run: per-step training loss and lr).
 
 Determinism: the training batch of step i is a pure function of (seed, i), the lr of step i a pure
 function of i, the init a function of the seed, and SR/RHT seeds come from ``set_step``; so a run
@@ -470,6 +470,10 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     if result_path.exists():
         return json.loads(result_path.read_text())
     config = config.resolved()
+    from scaling.recipes import get_recipe
+
+    get_recipe(config.recipe)  # user errors (unknown recipe, missing data) before the run dir is made
+    resolve_data_dir(config)
     prepare_run_dir(config, run_dir)
     wall_start = time.perf_counter()
     module, datamodule = build(config)
@@ -481,7 +485,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
 
     trainer = L.Trainer(
         max_steps=config.steps, max_epochs=1, precision=_precision(config), devices=1,
-        logger=CSVLogger(run_dir, name="lightning", version=""), callbacks=[run],
+        logger=CSVLogger(run_dir, name="lightning"), callbacks=[run],  # version_<n>: one per process
         plugins=[LightningEnvironment()],  # no Lightning SLURM auto-requeue: we handle preemption
         enable_checkpointing=False, limit_val_batches=0, num_sanity_val_steps=0,
         log_every_n_steps=max(1, min(50, config.steps // 50)), enable_progress_bar=progress,

@@ -1,0 +1,163 @@
+"""One training run: config and run_id, resume to the bit, divergence, preemption, CLI errors."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from scaling.cli import main
+from scaling.train import PREEMPTED_EXIT_CODE, RESULT_KEYS, LanguageModel, RunConfig, train, train_batch
+
+# 0.5M nanochat, 40 steps of 4 x 64 tokens: seconds on 2 CPU cores.
+BASE = dict(family="nanochat", size="0.5M", recipe="bf16", tokens=40 * 4 * 64, seq_len=64, batch_size=4,
+            eval_interval=10, checkpoint_interval=5, eval_tokens=2048)
+
+
+def _config(**changes) -> RunConfig:
+    return RunConfig(**{**BASE, **changes})
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run."""
+    run_dir = tmp_path_factory.mktemp("reference")
+    return run_dir, train(_config(), run_dir, progress=False)
+
+
+def _start_cli(config: RunConfig, run_dir: Path) -> subprocess.Popen:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir.parent / f"{run_dir.name}.json"
+    path.write_text(config.to_json())
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    return subprocess.Popen([sys.executable, "-m", "scaling.cli", "train", "--config", str(path), "--out", str(run_dir),
+                             "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(proc: subprocess.Popen, run_dir: Path) -> None:
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    deadline = time.time() + 300
+    while not ckpt.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.02)
+
+
+def _checkpoint_step(run_dir: Path) -> int:
+    return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
+
+
+def test_result_record_and_run_directory(reference):
+    run_dir, result = reference
+    assert set(RESULT_KEYS) <= set(result)
+    assert result["status"] == "completed" and result["tokens"] == BASE["tokens"]
+    assert result["flops"] == 6 * result["n_params"] * result["tokens"] < result["flops_exact"]
+    assert result["vocab_size"] == 4096 and result["mfu"] is None  # no peak FLOP/s for a CPU
+    assert json.loads((run_dir / "result.json").read_text()) == json.loads(json.dumps(result))
+    assert RunConfig.from_json(run_dir / "config.json").run_id == result["run_id"] == _config().run_id
+    lines = (run_dir / "metrics.csv").read_text().splitlines()
+    assert lines[0].startswith("step,tokens,val_loss,val_bpb") and len(lines) == 1 + 4  # steps 10, 20, 30, 40
+    # the run learned something in 10k tokens: below the uniform ln(4096) = 8.3 nats
+    assert result["val_loss"] < 7.5
+    # a second call returns the record without training
+    start = time.perf_counter()
+    assert train(_config(), run_dir) == json.loads((run_dir / "result.json").read_text())
+    assert time.perf_counter() - start < 5
+
+
+def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
+    run_dir = tmp_path / "killed"
+    proc = _start_cli(_config(), run_dir)
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (run_dir / "result.json").exists()  # a crash leaves no result
+    assert 0 < _checkpoint_step(run_dir) < 40
+    result = train(_config(), run_dir, progress=False)
+    ref_dir, ref = reference
+    assert result["val_loss"] == ref["val_loss"] and result["status"] == "completed"
+    assert (run_dir / "metrics.csv").read_text().split("\n")[0] == (ref_dir / "metrics.csv").read_text().split("\n")[0]
+    val = lambda d: [line.split(",")[:4] for line in (d / "metrics.csv").read_text().splitlines()]  # noqa: E731
+    assert val(run_dir) == val(ref_dir)
+
+
+def test_preemption_signal_checkpoints_and_exits_for_requeue(reference, tmp_path):
+    run_dir = tmp_path / "preempted"
+    proc = _start_cli(_config(), run_dir)
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGUSR1)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == PREEMPTED_EXIT_CODE, err
+    assert "preempted" in err and "Traceback" not in err
+    assert not (run_dir / "result.json").exists()
+    assert 0 < _checkpoint_step(run_dir) < 40
+    assert train(_config(), run_dir, progress=False)["val_loss"] == reference[1]["val_loss"]
+
+
+def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(_config(fault_nan_at_step=7).to_json())
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--no-progress", "--json"]) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "diverged" and result["val_loss"] is None
+    assert json.loads(capsys.readouterr().out)["status"] == "diverged"
+
+
+def test_spike_rule():
+    module = LanguageModel(_config(spike_nats=1.0, spike_steps=3).resolved(), vocab_size=256)
+    losses = [5.0, 4.0, 4.5, 5.2, 5.3, 4.9, 5.1, 5.2, 5.05]  # min 4.0; 4.9 breaks the first run of spikes
+    assert [module._diverging(x) for x in losses] == [False] * 8 + [True]
+    assert module._diverging(float("inf"))
+
+
+def test_batches_are_a_pure_function_of_seed_and_step():
+    import numpy as np
+
+    tokens = np.arange(10_000, dtype=np.uint16)
+    x1, y1 = train_batch(tokens, 0, 7, 4, 16)
+    x2, y2 = train_batch(tokens, 0, 7, 4, 16)
+    assert torch.equal(x1, x2) and torch.equal(y1[:, :-1], x1[:, 1:])
+    assert not torch.equal(x1, train_batch(tokens, 0, 8, 4, 16)[0])
+    assert not torch.equal(x1, train_batch(tokens, 1, 7, 4, 16)[0])
+
+
+def test_run_id_is_a_stable_hash_of_the_resolved_config():
+    c = _config(batch_size=None, eval_interval=None, checkpoint_interval=None)
+    assert c.run_id == c.resolved().run_id == RunConfig.from_dict(json.loads(c.to_json())).run_id
+    assert len(c.run_id) == 12 and c.run_id != dataclasses.replace(c, seed=1).run_id
+    assert c.resolved().batch_size >= 1 and c.resolved().seq_len == 64
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--recipe", "fp3"], "unknown recipe"),
+    (["--size", "3M"], "unknown model size"),
+    (["--family", "gpt"], "unknown model family"),
+    (["--data", "/nonexistent/data"], "not a prepared data dir"),
+    (["--schedule", "linear"], "unknown schedule"),
+])
+def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
+    flags = dict(zip(["--family", "--size", "--recipe", "--tokens"], ["nanochat", "0.5M", "bf16", "10k"]))
+    flags.update(dict(zip(args[::2], args[1::2])))
+    argv = ["train", *[x for kv in flags.items() for x in kv], "--out", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and message in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_missing_arguments_and_foreign_run_dir(tmp_path, capsys):
+    assert main(["train", "--family", "nanochat"]) == 2
+    assert "missing --size, --recipe, --tokens" in capsys.readouterr().err
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(_config(seed=5).to_json())
+    cfg = tmp_path / "c.json"
+    cfg.write_text(_config().to_json())
+    assert main(["train", "--config", str(cfg), "--out", str(run_dir)]) == 2
+    assert "holds a different run" in capsys.readouterr().err
