@@ -46,6 +46,9 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e
 RESULT_KEYS = ("run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact",
                "recipe", "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s",
                "vocab_size", "versions", "git_commit")
+# Tokens per forward pass when micro_batch_size is not given: 32 x 1024 fits a 324M model's
+# activations and logits (vocab 32k) in BF16 on an 80 GB GPU; the micro CPU runs need no accumulation.
+MICRO_BATCH_TOKENS = 32768
 METRICS_COLUMNS = ("step", "tokens", "val_loss", "val_bpb", "train_loss", "lr", "tokens_per_s")
 
 
@@ -66,6 +69,7 @@ class RunConfig:
     vocab_size: int | None = None  # builtin corpus only; None -> scaling.data.BUILTIN_VOCAB_SIZE
     seq_len: int | None = None  # None -> 256 for micro sizes, 1024 otherwise
     batch_size: int | None = None  # sequences per step; None -> optim.batch_sequences (DeepSeek rule)
+    micro_batch_size: int | None = None  # sequences per forward (gradient accumulation); None -> 32k tokens
     lr_mult: float = 1.0  # multiplies every base lr of scaling.optim
     schedule: str = "wsd"  # "wsd" | "cosine"
     warmup: float = 0.0  # fraction of steps (nanochat: 0)
@@ -95,9 +99,13 @@ class RunConfig:
             vocab_size = BUILTIN_VOCAB_SIZE
         seq_len = self.seq_len or (256 if s.name in MICRO else 1024)
         batch_size = self.batch_size or optim.batch_sequences(s.n_params, self.tokens, seq_len)
-        steps = max(1, self.tokens // (batch_size * seq_len))
+        micro_batch_size = min(batch_size, self.micro_batch_size or max(1, MICRO_BATCH_TOKENS // seq_len))
+        if batch_size % micro_batch_size:
+            raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}")
+        steps = max(1, int(self.tokens) // (batch_size * seq_len))
         eval_interval = self.eval_interval or max(1, steps // 8)
-        return dataclasses.replace(self, vocab_size=vocab_size, seq_len=seq_len, batch_size=batch_size,
+        return dataclasses.replace(self, tokens=int(self.tokens), vocab_size=vocab_size, seq_len=seq_len,
+                                   batch_size=batch_size, micro_batch_size=micro_batch_size,
                                    eval_interval=eval_interval,
                                    checkpoint_interval=self.checkpoint_interval or eval_interval)
 
@@ -201,7 +209,7 @@ class TokenDataModule(L.LightningDataModule):
         return torch.utils.data.DataLoader(ds, batch_size=None)
 
     def val_batches(self) -> list[torch.Tensor]:
-        return list(self.val.split(self.config.batch_size))
+        return list(self.val.split(self.config.micro_batch_size))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,26 +248,29 @@ class LanguageModel(L.LightningModule):
         muon, adamw = self.optimizers()
         optim.apply_schedule((muon.optimizer, adamw.optimizer), self.lr_multiplier(step))
         set_step(self.model, step)
-        loss = self.model(x, y)
-        if self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step:
-            loss = loss * float("nan")
+        muon.zero_grad(set_to_none=True)
+        adamw.zero_grad(set_to_none=True)
+        loss = torch.zeros((), device=x.device)
+        for xs, ys in zip(x.split(self.config.micro_batch_size), y.split(self.config.micro_batch_size)):
+            part = self.model(xs, ys) * (len(xs) / len(x))  # gradient accumulation: mean over the batch
+            if self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step:
+                part = part * float("nan")
+            self.manual_backward(part)
+            loss += part.detach()
         value = loss.item()
         self.log("train_loss", value, prog_bar=True)
         self.log("lr_mult", self.lr_multiplier(step))
-        if self._diverging(value):
+        if self._diverging(value):  # before the optimizer step: the weights stay finite
             self.diverged = True
             self.trainer.should_stop = True
-            return loss.detach()
-        muon.zero_grad(set_to_none=True)
-        adamw.zero_grad(set_to_none=True)
-        self.manual_backward(loss)
+            return loss
         if self.config.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
         # Lightning counts every LightningOptimizer.step as a global step; step AdamW through the raw
         # optimizer so that global_step counts training steps.
         adamw.optimizer.step()
         muon.step()
-        return loss.detach()
+        return loss
 
     def _diverging(self, loss: float) -> bool:
         """Non-finite loss, or `spike_steps` consecutive losses above running min + `spike_nats`."""
