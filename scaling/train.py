@@ -27,6 +27,7 @@ import platform
 import signal
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -493,6 +494,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     run = RunDirectory(run_dir, config, bytes_per_token)
     from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.pytorch.loggers import CSVLogger
+
+    # Lightning's hint to use `srun` is wrong here (one process per run, by design).
+    warnings.filterwarnings("ignore", message="The `srun` command is available")
 
     trainer = L.Trainer(
         max_steps=config.steps, max_epochs=1, precision=_precision(config), devices=1,

@@ -161,3 +161,13 @@ def test_cli_missing_arguments_and_foreign_run_dir(tmp_path, capsys):
     cfg.write_text(_config().to_json())
     assert main(["train", "--config", str(cfg), "--out", str(run_dir)]) == 2
     assert "holds a different run" in capsys.readouterr().err
+
+
+def test_train_imports_without_polars_and_submitit():
+    """The GPU image has neither; `scaling train` must not need them."""
+    code = ("import sys; sys.modules['polars'] = None; sys.modules['submitit'] = None\n"
+            "import scaling.train, scaling.commands.train\n"
+            "from scaling.cli import main; sys.exit(main(['train', '--help']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "--recipe" in out.stdout
