@@ -26,6 +26,9 @@ FREE = {  # parameters each fit moves; the rest of θ stays where the caller put
     "efficiency": [IDX["u"], IDX["v"]],
     "growth": [IDX[k] for k in ("u", "v", "kappaN", "kappaD")],
 }
+for _law in ("chinchilla", "quartet"):  # joint fits of the baseline's and one recipe's points (the LR test)
+    FREE[f"{_law}+efficiency"] = FREE[_law] + FREE["efficiency"]
+    FREE[f"{_law}+growth"] = FREE[_law] + FREE["growth"]
 N_PARAMS = {k: len(v) for k, v in FREE.items()}
 # Bounds keep the optimiser where the law means something: γ > 0; κ > -1 keeps N·effN(N) increasing in N.
 BOUNDS = {IDX["gamma"]: (0.05, 20.0), IDX["kappaN"]: (-0.9, 5.0), IDX["kappaD"]: (-0.9, 5.0)}
@@ -41,10 +44,20 @@ class Points:
     runs: np.ndarray
     logN0: float = 0.0  # growth reference points (geometric means of the group's N and D)
     logD0: float = 0.0
+    recipe: np.ndarray | None = None  # joint fits: 1 where the efficiencies apply, 0 on baseline points
 
     @property
     def n_runs(self) -> int:
         return int(self.runs.max()) + 1 if len(self.runs) else 0
+
+    @classmethod
+    def joint(cls, baseline: "Points", recipe: "Points") -> "Points":
+        """The baseline's and a recipe's points as one set; runs stay distinct; the recipe's N₀, D₀."""
+        cat = np.concatenate
+        return cls(cat([baseline.logN, recipe.logN]), cat([baseline.logD, recipe.logD]),
+                   cat([baseline.logL, recipe.logL]), cat([baseline.runs, recipe.runs + baseline.n_runs]),
+                   recipe.logN0, recipe.logD0,
+                   cat([np.zeros(len(baseline.logL)), np.ones(len(recipe.logL))]))
 
     @classmethod
     def from_arrays(cls, N, D, loss, run_ids=None) -> "Points":
@@ -68,7 +81,7 @@ def objective(x: np.ndarray, free: list[int], theta0: np.ndarray, pts: Points, w
     """Σ w·Huber(log L̂ − log L) and its gradient in the free parameters (x centred by `shifts`)."""
     theta = theta0.copy()
     theta[free] = uncentre(x, shifts)
-    pred, J = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, jac=True)
+    pred, J = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, jac=True, recipe=pts.recipe)
     h, dh = huber(pred - pts.logL)
     if w is not None:
         h, dh = h * w, dh * w
@@ -106,7 +119,7 @@ def objective_at(thetas: np.ndarray, pts: Points, w: np.ndarray | None = None) -
     out = np.empty(len(thetas))
     for i in range(0, len(thetas), 512):
         chunk = thetas[i:i + 512].T[:, :, None]  # each parameter as a (k, 1) column
-        pred = log_predict(chunk, pts.logN, pts.logD, pts.logN0, pts.logD0)
+        pred = log_predict(chunk, pts.logN, pts.logD, pts.logN0, pts.logD0, recipe=pts.recipe)
         h = huber(pred - pts.logL)[0]
         out[i:i + 512] = (h * w).sum(1) if w is not None else h.sum(1)
     return out

@@ -27,11 +27,18 @@ def base_theta() -> np.ndarray:
 
 
 def log_predict(theta: np.ndarray, logN: np.ndarray, logD: np.ndarray, logN0: float = 0.0,
-                logD0: float = 0.0, jac: bool = False):
-    """log L at each point, and (if jac) d log L / dθ as an (n, 10) array."""
+                logD0: float = 0.0, jac: bool = False, recipe: np.ndarray | None = None):
+    """log L at each point, and (if jac) d log L / dθ as an (n, 10) array.
+
+    recipe: optional 0/1 per point; the efficiencies apply only where it is 1 (a joint fit of the
+    baseline's points, 0, and one recipe's, 1). None: they apply everywhere.
+    """
     a, b, e, alpha, beta, gamma, u, v, kN, kD = theta
-    xN = logN + u + kN * (logN - logN0)  # log(N · effN(N))
-    xD = logD + v + kD * (logD - logD0)
+    gN = u + kN * (logN - logN0)  # log effN(N)
+    gD = v + kD * (logD - logD0)
+    if recipe is not None:
+        gN, gD = gN * recipe, gD * recipe
+    xN, xD = logN + gN, logD + gD  # log(N · effN(N)), log(D · effD(D))
     t1 = a - alpha * xN
     t2 = b - beta * xD
     s = np.logaddexp(t1, t2)  # log(A/(N effN)^α + B/(D effD)^β)
@@ -48,8 +55,8 @@ def log_predict(theta: np.ndarray, logN: np.ndarray, logD: np.ndarray, logN0: fl
     J[:, 3] = -ds * p1 * xN
     J[:, 4] = -ds * p2 * xD
     J[:, 5] = (1.0 - qe) * s
-    J[:, 6] = -ds * p1 * alpha
-    J[:, 7] = -ds * p2 * beta
+    J[:, 6] = -ds * p1 * alpha * (1 if recipe is None else recipe)
+    J[:, 7] = -ds * p2 * beta * (1 if recipe is None else recipe)
     J[:, 8] = J[:, 6] * (logN - logN0)
     J[:, 9] = J[:, 7] * (logD - logD0)
     return pred, J

@@ -19,8 +19,10 @@ Verdict (the rule also in docs/fits.md):
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import ndtr
 from scipy.stats import chi2
 
+from fits.fit import DELTA
 from fits.laws import effective_chinchilla, log_compute_optimal
 
 ALPHA = 0.05
@@ -53,15 +55,27 @@ def curves(base: np.ndarray, recipe: np.ndarray, logC: np.ndarray, logN0: float,
             "ratio_per_decade": float(10 ** (a_r / a_b - 1))}
 
 
-def lr_test(l1_null: float, l1_alt: float, n_eff: int, df: int = 2) -> tuple[float, float]:
-    """Likelihood-ratio test of κN = κD = 0: (statistic, p-value).
+def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, n_runs: int,
+            delta: float = DELTA, df: int = 2) -> tuple[float, float]:
+    """Test of κN = κD = 0 for the Huber fits: (statistic, p-value).
 
-    Huber with δ = 1e-3 is, at the residual sizes of loss data (~1e-2), the L1 loss, i.e. the
-    likelihood of Laplace errors; its profile log-likelihood is −n·log(Σ|r|) + const, so
-    LR = 2n·log(Σ|r|₀ / Σ|r|₁) ~ χ²(df). n is the number of runs: checkpoints of one run are not
-    independent, and counting runs instead of points keeps the test from overstating the evidence.
+    The Huber loss is not a likelihood, so twice the drop in objective is rescaled by E ψ' / E ψ²
+    (ψ = ρ', from the alternative's residuals): Ronchetti's drop-in-dispersion test for M-estimators,
+    χ²(df) under the null whatever the error distribution. With Laplace errors it equals the
+    likelihood ratio; with Gaussian errors the unscaled ratio would be 1.6x too large (measured:
+    20% rejections of a true κ = 0 at the 5% level). E ψ' = P(|r| ≤ δ) is taken from a kernel
+    density of the residuals, since few residuals fall within δ = 1e-3. Points are scaled to runs
+    (× n_runs / n_points): checkpoints of one run are not independent evidence.
     """
-    stat = max(0.0, 2.0 * n_eff * float(np.log(l1_null / l1_alt)))
+    r = np.asarray(residuals, float)
+    n = len(r)
+    h = 0.9 * min(r.std(), np.subtract(*np.percentile(r, [75, 25])) / 1.34) * n ** -0.2  # Silverman
+    if h > 0:
+        p_in = float(np.mean(ndtr((delta - r) / h) - ndtr((-delta - r) / h)))
+    else:
+        p_in = float(np.mean(np.abs(r) <= delta))
+    psi2 = float(np.mean(np.clip(r, -delta, delta) ** 2))
+    stat = max(0.0, 2.0 * (objective_null - objective_alt) * p_in / psi2 * n_runs / n)
     return stat, float(chi2.sf(stat, df))
 
 
