@@ -10,7 +10,8 @@ HELP = "print the model size ladder"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--family", choices=["llama2", "nanochat"], action="append",
                         help="family to list (repeatable; default: both)")
-    parser.add_argument("--vocab-size", type=int, default=8192, help="vocabulary size for N total (default 8192)")
+    parser.add_argument("--vocab-size", type=int, default=32768,
+                        help="vocabulary size for N total and exact FLOPs (default 32768, as `scaling data prepare`)")
     parser.add_argument("--seq-len", type=int, default=1024, help="context length for exact FLOPs (default 1024)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
