@@ -42,15 +42,16 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raise
 
 
-def _json_ready(obj: Any) -> Any:
+def json_ready(obj: Any) -> Any:
+    """NaN/inf -> None and arrays -> lists: strict JSON that any parser reads."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
+        return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_json_ready(v) for v in obj]
+        return [json_ready(v) for v in obj]
     if hasattr(obj, "tolist"):
-        return _json_ready(obj.tolist())
+        return json_ready(obj.tolist())
     return obj
 
 
@@ -59,7 +60,7 @@ def _flat_table(runs: pl.DataFrame) -> pl.DataFrame:
     cols = []
     for name, dtype in runs.schema.items():
         if isinstance(dtype, (pl.Struct, pl.List, pl.Array, pl.Object)):
-            cols.append(pl.col(name).map_elements(lambda v: json.dumps(_json_ready(v.to_list() if hasattr(v, "to_list") else v)),
+            cols.append(pl.col(name).map_elements(lambda v: json.dumps(json_ready(v.to_list() if hasattr(v, "to_list") else v)),
                                                   return_dtype=pl.Utf8))
         else:
             cols.append(pl.col(name))
@@ -114,7 +115,7 @@ def law_params(group: dict, law: str) -> dict:
     """
     p = dict(group["params"])
     if law == "chinchilla":
-        for k in ("effN", "effD", "kappaN", "kappaD", "N0", "D0"):
+        for k in ("effN", "effD", "kappaN", "kappaD", "N0", "D0", "effN_const", "effD_const"):
             p.pop(k, None)
     return p
 
@@ -284,20 +285,23 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
     s = Section("Parameter and data efficiency (effN, effD)")
     rows = []
     for name, g in sorted(fitted["groups"].items()):
-        if name == baseline or "effN" not in g["params"]:
-            continue
         p, ci = g["params"], g.get("ci95", {})
-        rows.append((name, p["effN"], _ci(ci, "effN"), p["effD"], _ci(ci, "effD"), p["effN"] * p["effD"]))
+        if name == baseline or "effN_const" not in p:
+            continue
+        rows.append((name, p["effN_const"], _ci(ci, "effN_const"), p["effD_const"], _ci(ci, "effD_const"),
+                     p["effN_const"] * p["effD_const"], p["kappaN"], _ci(ci, "kappaN"), p["kappaD"], _ci(ci, "kappaD")))
     if not rows:
         return s.omit("Not computed: there is no recipe other than the baseline.")
-    base = ("the Chinchilla law fitted on {b} (Quartet's form with γ = 1; run `scaling report --law quartet` for "
-            "the Quartet law with its γ)" if fitted["law"] == "chinchilla" else "the Quartet law fitted on {b}")
+    base = ("the Chinchilla law fitted on {b} (Quartet's form with γ = 1; `--law quartet` fits γ too)"
+            if fitted["law"] == "chinchilla" else "the Quartet law fitted on {b}")
     s.add(Paragraph(
         "Quartet's parametrisation L = (A/(N·effN)^α + B/(D·effD)^β)^γ + E: a recipe trains like "
-        f"{baseline} with effN× the parameters and effD× the tokens. Base law: {base.format(b=baseline)}; "
-        "effN and effD are fitted per recipe with the base law held fixed (constant efficiencies, κ = 0)."
+        f"{baseline} with effN× the parameters and effD× the tokens. Base law: {base.format(b=baseline)}, held "
+        "fixed while effN and effD are fitted per recipe (constant efficiencies, as in the Quartet paper). "
+        "κN and κD are the growth model's exponents, effN(N) ∝ N^κN and effD(D) ∝ D^κD: 0 means constant."
     ))
-    s.add(Table(("recipe", "effN", "95% CI", "effD", "95% CI", "effN·effD"), tuple(rows)))
+    s.add(Table(("recipe", "effN", "95% CI", "effD", "95% CI", "effN·effD", "κN", "95% CI", "κD", "95% CI"), tuple(rows),
+                "effN·effD is the constant model's compute multiplier."))
     return s
 
 
@@ -308,6 +312,7 @@ def _records_table(rows: list, caption: str) -> Table:
 
 
 DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> caption
+    "claims": "The UFP4 paper's claims about the formats, checked on these measurements (holds: true or false).",
     "gemm": "Single-GEMM output SQNR (dB) with both operands quantized along that GEMM's K, and its change "
             "under the transform (delta, dB).",
     "quant": "Per tensor, format and transform: SQNR (dB), its change under the transform, the mean (shrinkage) "
@@ -450,7 +455,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     for old in fig_dir.glob("*.png"):  # a rebuild must not leave figures of an older report behind
         old.unlink()
     write_atomic(out_dir / "results.csv", _flat_table(study.runs).write_csv())
-    write_atomic(out_dir / "fits.json", json.dumps(_json_ready(fitted), indent=2))
+    write_atomic(out_dir / "fits.json", json.dumps(json_ready(fitted), indent=2))
 
     colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
     doc = Document(
