@@ -5,12 +5,14 @@ never trains twice at once, however often the sweep is relaunched; then it calls
 ``scaling.train.train(config, run_dir)``, which resumes from the run's last checkpoint and returns
 the stored result if the run already finished.
 
-SLURM: arrays are split to fit the cluster's MaxArraySize. On preemption or timeout SLURM sends
-USR2 (``--signal``); submitit calls ``RunJob.checkpoint()``, which resubmits the same run, and
-requeues the job; the requeued job resumes from the Lightning checkpoint. Lightning's own SLURM
-auto-requeue is off in train (see docs/training.md), so only submitit requeues.
+SLURM: arrays are split to fit the cluster's MaxArraySize. Before a timeout SLURM sends USR1
+(``--signal``), on preemption SIGTERM: train() checkpoints at the end of the step and raises
+``Preempted``; the job then takes submitit's own path (its USR2 handler): ``RunJob.checkpoint()``
+resubmits the same run and submitit requeues the job, which resumes from the checkpoint.
+Lightning's own SLURM auto-requeue is off in train (it runs with ``LightningEnvironment``), so
+only submitit requeues.
 
-Local: a pool of worker processes (``python -m sweeps.launch RUN_DIR``) over the visible GPUs,
+Local: long-lived worker processes (``python -m sweeps.launch --worker``) over the visible GPUs,
 ``jobs_per_gpu`` per GPU, or ``cpu_jobs`` at once on CPU with the cores split between them.
 """
 
@@ -154,6 +156,7 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     if executor not in ("local", "slurm"):
         raise UserError(f"--executor {executor!r}: use local or slurm")
     sweep_dir = sweep_dir_for(spec, sweep_dir).resolve()
+    chunk = max_array_size() if executor == "slurm" else 0  # also: is there a cluster at all?
     prepare_data(spec, progress)
     todo, skipped = pending(spec, sweep_dir)
     report = LaunchReport(str(sweep_dir), executor, total=len(todo) + sum(map(len, skipped.values())),
@@ -164,17 +167,20 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     if not todo:
         return report
     if executor == "slurm":
-        _launch_slurm(spec, todo, sweep_dir, report, progress)
+        _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
     else:
         _launch_local(spec, todo, sweep_dir, report, progress)
     return report
 
 
 def prepare_data(spec: SweepSpec, progress: bool = True) -> None:
-    """Tokenize a raw corpus once (scaling.data.prepare, under its lock); check a prepared dir."""
+    """Prepare the data once, here, before any job needs it (each step is a no-op when done):
+    the built-in corpus, or a raw corpus (scaling.data.prepare, under its lock); else check the dir."""
     from scaling import data
 
-    if spec.corpus:
+    if spec.data == "builtin":
+        data.builtin_data_dir(vocab_size=spec.train.get("vocab_size") or data.BUILTIN_VOCAB_SIZE)
+    elif spec.corpus:
         if progress:
             print(f"preparing {spec.corpus} into {spec.data} (once; vocab {data.DEFAULT_VOCAB_SIZE})", flush=True)
         data.prepare([spec.corpus], spec.data, progress=progress)
@@ -213,8 +219,9 @@ def slurm_executor(spec: SweepSpec, folder: Path) -> submitit.SlurmExecutor:
     return ex
 
 
-def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:
-    chunk = max(1, max_array_size())
+def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool,
+                  chunk: int) -> None:  # fmt: skip
+    chunk = max(1, chunk)
     ex = slurm_executor(spec, sweep_dir / ".submitit")
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
