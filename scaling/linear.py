@@ -185,6 +185,9 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
     if not isinstance(blocks, nn.ModuleList):
         raise ValueError("convert() expects the transformer blocks in `model.blocks` (an nn.ModuleList)")
     keep = {i % len(blocks) for i in recipe.high_precision_blocks}
+    for name, module in blocks.named_modules():
+        if type(module) is nn.Linear:
+            check_shape(recipe, module.in_features, module.out_features, f"blocks.{name}")
     layer_index = 0
     for b, block in enumerate(blocks):
         for parent in list(block.modules()):
@@ -194,6 +197,26 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
                         setattr(parent, name, QLinear.from_linear(child, recipe, layer_index, seed))
                     layer_index += 1
     return model
+
+
+def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str = "a linear layer") -> None:
+    """Refuse, before any training, a layer whose GEMM K does not fit the recipe's blocks/transforms.
+    (The token count, wgrad's K, is checked when the batch arrives.)"""
+    from scaling.errors import UserError
+
+    ks = {"fprop_x": in_features, "fprop_w": in_features, "dgrad_dy": out_features, "dgrad_w": out_features}
+    for operand, k in ks.items():
+        spec = getattr(recipe, operand)
+        if spec is not None and k % spec.k_multiple:
+            raise UserError(
+                f"recipe {recipe.name!r} cannot quantize {where} ({in_features} -> {out_features}): "
+                f"{operand.replace('_', '.')} needs K = {k} to be a multiple of {spec.k_multiple} "
+                f"({spec.describe()}); pick a model size whose widths are multiples of {spec.k_multiple}")
+        if spec is not None and spec.block_rows > 1:
+            other = out_features if operand.endswith("w") and operand.startswith("fprop") else in_features
+            if other % spec.block_rows:
+                raise UserError(f"recipe {recipe.name!r}: {where} needs both dimensions to be multiples of "
+                                f"{spec.block_rows} for {spec.block_rows}x{spec.block_k} tiles")
 
 
 def set_step(model: nn.Module, step: int) -> None:

@@ -134,3 +134,13 @@ def test_quantized_gradients_track_exact_ones():
         for p0, p1 in zip(base.parameters(), m.parameters()):
             cos = torch.nn.functional.cosine_similarity(p0.grad.flatten(), p1.grad.flatten(), dim=0)
             assert cos > 0.9, f"{name}: gradient cosine {cos:.3f}"
+
+
+def test_incompatible_width_is_refused_before_training():
+    from scaling.errors import UserError
+
+    model = nn.Module()
+    model.blocks = nn.ModuleList([nn.Sequential(nn.Linear(128, 64, bias=False))])
+    with pytest.raises(UserError, match="multiple of 128"):
+        convert(model, get_recipe("quartet2"))  # MS-EDEN's RHT128 along dgrad's K = 64
+    convert(model, get_recipe("nvfp4"))  # 1x16 blocks fit
