@@ -140,7 +140,12 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL))}
 
 
-def _run(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress):
+def _run(*args) -> dict:
+    with single_threaded_blas():  # forked bootstrap workers inherit the setting
+        return _fit_and_judge(*args)
+
+
+def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress):
     if law not in LAWS:
         raise UserError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     table = read_table(table)  # validates a DataFrame too (cheap, and idempotent on its own output)
@@ -154,11 +159,10 @@ def _run(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolat
         _check_enough(g, groups[g], kind)
 
     t0 = time.perf_counter()
-    with single_threaded_blas():  # forked workers inherit the setting
-        thetas, objectives, starts = _fit_full(groups, jobs, top)
-        t1 = time.perf_counter()
-        ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
-        reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []
+    thetas, objectives, starts = _fit_full(groups, jobs, top)
+    t1 = time.perf_counter()
+    ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
+    reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []
     timing = {"fit_s": t1 - t0, "bootstrap_s": time.perf_counter() - t1, "workers": workers}
 
     out_groups = {}
