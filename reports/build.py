@@ -143,7 +143,7 @@ def _short(x) -> str:
 VERDICT_WORDS = {
     "grows": "**grows** with compute",
     "does not grow": "**does not grow** with compute",
-    "inconclusive": "is **inconclusive**: the data cannot tell whether it grows",
+    "inconclusive": "is **inconclusive** (the data cannot tell whether it grows)",
 }
 
 

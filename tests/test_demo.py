@@ -1,0 +1,36 @@
+"""scaling demo: the shipped demo spec can be fitted, and the command's mistakes are one-line errors.
+
+The demo itself (minutes of training) is measured, not tested: `time scaling demo` (docs/reports.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from scaling.commands.demo import demo_spec_path
+
+
+def test_demo_spec_is_small_and_fittable():
+    """bf16 and 2-3 FP4 recipes, ≥ 2 sizes and ≥ 2 token budgets per size, and enough runs per recipe
+    for a Chinchilla fit (5 parameters: fits needs 8 points from ≥ 3 runs, ≥ 2 distinct N and D)."""
+    from sweeps.spec import load_spec
+
+    spec = load_spec(demo_spec_path())
+    assert spec.data == "builtin"
+    assert "bf16" in spec.recipe and 2 <= len(set(spec.recipe) - {"bf16"}) <= 3
+    runs = spec.points()
+    per_recipe = Counter(r["recipe"] for r in runs)
+    assert min(per_recipe.values()) >= 8, per_recipe
+    for recipe in spec.recipe:
+        mine = [r for r in runs if r["recipe"] == recipe]
+        assert len({r["size"] for r in mine}) >= 2
+        for size in {r["size"] for r in mine}:
+            assert len({r["tokens"] for r in mine if r["size"] == size}) >= 2
+
+
+def test_demo_reports_a_bad_spec_in_one_line(tmp_path, capsys):
+    from scaling.cli import main
+
+    assert main(["demo", "--spec", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "missing.toml" in err and "Traceback" not in err
