@@ -31,7 +31,8 @@ from scaling.recipes import OPERANDS, get_recipe, list_recipes
 
 # The dim each operand is quantized along (its GEMM's K) in QLinear: (T, in) X, (out, in) W, (T, out) dY.
 OPERAND_DIM = {"fprop_x": -1, "fprop_w": -1, "dgrad_dy": -1, "dgrad_w": 0, "wgrad_dy": 0, "wgrad_x": 0}
-LINEAR_RECIPES = ("nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2", "nvfp4_4over6", "mxfp8", "fp8")
+LINEAR_RECIPES = ("nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2", "mxfp8", "fp8")
+KERNEL_RECIPES = LINEAR_RECIPES
 TRAIN_RECIPES = ("bf16", "nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2")
 
 
@@ -78,15 +79,16 @@ def copy_gbps(device: torch.device) -> float:
 
 def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                   recipes: list[str] | None = None, progress: Callable[[str], None] = print) -> list[dict]:
-    from scaling import kernels
+    from scaling import kernels, quant
     from scaling.kernels.quantize import Launch
+    from scaling.seeds import Seeds
 
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
     x_bytes = x.numel() * x.element_size()
     seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
     done: dict = {}
-    rows = []
-    for recipe_name in recipes or list_recipes():
+    rows, mismatches = [], []
+    for recipe_name in recipes or KERNEL_RECIPES:
         recipe = get_recipe(recipe_name)
         for operand in OPERANDS:
             spec = getattr(recipe, operand)
@@ -103,13 +105,21 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                     t["amax"] = median_ms(launch.run_amax)
                     total.insert(0, launch.run_amax)
                 t["gemm_operand"] = median_ms(lambda: [f() for f in total])
+                # The tuned kernels at full size against the reference, bit for bit.
+                out, inv = launch.result()
+                ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
+                bad = int((out.float() != ref.float()).sum()) + int(not torch.equal(inv, ref_inv))
+                mismatches.append(bad)
                 done[key] = {name: (x_bytes + (0 if name == "amax" else out_bytes)) / ms / 1e6
                              for name, ms in t.items()}
                 progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): "
-                         + ", ".join(f"{k} {v:.0f} GB/s" for k, v in done[key].items()))
+                         + ", ".join(f"{k} {v:.0f} GB/s" for k, v in done[key].items())
+                         + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
             for name, gbps in done[key].items():
                 rows.append({"name": name, "recipe": recipe_name, "operand": operand.replace("_", "."),
                              "gbps": round(gbps, 1)})
+    if any(mismatches):
+        raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
     return rows
 
 
@@ -182,7 +192,8 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
 
 def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "llama2"),
                 sizes: tuple[str, ...] = ("40M", "160M"), recipes: tuple[str, ...] = TRAIN_RECIPES,
-                steps: int = 10, progress: Callable[[str], None] = print) -> list[dict]:
+                steps: int = 10, progress: Callable[[str], None] = print,
+                on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     from models import model_size
     from scaling.data import BUILTIN_VOCAB_SIZE
     from scaling.train import peak_flops
@@ -200,6 +211,8 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                              "mfu": round(flops * tps / peak, 4) if peak else None,
                              "ratio_vs_bf16": round(tps / base, 3)})
                 progress(f"  {family} {size} {recipe}: {tps:,.0f} tokens/s ({tps / base:.2f}x bf16)")
+                if on_row:
+                    on_row(rows)
     return rows
 
 

@@ -71,11 +71,15 @@ def run(args: argparse.Namespace) -> int:
             dims = tuple(int(d) for d in args.dims.split(","))
             result["linear"] = bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES,
                                                   progress=progress)
+        def save_rows(rows: list[dict]) -> None:  # keep finished runs if a later one is cut short
+            if args.out:
+                _write_atomic(args.out, {**result, "train": rows})
+
         if "train" in gpu:
             result["train"] = bench.bench_train(device, families=tuple(args.families.split(",")),
                                                 sizes=tuple(args.sizes.split(",")),
                                                 recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps,
-                                                progress=progress)
+                                                progress=progress, on_row=save_rows)
     if args.out:
         _write_atomic(args.out, result)
     if args.json:

@@ -10,7 +10,6 @@ otherwise it runs the reference. The kernel is registered as the custom op
 from __future__ import annotations
 
 import functools
-import json
 import os
 
 import torch
@@ -50,37 +49,48 @@ def supports(spec: QuantSpec) -> bool:
     return spec.block is None or (spec.block_k in (16, 32) and spec.block_rows in (1, spec.block_k))
 
 
-@torch.compiler.assume_constant_result
-def _spec_json(spec: QuantSpec) -> str:
-    """The spec as the custom op's string argument (a constant when compiled)."""
-    return json.dumps(spec.to_dict(), sort_keys=True)
+def _spec_args(spec: QuantSpec) -> tuple:
+    """The spec as plain values for the custom op (attribute reads: dynamo treats them as constants)."""
+    block = spec.block or (0, 0)
+    return (spec.elem, -1.0 if spec.cap is None else float(spec.cap), int(block[0]), int(block[1]), spec.scale,
+            spec.tensor_scale, float(spec.scale_bound), spec.rounding, int(spec.transform), spec.signs,
+            spec.four_over_six, spec.eden, float(spec.headroom))
 
 
 @functools.lru_cache(maxsize=256)
-def _spec_from_json(text: str) -> QuantSpec:
-    return QuantSpec.from_dict(json.loads(text))
+def _spec_from_args(elem: str, cap: float, block_rows: int, block_k: int, scale: str, tensor_scale: bool,
+                    scale_bound: float, rounding: str, transform: int, signs: str, four_over_six: bool,
+                    eden: bool, headroom: float) -> QuantSpec:
+    return QuantSpec(elem=elem, cap=None if cap < 0 else cap, block=(block_rows, block_k) if block_k else None,
+                     scale=scale, tensor_scale=tensor_scale, scale_bound=scale_bound, rounding=rounding,
+                     transform=transform, signs=signs, four_over_six=four_over_six, eden=eden, headroom=headroom)
 
 
-def _seed_tensor(seeds: Seeds | None, device: torch.device) -> torch.Tensor | None:
-    """[rounding seed, sign seed] as an int64 tensor on device (seeds may be ints or 0-d tensors)."""
-    if seeds is None:
+def _seed_tensor(seed, device: torch.device) -> torch.Tensor | None:
+    """[rounding seed, sign seed] as an int64 tensor on device (an int, a 0-d tensor or Seeds)."""
+    if seed is None:
         return None
+    pair = (seed.rounding, seed.signs) if isinstance(seed, Seeds) else (seed, seed)
     parts = [s.to(device=device, dtype=torch.int64).reshape(()) if isinstance(s, torch.Tensor)
              else torch.full((), s & 0xFFFFFFFF, dtype=torch.int64, device=device)
-             for s in (seeds.rounding, seeds.signs)]
+             for s in pair]
     return torch.stack(parts)
 
 
 @torch.library.custom_op("scaling::gemm_operand", mutates_args=())
-def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, spec: str, dim: int,
-                     dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, dim: int, dtype: torch.dtype,
+                     elem: str, cap: float, block_rows: int, block_k: int, scale: str, tensor_scale: bool,
+                     scale_bound: float, rounding: str, transform: int, signs: str, four_over_six: bool,
+                     eden: bool, headroom: float) -> tuple[torch.Tensor, torch.Tensor]:
     from scaling.kernels.quantize import quantize_operand
 
-    return quantize_operand(x, _spec_from_json(spec), dim, seeds, dtype)
+    spec = _spec_from_args(elem, cap, block_rows, block_k, scale, tensor_scale, scale_bound, rounding,
+                           transform, signs, four_over_six, eden, headroom)
+    return quantize_operand(x, spec, dim, seeds, dtype)
 
 
 @_gemm_operand_op.register_fake
-def _(x, seeds, spec, dim, dtype):
+def _(x, seeds, dim, dtype, *spec_args):
     return torch.empty(x.shape, dtype=dtype, device=x.device), torch.empty((), dtype=torch.float32, device=x.device)
 
 
@@ -89,6 +99,9 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
     """Exactly `quant.gemm_operand(x, spec, dim, seed, dtype)`: through the kernel where it runs."""
     if not (enabled(x) and supports(spec)) or x.numel() == 0:
         return quant.gemm_operand(x, spec, dim, seed, dtype)
-    quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)  # the reference's shape errors
-    seeds = quant._seeds(seed, spec)
-    return _gemm_operand_op(x, _seed_tensor(seeds, x.device), _spec_json(spec), dim % x.dim(), dtype)
+    dim = dim % x.dim()
+    if x.shape[dim] % spec.k_multiple or (x.numel() // x.shape[dim]) % spec.block_rows:
+        quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)  # raises the reference's error
+    if seed is None and spec.needs_seed:
+        quant._seeds(seed, spec)  # raises the reference's error
+    return _gemm_operand_op(x, _seed_tensor(seed, x.device), dim, dtype, *_spec_args(spec))

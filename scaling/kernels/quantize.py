@@ -172,8 +172,8 @@ def _round_elements(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.const
 @triton.jit
 def _halve(t, H: tl.constexpr):
     """t[..., :H] + t[..., H:] over the last axis (of length 2H) of a 3-D tile."""
-    a, b = tl.split(tl.permute(tl.reshape(t, (t.shape[0], t.shape[1], 2, H)), (0, 1, 3, 2)))
-    return a + b
+    # A sum of two terms is the same whichever way round: tl.sum over the size-2 axis is exact here.
+    return tl.sum(tl.reshape(t, (t.shape[0], t.shape[1], 2, H)), axis=2)
 
 
 @triton.jit
@@ -196,6 +196,14 @@ def _tree_sum(t, LOG2N: tl.constexpr):
     if LOG2N >= 1:
         t = _halve(t, 1)
     return tl.reshape(t, (t.shape[0], t.shape[1]))
+
+
+@triton.jit
+def _group_sum(t, BR: tl.constexpr, NB: tl.constexpr, N: tl.constexpr, LOG2NB: tl.constexpr,
+               LOG2N: tl.constexpr):
+    """tree_sum over each row's NB blocks of N (a (BR, NB, N) tile, one group per row) -> (BR, 1)."""
+    t = _tree_sum(tl.permute(t, (0, 2, 1)), LOG2NB)  # across blocks first: the halvings of stride >= N
+    return _tree_sum(tl.reshape(t, (BR, 1, N)), LOG2N)
 
 
 @triton.jit
@@ -246,9 +254,10 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
 
 @triton.jit
 def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr,
-                 BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+                 TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
     """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile."""
+    BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
@@ -288,13 +297,14 @@ def _block_sq_err(q4, s_b, x_enc4, NBR: tl.constexpr, NBK: tl.constexpr, LOG2N: 
 
 @triton.jit
 def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_r, stride_k, numer, target,
-                     BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+                     TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                      NORM: tl.constexpr, RAND_SIGNS: tl.constexpr,
                      BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
                      PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
                      ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr,
                      FOUR_SIX: tl.constexpr, EDEN: tl.constexpr):
+    BR: tl.constexpr = TILE // BK  # tile rows
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
@@ -334,13 +344,13 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
         q4 = tl.where(use4[:, None, :, None], q4_4, q4)
 
     if EDEN:  # blocks are 1 x BLK_K here (NBR == BR); groups of HAD along K
-        G: tl.constexpr = BK // HAD
-        x_enc = tl.reshape(x * s_enc, (BR, G, HAD))
-        deq = tl.reshape(q4 * s_b[:, None, :, None], (BR, G, HAD))
-        num = _tree_sum(x_enc * x_enc, LOG2H)
-        den = _tree_sum(x_enc * deq, LOG2H)
+        # One group per tile row (BK == HAD): tree_sum over 128 = halve across the 8 blocks
+        # (b + 4, b + 2, b + 1), then within the remaining block of 16.
+        x_enc = tl.reshape(x4 * s_enc, (BR, NBK, BLK_K))
+        deq = tl.reshape(q4 * s_b[:, None, :, None], (BR, NBK, BLK_K))
+        num = _group_sum(x_enc * x_enc, BR, NBK, BLK_K, LOG2H - LOG2_BLK, LOG2_BLK)
+        den = _group_sum(x_enc * deq, BR, NBK, BLK_K, LOG2H - LOG2_BLK, LOG2_BLK)
         c = tl.where(den > 0, tl.math.div_rn(num, tl.where(den > 0, den, 1.0)), 1.0)
-        c = tl.reshape(tl.broadcast_to(c[:, :, None], (BR, G, HAD // BLK_K)), (BR, NBK))
         corrected = s_b * c
         brow = pid_r * BR + tl.arange(0, BR)
         bcol = pid_k * NBK + tl.arange(0, NBK)
@@ -354,6 +364,25 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
 
 # --- launch ----------------------------------------------------------------------------------------
 
+def _bench(fn, quantiles):
+    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+
+
+# On the GPU the tile size (elements per program) and warps are tuned per shape and layout: the
+# dim-0 (wgrad) layout and the Hadamard/EDEN variants prefer other tiles than the plain row case.
+# Both kernels are idempotent (an atomic max; plain stores), so the tuner's reruns are harmless.
+_TUNE = [triton.Config({"TILE": t}, num_warps=w) for t, w in ((4096, 4), (8192, 8), (16384, 8))]
+_amax_tuned = triton.autotune(_TUNE, key=["R", "K", "stride_k"], do_bench=_bench)(_amax_kernel)
+_quantize_tuned = triton.autotune(_TUNE, key=["R", "K", "stride_k"], do_bench=_bench)(_quantize_kernel)
+
+
+def _tuning() -> bool:
+    """Autotune on the GPU unless SCALING_KERNEL_TUNE=0 (then: the fixed default tile, as on CPU)."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET", "0") != "1" and os.environ.get("SCALING_KERNEL_TUNE", "1") != "0"
+
+
 @functools.lru_cache(maxsize=None)
 def _config(spec: QuantSpec, K: int) -> dict:
     """Compile-time parameters and the tile shape for one spec."""
@@ -364,10 +393,10 @@ def _config(spec: QuantSpec, K: int) -> dict:
         blk_r, blk_k = 1, bk
     else:
         blk_r, blk_k = spec.block_rows, spec.block_k
-    br = max(blk_r, 8192 // bk if not (spec.four_over_six or spec.eden) else 4096 // bk)
+    tile = max(blk_r * bk, 8192 if not (spec.four_over_six or spec.eden) else 4096)
     elem_max = spec.elem_max
     return dict(
-        BR=br, BK=bk, HAD=had, LOG2H=int(math.log2(had)) if had else 0,
+        TILE=tile, BK=bk, HAD=had, LOG2H=int(math.log2(had)) if had else 0,
         NORM=norm_factor(had) if had else 1.0, RAND_SIGNS=bool(had) and spec.signs != "ones",
         BLK_R=blk_r, BLK_K=blk_k, LOG2_BLK=int(math.log2(blk_r * blk_k)),
         PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.block is None or spec.tensor_scale,
@@ -401,7 +430,7 @@ class Launch:
         self.inv = torch.empty((), dtype=torch.float32, device=x.device)
         self.amax = torch.zeros((), dtype=torch.float32, device=x.device)
         self.seeds = self.amax if seeds is None else seeds  # never read by a deterministic spec
-        self.grid = (triton.cdiv(self.R, self.cfg["BR"]), triton.cdiv(self.K, self.cfg["BK"]))
+        self.tuned = self.buf.is_cuda and _tuning()
         bound = spec.scale_bound if spec.block is not None else 1.0
         self.numer = float(torch.tensor(spec.elem_max * bound, dtype=torch.float32))
         self.target = float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32))
@@ -410,16 +439,25 @@ class Launch:
     def needs_amax(self) -> bool:
         return self.cfg["TENSOR_SCALE"]
 
+    def _grid(self, meta: dict) -> tuple[int, int]:
+        return triton.cdiv(self.R, meta["TILE"] // meta["BK"]), triton.cdiv(self.K, meta["BK"])
+
+    def _launch(self, tuned, plain, args: tuple, consts: dict) -> None:
+        if self.tuned:
+            tuned[self._grid](*args, **{k: v for k, v in consts.items() if k != "TILE"}, enable_fp_fusion=False)
+        else:
+            plain[self._grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
+
     def run_amax(self) -> None:
         c = self.cfg  # (an atomic max: rerunning on the same input leaves the same amax)
-        _amax_kernel[self.grid](self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds,
-                                BR=c["BR"], BK=c["BK"], HAD=c["HAD"], LOG2H=c["LOG2H"], NORM=c["NORM"],
-                                RAND_SIGNS=c["RAND_SIGNS"], num_warps=8, enable_fp_fusion=False)
+        consts = {k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS")}
+        self._launch(_amax_tuned, _amax_kernel,
+                     (self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds), consts)
 
     def run_quantize(self) -> None:
-        _quantize_kernel[self.grid](self.buf, self.out, self.amax, self.inv, self.seeds, self.R, self.K,
-                                    self.stride_r, self.stride_k, self.numer, self.target,
-                                    **self.cfg, num_warps=8, enable_fp_fusion=False)
+        self._launch(_quantize_tuned, _quantize_kernel,
+                     (self.buf, self.out, self.amax, self.inv, self.seeds, self.R, self.K, self.stride_r,
+                      self.stride_k, self.numer, self.target), self.cfg)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # a middle axis: rare (GEMM operands are 2-D); custom ops return dense outputs
