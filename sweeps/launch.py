@@ -325,6 +325,10 @@ def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
     for t in threads:
         t.start()
     try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the workers like Ctrl-C
+    except ValueError:  # not the main thread
+        previous = None
+    try:
         for t in threads:
             while t.is_alive():
                 t.join(0.5)
@@ -338,6 +342,13 @@ def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
         for w in workers:
             w.wait()
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _worker() -> int:
