@@ -134,8 +134,12 @@ class SweepSpec:
         configs, seen = [], set()
         for p in self.points():
             cfg = RunConfig(**self.train, data=self.data, **{k: p[k] for k in GRID_FIELDS if k in p})
-            if cfg.run_id not in seen:
-                seen.add(cfg.run_id)
+            try:
+                run_id = cfg.run_id  # resolves the config: RunConfig's own checks (e.g. train.schedule)
+            except UserError as e:
+                raise UserError(f"train: {e} (run {p})") from None
+            if run_id not in seen:
+                seen.add(run_id)
                 configs.append(cfg)
         return configs
 

@@ -83,6 +83,12 @@ def test_bad_spec_names_the_key_path(tmp_path, override, message):
     assert message in str(err.value)
 
 
+def test_run_config_checks_reach_the_user(tmp_path):
+    spec = load(tmp_path, overrides=('train.schedule="linear"',))
+    with pytest.raises(UserError, match="train: unknown schedule 'linear'"):
+        spec.runs()
+
+
 def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):
     spec = write_spec(tmp_path)
     sweep_dir = tmp_path / "sweep"
