@@ -139,3 +139,11 @@ def test_shape_errors_match_reference():
     x = torch.randn(4, 40, device=DEVICE)
     with pytest.raises(UserError, match="multiple of 16"):
         kernels.gemm_operand(x, QuantSpec(), -1, None, torch.float32)
+
+
+@pytest.mark.skipif(CUDA, reason="checks the message shown where no GPU is visible")
+def test_bench_needs_cuda(tmp_path):
+    from scaling.cli import main
+
+    assert main(["bench", "kernels", "--out", str(tmp_path / "b.json")]) == 2
+    assert not (tmp_path / "b.json").exists()
