@@ -27,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from scaling.recipes import OPERANDS, get_recipe, list_recipes
+from scaling.recipes import OPERANDS, get_recipe
 
 # The dim each operand is quantized along (its GEMM's K) in QLinear: (T, in) X, (out, in) W, (T, out) dY.
 OPERAND_DIM = {"fprop_x": -1, "fprop_w": -1, "dgrad_dy": -1, "dgrad_w": 0, "wgrad_dy": 0, "wgrad_x": 0}

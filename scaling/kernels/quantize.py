@@ -31,8 +31,6 @@ from scaling.transforms import norm_factor
 
 ELEM_CODES = {"e2m1": 0, "e1m2": 1, "int4": 2, "e4m3": 3, "e5m2": 4}
 SCALE_CODES = {"e8m0": 0, "e4m3": 1, "fp32": 2}
-# FP8 layouts for the bit-level RTNE: (mantissa bits, exponent of the smallest normal).
-FP8_BITS = {"e4m3": (3, -6), "e5m2": (2, -14)}
 SCALE_STREAM = tl.constexpr(_SCALE_STREAM)
 
 
