@@ -215,8 +215,9 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
         return s.omit("Not computed: no recipe other than the baseline, so no penalty to plot.")
     path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
     s.add(Figure(path, f"Left: the compute multiplier, {baseline}'s compute that reaches the recipe's loss divided by the "
-                       f"recipe's compute. Right: the loss gap to {baseline} at equal compute. Median over bootstrap "
-                       "replicates, shaded 95% band; solid over the recipe's compute range in the data, dotted beyond."))
+                       f"recipe's compute. Right: the loss gap to {baseline} at equal compute. Line: the fit; shaded: the 95% "
+                       "bootstrap band (cut at the axes when it is very wide: the tables give its ends); solid over "
+                       "the recipe's compute range in the data, dotted beyond."))
     rows = []
     for recipe, pen in sorted(fitted["penalty"].items()):
         m, g = pen["multiplier"], pen["gap"]

@@ -109,8 +109,8 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
 
 
 def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, path: Path) -> Path:
-    """The headline: compute multiplier and loss gap against the baseline, along compute, with bootstrap bands.
-    Solid inside the data's compute range, dotted where it extrapolates."""
+    """The headline: compute multiplier and loss gap against the baseline, along compute: the fit's line
+    and the 95% bootstrap band. Solid inside the data's compute range, dotted where it extrapolates."""
     with plt.rc_context(STYLE):
         fig, (ax_m, ax_g) = plt.subplots(1, 2, figsize=(9.6, 3.9), layout="constrained")
         for recipe, band in sorted(bands.items()):
@@ -119,12 +119,15 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
             color = colors.get(recipe, "grey")
             verdict = penalty.get(recipe, {}).get("verdict", "")
             for ax, key in ((ax_m, "multiplier"), (ax_g, "gap")):
-                med, lo, hi = (np.asarray(band[key][k], dtype=float) for k in ("median", "lo", "hi"))
+                med, lo, hi = (np.asarray(band[key][k], dtype=float) for k in ("value", "lo", "hi"))
                 ax.fill_between(c, lo, hi, color=color, alpha=0.15, lw=0)
                 ax.plot(c[inside], med[inside], color=color, lw=2, label=f"{recipe} ({verdict})" if verdict else recipe)
                 ax.plot(c, med, color=color, lw=1.2, ls=":")
         ax_m.axhline(1, color="black", lw=0.8)
         ax_g.axhline(0, color="black", lw=0.8)
+        ax_m.set_yscale("log")  # a ratio: 0.5x and 2x are equally far from 1
+        ax_m.set_ylim(*_band_limits(bands, "multiplier", ratio=True))
+        ax_g.set_ylim(*_band_limits(bands, "gap", ratio=False))
         ax_m.set_ylabel(f"compute multiplier vs {baseline}\n(baseline compute for the same loss / C)")
         ax_g.set_ylabel(f"loss gap vs {baseline} (nats/token)")
         for ax in (ax_m, ax_g):
@@ -132,8 +135,24 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
             ax.set_xlabel("training compute C (FLOP), compute-optimal allocation")
         handles, labels = ax_m.get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
-        fig.suptitle("Does the penalty grow with compute? Median and 95% bootstrap band; dotted: extrapolation", fontsize=10)
+        fig.suptitle("Does the penalty grow with compute? Fit and 95% bootstrap band; dotted: extrapolation", fontsize=10)
         return _save(fig, path)
+
+
+def _band_limits(bands: dict, key: str, ratio: bool) -> tuple[float, float]:
+    """Axis limits that show every median and as much of the bands as stays readable: with few runs a
+    bootstrap band can span 100 decades, which would flatten the medians to a line."""
+    med = np.concatenate([np.asarray(b[key]["value"], float) for b in bands.values()])
+    lo = np.concatenate([np.asarray(b[key]["lo"], float) for b in bands.values()])
+    hi = np.concatenate([np.asarray(b[key]["hi"], float) for b in bands.values()])
+    med, lo, hi = med[np.isfinite(med)], lo[np.isfinite(lo)], hi[np.isfinite(hi)]
+    if ratio:
+        m_lo, m_hi = min(med.min(initial=1.0), 1.0), max(med.max(initial=1.0), 1.0)
+        return max(lo.min(initial=m_lo), m_lo / 4) / 1.1, min(hi.max(initial=m_hi), m_hi * 4) * 1.1
+    m_lo, m_hi = min(med.min(initial=0.0), 0.0), max(med.max(initial=0.0), 0.0)
+    pad = max(m_hi - m_lo, 0.02)
+    lim_lo, lim_hi = max(lo.min(initial=m_lo), m_lo - 2 * pad), min(hi.max(initial=m_hi), m_hi + 2 * pad)
+    return lim_lo - 0.05 * (lim_hi - lim_lo), lim_hi + 0.05 * (lim_hi - lim_lo)
 
 
 def gap_vs_size(gaps: pl.DataFrame, colors: dict, baseline: str, path: Path) -> Path:
