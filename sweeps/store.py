@@ -208,8 +208,8 @@ def status(sweep_dir: Path) -> SweepStatus:
         eta = None
         holder = lock_holder(d) if state == "running" else None
         if holder and holder.get("started") and 0 < progress < 1:
-            # Progress made by this holder only is unknown after a resume; the whole curve over
-            # the holder's time is a fair (pessimistic on resume) estimate.
+            # The whole curve over this holder's time: after a resume it credits the holder with
+            # earlier progress too, so just after a resume the ETA is optimistic.
             elapsed = now - holder["started"]
             eta = elapsed * (1 - progress) / progress
         rows.append(RunStatus(
