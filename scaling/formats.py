@@ -100,6 +100,10 @@ def round_fp8_rtne(mag: torch.Tensor, fmt: str) -> torch.Tensor:
     return mag.clamp(-fmax, fmax).to(FP8_DTYPES[fmt]).to(torch.float32)
 
 
+# The bit pattern of each FP8 format's largest finite value (computed once, not while tracing).
+_FP8_MAX_CODE = {f: int(torch.tensor(float(torch.finfo(d).max)).to(d).view(torch.uint8)) for f, d in FP8_DTYPES.items()}
+
+
 def fp8_neighbours(mag: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The FP8 values lo <= mag <= hi adjacent on the grid (non-negative mag; lo == hi when exact)."""
     fmax = grid_max(fmt)
@@ -107,7 +111,7 @@ def fp8_neighbours(mag: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Ten
     q = mag.to(FP8_DTYPES[fmt])
     qf = q.to(torch.float32)
     bits = q.view(torch.uint8).to(torch.int16)  # positive FP8 values are ordered like their bits
-    up = (bits + 1).clamp(max=int(torch.tensor(fmax).to(FP8_DTYPES[fmt]).view(torch.uint8)))
+    up = (bits + 1).clamp(max=_FP8_MAX_CODE[fmt])
     down = (bits - 1).clamp(min=0)
     as_f = lambda b: b.to(torch.uint8).view(FP8_DTYPES[fmt]).to(torch.float32)  # noqa: E731
     lo = torch.where(qf > mag, as_f(down), qf)

@@ -21,7 +21,12 @@ import torch.nn as nn
 from scaling import quant
 from scaling.quant import QuantSpec
 from scaling.recipes import Recipe
-from scaling.seeds import Seeds, mix
+from scaling.seeds import Seeds, mix, name_code
+
+# Integer codes of the names mixed into seeds, computed once: a compiled graph then hashes only ints
+# and the step tensor (zlib.crc32 would break the graph). mix() gives the same value for a name and
+# its code.
+_CODE = {n: name_code(n) for n in ("round", "signs", "fprop", "dgrad", "wgrad", "x", "w", "dy")}
 
 
 def _use_kernels(t: torch.Tensor) -> bool:
@@ -153,9 +158,9 @@ class QLinear(nn.Linear):
     def seeds(self, gemm: str, operand: str, spec: QuantSpec | None) -> Seeds | None:
         if spec is None or not spec.needs_seed:
             return None
-        rounding = mix(self.run_seed, "round", self.layer_index, self.step, gemm, operand)
+        rounding = mix(self.run_seed, _CODE["round"], self.layer_index, self.step, _CODE[gemm], _CODE[operand])
         policy = {"ones": (), "run": (), "step": (self.step,), "layer_step": (self.layer_index, self.step)}
-        signs = mix(self.run_seed, "signs", *policy[spec.signs])
+        signs = mix(self.run_seed, _CODE["signs"], *policy[spec.signs])
         return Seeds(rounding=rounding, signs=signs)
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype):

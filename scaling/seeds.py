@@ -27,13 +27,18 @@ class Seeds:
     signs: int | torch.Tensor
 
 
+def name_code(name: str) -> int:
+    """The integer a name stands for inside `mix` (its CRC-32)."""
+    return zlib.crc32(name.encode())
+
+
 def mix(*parts: int | str | torch.Tensor) -> int | torch.Tensor:
     """A stable 32-bit seed from (run seed, layer, step, operand, ...). Ints and strings give an
     int; a 0-d int64 tensor among the parts (e.g. the step, kept on device) gives a tensor."""
     acc = 0x9E3779B9
     for p in parts:
         if isinstance(p, str):
-            p = zlib.crc32(p.encode())
+            p = name_code(p)
         acc = hash32((acc ^ hash32(p & M32)) & M32)
     return acc
 

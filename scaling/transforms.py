@@ -31,9 +31,13 @@ def hadamard_matrix(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return (h / math.sqrt(n)).to(dtype)
 
 
+# fp32(1/sqrt(n)) for every power of two we may meet, computed once (no tensor work while tracing).
+_NORM = {1 << k: float(torch.tensor(1.0 / math.sqrt(1 << k), dtype=torch.float32)) for k in range(13)}
+
+
 def norm_factor(n: int) -> float:
     """fp32(1/sqrt(n)), the single normalising multiply after the butterflies."""
-    return float(torch.tensor(1.0 / math.sqrt(n), dtype=torch.float32))
+    return _NORM[n]
 
 
 def fwht(x: torch.Tensor, n: int) -> torch.Tensor:
