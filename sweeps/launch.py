@@ -264,9 +264,12 @@ def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
 
 
 def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:
+    from models import model_size
+
     slots = local_slots(spec)
     work: queue_mod.Queue = queue_mod.Queue()
-    for c in todo:
+    # Longest first (by 6·N·D), so that no slot is left with one long run at the end.
+    for c in sorted(todo, key=lambda c: model_size(c.family, c.size).n_params * c.tokens, reverse=True):
         _prepare(sweep_dir / c.run_id, c, "local")
         work.put(c)
     lock = threading.Lock()
