@@ -88,8 +88,14 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
             f"baseline recipe {baseline!r} has no completed runs here (recipes: {', '.join(sorted(recipes))}); "
             "pass --baseline with one of them"
         )
-    return fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
-                        progress=_BootstrapProgress() if bootstrap else None)
+    import warnings
+
+    with warnings.catch_warnings():
+        # Degenerate bootstrap replicates (few runs) overflow in numpy; fits drops their non-finite
+        # results and the report shows the intervals and `n_replicates` that remain.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
+                            progress=_BootstrapProgress() if bootstrap else None)
 
 
 class _BootstrapProgress:

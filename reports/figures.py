@@ -12,7 +12,7 @@ matplotlib.use("Agg")  # no display, no GUI toolkit: reports build on a login no
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
 
 DPI = 110  # sharp on screen, small files (the example report is committed)
 STYLE = {
@@ -127,6 +127,10 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
         ax_g.axhline(0, color="black", lw=0.8)
         ax_m.set_yscale("log")  # a ratio: 0.5x and 2x are equally far from 1
         ax_m.set_ylim(*_band_limits(bands, "multiplier", ratio=True))
+        plain = FuncFormatter(lambda v, _: f"{v:g}" if v > 0 and round(v / 10 ** math.floor(math.log10(v))) in (1, 2, 5)
+                              else "")  # 0.5, 1, 2 rather than 5×10⁻¹, and not every minor tick
+        ax_m.yaxis.set_major_formatter(plain)
+        ax_m.yaxis.set_minor_formatter(plain)
         ax_g.set_ylim(*_band_limits(bands, "gap", ratio=False))
         ax_m.set_ylabel(f"compute multiplier vs {baseline}\n(baseline compute for the same loss / C)")
         ax_g.set_ylabel(f"loss gap vs {baseline} (nats/token)")
