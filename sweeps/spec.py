@@ -219,8 +219,13 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     recipe = _axis(grid, "recipe", str)
     known_recipes = _recipe_names()
     for i, r in enumerate(recipe):
-        if r not in known_recipes:
-            raise UserError(f"grid.recipe[{i}]: unknown recipe {r!r}; known: {', '.join(known_recipes)}")
+        if r.endswith(".toml"):
+            recipe[i] = r = str(Path(r).expanduser().resolve())
+            _check_recipe_file(r, f"grid.recipe[{i}]")
+        elif r not in known_recipes:
+            raise UserError(f"grid.recipe[{i}]: unknown recipe {r!r}; known: {', '.join(known_recipes)}"
+                            " (or a path to a recipe .toml)")
+    _check_shapes(family, size, recipe)
     seed = _axis(grid, "seed", int, default=[0], check=lambda v: v >= 0, what="a non-negative integer")
     lr_mult = _axis(grid, "lr_mult", float, default=[1.0], check=lambda v: v > 0, what="a positive number")
 
@@ -261,6 +266,33 @@ def prepared_dir(corpus: Path) -> Path:
 
     digest = hashlib.sha256(str(corpus).encode()).hexdigest()[:10]
     return cache_dir() / "data" / f"corpus-{corpus.name}-{digest}"
+
+
+def _check_recipe_file(path: str, where: str) -> None:
+    from scaling.recipes import Recipe
+
+    try:
+        Recipe.from_toml(path)
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
+
+
+def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> None:
+    """Every (family, size, recipe) must fit: each GEMM's K a multiple of the recipe's blocks and
+    Hadamard groups (e.g. quartet2's RHT128 needs widths that are multiples of 128)."""
+    from models import model_size
+    from scaling.linear import check_shape
+    from scaling.recipes import get_recipe
+
+    for fam in families:
+        for size in sizes:
+            m = model_size(fam, size)
+            for r in recipes:
+                for fan_in, fan_out in ((m.width, m.width), (m.width, m.mlp), (m.mlp, m.width)):
+                    try:
+                        check_shape(get_recipe(r), fan_in, fan_out, f"{fam} {size}")
+                    except UserError as e:
+                        raise UserError(f"grid: {e}; drop that size or recipe from the grid") from None
 
 
 def _recipe_names() -> list[str]:
