@@ -70,28 +70,28 @@ def round_grid_rtne(mag: torch.Tensor, grid: Grid) -> torch.Tensor:
     """
     q = torch.zeros_like(mag)
     for i, mid in enumerate(grid.midpoints):
-        step = grid.levels[i + 1] - grid.levels[i]
         passed = mag >= mid if (i + 1) % 2 == 0 else mag > mid
-        q = q + passed * step
+        q.add_(passed.to(mag.dtype), alpha=grid.levels[i + 1] - grid.levels[i])
     return q
 
 
 def round_grid_sr(mag: torch.Tensor, grid: Grid, u: torch.Tensor) -> torch.Tensor:
     """Stochastic rounding: the upper neighbour with probability (mag - lo) / (hi - lo), using
-    uniforms u in [0, 1). E[q] = mag inside the range; above the max, saturate."""
+    uniforms u in [0, 1). E[q] = mag inside the range; above the max, saturate.
+
+    lo (the level at or below mag) and the spacing above it are sums over the levels passed, like
+    `round_grid_rtne`; spacings are powers of two, so (mag - lo) / step is exact.
+    """
+    levels = grid.levels
+    widths = [b - a for a, b in zip(levels, levels[1:])]
     lo = torch.zeros_like(mag)
-    inv_step = torch.full_like(mag, 1.0 / (grid.levels[1] - grid.levels[0]))
-    step = torch.full_like(mag, grid.levels[1] - grid.levels[0])
-    for i in range(1, len(grid.levels) - 1):
-        above = mag >= grid.levels[i]
-        width = grid.levels[i + 1] - grid.levels[i]
-        lo = torch.where(above, grid.levels[i], lo)
-        step = torch.where(above, width, step)
-        inv_step = torch.where(above, 1.0 / width, inv_step)
-    # Level spacings are powers of two, so (mag - lo) * (1 / step) is exact.
-    p = (mag - lo) * inv_step
-    q = torch.where(u < p, lo + step, lo)
-    return torch.where(mag >= grid.max, torch.full_like(mag, grid.max), q)
+    step = torch.full_like(mag, widths[0])
+    for i in range(1, len(levels) - 1):
+        above = (mag >= levels[i]).to(mag.dtype)
+        lo.add_(above, alpha=widths[i - 1])
+        step.add_(above, alpha=widths[i] - widths[i - 1])
+    q = lo + (u < (mag - lo) / step).to(mag.dtype) * step
+    return torch.where(mag >= grid.max, grid.max, q)
 
 
 def round_fp8_rtne(mag: torch.Tensor, fmt: str) -> torch.Tensor:

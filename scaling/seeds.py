@@ -46,11 +46,22 @@ def mix(*parts: int | str | torch.Tensor) -> int | torch.Tensor:
 def _mul32(x, c: int):
     # On int64 tensors the product of two values below 2^32 wraps modulo 2^64 (two's complement
     # on every torch backend), which keeps its low 32 bits exact.
+    if isinstance(x, torch.Tensor):
+        return x.mul_(c).bitwise_and_(M32)
     return (x * c) & M32
 
 
 def hash32(x):
-    """lowbias32 on Python ints or int64 tensors holding values in [0, 2^32)."""
+    """lowbias32 on Python ints or int64 tensors holding values in [0, 2^32). Tensors: a copy is
+    hashed (in place, to spare allocations)."""
+    if isinstance(x, torch.Tensor):
+        x = x.clone()
+        x ^= x >> 16
+        _mul32(x, HASH_C1)
+        x ^= x >> 15
+        _mul32(x, HASH_C2)
+        x ^= x >> 16
+        return x
     x = x ^ (x >> 16)
     x = _mul32(x, HASH_C1)
     x = x ^ (x >> 15)
