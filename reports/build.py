@@ -11,7 +11,6 @@ import math
 import os
 import platform
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,23 +22,11 @@ from reports.document import Bullets, Document, Figure, Paragraph, Section, Tabl
 from reports.load import Study, load
 from reports.render import fmt, to_html, to_markdown
 from scaling.errors import UserError
+from scaling.files import write_atomic
 
 LAW_PARAMS = ("A", "B", "E", "alpha", "beta", "gamma")
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write to a temp file beside `path`, fsync, rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def json_ready(obj: Any) -> Any:

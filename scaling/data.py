@@ -35,6 +35,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from scaling.errors import UserError
+from scaling.files import fsync_replace, write_atomic
 
 EOT = "<|endoftext|>"
 FORMAT_VERSION = 1
@@ -239,16 +240,6 @@ def load_tokenizer(path: str | Path):
 # Writing
 
 
-def _fsync_replace(tmp: Path, path: Path) -> None:
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    _fsync_replace(tmp, path)
 
 
 class _TokenFile:
@@ -268,7 +259,7 @@ class _TokenFile:
 
     def commit(self) -> None:
         self.file.close()
-        _fsync_replace(self.tmp, self.path)
+        fsync_replace(self.tmp, self.path)
 
     def discard(self) -> None:
         self.file.close()
@@ -416,7 +407,7 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         if progress:
             print(f"training a {vocab_size}-token BPE on ≤ {budget / 2**20:.0f} MB of text", file=sys.stderr)
         tok = train_tokenizer(_tokenizer_sample(train_paths, text_column, not val_paths, val_fraction, seed, budget), vocab_size, progress)
-    atomic_write_text(out / "tokenizer.json", tok.to_str())
+    write_atomic(out / "tokenizer.json", tok.to_str())
     vocab_size = max(tok.get_vocab(with_added_tokens=True).values()) + 1  # a loaded tokenizer's ids may have gaps
     dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
@@ -460,7 +451,7 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         "seconds": round(time.perf_counter() - start, 2),
         "request": request,
     }
-    atomic_write_text(out / "meta.json", json.dumps(meta, indent=2) + "\n")  # last: it marks the dir complete
+    write_atomic(out / "meta.json", json.dumps(meta, indent=2) + "\n")  # last: it marks the dir complete
     return meta
 
 

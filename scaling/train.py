@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import math
-import os
 import platform
 import signal
 import subprocess
@@ -40,6 +39,7 @@ from models import build_model
 from models.ladder import MICRO, ModelSize, model_size
 from scaling import optim
 from scaling.errors import UserError
+from scaling.files import atomic_path, write_atomic
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
@@ -316,13 +316,6 @@ def build(config: RunConfig) -> tuple[LanguageModel, TokenDataModule]:
 # Run directory: evaluation, metrics.csv, checkpoints, preemption
 
 
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class RunDirectory(L.Callback):
@@ -388,16 +381,11 @@ class RunDirectory(L.Callback):
         writer = csv.DictWriter(buf, fieldnames=METRICS_COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.rows)
-        atomic_write(self.run_dir / "metrics.csv", buf.getvalue())
+        write_atomic(self.run_dir / "metrics.csv", buf.getvalue())
 
     def save(self, trainer) -> None:
-        path = self.checkpoint_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        trainer.save_checkpoint(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with atomic_path(self.checkpoint_path) as tmp:
+            trainer.save_checkpoint(tmp)
 
     def state_dict(self) -> dict:
         return {"rows": self.rows}
@@ -469,7 +457,7 @@ def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
             raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
                             "choose another --out directory")
     else:
-        atomic_write(path, config.resolved().to_json())
+        write_atomic(path, config.resolved().to_json())
 
 
 def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict:
@@ -517,7 +505,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, status, final, run.tokens_per_s, trainer.strategy.root_device,
                            int(meta["train_tokens"]), int(meta["vocab_size"]), time.perf_counter() - wall_start)
-    atomic_write(result_path, json.dumps(_finite_or_none(result), indent=2) + "\n")
+    write_atomic(result_path, json.dumps(_finite_or_none(result), indent=2) + "\n")
     return result
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from scaling.files import atomic_path, write_json_atomic
+
 STATES = ("done", "diverged", "failed", "running", "queued", "missing")
 RESULT_STATES = {"completed": "done", "diverged": "diverged", "failed": "failed"}
 # The result record's keys, in DESIGN.md's order: collect's columns.
@@ -42,13 +44,7 @@ RESULT_FIELDS = (
 
 def write_json(path: Path, obj: Any) -> None:
     """Atomic JSON write: temp file in the same directory, fsync, rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_json_atomic(path, obj, indent=2, default=str)
 
 
 def read_json(path: Path) -> dict | None:
@@ -300,10 +296,5 @@ def _flat(value: Any) -> Any:
 
 
 def write_parquet(df, out: Path) -> None:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    df.write_parquet(tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        df.write_parquet(tmp)

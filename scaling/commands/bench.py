@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from scaling.errors import UserError
@@ -26,14 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _write_atomic(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    from scaling.files import write_json_atomic
+
+    write_json_atomic(path, obj)
 
 
 def run(args: argparse.Namespace) -> int:

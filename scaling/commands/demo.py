@@ -59,7 +59,8 @@ def _device() -> str:
 
 def _diagnostics(spec, out: Path) -> Path:
     """`scaling diagnose` on the formats of the demo's recipes, written where the report looks for it."""
-    from reports.build import json_ready, write_atomic
+    from reports.build import json_ready
+    from scaling.files import write_atomic
     from scaling import diagnostics as dg
 
     formats = [f for f in dg.FORMATS if f in spec.recipe] or list(dg.FORMATS)

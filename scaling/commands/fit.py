@@ -6,10 +6,7 @@ Torch-free: imports fits (numpy, scipy, polars) inside run().
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 from scaling.errors import UserError
@@ -40,15 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _write_json(path: Path, obj: dict) -> None:
     from scaling.console import _nan_to_none
+    from scaling.files import write_json_atomic
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(_nan_to_none(obj), f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_json_atomic(path, _nan_to_none(obj))
 
 
 def _fmt(x: float) -> str:

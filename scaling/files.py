@@ -1,0 +1,44 @@
+"""Atomic file writes: write a temp file beside the target, fsync, rename. A reader never sees half
+a file, and a crash leaves the previous file (or none), never a torn one. Torch-free."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def fsync_replace(tmp: Path, path: Path) -> None:
+    """Flush `tmp` to disk, then rename it over `path`."""
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temp path beside `path` to write to; it replaces `path` when the block ends without error,
+    and is removed when it raises."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        fsync_replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def write_json_atomic(path: str | Path, obj: Any, indent: int = 1, default=None) -> None:
+    write_atomic(path, json.dumps(obj, indent=indent, default=default) + "\n")
