@@ -45,6 +45,16 @@ def test_muon_matches_torch_muon():
         optim.Muon([torch.nn.Parameter(torch.zeros(3))])
 
 
+def test_equal_shapes_orthogonalize_as_one_batch():
+    """Muon stacks equal-shape matrices into one batched Newton–Schulz: the same result per matrix."""
+    torch.manual_seed(0)
+    stack = torch.randn(3, 48, 16)
+    batched = optim.Muon.orthogonalize(stack, 5, 1e-7)
+    for g, o in zip(stack, batched):
+        assert torch.allclose(optim.Muon.orthogonalize(g, 5, 1e-7), o, atol=1e-5)
+    assert batched.shape == stack.shape
+
+
 def test_a_few_steps_fit_a_batch():
     torch.manual_seed(0)
     model = build_model("nanochat", "0.5M", vocab_size=128, seq_len=32)
