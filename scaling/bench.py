@@ -8,13 +8,15 @@ Every section returns rows for one JSON file (`scaling bench ... --out reports/b
 
 How each number is taken (docs/kernels.md says more):
 - copy_gbps: a 1 GiB device-to-device copy, bytes read + written over the median time.
-- kernels: one (16384, 4096) BF16 tensor quantized along the operand's K as the recipe's GEMM does
+- kernels: one (16384, 4096) BF16 tensor quantized along the operand's K as the recipe's GEMM does,
+  each stage replayed from a CUDA graph
   (dim -1 for fprop X/W and dgrad dY, dim 0 for dgrad W and both wgrad operands). "amax" (the
   tensor-amax pass of two-level/per-tensor scaling) counts the bytes it reads; "quantize" (the
   fused kernel) and "gemm_operand" (both, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps).
-- train: fwd + bwd + optimizer steps of the compiled model under BF16 autocast on random tokens;
+- train: fwd + bwd + optimizer steps of the compiled model under BF16 autocast on random tokens
+  (vocabulary 32768, the GPU corpus's; 32 x 1024 tokens per step unless --batch says otherwise);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
 """
 
@@ -99,12 +101,13 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             if key not in done:
                 launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
                 out_bytes = x.numel() * 2
-                t = {"quantize": median_ms(launch.run_quantize)}
-                total = [launch.run_quantize]
+                # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
+                t = {"quantize": graph_ms(launch.run_quantize)}
+                stages = [launch.run_quantize]
                 if launch.needs_amax:
-                    t["amax"] = median_ms(launch.run_amax)
-                    total.insert(0, launch.run_amax)
-                t["gemm_operand"] = median_ms(lambda: [f() for f in total])
+                    t["amax"] = graph_ms(launch.run_amax)
+                    stages.insert(0, launch.run_amax)
+                t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
                 # The tuned kernels at full size against the reference, bit for bit.
                 out, inv = launch.result()
                 ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
@@ -152,22 +155,23 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
     return rows
 
 
-def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device, batch: int = 16,
-                       seq_len: int = 1024, steps: int = 10, warmup: int = 3, compile: bool = True) -> float:
+def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
+                       seq_len: int = 1024, steps: int = 10, warmup: int = 3,
+                       compile_mode: str | None = "default") -> float:
     """Tokens/s of full training steps (fwd, bwd, Muon + AdamW) as scaling.train runs them."""
     from models import build_model
     from scaling import optim
-    from scaling.data import BUILTIN_VOCAB_SIZE
+    from scaling.data import DEFAULT_VOCAB_SIZE
     from scaling.linear import convert, set_step
 
     torch.manual_seed(0)
-    model = build_model(family, size, BUILTIN_VOCAB_SIZE, seq_len).to(device)
+    model = build_model(family, size, DEFAULT_VOCAB_SIZE, seq_len).to(device)
     model = convert(model, get_recipe(recipe), seed=0)
-    if compile:
-        model.compile()
+    if compile_mode:
+        model.compile(mode=compile_mode)
     width = model.lm_head.in_features
     optimizers = optim.build_optimizers(model, width)
-    idx = torch.randint(0, BUILTIN_VOCAB_SIZE, (batch, seq_len + 1), device=device)
+    idx = torch.randint(0, DEFAULT_VOCAB_SIZE, (batch, seq_len + 1), device=device)
     x, y = idx[:, :-1], idx[:, 1:]
 
     def train_step(i: int) -> None:
@@ -192,25 +196,31 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
 
 def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "llama2"),
                 sizes: tuple[str, ...] = ("40M", "160M"), recipes: tuple[str, ...] = TRAIN_RECIPES,
-                steps: int = 10, progress: Callable[[str], None] = print,
+                steps: int = 10, batch: int = 32, compile_mode: str = "default", earlier: list[dict] = (), progress: Callable[[str], None] = print,
                 on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """Tokens/s and MFU per (family, size, recipe). Each ratio_vs_bf16 divides by the bf16 row of the
+    same family and size: measured in this call first, or taken from `earlier` rows when bf16 is not
+    among `recipes` (so a later call can add recipes to a file)."""
     from models import model_size
-    from scaling.data import BUILTIN_VOCAB_SIZE
+    from scaling.data import DEFAULT_VOCAB_SIZE
     from scaling.train import peak_flops
 
     peak = peak_flops(device)
     rows = []
     for family in families:
         for size in sizes:
-            base = None
-            for recipe in ("bf16",) + tuple(r for r in recipes if r != "bf16"):
-                tps = train_tokens_per_s(family, size, recipe, device, steps=steps)
+            prior = [r for r in earlier if (r["family"], r["size"], r["recipe"]) == (family, size, "bf16")]
+            base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
+            for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
+                tps = train_tokens_per_s(family, size, recipe, device, batch=batch, steps=steps,
+                                         compile_mode=compile_mode)
                 base = tps if recipe == "bf16" else base
-                flops = model_size(family, size).flops_per_token_exact(BUILTIN_VOCAB_SIZE, 1024)
+                flops = model_size(family, size).flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
                 rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
                              "mfu": round(flops * tps / peak, 4) if peak else None,
-                             "ratio_vs_bf16": round(tps / base, 3)})
-                progress(f"  {family} {size} {recipe}: {tps:,.0f} tokens/s ({tps / base:.2f}x bf16)")
+                             "ratio_vs_bf16": round(tps / base, 3), "batch_tokens": batch * 1024})
+                progress(f"  {family} {size} {recipe}: {tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
+                         + (f", MFU {flops * tps / peak:.1%}" if peak else ""))
                 if on_row:
                     on_row(rows)
     return rows

@@ -67,20 +67,28 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None
     return quant.gemm_operand(x, spec, dim, seeds, dtype)
 
 
-def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b) -> torch.Tensor:
-    """a @ b with FP32 accumulation and output, then the tensor scales."""
-    if a.is_cuda:
-        try:
+def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
+            bias: torch.Tensor | None = None) -> torch.Tensor:
+    """a @ b with FP32 accumulation, times the tensor scales (0-d FP32 tensors, or None for an operand
+    without one), plus bias, rounded once to `dtype`."""
+    scales = [inv for inv in (inv_a, inv_b) if inv is not None]
+    if a.is_cuda and bias is None:
+        if not scales:  # the FP32 accumulator rounded straight to dtype in the GEMM's own epilogue
+            return torch.mm(a, b) if dtype == a.dtype else torch.mm(a, b, out_dtype=dtype)
+        if _use_kernels(a):  # FP32 product, then scale and cast in one pass
+            from scaling.kernels.epilogue import scale_cast
+
             out = torch.mm(a, b, out_dtype=torch.float32)
-        except TypeError:  # older torch: bf16 output (one extra rounding)
-            out = torch.mm(a, b).float()
+            return scale_cast(out, scales[0], scales[1] if len(scales) > 1 else None, dtype)
+    if a.is_cuda:
+        out = torch.mm(a, b, out_dtype=torch.float32)
     else:
         out = torch.mm(a.float(), b.float())
-    scale = None
-    for inv in (inv_a, inv_b):
-        if inv is not None:
-            scale = inv if scale is None else scale * inv
-    return out if scale is None else out * scale
+    if scales:
+        out = out * (scales[0] if len(scales) == 1 else scales[0] * scales[1])
+    if bias is not None:
+        out = out + bias.float()
+    return out.to(dtype)
 
 
 class _QuantizedLinearFn(torch.autograd.Function):
@@ -89,34 +97,36 @@ class _QuantizedLinearFn(torch.autograd.Function):
         recipe, dtype = layer.recipe, _gemm_dtype(x)
         xq, inv_x = layer.operand("fprop", "x", x, -1, dtype)
         wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
-        y = _matmul(xq, wq.t(), inv_x, inv_w)
-        if bias is not None:
-            y = y + bias.float()
+        y = _matmul(xq, wq.t(), inv_x, inv_w, dtype if x.is_cuda else x.dtype, bias)
+        # dgrad's W operand is fprop's when the spec gives the same values along either axis (NVFP4's
+        # 16x16 tiles): keep it instead of quantizing W again. (Observers see every operand computed.)
+        ctx.w_is_operand = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w
+                            and recipe.fprop_w.axis_free and not _OBSERVERS)
         if recipe.backward_from_forward:
             # Quartet II: the backward GEMMs see what the forward GEMM saw (scaled back, x's basis).
             x_saved = _as_seen(xq, inv_x, recipe.fprop_x, layer.seeds("fprop", "x", recipe.fprop_x))
             w_saved = _as_seen(wq, inv_w, recipe.fprop_w, layer.seeds("fprop", "w", recipe.fprop_w))
         else:
-            x_saved, w_saved = x, weight
-        ctx.save_for_backward(x_saved, w_saved)
+            x_saved, w_saved = x, (wq if ctx.w_is_operand else weight)
+        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None)
         ctx.layer, ctx.has_bias = layer, bias is not None
         ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
-        return y.to(dtype if x.is_cuda else x.dtype)
+        return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, w = ctx.saved_tensors
+        x, w, inv_w = ctx.saved_tensors
         layer = ctx.layer
         dtype = _gemm_dtype(dy)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
             a, ia = layer.operand("dgrad", "dy", dy, -1, dtype)
-            b, ib = layer.operand("dgrad", "w", w, 0, dtype)
-            dx = _matmul(a, b, ia, ib).to(ctx.x_dtype)
+            b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype)
+            dx = _matmul(a, b, ia, ib, ctx.x_dtype)
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
             a, ia = layer.operand("wgrad", "dy", dy, 0, dtype)
             b, ib = layer.operand("wgrad", "x", x, 0, dtype)
-            dw = _matmul(a.t(), b, ia, ib).to(ctx.w_dtype)
+            dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
         return dx, dw, db, None
@@ -164,11 +174,17 @@ class QLinear(nn.Linear):
         return Seeds(rounding=rounding, signs=signs)
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype):
-        """One GEMM operand under this layer's recipe: (block-scaled values, 1/tensor scale or None)."""
+        """One GEMM operand under this layer's recipe: (block-scaled values, 1/tensor scale, or None
+        where the spec has no tensor scale)."""
         spec = self.recipe.spec(f"{gemm}.{operand}")
-        return gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}")
+        op, inv = gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}")
+        return op, (inv if spec is not None and spec.has_tensor_scale else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.is_cuda and torch.is_autocast_enabled("cuda"):
+            # The activation nn.Linear would multiply under autocast (BF16), as FP4 training stacks
+            # quantize it; an FP32 residual-stream input would also cost twice the bytes to read.
+            x = x.to(torch.get_autocast_dtype("cuda"))
         shape = x.shape
         y = _QuantizedLinearFn.apply(x.reshape(-1, shape[-1]), self.weight, self.bias, self)
         return y.reshape(*shape[:-1], self.out_features)

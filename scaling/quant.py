@@ -111,6 +111,19 @@ class QuantSpec:
         return self.rounding == "sr" or self.eden or self.signs != "ones"
 
     @property
+    def has_tensor_scale(self) -> bool:
+        """Whether a GEMM on this operand must multiply its output by 1 / tensor scale (else it is 1)."""
+        return self.block is None or self.tensor_scale
+
+    @property
+    def axis_free(self) -> bool:
+        """Whether quantizing a matrix along either axis gives the same values: square (or no) blocks,
+        no transform, and rounding that depends neither on element order (SR indices, 4/6 and
+        MS-EDEN sums) nor on the axis. NVFP4's 16x16 weight tiles are so: dgrad can reuse fprop's W."""
+        square = self.block is None or self.block_rows == self.block_k
+        return square and not self.transform and self.rounding == "rtne" and not (self.four_over_six or self.eden)
+
+    @property
     def k_multiple(self) -> int:
         """K must be a multiple of this (the block and the Hadamard group)."""
         import math

@@ -97,6 +97,44 @@ def test_kernel_matches_reference(name: str, dim: int):
 
 
 @in_process
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_short_tiles_along_dim0_match_reference(name: str):
+    """Along dim 0 the GPU tuner also tries tiles one block/group of tokens long: the same bits."""
+    from scaling.kernels.quantize import Launch
+
+    spec = SPECS[name]
+    if spec.eden or spec.block is None:
+        pytest.skip("MS-EDEN keeps one Hadamard group per tile row; per-tensor rows are the tile's")
+    gen = torch.Generator().manual_seed(11)
+    x = canonical_inputs(32, 128, gen)["mixed"].t().contiguous().to(DEVICE, torch.bfloat16)  # (128 tokens, 32)
+    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
+    launch = Launch(x, spec, 0, seeds if spec.needs_seed else None, torch.bfloat16, bk=max(spec.k_multiple, 1))
+    if launch.needs_amax:
+        launch.run_amax()
+    launch.run_quantize()
+    out, inv = launch.result()
+    ref, ref_inv = quant.gemm_operand(x, spec, 0, Seeds(99, 7), torch.bfloat16)
+    assert torch.equal(out, ref) and torch.equal(inv, ref_inv)
+
+
+@in_process
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_scale_cast_epilogue_matches_torch(dtype):
+    """The one-pass GEMM epilogue: (out * (inv_a * inv_b)).to(dtype), the same bits as torch's ops."""
+    from scaling.kernels.epilogue import scale_cast
+
+    gen = torch.Generator().manual_seed(3)
+    out = (torch.randn(37, 129, generator=gen) * 10 ** (torch.rand(37, 1, generator=gen) * 8 - 4)).to(DEVICE)
+    out[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -3.3e38])
+    inv_a, inv_b = torch.tensor(1 / 2687.3, device=DEVICE), torch.tensor(1 / 0.0371, device=DEVICE)
+    as_int = torch.int16 if dtype == torch.bfloat16 else torch.int32
+    for got, want in ((scale_cast(out, inv_a, inv_b, dtype), (out * (inv_a * inv_b)).to(dtype)),
+                      (scale_cast(out, inv_a, None, dtype), (out * inv_a).to(dtype))):
+        assert torch.equal(got.isnan(), want.isnan())  # (NaN payloads may differ)
+        assert torch.equal(got[~got.isnan()].view(as_int), want[~want.isnan()].view(as_int))
+
+
+@in_process
 def test_tensor_seeds_and_3d_inputs():
     """Seeds as device tensors (what QLinear passes) and a (B, T, d) input along each axis."""
     spec = SPECS["nvfp4.wgrad_dy"] if "nvfp4.wgrad_dy" in SPECS else QuantSpec(rounding="sr", transform=16, signs="run")

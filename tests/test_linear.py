@@ -144,3 +144,28 @@ def test_incompatible_width_is_refused_before_training():
     with pytest.raises(UserError, match="multiple of 128"):
         convert(model, get_recipe("quartet2"))  # MS-EDEN's RHT128 along dgrad's K = 64
     convert(model, get_recipe("nvfp4"))  # 1x16 blocks fit
+
+
+def test_axis_free_weight_operand_is_reused_exactly():
+    """NVFP4's 16x16 weight tiles give the same values along either axis, so dgrad reuses fprop's W
+    operand; the gradients equal those of quantizing W again (what observe_operands forces)."""
+    from scaling import quant
+
+    recipe = get_recipe("nvfp4")
+    assert recipe.fprop_w.axis_free and recipe.dgrad_w == recipe.fprop_w
+    assert not recipe.fprop_x.axis_free and not recipe.wgrad_x.axis_free  # 1x16 blocks; RHT
+    w = torch.randn(64, 96) * torch.logspace(-3, 3, 96)
+    along_in, inv_in = quant.gemm_operand(w, recipe.fprop_w, -1, None, torch.float32)
+    along_out, inv_out = quant.gemm_operand(w, recipe.fprop_w, 0, None, torch.float32)
+    assert torch.equal(along_in, along_out) and torch.equal(inv_in, inv_out)
+
+    torch.manual_seed(2)
+    layer = QLinear.from_linear(nn.Linear(96, 64, bias=False), recipe, 0, 0)
+    x = torch.randn(32, 96)
+    y0, gx0 = _run(layer, x)
+    gw0 = layer.weight.grad.clone()
+    layer.weight.grad = None
+    with observe_operands() as seen:
+        y1, gx1 = _run(layer, x)
+    assert "dgrad.w" in {name for name, *_ in seen}
+    assert torch.equal(y0, y1) and torch.equal(gx0, gx1) and torch.equal(gw0, layer.weight.grad)

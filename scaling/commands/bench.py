@@ -20,6 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", default="40M,160M", help="train: model sizes")
     parser.add_argument("--dims", default="512,1024,2048,4096", help="linear: layer widths")
     parser.add_argument("--steps", type=int, default=10, help="train: timed steps per run")
+    parser.add_argument("--batch", type=int, default=32, help="train: sequences of 1024 tokens per step")
+    parser.add_argument("--compile-mode", default="default",
+                        choices=("default", "reduce-overhead", "max-autotune-no-cudagraphs"),
+                        help="train: torch.compile mode (reduce-overhead replays CUDA graphs)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
@@ -27,6 +31,18 @@ def _write_atomic(path: Path, obj: dict) -> None:
     from scaling.files import write_json_atomic
 
     write_json_atomic(path, obj)
+
+
+# Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
+# only their rows, so a benchmark can be completed over several sessions.
+ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
+            "train": ("family", "size", "recipe")}
+
+
+def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
+    key = lambda row: tuple(row.get(k) for k in ROW_KEYS[section])  # noqa: E731
+    fresh = {key(r) for r in new}
+    return [r for r in old if key(r) not in fresh] + new
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,20 +75,24 @@ def run(args: argparse.Namespace) -> int:
         result.update(bench.header(device))
         progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
         if "kernels" in gpu:
-            result["kernels"] = bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress)
+            rows = bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress)
+            result["kernels"] = _merge("kernels", result["kernels"], rows)
         if "linear" in gpu:
             dims = tuple(int(d) for d in args.dims.split(","))
-            result["linear"] = bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES,
-                                                  progress=progress)
+            rows = bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress)
+            result["linear"] = _merge("linear", result["linear"], rows)
+        earlier = list(result["train"])
+
         def save_rows(rows: list[dict]) -> None:  # keep finished runs if a later one is cut short
+            result["train"] = _merge("train", earlier, rows)
             if args.out:
-                _write_atomic(args.out, {**result, "train": rows})
+                _write_atomic(args.out, result)
 
         if "train" in gpu:
-            result["train"] = bench.bench_train(device, families=tuple(args.families.split(",")),
-                                                sizes=tuple(args.sizes.split(",")),
-                                                recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps,
-                                                progress=progress, on_row=save_rows)
+            bench.bench_train(device, families=tuple(args.families.split(",")), sizes=tuple(args.sizes.split(",")),
+                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps, batch=args.batch,
+                              compile_mode=args.compile_mode,
+                              earlier=earlier, progress=progress, on_row=save_rows)
     if args.out:
         _write_atomic(args.out, result)
     if args.json:

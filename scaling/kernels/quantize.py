@@ -317,8 +317,9 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
 
     u = x  # placeholder when SR is off (never read)
     if SR:
-        index = rows[:, None].to(tl.int64) * K + cols[None, :]
-        u = _uniform(index.to(tl.uint32), _stream_key(seeds_ptr, 0, 0))
+        # seeds.uniform's index (row * K + col) mod 2^32: uint32 arithmetic wraps the same way.
+        index = rows[:, None].to(tl.uint32) * K.to(tl.uint32) + cols[None, :].to(tl.uint32)
+        u = _uniform(index, _stream_key(seeds_ptr, 0, 0))
 
     NBR: tl.constexpr = BR // BLK_R
     NBK: tl.constexpr = BK // BLK_K
@@ -366,12 +367,18 @@ def _bench(fn, quantiles):
     return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
 
 
-# On the GPU the tile size (elements per program) and warps are tuned per shape and layout: the
-# dim-0 (wgrad) layout and the Hadamard/EDEN variants prefer other tiles than the plain row case.
+# On the GPU the tile (elements per program), its K extent BK and the warps are tuned per shape and
+# layout. Along a contiguous K one BK serves; along dim 0 (the wgrad layout: K strided) a short BK
+# (one block or Hadamard group of tokens) reads long rows of memory and usually wins, so both are tried.
 # Both kernels are idempotent (an atomic max; plain stores), so the tuner's reruns are harmless.
-_TUNE = [triton.Config({"TILE": t}, num_warps=w) for t, w in ((4096, 4), (8192, 8), (16384, 8))]
-_amax_tuned = triton.autotune(_TUNE, key=["R", "K", "stride_k"], do_bench=_bench)(_amax_kernel)
-_quantize_tuned = triton.autotune(_TUNE, key=["R", "K", "stride_k"], do_bench=_bench)(_quantize_kernel)
+_TILES = ((4096, 4), (8192, 8), (16384, 8))
+
+
+@functools.lru_cache(maxsize=None)
+def _tuner(kernel, bks: tuple[int, ...], min_tile: int):
+    configs = [triton.Config({"TILE": max(t, min_tile * bk), "BK": bk}, num_warps=w) for bk in bks for t, w in _TILES]
+    unique = list({(c.kwargs["TILE"], c.kwargs["BK"], c.num_warps): c for c in configs}.values())
+    return triton.autotune(unique, key=["R", "K", "stride_k"], do_bench=_bench)(kernel)
 
 
 def _tuning() -> bool:
@@ -394,14 +401,25 @@ def _config(spec: QuantSpec, K: int) -> dict:
     tile = max(blk_r * bk, 8192 if not (spec.four_over_six or spec.eden) else 4096)
     elem_max = spec.elem_max
     return dict(
+        GROUP=group,
+
         TILE=tile, BK=bk, HAD=had, LOG2H=int(math.log2(had)) if had else 0,
         NORM=norm_factor(had) if had else 1.0, RAND_SIGNS=bool(had) and spec.signs != "ones",
         BLK_R=blk_r, BLK_K=blk_k, LOG2_BLK=int(math.log2(blk_r * blk_k)),
-        PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.block is None or spec.tensor_scale,
+        PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.has_tensor_scale,
         SCALE=SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem], BOUND=float(spec.scale_bound),
         ELEM=ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr",
         FOUR_SIX=spec.four_over_six, EDEN=spec.eden,
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _scalars(spec: QuantSpec) -> tuple[float, float]:
+    """The kernel's runtime floats (FP32 values, as the reference computes them): the numerator of the
+    tensor encode scale (element max x scale bound) and the block amax target (element max / headroom)."""
+    bound = spec.scale_bound if spec.block is not None else 1.0
+    return (float(torch.tensor(spec.elem_max * bound, dtype=torch.float32)),
+            float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32)))
 
 
 def _canonical_view(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int, int, int, bool]:
@@ -419,19 +437,27 @@ def _canonical_view(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int, 
 class Launch:
     """One quantization call's kernels, ready to run (`scaling bench` times the stages apart)."""
 
-    def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype):
+    def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
+                 bk: int | None = None):
         self.dim = dim % x.dim()
         self.x_shape = x.shape
         self.buf, self.R, self.K, self.stride_r, self.stride_k, self.moved = _canonical_view(x, self.dim)
-        self.cfg = _config(spec, self.K)
+        self.cfg = dict(_config(spec, self.K))
+        self.numer, self.target = _scalars(spec)
+        group = self.cfg.pop("GROUP")
+        # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
+        # whose correction sums over one Hadamard group per tile row, nor per-tensor scaling, whose
+        # "block" is the tile row). `bk` pins one (tests).
+        short = self.stride_k != 1 and spec.block is not None and not spec.eden and group < self.cfg["BK"]
+        self.bks = (bk,) if bk else ((group, self.cfg["BK"]) if short else (self.cfg["BK"],))
+        if bk:
+            self.cfg["BK"] = bk
+            self.cfg["TILE"] = max(self.cfg["TILE"], self.cfg["BLK_R"] * bk)
         self.out = torch.empty(self.buf.shape, dtype=dtype, device=x.device)
         self.inv = torch.empty((), dtype=torch.float32, device=x.device)
-        self.amax = torch.zeros((), dtype=torch.float32, device=x.device)
+        self.amax = (torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=x.device)
         self.seeds = self.amax if seeds is None else seeds  # never read by a deterministic spec
         self.tuned = self.buf.is_cuda and _tuning()
-        bound = spec.scale_bound if spec.block is not None else 1.0
-        self.numer = float(torch.tensor(spec.elem_max * bound, dtype=torch.float32))
-        self.target = float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32))
 
     @property
     def needs_amax(self) -> bool:
@@ -440,22 +466,23 @@ class Launch:
     def _grid(self, meta: dict) -> tuple[int, int]:
         return triton.cdiv(self.R, meta["TILE"] // meta["BK"]), triton.cdiv(self.K, meta["BK"])
 
-    def _launch(self, tuned, plain, args: tuple, consts: dict) -> None:
+    def _launch(self, kernel, args: tuple, consts: dict) -> None:
         if self.tuned:
-            tuned[self._grid](*args, **{k: v for k, v in consts.items() if k != "TILE"}, enable_fp_fusion=False)
+            tuned = _tuner(kernel, self.bks, self.cfg["BLK_R"])
+            tuned[self._grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK")},
+                              enable_fp_fusion=False)
         else:
-            plain[self._grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
+            kernel[self._grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
 
     def run_amax(self) -> None:
         c = self.cfg  # (an atomic max: rerunning on the same input leaves the same amax)
         consts = {k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS")}
-        self._launch(_amax_tuned, _amax_kernel,
-                     (self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds), consts)
+        self._launch(_amax_kernel, (self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds),
+                     consts)
 
     def run_quantize(self) -> None:
-        self._launch(_quantize_tuned, _quantize_kernel,
-                     (self.buf, self.out, self.amax, self.inv, self.seeds, self.R, self.K, self.stride_r,
-                      self.stride_k, self.numer, self.target), self.cfg)
+        self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.R, self.K,
+                                        self.stride_r, self.stride_k, self.numer, self.target), self.cfg)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # a middle axis: rare (GEMM operands are 2-D); custom ops return dense outputs
