@@ -115,7 +115,8 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                 mismatches.append(bad)
                 done[key] = {name: (x_bytes + (0 if name == "amax" else out_bytes)) / ms / 1e6
                              for name, ms in t.items()}
-                progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): "
+                tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
+                progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: "
                          + ", ".join(f"{k} {v:.0f} GB/s" for k, v in done[key].items())
                          + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
             for name, gbps in done[key].items():
@@ -212,8 +213,14 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
             prior = [r for r in earlier if (r["family"], r["size"], r["recipe"]) == (family, size, "bf16")]
             base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
-                tps = train_tokens_per_s(family, size, recipe, device, batch=batch, steps=steps,
-                                         compile_mode=compile_mode)
+                try:
+                    tps = train_tokens_per_s(family, size, recipe, device, batch=batch, steps=steps,
+                                             compile_mode=compile_mode)
+                except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
+                    progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
+                    if recipe == "bf16":
+                        break
+                    continue
                 base = tps if recipe == "bf16" else base
                 flops = model_size(family, size).flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
                 rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),

@@ -474,6 +474,20 @@ class Launch:
         else:
             kernel[self._grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
 
+    def tuned_configs(self) -> dict[str, str]:
+        """The tile each stage's tuner chose for this shape so far (for benchmark logs)."""
+        if not self.tuned:
+            return {}
+        chosen = {}
+        for stage, kernel in (("amax", _amax_kernel), ("quantize", _quantize_kernel)):
+            tuner = _tuner(kernel, self.bks, self.cfg["BLK_R"])
+            cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(R, K, stride_k, dtypes...): Config}
+            best = [c for key, c in cache.items() if tuple(key[:3]) == (self.R, self.K, self.stride_k)]
+            if best:
+                c = best[0]
+                chosen[stage] = f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
+        return chosen
+
     def run_amax(self) -> None:
         c = self.cfg  # (an atomic max: rerunning on the same input leaves the same amax)
         consts = {k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS")}
