@@ -128,7 +128,8 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
 
 
 def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...] = (512, 1024, 2048, 4096),
-                 recipes: tuple[str, ...] = LINEAR_RECIPES, progress: Callable[[str], None] = print) -> list[dict]:
+                 recipes: tuple[str, ...] = LINEAR_RECIPES, progress: Callable[[str], None] = print,
+                 on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     from scaling.linear import QLinear
 
     rows = []
@@ -153,6 +154,8 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
             rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4),
                          "ratio_vs_bf16": round(ms / bf16_ms, 3)})
             progress(f"  d={d} {name} {ms:.3f} ms ({ms / bf16_ms:.2f}x)")
+            if on_row:
+                on_row(rows)
     return rows
 
 

@@ -77,16 +77,21 @@ def run(args: argparse.Namespace) -> int:
         if "kernels" in gpu:
             rows = bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress)
             result["kernels"] = _merge("kernels", result["kernels"], rows)
+        def saver(section: str):
+            """Save each finished row at once: a run cut short (a time limit) keeps what it measured."""
+            earlier = list(result[section])
+
+            def save(rows: list[dict]) -> None:
+                result[section] = _merge(section, earlier, rows)
+                if args.out:
+                    _write_atomic(args.out, result)
+            return save, earlier
+
         if "linear" in gpu:
             dims = tuple(int(d) for d in args.dims.split(","))
-            rows = bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress)
-            result["linear"] = _merge("linear", result["linear"], rows)
-        earlier = list(result["train"])
-
-        def save_rows(rows: list[dict]) -> None:  # keep finished runs if a later one is cut short
-            result["train"] = _merge("train", earlier, rows)
-            if args.out:
-                _write_atomic(args.out, result)
+            bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
+                               on_row=saver("linear")[0])
+        save_rows, earlier = saver("train")
 
         if "train" in gpu:
             bench.bench_train(device, families=tuple(args.families.split(",")), sizes=tuple(args.sizes.split(",")),

@@ -1,0 +1,31 @@
+"""The benchmark JSON: rows from a later run replace only their own keys (GPU runs are spread over
+several sessions), and the committed file keeps the keys scripts read."""
+
+import json
+from pathlib import Path
+
+from scaling.commands.bench import ROW_KEYS, _merge
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_later_rows_replace_only_their_keys():
+    old = [{"family": "nanochat", "size": "160M", "recipe": "bf16", "tokens_per_s": 1},
+           {"family": "llama2", "size": "160M", "recipe": "bf16", "tokens_per_s": 2}]
+    new = [{"family": "nanochat", "size": "160M", "recipe": "bf16", "tokens_per_s": 3},
+           {"family": "nanochat", "size": "160M", "recipe": "nvfp4", "tokens_per_s": 4}]
+    merged = _merge("train", old, new)
+    assert [r["tokens_per_s"] for r in merged] == [2, 3, 4]
+
+
+def test_committed_h200_json_has_the_documented_keys():
+    bench = json.loads((ROOT / "reports" / "bench" / "h200.json").read_text())
+    assert {"device", "date", "versions", "copy_gbps", "kernels", "linear", "train"} <= set(bench)
+    for section, keys in {"kernels": ("name", "recipe", "operand", "gbps"),
+                          "linear": ("recipe", "d", "tokens", "ms", "ratio_vs_bf16"),
+                          "train": ("recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16")}.items():
+        assert bench[section], f"{section} is empty"
+        for row in bench[section]:
+            assert set(keys) <= set(row), (section, row)
+        ids = [tuple(r[k] for k in ROW_KEYS[section]) for r in bench[section]]
+        assert len(ids) == len(set(ids)), f"duplicate {section} rows"
