@@ -25,6 +25,7 @@ import math
 import platform
 import signal
 import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -460,6 +461,16 @@ def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
         write_atomic(path, config.resolved().to_json())
 
 
+def repeated_data_note(tokens: int, train_tokens: int) -> str | None:
+    """What to tell a user whose run would see the training split more than once, else None."""
+    if not train_tokens or tokens <= train_tokens:
+        return None
+    return (f"note: this run trains on {tokens:,} tokens but the training split holds {train_tokens:,}: it sees the "
+            f"data {tokens / train_tokens:.1f} times, so its validation loss also measures memorization (a larger "
+            "model can end worse after more tokens). For scaling-law fits use a corpus at least as large as the "
+            "largest budget (`scaling data prepare`, docs/data.md).")
+
+
 def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict:
     """Train one run in `run_dir` (resuming from its checkpoint) and return the result record.
 
@@ -478,6 +489,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     wall_start = time.perf_counter()
     module, datamodule = build(config)
     meta = datamodule.meta
+    note = repeated_data_note(config.tokens, meta.get("train_tokens", 0))
+    if note:
+        print(note, file=sys.stderr, flush=True)
     bytes_per_token = meta["val_bytes"] / meta["val_tokens"] if meta.get("val_tokens") else meta["bytes_per_token"]
     run = RunDirectory(run_dir, config, bytes_per_token)
     from lightning.fabric.plugins.environments import LightningEnvironment

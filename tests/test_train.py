@@ -171,3 +171,11 @@ def test_train_imports_without_polars_and_submitit():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "--recipe" in out.stdout
+
+
+def test_repeated_data_is_pointed_out():
+    from scaling.train import repeated_data_note
+
+    assert repeated_data_note(1000, 2000) is None and repeated_data_note(2000, 2000) is None
+    note = repeated_data_note(8_000_000, 2_643_058)
+    assert "3.0 times" in note and "memorization" in note and "scaling data prepare" in note
