@@ -73,9 +73,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
     without one), plus bias, rounded once to `dtype`."""
     scales = [inv for inv in (inv_a, inv_b) if inv is not None]
     if a.is_cuda and bias is None:
-        if not scales:  # the FP32 accumulator rounded straight to dtype in the GEMM's own epilogue
+        if not scales and dtype in (a.dtype, torch.float32):  # FP32 accumulator rounded in cuBLAS's epilogue
             return torch.mm(a, b) if dtype == a.dtype else torch.mm(a, b, out_dtype=dtype)
-        if _use_kernels(a):  # FP32 product, then scale and cast in one pass
+        if scales and _use_kernels(a):  # FP32 product, then scale and cast in one pass
             from scaling.kernels.epilogue import scale_cast
 
             out = torch.mm(a, b, out_dtype=torch.float32)
