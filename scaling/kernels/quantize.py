@@ -401,8 +401,6 @@ def _config(spec: QuantSpec, K: int) -> dict:
     tile = max(blk_r * bk, 8192 if not (spec.four_over_six or spec.eden) else 4096)
     elem_max = spec.elem_max
     return dict(
-        GROUP=group,
-
         TILE=tile, BK=bk, HAD=had, LOG2H=int(math.log2(had)) if had else 0,
         NORM=norm_factor(had) if had else 1.0, RAND_SIGNS=bool(had) and spec.signs != "ones",
         BLK_R=blk_r, BLK_K=blk_k, LOG2_BLK=int(math.log2(blk_r * blk_k)),
@@ -444,7 +442,7 @@ class Launch:
         self.buf, self.R, self.K, self.stride_r, self.stride_k, self.moved = _canonical_view(x, self.dim)
         self.cfg = dict(_config(spec, self.K))
         self.numer, self.target = _scalars(spec)
-        group = self.cfg.pop("GROUP")
+        group = max(spec.k_multiple, 1)
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
         # whose correction sums over one Hadamard group per tile row, nor per-tensor scaling, whose
         # "block" is the tile row). `bk` pins one (tests).
