@@ -200,8 +200,8 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
 
 def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "llama2"),
                 sizes: tuple[str, ...] = ("40M", "160M"), recipes: tuple[str, ...] = TRAIN_RECIPES,
-                steps: int = 10, batch: int = 32, compile_mode: str = "default", earlier: list[dict] = (), progress: Callable[[str], None] = print,
-                on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
+                steps: int = 10, batch: int = 32, compile_mode: str = "default", earlier: list[dict] | None = None,
+                progress: Callable[[str], None] = print, on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Tokens/s and MFU per (family, size, recipe). Each ratio_vs_bf16 divides by the bf16 row of the
     same family and size: measured in this call first, or taken from `earlier` rows when bf16 is not
     among `recipes` (so a later call can add recipes to a file)."""
@@ -213,7 +213,7 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
     rows = []
     for family in families:
         for size in sizes:
-            prior = [r for r in earlier if (r["family"], r["size"], r["recipe"]) == (family, size, "bf16")]
+            prior = [r for r in earlier or [] if (r["family"], r["size"], r["recipe"]) == (family, size, "bf16")]
             base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
                 try:

@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         if "kernels" in gpu:
             rows = bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress)
             result["kernels"] = _merge("kernels", result["kernels"], rows)
+
         def saver(section: str):
             """Save each finished row at once: a run cut short (a time limit) keeps what it measured."""
             earlier = list(result[section])
