@@ -28,7 +28,7 @@ import torch
 
 from scaling import formats
 from scaling.errors import UserError
-from scaling.seeds import Seeds, uniform
+from scaling.seeds import Seeds, uniform_counter
 from scaling.transforms import HADAMARD_SIZES, rotate, signs_for, unrotate
 
 SIGN_POLICIES = ("ones", "run", "step", "layer_step")
@@ -312,7 +312,7 @@ def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds 
 
     u = None
     if spec.rounding == "sr":
-        u = uniform(seeds.rounding, torch.arange(R * K, device=x2.device)).reshape(R, K)
+        u = uniform_counter(seeds.rounding, R * K, x2.device).reshape(R, K)
 
     if spec.block is None:  # per-tensor scaling (FP8 current scaling)
         values = _round_blocks(x2.reshape(R, 1, K), s_enc, torch.ones(R, 1, device=x2.device),
@@ -354,7 +354,7 @@ def _eden_scales(xb: torch.Tensor, qb: torch.Tensor, s_b: torch.Tensor, s_enc: t
     num, den = tree_sum(x_enc * x_enc), tree_sum(x_enc * deq)
     c = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 1.0)
     corrected = s_b * c.repeat_interleave(per_group, 1)
-    u = uniform(seeds.rounding ^ SCALE_STREAM, torch.arange(nr * nk, device=xb.device)).reshape(nr, nk)
+    u = uniform_counter(seeds.rounding ^ SCALE_STREAM, nr * nk, xb.device).reshape(nr, nk)
     return formats.round_fp8_sr(corrected, "e4m3", u)
 
 

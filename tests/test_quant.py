@@ -288,6 +288,15 @@ def test_rotated_gemm_equals_plain_product(n):
     assert ((rotated.double() - plain).abs().max() / plain.abs().max()) < 1e-5
 
 
+def test_counter_uniforms_equal_the_plain_hash():
+    """The CPU cache of index hashes changes nothing: the same uniforms for int and tensor seeds."""
+    from scaling import seeds
+
+    for n in (1, 1000, 1 << 16):
+        for seed in (0, 5, 2**32 - 1, torch.tensor(123456789)):
+            assert torch.equal(seeds.uniform_counter(seed, n), seeds.uniform(seed, torch.arange(n)))
+
+
 def test_same_seed_same_signs_and_bits():
     x = torch.randn(32, 256)
     spec = NV.but(rounding="sr", transform=16, signs="run")
