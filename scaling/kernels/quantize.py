@@ -84,13 +84,16 @@ def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr):
 @triton.jit
 def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
     """formats.round_grid_sr: the upper neighbour with probability (mag - lo) / step."""
+    # The spacing (step) and its inverse are powers of two, so both are exact constants: no division.
     if ELEM == 0:
         inv = tl.where(mag < 2.0, 2.0, tl.where(mag < 4.0, 1.0, 0.5))
+        step = tl.where(mag < 2.0, 0.5, tl.where(mag < 4.0, 1.0, 2.0))
     elif ELEM == 1:
         inv = tl.full(mag.shape, 4.0, tl.float32)
+        step = tl.full(mag.shape, 0.25, tl.float32)
     else:
         inv = tl.full(mag.shape, 1.0, tl.float32)
-    step = tl.math.div_rn(tl.full(mag.shape, 1.0, tl.float32), inv)
+        step = tl.full(mag.shape, 1.0, tl.float32)
     lo = tl.floor(mag * inv) * step
     p = (mag - lo) * inv
     q = tl.where(u < p, lo + step, lo)
