@@ -72,16 +72,15 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
     """a @ b with FP32 accumulation, times the tensor scales (0-d FP32 tensors, or None for an operand
     without one), plus bias, rounded once to `dtype`."""
     scales = [inv for inv in (inv_a, inv_b) if inv is not None]
-    if a.is_cuda and bias is None:
-        if not scales and dtype in (a.dtype, torch.float32):  # FP32 accumulator rounded in cuBLAS's epilogue
+    if a.is_cuda:
+        if bias is None and not scales and dtype in (a.dtype, torch.float32):
+            # the FP32 accumulator rounded straight to dtype in cuBLAS's epilogue
             return torch.mm(a, b) if dtype == a.dtype else torch.mm(a, b, out_dtype=dtype)
-        if scales and _use_kernels(a):  # FP32 product, then scale and cast in one pass
+        out = torch.mm(a, b, out_dtype=torch.float32)
+        if bias is None and scales and _use_kernels(a):  # scale and cast in one pass
             from scaling.kernels.epilogue import scale_cast
 
-            out = torch.mm(a, b, out_dtype=torch.float32)
             return scale_cast(out, scales[0], scales[1] if len(scales) > 1 else None, dtype)
-    if a.is_cuda:
-        out = torch.mm(a, b, out_dtype=torch.float32)
     else:
         out = torch.mm(a.float(), b.float())
     if scales:

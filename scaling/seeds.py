@@ -82,7 +82,12 @@ def random_bits(seed, index: torch.Tensor) -> torch.Tensor:
 
 def uniform(seed, index: torch.Tensor) -> torch.Tensor:
     """float32 uniforms in [0, 1) with 24 random bits, one per index."""
-    return (random_bits(seed, index) >> 8).to(torch.float32) * (1.0 / (1 << 24))
+    return _unit_float(random_bits(seed, index))
+
+
+def _unit_float(bits: torch.Tensor) -> torch.Tensor:
+    """The top 24 of 32 random bits as a float32 in [0, 1)."""
+    return (bits >> 8).to(torch.float32) * (1.0 / (1 << 24))
 
 
 @functools.lru_cache(maxsize=8)
@@ -95,8 +100,7 @@ def uniform_counter(seed, n: int, device: torch.device | str = "cpu") -> torch.T
     each index) is kept for the few sizes a training run uses: it is half the cost of SR there."""
     if torch.device(device).type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
         return uniform(seed, torch.arange(n, device=device))
-    bits = hash32(_counter_hashes(n) ^ seed_key(seed))
-    return (bits >> 8).to(torch.float32) * (1.0 / (1 << 24))
+    return _unit_float(hash32(_counter_hashes(n) ^ seed_key(seed)))
 
 
 def random_signs(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
