@@ -1,14 +1,17 @@
 """Element and scale formats: grids, max values, encode/decode, RTNE and SR onto a grid.
 
 Two kinds of element format:
-- small grids (E2M1, E1M2, INT4): eight non-negative levels, sign kept apart. Rounding is a lookup
-  against the midpoints, ties to the level with the even index (the even code), which reproduces
-  RECIPES.md's tie table: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4.
+- small grids (E2M1, E1M2, INT4): eight non-negative levels, sign kept apart. Rounding goes to the
+  nearest level, ties to the level with the even index (the even code), which reproduces
+  RECIPES.md's tie table: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4. Each grid is a
+  tiny float format (`GRID_LAYOUT`), so rounding is round(mag / spacing) * spacing with the
+  spacing a power of two picked per element.
 - FP8 (E4M3FN, E5M2): rounded by torch's float8 casts (IEEE round-to-nearest-even), after clamping
   to +-max because the casts do not saturate.
 
 Every function here works on float32 magnitudes and is what the Triton kernels reproduce bit for
-bit: comparisons, multiplications by powers of two, and nothing order-dependent.
+bit: comparisons, multiplications and divisions by powers of two, torch.round/floor/ceil, and
+nothing order-dependent.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ GRIDS: dict[str, tuple[float, ...]] = {
     "e1m2": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75),
     "int4": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0),
 }
+# Each grid as a tiny float format: (mantissa bits, smallest normal). The spacing of the levels at a
+# magnitude a is 2^-mantissa_bits times the power of two at or below a, never less than at the
+# smallest normal: E2M1 steps 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 6]; E1M2 and INT4 are uniform.
+GRID_LAYOUT: dict[str, tuple[int, float]] = {"e2m1": (1, 1.0), "e1m2": (2, 1.0), "int4": (2, 4.0)}
 FP8_DTYPES: dict[str, torch.dtype] = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 ELEMENT_FORMATS = tuple(GRIDS) + tuple(FP8_DTYPES)
 # emax of each element format: the exponent of its largest normal power of two (OCP MX table).
@@ -38,9 +45,12 @@ def grid_max(fmt: str) -> float:
 
 @dataclass(frozen=True)
 class Grid:
-    """A small non-negative grid, optionally capped (e.g. E2M1 capped at 4 for `nvfp4_cap4`)."""
+    """A small non-negative grid, optionally capped (e.g. E2M1 capped at 4 for `nvfp4_cap4`), with
+    its float layout (`GRID_LAYOUT`)."""
 
     levels: tuple[float, ...]
+    mantissa_bits: int
+    min_normal: float
 
     @classmethod
     def of(cls, fmt: str, cap: float | None = None) -> "Grid":
@@ -49,49 +59,56 @@ class Grid:
             if cap not in levels:
                 raise ValueError(f"cap {cap} is not a level of {fmt}: {levels}")
             levels = tuple(v for v in levels if v <= cap)
-        return cls(levels)
+        return cls(levels, *GRID_LAYOUT[fmt])
 
     @property
     def max(self) -> float:
         return self.levels[-1]
 
-    @property
-    def midpoints(self) -> tuple[float, ...]:
-        return tuple((a + b) / 2 for a, b in zip(self.levels, self.levels[1:]))
+    def spacing(self, mag: torch.Tensor) -> torch.Tensor | float:
+        """The distance between the levels around each float32 magnitude in [0, max], a power of
+        two: a float when the grid lies within one binade (uniform), else a tensor like mag."""
+        ulp = 2.0 ** -self.mantissa_bits
+        if self.max < 2 * self.min_normal:
+            return self.min_normal * ulp
+        binade = (mag.view(torch.int32) & 0x7F800000).view(torch.float32)  # 2^floor(log2 mag); 0 if subnormal
+        return binade.clamp_(min=self.min_normal).mul_(ulp)
+
+
+def _in_range(mag: torch.Tensor, grid: Grid) -> torch.Tensor:
+    """A copy of mag saturated at the grid max, NaN as 0 (no level is nearer to NaN than another)."""
+    return mag.clamp(max=grid.max).nan_to_num_(0.0)  # in place on the copy: a fresh buffer costs more
 
 
 def round_grid_rtne(mag: torch.Tensor, grid: Grid) -> torch.Tensor:
     """Round non-negative float32 magnitudes to the nearest grid level; ties to the even index;
-    values above the max saturate to the max.
+    values above the max saturate to the max; NaN gives 0.
 
-    Walks the midpoints: passing midpoint i adds the spacing to level i+1. At a midpoint exactly,
-    the step is taken only when level i+1 has the even index (the comparison is >= there, > else).
-    Level spacings are small dyadic numbers, so the running sum is exact.
+    Levels are multiples of the local spacing, and every run of equal spacing starts at a level of
+    even index that is an even multiple of that spacing. So round(mag / spacing) (half to even)
+    times the spacing is the nearest level with ties to the even index. The spacing is a power of
+    two: the division and the multiplication are exact.
     """
-    q = torch.zeros_like(mag)
-    for i, mid in enumerate(grid.midpoints):
-        passed = mag >= mid if (i + 1) % 2 == 0 else mag > mid
-        q.add_(passed.to(mag.dtype), alpha=grid.levels[i + 1] - grid.levels[i])
-    return q
+    m = _in_range(mag, grid)
+    step = grid.spacing(m)
+    return m.div_(step).round_().mul_(step)
 
 
 def round_grid_sr(mag: torch.Tensor, grid: Grid, u: torch.Tensor) -> torch.Tensor:
     """Stochastic rounding: the upper neighbour with probability (mag - lo) / (hi - lo), using
-    uniforms u in [0, 1). E[q] = mag inside the range; above the max, saturate.
+    uniforms u in [0, 1): up exactly when u < (mag - lo) / (hi - lo). E[q] = mag inside the range;
+    above the max, saturate; NaN gives 0.
 
-    lo (the level at or below mag) and the spacing above it are sums over the levels passed, like
-    `round_grid_rtne`; spacings are powers of two, so (mag - lo) / step is exact.
+    In units of the local spacing (a power of two, so exact) lo is floor(mag) and the fraction
+    above it is exact; fl(fraction - u) has the sign of fraction - u, so its ceiling is 1 where
+    u < fraction and 0 (or -0) elsewhere.
     """
-    levels = grid.levels
-    widths = [b - a for a, b in zip(levels, levels[1:])]
-    lo = torch.zeros_like(mag)
-    step = torch.full_like(mag, widths[0])
-    for i in range(1, len(levels) - 1):
-        above = (mag >= levels[i]).to(mag.dtype)
-        lo.add_(above, alpha=widths[i - 1])
-        step.add_(above, alpha=widths[i] - widths[i - 1])
-    q = lo + (u < (mag - lo) / step).to(mag.dtype) * step
-    return torch.where(mag >= grid.max, grid.max, q)
+    m = _in_range(mag, grid)
+    step = grid.spacing(m)
+    pos = m.div_(step)
+    lo = pos.floor()
+    up = pos.sub_(lo).sub_(u).ceil_()
+    return lo.add_(up).mul_(step)
 
 
 def round_fp8_rtne(mag: torch.Tensor, fmt: str) -> torch.Tensor:

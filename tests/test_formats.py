@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from scaling.formats import GRIDS, Grid, decode, encode, grid_max, round_elements, round_fp8_rtne
+from scaling.formats import (GRIDS, Grid, decode, encode, grid_max, round_elements, round_fp8_rtne,
+                             round_grid_rtne, round_grid_sr)
 from scaling.quant import QuantSpec, quantize
 
 # value -> RTNE result. E2M1 is RECIPES.md's table verbatim; for E1M2 and INT4 every midpoint goes
@@ -60,6 +61,50 @@ def test_ties_and_saturation_through_quantize(fmt, dtype):
     q = quantize(torch.tensor([row], dtype=dtype), spec)
     assert q.block_scale.item() == 1.0
     assert q.values[0].tolist() == want
+
+
+ALL_GRIDS = [(fmt, cap) for fmt, levels in GRIDS.items() for cap in (None,) + levels[1:-1]]
+
+
+def _hard_magnitudes() -> torch.Tensor:
+    """Every level and midpoint with its float32 neighbours, a fine sweep, subnormals, huge, inf, NaN."""
+    points = sorted({v for levels in GRIDS.values() for v in levels}
+                    | {(a + b) / 2 for levels in GRIDS.values() for a, b in zip(levels, levels[1:])})
+    t = torch.tensor(points)
+    sweep = torch.arange(0, 8.5, 1 / 64)
+    odd = torch.tensor([1e-45, 1e-40, 1.2e-38, 3e38, float("inf"), float("nan")])
+    return torch.cat([t, torch.nextafter(t, torch.zeros_like(t)), torch.nextafter(t, t + 1), sweep, odd])
+
+
+@pytest.mark.parametrize("fmt, cap", ALL_GRIDS)
+def test_rtne_is_nearest_level_ties_to_even_index(fmt, cap):
+    """round_grid_rtne against its definition, by brute force over the levels (float64)."""
+    grid = Grid.of(fmt, cap)
+    mag = _hard_magnitudes()
+    levels = torch.tensor(grid.levels, dtype=torch.float64)
+    dist = (mag.double().clamp(max=grid.max).nan_to_num(0.0)[:, None] - levels).abs()
+    nearest = dist == dist.min(1, keepdim=True).values
+    even = torch.arange(len(levels)) % 2 == 0
+    idx = torch.where(nearest.sum(1) > 1, (nearest & even).int().argmax(1), nearest.int().argmax(1))
+    assert torch.equal(round_grid_rtne(mag, grid), levels[idx].float())
+
+
+@pytest.mark.parametrize("fmt, cap", ALL_GRIDS)
+def test_sr_is_upper_neighbour_when_u_below_fraction(fmt, cap):
+    """round_grid_sr against its definition: up exactly when u < (mag - lo) / (hi - lo) (float64),
+    u including the fraction itself and its float32 neighbours."""
+    grid = Grid.of(fmt, cap)
+    mag = _hard_magnitudes().clamp(max=grid.max).nan_to_num(0.0).double()
+    levels = torch.tensor(grid.levels, dtype=torch.float64)
+    lo_idx = (mag[:, None] >= levels).sum(1) - 1
+    hi_idx = (lo_idx + 1).clamp(max=len(levels) - 1)
+    lo, hi = levels[lo_idx], levels[hi_idx]
+    frac = torch.where(hi > lo, (mag - lo) / (hi - lo), 0.0).float()
+    for u in (frac, torch.nextafter(frac, torch.zeros_like(frac)), torch.nextafter(frac, torch.ones_like(frac)),
+              torch.rand(frac.shape, generator=torch.Generator().manual_seed(0))):
+        u = u.clamp(0, 1 - 2.0 ** -24)
+        want = torch.where(u.double() < frac.double(), hi, lo).float()
+        assert torch.equal(round_grid_sr(_hard_magnitudes(), grid, u), want)
 
 
 def test_capped_grid():
