@@ -2,7 +2,8 @@
 in the Triton kernels. No global RNG state is ever read.
 
 `hash32` is Chris Wellons' "lowbias32" integer hash. The Triton kernels compute it on uint32 with
-wrapping multiplies; here it runs on int64 tensors holding uint32 values (see `_mul32`).
+wrapping multiplies; here tensors are hashed as int32 holding the same 32 bits (see `_lowbias32_`):
+PyTorch's CPU kernels lack unsigned shifts, and int32 is half the bytes of int64.
 """
 
 from __future__ import annotations
@@ -44,25 +45,36 @@ def mix(*parts: int | str | torch.Tensor) -> int | torch.Tensor:
     return acc
 
 
-def _mul32(x, c: int):
-    # On int64 tensors the product of two values below 2^32 wraps modulo 2^64 (two's complement
-    # on every torch backend), which keeps its low 32 bits exact.
-    if isinstance(x, torch.Tensor):
-        return x.mul_(c).bitwise_and_(M32)
+def _mul32(x: int, c: int) -> int:
     return (x * c) & M32
 
 
+def _i32(v: int) -> int:
+    """A uint32 Python int as the int32 with the same bits."""
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _as_i32(x: torch.Tensor) -> torch.Tensor:
+    """A new int32 tensor holding the low 32 bits of an integer tensor (casts wrap modulo 2^32)."""
+    return x.to(torch.int32, copy=True)
+
+
+def _lowbias32_(x: torch.Tensor) -> torch.Tensor:
+    """lowbias32, in place, on an int32 tensor read as uint32. Products wrap modulo 2^32 as in
+    uint32 (two's complement on every torch backend); the masks make the right shifts logical."""
+    shifted = torch.empty_like(x)
+    for shift, mult in ((16, HASH_C1), (15, HASH_C2), (16, None)):
+        torch.bitwise_right_shift(x, shift, out=shifted)
+        x ^= shifted.bitwise_and_(M32 >> shift)
+        if mult is not None:
+            x *= _i32(mult)
+    return x
+
+
 def hash32(x):
-    """lowbias32 on Python ints or int64 tensors holding values in [0, 2^32). Tensors: a copy is
-    hashed (in place, to spare allocations)."""
+    """lowbias32 on Python ints or int64 tensors holding values in [0, 2^32) (the same type back)."""
     if isinstance(x, torch.Tensor):
-        x = x.clone()
-        x ^= x >> 16
-        _mul32(x, HASH_C1)
-        x ^= x >> 15
-        _mul32(x, HASH_C2)
-        x ^= x >> 16
-        return x
+        return _lowbias32_(_as_i32(x)).to(torch.int64) & M32
     x = x ^ (x >> 16)
     x = _mul32(x, HASH_C1)
     x = x ^ (x >> 15)
@@ -75,24 +87,30 @@ def seed_key(seed):
     return hash32((seed ^ 0x9E3779B9) & M32)
 
 
+def _keyed_bits(hashed_index: torch.Tensor, seed) -> torch.Tensor:
+    """hash32(hashed index ^ seed_key(seed)) on int32 tensors read as uint32."""
+    key = seed_key(seed)
+    return _lowbias32_(hashed_index ^ (_as_i32(key) if isinstance(key, torch.Tensor) else _i32(key)))
+
+
 def random_bits(seed, index: torch.Tensor) -> torch.Tensor:
     """32 random bits (int64 in [0, 2^32)) for each element index under `seed`."""
-    return hash32(hash32(index.to(torch.int64) & M32) ^ seed_key(seed))
+    return _keyed_bits(_lowbias32_(_as_i32(index)), seed).to(torch.int64) & M32
 
 
 def uniform(seed, index: torch.Tensor) -> torch.Tensor:
     """float32 uniforms in [0, 1) with 24 random bits, one per index."""
-    return _unit_float(random_bits(seed, index))
+    return _unit_float(_keyed_bits(_lowbias32_(_as_i32(index)), seed))
 
 
 def _unit_float(bits: torch.Tensor) -> torch.Tensor:
-    """The top 24 of 32 random bits as a float32 in [0, 1)."""
-    return (bits >> 8).to(torch.float32) * (1.0 / (1 << 24))
+    """The top 24 of 32 random bits (int32 read as uint32; overwritten) as a float32 in [0, 1)."""
+    return bits.bitwise_right_shift_(8).bitwise_and_(0xFFFFFF).to(torch.float32).mul_(1.0 / (1 << 24))
 
 
 @functools.lru_cache(maxsize=8)
 def _counter_hashes(n: int) -> torch.Tensor:
-    return hash32(torch.arange(n, dtype=torch.int64))
+    return _lowbias32_(torch.arange(n, dtype=torch.int32))
 
 
 def uniform_counter(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -100,7 +118,7 @@ def uniform_counter(seed, n: int, device: torch.device | str = "cpu") -> torch.T
     each index) is kept for the few sizes a training run uses: it is half the cost of SR there."""
     if torch.device(device).type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
         return uniform(seed, torch.arange(n, device=device))
-    return _unit_float(hash32(_counter_hashes(n) ^ seed_key(seed)))
+    return _unit_float(_keyed_bits(_counter_hashes(n), seed))
 
 
 def random_signs(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:

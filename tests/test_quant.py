@@ -297,6 +297,18 @@ def test_counter_uniforms_equal_the_plain_hash():
             assert torch.equal(seeds.uniform_counter(seed, n), seeds.uniform(seed, torch.arange(n)))
 
 
+def test_tensor_hash_is_the_integer_hash():
+    """The int32 tensor form of lowbias32 (wrapping products, masked shifts) gives the bits of the
+    plain-integer form, across the whole uint32 range."""
+    from scaling import seeds
+
+    values = [0, 1, 2, 12345, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1, 0x9E3779B9]
+    values += torch.randint(0, 2**32, (200,), generator=torch.Generator().manual_seed(3)).tolist()
+    assert seeds.hash32(torch.tensor(values)).tolist() == [seeds.hash32(v) for v in values]
+    assert seeds.random_bits(7, torch.tensor(values)).tolist() == [
+        seeds.hash32(seeds.hash32(v) ^ seeds.seed_key(7)) for v in values]
+
+
 def test_same_seed_same_signs_and_bits():
     x = torch.randn(32, 256)
     spec = NV.but(rounding="sr", transform=16, signs="run")
