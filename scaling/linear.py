@@ -167,9 +167,15 @@ class QLinear(nn.Linear):
     def seeds(self, gemm: str, operand: str, spec: QuantSpec | None) -> Seeds | None:
         if spec is None or not spec.needs_seed:
             return None
-        rounding = mix(self.run_seed, _CODE["round"], self.layer_index, self.step, _CODE[gemm], _CODE[operand])
-        policy = {"ones": (), "run": (), "step": (self.step,), "layer_step": (self.layer_index, self.step)}
-        signs = mix(self.run_seed, _CODE["signs"], *policy[spec.signs])
+        # A seed the spec does not read is 0, so equal operands are equal calls: a compiled graph
+        # then quantizes q/k/v's shared input once for wgrad (RHT16 signs, RTNE), not three times.
+        rounding = 0
+        if spec.rounding == "sr" or spec.eden:
+            rounding = mix(self.run_seed, _CODE["round"], self.layer_index, self.step, _CODE[gemm], _CODE[operand])
+        signs = 0
+        if spec.signs != "ones":
+            policy = {"run": (), "step": (self.step,), "layer_step": (self.layer_index, self.step)}
+            signs = mix(self.run_seed, _CODE["signs"], *policy[spec.signs])
         return Seeds(rounding=rounding, signs=signs)
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype):

@@ -122,6 +122,20 @@ def test_same_seed_same_bits_different_step_different_bits():
     assert not torch.equal(g, grads(2, 5))
 
 
+def test_unread_seeds_are_zero_so_equal_operands_are_equal_calls():
+    """wgrad.x under nvfp4 (RHT16 with run signs, RTNE) reads only the sign seed: every layer passes
+    the same seeds, so a compiled graph can quantize a shared input (q, k, v) once."""
+    model = convert(Tiny(), get_recipe("nvfp4"), seed=3)
+    set_step(model, 4)
+    first, second = model.blocks[0][0], model.blocks[1][2]
+    spec = first.recipe.spec("wgrad.x")
+    a, b = first.seeds("wgrad", "x", spec), second.seeds("wgrad", "x", spec)
+    assert a.rounding == 0 and a == b and a.signs != 0
+    dy = first.recipe.spec("wgrad.dy")  # SR: the rounding seed is read, and differs per layer
+    ra, rb = first.seeds("wgrad", "dy", dy).rounding, second.seeds("wgrad", "dy", dy).rounding
+    assert int(ra) != int(rb)
+
+
 def test_quantized_gradients_track_exact_ones():
     torch.manual_seed(3)
     base = Tiny()

@@ -323,21 +323,23 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
         s_enc = tl.full((), 1.0, tl.float32)
     tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
 
-    u = x  # placeholder when SR is off (never read)
-    if SR:
-        # seeds.uniform's index (row * K + col) mod 2^32: uint32 arithmetic wraps the same way.
-        index = rows[:, None].to(tl.uint32) * K.to(tl.uint32) + cols[None, :].to(tl.uint32)
-        u = _uniform(index, _stream_key(seeds_ptr, 0, 0))
-
     NBR: tl.constexpr = BR // BLK_R
     NBK: tl.constexpr = BK // BLK_K
     x4 = tl.reshape(x, (NBR, BLK_R, NBK, BLK_K))
-    u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
     if PER_TENSOR:
         s_b = tl.full((NBR, NBK), 1.0, tl.float32)
     else:
         amax_b = tl.max(tl.max(tl.abs(x4), axis=3), axis=1)
         s_b = _block_scale(amax_b, s_enc, target, SCALE, EMAX, BOUND)
+
+    # The uniforms come after the block amax, so each can be made where it is used: made before,
+    # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
+    u = x  # placeholder when SR is off (never read)
+    if SR:
+        # seeds.uniform's index (row * K + col) mod 2^32: uint32 arithmetic wraps the same way.
+        index = rows[:, None].to(tl.uint32) * K.to(tl.uint32) + cols[None, :].to(tl.uint32)
+        u = _uniform(index, _stream_key(seeds_ptr, 0, 0))
+    u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
     q4 = _round_blocks(x4, s_b, s_enc, u4, ELEM, GMAX, SR)
 
     if FOUR_SIX:
@@ -385,9 +387,22 @@ def _bench(fn, quantiles):
 _TILES = ((2048, 4), (4096, 4), (8192, 8), (16384, 8))
 
 
+def _tiles(bk: int) -> tuple[tuple[int, int], ...]:
+    """(TILE, warps) candidates for a tile BK wide along K.
+
+    With BK = 16 along a strided K (one NVFP4 block or RHT16 group of tokens, the wgrad layout), a
+    tile of 256 x warps rows puts all 16 in each thread (8 contiguous rows per thread, 32 threads
+    and the warps across rows): butterflies and block maxima stay in registers, with no shared
+    memory or barriers (0 vs 11 bar.sync in the sm_90 PTX), at 168 registers (RTNE) or 255 (SR).
+    128 rows on one warp splits the 16 over two threads (1 barrier, 120 registers)."""
+    if bk != 16:
+        return _TILES
+    return _TILES + ((bk * 128, 1),) + tuple((bk * 256 * w, w) for w in (1, 2, 4))
+
+
 @functools.lru_cache(maxsize=None)
 def _tuner(kernel, bks: tuple[int, ...], min_tile: int):
-    configs = [triton.Config({"TILE": max(t, min_tile * bk), "BK": bk}, num_warps=w) for bk in bks for t, w in _TILES]
+    configs = [triton.Config({"TILE": max(t, min_tile * bk), "BK": bk}, num_warps=w) for bk in bks for t, w in _tiles(bk)]
     unique = list({(c.kwargs["TILE"], c.kwargs["BK"], c.num_warps): c for c in configs}.values())
     return triton.autotune(unique, key=["R", "K", "stride_k"], do_bench=_bench)(kernel)
 
