@@ -213,7 +213,8 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
     rows = []
     for family in families:
         for size in sizes:
-            prior = [r for r in earlier or [] if (r["family"], r["size"], r["recipe"]) == (family, size, "bf16")]
+            prior = [r for r in earlier or [] if (r["family"], r["size"], r["recipe"], r.get("compile_mode"))
+                     == (family, size, "bf16", compile_mode)]
             base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
                 try:
@@ -228,7 +229,8 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 flops = model_size(family, size).flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
                 rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
                              "mfu": round(flops * tps / peak, 4) if peak else None,
-                             "ratio_vs_bf16": round(tps / base, 3), "batch_tokens": batch * 1024})
+                             "ratio_vs_bf16": round(tps / base, 3), "batch_tokens": batch * 1024,
+                             "compile_mode": compile_mode})
                 progress(f"  {family} {size} {recipe}: {tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
                          + (f", MFU {flops * tps / peak:.1%}" if peak else ""))
                 if on_row:

@@ -36,7 +36,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
-            "train": ("family", "size", "recipe")}
+            "train": ("family", "size", "recipe", "compile_mode")}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
