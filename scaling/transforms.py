@@ -41,33 +41,42 @@ def norm_factor(n: int) -> float:
 
 
 def fwht(x: torch.Tensor, n: int) -> torch.Tensor:
-    """Normalised Walsh-Hadamard transform of each contiguous group of n along the last axis (fp32)."""
-    shape = x.shape
-    if shape[-1] % n:
-        raise ValueError(f"last axis {shape[-1]} is not a multiple of the Hadamard size {n}")
-    y = x.reshape(-1, n)
-    h = 1
-    while h < n:
-        y = y.view(-1, n // (2 * h), 2, h)
-        a, b = y[:, :, 0, :], y[:, :, 1, :]
-        y = torch.stack((a + b, a - b), dim=2).reshape(-1, n)
-        h *= 2
-    return (y * norm_factor(n)).reshape(shape)
+    """Normalised Walsh-Hadamard transform of each contiguous group of n along the last axis (fp32).
+
+    The result keeps x's memory layout: when the last axis is not the fastest one (a tensor
+    quantized along dim 0), every butterfly then runs over long contiguous rows, with no transpose.
+    """
+    if x.shape[-1] % n:
+        raise ValueError(f"last axis {x.shape[-1]} is not a multiple of the Hadamard size {n}")
+    stages = n.bit_length() - 1
+    buffers = [torch.empty_like(x) for _ in range(2)]  # the stages write them in turn
+    y = x
+    for stage in range(stages):
+        h = 1 << stage
+        src = y.unflatten(-1, (-1, n // (2 * h), 2, h))
+        dst = buffers[stage % 2].unflatten(-1, (-1, n // (2 * h), 2, h))
+        torch.add(src[..., 0, :], src[..., 1, :], out=dst[..., 0, :])
+        torch.sub(src[..., 0, :], src[..., 1, :], out=dst[..., 1, :])
+        y = buffers[stage % 2]
+    return torch.mul(y, norm_factor(n), out=buffers[stages % 2])
+
+
+def _times_signs(x: torch.Tensor, n: int, signs: torch.Tensor) -> torch.Tensor:
+    """x times the sign vector over each group of n along the last axis, in x's memory layout."""
+    out = torch.empty_like(x)
+    torch.mul(x.unflatten(-1, (-1, n)), signs, out=out.unflatten(-1, (-1, n)))
+    return out
 
 
 def rotate(x: torch.Tensor, n: int, signs: torch.Tensor | None) -> torch.Tensor:
     """x' = (s * x) H_n per group of n along the last axis. signs=None means all ones."""
-    if signs is not None:
-        x = (x.reshape(-1, n) * signs).reshape(x.shape)
-    return fwht(x, n)
+    return fwht(x if signs is None else _times_signs(x, n, signs), n)
 
 
 def unrotate(y: torch.Tensor, n: int, signs: torch.Tensor | None) -> torch.Tensor:
     """The inverse of `rotate`: x = s * (y H_n) (H_n is its own inverse)."""
     x = fwht(y, n)
-    if signs is not None:
-        x = (x.reshape(-1, n) * signs).reshape(y.shape)
-    return x
+    return x if signs is None else _times_signs(x, n, signs)
 
 
 def signs_for(policy: str, n: int, seed: int | None, device: torch.device | str = "cpu") -> torch.Tensor | None:
