@@ -28,7 +28,7 @@ import torch
 
 from scaling import formats
 from scaling.errors import UserError
-from scaling.seeds import Seeds, uniform_counter
+from scaling.seeds import Seeds, uniform_like
 from scaling.transforms import HADAMARD_SIZES, rotate, signs_for, unrotate
 
 SIGN_POLICIES = ("ones", "run", "step", "layer_step")
@@ -193,7 +193,10 @@ class QTensor:
 
     def scaled(self) -> torch.Tensor:
         """values * block_scale, (R, K) float32: what the emulated GEMM multiplies (BF16-exact)."""
-        return self.values * expand_blocks(self.block_scale, self.spec, self.values.shape)
+        if self.spec.block is None:
+            return self.values * self.block_scale
+        blocked = to_blocks(self.values, self.spec) * self.block_scale.unsqueeze(-1)
+        return from_blocks(blocked, self.spec, self.values.shape)
 
     def to_original_layout(self, t: torch.Tensor) -> torch.Tensor:
         moved = list(self.shape)
@@ -236,6 +239,18 @@ def tree_sum(t: torch.Tensor) -> torch.Tensor:
         h = t.shape[-1] // 2
         t = t[..., :h] + t[..., h:]
     return t[..., 0]
+
+
+def block_amax(t: torch.Tensor) -> torch.Tensor:
+    """Max of |t| over the last axis. Halving while the length is even: on a CPU, elementwise
+    maxima over long rows beat a reduction over short blocks (any order gives the same max)."""
+    t = t.abs()
+    while t.shape[-1] % 2 == 0:
+        h = t.shape[-1] // 2
+        t = torch.maximum(t[..., :h], t[..., h:])
+    # The last reduction keeps t's memory layout (out=) and, like amax over whole blocks, gives a
+    # NaN as the canonical one (CPU maximum would leave its own).
+    return torch.amax(t, -1, out=torch.empty_like(t[..., 0]))
 
 
 # --- the reference quantizer ---------------------------------------------------------------------
@@ -294,7 +309,13 @@ def _round_blocks(xb: torch.Tensor, s_enc: torch.Tensor, s_b: torch.Tensor, spec
     factor = torch.where(s_b > 0, s_enc / torch.where(s_b > 0, s_b, 1.0), 0.0)
     v = xb * factor.unsqueeze(-1)
     mag = formats.round_elements(v.abs(), spec.elem, spec.cap, spec.rounding, u)
-    return torch.where(v < 0, -mag, mag)
+    # -mag where v < 0: copy v's sign once -0.0 and NaN are made +0 (v < 0 is false for both).
+    return mag.copysign_(v.nan_to_num_(0.0).add_(0.0))
+
+
+def _amax(t: torch.Tensor) -> torch.Tensor:
+    """The largest element (0 for an empty tensor); NaN if there is one."""
+    return t.amax() if t.numel() else torch.zeros((), device=t.device)
 
 
 def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds | None = None) -> QTensor:
@@ -307,21 +328,20 @@ def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds 
         signs = signs_for(spec.signs, spec.transform, seeds.signs if seeds else None, x2.device)
         x2 = rotate(x2, spec.transform, signs)
     R, K = x2.shape
-    amax_t = x2.abs().amax() if x2.numel() else torch.zeros((), device=x2.device)
-    s_enc = tensor_encode_scale(amax_t, spec)
-
     u = None
     if spec.rounding == "sr":
-        u = uniform_counter(seeds.rounding, R * K, x2.device).reshape(R, K)
+        u = uniform_like(seeds.rounding, x2)
 
     if spec.block is None:  # per-tensor scaling (FP8 current scaling)
+        s_enc = tensor_encode_scale(_amax(x2.abs()), spec)
         values = _round_blocks(x2.reshape(R, 1, K), s_enc, torch.ones(R, 1, device=x2.device),
                                spec, u.reshape(R, 1, K) if u is not None else None).reshape(R, K)
         return QTensor(values, torch.ones(1, 1, device=x2.device), s_enc, spec, dim, x.shape, signs)
 
     xb = to_blocks(x2, spec)
     ub = to_blocks(u, spec) if u is not None else None
-    amax_b = xb.abs().amax(-1)
+    amax_b = block_amax(xb)
+    s_enc = tensor_encode_scale(_amax(amax_b), spec)  # the largest block amax is the tensor's
     target = spec.elem_max / spec.headroom
     s_b = block_scale_for(amax_b, s_enc, spec, target)
     qb = _round_blocks(xb, s_enc, s_b, spec, ub)
@@ -354,7 +374,7 @@ def _eden_scales(xb: torch.Tensor, qb: torch.Tensor, s_b: torch.Tensor, s_enc: t
     num, den = tree_sum(x_enc * x_enc), tree_sum(x_enc * deq)
     c = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 1.0)
     corrected = s_b * c.repeat_interleave(per_group, 1)
-    u = uniform_counter(seeds.rounding ^ SCALE_STREAM, nr * nk, xb.device).reshape(nr, nk)
+    u = uniform_like(seeds.rounding ^ SCALE_STREAM, corrected)
     return formats.round_fp8_sr(corrected, "e4m3", u)
 
 

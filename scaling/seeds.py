@@ -108,17 +108,22 @@ def _unit_float(bits: torch.Tensor) -> torch.Tensor:
     return bits.bitwise_right_shift_(8).bitwise_and_(0xFFFFFF).to(torch.float32).mul_(1.0 / (1 << 24))
 
 
-@functools.lru_cache(maxsize=8)
-def _counter_hashes(n: int) -> torch.Tensor:
-    return _lowbias32_(torch.arange(n, dtype=torch.int32))
+@functools.lru_cache(maxsize=16)
+def _counter_hashes(shape: tuple[int, ...], strides: tuple[int, ...]) -> torch.Tensor:
+    like = torch.empty_strided(shape, strides, dtype=torch.int32)
+    index = torch.empty_like(like).copy_(torch.arange(like.numel(), dtype=torch.int32).view(shape))
+    return _lowbias32_(index)
 
 
-def uniform_counter(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """`uniform(seed, torch.arange(n))`. On a CPU the seed-independent half of the hash (hash32 of
-    each index) is kept for the few sizes a training run uses: it is half the cost of SR there."""
-    if torch.device(device).type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
-        return uniform(seed, torch.arange(n, device=device))
-    return _unit_float(_keyed_bits(_counter_hashes(n), seed))
+def uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
+    """`uniform(seed, i)` for the row-major index i of every element of t: float32, shaped like t
+    and, on a CPU, laid out like t (elementwise work with t then reads both in one order). There
+    the seed-independent half of the hash (hash32 of each index) is kept for the few shapes a
+    training run uses: it is half the cost of SR."""
+    n = t.numel()
+    if t.device.type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
+        return uniform(seed, torch.arange(n, device=t.device).view(t.shape))
+    return _unit_float(_keyed_bits(_counter_hashes(tuple(t.shape), tuple(t.stride())), seed))
 
 
 def random_signs(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:

@@ -289,12 +289,17 @@ def test_rotated_gemm_equals_plain_product(n):
 
 
 def test_counter_uniforms_equal_the_plain_hash():
-    """The CPU cache of index hashes changes nothing: the same uniforms for int and tensor seeds."""
+    """The CPU cache of index hashes changes nothing: the same uniforms for int and tensor seeds,
+    whatever the memory layout of the tensor they are drawn for."""
     from scaling import seeds
 
-    for n in (1, 1000, 1 << 16):
-        for seed in (0, 5, 2**32 - 1, torch.tensor(123456789)):
-            assert torch.equal(seeds.uniform_counter(seed, n), seeds.uniform(seed, torch.arange(n)))
+    for shape in ((1,), (1000,), (256, 256), (8, 16, 4)):
+        n = math.prod(shape)
+        for t in (torch.empty(shape), torch.empty(shape[::-1]).permute(*reversed(range(len(shape))))):
+            for seed in (0, 5, 2**32 - 1, torch.tensor(123456789)):
+                u = seeds.uniform_like(seed, t)
+                assert u.stride() == t.stride()
+                assert torch.equal(u, seeds.uniform(seed, torch.arange(n)).view(shape))
 
 
 def test_tensor_hash_is_the_integer_hash():
