@@ -1,16 +1,17 @@
 """Element and scale formats: grids, max values, encode/decode, RTNE and SR onto a grid.
 
 Two kinds of element format:
-- small grids (E2M1, E1M2, INT4): eight non-negative levels, sign kept apart. Rounding goes to the
-  nearest level, ties to the level with the even index (the even code), which reproduces
-  RECIPES.md's tie table: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4. Each grid is a
-  tiny float format (`GRID_LAYOUT`), so rounding is round(mag / spacing) * spacing with the
+- small grids (E2M1, E1M2, INT4): eight non-negative levels, used with a sign. A value's magnitude
+  goes to the nearest level, ties to the level with the even index (the even code), which
+  reproduces RECIPES.md's tie table: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4. Each
+  grid is a tiny float format (`GRID_LAYOUT`), so rounding is round(v / spacing) * spacing with the
   spacing a power of two picked per element.
 - FP8 (E4M3FN, E5M2): rounded by torch's float8 casts (IEEE round-to-nearest-even), after clamping
   to +-max because the casts do not saturate.
 
-Every function here works on float32 magnitudes and is what the Triton kernels reproduce bit for
-bit: comparisons, multiplications and divisions by powers of two, torch.round/floor/ceil, and
+Element rounding keeps the sign of each float32 value: negative exactly where v < 0 (-0.0 and NaN
+give +0, or a positive NaN on FP8). Every function here is what the Triton kernels reproduce bit
+for bit: comparisons, multiplications and divisions by powers of two, torch.round/trunc/ceil, and
 nothing order-dependent.
 """
 
@@ -65,50 +66,55 @@ class Grid:
     def max(self) -> float:
         return self.levels[-1]
 
-    def spacing(self, mag: torch.Tensor) -> torch.Tensor | float:
-        """The distance between the levels around each float32 magnitude in [0, max], a power of
-        two: a float when the grid lies within one binade (uniform), else a tensor like mag."""
+    def spacing(self, v: torch.Tensor) -> torch.Tensor | float:
+        """The distance between the levels around each float32 magnitude |v| <= max, a power of
+        two: a float when the grid lies within one binade (uniform), else a tensor like v."""
         ulp = 2.0 ** -self.mantissa_bits
         if self.max < 2 * self.min_normal:
             return self.min_normal * ulp
-        binade = (mag.view(torch.int32) & 0x7F800000).view(torch.float32)  # 2^floor(log2 mag); 0 if subnormal
+        binade = (v.view(torch.int32) & 0x7F800000).view(torch.float32)  # 2^floor(log2 |v|); 0 if subnormal
         return binade.clamp_(min=self.min_normal).mul_(ulp)
 
 
-def _in_range(mag: torch.Tensor, grid: Grid) -> torch.Tensor:
-    """A copy of mag saturated at the grid max, NaN as 0 (no level is nearer to NaN than another)."""
-    return mag.clamp(max=grid.max).nan_to_num_(0.0)  # in place on the copy: a fresh buffer costs more
+def _in_range(v: torch.Tensor, grid: Grid, out: torch.Tensor | None) -> torch.Tensor:
+    """v saturated at +-max, with -0.0 and NaN as +0 (no level is nearer NaN than another), in out
+    (a new tensor if None)."""
+    return torch.clamp(v, -grid.max, grid.max, out=out).add_(0.0).nan_to_num_(0.0)
 
 
-def round_grid_rtne(mag: torch.Tensor, grid: Grid) -> torch.Tensor:
-    """Round non-negative float32 magnitudes to the nearest grid level; ties to the even index;
-    values above the max saturate to the max; NaN gives 0.
+def round_grid_rtne(v: torch.Tensor, grid: Grid, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Round float32 values to the nearest signed grid level: |v| to the nearest level, ties to the
+    even index, saturating at the max, with v's sign (-0.3 gives -0.0); -0.0 and NaN give +0.
+    The result goes to `out` (which may be v) or a new tensor.
 
     Levels are multiples of the local spacing, and every run of equal spacing starts at a level of
-    even index that is an even multiple of that spacing. So round(mag / spacing) (half to even)
-    times the spacing is the nearest level with ties to the even index. The spacing is a power of
-    two: the division and the multiplication are exact.
+    even index that is an even multiple of that spacing. So round(v / spacing) (half to even,
+    symmetric in sign) times the spacing is the nearest level with ties to the even index. The
+    spacing is a power of two: the division and the multiplication are exact.
     """
-    m = _in_range(mag, grid)
+    m = _in_range(v, grid, out)
     step = grid.spacing(m)
     return m.div_(step).round_().mul_(step)
 
 
-def round_grid_sr(mag: torch.Tensor, grid: Grid, u: torch.Tensor) -> torch.Tensor:
-    """Stochastic rounding: the upper neighbour with probability (mag - lo) / (hi - lo), using
-    uniforms u in [0, 1): up exactly when u < (mag - lo) / (hi - lo). E[q] = mag inside the range;
-    above the max, saturate; NaN gives 0.
+def round_grid_sr(v: torch.Tensor, grid: Grid, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Stochastic rounding with v's sign: |v| goes to the level above with probability
+    (|v| - lo) / (hi - lo) for its neighbours lo <= |v| < hi, exactly when u (uniforms in [0, 1)) is
+    below that fraction. E[q] = v inside the range; beyond it, saturate; -0.0 and NaN give +0.
+    The result goes to `out` (which may be v) or a new tensor.
 
-    In units of the local spacing (a power of two, so exact) lo is floor(mag) and the fraction
+    In units of the local spacing (a power of two, so exact) lo is floor(|v|) and the fraction
     above it is exact; fl(fraction - u) has the sign of fraction - u, so its ceiling is 1 where
-    u < fraction and 0 (or -0) elsewhere.
+    u < fraction and 0 (or -0) elsewhere. The sign rides on the spacing: 0 times a negative
+    spacing is the -0.0 of a small negative value.
     """
-    m = _in_range(mag, grid)
+    m = _in_range(v, grid, out)
     step = grid.spacing(m)
-    pos = m.div_(step)
+    signed_step = (step if isinstance(step, torch.Tensor) else torch.full_like(m, step)).copysign_(m)
+    pos = m.div_(signed_step)
     lo = pos.floor()
     up = pos.sub_(lo).sub_(u).ceil_()
-    return lo.add_(up).mul_(step)
+    return torch.mul(lo.add_(up), signed_step, out=m)
 
 
 def round_fp8_rtne(mag: torch.Tensor, fmt: str) -> torch.Tensor:
@@ -144,13 +150,17 @@ def round_fp8_sr(mag: torch.Tensor, fmt: str, u: torch.Tensor) -> torch.Tensor:
     return torch.where(u < p, hi, lo)
 
 
-def round_elements(mag: torch.Tensor, fmt: str, cap: float | None, rounding: str,
-                   u: torch.Tensor | None = None) -> torch.Tensor:
-    """Round non-negative float32 magnitudes onto an element format (saturating)."""
+def round_elements(v: torch.Tensor, fmt: str, cap: float | None, rounding: str,
+                   u: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Round float32 values onto an element format (saturating), keeping the sign: negative
+    exactly where v < 0. u: uniforms in [0, 1) for SR. The result goes to `out` (which may be v:
+    the quantizer's temporaries are large, and a fresh buffer costs more than the arithmetic) or a
+    new tensor."""
     if fmt in GRIDS:
         grid = Grid.of(fmt, cap)
-        return round_grid_rtne(mag, grid) if rounding == "rtne" else round_grid_sr(mag, grid, u)
-    return round_fp8_rtne(mag, fmt) if rounding == "rtne" else round_fp8_sr(mag, fmt, u)
+        return round_grid_rtne(v, grid, out) if rounding == "rtne" else round_grid_sr(v, grid, u, out)
+    mag = round_fp8_rtne(v.abs(), fmt) if rounding == "rtne" else round_fp8_sr(v.abs(), fmt, u)
+    return torch.copysign(mag, (v + 0.0).nan_to_num_(0.0), out=out)  # v + 0.0: -0.0 becomes +0
 
 
 # --- scale formats -----------------------------------------------------------------------------

@@ -191,12 +191,14 @@ class QTensor:
     shape: torch.Size           # x's original shape
     signs: torch.Tensor | None  # the transform's sign vector (None: all ones or no transform)
 
-    def scaled(self) -> torch.Tensor:
-        """values * block_scale, (R, K) float32: what the emulated GEMM multiplies (BF16-exact)."""
-        if self.spec.block is None:
-            return self.values * self.block_scale
-        blocked = to_blocks(self.values, self.spec) * self.block_scale.unsqueeze(-1)
-        return from_blocks(blocked, self.spec, self.values.shape)
+    def scaled(self, out: torch.Tensor | None = None) -> torch.Tensor:
+        """values * block_scale, (R, K) float32: what the emulated GEMM multiplies (BF16-exact).
+        Written to `out` if given, which may be self.values (then lost)."""
+        br, bk = self.spec.block_rows, self.spec.block_k  # 1 and 1 per-tensor, with a (1, 1) scale
+        tiles = lambda t: t.unflatten(0, (-1, br)).unflatten(-1, (-1, bk))  # noqa: E731 (views)
+        product = torch.mul(tiles(self.values), self.block_scale[:, None, :, None],
+                            out=None if out is None else tiles(out))
+        return product.flatten(0, 1).flatten(-2)
 
     def to_original_layout(self, t: torch.Tensor) -> torch.Tensor:
         moved = list(self.shape)
@@ -234,20 +236,22 @@ def expand_blocks(per_block: torch.Tensor, spec: QuantSpec, shape: torch.Size) -
 
 
 def tree_sum(t: torch.Tensor) -> torch.Tensor:
-    """Sum over the last axis (a power of two) by halving: a fixed order the kernels reproduce."""
+    """Sum over the last axis (a power of two) by halving: a fixed order the kernels reproduce.
+    In place: t (a temporary) is overwritten."""
     while t.shape[-1] > 1:
         h = t.shape[-1] // 2
-        t = t[..., :h] + t[..., h:]
+        t = t[..., :h].add_(t[..., h:])
     return t[..., 0]
 
 
 def block_amax(t: torch.Tensor) -> torch.Tensor:
-    """Max of |t| over the last axis. Halving while the length is even: on a CPU, elementwise
-    maxima over long rows beat a reduction over short blocks (any order gives the same max)."""
+    """Max of |t| over the last axis. Halving (in place on |t|) while the length is even: on a CPU,
+    elementwise maxima over long rows beat a reduction over short blocks (any order gives the
+    same max)."""
     t = t.abs()
     while t.shape[-1] % 2 == 0:
         h = t.shape[-1] // 2
-        t = torch.maximum(t[..., :h], t[..., h:])
+        t = torch.maximum(t[..., :h], t[..., h:], out=t[..., :h])
     # The last reduction keeps t's memory layout (out=) and, like amax over whole blocks, gives a
     # NaN as the canonical one (CPU maximum would leave its own).
     return torch.amax(t, -1, out=torch.empty_like(t[..., 0]))
@@ -308,9 +312,7 @@ def _round_blocks(xb: torch.Tensor, s_enc: torch.Tensor, s_b: torch.Tensor, spec
     """Elements of blocked x (nb_r, nb_k, n) under block scales s_b: signed grid values."""
     factor = torch.where(s_b > 0, s_enc / torch.where(s_b > 0, s_b, 1.0), 0.0)
     v = xb * factor.unsqueeze(-1)
-    mag = formats.round_elements(v.abs(), spec.elem, spec.cap, spec.rounding, u)
-    # -mag where v < 0: copy v's sign once -0.0 and NaN are made +0 (v < 0 is false for both).
-    return mag.copysign_(v.nan_to_num_(0.0).add_(0.0))
+    return formats.round_elements(v, spec.elem, spec.cap, spec.rounding, u, out=v)
 
 
 def _amax(t: torch.Tensor) -> torch.Tensor:
@@ -350,8 +352,8 @@ def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds 
         s_b4 = block_scale_for(amax_b, s_enc, spec, 4.0)
         qb4 = _round_blocks(xb, s_enc, s_b4, spec, ub)
         x_enc = xb * s_enc
-        err6 = tree_sum((qb * s_b.unsqueeze(-1) - x_enc) ** 2)
-        err4 = tree_sum((qb4 * s_b4.unsqueeze(-1) - x_enc) ** 2)
+        err6 = tree_sum(_squared_error(qb, s_b, x_enc))
+        err4 = tree_sum(_squared_error(qb4, s_b4, x_enc))
         use4 = err4 < err6  # ties keep the standard (amax -> 6) candidate
         s_b = torch.where(use4, s_b4, s_b)
         qb = torch.where(use4.unsqueeze(-1), qb4, qb)
@@ -363,6 +365,12 @@ def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds 
     return QTensor(values, s_b, s_enc, spec, dim, x.shape, signs)
 
 
+def _squared_error(qb: torch.Tensor, s_b: torch.Tensor, x_enc: torch.Tensor) -> torch.Tensor:
+    """(qb * s_b - x_enc)^2 per element, in one new tensor."""
+    err = (qb * s_b.unsqueeze(-1)).sub_(x_enc)
+    return err.mul_(err)
+
+
 def _eden_scales(xb: torch.Tensor, qb: torch.Tensor, s_b: torch.Tensor, s_enc: torch.Tensor,
                  spec: QuantSpec, seeds: Seeds) -> torch.Tensor:
     """MS-EDEN: per Hadamard group, c = sum(x^2) / sum(x * q(x)) (in the s_enc-scaled units),
@@ -371,7 +379,8 @@ def _eden_scales(xb: torch.Tensor, qb: torch.Tensor, s_b: torch.Tensor, s_enc: t
     per_group = spec.transform // spec.block_k
     x_enc = (xb * s_enc).reshape(nr, nk // per_group, per_group * n)
     deq = (qb * s_b.unsqueeze(-1)).reshape(nr, nk // per_group, per_group * n)
-    num, den = tree_sum(x_enc * x_enc), tree_sum(x_enc * deq)
+    den = tree_sum(deq.mul_(x_enc))  # x_enc * deq, in place on temporaries
+    num = tree_sum(x_enc.mul_(x_enc))
     c = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 1.0)
     corrected = s_b * c.repeat_interleave(per_group, 1)
     u = uniform_like(seeds.rounding ^ SCALE_STREAM, corrected)
@@ -388,4 +397,4 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
     """What an emulated GEMM multiplies: (values * block_scale in x's layout and the transform's
     basis, cast to `dtype` exactly), and 1 / tensor_scale (float32 scalar) for the GEMM output."""
     q = quantize(x, spec, dim, seed)
-    return q.to_original_layout(q.scaled()).to(dtype), 1.0 / q.tensor_scale
+    return q.to_original_layout(q.scaled(out=q.values)).to(dtype), 1.0 / q.tensor_scale

@@ -104,8 +104,10 @@ def uniform(seed, index: torch.Tensor) -> torch.Tensor:
 
 
 def _unit_float(bits: torch.Tensor) -> torch.Tensor:
-    """The top 24 of 32 random bits (int32 read as uint32; overwritten) as a float32 in [0, 1)."""
-    return bits.bitwise_right_shift_(8).bitwise_and_(0xFFFFFF).to(torch.float32).mul_(1.0 / (1 << 24))
+    """The top 24 of 32 random bits (int32 read as uint32) as a float32 in [0, 1), written over the
+    bits themselves (each element is read before it is written; no new buffer)."""
+    top = bits.bitwise_right_shift_(8).bitwise_and_(0xFFFFFF)
+    return torch.mul(top, 1.0 / (1 << 24), out=top.view(torch.float32))
 
 
 @functools.lru_cache(maxsize=16)

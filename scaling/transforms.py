@@ -40,8 +40,9 @@ def norm_factor(n: int) -> float:
     return _NORM[n]
 
 
-def fwht(x: torch.Tensor, n: int) -> torch.Tensor:
-    """Normalised Walsh-Hadamard transform of each contiguous group of n along the last axis (fp32).
+def fwht(x: torch.Tensor, n: int, signs: torch.Tensor | None = None) -> torch.Tensor:
+    """Normalised Walsh-Hadamard transform of each contiguous group of n along the last axis (fp32),
+    of signs * x when a sign vector (length n) is given.
 
     The result keeps x's memory layout: when the last axis is not the fastest one (a tensor
     quantized along dim 0), every butterfly then runs over long contiguous rows, with no transpose.
@@ -51,6 +52,9 @@ def fwht(x: torch.Tensor, n: int) -> torch.Tensor:
     stages = n.bit_length() - 1
     buffers = [torch.empty_like(x) for _ in range(2)]  # the stages write them in turn
     y = x
+    if signs is not None:  # into the buffer the first stage does not write
+        torch.mul(x.unflatten(-1, (-1, n)), signs, out=buffers[1].unflatten(-1, (-1, n)))
+        y = buffers[1]
     for stage in range(stages):
         h = 1 << stage
         src = y.unflatten(-1, (-1, n // (2 * h), 2, h))
@@ -61,22 +65,17 @@ def fwht(x: torch.Tensor, n: int) -> torch.Tensor:
     return torch.mul(y, norm_factor(n), out=buffers[stages % 2])
 
 
-def _times_signs(x: torch.Tensor, n: int, signs: torch.Tensor) -> torch.Tensor:
-    """x times the sign vector over each group of n along the last axis, in x's memory layout."""
-    out = torch.empty_like(x)
-    torch.mul(x.unflatten(-1, (-1, n)), signs, out=out.unflatten(-1, (-1, n)))
-    return out
-
-
 def rotate(x: torch.Tensor, n: int, signs: torch.Tensor | None) -> torch.Tensor:
     """x' = (s * x) H_n per group of n along the last axis. signs=None means all ones."""
-    return fwht(x if signs is None else _times_signs(x, n, signs), n)
+    return fwht(x, n, signs)
 
 
 def unrotate(y: torch.Tensor, n: int, signs: torch.Tensor | None) -> torch.Tensor:
     """The inverse of `rotate`: x = s * (y H_n) (H_n is its own inverse)."""
     x = fwht(y, n)
-    return x if signs is None else _times_signs(x, n, signs)
+    if signs is not None:
+        x.unflatten(-1, (-1, n)).mul_(signs)  # x is fwht's own buffer
+    return x
 
 
 def signs_for(policy: str, n: int, seed: int | None, device: torch.device | str = "cpu") -> torch.Tensor | None:

@@ -76,6 +76,17 @@ def _hard_magnitudes() -> torch.Tensor:
     return torch.cat([t, torch.nextafter(t, torch.zeros_like(t)), torch.nextafter(t, t + 1), sweep, odd])
 
 
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a.view(torch.int32), b.view(torch.int32))  # tells -0.0 from +0.0
+
+
+def _signed(mag: torch.Tensor, want: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs mag and -mag, and the results want and -want: the sign of v < 0, so -0.0 and NaN
+    give +0, and a negative value rounded to zero gives -0.0."""
+    v = torch.cat([mag, -mag])
+    return v, torch.where(v < 0, -torch.cat([want, want]), torch.cat([want, want]))
+
+
 @pytest.mark.parametrize("fmt, cap", ALL_GRIDS)
 def test_rtne_is_nearest_level_ties_to_even_index(fmt, cap):
     """round_grid_rtne against its definition, by brute force over the levels (float64)."""
@@ -86,13 +97,14 @@ def test_rtne_is_nearest_level_ties_to_even_index(fmt, cap):
     nearest = dist == dist.min(1, keepdim=True).values
     even = torch.arange(len(levels)) % 2 == 0
     idx = torch.where(nearest.sum(1) > 1, (nearest & even).int().argmax(1), nearest.int().argmax(1))
-    assert torch.equal(round_grid_rtne(mag, grid), levels[idx].float())
+    v, want = _signed(mag, levels[idx].float())
+    assert _same_bits(round_grid_rtne(v, grid), want)
 
 
 @pytest.mark.parametrize("fmt, cap", ALL_GRIDS)
 def test_sr_is_upper_neighbour_when_u_below_fraction(fmt, cap):
-    """round_grid_sr against its definition: up exactly when u < (mag - lo) / (hi - lo) (float64),
-    u including the fraction itself and its float32 neighbours."""
+    """round_grid_sr against its definition: away from zero exactly when u < (|v| - lo) / (hi - lo)
+    (float64), u including the fraction itself and its float32 neighbours."""
     grid = Grid.of(fmt, cap)
     mag = _hard_magnitudes().clamp(max=grid.max).nan_to_num(0.0).double()
     levels = torch.tensor(grid.levels, dtype=torch.float64)
@@ -103,8 +115,8 @@ def test_sr_is_upper_neighbour_when_u_below_fraction(fmt, cap):
     for u in (frac, torch.nextafter(frac, torch.zeros_like(frac)), torch.nextafter(frac, torch.ones_like(frac)),
               torch.rand(frac.shape, generator=torch.Generator().manual_seed(0))):
         u = u.clamp(0, 1 - 2.0 ** -24)
-        want = torch.where(u.double() < frac.double(), hi, lo).float()
-        assert torch.equal(round_grid_sr(_hard_magnitudes(), grid, u), want)
+        v, want = _signed(_hard_magnitudes(), torch.where(u.double() < frac.double(), hi, lo).float())
+        assert _same_bits(round_grid_sr(v, grid, torch.cat([u, u])), want)
 
 
 def test_capped_grid():
