@@ -4,14 +4,14 @@ Two kinds of element format:
 - small grids (E2M1, E1M2, INT4): eight non-negative levels, used with a sign. A value's magnitude
   goes to the nearest level, ties to the level with the even index (the even code), which
   reproduces RECIPES.md's tie table: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4. Each
-  grid is a tiny float format (`GRID_LAYOUT`), so rounding is round(v / spacing) * spacing with the
+  grid is a tiny float format (`FLOAT_LAYOUT`), so rounding is round(v / spacing) * spacing with the
   spacing a power of two picked per element.
-- FP8 (E4M3FN, E5M2): rounded by torch's float8 casts (IEEE round-to-nearest-even), after clamping
-  to +-max because the casts do not saturate.
+- FP8 (E4M3FN, E5M2): RTNE by torch's float8 casts (IEEE round-to-nearest-even), after clamping
+  to +-max because the casts do not saturate; SR in units of the spacing, as on the small grids.
 
 Element rounding keeps the sign of each float32 value: negative exactly where v < 0 (-0.0 and NaN
 give +0, or a positive NaN on FP8). Every function here is what the Triton kernels reproduce bit
-for bit: comparisons, multiplications and divisions by powers of two, torch.round/trunc/ceil, and
+for bit: comparisons, multiplications and divisions by powers of two, torch.round/floor/ceil, and
 nothing order-dependent.
 """
 
@@ -26,11 +26,12 @@ GRIDS: dict[str, tuple[float, ...]] = {
     "e1m2": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75),
     "int4": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0),
 }
-# Each grid as a tiny float format: (mantissa bits, smallest normal). The spacing of the levels at a
-# magnitude a is 2^-mantissa_bits times the power of two at or below a, never less than at the
-# smallest normal: E2M1 steps 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 6]; E1M2 and INT4 are uniform.
-GRID_LAYOUT: dict[str, tuple[int, float]] = {"e2m1": (1, 1.0), "e1m2": (2, 1.0), "int4": (2, 4.0)}
 FP8_DTYPES: dict[str, torch.dtype] = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+# Every element format as a float format: (mantissa bits, smallest normal). The spacing of its values
+# at a magnitude a is 2^-mantissa_bits times the power of two at or below a, never less than at the
+# smallest normal: E2M1 steps 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 6]; E1M2 and INT4 are uniform.
+FLOAT_LAYOUT: dict[str, tuple[int, float]] = {
+    "e2m1": (1, 1.0), "e1m2": (2, 1.0), "int4": (2, 4.0), "e4m3": (3, 2.0 ** -6), "e5m2": (2, 2.0 ** -14)}
 ELEMENT_FORMATS = tuple(GRIDS) + tuple(FP8_DTYPES)
 # emax of each element format: the exponent of its largest normal power of two (OCP MX table).
 EMAX = {"e2m1": 2, "e1m2": 0, "int4": 2, "e4m3": 8, "e5m2": 15}
@@ -47,7 +48,7 @@ def grid_max(fmt: str) -> float:
 @dataclass(frozen=True)
 class Grid:
     """A small non-negative grid, optionally capped (e.g. E2M1 capped at 4 for `nvfp4_cap4`), with
-    its float layout (`GRID_LAYOUT`)."""
+    its float layout (`FLOAT_LAYOUT`)."""
 
     levels: tuple[float, ...]
     mantissa_bits: int
@@ -60,7 +61,7 @@ class Grid:
             if cap not in levels:
                 raise ValueError(f"cap {cap} is not a level of {fmt}: {levels}")
             levels = tuple(v for v in levels if v <= cap)
-        return cls(levels, *GRID_LAYOUT[fmt])
+        return cls(levels, *FLOAT_LAYOUT[fmt])
 
     @property
     def max(self) -> float:
@@ -69,11 +70,17 @@ class Grid:
     def spacing(self, v: torch.Tensor) -> torch.Tensor | float:
         """The distance between the levels around each float32 magnitude |v| <= max, a power of
         two: a float when the grid lies within one binade (uniform), else a tensor like v."""
-        ulp = 2.0 ** -self.mantissa_bits
         if self.max < 2 * self.min_normal:
-            return self.min_normal * ulp
-        binade = (v.view(torch.int32) & 0x7F800000).view(torch.float32)  # 2^floor(log2 |v|); 0 if subnormal
-        return binade.clamp_(min=self.min_normal).mul_(ulp)
+            return self.min_normal * 2.0 ** -self.mantissa_bits
+        return float_spacing(v, self.mantissa_bits, self.min_normal)
+
+
+def float_spacing(v: torch.Tensor, mantissa_bits: int, min_normal: float) -> torch.Tensor:
+    """The spacing of a float format's values at each float32 magnitude |v| (a power of two): from
+    the exponent bits of v, 2^-mantissa_bits times the power of two at or below |v|, never less
+    than at the smallest normal."""
+    binade = (v.view(torch.int32) & 0x7F800000).view(torch.float32)  # 2^floor(log2 |v|); 0 if subnormal
+    return binade.clamp_(min=min_normal).mul_(2.0 ** -mantissa_bits)
 
 
 def _in_range(v: torch.Tensor, grid: Grid, out: torch.Tensor | None) -> torch.Tensor:
@@ -123,31 +130,18 @@ def round_fp8_rtne(mag: torch.Tensor, fmt: str) -> torch.Tensor:
     return mag.clamp(-fmax, fmax).to(FP8_DTYPES[fmt]).to(torch.float32)
 
 
-# The bit pattern of each FP8 format's largest finite value (computed once, not while tracing).
-_FP8_MAX_CODE = {f: int(torch.tensor(float(torch.finfo(d).max)).to(d).view(torch.uint8)) for f, d in FP8_DTYPES.items()}
-
-
-def fp8_neighbours(mag: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The FP8 values lo <= mag <= hi adjacent on the grid (non-negative mag; lo == hi when exact)."""
-    fmax = grid_max(fmt)
-    mag = mag.clamp(0, fmax)
-    q = mag.to(FP8_DTYPES[fmt])
-    qf = q.to(torch.float32)
-    bits = q.view(torch.uint8).to(torch.int16)  # positive FP8 values are ordered like their bits
-    up = (bits + 1).clamp(max=_FP8_MAX_CODE[fmt])
-    down = (bits - 1).clamp(min=0)
-    as_f = lambda b: b.to(torch.uint8).view(FP8_DTYPES[fmt]).to(torch.float32)  # noqa: E731
-    lo = torch.where(qf > mag, as_f(down), qf)
-    hi = torch.where(qf < mag, as_f(up), qf)
-    return lo, hi
-
-
 def round_fp8_sr(mag: torch.Tensor, fmt: str, u: torch.Tensor) -> torch.Tensor:
-    """Stochastic rounding of non-negative float32 onto an FP8 grid (used for MS-EDEN's E4M3 scales)."""
-    lo, hi = fp8_neighbours(mag, fmt)
-    step = hi - lo  # a power of two (or 0 when mag is on the grid)
-    p = torch.where(step > 0, (mag.clamp(max=grid_max(fmt)) - lo) / torch.where(step > 0, step, 1.0), 0.0)
-    return torch.where(u < p, hi, lo)
+    """Stochastic rounding of non-negative float32 onto an FP8 grid (used for MS-EDEN's E4M3
+    scales): the FP8 neighbour above with probability (mag - lo) / (hi - lo), exactly when u (in
+    [0, 1)) is below it; saturating at the max. As `round_grid_sr`, in units of the spacing."""
+    m = mag.clamp(0, grid_max(fmt))
+    step = float_spacing(m, *FLOAT_LAYOUT[fmt])
+    pos = m / step
+    lo = pos.floor()
+    up = pos.sub_(lo).sub_(u).ceil_()
+    # The result is on the grid, so the FP8 cast keeps it; it also gives a NaN of mag (and a zero
+    # of m's sign) the bits that the FP8 cast of mag gives.
+    return lo.add_(up).mul_(step).copysign_(m).to(FP8_DTYPES[fmt]).to(torch.float32)
 
 
 def round_elements(v: torch.Tensor, fmt: str, cap: float | None, rounding: str,

@@ -195,7 +195,7 @@ class QTensor:
         """values * block_scale, (R, K) float32: what the emulated GEMM multiplies (BF16-exact).
         Written to `out` if given, which may be self.values (then lost)."""
         br, bk = self.spec.block_rows, self.spec.block_k  # 1 and 1 per-tensor, with a (1, 1) scale
-        tiles = lambda t: t.unflatten(0, (-1, br)).unflatten(-1, (-1, bk))  # noqa: E731 (views)
+        tiles = lambda t: t.unflatten(0, (-1, br)).unflatten(-1, (-1, bk))  # views
         product = torch.mul(tiles(self.values), self.block_scale[:, None, :, None],
                             out=None if out is None else tiles(out))
         return product.flatten(0, 1).flatten(-2)

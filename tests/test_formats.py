@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
-from scaling.formats import (GRIDS, Grid, decode, encode, grid_max, round_elements, round_fp8_rtne,
-                             round_grid_rtne, round_grid_sr)
+from scaling.formats import (
+    FP8_DTYPES,
+    GRIDS,
+    Grid,
+    decode,
+    encode,
+    grid_max,
+    round_elements,
+    round_fp8_rtne,
+    round_fp8_sr,
+    round_grid_rtne,
+    round_grid_sr,
+)
 from scaling.quant import QuantSpec, quantize
 
 # value -> RTNE result. E2M1 is RECIPES.md's table verbatim; for E1M2 and INT4 every midpoint goes
@@ -69,7 +82,7 @@ ALL_GRIDS = [(fmt, cap) for fmt, levels in GRIDS.items() for cap in (None,) + le
 def _hard_magnitudes() -> torch.Tensor:
     """Every level and midpoint with its float32 neighbours, a fine sweep, subnormals, huge, inf, NaN."""
     points = sorted({v for levels in GRIDS.values() for v in levels}
-                    | {(a + b) / 2 for levels in GRIDS.values() for a, b in zip(levels, levels[1:])})
+                    | {(a + b) / 2 for levels in GRIDS.values() for a, b in itertools.pairwise(levels)})
     t = torch.tensor(points)
     sweep = torch.arange(0, 8.5, 1 / 64)
     odd = torch.tensor([1e-45, 1e-40, 1.2e-38, 3e38, float("inf"), float("nan")])
@@ -117,6 +130,25 @@ def test_sr_is_upper_neighbour_when_u_below_fraction(fmt, cap):
         u = u.clamp(0, 1 - 2.0 ** -24)
         v, want = _signed(_hard_magnitudes(), torch.where(u.double() < frac.double(), hi, lo).float())
         assert _same_bits(round_grid_sr(v, grid, torch.cat([u, u])), want)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+def test_fp8_sr_is_upper_neighbour_when_u_below_fraction(fmt):
+    """round_fp8_sr against its definition over the whole FP8 grid: the neighbour above exactly when
+    u < (mag - lo) / (hi - lo) (float64), at values on the grid, between, subnormal and beyond."""
+    codes = torch.arange(256, dtype=torch.uint8).view(FP8_DTYPES[fmt]).float()
+    levels = codes[torch.isfinite(codes) & (codes >= 0)].unique().double()
+    between = levels[:-1] + (levels[1:] - levels[:-1]) * torch.tensor([[0.25], [0.5], [0.875]]).double()
+    mag = torch.cat([levels, between.flatten(), torch.tensor([grid_max(fmt) * 2, float("inf")]).double()])
+    m = mag.clamp(max=grid_max(fmt))
+    lo_idx = (m[:, None] >= levels).sum(1) - 1
+    lo, hi = levels[lo_idx], levels[(lo_idx + 1).clamp(max=len(levels) - 1)]
+    frac = torch.where(hi > lo, (m - lo) / (hi - lo), 0.0)
+    rand = torch.rand(len(frac), generator=torch.Generator().manual_seed(1))
+    for u in (frac.float(), torch.full_like(frac, 0.5).float(), rand):
+        u = u.clamp(0, 1 - 2.0 ** -24)
+        want = torch.where(u.double() < frac, hi, lo).float()
+        assert _same_bits(round_fp8_sr(mag.float(), fmt, u), want)
 
 
 def test_capped_grid():
