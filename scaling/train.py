@@ -45,6 +45,9 @@ from scaling.files import atomic_path, write_atomic
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12}
+# torch.compile modes a run may ask for. On a GPU, FP4 recipes want "reduce-overhead" (CUDA graphs):
+# without them a step waits on the host launching hundreds of quantizer kernels (docs/training.md).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 RESULT_KEYS = ("run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact",
                "recipe", "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s",
                "vocab_size", "versions", "git_commit")
@@ -84,7 +87,7 @@ class RunConfig:
     spike_nats: float = 1.0  # divergence: train loss above running min + spike_nats ...
     spike_steps: int = 50  # ... for this many consecutive steps (or any non-finite loss)
     precision: str = "auto"  # "auto" (bf16-mixed on CUDA, 32-true on CPU) or a Lightning precision
-    compile: bool = False  # torch.compile the model
+    compile: bool | str = False  # torch.compile the model: True (default mode) or a mode in COMPILE_MODES
     fault_nan_at_step: int | None = None  # TEST ONLY: the loss becomes NaN from this step on
 
     def resolved(self) -> "RunConfig":
@@ -94,6 +97,8 @@ class RunConfig:
             raise UserError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(optim.SCHEDULES)}")
         if self.tokens <= 0:
             raise UserError(f"tokens must be positive, got {self.tokens}")
+        if not isinstance(self.compile, bool) and self.compile not in COMPILE_MODES:
+            raise UserError(f"compile must be true, false or one of {', '.join(COMPILE_MODES)} (got {self.compile!r})")
         vocab_size = self.vocab_size
         if self.data == "builtin" and vocab_size is None:
             from scaling.data import BUILTIN_VOCAB_SIZE
@@ -232,7 +237,7 @@ class LanguageModel(L.LightningModule):
         self.model = convert(build_model(config.family, self.size, vocab_size, config.seq_len),
                              get_recipe(config.recipe), seed=config.seed)
         if config.compile:
-            self.model.compile()
+            self.model.compile(mode=None if config.compile is True else config.compile)
         self.steps = config.steps
         self.running_min, self.spike_count, self.diverged = math.inf, 0, False
 

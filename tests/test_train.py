@@ -134,12 +134,25 @@ def test_run_id_is_a_stable_hash_of_the_resolved_config():
     assert c.resolved().batch_size >= 1 and c.resolved().seq_len == 64
 
 
+def test_compile_takes_a_mode():
+    from scaling.cli import build_parser
+    from scaling.commands.train import config_from_args
+
+    base = ["train", "--family", "nanochat", "--size", "1M", "--recipe", "nvfp4", "--tokens", "2M"]
+    parse = lambda *extra: config_from_args(build_parser([*base, *extra]).parse_args([*base, *extra]))  # noqa: E731
+    assert parse().compile is False and parse("--compile").compile is True
+    cudagraphs = parse("--compile", "reduce-overhead")
+    assert cudagraphs.compile == "reduce-overhead" and cudagraphs.resolved().compile == "reduce-overhead"
+    assert RunConfig.from_dict(json.loads(cudagraphs.to_json())) == cudagraphs
+
+
 @pytest.mark.parametrize("args, message", [
     (["--recipe", "fp3"], "unknown recipe"),
     (["--size", "3M"], "unknown model size"),
     (["--family", "gpt"], "unknown model family"),
     (["--data", "/nonexistent/data"], "not a prepared data dir"),
     (["--schedule", "linear"], "unknown schedule"),
+    (["--compile", "fast"], "compile must be true, false or one of"),
 ])
 def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
     flags = dict(zip(["--family", "--size", "--recipe", "--tokens"], ["nanochat", "0.5M", "bf16", "10k"]))

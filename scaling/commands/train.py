@@ -34,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", type=_count, help="training tokens, e.g. 2M, 500k or 2000000")
     for flag, (_, kind, text) in OPTIONS.items():
         parser.add_argument(flag, type=kind, help=text)
-    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--compile", nargs="?", const=True, default=None, metavar="MODE",
+                        help="torch.compile the model; MODE reduce-overhead also replays CUDA graphs (FP4 recipes on "
+                             "a GPU want it), max-autotune-no-cudagraphs tunes GEMMs")
     parser.add_argument("--out", help="run directory (default runs/adhoc/<run_id>)")
     parser.add_argument("--no-progress", action="store_true", help="hide Lightning's progress bar")
     parser.add_argument("--json", action="store_true", help="print the result record as JSON")
@@ -55,8 +57,8 @@ def config_from_args(args: argparse.Namespace):
 
     overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in OPTIONS.items()}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    if args.compile:
-        overrides["compile"] = True
+    if args.compile is not None:
+        overrides["compile"] = args.compile
     named = {k: getattr(args, k) for k in ("family", "size", "recipe", "tokens") if getattr(args, k) is not None}
     if args.config:
         return dataclasses.replace(RunConfig.from_json(args.config), **named, **overrides)
