@@ -169,14 +169,23 @@ class QLinear(nn.Linear):
             return None
         # A seed the spec does not read is 0, so equal operands are equal calls: a compiled graph
         # then quantizes q/k/v's shared input once for wgrad (RHT16 signs, RTNE), not three times.
+        step = self._step()
         rounding = 0
         if spec.rounding == "sr" or spec.eden:
-            rounding = mix(self.run_seed, _CODE["round"], self.layer_index, self.step, _CODE[gemm], _CODE[operand])
+            rounding = mix(self.run_seed, _CODE["round"], self.layer_index, step, _CODE[gemm], _CODE[operand])
         signs = 0
         if spec.signs != "ones":
-            policy = {"run": (), "step": (self.step,), "layer_step": (self.layer_index, self.step)}
+            policy = {"run": (), "step": (step,), "layer_step": (self.layer_index, step)}
             signs = mix(self.run_seed, _CODE["signs"], *policy[spec.signs])
         return Seeds(rounding=rounding, signs=signs)
+
+    def _step(self) -> int | torch.Tensor:
+        """The step as `mix` takes it: a Python int on a CPU outside compilation (the same seed as
+        from the tensor, without the dozens of tiny tensor ops per seed), else the device tensor (no
+        host sync, no recompiles)."""
+        if self.step.device.type == "cpu" and not torch.compiler.is_compiling():
+            return int(self.step)
+        return self.step
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype):
         """One GEMM operand under this layer's recipe: (block-scaled values, 1/tensor scale, or None

@@ -136,6 +136,22 @@ def test_unread_seeds_are_zero_so_equal_operands_are_equal_calls():
     assert int(ra) != int(rb)
 
 
+def test_seeds_from_the_step_int_equal_seeds_from_the_step_tensor():
+    from scaling.seeds import mix
+
+    layer = convert(Tiny(), get_recipe("quartet2"), seed=9).blocks[1][0]  # layer_step signs, MS-EDEN
+    set_step(layer, 12)
+    for gemm, operand in (("wgrad", "dy"), ("dgrad", "dy"), ("fprop", "x")):
+        spec = layer.recipe.spec(f"{gemm}.{operand}")
+        got = layer.seeds(gemm, operand, spec)  # on a CPU: mixed from int(step)
+        want_rounding = mix(layer.run_seed, "round", layer.layer_index, torch.tensor(12), gemm, operand)
+        want_signs = mix(layer.run_seed, "signs", layer.layer_index, torch.tensor(12))
+        if spec.rounding == "sr" or spec.eden:
+            assert isinstance(got.rounding, int) and got.rounding == int(want_rounding)
+        if spec.signs == "layer_step":
+            assert got.signs == int(want_signs)
+
+
 def test_quantized_gradients_track_exact_ones():
     torch.manual_seed(3)
     base = Tiny()
