@@ -3,7 +3,8 @@
 One quantization call takes a tensor, a `QuantSpec` and the axis `dim` that is the GEMM's K; blocks
 always run along `dim`. The steps, in this order (the Triton kernels follow the same order):
 
-1. move `dim` last and view the tensor as (R, K) in float32 (the canonical layout);
+1. move `dim` last and view the tensor as (R, K) in float32 (the canonical layout; a view where
+   it can be, so its memory keeps x's order and the temporaries below follow it);
 2. optional Hadamard rotation of each group of n along K (signs from the explicit seed);
 3. tensor scale (FP32): s_enc = elem_max * scale_bound / amax_tensor (two-level NV scheme) or
    elem_max / amax_tensor (per-tensor FP8 scaling); 1 when there is none. amax is taken after the
@@ -377,7 +378,8 @@ def _eden_scales(xb: torch.Tensor, qb: torch.Tensor, s_b: torch.Tensor, s_enc: t
     then the group's block scales times c, stochastically rounded onto E4M3."""
     nr, nk, n = xb.shape
     per_group = spec.transform // spec.block_k
-    x_enc = (xb * s_enc).reshape(nr, nk // per_group, per_group * n)
+    # xb is quantize's own rotated copy (MS-EDEN has a transform) and is not read again: scale it in place.
+    x_enc = xb.mul_(s_enc).reshape(nr, nk // per_group, per_group * n)
     deq = (qb * s_b.unsqueeze(-1)).reshape(nr, nk // per_group, per_group * n)
     den = tree_sum(deq.mul_(x_enc))  # x_enc * deq, in place on temporaries
     num = tree_sum(x_enc.mul_(x_enc))
