@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from scaling.errors import UserError
@@ -49,7 +50,28 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     return parser
 
 
+# glibc hands freed blocks above 128 KB back to the kernel, so every new activation-sized temporary
+# faults its pages in again; on a CPU that costs more than the arithmetic on it. Keeping freed memory
+# in the heap made `scaling train --family nanochat --size 1M --tokens 200k` 1.5x faster in bf16 and
+# 1.3x in nvfp4 on the 2-core CI machine (same bits). glibc reads these only at process start.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 34)}
+
+
+def malloc_reexec(environ: dict[str, str], platform: str = sys.platform) -> dict[str, str] | None:
+    """The environment to restart the command with (the allocator settings added), or None when they
+    are already set, the platform is not Linux, or SCALING_MALLOC_TUNING=0."""
+    if platform != "linux" or environ.get("SCALING_MALLOC_TUNING") == "0":
+        return None
+    if all(k in environ for k in MALLOC_ENV):
+        return None
+    return {**environ, **MALLOC_ENV}
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the `scaling` command itself (not a call from Python): restart once, tuned
+        env = malloc_reexec(dict(os.environ))
+        if env is not None:
+            os.execve(sys.executable, [sys.executable, "-m", "scaling.cli", *sys.argv[1:]], env)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)

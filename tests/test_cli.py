@@ -1,0 +1,23 @@
+"""The `scaling` command restarts itself once with glibc's allocator kept from returning memory."""
+
+import os
+import subprocess
+import sys
+
+from scaling.cli import MALLOC_ENV, malloc_reexec
+
+
+def test_malloc_settings_are_added_once_and_can_be_turned_off():
+    env = malloc_reexec({"PATH": "/bin"}, platform="linux")
+    assert env == {"PATH": "/bin", **MALLOC_ENV}
+    assert malloc_reexec(env, platform="linux") is None  # already set: no second restart
+    assert malloc_reexec({"SCALING_MALLOC_TUNING": "0"}, platform="linux") is None
+    assert malloc_reexec({}, platform="darwin") is None
+
+
+def test_the_command_restarts_tuned_and_keeps_its_exit_code():
+    env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV}
+    probe = ("import os, sys; sys.argv = ['scaling', 'models', '--family', 'gpt']; from scaling.cli import main; "
+             "sys.exit(main())")
+    run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "invalid choice" in run.stderr  # from the restarted command
