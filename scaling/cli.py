@@ -53,7 +53,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 # glibc hands freed blocks above 128 KB back to the kernel, so every new activation-sized temporary
 # faults its pages in again; on a CPU that costs more than the arithmetic on it. Keeping freed memory
 # in the heap made `scaling train --family nanochat --size 1M --tokens 200k` 1.5x faster in bf16 and
-# 1.3x in nvfp4 on the 2-core CI machine (same bits). glibc reads these only at process start.
+# 1.3x in nvfp4 on a 2-core development VM (same bits). glibc reads these only at process start.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 34)}
 
 

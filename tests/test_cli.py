@@ -15,9 +15,14 @@ def test_malloc_settings_are_added_once_and_can_be_turned_off():
     assert malloc_reexec({}, platform="darwin") is None
 
 
-def test_the_command_restarts_tuned_and_keeps_its_exit_code():
-    env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV}
-    probe = ("import os, sys; sys.argv = ['scaling', 'models', '--family', 'gpt']; from scaling.cli import main; "
-             "sys.exit(main())")
+def test_the_command_restarts_tuned_and_keeps_its_exit_code(tmp_path):
+    # sitecustomize runs at every interpreter start: it records what each process's environment holds.
+    seen = tmp_path / "seen.txt"
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import os\nopen({str(seen)!r}, 'a').write(os.environ.get('MALLOC_TRIM_THRESHOLD_', '-') + '\\n')\n")
+    env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV and k != "SCALING_MALLOC_TUNING"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *filter(None, [env.get("PYTHONPATH")])])
+    probe = "import sys; sys.argv = ['scaling', 'models', '--family', 'gpt']; from scaling.cli import main; sys.exit(main())"
     run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 2 and "invalid choice" in run.stderr  # from the restarted command
+    assert seen.read_text().split() == ["-", MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]]  # started once, restarted once
