@@ -139,7 +139,7 @@ def test_compile_takes_a_mode():
     from scaling.commands.train import config_from_args
 
     base = ["train", "--family", "nanochat", "--size", "1M", "--recipe", "nvfp4", "--tokens", "2M"]
-    parse = lambda *extra: config_from_args(build_parser([*base, *extra]).parse_args([*base, *extra]))  # noqa: E731
+    parse = lambda *extra: config_from_args(build_parser([*base, *extra]).parse_args([*base, *extra]))
     assert parse().compile is False and parse("--compile").compile is True
     cudagraphs = parse("--compile", "reduce-overhead")
     assert cudagraphs.compile == "reduce-overhead" and cudagraphs.resolved().compile == "reduce-overhead"
