@@ -23,6 +23,7 @@ which is applied to the GEMM's output.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -220,12 +221,16 @@ def to_blocks(t: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """(R, K) -> (R/br, K/bk, br*bk): each block's elements contiguous in the last axis."""
     R, K = t.shape
     br, bk = spec.block_rows, spec.block_k
+    if br == 1:  # one view op instead of three (this runs for every operand)
+        return t.unflatten(1, (K // bk, bk))
     return t.reshape(R // br, br, K // bk, bk).permute(0, 2, 1, 3).reshape(R // br, K // bk, br * bk)
 
 
 def from_blocks(t: torch.Tensor, spec: QuantSpec, shape: torch.Size) -> torch.Tensor:
     R, K = shape
     br, bk = spec.block_rows, spec.block_k
+    if br == 1:
+        return t.flatten(1)
     return t.reshape(R // br, K // bk, br, bk).permute(0, 2, 1, 3).reshape(R, K)
 
 
@@ -288,14 +293,26 @@ def _seeds(seed: int | Seeds | None, spec: QuantSpec) -> Seeds | None:
     return seed if isinstance(seed, Seeds) else Seeds(rounding=seed, signs=seed)
 
 
+def _constant(value: float, device: torch.device) -> torch.Tensor:
+    """A float32 scalar tensor on `device`, made once per value and device on a CPU (a tensor
+    creation costs as much as a small op, and every quantization call needs a few)."""
+    if device.type != "cpu" or torch.compiler.is_compiling():
+        return torch.tensor(value, dtype=torch.float32, device=device)
+    return _cpu_constant(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _cpu_constant(value: float) -> torch.Tensor:
+    return torch.tensor(value, dtype=torch.float32)
+
+
 def tensor_encode_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """s_enc (float32 scalar): elem_max * scale_bound / amax, or elem_max / amax for per-tensor
     scaling; 1 when amax is 0 or there is no tensor scale."""
     if spec.block is not None and not spec.tensor_scale:
         return torch.ones((), dtype=torch.float32, device=amax.device)
     bound = spec.scale_bound if spec.block is not None else 1.0
-    numer = torch.tensor(spec.elem_max * bound, dtype=torch.float32, device=amax.device)
-    return torch.where(amax > 0, numer / amax, torch.ones_like(amax))
+    return torch.where(amax > 0, _constant(spec.elem_max * bound, amax.device) / amax, 1.0)
 
 
 def block_scale_for(amax_b: torch.Tensor, s_enc: torch.Tensor, spec: QuantSpec, target: float) -> torch.Tensor:
@@ -304,14 +321,14 @@ def block_scale_for(amax_b: torch.Tensor, s_enc: torch.Tensor, spec: QuantSpec, 
         return formats.e8m0_floor_scale(amax_b, spec.elem)
     # target as a device tensor: PyTorch's CUDA division by a CPU scalar multiplies by its reciprocal
     # instead (one bit off now and then), which would make the reference differ between CPU and GPU.
-    raw = (amax_b / torch.tensor(target, dtype=torch.float32, device=amax_b.device)) * s_enc
+    raw = (amax_b / _constant(target, amax_b.device)) * s_enc
     return formats.e4m3_scale(raw, spec.scale_bound) if spec.scale == "e4m3" else raw
 
 
 def _round_blocks(xb: torch.Tensor, s_enc: torch.Tensor, s_b: torch.Tensor, spec: QuantSpec,
                   u: torch.Tensor | None) -> torch.Tensor:
     """Elements of blocked x (nb_r, nb_k, n) under block scales s_b: signed grid values."""
-    factor = torch.where(s_b > 0, s_enc / torch.where(s_b > 0, s_b, 1.0), 0.0)
+    factor = torch.where(s_b > 0, s_enc / s_b, 0.0)  # (a zero or NaN block scale: all elements 0)
     v = xb * factor.unsqueeze(-1)
     return formats.round_elements(v, spec.elem, spec.cap, spec.rounding, u, out=v)
 

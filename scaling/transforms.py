@@ -12,6 +12,7 @@ the float32 rounding exactly, and the Triton kernels run the same stages in the 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -84,4 +85,13 @@ def signs_for(policy: str, n: int, seed: int | None, device: torch.device | str 
         return None
     if seed is None:
         raise ValueError("a random Hadamard transform needs an explicit sign seed")
+    if isinstance(seed, int) and torch.device(device).type == "cpu":
+        return _cpu_signs(seed, n)
     return random_signs(seed, n, device)
+
+
+@functools.lru_cache(maxsize=64)
+def _cpu_signs(seed: int, n: int) -> torch.Tensor:
+    """random_signs on a CPU, kept: a "run" policy asks for the same vector at every call, and
+    hashing 16 indices costs dozens of small tensor ops. Callers only read it."""
+    return random_signs(seed, n, "cpu")
