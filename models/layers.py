@@ -13,16 +13,16 @@ import torch.nn.functional as F
 
 
 def rotary_tables(seq_len: int, head_dim: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin tables of shape (1, 1, seq_len, head_dim/2) for RoPE (Su et al. 2021)."""
+    """cos and sin tables of shape (1, seq_len, 1, head_dim/2) for RoPE (Su et al. 2021)."""
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
-    return angles.cos()[None, None], angles.sin()[None, None]
+    return angles.cos()[None, :, None], angles.sin()[None, :, None]
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate (B, H, T, D) by position; pairs are (i, i + D/2), as in GPT-NeoX and nanochat."""
-    T = x.size(2)
-    cos, sin = cos[:, :, :T].to(x.dtype), sin[:, :, :T].to(x.dtype)
+    """Rotate (B, T, H, D) by position; pairs are (i, i + D/2), as in GPT-NeoX and nanochat."""
+    T = x.size(1)
+    cos, sin = cos[:, :T].to(x.dtype), sin[:, :T].to(x.dtype)
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x1 * cos + x2 * sin, x2 * cos - x1 * sin], dim=-1)
 
@@ -40,11 +40,13 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = (p(x).view(B, T, self.heads, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
+        # RoPE and QK-norm in the projections' own (B, T, H, D) layout; attention takes (B, H, T, D)
+        # views of it. (Elementwise kernels over the transposed layout ran at a third of the bandwidth.)
+        q, k, v = (p(x).view(B, T, self.heads, self.head_dim) for p in (self.q, self.k, self.v))
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if self.qk_norm:
             q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
         return self.o(y.transpose(1, 2).reshape(B, T, C))
 
 
