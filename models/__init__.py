@@ -2,7 +2,8 @@
 
 ``build_model("nanochat", "4M", vocab_size=8192, seq_len=256)`` returns a module with
 ``blocks`` (nn.ModuleList of transformer blocks whose linears are plain nn.Linear),
-``lm_head`` (nn.Linear) and ``forward(idx, targets=None)`` -> logits, or the mean CE loss.
+``lm_head`` (nn.Linear), ``forward(idx, targets=None)`` -> logits, or the mean CE loss, and
+``head(x, targets=None)``: everything after the blocks (``scaling.compiling`` compiles it as a region).
 """
 
 from __future__ import annotations

@@ -67,5 +67,9 @@ class Llama(nn.Module):
         x = self.embed(idx)
         for block in self.blocks:
             x = block(x, self.cos, self.sin)
+        return self.head(x, targets)
+
+    def head(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Final norm and LM head: logits, or with targets the mean loss (one compiled region)."""
         logits = self.lm_head(self.norm(x))
         return logits if targets is None else lm_loss(logits, targets)

@@ -67,6 +67,10 @@ class Nanochat(nn.Module):
         x = norm(self.embed(idx))
         for block in self.blocks:
             x = block(x, self.cos, self.sin)
+        return self.head(x, targets)
+
+    def head(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Final norm, LM head and soft-cap: logits, or with targets the mean loss (one compiled region)."""
         logits = self.lm_head(norm(x)).float()
         logits = LOGIT_SOFTCAP * torch.tanh(logits / LOGIT_SOFTCAP)
         return logits if targets is None else lm_loss(logits, targets)

@@ -161,7 +161,10 @@ class QLinear(nn.Linear):
         q.in_features, q.out_features = linear.in_features, linear.out_features
         q.weight, q.bias = linear.weight, linear.bias
         q.recipe, q.layer_index, q.run_seed = recipe, layer_index, run_seed
-        q.register_buffer("step", torch.zeros((), dtype=torch.int64, device=linear.weight.device), persistent=False)
+        device = linear.weight.device
+        q.register_buffer("step", torch.zeros((), dtype=torch.int64, device=device), persistent=False)
+        # The index again as a tensor: compiled, every block then runs the same code (scaling.compiling).
+        q.register_buffer("layer", torch.tensor(layer_index, dtype=torch.int64, device=device), persistent=False)
         return q
 
     def seeds(self, gemm: str, operand: str, spec: QuantSpec | None) -> Seeds | None:
@@ -169,23 +172,23 @@ class QLinear(nn.Linear):
             return None
         # A seed the spec does not read is 0, so equal operands are equal calls: a compiled graph
         # then quantizes q/k/v's shared input once for wgrad (RHT16 signs, RTNE), not three times.
-        step = self._step()
+        layer, step = self._layer_and_step()
         rounding = 0
         if spec.rounding == "sr" or spec.eden:
-            rounding = mix(self.run_seed, _CODE["round"], self.layer_index, step, _CODE[gemm], _CODE[operand])
+            rounding = mix(self.run_seed, _CODE["round"], layer, step, _CODE[gemm], _CODE[operand])
         signs = 0
         if spec.signs != "ones":
-            policy = {"run": (), "step": (step,), "layer_step": (self.layer_index, step)}
+            policy = {"run": (), "step": (step,), "layer_step": (layer, step)}
             signs = mix(self.run_seed, _CODE["signs"], *policy[spec.signs])
         return Seeds(rounding=rounding, signs=signs)
 
-    def _step(self) -> int | torch.Tensor:
-        """The step as `mix` takes it: a Python int on a CPU outside compilation (the same seed as
-        from the tensor, without the dozens of tiny tensor ops per seed), else the device tensor (no
-        host sync, no recompiles)."""
+    def _layer_and_step(self) -> tuple[int, int] | tuple[torch.Tensor, torch.Tensor]:
+        """Layer index and step as `mix` takes them (same seeds either way): Python ints on a CPU
+        outside compilation (without the dozens of tiny tensor ops per seed), else device tensors (no
+        host sync; no recompiles per step, nor per block)."""
         if self.step.device.type == "cpu" and not torch.compiler.is_compiling():
-            return int(self.step)
-        return self.step
+            return self.layer_index, int(self.step)
+        return self.layer, self.step
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype):
         """One GEMM operand under this layer's recipe: (block-scaled values, 1/tensor scale, or None

@@ -39,15 +39,19 @@ import torch
 from models import build_model
 from models.ladder import MICRO, ModelSize, model_size
 from scaling import optim
+from scaling.compiling import (
+    COMPILE_MODES,
+    begin_micro_batch,
+    compile_model,
+    keep_grads,
+    uses_cudagraphs,
+)
 from scaling.errors import UserError
 from scaling.files import atomic_path, write_atomic
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12}
-# torch.compile modes a run may ask for. On a GPU, FP4 recipes want "reduce-overhead" (CUDA graphs):
-# without them a step waits on the host launching hundreds of quantizer kernels (docs/training.md).
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 RESULT_KEYS = ("run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact",
                "recipe", "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s",
                "vocab_size", "versions", "git_commit")
@@ -237,7 +241,7 @@ class LanguageModel(L.LightningModule):
         self.model = convert(build_model(config.family, self.size, vocab_size, config.seq_len),
                              get_recipe(config.recipe), seed=config.seed)
         if config.compile:
-            self.model.compile(mode=None if config.compile is True else config.compile)
+            compile_model(self.model, config.compile)
         self.steps = config.steps
         self.running_min, self.spike_count, self.diverged = math.inf, 0, False
 
@@ -255,10 +259,14 @@ class LanguageModel(L.LightningModule):
         muon, adamw = self.optimizers()
         optim.apply_schedule((muon.optimizer, adamw.optimizer), self.lr_multiplier(step))
         set_step(self.model, step)
-        muon.zero_grad(set_to_none=True)
-        adamw.zero_grad(set_to_none=True)
+        cudagraphs = uses_cudagraphs(self.config.compile)
+        if cudagraphs:
+            keep_grads(self.model)  # .grad outside the graphs' memory pool (scaling/compiling.py)
+        muon.zero_grad(set_to_none=not cudagraphs)
+        adamw.zero_grad(set_to_none=not cudagraphs)
         loss = torch.zeros((), device=x.device)
         for xs, ys in zip(x.split(self.config.micro_batch_size), y.split(self.config.micro_batch_size)):
+            begin_micro_batch(self.config.compile)
             part = self.model(xs, ys) * (len(xs) / len(x))  # gradient accumulation: mean over the batch
             if self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step:
                 part = part * float("nan")
@@ -295,6 +303,7 @@ class LanguageModel(L.LightningModule):
         total, count = torch.zeros((), device=self.device, dtype=torch.float64), 0
         for w in batches:
             w = w.to(self.device)
+            begin_micro_batch(self.config.compile)
             with self.trainer.precision_plugin.forward_context():
                 loss = self.model(w[:, :-1], w[:, 1:])
             total += loss.double() * w[:, 1:].numel()

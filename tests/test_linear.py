@@ -136,20 +136,23 @@ def test_unread_seeds_are_zero_so_equal_operands_are_equal_calls():
     assert int(ra) != int(rb)
 
 
-def test_seeds_from_the_step_int_equal_seeds_from_the_step_tensor():
-    from scaling.seeds import mix
-
+def test_seeds_from_ints_equal_seeds_from_the_layer_and_step_tensors(monkeypatch):
+    """On a CPU QLinear mixes the layer index and step as ints; compiled (and on a GPU) it mixes its
+    `layer` and `step` tensors, so that one compiled block serves every layer. Same seeds either way."""
     layer = convert(Tiny(), get_recipe("quartet2"), seed=9).blocks[1][0]  # layer_step signs, MS-EDEN
     set_step(layer, 12)
-    for gemm, operand in (("wgrad", "dy"), ("dgrad", "dy"), ("fprop", "x")):
-        spec = layer.recipe.spec(f"{gemm}.{operand}")
-        got = layer.seeds(gemm, operand, spec)  # on a CPU: mixed from int(step)
-        want_rounding = mix(layer.run_seed, "round", layer.layer_index, torch.tensor(12), gemm, operand)
-        want_signs = mix(layer.run_seed, "signs", layer.layer_index, torch.tensor(12))
+    specs = [(gemm, operand, layer.recipe.spec(f"{gemm}.{operand}"))
+             for gemm, operand in (("wgrad", "dy"), ("dgrad", "dy"), ("fprop", "x"))]
+    from_ints = [layer.seeds(gemm, operand, spec) for gemm, operand, spec in specs]
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    from_tensors = [layer.seeds(gemm, operand, spec) for gemm, operand, spec in specs]
+    assert layer.layer_index == 2 and int(layer.layer) == 2
+    for (gemm, operand, spec), got, want in zip(specs, from_ints, from_tensors):
         if spec.rounding == "sr" or spec.eden:
-            assert isinstance(got.rounding, int) and got.rounding == int(want_rounding)
+            assert isinstance(got.rounding, int) and isinstance(want.rounding, torch.Tensor)
+            assert got.rounding == int(want.rounding)
         if spec.signs == "layer_step":
-            assert got.signs == int(want_signs)
+            assert isinstance(want.signs, torch.Tensor) and got.signs == int(want.signs)
 
 
 def test_quantized_gradients_track_exact_ones():

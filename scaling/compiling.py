@@ -1,0 +1,57 @@
+"""torch.compile for training: one region per transformer block, CUDA graphs that survive
+gradient accumulation. Used by `scaling train` and `scaling bench train`, so both measure the same step.
+
+Why regions: compiling the whole model makes dynamo trace every block (for an FP4 recipe, every
+QLinear's forward and backward with its quantizer calls) and inductor compile the unrolled result:
+~4 minutes at 160M. A block compiled on its own is traced and compiled once, and every other
+block runs the same code (QLinear keeps its layer index in a tensor, so no block differs in a
+Python constant). The head (final norm, LM head, soft-cap, loss) is a region of its own; only the
+embedding lookup runs eagerly.
+
+Why stable gradients: under "reduce-overhead" the compiled backward's outputs live in the CUDA
+graph's memory pool. With gradient accumulation a parameter's .grad would be such an output, and
+the next micro-batch's replay overwrites it. `begin_micro_batch` marks each micro-batch as a new
+graph step and `keep_grads` makes .grad persistent zeroed buffers that autograd adds into.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+# Modes a run may ask for. On a GPU, FP4 recipes want "reduce-overhead" (CUDA graphs): without them
+# a step waits on the host launching hundreds of quantizer kernels (docs/training.md).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+
+
+def uses_cudagraphs(mode: str | bool | None) -> bool:
+    return mode == "reduce-overhead"
+
+
+def compile_model(model: nn.Module, mode: str | bool | None, backend: str = "inductor") -> nn.Module:
+    """Compile `model.blocks` one block at a time and `model.head` as one region, in place.
+    `mode` is a COMPILE_MODES entry, or True/None for torch.compile's default."""
+    mode = None if mode in (True, None, "default") else mode
+    if mode is not None and mode not in COMPILE_MODES:
+        raise ValueError(f"compile mode {mode!r} is not one of {COMPILE_MODES}")
+    for block in model.blocks:
+        block.compile(mode=mode, backend=backend)
+    model.head = torch.compile(model.head, mode=mode, backend=backend)
+    return model
+
+
+def begin_micro_batch(mode: str | bool | None) -> None:
+    """Call before each forward pass (training micro-batch or evaluation batch) of a compiled model."""
+    if uses_cudagraphs(mode):
+        torch.compiler.cudagraph_mark_step_begin()
+
+
+def keep_grads(model: nn.Module) -> None:
+    """Give every trainable parameter a zeroed .grad allocated outside any CUDA graph (see above);
+    zero them with `zero_grad(set_to_none=False)` from then on."""
+    for p in model.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
+
+
+__all__ = ["COMPILE_MODES", "begin_micro_batch", "compile_model", "keep_grads", "uses_cudagraphs"]
