@@ -15,8 +15,10 @@ How each number is taken (docs/kernels.md says more):
   fused kernel) and "gemm_operand" (both, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps).
-- train: fwd + bwd + optimizer steps of the compiled model under BF16 autocast on random tokens
-  (vocabulary 32768, the GPU corpus's; 32 x 1024 tokens per step unless --batch says otherwise);
+- train: training steps as scaling.train runs them, under BF16 autocast on random tokens (vocabulary
+  32768, the GPU corpus's): micro-batches of 32 x 1024 tokens (--batch), as many per Muon + AdamW
+  step as the trainer's batch rule gives a compute-optimal run (8 at 160M; --accumulate), the model
+  compiled one block at a time (scaling.compiling);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
 """
 
@@ -159,12 +161,27 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
     return rows
 
 
+def train_accumulation(n_params: int, micro_batch: int = 32, seq_len: int = 1024) -> int:
+    """Micro-batches per optimizer step in a compute-optimal run (20 tokens per parameter), by the
+    trainer's batch rule (scaling.optim.batch_sequences): 8 at 160M, 4 at 40M."""
+    from scaling import optim
+
+    return max(1, optim.batch_sequences(n_params, 20 * n_params, seq_len) // micro_batch)
+
+
 def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
-                       seq_len: int = 1024, steps: int = 10, warmup: int = 3,
+                       accumulate: int = 1, seq_len: int = 1024, steps: int = 4, warmup: int = 2,
                        compile_mode: str | None = "default") -> float:
-    """Tokens/s of full training steps (fwd, bwd, Muon + AdamW) as scaling.train runs them."""
+    """Tokens/s of full training steps as scaling.train runs them: `accumulate` micro-batches of `batch`
+    sequences (fwd, bwd) per Muon + AdamW step, compiled by scaling.compiling."""
     from models import build_model
     from scaling import optim
+    from scaling.compiling import (
+        begin_micro_batch,
+        compile_model,
+        keep_grads,
+        uses_cudagraphs,
+    )
     from scaling.data import DEFAULT_VOCAB_SIZE
     from scaling.linear import convert, set_step
 
@@ -172,19 +189,23 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
     model = build_model(family, size, DEFAULT_VOCAB_SIZE, seq_len).to(device)
     model = convert(model, get_recipe(recipe), seed=0)
     if compile_mode:
-        model.compile(mode=compile_mode)
-    width = model.lm_head.in_features
-    optimizers = optim.build_optimizers(model, width)
+        compile_model(model, compile_mode)
+    cudagraphs = uses_cudagraphs(compile_mode)
+    if cudagraphs:
+        keep_grads(model)
+    optimizers = optim.build_optimizers(model, model.lm_head.in_features)
     idx = torch.randint(0, DEFAULT_VOCAB_SIZE, (batch, seq_len + 1), device=device)
     x, y = idx[:, :-1], idx[:, 1:]
 
     def train_step(i: int) -> None:
         set_step(model, i)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x, y)
         for opt in optimizers:
-            opt.zero_grad(set_to_none=True)
-        loss.backward()
+            opt.zero_grad(set_to_none=not cudagraphs)
+        for _ in range(accumulate):
+            begin_micro_batch(compile_mode)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(x, y) / accumulate
+            loss.backward()
         for opt in optimizers:
             opt.step()
 
@@ -195,16 +216,18 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
     for i in range(warmup, warmup + steps):
         train_step(i)
     torch.cuda.synchronize()
-    return batch * seq_len * steps / (time.perf_counter() - t0)
+    return batch * accumulate * seq_len * steps / (time.perf_counter() - t0)
 
 
 def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "llama2"),
                 sizes: tuple[str, ...] = ("40M", "160M"), recipes: tuple[str, ...] = TRAIN_RECIPES,
-                steps: int = 10, batch: int = 32, compile_mode: str = "default", earlier: list[dict] | None = None,
-                progress: Callable[[str], None] = print, on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
-    """Tokens/s and MFU per (family, size, recipe). Each ratio_vs_bf16 divides by the bf16 row of the
-    same family and size: measured in this call first, or taken from `earlier` rows when bf16 is not
-    among `recipes` (so a later call can add recipes to a file)."""
+                steps: int = 4, batch: int = 32, accumulate: int | None = None, compile_mode: str = "default",
+                earlier: list[dict] | None = None, progress: Callable[[str], None] = print,
+                on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """Tokens/s and MFU per (family, size, recipe). `accumulate` None: the trainer's number of
+    micro-batches per optimizer step at each size (train_accumulation). Each ratio_vs_bf16 divides by
+    the bf16 row of the same family, size, compile mode and accumulation: measured in this call first,
+    or taken from `earlier` rows when bf16 is not among `recipes` (so a later call can add recipes)."""
     from models import model_size
     from scaling.data import DEFAULT_VOCAB_SIZE
     from scaling.train import peak_flops
@@ -213,26 +236,31 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
     rows = []
     for family in families:
         for size in sizes:
-            prior = [r for r in earlier or [] if (r["family"], r["size"], r["recipe"], r.get("compile_mode"))
-                     == (family, size, "bf16", compile_mode)]
+            s = model_size(family, size)
+            micro_batches = accumulate or train_accumulation(s.n_params, batch)
+            setting = {"batch_tokens": batch * 1024, "accumulate": micro_batches, "compile_mode": compile_mode}
+            prior = [r for r in earlier or [] if r["family"] == family and r["size"] == size
+                     and r["recipe"] == "bf16" and all(r.get(k) == v for k, v in setting.items())]
             base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
+                start = time.perf_counter()
                 try:
-                    tps = train_tokens_per_s(family, size, recipe, device, batch=batch, steps=steps,
-                                             compile_mode=compile_mode)
+                    tps = train_tokens_per_s(family, size, recipe, device, batch=batch, accumulate=micro_batches,
+                                             steps=steps, compile_mode=compile_mode)
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
                     if recipe == "bf16":
                         break
                     continue
                 base = tps if recipe == "bf16" else base
-                flops = model_size(family, size).flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
+                flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
                 rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
                              "mfu": round(flops * tps / peak, 4) if peak else None,
-                             "ratio_vs_bf16": round(tps / base, 3), "batch_tokens": batch * 1024,
-                             "compile_mode": compile_mode})
-                progress(f"  {family} {size} {recipe}: {tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
-                         + (f", MFU {flops * tps / peak:.1%}" if peak else ""))
+                             "ratio_vs_bf16": round(tps / base, 3), **setting})
+                progress(f"  {family} {size} {recipe} ({micro_batches} x {batch} x 1024 tokens per step): "
+                         f"{tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
+                         + (f", MFU {flops * tps / peak:.1%}" if peak else "")
+                         + f"; {time.perf_counter() - start:.0f} s with compilation")
                 if on_row:
                     on_row(rows)
     return rows

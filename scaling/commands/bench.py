@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
 HELP = "benchmarks: kernels, linear, train, fit"
@@ -19,10 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--families", default="nanochat,llama2", help="train: model families")
     parser.add_argument("--sizes", default="40M,160M", help="train: model sizes")
     parser.add_argument("--dims", default="512,1024,2048,4096", help="linear: layer widths")
-    parser.add_argument("--steps", type=int, default=10, help="train: timed steps per run")
-    parser.add_argument("--batch", type=int, default=32, help="train: sequences of 1024 tokens per step")
-    parser.add_argument("--compile-mode", default="default",
-                        choices=("default", "reduce-overhead", "max-autotune-no-cudagraphs"),
+    parser.add_argument("--steps", type=int, default=4, help="train: timed optimizer steps per run")
+    parser.add_argument("--batch", type=int, default=32, help="train: sequences of 1024 tokens per micro-batch")
+    parser.add_argument("--accumulate", type=int,
+                        help="train: micro-batches per optimizer step (default: the trainer's batch rule per size)")
+    parser.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
                         help="train: torch.compile mode (reduce-overhead replays CUDA graphs)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
@@ -36,7 +38,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
-            "train": ("family", "size", "recipe", "compile_mode")}
+            "train": ("family", "size", "recipe", "compile_mode", "accumulate")}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
         if "train" in gpu:
             bench.bench_train(device, families=tuple(args.families.split(",")), sizes=tuple(args.sizes.split(",")),
-                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps, batch=args.batch,
+                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps, batch=args.batch, accumulate=args.accumulate,
                               compile_mode=args.compile_mode,
                               earlier=earlier, progress=progress, on_row=save_rows)
     if args.out:
