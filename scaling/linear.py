@@ -64,7 +64,31 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None
         from scaling import kernels
 
         return kernels.gemm_operand(x, spec, dim, seeds, dtype)
-    return quant.gemm_operand(x, spec, dim, seeds, dtype)
+    return _reference_operand(x, spec, dim, seeds, dtype, name)
+
+
+# The last activation operand the reference quantized, per GEMM operand name: (key, x, result).
+_LAST: dict[str, tuple] = {}
+
+
+def _reference_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
+                       dtype: torch.dtype, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """quant.gemm_operand, reusing the last result for this operand name when it quantized the same
+    tensor the same way. Layers that share their input (q, k, v; gate and up) would otherwise
+    quantize it once each for fprop and again for wgrad (a compiled graph merges such calls itself).
+    Only activations (x) outside compilation, with int seeds: the same tensor is the same memory,
+    shape, strides and version (an in-place change bumps it); the entry holds x, so no other tensor
+    can get its memory meanwhile."""
+    plain_seeds = seeds is None or (isinstance(seeds.rounding, int) and isinstance(seeds.signs, int))
+    if not name.endswith(".x") or not plain_seeds or x.is_inference() or torch.compiler.is_compiling():
+        return quant.gemm_operand(x, spec, dim, seeds, dtype)
+    key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x._version, spec, dim, seeds, dtype)
+    last = _LAST.get(name)
+    if last is not None and last[0] == key:
+        return last[2]
+    result = quant.gemm_operand(x, spec, dim, seeds, dtype)
+    _LAST[name] = (key, x, result)
+    return result
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,

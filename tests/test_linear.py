@@ -202,3 +202,25 @@ def test_axis_free_weight_operand_is_reused_exactly():
         y1, gx1 = _run(layer, x)
     assert "dgrad.w" in {name for name, *_ in seen}
     assert torch.equal(y0, y1) and torch.equal(gx0, gx1) and torch.equal(gw0, layer.weight.grad)
+
+
+def test_an_activation_shared_by_layers_is_quantized_once_until_it_changes(monkeypatch):
+    """q, k and v (gate and up) share their input: on a CPU the reference quantizes it once per
+    operand name, and again after an in-place change; weights are always quantized."""
+    from scaling import linear, quant
+
+    calls = []
+    real = quant.gemm_operand
+    monkeypatch.setattr(quant, "gemm_operand", lambda *args: calls.append(args) or real(*args))
+    monkeypatch.setattr(linear, "_LAST", {})
+    spec = get_recipe("nvfp4").fprop_x
+    x = torch.randn(32, 64)
+    a = linear.gemm_operand(x, spec, -1, None, torch.float32, "fprop.x")
+    b = linear.gemm_operand(x.view(32, 64), spec, -1, None, torch.float32, "fprop.x")  # another view
+    assert len(calls) == 1 and a[0] is b[0]
+    x.mul_(2)
+    c = linear.gemm_operand(x, spec, -1, None, torch.float32, "fprop.x")
+    assert len(calls) == 2 and torch.equal(c[0], a[0]) and torch.equal(c[1], 2 * a[1])
+    for _ in range(2):
+        linear.gemm_operand(x, spec, -1, None, torch.float32, "fprop.w")
+    assert len(calls) == 4
