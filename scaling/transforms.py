@@ -57,11 +57,11 @@ def fwht(x: torch.Tensor, n: int, signs: torch.Tensor | None = None) -> torch.Te
         torch.mul(x.unflatten(-1, (-1, n)), signs, out=buffers[1].unflatten(-1, (-1, n)))
         y = buffers[1]
     for stage in range(stages):
-        h = 1 << stage
-        src = y.unflatten(-1, (-1, n // (2 * h), 2, h))
-        dst = buffers[stage % 2].unflatten(-1, (-1, n // (2 * h), 2, h))
-        torch.add(src[..., 0, :], src[..., 1, :], out=dst[..., 0, :])
-        torch.sub(src[..., 0, :], src[..., 1, :], out=dst[..., 1, :])
+        h = 1 << stage  # pairs (i, i + h) in each run of 2h along the last axis (n is a multiple)
+        a, b = y.unflatten(-1, (-1, 2, h)).unbind(-2)
+        a_plus_b, a_minus_b = buffers[stage % 2].unflatten(-1, (-1, 2, h)).unbind(-2)
+        torch.add(a, b, out=a_plus_b)
+        torch.sub(a, b, out=a_minus_b)
         y = buffers[stage % 2]
     return torch.mul(y, norm_factor(n), out=buffers[stages % 2])
 
