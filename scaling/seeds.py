@@ -59,16 +59,25 @@ def _as_i32(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.int32, copy=True)
 
 
-def _lowbias32_(x: torch.Tensor) -> torch.Tensor:
-    """lowbias32, in place, on an int32 tensor read as uint32. Products wrap modulo 2^32 as in
-    uint32 (two's complement on every torch backend); the masks make the right shifts logical."""
-    shifted = torch.empty_like(x)
-    for shift, mult in ((16, HASH_C1), (15, HASH_C2), (16, None)):
-        torch.bitwise_right_shift(x, shift, out=shifted)
-        x ^= shifted.bitwise_and_(M32 >> shift)
-        if mult is not None:
-            x *= _i32(mult)
+def _xorshift_(x: torch.Tensor, shift: int, scratch: torch.Tensor) -> torch.Tensor:
+    """x ^= x >> shift (a logical shift: the mask clears the copied sign bits), in place on an int32
+    tensor read as uint32; scratch is an int32 buffer like x."""
+    torch.bitwise_right_shift(x, shift, out=scratch)
+    x ^= scratch.bitwise_and_(M32 >> shift)
     return x
+
+
+def _lowbias32_(x: torch.Tensor, first_xorshift_done: bool = False) -> torch.Tensor:
+    """lowbias32, in place, on an int32 tensor read as uint32. Products wrap modulo 2^32 as in
+    uint32 (two's complement on every torch backend). With first_xorshift_done, x has had the
+    first step (x ^= x >> 16) already (see `_counter_hashes`)."""
+    scratch = torch.empty_like(x)
+    if not first_xorshift_done:
+        _xorshift_(x, 16, scratch)
+    x *= _i32(HASH_C1)
+    _xorshift_(x, 15, scratch)
+    x *= _i32(HASH_C2)
+    return _xorshift_(x, 16, scratch)
 
 
 def hash32(x):
@@ -112,20 +121,29 @@ def _unit_float(bits: torch.Tensor) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=16)
 def _counter_hashes(shape: tuple[int, ...], strides: tuple[int, ...]) -> torch.Tensor:
+    """For the row-major index i of each element (laid out as given): hash32(i), then the first
+    step of the keyed hash. hash32(h ^ key) begins with y ^= y >> 16, which distributes over the
+    xor (logical shifts do): (h ^ key) ^ ((h ^ key) >> 16) = (h ^ h >> 16) ^ (key ^ key >> 16).
+    So that step is taken here once on h, and per call on the key alone (`uniform_like`)."""
     like = torch.empty_strided(shape, strides, dtype=torch.int32)
     index = torch.empty_like(like).copy_(torch.arange(like.numel(), dtype=torch.int32).view(shape))
-    return _lowbias32_(index)
+    hashed = _lowbias32_(index)
+    return _xorshift_(hashed, 16, torch.empty_like(hashed))
 
 
 def uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
     """`uniform(seed, i)` for the row-major index i of every element of t: float32, shaped like t
     and, on a CPU, laid out like t (elementwise work with t then reads both in one order). There
     the seed-independent half of the hash (hash32 of each index) is kept for the few shapes a
-    training run uses: it is half the cost of SR."""
+    training run uses, with the keyed hash's first step (see `_counter_hashes`)."""
     n = t.numel()
     if t.device.type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
         return uniform(seed, torch.arange(n, device=t.device).view(t.shape))
-    return _unit_float(_keyed_bits(_counter_hashes(tuple(t.shape), tuple(t.stride())), seed))
+    key = seed_key(seed)
+    key = key ^ (key >> 16)  # the keyed hash's first step, on the key's side
+    mixed = _counter_hashes(tuple(t.shape), tuple(t.stride())) ^ (
+        _as_i32(key) if isinstance(key, torch.Tensor) else _i32(key))
+    return _unit_float(_lowbias32_(mixed, first_xorshift_done=True))
 
 
 def random_signs(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
