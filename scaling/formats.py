@@ -132,15 +132,24 @@ def _fp8_values(dtype: torch.dtype) -> torch.Tensor:
     return torch.arange(256, dtype=torch.uint8).view(dtype).to(torch.float32)
 
 
+def _fills_memory_from_start(t: torch.Tensor) -> bool:
+    """Whether t's elements are exactly the first numel elements of its memory (in some order of
+    its dimensions): then t.as_strided((numel,), (1,)) lists them all, in memory order."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return t.storage_offset() == 0
+
+
 def fp8_to_float32(q: torch.Tensor) -> torch.Tensor:
     """q.to(float32) for an FP8 tensor, same values and layout. On a CPU by table lookup: torch's CPU
     cast from FP8 is a scalar loop, about 4x slower than the lookup over the 256 codes."""
-    n = q.numel()
-    dense = q.storage_offset() == 0 and q.untyped_storage().nbytes() == n  # its memory is its elements
-    if q.device.type != "cpu" or not dense:
+    if q.device.type != "cpu" or torch.compiler.is_compiling() or not _fills_memory_from_start(q):
         return q.to(torch.float32)
-    out = torch.empty_like(q, dtype=torch.float32)  # q's layout
-    # Both in memory order (out has q's strides), so codes and values stay element for element.
+    out = torch.empty_like(q, dtype=torch.float32)  # q's strides, so both list elements in one order
+    n = q.numel()
     codes = q.view(torch.uint8).as_strided((n,), (1,)).to(torch.int32)
     torch.index_select(_fp8_values(q.dtype), 0, codes, out=out.as_strided((n,), (1,)))
     return out
