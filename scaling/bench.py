@@ -185,6 +185,7 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
     from scaling.data import DEFAULT_VOCAB_SIZE
     from scaling.linear import convert, set_step
 
+    torch._dynamo.reset()  # each row compiles from scratch, as a run of its own would
     torch.manual_seed(0)
     model = build_model(family, size, DEFAULT_VOCAB_SIZE, seq_len).to(device)
     model = convert(model, get_recipe(recipe), seed=0)
