@@ -29,3 +29,14 @@ def test_committed_h200_json_has_the_documented_keys():
             assert set(keys) <= set(row), (section, row)
         ids = [tuple(r[k] for k in ROW_KEYS[section]) for r in bench[section]]
         assert len(ids) == len(set(ids)), f"duplicate {section} rows"
+
+
+def test_train_rows_accumulate_as_the_trainer_batches():
+    """The benchmark steps the optimizers once per batch of the trainer's rule (20 tokens/parameter)."""
+    from models import model_size
+    from scaling import optim
+    from scaling.bench import train_accumulation
+
+    for size, want in (("160M", 8), ("40M", 4)):
+        n = model_size("nanochat", size).n_params
+        assert train_accumulation(n) == want == optim.batch_sequences(n, 20 * n, 1024) // 32
