@@ -6,13 +6,15 @@ import copy
 
 import pytest
 import torch
-from torch._dynamo.utils import counters
 
 from models import build_model
 from scaling.compiling import compile_model
 
 
 def test_one_block_is_compiled_once_for_every_block_with_the_same_bits():
+    # Imported here: torch._dynamo imports triton, which tests/test_kernels.py must import interpreted.
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()
     counters.clear()
     torch.manual_seed(0)
