@@ -16,8 +16,13 @@ graph step and `keep_grads` makes .grad persistent zeroed buffers that autograd 
 
 from __future__ import annotations
 
-import torch
-import torch.nn as nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# torch is imported inside the functions: `scaling bench` reads COMPILE_MODES to parse its arguments,
+# and `scaling bench fit` runs on a laptop without torch.
 
 # Modes a run may ask for. On a GPU, FP4 recipes want "reduce-overhead" (CUDA graphs): without them
 # a step waits on the host launching hundreds of quantizer kernels (docs/training.md).
@@ -31,6 +36,8 @@ def uses_cudagraphs(mode: str | bool | None) -> bool:
 def compile_model(model: nn.Module, mode: str | bool | None, backend: str = "inductor") -> nn.Module:
     """Compile `model.blocks` one block at a time and `model.head` as one region, in place.
     `mode` is a COMPILE_MODES entry, or True/None for torch.compile's default."""
+    import torch
+
     mode = None if mode in (True, None, "default") else mode
     if mode is not None and mode not in COMPILE_MODES:
         raise ValueError(f"compile mode {mode!r} is not one of {COMPILE_MODES}")
@@ -43,12 +50,16 @@ def compile_model(model: nn.Module, mode: str | bool | None, backend: str = "ind
 def begin_micro_batch(mode: str | bool | None) -> None:
     """Call before each forward pass (training micro-batch or evaluation batch) of a compiled model."""
     if uses_cudagraphs(mode):
+        import torch
+
         torch.compiler.cudagraph_mark_step_begin()
 
 
 def keep_grads(model: nn.Module) -> None:
     """Give every trainable parameter a zeroed .grad allocated outside any CUDA graph (see above);
     zero them with `zero_grad(set_to_none=False)` from then on."""
+    import torch
+
     for p in model.parameters():
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)

@@ -40,3 +40,12 @@ def test_train_rows_accumulate_as_the_trainer_batches():
     for size, want in (("160M", 8), ("40M", 4)):
         n = model_size("nanochat", size).n_params
         assert train_accumulation(n) == want == optim.batch_sequences(n, 20 * n, 1024) // 32
+
+
+def test_the_bench_command_imports_no_torch_until_a_gpu_section_runs():
+    """`scaling bench fit` runs where torch is not installed (fits/ is torch-free)."""
+    import subprocess
+    import sys
+
+    code = "import sys, scaling.commands.bench, scaling.compiling; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
