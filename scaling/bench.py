@@ -176,12 +176,7 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
     sequences (fwd, bwd) per Muon + AdamW step, compiled by scaling.compiling."""
     from models import build_model
     from scaling import optim
-    from scaling.compiling import (
-        begin_micro_batch,
-        compile_model,
-        keep_grads,
-        uses_cudagraphs,
-    )
+    from scaling.compiling import begin_micro_batch, compile_model, zero_grads
     from scaling.data import DEFAULT_VOCAB_SIZE
     from scaling.linear import convert, set_step
 
@@ -191,17 +186,13 @@ def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device
     model = convert(model, get_recipe(recipe), seed=0)
     if compile_mode:
         compile_model(model, compile_mode)
-    cudagraphs = uses_cudagraphs(compile_mode)
-    if cudagraphs:
-        keep_grads(model)
     optimizers = optim.build_optimizers(model, model.lm_head.in_features)
     idx = torch.randint(0, DEFAULT_VOCAB_SIZE, (batch, seq_len + 1), device=device)
     x, y = idx[:, :-1], idx[:, 1:]
 
     def train_step(i: int) -> None:
         set_step(model, i)
-        for opt in optimizers:
-            opt.zero_grad(set_to_none=not cudagraphs)
+        zero_grads(model, optimizers, compile_mode)
         for _ in range(accumulate):
             begin_micro_batch(compile_mode)
             with torch.autocast("cuda", dtype=torch.bfloat16):

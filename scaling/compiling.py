@@ -11,7 +11,7 @@ embedding lookup runs eagerly.
 Why stable gradients: under "reduce-overhead" the compiled backward's outputs live in the CUDA
 graph's memory pool. With gradient accumulation a parameter's .grad would be such an output, and
 the next micro-batch's replay overwrites it. `begin_micro_batch` marks each micro-batch as a new
-graph step and `keep_grads` makes .grad persistent zeroed buffers that autograd adds into.
+graph step and `zero_grads` keeps .grad in persistent zeroed buffers that autograd adds into.
 """
 
 from __future__ import annotations
@@ -55,14 +55,18 @@ def begin_micro_batch(mode: str | bool | None) -> None:
         torch.compiler.cudagraph_mark_step_begin()
 
 
-def keep_grads(model: nn.Module) -> None:
-    """Give every trainable parameter a zeroed .grad allocated outside any CUDA graph (see above);
-    zero them with `zero_grad(set_to_none=False)` from then on."""
-    import torch
+def zero_grads(model: nn.Module, optimizers, mode: str | bool | None) -> None:
+    """Zero the gradients before a step. Under CUDA graphs every trainable parameter keeps a .grad
+    allocated outside any graph (see above), zeroed in place; otherwise .grad is set to None."""
+    cudagraphs = uses_cudagraphs(mode)
+    if cudagraphs:
+        import torch
 
-    for p in model.parameters():
-        if p.requires_grad and p.grad is None:
-            p.grad = torch.zeros_like(p)
+        for p in model.parameters():
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=not cudagraphs)
 
 
-__all__ = ["COMPILE_MODES", "begin_micro_batch", "compile_model", "keep_grads", "uses_cudagraphs"]
+__all__ = ["COMPILE_MODES", "begin_micro_batch", "compile_model", "uses_cudagraphs", "zero_grads"]

@@ -43,8 +43,7 @@ from scaling.compiling import (
     COMPILE_MODES,
     begin_micro_batch,
     compile_model,
-    keep_grads,
-    uses_cudagraphs,
+    zero_grads,
 )
 from scaling.errors import UserError
 from scaling.files import atomic_path, write_atomic
@@ -259,11 +258,7 @@ class LanguageModel(L.LightningModule):
         muon, adamw = self.optimizers()
         optim.apply_schedule((muon.optimizer, adamw.optimizer), self.lr_multiplier(step))
         set_step(self.model, step)
-        cudagraphs = uses_cudagraphs(self.config.compile)
-        if cudagraphs:
-            keep_grads(self.model)  # .grad outside the graphs' memory pool (scaling/compiling.py)
-        muon.zero_grad(set_to_none=not cudagraphs)
-        adamw.zero_grad(set_to_none=not cudagraphs)
+        zero_grads(self.model, (muon, adamw), self.config.compile)
         loss = torch.zeros((), device=x.device)
         for xs, ys in zip(x.split(self.config.micro_batch_size), y.split(self.config.micro_batch_size)):
             begin_micro_batch(self.config.compile)
