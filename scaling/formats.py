@@ -113,17 +113,21 @@ def round_grid_sr(v: torch.Tensor, grid: Grid, u: torch.Tensor, out: torch.Tenso
     The result goes to `out` (which may be v) or a new tensor.
 
     In units of the local spacing (a power of two, so exact) lo is floor(|v|) and the fraction
-    above it is exact; fl(fraction - u) has the sign of fraction - u, so its ceiling is 1 where
-    u < fraction and 0 (or -0) elsewhere. The sign rides on the spacing: 0 times a negative
-    spacing is the -0.0 of a small negative value.
+    above it is exact (`_sr_in_steps_`). The sign rides on the spacing: 0 times a negative spacing
+    is the -0.0 of a small negative value.
     """
     m = _in_range(v, grid, out)
     step = grid.spacing(m)
     signed_step = (step if isinstance(step, torch.Tensor) else torch.full_like(m, step)).copysign_(m)
-    pos = m.div_(signed_step)
+    return torch.mul(_sr_in_steps_(m.div_(signed_step), u), signed_step, out=m)
+
+
+def _sr_in_steps_(pos: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """SR of values in units of their spacing (|pos| exact): floor(pos), plus 1 exactly where
+    u < pos - floor(pos) (fl(fraction - u) has the sign of fraction - u, so its ceiling is 1 there and
+    0 or -0 elsewhere). pos is overwritten."""
     lo = pos.floor()
-    up = pos.sub_(lo).sub_(u).ceil_()
-    return torch.mul(lo.add_(up), signed_step, out=m)
+    return lo.add_(pos.sub_(lo).sub_(u).ceil_())
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,12 +173,9 @@ def round_fp8_sr(mag: torch.Tensor, fmt: str, u: torch.Tensor) -> torch.Tensor:
     [0, 1)) is below it; saturating at the max. As `round_grid_sr`, in units of the spacing."""
     m = mag.clamp(0, grid_max(fmt))
     step = float_spacing(m, *FLOAT_LAYOUT[fmt])
-    pos = m / step
-    lo = pos.floor()
-    up = pos.sub_(lo).sub_(u).ceil_()
     # The result is on the grid, so the FP8 cast keeps it; it also gives a NaN of mag (and a zero
     # of m's sign) the bits that the FP8 cast of mag gives.
-    return fp8_to_float32(lo.add_(up).mul_(step).copysign_(m).to(FP8_DTYPES[fmt]))
+    return fp8_to_float32(_sr_in_steps_(m / step, u).mul_(step).copysign_(m).to(FP8_DTYPES[fmt]))
 
 
 def round_elements(v: torch.Tensor, fmt: str, cap: float | None, rounding: str,
