@@ -101,7 +101,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
             # the FP32 accumulator rounded straight to dtype in cuBLAS's epilogue
             return torch.mm(a, b) if dtype == a.dtype else torch.mm(a, b, out_dtype=dtype)
         out = torch.mm(a, b, out_dtype=torch.float32)
-        if bias is None and scales and _use_kernels(a):  # scale and cast in one pass
+        # Eager: scale and cast in one pass. Compiled: the torch ops below, which inductor fuses into
+        # the kernel that consumes the output (RoPE, ReLU², residual add, ...), saving that pass.
+        if bias is None and scales and _use_kernels(a) and not torch.compiler.is_compiling():
             from scaling.kernels.epilogue import scale_cast
 
             return scale_cast(out, scales[0], scales[1] if len(scales) > 1 else None, dtype)
