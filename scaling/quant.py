@@ -30,7 +30,7 @@ import torch
 
 from scaling import formats
 from scaling.errors import UserError
-from scaling.seeds import Seeds, uniform_like
+from scaling.seeds import Seeds, paired_uniform_like, uniform_like
 from scaling.transforms import HADAMARD_SIZES, rotate, signs_for, unrotate
 
 SIGN_POLICIES = ("ones", "run", "step", "layer_step")
@@ -357,7 +357,7 @@ def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds 
     R, K = x2.shape
     u = None
     if spec.rounding == "sr":
-        u = uniform_like(seeds.rounding, x2)
+        u = paired_uniform_like(seeds.rounding, x2)
 
     if spec.block is None:  # per-tensor scaling (FP8 current scaling)
         s_enc = tensor_encode_scale(_amax(x2.abs()), spec)

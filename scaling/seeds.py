@@ -146,6 +146,62 @@ def uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
     return _unit_float(_lowbias32_(mixed, first_xorshift_done=True))
 
 
+# Stochastic rounding of elements: 16 random bits per element, two elements per keyed hash.
+# Element i (row-major) takes the low half (i even) or the high half (i odd) of
+# hash32(hash32(i >> 1) ^ seed_key(seed)), as the centred uniform u = (half + 1/2) / 2^16. That is
+# half the hashing of one uniform per element (the quantizer kernels are bound by their integer
+# arithmetic under SR). SR rounds up when u < p: with 2^16 centred levels, P(up) is p to within
+# 2^-17, so SR's bias stays below 2^-17 of a grid step, and p = 0 (a value on the grid) stays exact.
+PAIR_BITS = 16
+
+
+def _halves_to_unit_(halves: torch.Tensor) -> torch.Tensor:
+    """int32 odd values 2 * half + 1 -> float32 value / 2^17, written over the ints (same memory)."""
+    return torch.mul(halves, 1.0 / (2 << PAIR_BITS), out=halves.view(torch.float32))
+
+
+def _pair_halves_(hashes: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> None:
+    """2 * half + 1 for the low and high 16 bits of int32 hashes (read as uint32), into lo and hi."""
+    torch.bitwise_left_shift(hashes, 1, out=lo)
+    lo.bitwise_and_(0x1FFFE).bitwise_or_(1)
+    torch.bitwise_right_shift(hashes, 15, out=hi)
+    hi.bitwise_and_(0x1FFFE).bitwise_or_(1)  # the mask also clears the copied sign bits
+
+
+def paired_uniforms(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The n element uniforms (float32, flat) of stream `seed`, as defined above."""
+    pairs = _keyed_bits(_lowbias32_(_as_i32(torch.arange((n + 1) // 2, device=device))), seed)
+    halves = torch.empty(pairs.numel(), 2, dtype=torch.int32, device=device)
+    _pair_halves_(pairs, halves[:, 0], halves[:, 1])
+    return _halves_to_unit_(halves).view(-1)[:n]
+
+
+def paired_uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
+    """`paired_uniforms` for the row-major index of every element of t: float32, shaped like t and, on
+    a CPU, laid out like t (see `uniform_like`; for a 2-D t with an even last dimension, each pair is
+    two neighbours along it)."""
+    n = t.numel()
+    if t.device.type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling() or t.dim() != 2 or t.shape[1] % 2:
+        return paired_uniforms(seed, n, t.device).view(t.shape)
+    R, K = t.shape
+    key = seed_key(seed)
+    key = key ^ (key >> 16)  # the keyed hash's first step, on the key's side (see _counter_hashes)
+    pairs = torch.empty_strided((R, K // 2), _pair_strides(t), dtype=torch.int32)
+    torch.bitwise_xor(_counter_hashes((R, K // 2), _pair_strides(t)), _as_i32(key) if isinstance(key, torch.Tensor)
+                      else _i32(key), out=pairs)
+    _lowbias32_(pairs, first_xorshift_done=True)
+    u = torch.empty_strided(t.shape, t.stride(), dtype=torch.int32)
+    halves = u.unflatten(1, (K // 2, 2))
+    _pair_halves_(pairs, halves[..., 0], halves[..., 1])
+    return _halves_to_unit_(u)
+
+
+def _pair_strides(t: torch.Tensor) -> tuple[int, int]:
+    """Strides for the (R, K/2) pair hashes of a 2-D t: its own order (row- or column-major)."""
+    R, K = t.shape
+    return (K // 2, 1) if t.stride(1) == 1 or R == 1 else (1, R)
+
+
 def random_signs(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """A vector of n signs in {+1, -1} (float32) from the top bit of each index's hash."""
     bits = random_bits(seed, torch.arange(n, device=device))

@@ -146,6 +146,17 @@ def test_tensor_seeds_and_3d_inputs():
 
 
 @in_process
+@pytest.mark.parametrize("K", [7, 32])
+def test_sr_uniform_pairs_straddling_rows(K: int):
+    """SR pairs two row-major neighbours per hash. With an odd K (a per-tensor E2M1 spec no preset
+    has) pairs straddle rows and the kernel hashes per element instead: the same bits either way."""
+    spec = QuantSpec(elem="e2m1", block=None, scale="fp32", tensor_scale=True, rounding="sr")
+    x = torch.randn(24, K, generator=torch.Generator().manual_seed(K)).to(DEVICE)
+    for dim in (-1, 0):
+        check(x, spec, dim, seed=2024)
+
+
+@in_process
 def test_compiles_without_graph_break():
     spec = QuantSpec(rounding="sr", transform=16, signs="run")
     x = torch.randn(32, 64, device=DEVICE)

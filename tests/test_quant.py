@@ -302,6 +302,26 @@ def test_counter_uniforms_equal_the_plain_hash():
                 assert torch.equal(u, seeds.uniform(seed, torch.arange(n)).view(shape))
 
 
+def test_paired_uniforms_follow_their_definition():
+    """Element i takes the low (even i) or high (odd i) 16 bits of hash32(hash32(i >> 1) ^ key),
+    centred: (half + 1/2) / 2^16. The CPU's cached, layout-following path gives the same values."""
+    from scaling import seeds
+
+    for seed in (0, 77, 2**32 - 1):
+        key = seeds.seed_key(seed)
+        want = [(((seeds.hash32(seeds.hash32(i >> 1) ^ key) >> (16 * (i & 1))) & 0xFFFF) + 0.5) / 2**16
+                for i in range(37)]
+        assert torch.equal(seeds.paired_uniforms(seed, 37), torch.tensor(want, dtype=torch.float32))
+    for shape in ((7,), (256, 256), (5, 7), (1, 64), (8, 16, 4)):
+        n = math.prod(shape)
+        for t in (torch.empty(shape), torch.empty(shape[::-1]).permute(*reversed(range(len(shape))))):
+            for seed in (5, torch.tensor(123456789)):
+                u = seeds.paired_uniform_like(seed, t)
+                assert torch.equal(u, seeds.paired_uniforms(seed, n).view(shape))
+                if t.dim() == 2 and shape[1] % 2 == 0:
+                    assert u.stride() == t.stride()
+
+
 def test_tensor_hash_is_the_integer_hash():
     """The int32 tensor form of lowbias32 (wrapping products, masked shifts) gives the bits of the
     plain-integer form, across the whole uint32 range."""

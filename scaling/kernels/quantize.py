@@ -59,6 +59,34 @@ def _uniform(index, key):
     return (bits >> 8).to(tl.float32) * (1.0 / 16777216.0)
 
 
+@triton.jit
+def _centred_unit16(h, SHIFT: tl.constexpr):
+    """The 16 bits of h at SHIFT as seeds' centred uniform (half + 1/2) / 2^16, built on the float's
+    bits: 1 + (2 half + 1) / 2^17, minus 1 (exact; no int-to-float conversion)."""
+    if SHIFT < 7:
+        mantissa = (h << (7 - SHIFT)) & 0x7FFF80
+    else:
+        mantissa = (h >> (SHIFT - 7)) & 0x7FFF80
+    return (mantissa | 0x3F800040).to(tl.float32, bitcast=True) - 1.0
+
+
+@triton.jit
+def _paired_uniforms(rows, pid_k, K, key, BK: tl.constexpr, PAIRS: tl.constexpr):
+    """seeds.paired_uniforms for a tile: one keyed hash per two elements, its low half for the even
+    row-major index and its high half for the odd one."""
+    if PAIRS:  # K even: a pair is two neighbours along the tile's row, hashed once
+        pcols = pid_k * (BK // 2) + tl.arange(0, BK // 2)
+        pair = rows[:, None].to(tl.uint32) * (K // 2).to(tl.uint32) + pcols[None, :].to(tl.uint32)
+        h = _hash32(_hash32(pair) ^ key)
+        u = tl.interleave(_centred_unit16(h, 0), _centred_unit16(h, 16))
+    else:  # pairs straddle rows: one hash per element, as the reference defines it
+        cols = pid_k * BK + tl.arange(0, BK)
+        index = rows[:, None].to(tl.int64) * K + cols[None, :]
+        h = _hash32(_hash32((index >> 1).to(tl.uint32)) ^ key)
+        u = tl.where((index & 1) == 0, _centred_unit16(h, 0), _centred_unit16(h, 16))
+    return u
+
+
 # --- rounding helpers (scaling.formats) ----------------------------------------------------------
 
 @triton.jit
@@ -84,19 +112,20 @@ def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr):
 @triton.jit
 def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
     """formats.round_grid_sr: the upper neighbour with probability (mag - lo) / step."""
-    # The spacing (step) and its inverse are powers of two, so both are exact constants: no division.
+    # In units of the spacing (a power of two, so every step below is exact): y = mag / step,
+    # lo = floor(y) * step and (mag - lo) / step = y - floor(y), the reference's p to the bit.
     if ELEM == 0:
         inv = tl.where(mag < 2.0, 2.0, tl.where(mag < 4.0, 1.0, 0.5))
-        step = tl.where(mag < 2.0, 0.5, tl.where(mag < 4.0, 1.0, 2.0))
+        step = (0x7F000000 - inv.to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)  # 1 / inv
     elif ELEM == 1:
-        inv = tl.full(mag.shape, 4.0, tl.float32)
-        step = tl.full(mag.shape, 0.25, tl.float32)
+        inv = 4.0
+        step = 0.25
     else:
-        inv = tl.full(mag.shape, 1.0, tl.float32)
-        step = tl.full(mag.shape, 1.0, tl.float32)
-    lo = tl.floor(mag * inv) * step
-    p = (mag - lo) * inv
-    q = tl.where(u < p, lo + step, lo)
+        inv = 1.0
+        step = 1.0
+    y = mag * inv
+    fl = tl.floor(y)
+    q = tl.where(u < y - fl, fl + 1.0, fl) * step
     return tl.where(mag >= GMAX, GMAX, q)
 
 
@@ -308,7 +337,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
                      BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
                      PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
-                     ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr,
+                     ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
                      FOUR_SIX: tl.constexpr, EDEN: tl.constexpr):
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_r = tl.program_id(0)
@@ -336,9 +365,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
     # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
     u = x  # placeholder when SR is off (never read)
     if SR:
-        # seeds.uniform's index (row * K + col) mod 2^32: uint32 arithmetic wraps the same way.
-        index = rows[:, None].to(tl.uint32) * K.to(tl.uint32) + cols[None, :].to(tl.uint32)
-        u = _uniform(index, _stream_key(seeds_ptr, 0, 0))
+        u = _paired_uniforms(rows, pid_k, K, _stream_key(seeds_ptr, 0, 0), BK, PAIRS)
     u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
     q4 = _round_blocks(x4, s_b, s_enc, u4, ELEM, GMAX, SR)
 
@@ -432,7 +459,7 @@ def _config(spec: QuantSpec, K: int) -> dict:
         BLK_R=blk_r, BLK_K=blk_k, LOG2_BLK=int(math.log2(blk_r * blk_k)),
         PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.has_tensor_scale,
         SCALE=SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem], BOUND=float(spec.scale_bound),
-        ELEM=ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr",
+        ELEM=ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr", PAIRS=K % 2 == 0,
         FOUR_SIX=spec.four_over_six, EDEN=spec.eden,
     )
 
