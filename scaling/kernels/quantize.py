@@ -266,10 +266,14 @@ def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.c
 @triton.jit
 def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
                   BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
+                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr):
     rows = pid_r * BR + tl.arange(0, BR)
     cols = pid_k * BK + tl.arange(0, BK)
     mask = (rows[:, None] < R) & (cols[None, :] < K)
+    if HALVES:  # RHT16 along a contiguous K: rotated in halves, then each group's 16 put back together
+        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, BR, BK, NORM,
+                                   RAND_SIGNS)
+        return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows, cols, mask
     ptrs = x_ptr + rows[:, None].to(tl.int64) * stride_r + cols[None, :].to(tl.int64) * stride_k
     x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
     if HAD > 0:
@@ -283,21 +287,52 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
 # --- kernels ---------------------------------------------------------------------------------------
 
 @triton.jit
+def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                      BR: tl.constexpr, BK: tl.constexpr, NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
+    """RHT16 along a contiguous K, as the halves (elements 0-7 and 8-15 of each group of 16), each a
+    (BR * BK / 16, 8) tile. A load gives each thread 8 contiguous BF16 (16 bytes), so a group of 16
+    loaded whole spans two threads and the butterflies trade values by warp shuffles (~4 per element).
+    Loaded as two halves laid out alike, a thread holds both halves of its groups: the strides 1, 2, 4
+    run inside each half and the stride-8 stage pairs the halves, in registers."""
+    NG: tl.constexpr = BK // 16
+    rows = pid_r * BR + tl.arange(0, BR)
+    cols = (pid_k * NG + tl.arange(0, NG))[:, None] * 16 + tl.arange(0, 8)[None, :]  # (NG, 8): the low half
+    mask = (rows[:, None, None] < R) & (cols[None, :, :] < K)
+    ptrs = x_ptr + rows[:, None, None].to(tl.int64) * stride_r + cols[None, :, :].to(tl.int64) * stride_k
+    lo = tl.reshape(tl.load(ptrs, mask=mask, other=0.0).to(tl.float32), (BR * NG, 8))
+    hi = tl.reshape(tl.load(ptrs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32), (BR * NG, 8))
+    if RAND_SIGNS:
+        key = _stream_key(seeds_ptr, 1, 0)
+        j = tl.arange(0, 8).to(tl.uint32)
+        lo = lo * (1.0 - 2.0 * ((_hash32(_hash32(j) ^ key)) >> 31).to(tl.float32))[None, :]
+        hi = hi * (1.0 - 2.0 * ((_hash32(_hash32(j + 8) ^ key)) >> 31).to(tl.float32))[None, :]
+    lo = _fwht(lo, BR * NG, 8, 3, 1.0)
+    hi = _fwht(hi, BR * NG, 8, 3, 1.0)
+    return (lo + hi) * NORM, (lo - hi) * NORM
+
+
+@triton.jit
 def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                 NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
-    """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile."""
+                 NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr):
+    """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile. HALVES: RHT16
+    along a contiguous K, rotated in two halves (`_rotated16_halves`)."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
-    x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                                        BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
-    # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
-    # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
-    # RHT16 tile in the sm_90 PTX). A max is exact in any order.
-    RUN: tl.constexpr = 16 if BK >= 16 else BK
-    runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
-    tl.atomic_max(amax_ptr, tl.max(tl.max(runs, axis=1), axis=0))
+    if HALVES:
+        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, BR, BK, NORM,
+                                   RAND_SIGNS)
+        tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0))
+    else:
+        x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                                            BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False)
+        # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
+        # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
+        # RHT16 tile in the sm_90 PTX). A max is exact in any order.
+        RUN: tl.constexpr = 16 if BK >= 16 else BK
+        runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
+        tl.atomic_max(amax_ptr, tl.max(tl.max(runs, axis=1), axis=0))
 
 
 @triton.jit
@@ -333,7 +368,7 @@ def _block_sq_err(q4, s_b, x_enc4, NBR: tl.constexpr, NBK: tl.constexpr, LOG2N: 
 @triton.jit
 def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_r, stride_k, numer, target,
                      TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                     NORM: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                     NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr,
                      BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
                      PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
@@ -343,7 +378,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                                        BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
+                                        BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES)
     # quant.tensor_encode_scale
     if TENSOR_SCALE:
         amax_t = tl.load(amax_ptr)
@@ -414,6 +449,13 @@ def _bench(fn, quantiles):
 _TILES = ((2048, 4), (4096, 4), (8192, 8), (16384, 8))
 
 
+def _key_starts_with(key, prefix: tuple) -> bool:
+    """Whether a Triton autotuner cache key (a tuple, or its str in some versions) begins with prefix."""
+    if isinstance(key, str):
+        return key == str(prefix) or key.startswith(str(prefix)[:-1] + ",")
+    return tuple(key[:len(prefix)]) == prefix
+
+
 def _tiles(bk: int) -> tuple[tuple[int, int], ...]:
     """(TILE, warps) candidates for a tile BK wide along K.
 
@@ -427,11 +469,17 @@ def _tiles(bk: int) -> tuple[tuple[int, int], ...]:
     return _TILES + ((bk * 128, 1),) + tuple((bk * 256 * w, w) for w in (1, 2, 4))
 
 
+# What a tuned tile is kept for: the shape and layout, and the spec's compile-time choices. Without
+# the latter, two operands of one shape (wgrad's dY with SR and X with RTNE) shared whichever tile the
+# first one tuned (on the H200 the RTNE kernel then ran 10% slower). Absent names (amax) are skipped.
+_TUNE_KEY = ("R", "K", "stride_k", "HAD", "HALVES", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN")
+
+
 @functools.lru_cache(maxsize=None)
 def _tuner(kernel, bks: tuple[int, ...], min_tile: int):
     configs = [triton.Config({"TILE": max(t, min_tile * bk), "BK": bk}, num_warps=w) for bk in bks for t, w in _tiles(bk)]
     unique = list({(c.kwargs["TILE"], c.kwargs["BK"], c.num_warps): c for c in configs}.values())
-    return triton.autotune(unique, key=["R", "K", "stride_k"], do_bench=_bench)(kernel)
+    return triton.autotune(unique, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
 
 
 def _tuning() -> bool:
@@ -494,6 +542,10 @@ class Launch:
         self.x_shape = x.shape
         self.buf, self.R, self.K, self.stride_r, self.stride_k, self.moved = _canonical_view(x, self.dim)
         self.cfg = dict(_config(spec, self.K))
+        # RHT16 along a contiguous K in two halves (_rotated16_halves): for the amax pass, and for the
+        # quantize pass where a block is one group of 16 (on the H200 MX's 1x32 blocks lost 5% with it).
+        self.amax_halves = self.cfg["HAD"] == 16 and self.stride_k == 1
+        self.cfg["HALVES"] = self.amax_halves and self.cfg["BLK_K"] == 16
         self.numer, self.target = _scalars(spec)
         group = max(spec.k_multiple, 1)
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
@@ -530,18 +582,25 @@ class Launch:
         if not self.tuned:
             return {}
         chosen = {}
-        for stage, kernel in (("amax", _amax_kernel), ("quantize", _quantize_kernel)):
+        shape = {"R": self.R, "K": self.K, "stride_k": self.stride_k}
+        for stage, kernel, consts in (("amax", _amax_kernel, self._amax_consts()),
+                                      ("quantize", _quantize_kernel, self.cfg)):
             tuner = _tuner(kernel, self.bks, self.cfg["BLK_R"])
-            cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(R, K, stride_k, dtypes...): Config}
-            best = [c for key, c in cache.items() if tuple(key[:3]) == (self.R, self.K, self.stride_k)]
+            cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(_TUNE_KEY values..., dtypes...): Config}
+            values = {**shape, **consts}
+            prefix = tuple(values[n] for n in _TUNE_KEY if n in kernel.arg_names)
+            best = [c for key, c in cache.items() if _key_starts_with(key, prefix)]
             if best:
                 c = best[0]
                 chosen[stage] = f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
         return chosen
 
+    def _amax_consts(self) -> dict:
+        c = self.cfg
+        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS")}, "HALVES": self.amax_halves}
+
     def run_amax(self) -> None:
-        c = self.cfg  # (an atomic max: rerunning on the same input leaves the same amax)
-        consts = {k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS")}
+        consts = self._amax_consts()  # (an atomic max: rerunning on the same input leaves the same amax)
         self._launch(_amax_kernel, (self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds),
                      consts)
 
