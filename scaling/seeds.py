@@ -186,8 +186,9 @@ def paired_uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
     R, K = t.shape
     key = seed_key(seed)
     key = key ^ (key >> 16)  # the keyed hash's first step, on the key's side (see _counter_hashes)
-    pairs = torch.empty_strided((R, K // 2), _pair_strides(t), dtype=torch.int32)
-    torch.bitwise_xor(_counter_hashes((R, K // 2), _pair_strides(t)), _as_i32(key) if isinstance(key, torch.Tensor)
+    strides = _pair_strides(t)
+    pairs = torch.empty_strided((R, K // 2), strides, dtype=torch.int32)
+    torch.bitwise_xor(_counter_hashes((R, K // 2), strides), _as_i32(key) if isinstance(key, torch.Tensor)
                       else _i32(key), out=pairs)
     _lowbias32_(pairs, first_xorshift_done=True)
     u = torch.empty_strided(t.shape, t.stride(), dtype=torch.int32)
