@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers import CausalSelfAttention, lm_loss, rotary_tables
+from models.layers import CausalSelfAttention, lm_loss, rotary_tables, softcap
 
 LOGIT_SOFTCAP = 15.0  # nanochat: logits = 15 · tanh(logits / 15)
 
@@ -72,5 +72,4 @@ class Nanochat(nn.Module):
     def head(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         """Final norm, LM head and soft-cap: logits, or with targets the mean loss (one compiled region)."""
         logits = self.lm_head(norm(x)).float()
-        logits = LOGIT_SOFTCAP * torch.tanh(logits / LOGIT_SOFTCAP)
-        return logits if targets is None else lm_loss(logits, targets)
+        return softcap(logits, LOGIT_SOFTCAP) if targets is None else lm_loss(logits, targets, LOGIT_SOFTCAP)

@@ -81,3 +81,27 @@ def test_scaling_models_json(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [r["size"] for r in rows] == list(SIZES)
     assert all(r["family"] == "llama2" and r["n_params_total"] > r["n_params"] for r in rows)
+
+
+@pytest.mark.parametrize("cap", [None, 15.0])
+def test_cpu_cross_entropy_matches_autograds_composition(cap):
+    """lm_loss's hand-written CPU function gives the loss and gradient of (soft-cap, log-softmax, NLL)
+    composed by autograd, to float rounding; targets include a repeated token and the extremes."""
+    import torch.nn.functional as F
+
+    from models.layers import lm_loss, softcap
+
+    g = torch.Generator().manual_seed(0)
+    logits = (torch.randn(2, 33, 257, generator=g) * 20).requires_grad_()
+    targets = torch.randint(0, 257, (2, 33), generator=g)
+    targets[0, :3] = torch.tensor([0, 256, 256])
+    loss = lm_loss(logits, targets, cap)
+    loss.backward()
+    ref_logits = logits.detach().clone().requires_grad_()
+    z = ref_logits.view(-1, 257)
+    ref = F.cross_entropy(z if cap is None else softcap(z, cap), targets.reshape(-1))
+    ref.backward()
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=0)
+    torch.testing.assert_close(logits.grad, ref_logits.grad, rtol=1e-5, atol=1e-9)
+    with torch.no_grad():  # evaluation: the forward alone
+        torch.testing.assert_close(lm_loss(logits, targets, cap), ref, rtol=1e-6, atol=0)
