@@ -146,6 +146,17 @@ def test_tensor_seeds_and_3d_inputs():
 
 
 @in_process
+def test_tuned_tiles_are_kept_per_spec():
+    """The autotuner's key names the spec's compile-time choices, so operands of one shape (SR and
+    RTNE, rotated or not) tune their own tiles. A name that is not a kernel argument would be skipped
+    by Triton without a word."""
+    from scaling.kernels.quantize import _TUNE_KEY, _amax_kernel, _quantize_kernel
+
+    assert set(_TUNE_KEY) <= set(_quantize_kernel.arg_names)
+    assert {"R", "K", "stride_k", "HAD", "HALVES"} <= set(_TUNE_KEY) & set(_amax_kernel.arg_names)
+
+
+@in_process
 @pytest.mark.parametrize("K", [7, 32])
 def test_sr_uniform_pairs_straddling_rows(K: int):
     """SR pairs two row-major neighbours per hash. With an odd K (a per-tensor E2M1 spec no preset
