@@ -229,6 +229,7 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
     for family in families:
         for size in sizes:
             s = model_size(family, size)
+            flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
             micro_batches = accumulate or train_accumulation(s.n_params, batch)
             setting = {"batch_tokens": batch * 1024, "accumulate": micro_batches, "compile_mode": compile_mode}
             prior = [r for r in earlier or [] if r["family"] == family and r["size"] == size
@@ -245,7 +246,6 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                         break
                     continue
                 base = tps if recipe == "bf16" else base
-                flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
                 rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
                              "mfu": round(flops * tps / peak, 4) if peak else None,
                              "ratio_vs_bf16": round(tps / base, 3), **setting})

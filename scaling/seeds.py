@@ -124,7 +124,7 @@ def _counter_hashes(shape: tuple[int, ...], strides: tuple[int, ...]) -> torch.T
     """For the row-major index i of each element (laid out as given): hash32(i), then the first
     step of the keyed hash. hash32(h ^ key) begins with y ^= y >> 16, which distributes over the
     xor (logical shifts do): (h ^ key) ^ ((h ^ key) >> 16) = (h ^ h >> 16) ^ (key ^ key >> 16).
-    So that step is taken here once on h, and per call on the key alone (`uniform_like`)."""
+    So that step is taken here once on h, and per call on the key alone (`_cached_keyed_bits`)."""
     like = torch.empty_strided(shape, strides, dtype=torch.int32)
     index = torch.empty_like(like).copy_(torch.arange(like.numel(), dtype=torch.int32).view(shape))
     hashed = _lowbias32_(index)
@@ -139,11 +139,19 @@ def uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
     n = t.numel()
     if t.device.type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
         return uniform(seed, torch.arange(n, device=t.device).view(t.shape))
+    return _unit_float(_cached_keyed_bits(tuple(t.shape), tuple(t.stride()), seed))
+
+
+def _cached_keyed_bits(shape: tuple[int, ...], strides: tuple[int, ...], seed) -> torch.Tensor:
+    """hash32(hash32(i) ^ seed_key(seed)) for the row-major index i of a CPU tensor of this shape,
+    laid out with these strides: the index half from `_counter_hashes`, the keyed hash's first step
+    taken on the key's side."""
     key = seed_key(seed)
-    key = key ^ (key >> 16)  # the keyed hash's first step, on the key's side
-    mixed = _counter_hashes(tuple(t.shape), tuple(t.stride())) ^ (
-        _as_i32(key) if isinstance(key, torch.Tensor) else _i32(key))
-    return _unit_float(_lowbias32_(mixed, first_xorshift_done=True))
+    key = key ^ (key >> 16)
+    bits = torch.empty_strided(shape, strides, dtype=torch.int32)
+    torch.bitwise_xor(_counter_hashes(shape, strides), _as_i32(key) if isinstance(key, torch.Tensor) else _i32(key),
+                      out=bits)
+    return _lowbias32_(bits, first_xorshift_done=True)
 
 
 # Stochastic rounding of elements: 16 random bits per element, two elements per keyed hash.
@@ -184,13 +192,7 @@ def paired_uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
     if t.device.type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling() or t.dim() != 2 or t.shape[1] % 2:
         return paired_uniforms(seed, n, t.device).view(t.shape)
     R, K = t.shape
-    key = seed_key(seed)
-    key = key ^ (key >> 16)  # the keyed hash's first step, on the key's side (see _counter_hashes)
-    strides = _pair_strides(t)
-    pairs = torch.empty_strided((R, K // 2), strides, dtype=torch.int32)
-    torch.bitwise_xor(_counter_hashes((R, K // 2), strides), _as_i32(key) if isinstance(key, torch.Tensor)
-                      else _i32(key), out=pairs)
-    _lowbias32_(pairs, first_xorshift_done=True)
+    pairs = _cached_keyed_bits((R, K // 2), _pair_strides(t), seed)
     u = torch.empty_strided(t.shape, t.stride(), dtype=torch.int32)
     halves = u.unflatten(1, (K // 2, 2))
     _pair_halves_(pairs, halves[..., 0], halves[..., 1])

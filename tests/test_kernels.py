@@ -146,10 +146,9 @@ def test_tensor_seeds_and_3d_inputs():
 
 
 @in_process
-def test_tuned_tiles_are_kept_per_spec():
-    """The autotuner's key names the spec's compile-time choices, so operands of one shape (SR and
-    RTNE, rotated or not) tune their own tiles. A name that is not a kernel argument would be skipped
-    by Triton without a word."""
+def test_autotune_key_names_are_kernel_arguments():
+    """The autotuner's key names the spec's compile-time choices (so operands of one shape tune their
+    own tiles); Triton skips, without a word, a key name that is not a kernel argument."""
     from scaling.kernels.quantize import _TUNE_KEY, _amax_kernel, _quantize_kernel
 
     assert set(_TUNE_KEY) <= set(_quantize_kernel.arg_names)

@@ -60,6 +60,13 @@ def _uniform(index, key):
 
 
 @triton.jit
+def _random_signs(j, seeds_ptr):
+    """seeds.random_signs at positions j (uint32) of a transform group: +1 or -1 from the top bit of
+    the keyed hash under the sign seed."""
+    return 1.0 - 2.0 * ((_hash32(_hash32(j) ^ _stream_key(seeds_ptr, 1, 0))) >> 31).to(tl.float32)
+
+
+@triton.jit
 def _centred_unit16(h, SHIFT: tl.constexpr):
     """The 16 bits of h at SHIFT as seeds' centred uniform (half + 1/2) / 2^16, built on the float's
     bits: 1 + (2 half + 1) / 2^17, minus 1 (exact; no int-to-float conversion)."""
@@ -71,7 +78,7 @@ def _centred_unit16(h, SHIFT: tl.constexpr):
 
 
 @triton.jit
-def _paired_uniforms(rows, pid_k, K, key, BK: tl.constexpr, PAIRS: tl.constexpr):
+def _paired_uniforms(rows, cols, pid_k, K, key, BK: tl.constexpr, PAIRS: tl.constexpr):
     """seeds.paired_uniforms for a tile: one keyed hash per two elements, its low half for the even
     row-major index and its high half for the odd one."""
     if PAIRS:  # K even: a pair is two neighbours along the tile's row, hashed once
@@ -80,7 +87,6 @@ def _paired_uniforms(rows, pid_k, K, key, BK: tl.constexpr, PAIRS: tl.constexpr)
         h = _hash32(_hash32(pair) ^ key)
         u = tl.interleave(_centred_unit16(h, 0), _centred_unit16(h, 16))
     else:  # pairs straddle rows: one hash per element, as the reference defines it
-        cols = pid_k * BK + tl.arange(0, BK)
         index = rows[:, None].to(tl.int64) * K + cols[None, :]
         h = _hash32(_hash32((index >> 1).to(tl.uint32)) ^ key)
         u = tl.where((index & 1) == 0, _centred_unit16(h, 0), _centred_unit16(h, 16))
@@ -278,8 +284,7 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
     x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
     if HAD > 0:
         if RAND_SIGNS:
-            bits = _hash32(_hash32((cols % HAD).to(tl.uint32)) ^ _stream_key(seeds_ptr, 1, 0))
-            x = x * (1.0 - 2.0 * (bits >> 31).to(tl.float32))[None, :]
+            x = x * _random_signs((cols % HAD).to(tl.uint32), seeds_ptr)[None, :]
         x = _fwht(x, BR, BK, LOG2H, NORM)
     return x, rows, cols, mask
 
@@ -302,10 +307,9 @@ def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
     lo = tl.reshape(tl.load(ptrs, mask=mask, other=0.0).to(tl.float32), (BR * NG, 8))
     hi = tl.reshape(tl.load(ptrs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32), (BR * NG, 8))
     if RAND_SIGNS:
-        key = _stream_key(seeds_ptr, 1, 0)
         j = tl.arange(0, 8).to(tl.uint32)
-        lo = lo * (1.0 - 2.0 * ((_hash32(_hash32(j) ^ key)) >> 31).to(tl.float32))[None, :]
-        hi = hi * (1.0 - 2.0 * ((_hash32(_hash32(j + 8) ^ key)) >> 31).to(tl.float32))[None, :]
+        lo = lo * _random_signs(j, seeds_ptr)[None, :]
+        hi = hi * _random_signs(j + 8, seeds_ptr)[None, :]
     lo = _fwht(lo, BR * NG, 8, 3, 1.0)
     hi = _fwht(hi, BR * NG, 8, 3, 1.0)
     return (lo + hi) * NORM, (lo - hi) * NORM
@@ -400,7 +404,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
     # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
     u = x  # placeholder when SR is off (never read)
     if SR:
-        u = _paired_uniforms(rows, pid_k, K, _stream_key(seeds_ptr, 0, 0), BK, PAIRS)
+        u = _paired_uniforms(rows, cols, pid_k, K, _stream_key(seeds_ptr, 0, 0), BK, PAIRS)
     u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
     q4 = _round_blocks(x4, s_b, s_enc, u4, ELEM, GMAX, SR)
 
