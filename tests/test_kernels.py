@@ -158,18 +158,23 @@ def test_element_rounding_matches_reference_everywhere(elem, cap, rounding):
 
 
 @in_process
+@pytest.mark.parametrize("narrow", [0, 2, 4])
 @pytest.mark.parametrize("name", sorted(SPECS))
-def test_short_tiles_along_dim0_match_reference(name: str):
-    """Along dim 0 the GPU tuner also tries tiles one block/group of tokens long: the same bits."""
+def test_short_tiles_along_dim0_match_reference(name: str, narrow: int):
+    """Along dim 0 the GPU tuner also tries tiles one block/group of tokens long, loaded 2-D or as
+    NARROW rows per thread: the same bits."""
     from scaling.kernels.quantize import Launch
 
     spec = SPECS[name]
     if spec.eden or spec.block is None:
         pytest.skip("MS-EDEN keeps one Hadamard group per tile row; per-tensor rows are the tile's")
+    if narrow and spec.block_rows > 1:
+        pytest.skip("2-D blocks are not tuned with NARROW tiles")
     gen = torch.Generator().manual_seed(11)
     x = canonical_inputs(32, 128, gen)["mixed"].t().contiguous().to(DEVICE, torch.bfloat16)  # (128 tokens, 32)
     seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
-    launch = Launch(x, spec, 0, seeds if spec.needs_seed else None, torch.bfloat16, bk=max(spec.k_multiple, 1))
+    launch = Launch(x, spec, 0, seeds if spec.needs_seed else None, torch.bfloat16, bk=max(spec.k_multiple, 1),
+                    narrow=narrow)
     if launch.needs_amax:
         launch.run_amax()
     launch.run_quantize()

@@ -46,6 +46,22 @@ def _hash32(x):
 
 
 @triton.jit
+def _keyed_hash(index, key):
+    """hash32(hash32(index) ^ key), the keyed hash of seeds, in 4 fewer operations: the inner hash's
+    last step (z ^ z >> 16) and the outer hash's first (y ^ y >> 16) cancel on the index's side
+    (for 32-bit z, (z ^ z >> 16) ^ ((z ^ z >> 16) >> 16) = z), leaving key ^ key >> 16 to xor in."""
+    x = index ^ (index >> 16)
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B  # z: hash32(index) before its last step
+    x = x ^ (key ^ (key >> 16))
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B
+    return x ^ (x >> 16)
+
+
+@triton.jit
 def _stream_key(seeds_ptr, i: tl.constexpr, XOR: tl.constexpr):
     """seeds.seed_key(seed ^ XOR) for the int64 seed at seeds_ptr[i] (only its low 32 bits matter)."""
     seed = tl.load(seeds_ptr + i).to(tl.uint32)
@@ -55,7 +71,7 @@ def _stream_key(seeds_ptr, i: tl.constexpr, XOR: tl.constexpr):
 @triton.jit
 def _uniform(index, key):
     """seeds.uniform: index (uint32) under a stream key (uint32) -> float32 in [0, 1)."""
-    bits = _hash32(_hash32(index) ^ key)
+    bits = _keyed_hash(index, key)
     return (bits >> 8).to(tl.float32) * (1.0 / 16777216.0)
 
 
@@ -63,7 +79,7 @@ def _uniform(index, key):
 def _random_signs(j, seeds_ptr):
     """seeds.random_signs at positions j (uint32) of a transform group: +1 or -1 from the top bit of
     the keyed hash under the sign seed."""
-    return 1.0 - 2.0 * ((_hash32(_hash32(j) ^ _stream_key(seeds_ptr, 1, 0))) >> 31).to(tl.float32)
+    return 1.0 - 2.0 * (_keyed_hash(j, _stream_key(seeds_ptr, 1, 0)) >> 31).to(tl.float32)
 
 
 @triton.jit
@@ -84,11 +100,11 @@ def _paired_uniforms(rows, cols, pid_k, K, key, BK: tl.constexpr, PAIRS: tl.cons
     if PAIRS:  # K even: a pair is two neighbours along the tile's row, hashed once
         pcols = pid_k * (BK // 2) + tl.arange(0, BK // 2)
         pair = rows[:, None].to(tl.uint32) * (K // 2).to(tl.uint32) + pcols[None, :].to(tl.uint32)
-        h = _hash32(_hash32(pair) ^ key)
+        h = _keyed_hash(pair, key)
         u = tl.interleave(_centred_unit16(h, 0), _centred_unit16(h, 16))
     else:  # pairs straddle rows: one hash per element, as the reference defines it
         index = rows[:, None].to(tl.int64) * K + cols[None, :]
-        h = _hash32(_hash32((index >> 1).to(tl.uint32)) ^ key)
+        h = _keyed_hash((index >> 1).to(tl.uint32), key)
         u = tl.where((index & 1) == 0, _centred_unit16(h, 0), _centred_unit16(h, 16))
     return u
 
@@ -288,23 +304,41 @@ def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.c
 
 
 @triton.jit
+def _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr,
+                  NARROW: tl.constexpr):
+    """Memory offsets and mask of the tile's elements: (BR, BK), or with NARROW = F > 0 (rows
+    contiguous: a tensor quantized along dim 0) a (BR / F, F, BK) view of the same tile. Loaded that
+    way, each thread holds F contiguous rows (F * 2-byte accesses) across all BK columns, so the
+    butterflies and block maxima along K run in registers with F * BK values per thread, where a 2-D
+    load of 16-byte vectors puts 8 rows and so 8 * BK values on each thread (registers: occupancy)."""
+    if NARROW > 0:
+        a = tl.arange(0, BR // NARROW)[:, None, None] * NARROW + tl.arange(0, NARROW)[None, :, None]
+        rows = pid_r * BR + a
+        cols = pid_k * BK + tl.arange(0, BK)[None, None, :]
+    else:
+        rows = (pid_r * BR + tl.arange(0, BR))[:, None]
+        cols = (pid_k * BK + tl.arange(0, BK))[None, :]
+    offs = rows.to(tl.int64) * stride_r + cols.to(tl.int64) * stride_k
+    return offs, (rows < R) & (cols < K)
+
+
+@triton.jit
 def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
                   BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr):
+                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr):
     rows = pid_r * BR + tl.arange(0, BR)
     cols = pid_k * BK + tl.arange(0, BK)
-    mask = (rows[:, None] < R) & (cols[None, :] < K)
     if HALVES:  # RHT16 along a contiguous K: rotated in halves, then each group's 16 put back together
         lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, BR, BK, NORM,
                                    RAND_SIGNS)
-        return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows, cols, mask
-    ptrs = x_ptr + rows[:, None].to(tl.int64) * stride_r + cols[None, :].to(tl.int64) * stride_k
-    x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+        return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows, cols
+    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
+    x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
     if HAD > 0:
         if RAND_SIGNS:
             x = x * _random_signs((cols % HAD).to(tl.uint32), seeds_ptr)[None, :]
         x = _fwht(x, BR, BK, LOG2H, NORM)
-    return x, rows, cols, mask
+    return x, rows, cols
 
 
 # --- kernels ---------------------------------------------------------------------------------------
@@ -336,7 +370,7 @@ def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
 @triton.jit
 def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                 NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr):
+                 NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr):
     """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile. HALVES: RHT16
     along a contiguous K, rotated in two halves (`_rotated16_halves`)."""
     BR: tl.constexpr = TILE // BK
@@ -347,8 +381,8 @@ def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr,
                                    RAND_SIGNS)
         tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0))
     else:
-        x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                                            BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False)
+        x, rows, cols = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                                      BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False, NARROW)
         # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
         # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
         # RHT16 tile in the sm_90 PTX). A max is exact in any order.
@@ -394,12 +428,12 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
                      PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
                      ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
-                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr):
+                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr):
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
-    x, rows, cols, mask = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                                        BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES)
+    x, rows, cols = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                                  BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW)
     # quant.tensor_encode_scale
     if TENSOR_SCALE:
         amax_t = tl.load(amax_ptr)
@@ -450,8 +484,8 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
         s_b = _e4m3_sr(corrected, _uniform(bindex.to(tl.uint32), _stream_key(seeds_ptr, 0, SCALE_STREAM)))
 
     out = tl.reshape(q4 * s_b[:, None, :, None], (BR, BK))
-    optrs = out_ptr + rows[:, None].to(tl.int64) * stride_r + cols[None, :].to(tl.int64) * stride_k
-    tl.store(optrs, out.to(out_ptr.dtype.element_ty), mask=mask)
+    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
+    tl.store(out_ptr + offs, tl.reshape(out, offs.shape).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -477,17 +511,22 @@ def _key_starts_with(key, prefix: tuple) -> bool:
     return tuple(key[:len(prefix)]) == prefix
 
 
-def _tiles(bk: int) -> tuple[tuple[int, int], ...]:
-    """(TILE, warps) candidates for a tile BK wide along K.
+def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
+    """(TILE, warps, NARROW) candidates for a tile BK wide along K.
 
-    With BK = 16 along a strided K (one NVFP4 block or RHT16 group of tokens, the wgrad layout), a
-    tile of 256 x warps rows puts all 16 in each thread (8 contiguous rows per thread, 32 threads
-    and the warps across rows): butterflies and block maxima stay in registers, with no shared
-    memory or barriers (0 vs 11 bar.sync in the sm_90 PTX), at 168 registers (RTNE) or 255 (SR).
-    128 rows on one warp splits the 16 over two threads (1 barrier, 120 registers)."""
-    if bk != 16:
-        return _TILES
-    return _TILES + ((bk * 128, 1),) + tuple((bk * 256 * w, w) for w in (1, 2, 4))
+    With a short BK (16 or 32: one NVFP4 block, RHT16 group or MX block of tokens, the wgrad layout)
+    a tile whose rows are spread over the threads alone keeps all BK in each thread: butterflies and
+    block maxima run in registers, with no shared memory or barriers. Loaded in 16-byte vectors, a
+    thread holds 8 rows (256 x warps rows: 8 x BK values, 255 registers and spills under SR); in
+    NARROW = 2 or 4 rows (`_tile_offsets`: 4- or 8-byte accesses) it holds 2 x BK or 4 x BK values,
+    so more warps fit on an SM. 128 rows on one warp splits the 16 over two threads."""
+    tiles = tuple((t, w, 0) for t, w in _TILES)
+    if bk not in (16, 32):
+        return tiles
+    narrow = tuple((32 * w * f * bk, w, f) for f in (2, 4) if f * bk <= 64 for w in (1, 2, 4))
+    if bk == 16:
+        tiles += ((bk * 128, 1, 0),) + tuple((bk * 256 * w, w, 0) for w in (1, 2, 4))
+    return tiles + narrow
 
 
 # What a tuned tile is kept for: the shape and layout, and the spec's compile-time choices. Without
@@ -498,8 +537,9 @@ _TUNE_KEY = ("R", "K", "stride_k", "HAD", "HALVES", "SR", "ELEM", "SCALE", "BLK_
 
 @functools.lru_cache(maxsize=None)
 def _tuner(kernel, bks: tuple[int, ...], min_tile: int):
-    configs = [triton.Config({"TILE": max(t, min_tile * bk), "BK": bk}, num_warps=w) for bk in bks for t, w in _tiles(bk)]
-    unique = list({(c.kwargs["TILE"], c.kwargs["BK"], c.num_warps): c for c in configs}.values())
+    configs = [triton.Config({"TILE": max(t, min_tile * bk), "BK": bk, "NARROW": f}, num_warps=w)
+               for bk in bks for t, w, f in _tiles(bk) if not (f and min_tile > 1)]
+    unique = list({(c.kwargs["TILE"], c.kwargs["BK"], c.kwargs["NARROW"], c.num_warps): c for c in configs}.values())
     return triton.autotune(unique, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
 
 
@@ -529,7 +569,7 @@ def _config(spec: QuantSpec, K: int) -> dict:
         PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.has_tensor_scale,
         SCALE=SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem], BOUND=float(spec.scale_bound),
         ELEM=ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr", PAIRS=K % 2 == 0,
-        FOUR_SIX=spec.four_over_six, EDEN=spec.eden,
+        FOUR_SIX=spec.four_over_six, EDEN=spec.eden, NARROW=0,
     )
 
 
@@ -558,7 +598,7 @@ class Launch:
     """One quantization call's kernels, ready to run (`scaling bench` times the stages apart)."""
 
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
-                 bk: int | None = None):
+                 bk: int | None = None, narrow: int = 0):
         self.dim = dim % x.dim()
         self.x_shape = x.shape
         self.buf, self.R, self.K, self.stride_r, self.stride_k, self.moved = _canonical_view(x, self.dim)
@@ -577,6 +617,7 @@ class Launch:
         if bk:
             self.cfg["BK"] = bk
             self.cfg["TILE"] = max(self.cfg["TILE"], self.cfg["BLK_R"] * bk)
+        self.cfg["NARROW"] = narrow
         self.out = torch.empty(self.buf.shape, dtype=dtype, device=x.device)
         self.inv = torch.empty((), dtype=torch.float32, device=x.device)
         self.amax = (torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=x.device)
@@ -593,7 +634,7 @@ class Launch:
     def _launch(self, kernel, args: tuple, consts: dict) -> None:
         if self.tuned:
             tuned = _tuner(kernel, self.bks, self.cfg["BLK_R"])
-            tuned[self._grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK")},
+            tuned[self._grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK", "NARROW")},
                               enable_fp_fusion=False)
         else:
             kernel[self._grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
@@ -613,12 +654,14 @@ class Launch:
             best = [c for key, c in cache.items() if _key_starts_with(key, prefix)]
             if best:
                 c = best[0]
-                chosen[stage] = f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
+                chosen[stage] = (f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
+                                 + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else ""))
         return chosen
 
     def _amax_consts(self) -> dict:
         c = self.cfg
-        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS")}, "HALVES": self.amax_halves}
+        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW")},
+                "HALVES": self.amax_halves}
 
     def run_amax(self) -> None:
         consts = self._amax_consts()  # (an atomic max: rerunning on the same input leaves the same amax)
