@@ -94,16 +94,17 @@ def _centred_unit16(h, SHIFT: tl.constexpr):
 
 
 @triton.jit
-def _paired_uniforms(rows, cols, pid_k, K, key, BK: tl.constexpr, PAIRS: tl.constexpr):
-    """seeds.paired_uniforms for a tile: one keyed hash per two elements, its low half for the even
-    row-major index and its high half for the odd one."""
+def _paired_uniforms(rows, col0, K, key, BK: tl.constexpr, PAIRS: tl.constexpr):
+    """seeds.paired_uniforms for a tile (rows: its row indices; columns col0 .. col0 + BK - 1 of K):
+    one keyed hash per two elements, its low half for the even row-major index, its high half for
+    the odd one."""
     if PAIRS:  # K even: a pair is two neighbours along the tile's row, hashed once
-        pcols = pid_k * (BK // 2) + tl.arange(0, BK // 2)
+        pcols = col0 // 2 + tl.arange(0, BK // 2)
         pair = rows[:, None].to(tl.uint32) * (K // 2).to(tl.uint32) + pcols[None, :].to(tl.uint32)
         h = _keyed_hash(pair, key)
         u = tl.interleave(_centred_unit16(h, 0), _centred_unit16(h, 16))
     else:  # pairs straddle rows: one hash per element, as the reference defines it
-        index = rows[:, None].to(tl.int64) * K + cols[None, :]
+        index = rows[:, None].to(tl.int64) * K + (col0 + tl.arange(0, BK))[None, :]
         h = _keyed_hash((index >> 1).to(tl.uint32), key)
         u = tl.where((index & 1) == 0, _centred_unit16(h, 0), _centred_unit16(h, 16))
     return u
@@ -230,11 +231,10 @@ def _round_elements(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.const
 
 @triton.jit
 def _round_signed(v, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
-    """formats.round_elements for v without -0.0: |v| rounded, with v's sign bit (set exactly where
-    v < 0, as the reference's sign) put back by a bit-or."""
+    """formats.round_elements: |v| rounded, negative exactly where v < 0 (so -0.0 gives +0; v's sign
+    bit would not do: a negative product that underflows is -0.0)."""
     q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR)
-    sign = v.to(tl.uint32, bitcast=True) & 0x80000000
-    return (q.to(tl.uint32, bitcast=True) | sign).to(tl.float32, bitcast=True)
+    return tl.where(v < 0, -q, q)
 
 
 # --- tile helpers ----------------------------------------------------------------------------------
@@ -323,6 +323,17 @@ def _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: 
 
 
 @triton.jit
+def _rotate(x, cols, seeds_ptr, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+            NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
+    """transforms.rotate along the tile's columns (global indices `cols`): signs, then the FWHT."""
+    if HAD > 0:
+        if RAND_SIGNS:
+            x = x * _random_signs((cols % HAD).to(tl.uint32), seeds_ptr)[None, :]
+        x = _fwht(x, BR, BK, LOG2H, NORM)
+    return x
+
+
+@triton.jit
 def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
                   BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                   NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr):
@@ -334,11 +345,7 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
         return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows, cols
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
     x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
-    if HAD > 0:
-        if RAND_SIGNS:
-            x = x * _random_signs((cols % HAD).to(tl.uint32), seeds_ptr)[None, :]
-        x = _fwht(x, BR, BK, LOG2H, NORM)
-    return x, rows, cols
+    return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows, cols
 
 
 # --- kernels ---------------------------------------------------------------------------------------
@@ -408,8 +415,7 @@ def _round_blocks(x4, s_b, s_enc, u4, ELEM: tl.constexpr, GMAX: tl.constexpr, SR
     """quant._round_blocks on a (nbr, br, nbk, bk) tile with (nbr, nbk) block scales."""
     ok = s_b > 0
     factor = tl.where(ok, tl.math.div_rn(tl.zeros_like(s_b) + s_enc, tl.where(ok, s_b, 1.0)), 0.0)
-    # x * factor + 0: one rounding (the product's), and -0.0 becomes +0 (see _round_signed).
-    return _round_signed(tl.fma(x4, factor[:, None, :, None], 0.0), u4, ELEM, GMAX, SR)
+    return _round_signed(x4 * factor[:, None, :, None], u4, ELEM, GMAX, SR)
 
 
 @triton.jit
@@ -421,26 +427,21 @@ def _block_sq_err(q4, s_b, x_enc4, NBR: tl.constexpr, NBK: tl.constexpr, LOG2N: 
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_r, stride_k, numer, target,
-                     TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                     NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr,
-                     BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
-                     PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
-                     SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
-                     ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
-                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr):
-    BR: tl.constexpr = TILE // BK  # tile rows
-    pid_r = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    x, rows, cols = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                                  BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW)
+def _quantize_tile(x, rows, col0, K, amax_ptr, seeds_ptr, numer, target,
+                   BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr,
+                   BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
+                   PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
+                   SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
+                   ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
+                   FOUR_SIX: tl.constexpr, EDEN: tl.constexpr):
+    """quant.quantize's steps 3-6 on a loaded, rotated (BR, BK) tile of the canonical (R, K) view
+    (`rows`: its row indices; its columns start at col0): (values * block scale, s_enc)."""
     # quant.tensor_encode_scale
     if TENSOR_SCALE:
         amax_t = tl.load(amax_ptr)
         s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
     else:
         s_enc = tl.full((), 1.0, tl.float32)
-    tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
 
     NBR: tl.constexpr = BR // BLK_R
     NBK: tl.constexpr = BK // BLK_K
@@ -455,7 +456,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
     # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
     u = x  # placeholder when SR is off (never read)
     if SR:
-        u = _paired_uniforms(rows, cols, pid_k, K, _stream_key(seeds_ptr, 0, 0), BK, PAIRS)
+        u = _paired_uniforms(rows, col0, K, _stream_key(seeds_ptr, 0, 0), BK, PAIRS)
     u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
     q4 = _round_blocks(x4, s_b, s_enc, u4, ELEM, GMAX, SR)
 
@@ -469,8 +470,8 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
         s_b = tl.where(use4, s_b4, s_b)
         q4 = tl.where(use4[:, None, :, None], q4_4, q4)
 
-    if EDEN:  # blocks are 1 x BLK_K here (NBR == BR); groups of HAD along K
-        # One group per tile row (BK == HAD): tree_sum over 128 = halve across the 8 blocks
+    if EDEN:  # blocks are 1 x BLK_K here (NBR == BR); groups of 2^LOG2H along K
+        # One group per tile row (BK == the group): tree_sum over 128 = halve across the 8 blocks
         # (b + 4, b + 2, b + 1), then within the remaining block of 16.
         x_enc = tl.reshape(x4 * s_enc, (BR, NBK, BLK_K))
         deq = tl.reshape(q4 * s_b[:, None, :, None], (BR, NBK, BLK_K))
@@ -478,14 +479,99 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
         den = _group_sum(x_enc * deq, BR, NBK, BLK_K, LOG2H - LOG2_BLK, LOG2_BLK)
         c = tl.where(den > 0, tl.math.div_rn(num, tl.where(den > 0, den, 1.0)), 1.0)
         corrected = s_b * c
-        brow = pid_r * BR + tl.arange(0, BR)
-        bcol = pid_k * NBK + tl.arange(0, NBK)
-        bindex = brow[:, None].to(tl.int64) * (K // BLK_K) + bcol[None, :]
+        bcol = col0 // BLK_K + tl.arange(0, NBK)
+        bindex = rows[:, None].to(tl.int64) * (K // BLK_K) + bcol[None, :]
         s_b = _e4m3_sr(corrected, _uniform(bindex.to(tl.uint32), _stream_key(seeds_ptr, 0, SCALE_STREAM)))
 
-    out = tl.reshape(q4 * s_b[:, None, :, None], (BR, BK))
+    return tl.reshape(q4 * s_b[:, None, :, None], (BR, BK)), s_enc
+
+
+@triton.jit
+def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_r, stride_k, numer, target,
+                     TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+                     NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr,
+                     BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
+                     PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
+                     SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
+                     ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
+                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr):
+    """One operand: load -> rotate -> _quantize_tile -> store, one (TILE // BK, BK) tile per program."""
+    BR: tl.constexpr = TILE // BK  # tile rows
+    pid_r = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    x, rows, cols = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                                  BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW)
+    out, s_enc = _quantize_tile(x, rows, pid_k * BK, K, amax_ptr, seeds_ptr, numer, target, BR, BK, LOG2H,
+                                BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
+                                ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
+    tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
     tl.store(out_ptr + offs, tl.reshape(out, offs.shape).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _quantize_pair_kernel(x_ptr, out_a_ptr, out_b_ptr, amax_a_ptr, amax_b_ptr, inv_a_ptr, inv_b_ptr,
+                          seeds_a_ptr, seeds_b_ptr,
+                          R, K, stride_r, stride_k, numer_a, target_a, numer_b, target_b,
+                          TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr,
+                          A_HAD: tl.constexpr, A_LOG2H: tl.constexpr, A_NORM: tl.constexpr,
+                          A_RAND_SIGNS: tl.constexpr, A_BLK_K: tl.constexpr, A_LOG2_BLK: tl.constexpr,
+                          A_TENSOR_SCALE: tl.constexpr, A_SCALE: tl.constexpr, A_EMAX: tl.constexpr,
+                          A_BOUND: tl.constexpr, A_ELEM: tl.constexpr, A_GMAX: tl.constexpr, A_SR: tl.constexpr,
+                          A_PAIRS: tl.constexpr, A_FOUR_SIX: tl.constexpr,
+                          B_HAD: tl.constexpr, B_LOG2H: tl.constexpr, B_NORM: tl.constexpr,
+                          B_RAND_SIGNS: tl.constexpr, B_BLK_K: tl.constexpr, B_LOG2_BLK: tl.constexpr,
+                          B_TENSOR_SCALE: tl.constexpr, B_SCALE: tl.constexpr, B_EMAX: tl.constexpr,
+                          B_BOUND: tl.constexpr, B_ELEM: tl.constexpr, B_GMAX: tl.constexpr, B_SR: tl.constexpr,
+                          B_PAIRS: tl.constexpr, B_FOUR_SIX: tl.constexpr):
+    """Two operands of one (T, d) tensor from one read: A along its last axis (fprop X, dgrad dY), B
+    along dim 0 (wgrad X and dY). The tile is one of the dim-0 canonical view (R = d rows, K = T
+    columns); A quantizes its transpose (tokens as rows, features along K), which costs no data
+    movement. Blocks are 1 x N (no 2-D tiles, no MS-EDEN)."""
+    BR: tl.constexpr = TILE // BK
+    pid_r = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
+    x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
+    rows = pid_r * BR + tl.arange(0, BR)
+    cols = pid_k * BK + tl.arange(0, BK)
+    first = (pid_r == 0) & (pid_k == 0)
+
+    xb = _rotate(x, cols, seeds_b_ptr, BR, BK, B_HAD, B_LOG2H, B_NORM, B_RAND_SIGNS)
+    out_b, s_enc_b = _quantize_tile(xb, rows, pid_k * BK, K, amax_b_ptr, seeds_b_ptr, numer_b, target_b, BR, BK,
+                                    B_LOG2H, 1, B_BLK_K, B_LOG2_BLK, False, B_TENSOR_SCALE, B_SCALE, B_EMAX, B_BOUND,
+                                    B_ELEM, B_GMAX, B_SR, B_PAIRS, B_FOUR_SIX, False)
+    tl.store(inv_b_ptr, tl.math.div_rn(1.0, s_enc_b), mask=first)
+    tl.store(out_b_ptr + offs, tl.reshape(out_b, offs.shape).to(out_b_ptr.dtype.element_ty), mask=mask)
+
+    xa = _rotate(tl.trans(x), rows, seeds_a_ptr, BK, BR, A_HAD, A_LOG2H, A_NORM, A_RAND_SIGNS)
+    out_a, s_enc_a = _quantize_tile(xa, cols, pid_r * BR, R, amax_a_ptr, seeds_a_ptr, numer_a, target_a, BK, BR,
+                                    A_LOG2H, 1, A_BLK_K, A_LOG2_BLK, False, A_TENSOR_SCALE, A_SCALE, A_EMAX, A_BOUND,
+                                    A_ELEM, A_GMAX, A_SR, A_PAIRS, A_FOUR_SIX, False)
+    tl.store(inv_a_ptr, tl.math.div_rn(1.0, s_enc_a), mask=first)
+    tl.store(out_a_ptr + offs, tl.reshape(tl.trans(out_a), offs.shape).to(out_a_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _amax_pair_kernel(x_ptr, amax_a_ptr, amax_b_ptr, R, K, stride_r, stride_k, seeds_a_ptr, seeds_b_ptr,
+                      TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr,
+                      A_NEEDS: tl.constexpr, A_HAD: tl.constexpr, A_LOG2H: tl.constexpr, A_NORM: tl.constexpr,
+                      A_RAND_SIGNS: tl.constexpr, B_NEEDS: tl.constexpr, B_HAD: tl.constexpr,
+                      B_LOG2H: tl.constexpr, B_NORM: tl.constexpr, B_RAND_SIGNS: tl.constexpr):
+    """The tensor amaxes of `_quantize_pair_kernel`'s operands, each after its rotation, from one
+    read (an atomic max per tile and operand)."""
+    BR: tl.constexpr = TILE // BK
+    pid_r = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
+    x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
+    if B_NEEDS:
+        xb = _rotate(x, pid_k * BK + tl.arange(0, BK), seeds_b_ptr, BR, BK, B_HAD, B_LOG2H, B_NORM, B_RAND_SIGNS)
+        tl.atomic_max(amax_b_ptr, tl.max(tl.max(tl.abs(xb), axis=1), axis=0))
+    if A_NEEDS:
+        xa = _rotate(tl.trans(x), pid_r * BR + tl.arange(0, BR), seeds_a_ptr, BK, BR, A_HAD, A_LOG2H, A_NORM,
+                     A_RAND_SIGNS)
+        tl.atomic_max(amax_a_ptr, tl.max(tl.max(tl.abs(xa), axis=1), axis=0))
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -683,6 +769,91 @@ def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Te
     """`quant.gemm_operand` through the fused kernels (x on CUDA, or on CPU under TRITON_INTERPRET=1).
     `seeds`: int64 tensor [rounding seed, sign seed] on x's device, or None for a deterministic spec."""
     launch = Launch(x, spec, dim, seeds, dtype)
+    if launch.needs_amax:
+        launch.run_amax()
+    launch.run_quantize()
+    return launch.result()
+
+
+# --- both operands of one tensor ------------------------------------------------------------------
+
+# Each operand's compile-time parameters in the pair kernels (prefixed A_ / B_), from its `_config`.
+_PAIR_SPEC_KEYS = ("HAD", "LOG2H", "NORM", "RAND_SIGNS", "BLK_K", "LOG2_BLK", "TENSOR_SCALE", "SCALE", "EMAX",
+                   "BOUND", "ELEM", "GMAX", "SR", "PAIRS", "FOUR_SIX")
+_PAIR_TUNE_KEY = ("R", "K", "A_HAD", "A_SR", "A_ELEM", "A_SCALE", "A_BLK_K", "A_FOUR_SIX",
+                  "B_HAD", "B_SR", "B_ELEM", "B_SCALE", "B_BLK_K", "B_FOUR_SIX")
+
+
+@functools.lru_cache(maxsize=None)
+def _pair_tuner(kernel, bk: int, a_group: int):
+    """The tile candidates of a dim-0 tile BK tokens long whose rows hold whole groups of A."""
+    configs = [triton.Config({"TILE": t, "BK": bk, "NARROW": f}, num_warps=w)
+               for t, w, f in _tiles(bk) if (t // bk) % a_group == 0]
+    unique = list({(c.kwargs["TILE"], c.kwargs["NARROW"], c.num_warps): c for c in configs}.values())
+    return triton.autotune(unique, key=list(_PAIR_TUNE_KEY), do_bench=_bench)(kernel)
+
+
+class PairLaunch:
+    """Both GEMM operands of one (T, d) tensor from one read of it: spec_a along dim -1 (fprop X,
+    dgrad dY) and spec_b along dim 0 (wgrad X, wgrad dY), each exactly `quant.gemm_operand`'s bits.
+    Two-level specs first run `_amax_pair_kernel`, one read for both tensor amaxes."""
+
+    def __init__(self, x: torch.Tensor, spec_a: QuantSpec, spec_b: QuantSpec, seeds_a: torch.Tensor | None,
+                 seeds_b: torch.Tensor | None, dtype: torch.dtype, tile: tuple[int, int, int] | None = None):
+        T, d = x.shape
+        self.buf, self.R, self.K, self.stride_r, self.stride_k = x.contiguous(), d, T, 1, d  # the dim-0 view
+        a, b = _config(spec_a, d), _config(spec_b, T)
+        self.consts = {**{f"A_{k}": a[k] for k in _PAIR_SPEC_KEYS}, **{f"B_{k}": b[k] for k in _PAIR_SPEC_KEYS}}
+        self.amax_consts = {"A_NEEDS": a["TENSOR_SCALE"], "B_NEEDS": b["TENSOR_SCALE"],
+                            **{f"{p}_{k}": c[k] for p, c in (("A", a), ("B", b))
+                               for k in ("HAD", "LOG2H", "NORM", "RAND_SIGNS")}}
+        self.scalars = (*_scalars(spec_a), *_scalars(spec_b))
+        self.bk, self.a_group = max(spec_b.k_multiple, 1), max(spec_a.k_multiple, 1)
+        # untuned (CPU, SCALING_KERNEL_TUNE=0): (TILE, warps, NARROW); `tile` pins one (tests)
+        self.tile = tile or (max(64, self.a_group) * self.bk, 4, 0)
+        new = lambda make: make((), dtype=torch.float32, device=x.device)  # noqa: E731
+        self.out_a, self.out_b = (torch.empty(x.shape, dtype=dtype, device=x.device) for _ in range(2))
+        self.inv_a, self.inv_b = new(torch.empty), new(torch.empty)
+        self.amax_a = new(torch.zeros if a["TENSOR_SCALE"] else torch.empty)
+        self.amax_b = new(torch.zeros if b["TENSOR_SCALE"] else torch.empty)
+        # (a deterministic spec's seeds are never read)
+        self.seeds_a = self.amax_a if seeds_a is None else seeds_a
+        self.seeds_b = self.amax_b if seeds_b is None else seeds_b
+        self.tuned = self.buf.is_cuda and _tuning() and tile is None
+
+    @property
+    def needs_amax(self) -> bool:
+        return self.amax_consts["A_NEEDS"] or self.amax_consts["B_NEEDS"]
+
+    def _grid(self, meta: dict) -> tuple[int, int]:
+        return triton.cdiv(self.R, meta["TILE"] // meta["BK"]), triton.cdiv(self.K, meta["BK"])
+
+    def _launch(self, kernel, args: tuple, consts: dict) -> None:
+        if self.tuned:
+            _pair_tuner(kernel, self.bk, self.a_group)[self._grid](*args, **consts, enable_fp_fusion=False)
+        else:
+            tile, warps, narrow = self.tile
+            kernel[self._grid](*args, TILE=tile, BK=self.bk, NARROW=narrow, **consts, num_warps=warps,
+                               enable_fp_fusion=False)
+
+    def run_amax(self) -> None:
+        self._launch(_amax_pair_kernel, (self.buf, self.amax_a, self.amax_b, self.R, self.K, self.stride_r,
+                                         self.stride_k, self.seeds_a, self.seeds_b), self.amax_consts)
+
+    def run_quantize(self) -> None:
+        self._launch(_quantize_pair_kernel, (self.buf, self.out_a, self.out_b, self.amax_a, self.amax_b, self.inv_a,
+                                             self.inv_b, self.seeds_a, self.seeds_b, self.R, self.K, self.stride_r,
+                                             self.stride_k, *self.scalars), self.consts)
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.out_a, self.inv_a, self.out_b, self.inv_b
+
+
+def quantize_pair(x: torch.Tensor, spec_a: QuantSpec, spec_b: QuantSpec, seeds_a: torch.Tensor | None,
+                  seeds_b: torch.Tensor | None, dtype: torch.dtype):
+    """(quant.gemm_operand(x, spec_a, -1, ...), quant.gemm_operand(x, spec_b, 0, ...)) for a 2-D x, flattened
+    to (op_a, inv_a, op_b, inv_b), through the pair kernels."""
+    launch = PairLaunch(x, spec_a, spec_b, seeds_a, seeds_b, dtype)
     if launch.needs_amax:
         launch.run_amax()
     launch.run_quantize()
