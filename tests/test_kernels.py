@@ -6,6 +6,7 @@ tensors, kept tiny); on a GPU they run compiled, on larger tensors as well.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -191,70 +192,32 @@ def test_short_tiles_along_dim0_match_reference(name: str, narrow: int):
     assert_same_bits(inv, ref_inv)
 
 
-def preset_pairs() -> dict[str, tuple[QuantSpec, QuantSpec]]:
-    """Every distinct (along dim -1, along dim 0) operand pair of one tensor in the presets that the
-    pair kernel covers: (fprop X, wgrad X) and (dgrad dY, wgrad dY)."""
-    out: dict[tuple, str] = {}
-    for name in list_recipes():
-        r = get_recipe(name)
-        for tensor, a, b in (("x", r.fprop_x, r.wgrad_x), ("dy", r.dgrad_dy, r.wgrad_dy)):
-            if a is not None and b is not None and kernels.supports_pair(a, b) and (a, b) not in out:
-                out[(a, b)] = f"{name}.{tensor}"
-    return {v: k for k, v in out.items()}
+@in_process
+@pytest.mark.parametrize("recipe", ["nvfp4", "ufp4", "mxfp4", "mxfp4_h16", "fp8", "quartet2"])
+def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, monkeypatch):
+    """A two-layer block, forward and backward, through QLinear's kernel dispatch and through the
+    reference: the same output and gradients, bit for bit."""
+    from scaling import linear
 
+    torch.manual_seed(4)
+    blocks = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(128, 128, bias=False), torch.nn.ReLU(),
+                                                      torch.nn.Linear(128, 128, bias=False))])
+    x = torch.randn(128, 128, device=DEVICE)  # (128 tokens: MS-EDEN's wgrad groups)
 
-PAIRS = preset_pairs()
+    def run(use_kernels: bool):
+        monkeypatch.setattr(linear, "_use_kernels", lambda t: use_kernels)
+        monkeypatch.setattr(linear, "_LAST", {})
+        model = torch.nn.Module()
+        model.blocks = copy.deepcopy(blocks).to(DEVICE)
+        linear.convert(model, get_recipe(recipe), seed=5)
+        linear.set_step(model, 3)
+        xi = x.clone().requires_grad_(True)
+        y = model.blocks[0](xi)
+        (y.float() ** 2).mean().backward()
+        return [y, xi.grad] + [p.grad for p in model.parameters()]
 
-
-def check_pair(x: torch.Tensor, a: QuantSpec, b: QuantSpec, tile=None) -> None:
-    from scaling.kernels.quantize import PairLaunch
-
-    sa, sb = Seeds(101, 202), Seeds(303, 404)
-    seeds = [torch.tensor([s.rounding, s.signs], dtype=torch.int64, device=x.device) for s in (sa, sb)]
-    launch = PairLaunch(x, a, b, seeds[0] if a.needs_seed else None, seeds[1] if b.needs_seed else None,
-                        torch.bfloat16, tile=tile)
-    if launch.needs_amax:
-        launch.run_amax()
-    launch.run_quantize()
-    out_a, inv_a, out_b, inv_b = launch.result()
-    ref_a, ref_inv_a = quant.gemm_operand(x, a, -1, sa, torch.bfloat16)
-    ref_b, ref_inv_b = quant.gemm_operand(x, b, 0, sb, torch.bfloat16)
-    for got, want in ((out_a, ref_a), (inv_a, ref_inv_a), (out_b, ref_b), (inv_b, ref_inv_b)):
+    for got, want in zip(run(True), run(False)):
         assert_same_bits(got, want)
-
-
-@in_process
-@pytest.mark.parametrize("name", sorted(PAIRS))
-def test_pair_kernel_matches_reference(name: str):
-    """Both operands of one tensor from one read (QLinear's X and dY): each the reference's bits, on
-    every input case, from BF16 and FP32 inputs, on the default tile and on the NARROW tiles."""
-    a, b = PAIRS[name]
-    gen = torch.Generator().manual_seed(hash(name) % 2**31)
-    T, d = (1024, 256) if CUDA else (32, 128)
-    for case, xc in canonical_inputs(T, d, gen).items():
-        for dtype in (torch.float32, torch.bfloat16):
-            check_pair(xc.to(DEVICE, dtype), a, b)
-    bk = b.k_multiple
-    for tile in ((64 * bk, 1, 2), (128 * bk, 1, 4), (128 * bk, 1, 0)):  # (TILE, warps, NARROW)
-        if (tile[0] // bk) % a.k_multiple == 0:
-            check_pair(canonical_inputs(T, d, gen)["mixed"].to(DEVICE, torch.bfloat16), a, b, tile=tile)
-
-
-@in_process
-def test_pair_dispatch_falls_back_and_checks_shapes():
-    """kernels.gemm_operand_pair: the pair kernel where it covers the specs, else two calls (same bits);
-    a K that does not fit gives the reference's error."""
-    from scaling.errors import UserError
-
-    nv, eden = get_recipe("nvfp4"), get_recipe("quartet2").dgrad_dy
-    x = torch.randn(128, 128, device=DEVICE)
-    for a, b in ((nv.fprop_x, nv.wgrad_x), (eden, eden)):
-        (oa, ia), (ob, ib) = kernels.gemm_operand_pair(x, a, b, Seeds(1, 2), Seeds(3, 4), torch.bfloat16)
-        assert_same_bits(oa, quant.gemm_operand(x, a, -1, Seeds(1, 2), torch.bfloat16)[0])
-        assert_same_bits(ob, quant.gemm_operand(x, b, 0, Seeds(3, 4), torch.bfloat16)[0])
-    assert not kernels.supports_pair(eden, eden)
-    with pytest.raises(UserError, match="multiple of 16"):
-        kernels.gemm_operand_pair(torch.randn(40, 64, device=DEVICE), nv.fprop_x, nv.wgrad_x, None, 5, torch.bfloat16)
 
 
 @in_process

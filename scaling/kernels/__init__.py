@@ -9,7 +9,6 @@ otherwise it runs the reference. The kernel is registered as the custom op
 
 from __future__ import annotations
 
-import ast
 import functools
 import os
 
@@ -48,12 +47,6 @@ def supports(spec: QuantSpec) -> bool:
     if spec.eden and spec.block_rows != 1:
         return False
     return spec.block is None or (spec.block_k in (16, 32) and spec.block_rows in (1, spec.block_k))
-
-
-def supports_pair(spec_a: QuantSpec, spec_b: QuantSpec) -> bool:
-    """Whether the pair kernel covers quantizing one tensor along dim -1 (spec_a) and dim 0 (spec_b)
-    in one read: 1 x N blocks on both (not per-tensor, not 2-D tiles, not MS-EDEN)."""
-    return all(supports(s) and s.block is not None and s.block_rows == 1 and not s.eden for s in (spec_a, spec_b))
 
 
 def _spec_args(spec: QuantSpec) -> tuple:
@@ -99,49 +92,6 @@ def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, dim: int, dtyp
 @_gemm_operand_op.register_fake
 def _(x, seeds, dim, dtype, *spec_args):
     return torch.empty(x.shape, dtype=dtype, device=x.device), torch.empty((), dtype=torch.float32, device=x.device)
-
-
-def _spec_text(spec: QuantSpec) -> str:
-    """The spec as one string argument of a custom op (`_spec_args`' values, repr'd)."""
-    return repr(_spec_args(spec))
-
-
-@functools.lru_cache(maxsize=256)
-def _spec_from_text(text: str) -> QuantSpec:
-    return _spec_from_args(*ast.literal_eval(text))
-
-
-@torch.library.custom_op("scaling::gemm_operand_pair", mutates_args=())
-def _gemm_operand_pair_op(x: torch.Tensor, seeds_a: torch.Tensor | None, seeds_b: torch.Tensor | None,
-                          dtype: torch.dtype, spec_a: str, spec_b: str
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    from scaling.kernels.quantize import quantize_pair
-
-    return quantize_pair(x, _spec_from_text(spec_a), _spec_from_text(spec_b), seeds_a, seeds_b, dtype)
-
-
-@_gemm_operand_pair_op.register_fake
-def _(x, seeds_a, seeds_b, dtype, spec_a, spec_b):
-    op = lambda: torch.empty(x.shape, dtype=dtype, device=x.device)  # noqa: E731
-    scalar = lambda: torch.empty((), dtype=torch.float32, device=x.device)  # noqa: E731
-    return op(), scalar(), op(), scalar()
-
-
-def gemm_operand_pair(x: torch.Tensor, spec_a: QuantSpec, spec_b: QuantSpec, seed_a: int | Seeds | None,
-                      seed_b: int | Seeds | None, dtype: torch.dtype):
-    """((op_a, inv_a), (op_b, inv_b)) = (gemm_operand(x, spec_a, -1, seed_a, dtype),
-    gemm_operand(x, spec_b, 0, seed_b, dtype)) for a 2-D x, from one read of x where the pair kernel
-    covers the specs (`supports_pair`); otherwise the two calls."""
-    if not (enabled(x) and supports_pair(spec_a, spec_b)) or x.dim() != 2 or x.numel() == 0:
-        return gemm_operand(x, spec_a, -1, seed_a, dtype), gemm_operand(x, spec_b, 0, seed_b, dtype)
-    for spec, dim, seed in ((spec_a, -1, seed_a), (spec_b, 0, seed_b)):
-        if x.shape[dim] % spec.k_multiple:
-            quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)  # raises the reference's error
-        if seed is None and spec.needs_seed:
-            quant._seeds(seed, spec)  # raises the reference's error
-    op_a, inv_a, op_b, inv_b = _gemm_operand_pair_op(x, _seed_tensor(seed_a, x.device), _seed_tensor(seed_b, x.device),
-                                                     dtype, _spec_text(spec_a), _spec_text(spec_b))
-    return (op_a, inv_a), (op_b, inv_b)
 
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,

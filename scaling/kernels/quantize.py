@@ -231,10 +231,11 @@ def _round_elements(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.const
 
 @triton.jit
 def _round_signed(v, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
-    """formats.round_elements: |v| rounded, negative exactly where v < 0 (so -0.0 gives +0; v's sign
-    bit would not do: a negative product that underflows is -0.0)."""
-    q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR)
-    return tl.where(v < 0, -q, q)
+    """formats.round_elements: |v| rounded, negative exactly where v < 0, so -0.3 gives -0.0 and
+    -0.0 gives +0 (v's sign bit would not do: a negative product that underflows is -0.0). The sign is
+    set on the bits: Triton's -q is 0 - q, which is +0 for q = 0."""
+    q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True)
+    return tl.where(v < 0, q | 0x80000000, q).to(tl.float32, bitcast=True)
 
 
 # --- tile helpers ----------------------------------------------------------------------------------
@@ -509,71 +510,6 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
     tl.store(out_ptr + offs, tl.reshape(out, offs.shape).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _quantize_pair_kernel(x_ptr, out_a_ptr, out_b_ptr, amax_a_ptr, amax_b_ptr, inv_a_ptr, inv_b_ptr,
-                          seeds_a_ptr, seeds_b_ptr,
-                          R, K, stride_r, stride_k, numer_a, target_a, numer_b, target_b,
-                          TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr,
-                          A_HAD: tl.constexpr, A_LOG2H: tl.constexpr, A_NORM: tl.constexpr,
-                          A_RAND_SIGNS: tl.constexpr, A_BLK_K: tl.constexpr, A_LOG2_BLK: tl.constexpr,
-                          A_TENSOR_SCALE: tl.constexpr, A_SCALE: tl.constexpr, A_EMAX: tl.constexpr,
-                          A_BOUND: tl.constexpr, A_ELEM: tl.constexpr, A_GMAX: tl.constexpr, A_SR: tl.constexpr,
-                          A_PAIRS: tl.constexpr, A_FOUR_SIX: tl.constexpr,
-                          B_HAD: tl.constexpr, B_LOG2H: tl.constexpr, B_NORM: tl.constexpr,
-                          B_RAND_SIGNS: tl.constexpr, B_BLK_K: tl.constexpr, B_LOG2_BLK: tl.constexpr,
-                          B_TENSOR_SCALE: tl.constexpr, B_SCALE: tl.constexpr, B_EMAX: tl.constexpr,
-                          B_BOUND: tl.constexpr, B_ELEM: tl.constexpr, B_GMAX: tl.constexpr, B_SR: tl.constexpr,
-                          B_PAIRS: tl.constexpr, B_FOUR_SIX: tl.constexpr):
-    """Two operands of one (T, d) tensor from one read: A along its last axis (fprop X, dgrad dY), B
-    along dim 0 (wgrad X and dY). The tile is one of the dim-0 canonical view (R = d rows, K = T
-    columns); A quantizes its transpose (tokens as rows, features along K), which costs no data
-    movement. Blocks are 1 x N (no 2-D tiles, no MS-EDEN)."""
-    BR: tl.constexpr = TILE // BK
-    pid_r = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
-    rows = pid_r * BR + tl.arange(0, BR)
-    cols = pid_k * BK + tl.arange(0, BK)
-    first = (pid_r == 0) & (pid_k == 0)
-
-    xb = _rotate(x, cols, seeds_b_ptr, BR, BK, B_HAD, B_LOG2H, B_NORM, B_RAND_SIGNS)
-    out_b, s_enc_b = _quantize_tile(xb, rows, pid_k * BK, K, amax_b_ptr, seeds_b_ptr, numer_b, target_b, BR, BK,
-                                    B_LOG2H, 1, B_BLK_K, B_LOG2_BLK, False, B_TENSOR_SCALE, B_SCALE, B_EMAX, B_BOUND,
-                                    B_ELEM, B_GMAX, B_SR, B_PAIRS, B_FOUR_SIX, False)
-    tl.store(inv_b_ptr, tl.math.div_rn(1.0, s_enc_b), mask=first)
-    tl.store(out_b_ptr + offs, tl.reshape(out_b, offs.shape).to(out_b_ptr.dtype.element_ty), mask=mask)
-
-    xa = _rotate(tl.trans(x), rows, seeds_a_ptr, BK, BR, A_HAD, A_LOG2H, A_NORM, A_RAND_SIGNS)
-    out_a, s_enc_a = _quantize_tile(xa, cols, pid_r * BR, R, amax_a_ptr, seeds_a_ptr, numer_a, target_a, BK, BR,
-                                    A_LOG2H, 1, A_BLK_K, A_LOG2_BLK, False, A_TENSOR_SCALE, A_SCALE, A_EMAX, A_BOUND,
-                                    A_ELEM, A_GMAX, A_SR, A_PAIRS, A_FOUR_SIX, False)
-    tl.store(inv_a_ptr, tl.math.div_rn(1.0, s_enc_a), mask=first)
-    tl.store(out_a_ptr + offs, tl.reshape(tl.trans(out_a), offs.shape).to(out_a_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _amax_pair_kernel(x_ptr, amax_a_ptr, amax_b_ptr, R, K, stride_r, stride_k, seeds_a_ptr, seeds_b_ptr,
-                      TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr,
-                      A_NEEDS: tl.constexpr, A_HAD: tl.constexpr, A_LOG2H: tl.constexpr, A_NORM: tl.constexpr,
-                      A_RAND_SIGNS: tl.constexpr, B_NEEDS: tl.constexpr, B_HAD: tl.constexpr,
-                      B_LOG2H: tl.constexpr, B_NORM: tl.constexpr, B_RAND_SIGNS: tl.constexpr):
-    """The tensor amaxes of `_quantize_pair_kernel`'s operands, each after its rotation, from one
-    read (an atomic max per tile and operand)."""
-    BR: tl.constexpr = TILE // BK
-    pid_r = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
-    if B_NEEDS:
-        xb = _rotate(x, pid_k * BK + tl.arange(0, BK), seeds_b_ptr, BR, BK, B_HAD, B_LOG2H, B_NORM, B_RAND_SIGNS)
-        tl.atomic_max(amax_b_ptr, tl.max(tl.max(tl.abs(xb), axis=1), axis=0))
-    if A_NEEDS:
-        xa = _rotate(tl.trans(x), pid_r * BR + tl.arange(0, BR), seeds_a_ptr, BK, BR, A_HAD, A_LOG2H, A_NORM,
-                     A_RAND_SIGNS)
-        tl.atomic_max(amax_a_ptr, tl.max(tl.max(tl.abs(xa), axis=1), axis=0))
-
-
 # --- launch ----------------------------------------------------------------------------------------
 
 def _bench(fn, quantiles):
@@ -587,7 +523,7 @@ def _bench(fn, quantiles):
 # halve their registers (sm_90: nvfp4 RHT16+SR along dim 0 162 -> 75, MS-EDEN 222 -> 126), so more
 # warps fit on an SM. Both kernels are idempotent (an atomic max; plain stores): the tuner's reruns
 # are harmless.
-_TILES = ((2048, 4), (4096, 4), (8192, 8), (16384, 8))
+_TILES = ((2048, 4), (4096, 4), (8192, 8))
 
 
 def _key_starts_with(key, prefix: tuple) -> bool:
@@ -606,13 +542,11 @@ def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
     thread holds 8 rows (256 x warps rows: 8 x BK values, 255 registers and spills under SR); in
     NARROW = 2 or 4 rows (`_tile_offsets`: 4- or 8-byte accesses) it holds 2 x BK or 4 x BK values,
     so more warps fit on an SM. 128 rows on one warp splits the 16 over two threads."""
-    tiles = tuple((t, w, 0) for t, w in _TILES)
     if bk not in (16, 32):
-        return tiles
+        return tuple((t, w, 0) for t, w in _TILES)
     narrow = tuple((32 * w * f * bk, w, f) for f in (2, 4) if f * bk <= 64 for w in (1, 2, 4))
-    if bk == 16:
-        tiles += ((bk * 128, 1, 0),) + tuple((bk * 256 * w, w, 0) for w in (1, 2, 4))
-    return tiles + narrow
+    plain = ((bk * 128, 1, 0),) + (tuple((bk * 256 * w, w, 0) for w in (1, 2, 4)) if bk == 16 else ())
+    return plain + narrow
 
 
 # What a tuned tile is kept for: the shape and layout, and the spec's compile-time choices. Without
@@ -698,8 +632,13 @@ class Launch:
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
         # whose correction sums over one Hadamard group per tile row, nor per-tensor scaling, whose
         # "block" is the tile row). `bk` pins one (tests).
+        # On the H200 the short BK won along dim 0 for every 1 x N spec (by 1.5-3x), so the default
+        # is tried beside it only for 2-D blocks (whose tiles cannot be NARROW).
         short = self.stride_k != 1 and spec.block is not None and not spec.eden and group < self.cfg["BK"]
-        self.bks = (bk,) if bk else ((group, self.cfg["BK"]) if short else (self.cfg["BK"],))
+        if bk or short:
+            self.bks = (bk,) if bk else ((group,) if spec.block_rows == 1 else (group, self.cfg["BK"]))
+        else:
+            self.bks = (self.cfg["BK"],)
         if bk:
             self.cfg["BK"] = bk
             self.cfg["TILE"] = max(self.cfg["TILE"], self.cfg["BLK_R"] * bk)
@@ -769,91 +708,6 @@ def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Te
     """`quant.gemm_operand` through the fused kernels (x on CUDA, or on CPU under TRITON_INTERPRET=1).
     `seeds`: int64 tensor [rounding seed, sign seed] on x's device, or None for a deterministic spec."""
     launch = Launch(x, spec, dim, seeds, dtype)
-    if launch.needs_amax:
-        launch.run_amax()
-    launch.run_quantize()
-    return launch.result()
-
-
-# --- both operands of one tensor ------------------------------------------------------------------
-
-# Each operand's compile-time parameters in the pair kernels (prefixed A_ / B_), from its `_config`.
-_PAIR_SPEC_KEYS = ("HAD", "LOG2H", "NORM", "RAND_SIGNS", "BLK_K", "LOG2_BLK", "TENSOR_SCALE", "SCALE", "EMAX",
-                   "BOUND", "ELEM", "GMAX", "SR", "PAIRS", "FOUR_SIX")
-_PAIR_TUNE_KEY = ("R", "K", "A_HAD", "A_SR", "A_ELEM", "A_SCALE", "A_BLK_K", "A_FOUR_SIX",
-                  "B_HAD", "B_SR", "B_ELEM", "B_SCALE", "B_BLK_K", "B_FOUR_SIX")
-
-
-@functools.lru_cache(maxsize=None)
-def _pair_tuner(kernel, bk: int, a_group: int):
-    """The tile candidates of a dim-0 tile BK tokens long whose rows hold whole groups of A."""
-    configs = [triton.Config({"TILE": t, "BK": bk, "NARROW": f}, num_warps=w)
-               for t, w, f in _tiles(bk) if (t // bk) % a_group == 0]
-    unique = list({(c.kwargs["TILE"], c.kwargs["NARROW"], c.num_warps): c for c in configs}.values())
-    return triton.autotune(unique, key=list(_PAIR_TUNE_KEY), do_bench=_bench)(kernel)
-
-
-class PairLaunch:
-    """Both GEMM operands of one (T, d) tensor from one read of it: spec_a along dim -1 (fprop X,
-    dgrad dY) and spec_b along dim 0 (wgrad X, wgrad dY), each exactly `quant.gemm_operand`'s bits.
-    Two-level specs first run `_amax_pair_kernel`, one read for both tensor amaxes."""
-
-    def __init__(self, x: torch.Tensor, spec_a: QuantSpec, spec_b: QuantSpec, seeds_a: torch.Tensor | None,
-                 seeds_b: torch.Tensor | None, dtype: torch.dtype, tile: tuple[int, int, int] | None = None):
-        T, d = x.shape
-        self.buf, self.R, self.K, self.stride_r, self.stride_k = x.contiguous(), d, T, 1, d  # the dim-0 view
-        a, b = _config(spec_a, d), _config(spec_b, T)
-        self.consts = {**{f"A_{k}": a[k] for k in _PAIR_SPEC_KEYS}, **{f"B_{k}": b[k] for k in _PAIR_SPEC_KEYS}}
-        self.amax_consts = {"A_NEEDS": a["TENSOR_SCALE"], "B_NEEDS": b["TENSOR_SCALE"],
-                            **{f"{p}_{k}": c[k] for p, c in (("A", a), ("B", b))
-                               for k in ("HAD", "LOG2H", "NORM", "RAND_SIGNS")}}
-        self.scalars = (*_scalars(spec_a), *_scalars(spec_b))
-        self.bk, self.a_group = max(spec_b.k_multiple, 1), max(spec_a.k_multiple, 1)
-        # untuned (CPU, SCALING_KERNEL_TUNE=0): (TILE, warps, NARROW); `tile` pins one (tests)
-        self.tile = tile or (max(64, self.a_group) * self.bk, 4, 0)
-        new = lambda make: make((), dtype=torch.float32, device=x.device)  # noqa: E731
-        self.out_a, self.out_b = (torch.empty(x.shape, dtype=dtype, device=x.device) for _ in range(2))
-        self.inv_a, self.inv_b = new(torch.empty), new(torch.empty)
-        self.amax_a = new(torch.zeros if a["TENSOR_SCALE"] else torch.empty)
-        self.amax_b = new(torch.zeros if b["TENSOR_SCALE"] else torch.empty)
-        # (a deterministic spec's seeds are never read)
-        self.seeds_a = self.amax_a if seeds_a is None else seeds_a
-        self.seeds_b = self.amax_b if seeds_b is None else seeds_b
-        self.tuned = self.buf.is_cuda and _tuning() and tile is None
-
-    @property
-    def needs_amax(self) -> bool:
-        return self.amax_consts["A_NEEDS"] or self.amax_consts["B_NEEDS"]
-
-    def _grid(self, meta: dict) -> tuple[int, int]:
-        return triton.cdiv(self.R, meta["TILE"] // meta["BK"]), triton.cdiv(self.K, meta["BK"])
-
-    def _launch(self, kernel, args: tuple, consts: dict) -> None:
-        if self.tuned:
-            _pair_tuner(kernel, self.bk, self.a_group)[self._grid](*args, **consts, enable_fp_fusion=False)
-        else:
-            tile, warps, narrow = self.tile
-            kernel[self._grid](*args, TILE=tile, BK=self.bk, NARROW=narrow, **consts, num_warps=warps,
-                               enable_fp_fusion=False)
-
-    def run_amax(self) -> None:
-        self._launch(_amax_pair_kernel, (self.buf, self.amax_a, self.amax_b, self.R, self.K, self.stride_r,
-                                         self.stride_k, self.seeds_a, self.seeds_b), self.amax_consts)
-
-    def run_quantize(self) -> None:
-        self._launch(_quantize_pair_kernel, (self.buf, self.out_a, self.out_b, self.amax_a, self.amax_b, self.inv_a,
-                                             self.inv_b, self.seeds_a, self.seeds_b, self.R, self.K, self.stride_r,
-                                             self.stride_k, *self.scalars), self.consts)
-
-    def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return self.out_a, self.inv_a, self.out_b, self.inv_b
-
-
-def quantize_pair(x: torch.Tensor, spec_a: QuantSpec, spec_b: QuantSpec, seeds_a: torch.Tensor | None,
-                  seeds_b: torch.Tensor | None, dtype: torch.dtype):
-    """(quant.gemm_operand(x, spec_a, -1, ...), quant.gemm_operand(x, spec_b, 0, ...)) for a 2-D x, flattened
-    to (op_a, inv_a, op_b, inv_b), through the pair kernels."""
-    launch = PairLaunch(x, spec_a, spec_b, seeds_a, seeds_b, dtype)
     if launch.needs_amax:
         launch.run_amax()
     launch.run_quantize()
