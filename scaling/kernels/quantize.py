@@ -523,7 +523,7 @@ def _bench(fn, quantiles):
 # halve their registers (sm_90: nvfp4 RHT16+SR along dim 0 162 -> 75, MS-EDEN 222 -> 126), so more
 # warps fit on an SM. Both kernels are idempotent (an atomic max; plain stores): the tuner's reruns
 # are harmless.
-_TILES = ((2048, 4), (4096, 4), (8192, 8))
+_TILES = ((2048, 4), (4096, 4), (8192, 8), (16384, 8))
 
 
 def _key_starts_with(key, prefix: tuple) -> bool:
