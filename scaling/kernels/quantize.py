@@ -518,7 +518,8 @@ def _bench(fn, quantiles):
 
 # On the GPU the tile (elements per program), its K extent BK and the warps are tuned per shape and
 # layout. Along a contiguous K one BK serves; along dim 0 (the wgrad layout: K strided) a short BK
-# (one block or Hadamard group of tokens) reads long rows of memory and usually wins, so both are tried.
+# (one block or Hadamard group of tokens) reads long rows of memory and wins (see Launch), with the
+# tiles of `_tiles`.
 # The 2048-element tile is for the heavy variants (SR, RHT, 4/6, MS-EDEN): 16 elements per thread
 # halve their registers (sm_90: nvfp4 RHT16+SR along dim 0 162 -> 75, MS-EDEN 222 -> 126), so more
 # warps fit on an SM. Both kernels are idempotent (an atomic max; plain stores): the tuner's reruns
