@@ -338,15 +338,16 @@ def _rotate(x, cols, seeds_ptr, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.cons
 def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
                   BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                   NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr):
+    """The program's (BR, BK) tile in float32, rotated along K, and its row indices."""
     rows = pid_r * BR + tl.arange(0, BR)
     cols = pid_k * BK + tl.arange(0, BK)
     if HALVES:  # RHT16 along a contiguous K: rotated in halves, then each group's 16 put back together
         lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, BR, BK, NORM,
                                    RAND_SIGNS)
-        return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows, cols
+        return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
     x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
-    return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows, cols
+    return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows
 
 
 # --- kernels ---------------------------------------------------------------------------------------
@@ -389,8 +390,8 @@ def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr,
                                    RAND_SIGNS)
         tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0))
     else:
-        x, rows, cols = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                                      BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False, NARROW)
+        x, _ = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                             BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False, NARROW)
         # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
         # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
         # RHT16 tile in the sm_90 PTX). A max is exact in any order.
@@ -500,8 +501,8 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
-    x, rows, cols = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                                  BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW)
+    x, rows = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+                            BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW)
     out, s_enc = _quantize_tile(x, rows, pid_k * BK, K, amax_ptr, seeds_ptr, numer, target, BR, BK, LOG2H,
                                 BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
                                 ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
