@@ -15,6 +15,8 @@ How each number is taken (docs/kernels.md says more):
   fused kernel) and "gemm_operand" (both, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps).
+- sass (no GPU): the sm_90 machine code of each tile the tuner tries, compiled here
+  (scaling.kernels.sass): instructions per element, registers, stack bytes, barriers, shuffles.
 - train: training steps as scaling.train runs them, under BF16 autocast on random tokens (vocabulary
   32768, the GPU corpus's): micro-batches of 32 x 1024 tokens (--batch), as many per Muon + AdamW
   step as the trainer's batch rule gives a compute-optimal run (8 at 160M; --accumulate), the model
@@ -127,6 +129,35 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                              "gbps": round(gbps, 1)})
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
+    return rows
+
+
+def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = None,
+               progress: Callable[[str], None] = print) -> list[dict]:
+    """sm_90 machine code of every tile the GPU autotuner tries for each preset operand, compiled
+    here without a GPU (scaling.kernels.sass): instructions per element, registers, stack, barriers
+    and shuffles, for the kernels' (tokens, d) input as `bench_kernels` quantizes it."""
+    from scaling.kernels import sass
+
+    done: dict = {}
+    rows = []
+    for recipe_name in recipes or KERNEL_RECIPES:
+        recipe = get_recipe(recipe_name)
+        for operand in OPERANDS:
+            spec = getattr(recipe, operand)
+            if spec is None:
+                continue
+            dim = OPERAND_DIM[operand]
+            K = d if dim == -1 else tokens
+            if (spec, dim) not in done:
+                done[(spec, dim)] = [sass.count(spec, dim, K, *tile) for tile in sass.candidates(spec, dim, K)]
+                best = min(done[(spec, dim)], key=lambda r: r["instructions_per_element"])
+                progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): {len(done[(spec, dim)])} tiles, "
+                         f"fewest {best['instructions_per_element']} instructions per element "
+                         f"(TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow {best['narrow']}, "
+                         f"{best['registers']} registers)")
+            rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
+                     for r in done[(spec, dim)]]
     return rows
 
 
@@ -272,4 +303,5 @@ def header(device: torch.device) -> dict:
             "versions": versions(), "copy_gbps": round(copy_gbps(device), 1)}
 
 
-__all__ = ["bench_kernels", "bench_linear", "bench_train", "copy_gbps", "header", "graph_ms", "median_ms"]
+__all__ = ["bench_kernels", "bench_linear", "bench_sass", "bench_train", "copy_gbps", "header", "graph_ms",
+           "median_ms"]

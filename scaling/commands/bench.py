@@ -1,4 +1,4 @@
-"""`scaling bench kernels|linear|train|fit`: benchmarks written to a JSON under reports/bench/."""
+"""`scaling bench kernels|linear|train|sass|fit`: benchmarks written to a JSON under reports/bench/."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, linear, train, fit"
-SECTIONS = ("kernels", "linear", "train", "fit")
+HELP = "benchmarks: kernels, linear, train, sass (no GPU), fit"
+SECTIONS = ("kernels", "linear", "train", "sass", "fit")
+NO_GPU = ("sass", "fit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,8 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
-            "train": ("family", "size", "recipe", "compile_mode", "accumulate")}
+            "train": ("family", "size", "recipe", "compile_mode", "accumulate"),
+            "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow")}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
@@ -65,7 +67,13 @@ def run(args: argparse.Namespace) -> int:
         from fits.bench import bench_fit  # the fits helper's benchmark (no torch)
 
         result["fit"] = bench_fit()
-    gpu = [w for w in wanted if w != "fit"]
+    if "sass" in wanted:
+        from scaling import bench
+
+        result["sass"] = _merge("sass", result.get("sass", []),
+                                bench.bench_sass(recipes=list(recipes) or None, progress=progress))
+        result["sass_versions"] = bench.versions()
+    gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:
         import torch
 
@@ -109,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
     for section in ("kernels", "linear", "train"):
         if section in wanted and result[section]:
             print_table(result[section], title=f"bench {section} ({result['device']}, copy {result['copy_gbps']} GB/s)")
+    if "sass" in wanted:
+        triton_version = result["sass_versions"]["triton"]
+        print_table(result["sass"], title=f"bench sass (sm_90 code from Triton {triton_version}, no GPU)")
     if "fit" in wanted:
         print_json(result["fit"])
     if args.out:

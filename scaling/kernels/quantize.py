@@ -307,20 +307,17 @@ def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.c
 @triton.jit
 def _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr,
                   NARROW: tl.constexpr):
-    """Memory offsets and mask of the tile's elements: (BR, BK), or with NARROW = F > 0 (rows
-    contiguous: a tensor quantized along dim 0) a (BR / F, F, BK) view of the same tile. Loaded that
-    way, each thread holds F contiguous rows (F * 2-byte accesses) across all BK columns, so the
-    butterflies and block maxima along K run in registers with F * BK values per thread, where a 2-D
-    load of 16-byte vectors puts 8 rows and so 8 * BK values on each thread (registers: occupancy)."""
+    """Memory offsets and mask of the program's (BR, BK) tile. NARROW = F > 0 (for contiguous rows: a
+    tensor quantized along dim 0) tells the compiler that rows come in contiguous runs of F only, so
+    that a thread holds F rows (F * 2-byte accesses) across all BK columns, where 16-byte vectors give
+    it 8 rows and so 8 * BK values: the butterflies and block maxima along K still run in registers,
+    with fewer values per thread (registers: occupancy). The same layout with Triton 3.6 and 3.9."""
+    rows = pid_r * BR + tl.arange(0, BR)
     if NARROW > 0:
-        a = tl.arange(0, BR // NARROW)[:, None, None] * NARROW + tl.arange(0, NARROW)[None, :, None]
-        rows = pid_r * BR + a
-        cols = pid_k * BK + tl.arange(0, BK)[None, None, :]
-    else:
-        rows = (pid_r * BR + tl.arange(0, BR))[:, None]
-        cols = (pid_k * BK + tl.arange(0, BK))[None, :]
-    offs = rows.to(tl.int64) * stride_r + cols.to(tl.int64) * stride_k
-    return offs, (rows < R) & (cols < K)
+        rows = tl.max_contiguous(tl.multiple_of(rows, NARROW), NARROW)
+    cols = pid_k * BK + tl.arange(0, BK)
+    offs = rows[:, None].to(tl.int64) * stride_r + cols[None, :].to(tl.int64) * stride_k
+    return offs, (rows[:, None] < R) & (cols[None, :] < K)
 
 
 @triton.jit
@@ -346,7 +343,7 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
                                    RAND_SIGNS)
         return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    x = tl.reshape(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), (BR, BK))
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows
 
 
@@ -508,7 +505,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_
                                 ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
     tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    tl.store(out_ptr + offs, tl.reshape(out, offs.shape).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -541,9 +538,9 @@ def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
     With a short BK (16 or 32: one NVFP4 block, RHT16 group or MX block of tokens, the wgrad layout)
     a tile whose rows are spread over the threads alone keeps all BK in each thread: butterflies and
     block maxima run in registers, with no shared memory or barriers. Loaded in 16-byte vectors, a
-    thread holds 8 rows (256 x warps rows: 8 x BK values, 255 registers and spills under SR); in
-    NARROW = 2 or 4 rows (`_tile_offsets`: 4- or 8-byte accesses) it holds 2 x BK or 4 x BK values,
-    so more warps fit on an SM. 128 rows on one warp splits the 16 over two threads."""
+    thread holds 8 rows (256 x warps rows: 8 x BK values, 255 registers and spills under SR); with
+    NARROW = 2 or 4 (`_tile_offsets`: 4- or 8-byte accesses) it holds 2 x BK or 4 x BK values, so
+    more warps fit on an SM. 128 rows on one warp splits the 16 over two threads."""
     if bk not in (16, 32):
         return tuple((t, w, 0) for t, w in _TILES)
     narrow = tuple((32 * w * f * bk, w, f) for f in (2, 4) if f * bk <= 64 for w in (1, 2, 4))

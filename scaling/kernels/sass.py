@@ -1,0 +1,90 @@
+"""The quantizer kernels' sm_90 machine code, counted without a GPU.
+
+Triton compiles for a target it is told (`GPUTarget("cuda", 90, 32)`) with the ptxas it ships, and
+its cuobjdump disassembles the result, so the instructions, registers and local-memory stack of every
+tile candidate can be read on any Linux machine. The kernels are issue-bound where their instruction
+count per element is high (at the H200's copy rate a thread may spend ~32 instructions per element)
+and latency-bound where registers cap the warps per SM: this says which, before a GPU is booked.
+Counts are static (each program runs its tile once, without loops) and depend on the Triton version.
+`scaling bench sass` writes them.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from scaling.kernels import quantize as Q
+from scaling.quant import QuantSpec
+
+TARGET = GPUTarget("cuda", 90, 32)
+_SIGNATURE = {"x_ptr": "*bf16", "out_ptr": "*bf16", "amax_ptr": "*fp32", "inv_ptr": "*fp32", "seeds_ptr": "*i64",
+              "R": "i32", "K": "i32", "stride_r": "i32", "stride_k": "i32", "numer": "fp32", "target": "fp32"}
+
+
+def _cuobjdump() -> str:
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
+
+
+def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int):
+    """The quantize kernel for one spec and tile, compiled for sm_90 as the GPU would launch it: the
+    unit stride specialised to 1 and the other integers divisible by 16, no FMA contraction."""
+    cfg = dict(Q._config(spec, K), TILE=tile, BK=bk, NARROW=narrow)
+    unit = "stride_k" if dim == -1 else "stride_r"
+    cfg["HALVES"] = cfg["HAD"] == 16 and unit == "stride_k" and cfg["BLK_K"] == 16
+    names = Q._quantize_kernel.arg_names
+    constants = {k: v for k, v in cfg.items() if k in names} | {unit: 1}
+    signature = {**_SIGNATURE, **{k: "constexpr" for k in constants}}
+    hints = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+             if n not in constants and (signature[n].startswith("*") or n in ("R", "K", "stride_r", "stride_k"))}
+    source = ASTSource(fn=Q._quantize_kernel, signature=signature, constexprs=constants, attrs=hints)
+    options = triton.compiler.make_backend(TARGET).parse_options({"num_warps": warps, "enable_fp_fusion": False})
+    return triton.compile(source, target=TARGET, options=options.__dict__)
+
+
+def machine_code(compiled) -> tuple[str, str]:
+    """(SASS listing, resource usage) of a compiled kernel, by the cuobjdump Triton ships."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([_cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run([_cuobjdump(), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    return sass, usage
+
+
+def opcodes(sass: str) -> collections.Counter:
+    """Instructions per opcode (NOPs left out) of a SASS listing."""
+    counts: collections.Counter = collections.Counter()
+    for m in re.finditer(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", sass, re.MULTILINE):
+        if m.group(1) != "NOP":
+            counts[m.group(1)] += 1
+    return counts
+
+
+def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int) -> dict:
+    """Instructions per element, registers, stack bytes, barriers and shuffles of one tile."""
+    sass, usage = machine_code(compile_quantize(spec, dim, K, tile, bk, warps, narrow))
+    ops = opcodes(sass)
+    per_thread = tile / (32 * warps)
+    registers, stack = (int(re.search(rf"{k}:(\d+)", usage).group(1)) for k in ("REG", "STACK"))
+    return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow,
+            "instructions_per_element": round(sum(ops.values()) / per_thread, 1), "registers": registers,
+            "stack_bytes": stack, "barriers": ops["BAR"], "shuffles": ops["SHFL"]}
+
+
+def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int]]:
+    """(TILE, BK, warps, NARROW) of the tiles the GPU autotuner tries for this spec (Launch's BKs)."""
+    import torch
+
+    launch = Q.Launch(torch.empty((K, 4096) if dim == 0 else (4096, K), device="meta"), spec, dim, None,
+                      torch.bfloat16)
+    min_tile = launch.cfg["BLK_R"]
+    return sorted({(max(t, min_tile * bk), bk, w, f) for bk in launch.bks for t, w, f in Q._tiles(bk)
+                   if not (f and min_tile > 1)})

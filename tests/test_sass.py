@@ -1,0 +1,43 @@
+"""The quantizer kernels compiled for sm_90 without a GPU (scaling.kernels.sass): the layouts the
+dim-0 tiles rely on, checked on the machine code of the installed Triton."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+
+# In a fresh interpreter: test_kernels.py sets TRITON_INTERPRET=1, under which @triton.jit gives
+# interpreted functions, which cannot be compiled for a GPU target.
+SCRIPT = """
+import json
+from scaling.kernels import sass
+from scaling.recipes import get_recipe
+spec = get_recipe("nvfp4").wgrad_dy  # RHT16 + NV 1x16 + SR along dim 0 (wgrad's dY)
+rows = {name: sass.count(spec, 0, 16384, *tile) for name, tile in
+        {"narrow": (1024, 16, 1, 2), "rows8": (4096, 16, 1, 0), "split16": (2048, 16, 1, 0)}.items()}
+print(json.dumps(rows))
+"""
+
+
+def test_dim0_tiles_keep_the_tokens_of_a_block_in_one_thread():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=env)
+    if r.returncode and "ptxas" in r.stderr.lower():
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    narrow, rows8, split16 = rows["narrow"], rows["rows8"], rows["split16"]
+    # NARROW = 2 and 16-byte rows: all 16 tokens of a block in one thread (no shuffles, no barriers)
+    assert narrow["shuffles"] == 0 and narrow["barriers"] == 0 and rows8["shuffles"] == 0
+    # ... with a quarter of the values per thread, so no spills and far fewer registers
+    assert narrow["stack_bytes"] == 0 and narrow["registers"] <= 160 < rows8["registers"]
+    # 128 rows on one warp splits the 16 tokens over two threads: shuffles
+    assert split16["shuffles"] > 0
+    for row in rows.values():
+        assert 10 < row["instructions_per_element"] < 200
