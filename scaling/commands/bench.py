@@ -49,6 +49,21 @@ def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
     return [r for r in old if key(r) not in fresh] + new
 
 
+def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise UserError("`scaling bench sass` needs Triton (pip install triton; on Linux it comes with torch)") from None
+    from scaling import bench
+    from scaling.kernels.sass import missing_tools
+
+    missing = missing_tools()
+    if missing:
+        raise UserError(f"`scaling bench sass` needs the NVIDIA tools Triton ships ({', '.join(missing)} not found "
+                        "in triton/backends/nvidia/bin); install the Linux x86-64 or aarch64 Triton wheel")
+    return bench.bench_sass(recipes=recipes, progress=progress)
+
+
 def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
 
@@ -68,11 +83,10 @@ def run(args: argparse.Namespace) -> int:
 
         result["fit"] = bench_fit()
     if "sass" in wanted:
-        from scaling import bench
+        result["sass"] = _merge("sass", result.get("sass", []), _bench_sass(list(recipes) or None, progress))
+        from scaling.bench import versions
 
-        result["sass"] = _merge("sass", result.get("sass", []),
-                                bench.bench_sass(recipes=list(recipes) or None, progress=progress))
-        result["sass_versions"] = bench.versions()
+        result["sass_versions"] = versions()
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:
         import torch

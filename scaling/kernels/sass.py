@@ -29,8 +29,17 @@ _SIGNATURE = {"x_ptr": "*bf16", "out_ptr": "*bf16", "amax_ptr": "*fp32", "inv_pt
               "R": "i32", "K": "i32", "stride_r": "i32", "stride_k": "i32", "numer": "fp32", "target": "fp32"}
 
 
+def _tool(name: str) -> Path:
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+
+
 def _cuobjdump() -> str:
-    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
+    return str(_tool("cuobjdump"))
+
+
+def missing_tools() -> list[str]:
+    """The tools of Triton's NVIDIA backend this module needs that are not installed."""
+    return [name for name in ("ptxas", "cuobjdump") if not _tool(name).exists()]
 
 
 def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int):
