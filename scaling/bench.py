@@ -83,6 +83,16 @@ def copy_gbps(device: torch.device) -> float:
     return 2 * src.numel() * src.element_size() / ms / 1e6
 
 
+def _preset_operands(recipes):
+    """(recipe name, operand, spec, dim) for every quantized operand of these recipes, dim its K's axis."""
+    for recipe_name in recipes:
+        recipe = get_recipe(recipe_name)
+        for operand in OPERANDS:
+            spec = getattr(recipe, operand)
+            if spec is not None:
+                yield recipe_name, operand, spec, OPERAND_DIM[operand]
+
+
 def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                   recipes: list[str] | None = None, progress: Callable[[str], None] = print) -> list[dict]:
     from scaling import kernels, quant
@@ -94,39 +104,35 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
     done: dict = {}
     rows, mismatches = [], []
-    for recipe_name in recipes or KERNEL_RECIPES:
-        recipe = get_recipe(recipe_name)
-        for operand in OPERANDS:
-            spec = getattr(recipe, operand)
-            if spec is None or not kernels.supports(spec):
-                continue
-            dim = OPERAND_DIM[operand]
-            key = (spec, dim)
-            if key not in done:
-                launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
-                out_bytes = x.numel() * 2
-                # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
-                t = {"quantize": graph_ms(launch.run_quantize)}
-                stages = [launch.run_quantize]
-                if launch.needs_amax:
-                    t["amax"] = graph_ms(launch.run_amax)
-                    stages.insert(0, launch.run_amax)
-                t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
-                # The tuned kernels at full size against the reference, bit for bit.
-                out, inv = launch.result()
-                ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
-                bad = int((out.view(torch.int16) != ref.view(torch.int16)).sum())  # bits: zero signs too
-                bad += int(not torch.equal(inv, ref_inv))
-                mismatches.append(bad)
-                done[key] = {name: (x_bytes + (0 if name == "amax" else out_bytes)) / ms / 1e6
-                             for name, ms in t.items()}
-                tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
-                progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: "
-                         + ", ".join(f"{k} {v:.0f} GB/s" for k, v in done[key].items())
-                         + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-            for name, gbps in done[key].items():
-                rows.append({"name": name, "recipe": recipe_name, "operand": operand.replace("_", "."),
-                             "gbps": round(gbps, 1)})
+    for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
+        if not kernels.supports(spec):
+            continue
+        key = (spec, dim)
+        if key not in done:
+            launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
+            out_bytes = x.numel() * 2
+            # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
+            t = {"quantize": graph_ms(launch.run_quantize)}
+            stages = [launch.run_quantize]
+            if launch.needs_amax:
+                t["amax"] = graph_ms(launch.run_amax)
+                stages.insert(0, launch.run_amax)
+            t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
+            # The tuned kernels at full size against the reference, bit for bit.
+            out, inv = launch.result()
+            ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
+            bad = int((out.view(torch.int16) != ref.view(torch.int16)).sum())  # bits: zero signs too
+            bad += int(not torch.equal(inv, ref_inv))
+            mismatches.append(bad)
+            done[key] = {name: (x_bytes + (0 if name == "amax" else out_bytes)) / ms / 1e6
+                         for name, ms in t.items()}
+            tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
+            progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: "
+                     + ", ".join(f"{k} {v:.0f} GB/s" for k, v in done[key].items())
+                     + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
+        for name, gbps in done[key].items():
+            rows.append({"name": name, "recipe": recipe_name, "operand": operand.replace("_", "."),
+                         "gbps": round(gbps, 1)})
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
     return rows
@@ -141,23 +147,17 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
 
     done: dict = {}
     rows = []
-    for recipe_name in recipes or KERNEL_RECIPES:
-        recipe = get_recipe(recipe_name)
-        for operand in OPERANDS:
-            spec = getattr(recipe, operand)
-            if spec is None:
-                continue
-            dim = OPERAND_DIM[operand]
-            K = d if dim == -1 else tokens
-            if (spec, dim) not in done:
-                done[(spec, dim)] = [sass.count(spec, dim, K, *tile) for tile in sass.candidates(spec, dim, K)]
-                best = min(done[(spec, dim)], key=lambda r: r["instructions_per_element"])
-                progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): {len(done[(spec, dim)])} tiles, "
-                         f"fewest {best['instructions_per_element']} instructions per element "
-                         f"(TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow {best['narrow']}, "
-                         f"{best['registers']} registers)")
-            rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
-                     for r in done[(spec, dim)]]
+    for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
+        K = d if dim == -1 else tokens
+        if (spec, dim) not in done:
+            done[(spec, dim)] = [sass.count(spec, dim, K, *tile) for tile in sass.candidates(spec, dim, K)]
+            best = min(done[(spec, dim)], key=lambda r: r["instructions_per_element"])
+            progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): {len(done[(spec, dim)])} tiles, "
+                     f"fewest {best['instructions_per_element']} instructions per element "
+                     f"(TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow {best['narrow']}, "
+                     f"{best['registers']} registers)")
+        rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
+                 for r in done[(spec, dim)]]
     return rows
 
 

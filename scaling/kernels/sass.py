@@ -42,12 +42,21 @@ def missing_tools() -> list[str]:
     return [name for name in ("ptxas", "cuobjdump") if not _tool(name).exists()]
 
 
+def _launch(spec: QuantSpec, dim: int, K: int) -> Q.Launch:
+    """The GPU launch of one operand whose quantized axis has K elements (on a meta tensor: no memory),
+    for its compile-time parameters and tile candidates."""
+    import torch
+
+    shape = (K, 4096) if dim == 0 else (4096, K)
+    return Q.Launch(torch.empty(shape, device="meta"), spec, dim, None, torch.bfloat16)
+
+
 def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int):
     """The quantize kernel for one spec and tile, compiled for sm_90 as the GPU would launch it: the
     unit stride specialised to 1 and the other integers divisible by 16, no FMA contraction."""
-    cfg = dict(Q._config(spec, K), TILE=tile, BK=bk, NARROW=narrow)
-    unit = "stride_k" if dim == -1 else "stride_r"
-    cfg["HALVES"] = cfg["HAD"] == 16 and unit == "stride_k" and cfg["BLK_K"] == 16
+    launch = _launch(spec, dim, K)
+    cfg = dict(launch.cfg, TILE=tile, BK=bk, NARROW=narrow)
+    unit = "stride_k" if launch.stride_k == 1 else "stride_r"
     names = Q._quantize_kernel.arg_names
     constants = {k: v for k, v in cfg.items() if k in names} | {unit: 1}
     signature = {**_SIGNATURE, **{k: "constexpr" for k in constants}}
@@ -90,10 +99,7 @@ def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, nar
 
 def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int]]:
     """(TILE, BK, warps, NARROW) of the tiles the GPU autotuner tries for this spec (Launch's BKs)."""
-    import torch
-
-    launch = Q.Launch(torch.empty((K, 4096) if dim == 0 else (4096, K), device="meta"), spec, dim, None,
-                      torch.bfloat16)
+    launch = _launch(spec, dim, K)
     min_tile = launch.cfg["BLK_R"]
     return sorted({(max(t, min_tile * bk), bk, w, f) for bk in launch.bks for t, w, f in Q._tiles(bk)
                    if not (f and min_tile > 1)})
