@@ -155,10 +155,10 @@ def test_requeued_job_resumes_with_the_same_result(finished_sweep, tmp_path):
     wait_done(sweep_dir, [run_dir.name])
 
     log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
-    assert "checkpoint saved at step" in log  # train saved on SIGTERM...
-    assert "requeueing" in log  # ...handed over to submitit (RunJob.checkpoint)...
-    assert "Restoring states from the checkpoint" in log  # ...and the requeued job resumed
-    assert log.count("Starting with JobEnvironment") == 2
+    assert "checkpoint saved at step" in log, log  # train saved on SIGTERM...
+    assert "requeueing" in log, log  # ...handed over to submitit (RunJob.checkpoint)...
+    assert "Restoring states from the checkpoint" in log, log  # ...and the requeued job resumed
+    assert log.count("Starting with JobEnvironment") == 2, log
     resumed = json.loads((run_dir / "result.json").read_text())
     uninterrupted = json.loads((baseline_dir / run_dir.name / "result.json").read_text())
     assert resumed["status"] == "completed"
