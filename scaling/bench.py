@@ -22,6 +22,10 @@ How each number is taken (docs/kernels.md says more):
   step as the trainer's batch rule gives a compute-optimal run (8 at 160M; --accumulate), the model
   compiled one block at a time (scaling.compiling);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
+- cpu (no GPU): training steps on this machine's CPU as `scaling train` runs a 2M-token run of the
+  micro sizes on the built-in corpus: float32, eager, the reference quantizer; {"cpu", "threads"}
+  name the machine, rows {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s",
+  "cpu_ratio_vs_bf16", "run_s"}.
 """
 
 from __future__ import annotations
@@ -202,45 +206,103 @@ def train_accumulation(n_params: int, micro_batch: int = 32, seq_len: int = 1024
 
 
 def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
+                       accumulate: int = 1, seq_len: int = 1024, steps: int = 4, **kwargs) -> float:
+    """Tokens/s of full training steps as scaling.train runs them (train_step_seconds)."""
+    wall_s, _ = train_step_seconds(family, size, recipe, device, batch, accumulate, seq_len, steps, **kwargs)
+    return batch * accumulate * seq_len / wall_s
+
+
+def train_step_seconds(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
                        accumulate: int = 1, seq_len: int = 1024, steps: int = 4, warmup: int = 2,
-                       compile_mode: str | None = "default") -> float:
-    """Tokens/s of full training steps as scaling.train runs them: `accumulate` micro-batches of `batch`
-    sequences (fwd, bwd) per Muon + AdamW step, compiled by scaling.compiling."""
+                       compile_mode: str | None = "default", vocab_size: int | None = None) -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds per training step as scaling.train runs it:
+    `accumulate` micro-batches of `batch` sequences (fwd, bwd) per Muon + AdamW step, compiled by
+    scaling.compiling (None: eager); BF16 autocast on CUDA, float32 on a CPU. Vocabulary: the GPU
+    corpus's unless given."""
     from models import build_model
     from scaling import optim
     from scaling.compiling import begin_micro_batch, compile_model, zero_grads
     from scaling.data import DEFAULT_VOCAB_SIZE
     from scaling.linear import convert, set_step
 
+    vocab_size = vocab_size or DEFAULT_VOCAB_SIZE
     torch._dynamo.reset()  # each row compiles from scratch, as a run of its own would
     torch.manual_seed(0)
-    model = build_model(family, size, DEFAULT_VOCAB_SIZE, seq_len).to(device)
+    model = build_model(family, size, vocab_size, seq_len).to(device)
     model = convert(model, get_recipe(recipe), seed=0)
     if compile_mode:
         compile_model(model, compile_mode)
     optimizers = optim.build_optimizers(model, model.lm_head.in_features)
-    idx = torch.randint(0, DEFAULT_VOCAB_SIZE, (batch, seq_len + 1), device=device)
+    idx = torch.randint(0, vocab_size, (batch, seq_len + 1), device=device)
     x, y = idx[:, :-1], idx[:, 1:]
+    cuda = device.type == "cuda"
 
     def train_step(i: int) -> None:
         set_step(model, i)
         zero_grads(model, optimizers, compile_mode)
         for _ in range(accumulate):
             begin_micro_batch(compile_mode)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
                 loss = model(x, y) / accumulate
             loss.backward()
         for opt in optimizers:
             opt.step()
 
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
     for i in range(warmup):
         train_step(i)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    sync()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(warmup, warmup + steps):
         train_step(i)
-    torch.cuda.synchronize()
-    return batch * accumulate * seq_len * steps / (time.perf_counter() - t0)
+    sync()
+    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+
+
+def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[str, ...] = ("1M",),
+              recipes: tuple[str, ...] = ("bf16", "nvfp4"), steps: int = 8, tokens: int = 2_000_000,
+              progress: Callable[[str], None] = print) -> list[dict]:
+    """Training steps on this machine's CPU, as `scaling train --tokens <tokens>` on the built-in
+    corpus runs them: float32, eager, the trainer's sequence length and batch for that run, the
+    built-in corpus's vocabulary, the reference quantizer. `step_ms` is wall time; `step_cpu_ms`
+    the process's CPU time (all threads), which a shared machine's stolen time does not inflate;
+    ratios divide CPU times. `run_s`: the steps of such a run at this wall speed (evaluations and
+    checkpoints not counted)."""
+    from scaling.train import RunConfig
+
+    rows = []
+    for family in families:
+        for size in sizes:
+            base = None
+            for recipe in ("bf16",) + tuple(r for r in recipes if r != "bf16"):
+                c = RunConfig(family, size, recipe, tokens).resolved()
+                wall_s, cpu_s = train_step_seconds(family, size, recipe, torch.device("cpu"), batch=c.batch_size,
+                                                   seq_len=c.seq_len, steps=steps, compile_mode=None,
+                                                   vocab_size=c.vocab_size)
+                base = base or cpu_s
+                rows.append({"recipe": recipe, "family": family, "size": size, "batch_tokens": c.batch_size * c.seq_len,
+                             "step_ms": round(wall_s * 1e3, 1), "step_cpu_ms": round(cpu_s * 1e3, 1),
+                             "tokens_per_s": round(c.batch_size * c.seq_len / wall_s),
+                             "cpu_ratio_vs_bf16": round(cpu_s / base, 3), "run_s": round(c.steps * wall_s)})
+                progress(f"  {family} {size} {recipe} ({c.batch_size} x {c.seq_len} tokens per step): "
+                         f"{wall_s * 1e3:.0f} ms a step ({cpu_s * 1e3:.0f} ms of CPU time, {cpu_s / base:.2f}x bf16's); "
+                         f"{c.steps} steps ~{c.steps * wall_s:.0f} s")
+    return rows
+
+
+def cpu_header() -> dict:
+    """The CPU the `cpu` section ran on: its model name and torch's thread count."""
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return {"cpu": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "llama2"),
@@ -303,5 +365,5 @@ def header(device: torch.device) -> dict:
             "versions": versions(), "copy_gbps": round(copy_gbps(device), 1)}
 
 
-__all__ = ["bench_kernels", "bench_linear", "bench_sass", "bench_train", "copy_gbps", "header", "graph_ms",
+__all__ = ["bench_cpu", "bench_kernels", "bench_linear", "bench_sass", "bench_train", "copy_gbps", "cpu_header", "header", "graph_ms",
            "median_ms"]

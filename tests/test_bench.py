@@ -49,3 +49,21 @@ def test_the_bench_command_imports_no_torch_until_a_gpu_section_runs():
 
     code = "import sys, scaling.commands.bench, scaling.compiling; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_cpu_section_times_the_trainers_cpu_step(tmp_path):
+    """`scaling bench cpu` times the step `scaling train` takes on a CPU for a 2M-token run of a
+    micro size (its batch and sequence length, the built-in vocabulary) and keeps earlier rows."""
+    from scaling.cli import main
+
+    out = tmp_path / "cpu.json"
+    out.write_text(json.dumps({"cpu": [{"family": "llama2", "size": "1M", "recipe": "bf16", "step_ms": 1.0}]}))
+    args = ["bench", "cpu", "--families", "nanochat", "--sizes", "0.5M", "--recipes", "nvfp4", "--steps", "1", "--out", str(out)]
+    assert main(args) == 0
+    bench = json.loads(out.read_text())
+    assert bench["cpu_machine"]["threads"] >= 1 and bench["cpu_machine"]["cpu"]
+    rows = {(r["family"], r["recipe"]): r for r in bench["cpu"]}
+    assert set(rows) == {("llama2", "bf16"), ("nanochat", "bf16"), ("nanochat", "nvfp4")}
+    new = rows["nanochat", "nvfp4"]
+    assert new["batch_tokens"] == 16 * 256 and new["step_ms"] > 0 and new["step_cpu_ms"] > 0 and new["run_s"] > 0
+    assert abs(new["cpu_ratio_vs_bf16"] - new["step_cpu_ms"] / rows["nanochat", "bf16"]["step_cpu_ms"]) < 0.01

@@ -9,19 +9,19 @@ from pathlib import Path
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, linear, train, sass (no GPU), fit"
-SECTIONS = ("kernels", "linear", "train", "sass", "fit")
-NO_GPU = ("sass", "fit")
+HELP = "benchmarks: kernels, linear, train, sass (no GPU), cpu (no GPU), fit"
+SECTIONS = ("kernels", "linear", "train", "sass", "cpu", "fit")
+NO_GPU = ("sass", "cpu", "fit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="+", choices=SECTIONS, help="which benchmarks to run")
     parser.add_argument("--out", type=Path, help="JSON file to write (sections not run are kept from it)")
     parser.add_argument("--recipes", help="comma-separated recipes (default: per section)")
-    parser.add_argument("--families", default="nanochat,llama2", help="train: model families")
-    parser.add_argument("--sizes", default="40M,160M", help="train: model sizes")
+    parser.add_argument("--families", default="nanochat,llama2", help="train, cpu: model families")
+    parser.add_argument("--sizes", help="train, cpu: model sizes (default: 40M,160M for train, 1M for cpu)")
     parser.add_argument("--dims", default="512,1024,2048,4096", help="linear: layer widths")
-    parser.add_argument("--steps", type=int, default=4, help="train: timed optimizer steps per run")
+    parser.add_argument("--steps", type=int, help="train, cpu: timed optimizer steps per run (default: 4 for train, 8 for cpu)")
     parser.add_argument("--batch", type=int, default=32, help="train: sequences of 1024 tokens per micro-batch")
     parser.add_argument("--accumulate", type=int,
                         help="train: micro-batches per optimizer step (default: the trainer's batch rule per size)")
@@ -40,7 +40,8 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
             "train": ("family", "size", "recipe", "compile_mode", "accumulate"),
-            "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow")}
+            "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow"),
+            "cpu": ("family", "size", "recipe")}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
@@ -87,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
         from scaling.bench import versions
 
         result["sass_versions"] = versions()
+    if "cpu" in wanted:
+        from scaling import bench
+
+        result["cpu_machine"] = bench.cpu_header()
+        progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads")
+        rows = bench.bench_cpu(families=tuple(args.families.split(",")), sizes=tuple((args.sizes or "1M").split(",")),
+                               recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
+        result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:
         import torch
@@ -119,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
         save_rows, earlier = saver("train")
 
         if "train" in gpu:
-            bench.bench_train(device, families=tuple(args.families.split(",")), sizes=tuple(args.sizes.split(",")),
-                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps, batch=args.batch, accumulate=args.accumulate,
+            bench.bench_train(device, families=tuple(args.families.split(",")), sizes=tuple((args.sizes or "40M,160M").split(",")),
+                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch, accumulate=args.accumulate,
                               compile_mode=args.compile_mode,
                               earlier=earlier, progress=progress, on_row=save_rows)
     if args.out:
@@ -134,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
     if "sass" in wanted:
         triton_version = result["sass_versions"]["triton"]
         print_table(result["sass"], title=f"bench sass (sm_90 code from Triton {triton_version}, no GPU)")
+    if "cpu" in wanted:
+        machine = result["cpu_machine"]
+        print_table(result["cpu"], title=f"bench cpu ({machine['cpu']}, {machine['threads']} threads, no GPU)")
     if "fit" in wanted:
         print_json(result["fit"])
     if args.out:
