@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers import CausalSelfAttention, lm_loss, rotary_tables
+from models.layers import CausalSelfAttention, lm_head_loss, rotary_tables
 
 NORM_EPS = 1e-5  # Llama-2's rms_norm_eps
 
@@ -71,5 +71,5 @@ class Llama(nn.Module):
 
     def head(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         """Final norm and LM head: logits, or with targets the mean loss (one compiled region)."""
-        logits = self.lm_head(self.norm(x))
-        return logits if targets is None else lm_loss(logits, targets)
+        h = self.norm(x)
+        return self.lm_head(h) if targets is None else lm_head_loss(h, self.lm_head.weight, targets)

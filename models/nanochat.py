@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers import CausalSelfAttention, lm_loss, rotary_tables, softcap
+from models.layers import CausalSelfAttention, lm_head_loss, rotary_tables, softcap
 
 LOGIT_SOFTCAP = 15.0  # nanochat: logits = 15 · tanh(logits / 15)
 
@@ -71,5 +71,6 @@ class Nanochat(nn.Module):
 
     def head(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         """Final norm, LM head and soft-cap: logits, or with targets the mean loss (one compiled region)."""
-        logits = self.lm_head(norm(x)).float()
-        return softcap(logits, LOGIT_SOFTCAP) if targets is None else lm_loss(logits, targets, LOGIT_SOFTCAP)
+        if targets is not None:
+            return lm_head_loss(norm(x), self.lm_head.weight, targets, LOGIT_SOFTCAP)
+        return softcap(self.lm_head(norm(x)).float(), LOGIT_SOFTCAP)

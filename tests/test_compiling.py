@@ -15,9 +15,9 @@ def test_one_block_is_compiled_once_for_every_block_with_the_same_bits(monkeypat
     # Imported here: torch._dynamo imports triton, which tests/test_kernels.py must import interpreted.
     from torch._dynamo.utils import counters
 
-    # Eager on a CPU, lm_loss runs its hand-written function (the same loss to float rounding);
+    # Eager on a CPU, lm_head_loss runs its hand-written function (the same loss to float rounding);
     # compiled, the plain ops. Both take the plain ops here, so the bits can be compared.
-    monkeypatch.setattr("models.layers._use_cpu_function", lambda z: False)
+    monkeypatch.setattr("models.layers._use_cpu_function", lambda h: False)
 
     torch._dynamo.reset()
     counters.clear()

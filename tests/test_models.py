@@ -84,24 +84,32 @@ def test_scaling_models_json(capsys):
 
 
 @pytest.mark.parametrize("cap", [None, 15.0])
-def test_cpu_cross_entropy_matches_autograds_composition(cap):
-    """lm_loss's hand-written CPU function gives the loss and gradient of (soft-cap, log-softmax, NLL)
-    composed by autograd, to float rounding; targets include a repeated token and the extremes."""
+def test_cpu_head_loss_matches_autograds_composition(cap, monkeypatch):
+    """lm_head_loss's CPU function (chunks of tokens; never the whole logits) gives the loss and the
+    gradients of (head, soft-cap, log-softmax, NLL) composed by autograd, to float rounding: three
+    chunks and a remainder, targets with a repeated token and the extremes; evaluation (no grad)
+    and a frozen head compute only what is asked."""
     import torch.nn.functional as F
 
-    from models.layers import lm_loss, softcap
+    from models.layers import lm_head_loss, lm_loss
 
+    monkeypatch.setattr("models.layers._CHUNK_LOGITS", 16 * 257)  # 16 tokens a chunk
     g = torch.Generator().manual_seed(0)
-    logits = (torch.randn(2, 33, 257, generator=g) * 20).requires_grad_()
-    targets = torch.randint(0, 257, (2, 33), generator=g)
+    h = torch.randn(2, 28, 24, generator=g).requires_grad_()  # 56 tokens: 3 chunks of 16, then 8
+    weight = (torch.randn(257, 24, generator=g) * 4).requires_grad_()
+    targets = torch.randint(0, 257, (2, 28), generator=g)
     targets[0, :3] = torch.tensor([0, 256, 256])
-    loss = lm_loss(logits, targets, cap)
-    loss.backward()
-    ref_logits = logits.detach().clone().requires_grad_()
-    z = ref_logits.view(-1, 257)
-    ref = F.cross_entropy(z if cap is None else softcap(z, cap), targets.reshape(-1))
-    ref.backward()
+    loss = lm_head_loss(h, weight, targets, cap)
+    (2.5 * loss).backward()
+    ref_h, ref_w = h.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_()
+    ref = lm_loss(F.linear(ref_h, ref_w), targets, cap)
+    (2.5 * ref).backward()
     torch.testing.assert_close(loss, ref, rtol=1e-6, atol=0)
-    torch.testing.assert_close(logits.grad, ref_logits.grad, rtol=1e-5, atol=1e-9)
+    torch.testing.assert_close(h.grad, ref_h.grad, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(weight.grad, ref_w.grad, rtol=1e-5, atol=1e-7)
     with torch.no_grad():  # evaluation: the forward alone
-        torch.testing.assert_close(lm_loss(logits, targets, cap), ref, rtol=1e-6, atol=0)
+        torch.testing.assert_close(lm_head_loss(h, weight, targets, cap), ref, rtol=1e-6, atol=0)
+    frozen = lm_head_loss(h, weight.detach(), targets, cap)
+    h.grad = None
+    (2.5 * frozen).backward()
+    torch.testing.assert_close(h.grad, ref_h.grad, rtol=1e-5, atol=1e-7)
