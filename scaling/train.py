@@ -395,7 +395,7 @@ class RunDirectory(L.Callback):
 
     def save(self, trainer) -> None:
         with atomic_path(self.checkpoint_path) as tmp:
-            trainer.save_checkpoint(tmp)
+            trainer.save_checkpoint(tmp, weights_only=False)  # optimizer and loop state: a resume needs them
 
     def state_dict(self) -> dict:
         return {"rows": self.rows}
