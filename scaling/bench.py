@@ -1,4 +1,5 @@
-"""Benchmarks on one CUDA device: quantizer kernels, QLinear forward+backward, training steps.
+"""Benchmarks on one CUDA device (quantizer kernels, QLinear forward+backward, training steps), and
+without one: sm_90 machine code (sass) and the trainer's CPU step (cpu).
 
 Every section returns rows for one JSON file (`scaling bench ... --out reports/bench/<name>.json`):
 {"device", "date", "versions", "copy_gbps",

@@ -128,8 +128,10 @@ def run(args: argparse.Namespace) -> int:
         save_rows, earlier = saver("train")
 
         if "train" in gpu:
-            bench.bench_train(device, families=tuple(args.families.split(",")), sizes=tuple((args.sizes or "40M,160M").split(",")),
-                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch, accumulate=args.accumulate,
+            sizes = tuple((args.sizes or "40M,160M").split(","))
+            bench.bench_train(device, families=tuple(args.families.split(",")), sizes=sizes,
+                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch,
+                              accumulate=args.accumulate,
                               compile_mode=args.compile_mode,
                               earlier=earlier, progress=progress, on_row=save_rows)
     if args.out:
