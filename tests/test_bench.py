@@ -67,3 +67,10 @@ def test_cpu_section_times_the_trainers_cpu_step(tmp_path):
     new = rows["nanochat", "nvfp4"]
     assert new["batch_tokens"] == 16 * 256 and new["step_ms"] > 0 and new["step_cpu_ms"] > 0 and new["run_s"] > 0
     assert abs(new["cpu_ratio_vs_bf16"] - new["step_cpu_ms"] / rows["nanochat", "bf16"]["step_cpu_ms"]) < 0.01
+
+
+def test_committed_cpu_json_names_its_machine():
+    bench = json.loads((ROOT / "reports" / "bench" / "cpu.json").read_text())
+    assert set(bench) == {"cpu_machine", "cpu"} and {"cpu", "threads", "date"} <= set(bench["cpu_machine"])
+    for row in bench["cpu"]:
+        assert {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s", "run_s"} <= set(row), row

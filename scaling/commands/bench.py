@@ -69,10 +69,11 @@ def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
 
     wanted = list(dict.fromkeys(args.what))
-    result: dict = {"device": None, "date": None, "versions": None, "copy_gbps": None,
-                    "kernels": [], "linear": [], "train": []}
-    if args.out and args.out.exists():
-        result.update(json.loads(args.out.read_text()))
+    result: dict = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
+    gpu = [w for w in wanted if w not in NO_GPU]
+    if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
+        result = {"device": None, "date": None, "versions": None, "copy_gbps": None,
+                  "kernels": [], "linear": [], "train": [], **result}
     recipes = tuple(r for r in (args.recipes or "").split(",") if r)
 
     def progress(line: str) -> None:
@@ -96,7 +97,6 @@ def run(args: argparse.Namespace) -> int:
         rows = bench.bench_cpu(families=tuple(args.families.split(",")), sizes=tuple((args.sizes or "1M").split(",")),
                                recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
         result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
-    gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:
         import torch
 
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(result)
         return 0
     for section in ("kernels", "linear", "train"):
-        if section in wanted and result[section]:
+        if section in gpu and result[section]:
             print_table(result[section], title=f"bench {section} ({result['device']}, copy {result['copy_gbps']} GB/s)")
     if "sass" in wanted:
         triton_version = result["sass_versions"]["triton"]
