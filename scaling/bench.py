@@ -206,13 +206,6 @@ def train_accumulation(n_params: int, micro_batch: int = 32, seq_len: int = 1024
     return max(1, optim.batch_sequences(n_params, 20 * n_params, seq_len) // micro_batch)
 
 
-def train_tokens_per_s(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
-                       accumulate: int = 1, seq_len: int = 1024, steps: int = 4, **kwargs) -> float:
-    """Tokens/s of full training steps as scaling.train runs them (train_step_seconds)."""
-    wall_s, _ = train_step_seconds(family, size, recipe, device, batch, accumulate, seq_len, steps, **kwargs)
-    return batch * accumulate * seq_len / wall_s
-
-
 def train_step_seconds(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
                        accumulate: int = 1, seq_len: int = 1024, steps: int = 4, warmup: int = 2,
                        compile_mode: str | None = "default", vocab_size: int | None = None) -> tuple[float, float]:
@@ -333,8 +326,9 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
                 start = time.perf_counter()
                 try:
-                    tps = train_tokens_per_s(family, size, recipe, device, batch=batch, accumulate=micro_batches,
-                                             steps=steps, compile_mode=compile_mode)
+                    wall_s, _ = train_step_seconds(family, size, recipe, device, batch=batch, accumulate=micro_batches,
+                                                   steps=steps, compile_mode=compile_mode)
+                    tps = batch * micro_batches * 1024 / wall_s
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
                     if recipe == "bf16":

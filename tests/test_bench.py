@@ -74,3 +74,15 @@ def test_committed_cpu_json_names_its_machine():
     assert set(bench) == {"cpu_machine", "cpu"} and {"cpu", "threads", "date"} <= set(bench["cpu_machine"])
     for row in bench["cpu"]:
         assert {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s", "run_s"} <= set(row), row
+
+
+def test_train_section_runs_end_to_end_on_a_cpu():
+    """bench_train's own code (rows, ratios) runs here, eager, so a GPU session does not find its bugs."""
+    import torch
+
+    from scaling.bench import bench_train
+
+    rows = bench_train(torch.device("cpu"), families=("nanochat",), sizes=("0.5M",), recipes=("bf16", "nvfp4"),
+                       steps=1, batch=1, accumulate=1, compile_mode=None, progress=lambda line: None)
+    assert [r["recipe"] for r in rows] == ["bf16", "nvfp4"] and rows[0]["mfu"] is None
+    assert rows[1]["ratio_vs_bf16"] == round(rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"], 3)
