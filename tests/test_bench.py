@@ -85,4 +85,4 @@ def test_train_section_runs_end_to_end_on_a_cpu():
     rows = bench_train(torch.device("cpu"), families=("nanochat",), sizes=("0.5M",), recipes=("bf16", "nvfp4"),
                        steps=1, batch=1, accumulate=1, compile_mode=None, progress=lambda line: None)
     assert [r["recipe"] for r in rows] == ["bf16", "nvfp4"] and rows[0]["mfu"] is None
-    assert rows[1]["ratio_vs_bf16"] == round(rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"], 3)
+    assert abs(rows[1]["ratio_vs_bf16"] - rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"]) < 0.002  # rounded tokens/s
