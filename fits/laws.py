@@ -109,11 +109,14 @@ def log_compute_optimal(theta: np.ndarray, logC: np.ndarray, logN0: float = 0.0,
     """(log N_opt, log D_opt, log L_opt) along C = 6·N·D: the allocation that minimises the loss."""
     la, al, lb, be = effective_chinchilla(theta, logN0, logD0)
     logs = np.asarray(logC, float) - np.log(6.0)
-    # d/dN [A'N^-α' + B'(s/N)^-β'] = 0  =>  N = (α'A'/(β'B'))^(1/(α'+β')) · s^(β'/(α'+β'))
-    logN = (np.log(al) + la - np.log(be) - lb + be * logs) / (al + be)
-    logD = logs - logN
-    inner = np.logaddexp(la - al * logN, lb - be * logD)
-    logL = np.logaddexp(theta[IDX["e"]], theta[IDX["gamma"]] * inner)
+    # A bootstrap replicate's law can have no finite optimum here (exponents that overflow it): NaN,
+    # which every caller drops (percentile_ci, nanpercentile), so numpy's warnings would only be noise.
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        # d/dN [A'N^-α' + B'(s/N)^-β'] = 0  =>  N = (α'A'/(β'B'))^(1/(α'+β')) · s^(β'/(α'+β'))
+        logN = (np.log(al) + la - np.log(be) - lb + be * logs) / (al + be)
+        logD = logs - logN
+        inner = np.logaddexp(la - al * logN, lb - be * logD)
+        logL = np.logaddexp(theta[IDX["e"]], theta[IDX["gamma"]] * inner)
     return logN, logD, logL
 
 
