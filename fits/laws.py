@@ -66,7 +66,8 @@ def to_params(theta: np.ndarray, law: str, logN0: float = 0.0, logD0: float = 0.
               efficiency: bool = False, growth: bool = False) -> dict:
     """Named parameters of θ: what users, JSON and `predict` see."""
     t = dict(zip(THETA, (float(x) for x in theta)))
-    p = {"A": np.exp(t["a"]), "B": np.exp(t["b"]), "E": np.exp(t["e"]), "alpha": t["alpha"], "beta": t["beta"]}
+    with np.errstate(over="ignore"):  # log A past ~709 (a degenerate fit): A = inf, which the JSON writes as null
+        p = {"A": np.exp(t["a"]), "B": np.exp(t["b"]), "E": np.exp(t["e"]), "alpha": t["alpha"], "beta": t["beta"]}
     if law == "quartet":
         p["gamma"] = t["gamma"]
     if efficiency:

@@ -33,8 +33,9 @@ def _inner_exponent(theta: np.ndarray, logN0: float, logD0: float) -> tuple[floa
     """(a, log K) with inner*(s) = K·s^-a the compute-optimal inner sum at s = C/6."""
     la, al, lb, be = effective_chinchilla(theta, logN0, logD0)
     a = al * be / (al + be)
-    logN = (np.log(al) + la - np.log(be) - lb) / (al + be)  # log N_opt at s = 1
-    logK = np.logaddexp(la - al * logN, lb + be * logN)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # as laws.log_compute_optimal
+        logN = (np.log(al) + la - np.log(be) - lb) / (al + be)  # log N_opt at s = 1
+        logK = np.logaddexp(la - al * logN, lb + be * logN)
     return float(a), float(logK)
 
 
