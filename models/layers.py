@@ -65,8 +65,8 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, cap: float | None = Non
 def lm_head_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, cap: float | None = None) -> torch.Tensor:
     """lm_loss of the LM head's logits h @ weight.T. On a CPU outside compilation it runs as one
     autograd function (`_HeadLossCPU`) that never holds the (tokens x vocab) logits: the same loss
-    and gradients to float rounding, in about half the time of a 1M model's head; compiled,
-    inductor fuses the plain ops itself."""
+    and gradients to float rounding, in less time (docs/models.md); compiled, inductor fuses the
+    plain ops itself."""
     h2, t = h.reshape(-1, h.size(-1)), targets.reshape(-1)
     if _use_cpu_function(h2):
         if not torch.is_grad_enabled():  # evaluation: the function then computes no gradients
@@ -86,8 +86,8 @@ _CHUNK_LOGITS = 1 << 19
 class _HeadLossCPU(torch.autograd.Function):
     """lm_head_loss for a CPU, a chunk of tokens at a time: logits, soft-cap, loss, and at once
     their gradient, softmax(c) − onehot(target) times the soft-cap's derivative 1 − tanh², taken
-    back through the head into dh and dw. Autograd's chain over the whole logits made about
-    twice the passes over tokens × vocab floats, each from memory rather than cache."""
+    back through the head into dh and dw. Over the whole logits at once, each of those passes
+    over tokens × vocab floats ran from memory rather than cache."""
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, cap: float | None) -> torch.Tensor:
