@@ -95,7 +95,7 @@ class _HeadLossCPU(torch.autograd.Function):
         dh = torch.empty_like(h) if need_dh else None
         dw = torch.zeros_like(weight) if need_dw else None
         n, rows = h.size(0), max(16, _CHUNK_LOGITS // weight.size(0))
-        total = torch.zeros((), dtype=torch.float64)
+        total, one = torch.zeros((), dtype=torch.float64), torch.ones(())
         for start in range(0, n, rows):
             hs, ts = h[start:start + rows], targets[start:start + rows]
             r = torch.arange(ts.numel())
@@ -113,7 +113,7 @@ class _HeadLossCPU(torch.autograd.Function):
             g = e.div_(total_e)  # softmax
             g[r, ts] -= 1.0
             if tanh is not None:
-                g.mul_(torch.addcmul(torch.ones(()), tanh, tanh, value=-1.0, out=tanh))
+                g.mul_(torch.addcmul(one, tanh, tanh, value=-1.0, out=tanh))
             if need_dh:
                 torch.mm(g, weight, out=dh[start:start + rows])
             if need_dw:

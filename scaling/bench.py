@@ -45,6 +45,7 @@ OPERAND_DIM = {"fprop_x": -1, "fprop_w": -1, "dgrad_dy": -1, "dgrad_w": 0, "wgra
 LINEAR_RECIPES = ("nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2", "mxfp8", "fp8")
 KERNEL_RECIPES = LINEAR_RECIPES
 TRAIN_RECIPES = ("bf16", "nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2")
+SEQ_LEN = 1024  # bench train's sequences (the GPU ladder's)
 
 
 def median_ms(fn: Callable[[], None], warmup: int = 5, reps: int = 30) -> float:
@@ -317,9 +318,9 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
     for family in families:
         for size in sizes:
             s = model_size(family, size)
-            flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, 1024)
+            flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, SEQ_LEN)
             micro_batches = accumulate or train_accumulation(s.n_params, batch)
-            setting = {"batch_tokens": batch * 1024, "accumulate": micro_batches, "compile_mode": compile_mode}
+            setting = {"batch_tokens": batch * SEQ_LEN, "accumulate": micro_batches, "compile_mode": compile_mode}
             prior = [r for r in earlier or [] if r["family"] == family and r["size"] == size
                      and r["recipe"] == "bf16" and all(r.get(k) == v for k, v in setting.items())]
             base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
@@ -327,8 +328,8 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 start = time.perf_counter()
                 try:
                     wall_s, _ = train_step_seconds(family, size, recipe, device, batch=batch, accumulate=micro_batches,
-                                                   steps=steps, compile_mode=compile_mode)
-                    tps = batch * micro_batches * 1024 / wall_s
+                                                   seq_len=SEQ_LEN, steps=steps, compile_mode=compile_mode)
+                    tps = batch * micro_batches * SEQ_LEN / wall_s
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
                     if recipe == "bf16":
@@ -338,7 +339,7 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
                              "mfu": round(flops * tps / peak, 4) if peak else None,
                              "ratio_vs_bf16": round(tps / base, 3), **setting})
-                progress(f"  {family} {size} {recipe} ({micro_batches} x {batch} x 1024 tokens per step): "
+                progress(f"  {family} {size} {recipe} ({micro_batches} x {batch} x {SEQ_LEN} tokens per step): "
                          f"{tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
                          + (f", MFU {flops * tps / peak:.1%}" if peak else "")
                          + f"; {time.perf_counter() - start:.0f} s with compilation")

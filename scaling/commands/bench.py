@@ -1,4 +1,4 @@
-"""`scaling bench kernels|linear|train|sass|fit`: benchmarks written to a JSON under reports/bench/."""
+"""`scaling bench kernels|linear|train|sass|cpu|fit`: benchmarks written to a JSON under reports/bench/."""
 
 from __future__ import annotations
 

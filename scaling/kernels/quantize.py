@@ -554,12 +554,18 @@ def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
 _TUNE_KEY = ("R", "K", "stride_k", "HAD", "HALVES", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN")
 
 
+def tile_candidates(bks: tuple[int, ...], min_tile: int) -> list[tuple[int, int, int, int]]:
+    """(TILE, BK, warps, NARROW) of every tile the tuner tries for these BKs, at least `min_tile`
+    rows (a 2-D block's), without repeats; NARROW only for 1-row blocks."""
+    return list(dict.fromkeys((max(t, min_tile * bk), bk, w, f) for bk in bks for t, w, f in _tiles(bk)
+                              if not (f and min_tile > 1)))
+
+
 @functools.lru_cache(maxsize=None)
 def _tuner(kernel, bks: tuple[int, ...], min_tile: int):
-    configs = [triton.Config({"TILE": max(t, min_tile * bk), "BK": bk, "NARROW": f}, num_warps=w)
-               for bk in bks for t, w, f in _tiles(bk) if not (f and min_tile > 1)]
-    unique = list({(c.kwargs["TILE"], c.kwargs["BK"], c.kwargs["NARROW"], c.num_warps): c for c in configs}.values())
-    return triton.autotune(unique, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
+    configs = [triton.Config({"TILE": t, "BK": bk, "NARROW": f}, num_warps=w)
+               for t, bk, w, f in tile_candidates(bks, min_tile)]
+    return triton.autotune(configs, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
 
 
 def _tuning() -> bool:

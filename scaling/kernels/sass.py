@@ -100,6 +100,4 @@ def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, nar
 def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int]]:
     """(TILE, BK, warps, NARROW) of the tiles the GPU autotuner tries for this spec (Launch's BKs)."""
     launch = _launch(spec, dim, K)
-    min_tile = launch.cfg["BLK_R"]
-    return sorted({(max(t, min_tile * bk), bk, w, f) for bk in launch.bks for t, w, f in Q._tiles(bk)
-                   if not (f and min_tile > 1)})
+    return sorted(Q.tile_candidates(launch.bks, launch.cfg["BLK_R"]))
