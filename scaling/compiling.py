@@ -4,8 +4,8 @@ gradient accumulation. Used by `scaling train` and `scaling bench train`, so bot
 Why regions: compiling the whole model makes dynamo trace every block (for an FP4 recipe, every
 QLinear's forward and backward with its quantizer calls) and inductor compile the unrolled result:
 ~4 minutes at 160M. A block compiled on its own is traced and compiled once, and every other
-block runs the same code (QLinear keeps its layer index in a tensor, so no block differs in a
-Python constant). The head (final norm, LM head, soft-cap, loss) is a region of its own; only the
+block runs the same code (QLinear reads its seeds from a tensor that set_step fills, so no block
+differs in a Python constant). The head (final norm, LM head, soft-cap, loss) is a region of its own; only the
 embedding lookup runs eagerly.
 
 Why stable gradients: under "reduce-overhead" the compiled backward's outputs live in the CUDA

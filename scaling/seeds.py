@@ -34,10 +34,17 @@ def name_code(name: str) -> int:
     return zlib.crc32(name.encode())
 
 
+MIX_START = 0x9E3779B9  # mix() of no parts
+
+
 def mix(*parts: int | str | torch.Tensor) -> int | torch.Tensor:
     """A stable 32-bit seed from (run seed, layer, step, operand, ...). Ints and strings give an
-    int; a 0-d int64 tensor among the parts (e.g. the step, kept on device) gives a tensor."""
-    acc = 0x9E3779B9
+    int; a 0-d int64 tensor among the parts gives a tensor."""
+    return mix_from(MIX_START, *parts)
+
+
+def mix_from(acc: int | torch.Tensor, *parts: int | str | torch.Tensor) -> int | torch.Tensor:
+    """mix(*prefix, *parts) from acc = mix(*prefix): seeds that share a prefix fold it once."""
     for p in parts:
         if isinstance(p, str):
             p = name_code(p)

@@ -136,23 +136,36 @@ def test_unread_seeds_are_zero_so_equal_operands_are_equal_calls():
     assert int(ra) != int(rb)
 
 
-def test_seeds_from_ints_equal_seeds_from_the_layer_and_step_tensors(monkeypatch):
-    """On a CPU QLinear mixes the layer index and step as ints; compiled (and on a GPU) it mixes its
-    `layer` and `step` tensors, so that one compiled block serves every layer. Same seeds either way."""
+def test_seeds_from_ints_equal_the_device_table_read_when_compiled(monkeypatch):
+    """On a CPU QLinear passes its seeds as ints; compiled (and on a GPU) it passes 0-d views of its
+    seed table, which set_step fills, so one compiled block serves every layer and no device op
+    computes a seed. The same seeds either way, and the seeds of the definition (seeds.mix)."""
+    from scaling.seeds import mix
+
     layer = convert(Tiny(), get_recipe("quartet2"), seed=9).blocks[1][0]  # layer_step signs, MS-EDEN
     set_step(layer, 12)
     specs = [(gemm, operand, layer.recipe.spec(f"{gemm}.{operand}"))
              for gemm, operand in (("wgrad", "dy"), ("dgrad", "dy"), ("fprop", "x"))]
     from_ints = [layer.seeds(gemm, operand, spec) for gemm, operand, spec in specs]
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    from_tensors = [layer.seeds(gemm, operand, spec) for gemm, operand, spec in specs]
-    assert layer.layer_index == 2 and int(layer.layer) == 2
-    for (gemm, operand, spec), got, want in zip(specs, from_ints, from_tensors):
+    from_table = [layer.seeds(gemm, operand, spec) for gemm, operand, spec in specs]
+    table = layer.seed_table
+    assert layer.layer_index == 2
+    for (gemm, operand, spec), got, want in zip(specs, from_ints, from_table):
+        if not spec.needs_seed:
+            assert got is None and want is None
+            continue
+        for field in ("rounding", "signs"):
+            g, w = getattr(got, field), getattr(want, field)
+            assert isinstance(g, int) and isinstance(w, torch.Tensor) and w.untyped_storage().data_ptr() == \
+                table.untyped_storage().data_ptr(), "a view of the table, not a computed tensor"
+            assert g == int(w)
         if spec.rounding == "sr" or spec.eden:
-            assert isinstance(got.rounding, int) and isinstance(want.rounding, torch.Tensor)
-            assert got.rounding == int(want.rounding)
+            assert got.rounding == mix(9, "round", 2, 12, gemm, operand) != 0
         if spec.signs == "layer_step":
-            assert isinstance(want.signs, torch.Tensor) and got.signs == int(want.signs)
+            assert got.signs == mix(9, "signs", 2, 12) != 0
+    set_step(layer, 13)
+    assert int(from_table[0].rounding) == layer.seeds(*specs[0]).rounding != from_ints[0].rounding
 
 
 def test_quantized_gradients_track_exact_ones():
