@@ -13,7 +13,8 @@ How each number is taken (docs/kernels.md says more):
   each stage replayed from a CUDA graph
   (dim -1 for fprop X/W and dgrad dY, dim 0 for dgrad W and both wgrad operands). "amax" (the
   tensor-amax pass of two-level/per-tensor scaling) counts the bytes it reads; "quantize" (the
-  fused kernel) and "gemm_operand" (both, as QLinear calls them) count bytes read + written.
+  fused kernel), "transpose" (the copy with K moved last that MS-EDEN along dim 0 quantizes) and
+  "gemm_operand" (all stages, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps).
 - sass (no GPU): the sm_90 machine code of each tile the tuner tries, compiled here
@@ -118,11 +119,12 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
             out_bytes = x.numel() * 2
             # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
-            t = {"quantize": graph_ms(launch.run_quantize)}
-            stages = [launch.run_quantize]
+            stages = [launch.run_move] * launch.moved + [launch.run_amax] * launch.needs_amax + [launch.run_quantize]
+            stages[0]()  # (the moved copy filled before its readers are timed alone)
+            t = {"transpose": graph_ms(launch.run_move)} if launch.moved else {}
+            t["quantize"] = graph_ms(launch.run_quantize)
             if launch.needs_amax:
                 t["amax"] = graph_ms(launch.run_amax)
-                stages.insert(0, launch.run_amax)
             t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
             # The tuned kernels at full size against the reference, bit for bit.
             out, inv = launch.result()

@@ -52,8 +52,15 @@ def observe_operands():
 
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
-                 dtype: torch.dtype, name: str = "") -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Dispatch: Triton kernels on CUDA, the reference elsewhere (identical bits)."""
+                 dtype: torch.dtype, name: str = "", scale: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Dispatch: Triton kernels on CUDA, the reference elsewhere (identical bits). `scale`: x is kept
+    as (values, scale) (quant.in_real_units), which the kernels multiply as they load."""
+    if _use_kernels(x) and spec is not None and not _OBSERVERS:
+        from scaling import kernels
+
+        return kernels.gemm_operand(x, spec, dim, seeds, dtype, scale)
+    x = quant.in_real_units(x, scale)
     if spec is None:
         return x.to(dtype), None
     if _OBSERVERS:
@@ -62,10 +69,6 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None
         for observe in _OBSERVERS:
             observe((name, dim, op, q))
         return op, 1.0 / q.tensor_scale
-    if _use_kernels(x):
-        from scaling import kernels
-
-        return kernels.gemm_operand(x, spec, dim, seeds, dtype)
     return _reference_operand(x, spec, dim, seeds, dtype, name)
 
 
@@ -129,30 +132,31 @@ class _QuantizedLinearFn(torch.autograd.Function):
         # 16x16 tiles): keep it instead of quantizing W again. (Observers see every operand computed.)
         ctx.w_is_operand = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w
                             and recipe.fprop_w.axis_free and not _OBSERVERS)
+        x_scale = w_scale = None
         if recipe.backward_from_forward:
             # Quartet II: the backward GEMMs see what the forward GEMM saw (scaled back, x's basis).
-            x_saved = _as_seen(xq, inv_x, recipe.fprop_x, layer.seeds("fprop", "x", recipe.fprop_x))
-            w_saved = _as_seen(wq, inv_w, recipe.fprop_w, layer.seeds("fprop", "w", recipe.fprop_w))
+            x_saved, x_scale = _as_seen(xq, inv_x, recipe.fprop_x, layer.seeds("fprop", "x", recipe.fprop_x))
+            w_saved, w_scale = _as_seen(wq, inv_w, recipe.fprop_w, layer.seeds("fprop", "w", recipe.fprop_w))
         else:
             x_saved, w_saved = x, (wq if ctx.w_is_operand else weight)
-        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None)
+        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None, x_scale, w_scale)
         ctx.layer, ctx.has_bias = layer, bias is not None
         ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, w, inv_w = ctx.saved_tensors
+        x, w, inv_w, x_scale, w_scale = ctx.saved_tensors
         layer = ctx.layer
         dtype = _gemm_dtype(dy)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
             a, ia = layer.operand("dgrad", "dy", dy, -1, dtype)
-            b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype)
+            b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype, w_scale)
             dx = _matmul(a, b, ia, ib, ctx.x_dtype)
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
             a, ia = layer.operand("wgrad", "dy", dy, 0, dtype)
-            b, ib = layer.operand("wgrad", "x", x, 0, dtype)
+            b, ib = layer.operand("wgrad", "x", x, 0, dtype, x_scale)
             dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
@@ -164,15 +168,19 @@ def _gemm_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.bfloat16 if t.is_cuda else torch.float32
 
 
-def _as_seen(op: torch.Tensor, inv: torch.Tensor | None, spec: QuantSpec | None, seeds: Seeds | None) -> torch.Tensor:
-    """A forward GEMM operand scaled back to real units and x's basis (for Quartet II's backward)."""
-    y = op.float() if inv is None else op.float() * inv
-    if spec is not None and spec.transform:
-        from scaling.transforms import signs_for, unrotate
+def _as_seen(op: torch.Tensor, inv: torch.Tensor | None, spec: QuantSpec | None,
+             seeds: Seeds | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A forward GEMM operand in real units and x's basis (for Quartet II's backward), as (values,
+    scale) for quant.in_real_units: the operand and its 1 / tensor scale as they are (the
+    quantizers apply the scale as they load: no FP32 copy), or, for a rotated operand, the unrotated
+    FP32 values and no scale."""
+    if spec is None or not spec.transform:
+        return op, inv
+    from scaling.transforms import signs_for, unrotate
 
-        signs = signs_for(spec.signs, spec.transform, seeds.signs if seeds else None, y.device)
-        y = unrotate(y, spec.transform, signs)
-    return y
+    y = op.float() if inv is None else quant.in_real_units(op, inv)
+    signs = signs_for(spec.signs, spec.transform, seeds.signs if seeds else None, y.device)
+    return unrotate(y, spec.transform, signs), None
 
 
 class QLinear(nn.Linear):
@@ -237,11 +245,13 @@ class QLinear(nn.Linear):
             return Seeds(*self._step_seeds[i])
         return Seeds(rounding=self.seed_table[i, 0], signs=self.seed_table[i, 1])
 
-    def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype):
-        """One GEMM operand under this layer's recipe: (block-scaled values, 1/tensor scale, or None
-        where the spec has no tensor scale)."""
+    def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,
+                scale: torch.Tensor | None = None):
+        """One GEMM operand under this layer's recipe, of t (times `scale`, if given): (block-scaled
+        values, 1/tensor scale, or None where the spec has no tensor scale)."""
         spec = self.recipe.spec(f"{gemm}.{operand}")
-        op, inv = gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}")
+        op, inv = gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}",
+                               scale=scale)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -418,6 +418,13 @@ def fake_quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | S
     return quantize(x, spec, dim, seed).dequantize(dtype=x.dtype)
 
 
+def in_real_units(x: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+    """A tensor kept as (values, scale), such as a forward GEMM operand and its 1 / tensor scale, in
+    real units: x.float() * scale in FP32 (or x, for no scale). The kernels take the pair and do this
+    multiply in their load, with the same bits."""
+    return x if scale is None else x.float() * scale
+
+
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,
                  dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """What an emulated GEMM multiplies: (values * block_scale in x's layout and the transform's

@@ -248,6 +248,40 @@ def test_tensor_seeds_and_3d_inputs():
 
 
 @in_process
+@pytest.mark.parametrize("name", ["nvfp4.wgrad_dy", "ufp4.fprop_x", "quartet2.dgrad_dy", "mxfp4.fprop_x"])
+def test_scaled_inputs_match_the_reference_of_real_units(name: str):
+    """A tensor kept as (BF16 values, FP32 scale), as Quartet II's backward keeps the forward
+    operands: the kernels multiply as they load, with the bits of quantizing x.float() * scale.
+    Along K and dim 0, so every load path (RHT16 halves, strided tiles, the moved copy) scales."""
+    spec = SPECS[name]
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(128, 128, generator=gen) * 3).to(torch.bfloat16).to(DEVICE)
+    scale = torch.tensor(0.0123456, device=DEVICE)
+    for dim in (-1, 0):
+        ref, ref_inv = quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, Seeds(3, 4), torch.bfloat16)
+        out, inv = kernels.gemm_operand(x, spec, dim, Seeds(3, 4), torch.bfloat16, scale)
+        assert_same_bits(out, ref)
+        assert_same_bits(inv, ref_inv)
+
+
+@in_process
+def test_moved_layouts_are_the_fakes():
+    """MS-EDEN along dim 0 (and any spec along a middle axis) quantizes a copy with K moved last and
+    returns it as a strided view in x's shape: the custom op's fake (output_like) has those strides,
+    so compiled code indexes the real output right."""
+    from scaling.kernels.quantize import moves_k_last, output_like
+
+    eden = get_recipe("quartet2").wgrad_dy
+    for spec, shape, dim in ((eden, (128, 32), 0), (eden, (2, 128, 16), 1), (SPECS["nvfp4.fprop_x"], (2, 16, 32), 1)):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(dim)).to(DEVICE)
+        out, _ = kernels.gemm_operand(x, spec, dim, Seeds(11, 12), torch.bfloat16)
+        assert moves_k_last(spec, x.dim(), dim)
+        assert out.shape == x.shape and out.stride() == output_like(x, spec, dim, torch.bfloat16).stride()
+        assert_same_bits(out, quant.gemm_operand(x, spec, dim, Seeds(11, 12), torch.bfloat16)[0])
+    assert not moves_k_last(SPECS["nvfp4.fprop_x"], 2, 0) and not moves_k_last(eden, 2, -1)
+
+
+@in_process
 def test_autotune_key_names_are_kernel_arguments():
     """The autotuner's key names the spec's compile-time choices (so operands of one shape tune their
     own tiles); Triton skips, without a word, a key name that is not a kernel argument."""

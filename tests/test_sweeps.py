@@ -6,7 +6,6 @@ The SLURM launcher is tested against a real one-node cluster in tests/test_sweep
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

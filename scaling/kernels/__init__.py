@@ -1,8 +1,9 @@
 """Triton kernels for the quantizers in `scaling.quant`: the same bits, one pass over memory.
 
 `gemm_operand(x, spec, dim, seed, dtype)` has `quant.gemm_operand`'s signature and returns its
-exact bits. It runs the fused kernel when x is on CUDA (or on CPU under TRITON_INTERPRET=1, for the
-tests), Triton imports, the spec is covered (`supports`) and `SCALING_KERNELS` is not "0";
+exact bits (given a `scale`, those of `quant.gemm_operand(quant.in_real_units(x, scale), ...)`). It
+runs the fused kernel when x is on CUDA (or on CPU under TRITON_INTERPRET=1, for the tests), Triton
+imports, the spec is covered (`supports`) and `SCALING_KERNELS` is not "0";
 otherwise it runs the reference. The kernel is registered as the custom op
 `scaling::gemm_operand`, so models that use it compile with torch.compile (no graph break).
 """
@@ -78,30 +79,36 @@ def _seed_tensor(seed, device: torch.device) -> torch.Tensor | None:
 
 
 @torch.library.custom_op("scaling::gemm_operand", mutates_args=())
-def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, dim: int, dtype: torch.dtype,
-                     elem: str, cap: float, block_rows: int, block_k: int, scale: str, tensor_scale: bool,
-                     scale_bound: float, rounding: str, transform: int, signs: str, four_over_six: bool,
-                     eden: bool, headroom: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, x_scale: torch.Tensor | None, dim: int,
+                     dtype: torch.dtype, elem: str, cap: float, block_rows: int, block_k: int, scale: str,
+                     tensor_scale: bool, scale_bound: float, rounding: str, transform: int, signs: str,
+                     four_over_six: bool, eden: bool, headroom: float) -> tuple[torch.Tensor, torch.Tensor]:
     from scaling.kernels.quantize import quantize_operand
 
     spec = _spec_from_args(elem, cap, block_rows, block_k, scale, tensor_scale, scale_bound, rounding,
                            transform, signs, four_over_six, eden, headroom)
-    return quantize_operand(x, spec, dim, seeds, dtype)
+    return quantize_operand(x, spec, dim, seeds, dtype, x_scale)
 
 
 @_gemm_operand_op.register_fake
-def _(x, seeds, dim, dtype, *spec_args):
-    return torch.empty(x.shape, dtype=dtype, device=x.device), torch.empty((), dtype=torch.float32, device=x.device)
+def _(x, seeds, x_scale, dim, dtype, *spec_args):
+    from scaling.kernels.quantize import output_like
+
+    inv = torch.empty((), dtype=torch.float32, device=x.device)
+    return output_like(x, _spec_from_args(*spec_args), dim, dtype), inv
 
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,
-                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exactly `quant.gemm_operand(x, spec, dim, seed, dtype)`: through the kernel where it runs."""
+                 dtype: torch.dtype, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exactly `quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, seed, dtype)`: through
+    the kernel where it runs (which applies `scale`, a 0-d FP32 tensor, as it loads x)."""
     if not (enabled(x) and supports(spec)) or x.numel() == 0:
-        return quant.gemm_operand(x, spec, dim, seed, dtype)
+        return quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, seed, dtype)
     dim = dim % x.dim()
     if x.shape[dim] % spec.k_multiple or (x.numel() // x.shape[dim]) % spec.block_rows:
         quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)  # raises the reference's error
     if seed is None and spec.needs_seed:
         quant._seeds(seed, spec)  # raises the reference's error
-    return _gemm_operand_op(x, _seed_tensor(seed, x.device), dim, dtype, *_spec_args(spec))
+    if scale is not None:
+        scale = scale.to(device=x.device, dtype=torch.float32).reshape(())
+    return _gemm_operand_op(x, _seed_tensor(seed, x.device), scale, dim, dtype, *_spec_args(spec))

@@ -332,26 +332,38 @@ def _rotate(x, cols, seeds_ptr, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.cons
 
 
 @triton.jit
-def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
+def _scaled(x, scale_ptr, HAS_SCALE: tl.constexpr):
+    """x * the FP32 scale at scale_ptr (an operand brought back to real units, as the reference's
+    x.float() * scale), or x."""
+    if HAS_SCALE:
+        x = x * tl.load(scale_ptr)
+    return x
+
+
+@triton.jit
+def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
                   BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr):
-    """The program's (BR, BK) tile in float32, rotated along K, and its row indices."""
+                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
+                  HAS_SCALE: tl.constexpr):
+    """The program's (BR, BK) tile in float32 (times the scale at scale_ptr where HAS_SCALE), rotated
+    along K, and its row indices."""
     rows = pid_r * BR + tl.arange(0, BR)
     cols = pid_k * BK + tl.arange(0, BK)
     if HALVES:  # RHT16 along a contiguous K: rotated in halves, then each group's 16 put back together
-        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, BR, BK, NORM,
-                                   RAND_SIGNS)
+        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
+                                   NORM, RAND_SIGNS, HAS_SCALE)
         return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    x = _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE)
     return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows
 
 
 # --- kernels ---------------------------------------------------------------------------------------
 
 @triton.jit
-def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                      BR: tl.constexpr, BK: tl.constexpr, NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
+def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+                      BR: tl.constexpr, BK: tl.constexpr, NORM: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                      HAS_SCALE: tl.constexpr):
     """RHT16 along a contiguous K, as the halves (elements 0-7 and 8-15 of each group of 16), each a
     (BR * BK / 16, 8) tile. A load gives each thread 8 contiguous BF16 (16 bytes), so a group of 16
     loaded whole spans two threads and the butterflies trade values by warp shuffles (~4 per element).
@@ -362,8 +374,9 @@ def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
     cols = (pid_k * NG + tl.arange(0, NG))[:, None] * 16 + tl.arange(0, 8)[None, :]  # (NG, 8): the low half
     mask = (rows[:, None, None] < R) & (cols[None, :, :] < K)
     ptrs = x_ptr + rows[:, None, None].to(tl.int64) * stride_r + cols[None, :, :].to(tl.int64) * stride_k
-    lo = tl.reshape(tl.load(ptrs, mask=mask, other=0.0).to(tl.float32), (BR * NG, 8))
-    hi = tl.reshape(tl.load(ptrs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32), (BR * NG, 8))
+    lo = tl.reshape(_scaled(tl.load(ptrs, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE), (BR * NG, 8))
+    hi = tl.reshape(_scaled(tl.load(ptrs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE),
+                    (BR * NG, 8))
     if RAND_SIGNS:
         j = tl.arange(0, 8).to(tl.uint32)
         lo = lo * _random_signs(j, seeds_ptr)[None, :]
@@ -374,21 +387,22 @@ def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
 
 
 @triton.jit
-def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr,
+def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
-                 NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr):
+                 NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
+                 HAS_SCALE: tl.constexpr):
     """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile. HALVES: RHT16
     along a contiguous K, rotated in two halves (`_rotated16_halves`)."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     if HALVES:
-        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, BR, BK, NORM,
-                                   RAND_SIGNS)
+        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
+                                   NORM, RAND_SIGNS, HAS_SCALE)
         tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0))
     else:
-        x, _ = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                             BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False, NARROW)
+        x, _ = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+                             BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False, NARROW, HAS_SCALE)
         # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
         # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
         # RHT16 tile in the sm_90 PTX). A max is exact in any order.
@@ -486,26 +500,38 @@ def _quantize_tile(x, rows, col0, K, amax_ptr, seeds_ptr, numer, target,
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, R, K, stride_r, stride_k, numer, target,
+def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R, K, stride_r, stride_k, numer, target,
                      TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                      NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr,
                      BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
                      PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
                      ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
-                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr):
+                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr):
     """One operand: load -> rotate -> _quantize_tile -> store, one (TILE // BK, BK) tile per program."""
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
-    x, rows = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr,
-                            BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW)
+    x, rows = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+                            BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW, HAS_SCALE)
     out, s_enc = _quantize_tile(x, rows, pid_k * BK, K, amax_ptr, seeds_ptr, numer, target, BR, BK, LOG2H,
                                 BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
                                 ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
     tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
     tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _transpose_kernel(src_ptr, dst_ptr, ROWS, COLS, BLOCK: tl.constexpr):
+    """dst (COLS, ROWS) = src (ROWS, COLS) transposed, both row-major: a (BLOCK, BLOCK) tile per program,
+    read and written along rows of memory (torch's strided copy ran at ~0.85 TB/s on the H200)."""
+    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    tile = tl.load(src_ptr + r[:, None].to(tl.int64) * COLS + c[None, :],
+                   mask=(r[:, None] < ROWS) & (c[None, :] < COLS))
+    tl.store(dst_ptr + c[:, None].to(tl.int64) * ROWS + r[None, :], tl.trans(tile),
+             mask=(c[:, None] < COLS) & (r[None, :] < ROWS))
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -568,6 +594,12 @@ def _tuner(kernel, bks: tuple[int, ...], min_tile: int):
     return triton.autotune(configs, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
 
 
+@functools.lru_cache(maxsize=None)
+def _transpose_tuner():
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128) for w in (4, 8)]
+    return triton.autotune(configs, key=["ROWS", "COLS"], do_bench=_bench)(_transpose_kernel)
+
+
 def _tuning() -> bool:
     """Autotune on the GPU unless SCALING_KERNEL_TUNE=0 (then: the fixed default tile, as on CPU)."""
     import os
@@ -607,26 +639,46 @@ def _scalars(spec: QuantSpec) -> tuple[float, float]:
             float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32)))
 
 
-def _canonical_view(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int, int, int, bool]:
-    """x as (R, K) strides into a contiguous buffer, without copying for dim = last or dim = 0."""
+def moves_k_last(spec: QuantSpec, ndim: int, dim: int) -> bool:
+    """Whether the kernels quantize a copy of x with the quantized axis moved last (and return the
+    result as that copy's view with the axis moved back: `output_like`). Along dim 0 the tile is read
+    in place with a strided K, except for MS-EDEN: its RHT128 butterflies and group sums along a
+    strided K take ~2x the instructions of a contiguous K (284 against 141-156 per element in sm_90
+    SASS), so a transposing copy first is cheaper. A middle axis is always moved."""
+    dim = dim % ndim
+    return dim != ndim - 1 and (dim != 0 or spec.eden)
+
+
+def output_like(x: torch.Tensor, spec: QuantSpec, dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """An empty operand for x with the layout the kernels write (so the custom op's fake matches)."""
+    if moves_k_last(spec, x.dim(), dim):
+        return torch.empty(x.movedim(dim, -1).shape, dtype=dtype, device=x.device).movedim(-1, dim)
+    return torch.empty(x.shape, dtype=dtype, device=x.device)
+
+
+def _canonical_view(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.Tensor, int, int, int, int]:
+    """x as (R, K) strides into a contiguous buffer: x itself for dim = last or dim = 0 (K strided),
+    else an empty buffer for the copy with dim moved last (`moves_k_last`, filled by Launch.run_move)."""
     dim = dim % x.dim()
     K = x.shape[dim]
     R = x.numel() // K if K else 0
+    if moves_k_last(spec, x.dim(), dim):
+        return torch.empty(x.movedim(dim, -1).shape, dtype=x.dtype, device=x.device), R, K, K, 1
     if dim == x.dim() - 1:
-        return x.contiguous(), R, K, K, 1, False
-    if dim == 0:
-        return x.contiguous(), R, K, 1, R, False
-    return x.movedim(dim, -1).contiguous(), R, K, K, 1, True
+        return x.contiguous(), R, K, K, 1
+    return x.contiguous(), R, K, 1, R
 
 
 class Launch:
     """One quantization call's kernels, ready to run (`scaling bench` times the stages apart)."""
 
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
-                 bk: int | None = None, narrow: int = 0):
+                 bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None):
         self.dim = dim % x.dim()
         self.x_shape = x.shape
-        self.buf, self.R, self.K, self.stride_r, self.stride_k, self.moved = _canonical_view(x, self.dim)
+        self.moved = moves_k_last(spec, x.dim(), self.dim)
+        self.x = x
+        self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
         self.cfg = dict(_config(spec, self.K))
         # RHT16 along a contiguous K in two halves (_rotated16_halves): for the amax pass, and for the
         # quantize pass where a block is one group of 16 (on the H200 MX's 1x32 blocks lost 5% with it).
@@ -648,10 +700,12 @@ class Launch:
             self.cfg["BK"] = bk
             self.cfg["TILE"] = max(self.cfg["TILE"], self.cfg["BLK_R"] * bk)
         self.cfg["NARROW"] = narrow
+        self.cfg["HAS_SCALE"] = scale is not None
         self.out = torch.empty(self.buf.shape, dtype=dtype, device=x.device)
         self.inv = torch.empty((), dtype=torch.float32, device=x.device)
         self.amax = (torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=x.device)
         self.seeds = self.amax if seeds is None else seeds  # never read by a deterministic spec
+        self.scale = self.amax if scale is None else scale  # read only with HAS_SCALE
         self.tuned = self.buf.is_cuda and _tuning()
 
     @property
@@ -690,29 +744,47 @@ class Launch:
 
     def _amax_consts(self) -> dict:
         c = self.cfg
-        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW")},
+        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE")},
                 "HALVES": self.amax_halves}
+
+    def run_move(self) -> None:
+        """Fill the moved copy (`moves_k_last`): along dim 0 by the transpose kernel, else by torch."""
+        if self.dim == 0:
+            src = self.x.contiguous()
+            if self.tuned:
+                def grid(meta):
+                    return triton.cdiv(self.K, meta["BLOCK"]), triton.cdiv(self.R, meta["BLOCK"])
+
+                _transpose_tuner()[grid](src, self.buf, self.K, self.R)
+            else:
+                grid = (triton.cdiv(self.K, 64), triton.cdiv(self.R, 64))
+                _transpose_kernel[grid](src, self.buf, self.K, self.R, BLOCK=64, num_warps=4)
+        else:
+            self.buf.copy_(self.x.movedim(self.dim, -1))
 
     def run_amax(self) -> None:
         consts = self._amax_consts()  # (an atomic max: rerunning on the same input leaves the same amax)
-        self._launch(_amax_kernel, (self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds),
-                     consts)
+        self._launch(_amax_kernel, (self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds,
+                                    self.scale), consts)
 
     def run_quantize(self) -> None:
-        self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.R, self.K,
-                                        self.stride_r, self.stride_k, self.numer, self.target), self.cfg)
+        self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
+                                        self.K, self.stride_r, self.stride_k, self.numer, self.target), self.cfg)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.moved:  # a middle axis: rare (GEMM operands are 2-D); custom ops return dense outputs
-            return self.out.movedim(-1, self.dim).contiguous(), self.inv
+        if self.moved:  # x's shape, the layout of output_like
+            return self.out.movedim(-1, self.dim), self.inv
         return self.out.view(self.x_shape), self.inv
 
 
 def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None,
-                     dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """`quant.gemm_operand` through the fused kernels (x on CUDA, or on CPU under TRITON_INTERPRET=1).
-    `seeds`: int64 tensor [rounding seed, sign seed] on x's device, or None for a deterministic spec."""
-    launch = Launch(x, spec, dim, seeds, dtype)
+                     dtype: torch.dtype, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quant.gemm_operand` of x (times `scale`, a 0-d FP32 tensor, if given) through the fused kernels
+    (x on CUDA, or on CPU under TRITON_INTERPRET=1). `seeds`: int64 tensor [rounding seed, sign
+    seed] on x's device, or None for a deterministic spec."""
+    launch = Launch(x, spec, dim, seeds, dtype, scale=scale)
+    if launch.moved:
+        launch.run_move()
     if launch.needs_amax:
         launch.run_amax()
     launch.run_quantize()

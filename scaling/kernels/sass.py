@@ -26,7 +26,8 @@ from scaling.quant import QuantSpec
 
 TARGET = GPUTarget("cuda", 90, 32)
 _SIGNATURE = {"x_ptr": "*bf16", "out_ptr": "*bf16", "amax_ptr": "*fp32", "inv_ptr": "*fp32", "seeds_ptr": "*i64",
-              "R": "i32", "K": "i32", "stride_r": "i32", "stride_k": "i32", "numer": "fp32", "target": "fp32"}
+              "scale_ptr": "*fp32", "R": "i32", "K": "i32", "stride_r": "i32", "stride_k": "i32", "numer": "fp32",
+              "target": "fp32"}
 
 
 def _tool(name: str) -> Path:
