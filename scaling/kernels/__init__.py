@@ -11,6 +11,7 @@ otherwise it runs the reference. The kernel is registered as the custom op
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 
 import torch
@@ -20,14 +21,14 @@ from scaling.quant import QuantSpec
 from scaling.seeds import Seeds
 
 
-@functools.lru_cache(maxsize=1)
 def available() -> bool:
-    """Whether Triton imports here (the kernels then run on CUDA, or anywhere under the interpreter)."""
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether Triton is installed (the kernels then run on CUDA, or anywhere under the interpreter).
+    Found once from its module spec, without importing it: a plain value, which torch.compile reads
+    as a constant (an lru_cache wrapper here made dynamo warn at every compilation)."""
+    return _TRITON_FOUND
+
+
+_TRITON_FOUND = importlib.util.find_spec("triton") is not None
 
 
 def interpreting() -> bool:
