@@ -480,6 +480,19 @@ def repeated_data_note(tokens: int, train_tokens: int) -> str | None:
             "largest budget (`scaling data prepare`, docs/data.md).")
 
 
+
+def _not_a_tip(record) -> bool:
+    """Lightning's "💡 Tip" adverts: INFO records of its rank-zero logger."""
+    return not str(record.msg).startswith("💡 Tip")
+
+
+def _quiet_lightning_tips() -> None:
+    import logging
+
+    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if _not_a_tip not in log.filters:
+        log.addFilter(_not_a_tip)
+
 def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict:
     """Train one run in `run_dir` (resuming from its checkpoint) and return the result record.
 
@@ -506,8 +519,11 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.pytorch.loggers import CSVLogger
 
-    # Lightning's hint to use `srun` is wrong here (one process per run, by design).
+    # Lightning's hint to use `srun` is wrong here (one process per run, by design); its advert for a
+    # cloud logger and its own use of a pytree API torch deprecates are nothing a user can act on.
     warnings.filterwarnings("ignore", message="The `srun` command is available")
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    _quiet_lightning_tips()
 
     trainer = L.Trainer(
         max_steps=config.steps, max_epochs=1, precision=_precision(config), devices=1,

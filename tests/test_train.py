@@ -96,6 +96,7 @@ def test_preemption_signal_checkpoints_and_exits_for_requeue(reference, tmp_path
     assert proc.returncode == PREEMPTED_EXIT_CODE, err
     assert "preempted" in err and "Traceback" not in err
     assert "weights_only" not in err  # Lightning's note on every checkpoint save: the trainer says what it saves
+    assert "Tip" not in err and "LeafSpec" not in err  # Lightning's cloud-logger advert, its pytree deprecation
     assert not (run_dir / "result.json").exists()
     assert 0 < _checkpoint_step(run_dir) < 40
     assert train(_config(), run_dir, progress=False)["val_loss"] == reference[1]["val_loss"]
