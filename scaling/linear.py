@@ -197,9 +197,9 @@ class QLinear(nn.Linear):
         q.in_features, q.out_features = linear.in_features, linear.out_features
         q.weight, q.bias = linear.weight, linear.bias
         q.recipe, q.layer_index, q.run_seed = recipe, layer_index, run_seed
-        # [rounding seed, sign seed] per operand (OPERANDS order) at the current step, on the host and
-        # on the device. Compiled, a block reads only its table (a tensor), so every block runs the
-        # same code (scaling.compiling) and no step recompiles.
+        # [rounding seed, sign seed] per operand (OPERANDS order) at the current step, on the weight's
+        # device. Compiled, a block reads only its table (a tensor), so every block runs the same code
+        # (scaling.compiling) and no step recompiles.
         q.register_buffer("seed_table", torch.zeros(len(OPERANDS), 2, dtype=torch.int64, device=linear.weight.device),
                           persistent=False)
         q.set_step(0)
@@ -232,8 +232,7 @@ class QLinear(nn.Linear):
 
     def set_step(self, step: int) -> None:
         """Make this step's seeds the ones the GEMMs read (an asynchronous copy to the device)."""
-        self._step_seeds = self.step_seeds(step)
-        self.seed_table.copy_(torch.tensor(self._step_seeds, dtype=torch.int64), non_blocking=True)
+        self.seed_table.copy_(torch.tensor(self.step_seeds(step), dtype=torch.int64), non_blocking=True)
 
     def seeds(self, gemm: str, operand: str, spec: QuantSpec | None) -> Seeds | None:
         """The seeds one operand's quantizer reads this step: Python ints on a CPU outside compilation
@@ -242,7 +241,7 @@ class QLinear(nn.Linear):
             return None
         i = OPERANDS.index(f"{gemm}_{operand}")
         if self.seed_table.device.type == "cpu" and not torch.compiler.is_compiling():
-            return Seeds(*self._step_seeds[i])
+            return Seeds(*self.seed_table[i].tolist())
         return Seeds(rounding=self.seed_table[i, 0], signs=self.seed_table[i, 1])
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,

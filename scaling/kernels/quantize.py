@@ -675,7 +675,6 @@ class Launch:
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
                  bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None):
         self.dim = dim % x.dim()
-        self.x_shape = x.shape
         self.moved = moves_k_last(spec, x.dim(), self.dim)
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
@@ -774,7 +773,7 @@ class Launch:
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # x's shape, the layout of output_like
             return self.out.movedim(-1, self.dim), self.inv
-        return self.out.view(self.x_shape), self.inv
+        return self.out.view(self.x.shape), self.inv
 
 
 def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None,
