@@ -197,6 +197,7 @@ class QLinear(nn.Linear):
         q.in_features, q.out_features = linear.in_features, linear.out_features
         q.weight, q.bias = linear.weight, linear.bias
         q.recipe, q.layer_index, q.run_seed = recipe, layer_index, run_seed
+        q.run_signs = mix(run_seed, _CODE["signs"])  # the sign seed under the "run" policy
         # [rounding seed, sign seed] per operand (OPERANDS order) at the current step, on the weight's
         # device. Compiled, a block reads only its table (a tensor), so every block runs the same code
         # (scaling.compiling) and no step recompiles.
@@ -208,18 +209,16 @@ class QLinear(nn.Linear):
     def step_seeds(self, step: int) -> list[tuple[int, int]]:
         """(rounding seed, sign seed) of each operand, in OPERANDS order, at this step: the rounding
         seed mix(run seed, "round", layer, step, gemm, operand), the sign seed mix(run seed, "signs",
-        *policy) with policy (), (step,) or (layer, step). A seed the spec does not read is 0, so
-        equal operands are equal calls: a compiled graph then quantizes q/k/v's shared input once for
-        wgrad (RHT16 signs, RTNE), not three times. (Shared prefixes are folded once: every layer
-        does this every step.)"""
+        *policy) with policy (), (step,) or (layer, step). A seed the spec does not read is 0 (see
+        `seeds`). (Shared prefixes are folded once: every layer does this every step.)"""
         layer, run = self.layer_index, self.run_seed
-        policies = {"run": (), "step": (step,), "layer_step": (layer, step)}
-        round_step, signs_of, rows = None, {}, []
+        policies = {"step": (step,), "layer_step": (layer, step)}
+        round_step, signs_of, rows = None, {"run": self.run_signs}, []
         for name in OPERANDS:
             spec = getattr(self.recipe, name)
             gemm, operand = name.split("_")
             rounding = signs = 0
-            if spec is not None and (spec.rounding == "sr" or spec.eden):
+            if spec is not None and spec.random_rounding:
                 if round_step is None:
                     round_step = mix(run, _CODE["round"], layer, step)
                 rounding = mix_from(round_step, _CODE[gemm], _CODE[operand])
@@ -236,13 +235,19 @@ class QLinear(nn.Linear):
 
     def seeds(self, gemm: str, operand: str, spec: QuantSpec | None) -> Seeds | None:
         """The seeds one operand's quantizer reads this step: Python ints on a CPU outside compilation
-        (the reference then keeps its caches), else 0-d views of the device table (no device op)."""
+        (the reference then keeps its caches). Else a seed that changes with the step or layer is a
+        0-d view of the device table (no device op computes it), and one that does not (an unread
+        rounding seed: 0; "run" signs) stays an int: the same in every layer, so calls on a shared
+        input are equal calls, which a compiled graph merges (q, k and v's fprop.x and wgrad.x)."""
         if spec is None or not spec.needs_seed:
             return None
         i = OPERANDS.index(f"{gemm}_{operand}")
         if self.seed_table.device.type == "cpu" and not torch.compiler.is_compiling():
             return Seeds(*self.seed_table[i].tolist())
-        return Seeds(rounding=self.seed_table[i, 0], signs=self.seed_table[i, 1])
+        rounding = self.seed_table[i, 0] if spec.random_rounding else 0
+        signs = self.seed_table[i, 1] if spec.signs in ("step", "layer_step") else (
+            self.run_signs if spec.signs == "run" else 0)
+        return Seeds(rounding, signs)
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,
                 scale: torch.Tensor | None = None):

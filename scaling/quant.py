@@ -109,8 +109,13 @@ class QuantSpec:
         return self.block[0] if self.block else 1
 
     @property
+    def random_rounding(self) -> bool:
+        """Whether rounding reads a seed: SR elements, or MS-EDEN's stochastically rounded scales."""
+        return self.rounding == "sr" or self.eden
+
+    @property
     def needs_seed(self) -> bool:
-        return self.rounding == "sr" or self.eden or self.signs != "ones"
+        return self.random_rounding or self.signs != "ones"
 
     @property
     def has_tensor_scale(self) -> bool:

@@ -220,6 +220,46 @@ def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, monkeypatch):
 
 
 @in_process
+@pytest.mark.parametrize("recipe", ["nvfp4", "ufp4"])
+def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch):
+    """q, k and v read one input. Compiled, its fprop.x and wgrad.x operands are quantized once each,
+    not three times: the three calls are equal (the seeds they read are the same ints, see
+    QLinear.seeds), so the graph merges them, as inductor's partitioner does."""
+    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    from scaling import linear
+
+    monkeypatch.setattr(linear, "_use_kernels", lambda t: True)
+    quantizer_calls = []
+
+    def count(gm, _inputs):
+        quantizer_calls.append(sum(n.target is torch.ops.scaling.gemm_operand.default for n in gm.graph.nodes))
+        return make_boxed_func(gm)
+
+    class QKV(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (torch.nn.Linear(64, 64, bias=False) for _ in range(3))
+
+        def forward(self, x):
+            return self.q(x) * self.k(x) + self.v(x)
+
+    torch.manual_seed(0)
+    model = torch.nn.Module()
+    model.blocks = torch.nn.ModuleList([QKV()]).to(DEVICE)
+    linear.convert(model, get_recipe(recipe), seed=1)
+    torch._dynamo.reset()
+    block = torch.compile(model.blocks[0], backend=aot_autograd(
+        fw_compiler=count, bw_compiler=count, partition_fn=min_cut_rematerialization_partition))
+    block(torch.randn(64, 64, device=DEVICE, requires_grad=True)).float().sum().backward()
+    r = get_recipe(recipe)
+    weight_reused = r.dgrad_w == r.fprop_w and r.fprop_w.axis_free  # NVFP4's 16x16 tiles
+    per_layer = sum(getattr(r, o) is not None for o in ("fprop_w", "dgrad_dy", "dgrad_w", "wgrad_dy")) - weight_reused
+    assert sum(quantizer_calls) == 3 * per_layer + 2, quantizer_calls
+
+
+@in_process
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_scale_cast_epilogue_matches_torch(dtype):
     """The one-pass GEMM epilogue: (out * (inv_a * inv_b)).to(dtype), the same bits as torch's ops."""

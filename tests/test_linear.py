@@ -136,6 +136,24 @@ def test_unread_seeds_are_zero_so_equal_operands_are_equal_calls():
     assert int(ra) != int(rb)
 
 
+def test_compiled_seeds_that_no_step_or_layer_changes_are_ints(monkeypatch):
+    """Compiled (and on a GPU), a seed that changes with the step or layer is a view of the layer's
+    table; one that does not (an unread rounding seed, "run" signs) is the same int in every layer.
+    Views of two tables are two graph inputs; equal ints make equal calls, which the compiled graph
+    merges (q, k and v's shared input, quantized once for fprop and once for wgrad)."""
+    model = convert(Tiny(), get_recipe("ufp4"), seed=3)  # RHT16 with run signs on every operand
+    set_step(model, 4)
+    first, second = model.blocks[0][0], model.blocks[1][2]
+    want = {name: (first.seeds(*name.split("."), first.recipe.spec(name)),
+                   second.seeds(*name.split("."), second.recipe.spec(name))) for name in ("fprop.x", "dgrad.dy")}
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    a, b = (layer.seeds("fprop", "x", first.recipe.spec("fprop.x")) for layer in (first, second))
+    assert a == b == want["fprop.x"][0] and isinstance(a.signs, int) and a.rounding == 0
+    sr_a, sr_b = (layer.seeds("dgrad", "dy", first.recipe.spec("dgrad.dy")) for layer in (first, second))
+    assert isinstance(sr_a.rounding, torch.Tensor) and isinstance(sr_a.signs, int)
+    assert (int(sr_a.rounding), int(sr_b.rounding)) == (want["dgrad.dy"][0].rounding, want["dgrad.dy"][1].rounding)
+
+
 def test_seeds_from_ints_equal_the_device_table_read_when_compiled(monkeypatch):
     """On a CPU QLinear passes its seeds as ints; compiled (and on a GPU) it passes 0-d views of its
     seed table, which set_step fills, so one compiled block serves every layer and no device op
