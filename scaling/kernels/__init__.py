@@ -74,9 +74,25 @@ def _seed_tensor(seed, device: torch.device) -> torch.Tensor | None:
         return None
     pair = (seed.rounding, seed.signs) if isinstance(seed, Seeds) else (seed, seed)
     parts = [s.to(device=device, dtype=torch.int64).reshape(()) if isinstance(s, torch.Tensor)
-             else torch.full((), s & 0xFFFFFFFF, dtype=torch.int64, device=device)
-             for s in pair]
+             else _int_seed(s & 0xFFFFFFFF, device) for s in pair]
     return torch.stack(parts)
+
+
+_INT_SEEDS: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _int_seed(value: int, device: torch.device) -> torch.Tensor:
+    """A 0-d int64 tensor holding an int seed. Outside compilation one per value and device is kept
+    (QLinear passes the same int seeds every step: no fill kernel each call); compiled, a constant
+    that inductor folds."""
+    if torch.compiler.is_compiling():
+        return torch.full((), value, dtype=torch.int64, device=device)
+    key = (value, torch.device(device))
+    if key not in _INT_SEEDS:
+        if len(_INT_SEEDS) >= 256:  # a caller passing a new int every call: keep the few recent
+            _INT_SEEDS.clear()
+        _INT_SEEDS[key] = torch.full((), value, dtype=torch.int64, device=device)
+    return _INT_SEEDS[key]
 
 
 @torch.library.custom_op("scaling::gemm_operand", mutates_args=())
