@@ -79,7 +79,10 @@ class Muon(torch.optim.Optimizer):
                     shapes.setdefault(p.shape, []).append(p)
             for shape, params in shapes.items():  # equal shapes: one batched Newton–Schulz
                 grads = [p.grad for p in params]
-                bufs = [self.state[p].setdefault("momentum_buffer", torch.zeros_like(p.grad)) for p in params]
+                for p in params:
+                    if "momentum_buffer" not in self.state[p]:  # (setdefault would zero a new buffer every step)
+                        self.state[p]["momentum_buffer"] = torch.zeros_like(p.grad)
+                bufs = [self.state[p]["momentum_buffer"] for p in params]
                 torch._foreach_lerp_(bufs, grads, 1 - group["momentum"])
                 updates = torch._foreach_lerp(grads, bufs, group["momentum"]) if group["nesterov"] else bufs
                 ortho = self.orthogonalize(torch.stack(updates), group["ns_steps"], group["eps"])
