@@ -11,6 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from scaling import kernels
+
 
 def rotary_tables(seq_len: int, head_dim: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin tables of shape (1, seq_len, 1, head_dim/2) for RoPE (Su et al. 2021)."""
@@ -63,16 +65,21 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, cap: float | None = Non
 
 
 def lm_head_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, cap: float | None = None) -> torch.Tensor:
-    """lm_loss of the LM head's logits h @ weight.T. On a CPU outside compilation it runs as one
-    autograd function (`_HeadLossCPU`) that never holds the (tokens x vocab) logits: the same loss
-    and gradients to float rounding, in less time (docs/models.md); compiled, inductor fuses the
-    plain ops itself."""
+    """lm_loss of the LM head's logits h @ weight.T: the same loss and gradients to float rounding,
+    in less time (docs/models.md). On a CPU outside compilation, one autograd function
+    (`_HeadLossCPU`) that never holds the (tokens x vocab) logits; on a GPU, the loss over the
+    logits in one Triton pass forward and one backward (`scaling.kernels.cross_entropy`)."""
     h2, t = h.reshape(-1, h.size(-1)), targets.reshape(-1)
     if _use_cpu_function(h2):
         if not torch.is_grad_enabled():  # evaluation: the function then computes no gradients
             h2, weight = h2.detach(), weight.detach()
         return _HeadLossCPU.apply(h2, weight, t, cap)
-    return lm_loss(F.linear(h2, weight), t, cap)
+    logits = F.linear(h2, weight)
+    if logits.is_cuda and kernels.enabled(logits):
+        from scaling.kernels.cross_entropy import row_losses
+
+        return row_losses(logits, t, cap).mean()
+    return lm_loss(logits, t, cap)
 
 
 def _use_cpu_function(h: torch.Tensor) -> bool:

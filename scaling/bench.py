@@ -17,6 +17,10 @@ How each number is taken (docs/kernels.md says more):
   "gemm_operand" (all stages, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps).
+- loss: the LM loss over (32768 tokens, 32768 vocab) BF16 logits, forward + backward, replayed from a
+  CUDA graph: the Triton kernels the head runs on a GPU (scaling.kernels.cross_entropy) and the same
+  loss as torch ops compiled by inductor (models.layers.lm_loss), soft-capped at 15 (nanochat) and
+  not (llama2); gbps counts the kernels' bytes (logits read twice, their gradient written once).
 - sass (no GPU): the sm_90 machine code of each tile the tuner tries, compiled here
   (scaling.kernels.sass): instructions per element, registers, stack bytes, barriers, shuffles.
 - train: training steps as scaling.train runs them, under BF16 autocast on random tokens (vocabulary
@@ -143,6 +147,30 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                          "gbps": round(gbps, 1)})
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
+    return rows
+
+
+def bench_loss(device: torch.device, tokens: int = 32768, vocab: int = 32768,
+               progress: Callable[[str], None] = print) -> list[dict]:
+    from models.layers import lm_loss
+    from scaling.kernels.cross_entropy import row_losses
+
+    logits = (torch.randn(tokens, vocab, device=device) * 4).to(torch.bfloat16)
+    targets = torch.randint(0, vocab, (tokens,), device=device)
+    kernel_bytes = 3 * logits.numel() * logits.element_size()
+    rows = []
+    for cap in (15.0, None):
+        def forward_backward(loss_fn) -> None:
+            z = logits.detach().requires_grad_()
+            loss_fn(z).backward()
+
+        compiled = torch.compile(lambda z, cap=cap: lm_loss(z, targets, cap))
+        ms = graph_ms(lambda cap=cap: forward_backward(lambda z: row_losses(z, targets, cap).mean()))
+        torch_ms = graph_ms(lambda compiled=compiled: forward_backward(compiled))
+        rows.append({"name": "lm_loss", "cap": cap, "tokens": tokens, "vocab": vocab, "ms": round(ms, 3),
+                     "torch_compiled_ms": round(torch_ms, 3), "gbps": round(kernel_bytes / ms / 1e6, 1)})
+        progress(f"  lm_loss cap {cap}, {tokens} x {vocab} BF16 logits, forward + backward: {ms:.3f} ms "
+                 f"({kernel_bytes / ms / 1e6:.0f} GB/s); torch ops compiled: {torch_ms:.3f} ms")
     return rows
 
 
@@ -363,5 +391,5 @@ def header(device: torch.device) -> dict:
             "versions": versions(), "copy_gbps": round(copy_gbps(device), 1)}
 
 
-__all__ = ["bench_cpu", "bench_kernels", "bench_linear", "bench_sass", "bench_train", "copy_gbps", "cpu_header", "header", "graph_ms",
+__all__ = ["bench_cpu", "bench_kernels", "bench_linear", "bench_loss", "bench_sass", "bench_train", "copy_gbps", "cpu_header", "header", "graph_ms",
            "median_ms"]

@@ -1,4 +1,5 @@
-"""The Triton quantizer against the reference, bit for bit, for every preset operand spec.
+"""The Triton kernels against the reference: the quantizer bit for bit for every preset operand spec,
+the LM loss to float rounding.
 
 On a machine without CUDA the kernels run under Triton's interpreter (TRITON_INTERPRET=1, on CPU
 tensors, kept tiny); on a GPU they run compiled, on larger tensors as well.
@@ -319,6 +320,46 @@ def test_moved_layouts_are_the_fakes():
         assert out.shape == x.shape and out.stride() == output_like(x, spec, dim, torch.bfloat16).stride()
         assert_same_bits(out, quant.gemm_operand(x, spec, dim, Seeds(11, 12), torch.bfloat16)[0])
     assert not moves_k_last(SPECS["nvfp4.fprop_x"], 2, 0) and not moves_k_last(eden, 2, -1)
+
+
+@in_process
+@pytest.mark.parametrize("cap", [15.0, None])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_row_losses_match_the_loss_of_torch_ops(cap, dtype):
+    """scaling.kernels.cross_entropy (one pass forward, one backward) against soft-cap, log-softmax
+    and NLL composed by autograd in float32: the same losses and logit gradients to float rounding
+    (the gradient in the logits' dtype), a vocabulary that is no multiple of the kernel's block,
+    logits far outside the cap and rows of equal logits included."""
+    import torch.nn.functional as F
+
+    from models.layers import lm_head_loss, softcap
+    from scaling.kernels.cross_entropy import row_losses
+
+    gen = torch.Generator().manual_seed(2)
+    z = (torch.randn(24, 5000, generator=gen) * 8).to(dtype)
+    z[3, 7], z[4], z[5, :100] = 300.0, -200.0, 1e4
+    targets = torch.randint(0, 5000, (24,), generator=gen)
+    weights = torch.rand(24, generator=gen)  # a gradient that differs per row
+    ours = z.to(DEVICE, copy=True).requires_grad_()
+    theirs = z.to(DEVICE, torch.float32, copy=True).requires_grad_()
+    loss = row_losses(ours, targets.to(DEVICE), cap)
+    c = theirs if cap is None else softcap(theirs, cap)
+    want = F.cross_entropy(c, targets.to(DEVICE), reduction="none")
+    torch.testing.assert_close(loss, want, rtol=1e-6, atol=1e-5)
+    (loss * weights.to(DEVICE)).sum().backward()
+    (want * weights.to(DEVICE)).sum().backward()
+    assert ours.grad.dtype == dtype
+    tol = dict(rtol=2 ** -8, atol=1e-7) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(ours.grad.float(), theirs.grad, **tol)
+
+    compiled = torch.compile(lambda t: row_losses(t, targets.to(DEVICE), cap), fullgraph=True, backend="aot_eager")
+    assert torch.equal(compiled(ours.detach()), loss.detach())
+    if CUDA:  # the head's loss runs these kernels on a GPU
+        h, w = torch.randn(24, 64, device=DEVICE), torch.randn(5000, 64, device=DEVICE)
+        got = lm_head_loss(h, w, targets.to(DEVICE), cap)
+        logits = F.linear(h, w)
+        torch.testing.assert_close(got, F.cross_entropy(logits if cap is None else softcap(logits, cap),
+                                                        targets.to(DEVICE)), rtol=1e-6, atol=1e-5)
 
 
 @in_process

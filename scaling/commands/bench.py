@@ -1,4 +1,4 @@
-"""`scaling bench kernels|linear|train|sass|cpu|fit`: benchmarks written to a JSON under reports/bench/."""
+"""`scaling bench kernels|loss|linear|train|sass|cpu|fit`: benchmarks written to a JSON under reports/bench/."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, linear, train, sass (no GPU), cpu (no GPU), fit"
-SECTIONS = ("kernels", "linear", "train", "sass", "cpu", "fit")
+HELP = "benchmarks: kernels, loss, linear, train, sass (no GPU), cpu (no GPU), fit"
+SECTIONS = ("kernels", "loss", "linear", "train", "sass", "cpu", "fit")
 NO_GPU = ("sass", "cpu", "fit")
 
 
@@ -41,7 +41,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
             "train": ("family", "size", "recipe", "compile_mode", "accumulate"),
             "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow"),
-            "cpu": ("family", "size", "recipe")}
+            "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab")}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
@@ -110,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         if "kernels" in gpu:
             rows = bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress)
             result["kernels"] = _merge("kernels", result["kernels"], rows)
+        if "loss" in gpu:
+            result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
 
         def saver(section: str):
             """Save each finished row at once: a run cut short (a time limit) keeps what it measured."""
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
-    for section in ("kernels", "linear", "train"):
+    for section in ("kernels", "loss", "linear", "train"):
         if section in gpu and result[section]:
             print_table(result[section], title=f"bench {section} ({result['device']}, copy {result['copy_gbps']} GB/s)")
     if "sass" in wanted:

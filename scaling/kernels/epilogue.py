@@ -16,6 +16,15 @@ BLOCK = 4096
 
 
 @triton.jit
+def rtne_bfloat16(y):
+    """FP32 values rounded to the nearest BF16 (ties to even), still FP32: the cast that follows is
+    exact. (The GPU's cast rounds so too; the interpreter's truncates.) NaN stays NaN."""
+    bits = y.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
+
+
+@triton.jit
 def _scale_cast_kernel(src_ptr, dst_ptr, inv_a_ptr, inv_b_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
     scale = tl.load(inv_a_ptr)
     if HAS_B:
@@ -24,10 +33,7 @@ def _scale_cast_kernel(src_ptr, dst_ptr, inv_a_ptr, inv_b_ptr, n, HAS_B: tl.cons
     mask = offs < n
     y = tl.load(src_ptr + offs, mask=mask) * scale
     if dst_ptr.dtype.element_ty == tl.bfloat16:
-        # Round to nearest even on the bits, then the cast is exact: the interpreter's cast truncates.
-        bits = y.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))  # NaN stays NaN
+        y = rtne_bfloat16(y)
     tl.store(dst_ptr + offs, y.to(dst_ptr.dtype.element_ty), mask=mask)
 
 
