@@ -11,8 +11,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from scaling import kernels
-
 
 def rotary_tables(seq_len: int, head_dim: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin tables of shape (1, seq_len, 1, head_dim/2) for RoPE (Su et al. 2021)."""
@@ -75,10 +73,13 @@ def lm_head_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, c
             h2, weight = h2.detach(), weight.detach()
         return _HeadLossCPU.apply(h2, weight, t, cap)
     logits = F.linear(h2, weight)
-    if logits.is_cuda and kernels.enabled(logits):
-        from scaling.kernels.cross_entropy import row_losses
+    if logits.is_cuda:
+        from scaling import kernels  # (here: scaling.quant builds tensors as it is imported)
 
-        return row_losses(logits, t, cap).mean()
+        if kernels.enabled(logits):
+            from scaling.kernels.cross_entropy import row_losses
+
+            return row_losses(logits, t, cap).mean()
     return lm_loss(logits, t, cap)
 
 

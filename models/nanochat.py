@@ -64,7 +64,13 @@ class Nanochat(nn.Module):
         nn.init.zeros_(self.lm_head.weight)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        x = norm(self.embed(idx))
+        x = self.embed(idx)
+        if torch.is_autocast_enabled(x.device.type):
+            # nanochat keeps its embedding in BF16 on a GPU, so its residual stream is BF16 (half the
+            # bytes of every residual add and norm). The same activations here: the rows looked up,
+            # cast; the optimizer keeps the FP32 master weight.
+            x = x.to(torch.get_autocast_dtype(x.device.type))
+        x = norm(x)
         for block in self.blocks:
             x = block(x, self.cos, self.sin)
         return self.head(x, targets)

@@ -63,6 +63,23 @@ def test_forward_shapes_loss_and_causality(family):
     assert torch.equal(a[:, :-1], b[:, :-1]) and not torch.equal(a[:, -1], b[:, -1])
 
 
+def test_nanochat_residual_stream_is_in_the_autocast_dtype():
+    """As nanochat (whose embedding is BF16 on a GPU), the residual stream under autocast is BF16,
+    while the embedding's master weight stays FP32; without autocast everything is FP32."""
+    torch.manual_seed(0)
+    model = build_model("nanochat", "0.5M", vocab_size=512, seq_len=32)
+    idx = torch.randint(0, 512, (2, 32))
+    seen = []
+    model.blocks[1].register_forward_pre_hook(lambda module, args: seen.append(args[0].dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(idx)  # (a CPU run trains in FP32: its loss function takes no autocast)
+    logits.square().mean().backward()
+    assert seen == [torch.bfloat16] and model.embed.weight.dtype == torch.float32
+    assert model.embed.weight.grad.dtype == torch.float32 and torch.isfinite(model.embed.weight.grad).all()
+    model(idx, idx)
+    assert seen[-1] == torch.float32
+
+
 def test_unknown_family_or_size_is_a_user_error():
     with pytest.raises(UserError, match="family"):
         build_model("gpt5", "1M")
