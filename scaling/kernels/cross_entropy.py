@@ -21,7 +21,7 @@ import triton.language as tl
 
 from scaling.kernels.epilogue import rtne_bfloat16
 
-LOG2E = 1.4426950408889634
+LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)  # e^x = 2^(x log2 e)
 BLOCK = 4096  # logits per row per iteration (8 warps: 16 per thread)
 
 
@@ -29,13 +29,13 @@ BLOCK = 4096  # logits per row per iteration (8 warps: 16 per thread)
 def _capped_r(z, cap):
     """r = 1 / (1 + e^(2z/cap)): the soft-capped logit is cap (1 - 2r). (The exponent is bounded so
     that the power stays finite: r is then below 1e-38, as good as 0.)"""
-    power = tl.exp2(tl.minimum(z * (2.0 * 1.4426950408889634 / cap), 126.0))
+    power = tl.exp2(tl.minimum(z * (2.0 * LOG2E / cap), 126.0))
     return tl.fdiv(tl.full(z.shape, 1.0, tl.float32), 1.0 + power)
 
 
 @triton.jit
 def _loss_forward_kernel(logits_ptr, row_stride, targets_ptr, loss_ptr, norm_ptr, V, cap,
-                    HAS_CAP: tl.constexpr, BLOCK: tl.constexpr):
+                         HAS_CAP: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     base = logits_ptr + row.to(tl.int64) * row_stride
     lanes = tl.arange(0, BLOCK)
@@ -45,15 +45,15 @@ def _loss_forward_kernel(logits_ptr, row_stride, targets_ptr, loss_ptr, norm_ptr
             mask = start + lanes < V
             z = tl.load(base + start + lanes, mask=mask, other=0.0).to(tl.float32)
             below = -2.0 * cap * _capped_r(z, cap)  # c - cap <= 0
-            total += tl.where(mask, tl.exp2(below * 1.4426950408889634), 0.0)
+            total += tl.where(mask, tl.exp2(below * LOG2E), 0.0)
         row_top = cap
     else:
         row_top = float("-inf")  # the running maximum (finite after the first block: V >= 1)
         for start in range(0, V, BLOCK):
             z = tl.load(base + start + lanes, mask=start + lanes < V, other=float("-inf")).to(tl.float32)
             new_top = tl.maximum(row_top, tl.max(z, 0))
-            total = total * tl.exp2((row_top - new_top) * 1.4426950408889634) + \
-                tl.exp2((z - new_top) * 1.4426950408889634)
+            total = total * tl.exp2((row_top - new_top) * LOG2E) + \
+                tl.exp2((z - new_top) * LOG2E)
             row_top = new_top
     log_total = tl.log(tl.sum(total, 0))
     target = tl.load(targets_ptr + row)
@@ -70,8 +70,8 @@ def _loss_forward_kernel(logits_ptr, row_stride, targets_ptr, loss_ptr, norm_ptr
 
 
 @triton.jit
-def _loss_backward_kernel(logits_ptr, row_stride, targets_ptr, norm_ptr, grad_ptr, grad_stride, dlogits_ptr, V, cap,
-                     HAS_CAP: tl.constexpr, BLOCK: tl.constexpr):
+def _loss_backward_kernel(logits_ptr, row_stride, targets_ptr, norm_ptr, grad_ptr, grad_stride, dlogits_ptr, V,
+                          cap, HAS_CAP: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     base = row.to(tl.int64) * row_stride
     lanes = tl.arange(0, BLOCK)
@@ -85,10 +85,10 @@ def _loss_backward_kernel(logits_ptr, row_stride, targets_ptr, norm_ptr, grad_pt
         z = tl.load(logits_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_CAP:
             r = _capped_r(z, cap)
-            p = tl.exp2((-2.0 * cap * r - log_total) * 1.4426950408889634)  # softmax(c); row_top = cap
+            p = tl.exp2((-2.0 * cap * r - log_total) * LOG2E)  # softmax(c); row_top = cap
             g = (p - tl.where(cols == target, 1.0, 0.0)) * (4.0 * r * (1.0 - r)) * grad
         else:
-            p = tl.exp2(tl.minimum((z - row_top) - log_total, 0.0) * 1.4426950408889634)
+            p = tl.exp2(tl.minimum((z - row_top) - log_total, 0.0) * LOG2E)
             g = (p - tl.where(cols == target, 1.0, 0.0)) * grad
         if dlogits_ptr.dtype.element_ty == tl.bfloat16:
             g = rtne_bfloat16(g)
@@ -109,7 +109,7 @@ def _row_losses(logits: torch.Tensor, targets: torch.Tensor, cap: float) -> tupl
     norm = torch.empty(n, 2, dtype=torch.float32, device=logits.device)
     if n:
         _loss_forward_kernel[(n,)](logits, logits.stride(0), targets, loss, norm, vocab, cap, HAS_CAP=cap > 0,
-                              BLOCK=BLOCK, num_warps=8)
+                                   BLOCK=BLOCK, num_warps=8)
     return loss, norm
 
 
@@ -125,8 +125,8 @@ def _row_losses_backward(logits: torch.Tensor, targets: torch.Tensor, norm: torc
     n, vocab = logits.shape
     dlogits = torch.empty_like(logits, memory_format=torch.contiguous_format)
     if n:
-        _loss_backward_kernel[(n,)](logits, logits.stride(0), targets, norm, grad, grad.stride(0), dlogits, vocab, cap,
-                               HAS_CAP=cap > 0, BLOCK=BLOCK, num_warps=8)
+        _loss_backward_kernel[(n,)](logits, logits.stride(0), targets, norm, grad, grad.stride(0), dlogits, vocab,
+                                    cap, HAS_CAP=cap > 0, BLOCK=BLOCK, num_warps=8)
     return dlogits
 
 
