@@ -245,9 +245,8 @@ class QLinear(nn.Linear):
         if self.seed_table.device.type == "cpu" and not torch.compiler.is_compiling():
             return Seeds(*self.seed_table[i].tolist())
         rounding = self.seed_table[i, 0] if spec.random_rounding else 0
-        signs = self.seed_table[i, 1] if spec.signs in ("step", "layer_step") else (
-            self.run_signs if spec.signs == "run" else 0)
-        return Seeds(rounding, signs)
+        signs = {"ones": 0, "run": self.run_signs}.get(spec.signs)
+        return Seeds(rounding, self.seed_table[i, 1] if signs is None else signs)
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,
                 scale: torch.Tensor | None = None):

@@ -480,7 +480,6 @@ def repeated_data_note(tokens: int, train_tokens: int) -> str | None:
             "largest budget (`scaling data prepare`, docs/data.md).")
 
 
-
 def _not_a_tip(record) -> bool:
     """Lightning's "💡 Tip" adverts: INFO records of its rank-zero logger."""
     return not str(record.msg).startswith("💡 Tip")
@@ -492,6 +491,7 @@ def _quiet_lightning_tips() -> None:
     log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if _not_a_tip not in log.filters:
         log.addFilter(_not_a_tip)
+
 
 def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict:
     """Train one run in `run_dir` (resuming from its checkpoint) and return the result record.

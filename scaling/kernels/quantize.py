@@ -649,10 +649,15 @@ def moves_k_last(spec: QuantSpec, ndim: int, dim: int) -> bool:
     return dim != ndim - 1 and (dim != 0 or spec.eden)
 
 
+def _k_last(x: torch.Tensor, dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """An empty contiguous tensor shaped like x with `dim` moved last: the moved copy's layout."""
+    return torch.empty(x.movedim(dim, -1).shape, dtype=dtype, device=x.device)
+
+
 def output_like(x: torch.Tensor, spec: QuantSpec, dim: int, dtype: torch.dtype) -> torch.Tensor:
     """An empty operand for x with the layout the kernels write (so the custom op's fake matches)."""
     if moves_k_last(spec, x.dim(), dim):
-        return torch.empty(x.movedim(dim, -1).shape, dtype=dtype, device=x.device).movedim(-1, dim)
+        return _k_last(x, dim, dtype).movedim(-1, dim)
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
@@ -663,7 +668,7 @@ def _canonical_view(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.T
     K = x.shape[dim]
     R = x.numel() // K if K else 0
     if moves_k_last(spec, x.dim(), dim):
-        return torch.empty(x.movedim(dim, -1).shape, dtype=x.dtype, device=x.device), R, K, K, 1
+        return _k_last(x, dim, x.dtype), R, K, K, 1
     if dim == x.dim() - 1:
         return x.contiguous(), R, K, K, 1
     return x.contiguous(), R, K, 1, R
