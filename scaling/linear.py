@@ -84,8 +84,10 @@ def _reference_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds 
     Only activations (x) outside compilation, with int seeds: the same tensor is the same memory,
     shape, strides and version (an in-place change bumps it); the entry holds x, so no other tensor
     can get its memory meanwhile."""
+    if torch.compiler.is_compiling():  # (first: dynamo cannot trace is_inference)
+        return quant.gemm_operand(x, spec, dim, seeds, dtype)
     plain_seeds = seeds is None or (isinstance(seeds.rounding, int) and isinstance(seeds.signs, int))
-    if not name.endswith(".x") or not plain_seeds or x.is_inference() or torch.compiler.is_compiling():
+    if not name.endswith(".x") or not plain_seeds or x.is_inference():
         return quant.gemm_operand(x, spec, dim, seeds, dtype)
     key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x._version, spec, dim, seeds, dtype)
     last = _LAST.get(name)
