@@ -52,14 +52,15 @@ def observe_operands():
 
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
-                 dtype: torch.dtype, name: str = "", scale: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 dtype: torch.dtype, name: str = "", scale: torch.Tensor | None = None,
+                 amax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Dispatch: Triton kernels on CUDA, the reference elsewhere (identical bits). `scale`: x is kept
-    as (values, scale) (quant.in_real_units), which the kernels multiply as they load."""
+    as (values, scale) (quant.in_real_units), which the kernels multiply as they load. `amax`: the
+    tensor amax from kernels.shared_amaxes (the kernels then skip their amax pass)."""
     if _use_kernels(x) and spec is not None and not _OBSERVERS:
         from scaling import kernels
 
-        return kernels.gemm_operand(x, spec, dim, seeds, dtype, scale)
+        return kernels.gemm_operand(x, spec, dim, seeds, dtype, scale, amax)
     x = quant.in_real_units(x, scale)
     if spec is None:
         return x.to(dtype), None
@@ -127,7 +128,11 @@ class _QuantizedLinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, layer: "QLinear"):
         recipe, dtype = layer.recipe, _gemm_dtype(x)
-        xq, inv_x = layer.operand("fprop", "x", x, -1, dtype)
+        amax_x = amax_wgrad_x = None
+        if ctx.needs_input_grad[1] and not recipe.backward_from_forward:
+            # one amax pass over x for fprop's X and wgrad's X, where the kernels can share it (NVFP4)
+            amax_x, amax_wgrad_x = layer.shared_amaxes(x, "fprop", "wgrad", "x")
+        xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x)
         wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
         y = _matmul(xq, wq.t(), inv_x, inv_w, dtype if x.is_cuda else x.dtype, bias)
         # dgrad's W operand is fprop's when the spec gives the same values along either axis (NVFP4's
@@ -141,24 +146,27 @@ class _QuantizedLinearFn(torch.autograd.Function):
             w_saved, w_scale = _as_seen(wq, inv_w, recipe.fprop_w, layer.seeds("fprop", "w", recipe.fprop_w))
         else:
             x_saved, w_saved = x, (wq if ctx.w_is_operand else weight)
-        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None, x_scale, w_scale)
+        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None, x_scale, w_scale, amax_wgrad_x)
         ctx.layer, ctx.has_bias = layer, bias is not None
         ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, w, inv_w, x_scale, w_scale = ctx.saved_tensors
+        x, w, inv_w, x_scale, w_scale, amax_wgrad_x = ctx.saved_tensors
         layer = ctx.layer
         dtype = _gemm_dtype(dy)
         dx = dw = db = None
+        amax_dgrad_dy = amax_wgrad_dy = None
+        if ctx.needs_input_grad[0] and ctx.needs_input_grad[1]:
+            amax_dgrad_dy, amax_wgrad_dy = layer.shared_amaxes(dy, "dgrad", "wgrad", "dy")
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
-            a, ia = layer.operand("dgrad", "dy", dy, -1, dtype)
+            a, ia = layer.operand("dgrad", "dy", dy, -1, dtype, amax=amax_dgrad_dy)
             b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype, w_scale)
             dx = _matmul(a, b, ia, ib, ctx.x_dtype)
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
-            a, ia = layer.operand("wgrad", "dy", dy, 0, dtype)
-            b, ib = layer.operand("wgrad", "x", x, 0, dtype, x_scale)
+            a, ia = layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
+            b, ib = layer.operand("wgrad", "x", x, 0, dtype, x_scale, amax=amax_wgrad_x)
             dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
@@ -251,13 +259,25 @@ class QLinear(nn.Linear):
         return Seeds(rounding, self.seed_table[i, 1] if signs is None else signs)
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,
-                scale: torch.Tensor | None = None):
+                scale: torch.Tensor | None = None, amax: torch.Tensor | None = None):
         """One GEMM operand under this layer's recipe, of t (times `scale`, if given): (block-scaled
-        values, 1/tensor scale, or None where the spec has no tensor scale)."""
+        values, 1/tensor scale, or None where the spec has no tensor scale). `amax`: from shared_amaxes."""
         spec = self.recipe.spec(f"{gemm}.{operand}")
         op, inv = gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}",
-                               scale=scale)
+                               scale=scale, amax=amax)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
+
+    def shared_amaxes(self, t: torch.Tensor, plain_gemm: str, gemm: str, operand: str):
+        """The tensor amaxes of t for two GEMMs' operands, `plain_gemm` along K = t's last axis (a spec
+        without a rotation) and `gemm` along dim 0, in one read where the kernels run and the pair fits
+        (kernels.shared_amaxes); else (None, None) and each quantizer finds its own."""
+        if not _use_kernels(t) or _OBSERVERS:
+            return None, None
+        from scaling import kernels
+
+        spec = self.recipe.spec(f"{gemm}.{operand}")
+        return kernels.shared_amaxes(t, self.recipe.spec(f"{plain_gemm}.{operand}"), spec, 0,
+                                     self.seeds(gemm, operand, spec))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.is_cuda and torch.is_autocast_enabled("cuda"):

@@ -193,6 +193,43 @@ def test_short_tiles_along_dim0_match_reference(name: str, narrow: int):
 
 
 @in_process
+@pytest.mark.parametrize("recipe,plain,other", [("nvfp4", "fprop_x", "wgrad_x"), ("nvfp4", "dgrad_dy", "wgrad_dy"),
+                                                ("fp8", "fprop_x", "wgrad_x")])
+def test_shared_amaxes_give_each_operand_its_own_bits(recipe: str, plain: str, other: str):
+    """One amax pass for two operands of one tensor (K last without a rotation; along dim 0 with
+    one): the amaxes are the ones each operand's own pass finds, and the operands quantized with them
+    are the reference's bits."""
+    from scaling.kernels.quantize import Launch
+
+    r = get_recipe(recipe)
+    plain_spec, spec = getattr(r, plain), getattr(r, other)
+    gen = torch.Generator().manual_seed(3)
+    x = canonical_inputs(64, 128, gen)["mixed"].t().contiguous().to(DEVICE, torch.bfloat16)  # (128 tokens, 64)
+    seeds = Seeds(99, 7)
+    amax_plain, amax = kernels.shared_amaxes(x, plain_spec, spec, 0, seeds)
+    own = Launch(x, spec, 0, kernels._seed_tensor(seeds, x.device), torch.bfloat16)
+    own.run_amax()
+    assert_same_bits(amax_plain, x.float().abs().amax())
+    assert_same_bits(amax, own.amax)
+    for s, dim, a in ((plain_spec, -1, amax_plain), (spec, 0, amax)):
+        got, got_inv = kernels.gemm_operand(x, s, dim, seeds, torch.bfloat16, amax=a)
+        want, want_inv = quant.gemm_operand(x, s, dim, seeds, torch.bfloat16)
+        assert_same_bits(got, want)
+        assert_same_bits(got_inv, want_inv)
+
+
+@in_process
+def test_shared_amaxes_need_a_pair_that_fits():
+    """No shared pass where the plain operand has a rotation (UFP4) or the other one has no tensor
+    scale (MXFP4), or rotates RHT16 along a contiguous K: each operand then finds its own."""
+    x = torch.randn(64, 64, device=DEVICE, dtype=torch.bfloat16)
+    ufp4, mxfp4, nvfp4 = (get_recipe(n) for n in ("ufp4", "mxfp4", "nvfp4"))
+    assert kernels.shared_amaxes(x, ufp4.fprop_x, ufp4.wgrad_x, 0, Seeds(1, 2)) == (None, None)
+    assert kernels.shared_amaxes(x, mxfp4.fprop_x, mxfp4.wgrad_x, 0, None) == (None, None)
+    assert kernels.shared_amaxes(x, nvfp4.fprop_x, nvfp4.wgrad_x, -1, Seeds(1, 2)) == (None, None)
+
+
+@in_process
 @pytest.mark.parametrize("recipe", ["nvfp4", "ufp4", "mxfp4", "mxfp4_h16", "fp8", "quartet2"])
 def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, monkeypatch):
     """A two-layer block, forward and backward, through QLinear's kernel dispatch and through the

@@ -96,36 +96,80 @@ def _int_seed(value: int, device: torch.device) -> torch.Tensor:
 
 
 @torch.library.custom_op("scaling::gemm_operand", mutates_args=())
-def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, x_scale: torch.Tensor | None, dim: int,
-                     dtype: torch.dtype, elem: str, cap: float, block_rows: int, block_k: int, scale: str,
-                     tensor_scale: bool, scale_bound: float, rounding: str, transform: int, signs: str,
-                     four_over_six: bool, eden: bool, headroom: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, x_scale: torch.Tensor | None,
+                     amax: torch.Tensor | None, dim: int, dtype: torch.dtype, elem: str, cap: float,
+                     block_rows: int, block_k: int, scale: str, tensor_scale: bool, scale_bound: float,
+                     rounding: str, transform: int, signs: str, four_over_six: bool, eden: bool,
+                     headroom: float) -> tuple[torch.Tensor, torch.Tensor]:
     from scaling.kernels.quantize import quantize_operand
 
     spec = _spec_from_args(elem, cap, block_rows, block_k, scale, tensor_scale, scale_bound, rounding,
                            transform, signs, four_over_six, eden, headroom)
-    return quantize_operand(x, spec, dim, seeds, dtype, x_scale)
+    return quantize_operand(x, spec, dim, seeds, dtype, x_scale, amax)
 
 
 @_gemm_operand_op.register_fake
-def _(x, seeds, x_scale, dim, dtype, *spec_args):
+def _(x, seeds, x_scale, amax, dim, dtype, *spec_args):
     from scaling.kernels.quantize import output_like
 
     inv = torch.empty((), dtype=torch.float32, device=x.device)
     return output_like(x, _spec_from_args(*spec_args), dim, dtype), inv
 
 
+@torch.library.custom_op("scaling::tensor_amaxes", mutates_args=())
+def _tensor_amaxes_op(x: torch.Tensor, seeds: torch.Tensor | None, dim: int, elem: str, cap: float,
+                      block_rows: int, block_k: int, scale: str, tensor_scale: bool, scale_bound: float,
+                      rounding: str, transform: int, signs: str, four_over_six: bool, eden: bool,
+                      headroom: float) -> tuple[torch.Tensor, torch.Tensor]:
+    from scaling.kernels.quantize import tensor_amaxes
+
+    spec = _spec_from_args(elem, cap, block_rows, block_k, scale, tensor_scale, scale_bound, rounding,
+                           transform, signs, four_over_six, eden, headroom)
+    return tensor_amaxes(x, spec, dim, seeds)
+
+
+@_tensor_amaxes_op.register_fake
+def _(x, seeds, dim, *spec_args):
+    return tuple(torch.empty((), dtype=torch.float32, device=x.device) for _ in range(2))
+
+
+def _check(x: torch.Tensor, spec: QuantSpec, dim: int, seed) -> None:
+    """The reference's errors for a shape or seed it refuses, before any kernel runs."""
+    if x.shape[dim] % spec.k_multiple or (x.numel() // x.shape[dim]) % spec.block_rows:
+        quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)
+    if seed is None and spec.needs_seed:
+        quant._seeds(seed, spec)
+
+
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,
-                 dtype: torch.dtype, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 dtype: torch.dtype, scale: torch.Tensor | None = None,
+                 amax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Exactly `quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, seed, dtype)`: through
-    the kernel where it runs (which applies `scale`, a 0-d FP32 tensor, as it loads x)."""
+    the kernel where it runs (which applies `scale`, a 0-d FP32 tensor, as it loads x). `amax`: the
+    tensor amax spec takes of x, from `shared_amaxes` (the kernel then reads x once, not twice; the
+    reference finds the same value itself)."""
     if not (enabled(x) and supports(spec)) or x.numel() == 0:
         return quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, seed, dtype)
     dim = dim % x.dim()
-    if x.shape[dim] % spec.k_multiple or (x.numel() // x.shape[dim]) % spec.block_rows:
-        quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)  # raises the reference's error
-    if seed is None and spec.needs_seed:
-        quant._seeds(seed, spec)  # raises the reference's error
+    _check(x, spec, dim, seed)
     if scale is not None:
         scale = scale.to(device=x.device, dtype=torch.float32).reshape(())
-    return _gemm_operand_op(x, _seed_tensor(seed, x.device), scale, dim, dtype, *_spec_args(spec))
+    return _gemm_operand_op(x, _seed_tensor(seed, x.device), scale, amax, dim, dtype, *_spec_args(spec))
+
+
+def shared_amaxes(x: torch.Tensor, plain: QuantSpec | None, spec: QuantSpec | None, dim: int,
+                  seed: int | Seeds | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The tensor amaxes of two operands quantized from one x, in one read, for `gemm_operand(amax=)`:
+    `plain`'s (a spec with a tensor scale and no rotation, along any axis: its amax is max |x|) and
+    `spec`'s along dim (after its rotation). (None, None) where the kernels do not run or the pair does
+    not fit (`quantize.finds_plain_amax`): each operand then finds its own."""
+    if (plain is None or spec is None or not (enabled(x) and supports(plain) and supports(spec))
+            or x.numel() == 0 or plain.transform or not plain.has_tensor_scale):
+        return None, None
+    from scaling.kernels.quantize import finds_plain_amax
+
+    dim = dim % x.dim()
+    if not finds_plain_amax(spec, x.shape, dim):
+        return None, None
+    _check(x, spec, dim, seed)
+    return _tensor_amaxes_op(x, _seed_tensor(seed, x.device), dim, *_spec_args(spec))

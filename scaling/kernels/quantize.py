@@ -353,9 +353,16 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scal
         lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
                                    NORM, RAND_SIGNS, HAS_SCALE)
         return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows
-    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    x = _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE)
+    x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR, BK, NARROW, HAS_SCALE)
     return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows
+
+
+@triton.jit
+def _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR: tl.constexpr, BK: tl.constexpr,
+               NARROW: tl.constexpr, HAS_SCALE: tl.constexpr):
+    """The program's (BR, BK) tile in float32, times the scale at scale_ptr where HAS_SCALE."""
+    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
+    return _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE)
 
 
 # --- kernels ---------------------------------------------------------------------------------------
@@ -387,12 +394,13 @@ def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, 
 
 
 @triton.jit
-def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
-                 HAS_SCALE: tl.constexpr):
+                 HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr):
     """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile. HALVES: RHT16
-    along a contiguous K, rotated in two halves (`_rotated16_halves`)."""
+    along a contiguous K, rotated in two halves (`_rotated16_halves`). PLAIN (not with HALVES): also
+    the amax of the tile before the rotation, into plain_ptr (`tensor_amaxes`)."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -401,8 +409,10 @@ def _amax_kernel(x_ptr, amax_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr
                                    NORM, RAND_SIGNS, HAS_SCALE)
         tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0))
     else:
-        x, _ = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
-                             BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, False, NARROW, HAS_SCALE)
+        x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR, BK, NARROW, HAS_SCALE)
+        if PLAIN:
+            tl.atomic_max(plain_ptr, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
+        x = _rotate(x, pid_k * BK + tl.arange(0, BK), seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
         # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
         # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
         # RHT16 tile in the sm_90 PTX). A max is exact in any order.
@@ -678,7 +688,8 @@ class Launch:
     """One quantization call's kernels, ready to run (`scaling bench` times the stages apart)."""
 
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
-                 bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None):
+                 bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None,
+                 amax: torch.Tensor | None = None):
         self.dim = dim % x.dim()
         self.moved = moves_k_last(spec, x.dim(), self.dim)
         self.x = x
@@ -686,7 +697,7 @@ class Launch:
         self.cfg = dict(_config(spec, self.K))
         # RHT16 along a contiguous K in two halves (_rotated16_halves): for the amax pass, and for the
         # quantize pass where a block is one group of 16 (on the H200 MX's 1x32 blocks lost 5% with it).
-        self.amax_halves = self.cfg["HAD"] == 16 and self.stride_k == 1
+        self.amax_halves = _rotates_in_halves(spec, self.stride_k)
         self.cfg["HALVES"] = self.amax_halves and self.cfg["BLK_K"] == 16
         self.numer, self.target = _scalars(spec)
         group = max(spec.k_multiple, 1)
@@ -705,16 +716,25 @@ class Launch:
             self.cfg["TILE"] = max(self.cfg["TILE"], self.cfg["BLK_R"] * bk)
         self.cfg["NARROW"] = narrow
         self.cfg["HAS_SCALE"] = scale is not None
-        self.out = torch.empty(self.buf.shape, dtype=dtype, device=x.device)
+        self.dtype = dtype
         self.inv = torch.empty((), dtype=torch.float32, device=x.device)
-        self.amax = (torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=x.device)
+        # `amax`: the tensor amax, already found (tensor_amaxes); else zeros for the amax pass.
+        self.amax_given = amax is not None
+        if amax is None:
+            amax = (torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=x.device)
+        self.amax = amax
         self.seeds = self.amax if seeds is None else seeds  # never read by a deterministic spec
         self.scale = self.amax if scale is None else scale  # read only with HAS_SCALE
         self.tuned = self.buf.is_cuda and _tuning()
 
+    @functools.cached_property
+    def out(self) -> torch.Tensor:
+        """The operand's buffer (made when the quantize pass first needs it: not for an amax alone)."""
+        return torch.empty(self.buf.shape, dtype=self.dtype, device=self.x.device)
+
     @property
     def needs_amax(self) -> bool:
-        return self.cfg["TENSOR_SCALE"]
+        return self.cfg["TENSOR_SCALE"] and not self.amax_given
 
     def _grid(self, meta: dict) -> tuple[int, int]:
         return triton.cdiv(self.R, meta["TILE"] // meta["BK"]), triton.cdiv(self.K, meta["BK"])
@@ -746,10 +766,10 @@ class Launch:
                                  + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else ""))
         return chosen
 
-    def _amax_consts(self) -> dict:
+    def _amax_consts(self, plain: bool = False) -> dict:
         c = self.cfg
         return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE")},
-                "HALVES": self.amax_halves}
+                "HALVES": self.amax_halves, "PLAIN": plain}
 
     def run_move(self) -> None:
         """Fill the moved copy (`moves_k_last`): along dim 0 by the transpose kernel, else by torch."""
@@ -766,10 +786,13 @@ class Launch:
         else:
             self.buf.copy_(self.x.movedim(self.dim, -1))
 
-    def run_amax(self) -> None:
-        consts = self._amax_consts()  # (an atomic max: rerunning on the same input leaves the same amax)
-        self._launch(_amax_kernel, (self.buf, self.amax, self.R, self.K, self.stride_r, self.stride_k, self.seeds,
-                                    self.scale), consts)
+    def run_amax(self, plain: torch.Tensor | None = None) -> None:
+        """The amax pass, into self.amax; with `plain` (a zero 0-d FP32 tensor), also the amax before
+        the rotation into it (`can_find_plain_amax`). An atomic max: rerunning on the same input leaves
+        the same amaxes (the autotuner runs it several times)."""
+        consts = self._amax_consts(plain is not None)
+        self._launch(_amax_kernel, (self.buf, self.amax, self.amax if plain is None else plain, self.R, self.K,
+                                    self.stride_r, self.stride_k, self.seeds, self.scale), consts)
 
     def run_quantize(self) -> None:
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
@@ -782,14 +805,44 @@ class Launch:
 
 
 def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None,
-                     dtype: torch.dtype, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     dtype: torch.dtype, scale: torch.Tensor | None = None,
+                     amax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """`quant.gemm_operand` of x (times `scale`, a 0-d FP32 tensor, if given) through the fused kernels
     (x on CUDA, or on CPU under TRITON_INTERPRET=1). `seeds`: int64 tensor [rounding seed, sign
-    seed] on x's device, or None for a deterministic spec."""
-    launch = Launch(x, spec, dim, seeds, dtype, scale=scale)
+    seed] on x's device, or None for a deterministic spec. `amax`: the tensor amax this spec takes
+    of x, if already found (`tensor_amaxes`): then no amax pass."""
+    launch = Launch(x, spec, dim, seeds, dtype, scale=scale, amax=amax)
     if launch.moved:
         launch.run_move()
     if launch.needs_amax:
         launch.run_amax()
     launch.run_quantize()
     return launch.result()
+
+
+def _rotates_in_halves(spec: QuantSpec, stride_k: int) -> bool:
+    """Whether the amax pass rotates in two halves (`_rotated16_halves`): RHT16 along a contiguous K."""
+    return spec.transform == 16 and stride_k == 1
+
+
+def finds_plain_amax(spec: QuantSpec, shape: torch.Size, dim: int) -> bool:
+    """Whether `tensor_amaxes` serves spec along dim of a tensor of this shape: spec takes a tensor
+    amax, read in place (not a moved copy: MS-EDEN) and rotated in one piece (`_rotates_in_halves`:
+    the plain amax is taken before the rotation). Plain values only: torch.compile reads it as such."""
+    dim %= len(shape)
+    if not spec.has_tensor_scale or moves_k_last(spec, len(shape), dim):
+        return False
+    stride_k = 1 if dim == len(shape) - 1 else math.prod(shape) // max(shape[dim], 1)  # _canonical_view's
+    return not _rotates_in_halves(spec, stride_k)
+
+
+def tensor_amaxes(x: torch.Tensor, spec: QuantSpec, dim: int,
+                  seeds: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """In one read of x: its plain amax max |x| (the tensor amax of any unrotated spec) and the tensor
+    amax that `spec` takes along dim (after its rotation), as 0-d FP32 tensors. So an activation that
+    two GEMMs quantize, one of them without a rotation (NVFP4's fprop X and the RHT16 wgrad X), is
+    read by one amax pass, not two. Needs `finds_plain_amax`."""
+    launch = Launch(x, spec, dim, seeds, torch.bfloat16)
+    plain = torch.zeros((), dtype=torch.float32, device=x.device)
+    launch.run_amax(plain=plain)
+    return plain, launch.amax
