@@ -788,7 +788,7 @@ class Launch:
 
     def run_amax(self, plain: torch.Tensor | None = None) -> None:
         """The amax pass, into self.amax; with `plain` (a zero 0-d FP32 tensor), also the amax before
-        the rotation into it (`can_find_plain_amax`). An atomic max: rerunning on the same input leaves
+        the rotation into it (where `finds_plain_amax`). An atomic max: rerunning on the same input leaves
         the same amaxes (the autotuner runs it several times)."""
         consts = self._amax_consts(plain is not None)
         self._launch(_amax_kernel, (self.buf, self.amax, self.amax if plain is None else plain, self.R, self.K,
