@@ -262,17 +262,19 @@ def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, monkeypatch):
 def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch):
     """q, k and v read one input. Compiled, its fprop.x and wgrad.x operands are quantized once each,
     not three times: the three calls are equal (the seeds they read are the same ints, see
-    QLinear.seeds), so the graph merges them, as inductor's partitioner does."""
+    QLinear.seeds), so the graph merges them, as inductor's partitioner does; so is its shared amax
+    pass under NVFP4 (kernels.shared_amaxes)."""
     from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
     from scaling import linear
 
     monkeypatch.setattr(linear, "_use_kernels", lambda t: True)
-    quantizer_calls = []
+    quantizer_calls, amax_calls = [], []
 
     def count(gm, _inputs):
         quantizer_calls.append(sum(n.target is torch.ops.scaling.gemm_operand.default for n in gm.graph.nodes))
+        amax_calls.append(sum(n.target is torch.ops.scaling.tensor_amaxes.default for n in gm.graph.nodes))
         return make_boxed_func(gm)
 
     class QKV(torch.nn.Module):
@@ -295,6 +297,8 @@ def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch)
     weight_reused = r.dgrad_w == r.fprop_w and r.fprop_w.axis_free  # NVFP4's 16x16 tiles
     per_layer = sum(getattr(r, o) is not None for o in ("fprop_w", "dgrad_dy", "dgrad_w", "wgrad_dy")) - weight_reused
     assert sum(quantizer_calls) == 3 * per_layer + 2, quantizer_calls
+    # NVFP4's shared amax passes: one for the shared input (forward), one per layer's dY (backward)
+    assert amax_calls == ([1, 3] if recipe == "nvfp4" else [0, 0]), amax_calls
 
 
 @in_process
