@@ -159,11 +159,12 @@ def bench_loss(device: torch.device, tokens: int = 32768, vocab: int = 32768,
     targets = torch.randint(0, vocab, (tokens,), device=device)
     kernel_bytes = 3 * logits.numel() * logits.element_size()
     rows = []
-    for cap in (15.0, None):
-        def forward_backward(loss_fn) -> None:
-            z = logits.detach().requires_grad_()
-            loss_fn(z).backward()
 
+    def forward_backward(loss_fn) -> None:
+        z = logits.detach().requires_grad_()
+        loss_fn(z).backward()
+
+    for cap in (15.0, None):
         compiled = torch.compile(lambda z, cap=cap: lm_loss(z, targets, cap))
         ms = graph_ms(lambda cap=cap: forward_backward(lambda z: row_losses(z, targets, cap).mean()))
         torch_ms = graph_ms(lambda compiled=compiled: forward_backward(compiled))

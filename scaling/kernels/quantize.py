@@ -671,17 +671,23 @@ def output_like(x: torch.Tensor, spec: QuantSpec, dim: int, dtype: torch.dtype) 
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
+def _canonical_strides(shape: torch.Size, spec: QuantSpec, dim: int) -> tuple[int, int, int, int]:
+    """(R, K, stride_r, stride_k) of the canonical (R, K) view the kernels read for a tensor of this
+    shape: K contiguous for dim = last or a moved copy (`moves_k_last`), strided for dim = 0."""
+    dim %= len(shape)
+    K = shape[dim]
+    R = math.prod(shape) // K if K else 0
+    if moves_k_last(spec, len(shape), dim) or dim == len(shape) - 1:
+        return R, K, K, 1
+    return R, K, 1, R
+
+
 def _canonical_view(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.Tensor, int, int, int, int]:
     """x as (R, K) strides into a contiguous buffer: x itself for dim = last or dim = 0 (K strided),
     else an empty buffer for the copy with dim moved last (`moves_k_last`, filled by Launch.run_move)."""
     dim = dim % x.dim()
-    K = x.shape[dim]
-    R = x.numel() // K if K else 0
-    if moves_k_last(spec, x.dim(), dim):
-        return _k_last(x, dim, x.dtype), R, K, K, 1
-    if dim == x.dim() - 1:
-        return x.contiguous(), R, K, K, 1
-    return x.contiguous(), R, K, 1, R
+    buf = _k_last(x, dim, x.dtype) if moves_k_last(spec, x.dim(), dim) else x.contiguous()
+    return (buf, *_canonical_strides(x.shape, spec, dim))
 
 
 class Launch:
@@ -832,8 +838,7 @@ def finds_plain_amax(spec: QuantSpec, shape: torch.Size, dim: int) -> bool:
     dim %= len(shape)
     if not spec.has_tensor_scale or moves_k_last(spec, len(shape), dim):
         return False
-    stride_k = 1 if dim == len(shape) - 1 else math.prod(shape) // max(shape[dim], 1)  # _canonical_view's
-    return not _rotates_in_halves(spec, stride_k)
+    return not _rotates_in_halves(spec, _canonical_strides(shape, spec, dim)[3])
 
 
 def tensor_amaxes(x: torch.Tensor, spec: QuantSpec, dim: int,
