@@ -21,7 +21,7 @@ import os
 import torch
 import torch.nn as nn
 
-from scaling import quant
+from scaling import cpu_quantize, quant
 from scaling.quant import QuantSpec
 from scaling.recipes import OPERANDS, Recipe
 from scaling.seeds import Seeds, mix, mix_from, name_code
@@ -70,16 +70,16 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None
         for observe in _OBSERVERS:
             observe((name, dim, op, q))
         return op, 1.0 / q.tensor_scale
-    return _reference_operand(x, spec, dim, seeds, dtype, name)
+    return _cached_operand(x, spec, dim, seeds, dtype, name)
 
 
-# The last activation operand the reference quantized, per GEMM operand name: (key, x, result).
+# The last activation operand quantized without the kernels, per GEMM operand name: (key, x, result).
 _LAST: dict[str, tuple] = {}
 
 
-def _reference_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
-                       dtype: torch.dtype, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """quant.gemm_operand, reusing the last result for this operand name when it quantized the same
+def _cached_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
+                    dtype: torch.dtype, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """_plain_operand, reusing the last result for this operand name when it quantized the same
     tensor the same way. Layers that share their input (q, k, v; gate and up) would otherwise
     quantize it once each for fprop and again for wgrad (a compiled graph merges such calls itself).
     Only activations (x) outside compilation, with int seeds: the same tensor is the same memory,
@@ -89,14 +89,23 @@ def _reference_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds 
         return quant.gemm_operand(x, spec, dim, seeds, dtype)
     plain_seeds = seeds is None or (isinstance(seeds.rounding, int) and isinstance(seeds.signs, int))
     if not name.endswith(".x") or not plain_seeds or x.is_inference():
-        return quant.gemm_operand(x, spec, dim, seeds, dtype)
+        return _plain_operand(x, spec, dim, seeds, dtype)
     key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x._version, spec, dim, seeds, dtype)
     last = _LAST.get(name)
     if last is not None and last[0] == key:
         return last[2]
-    result = quant.gemm_operand(x, spec, dim, seeds, dtype)
+    result = _plain_operand(x, spec, dim, seeds, dtype)
     _LAST[name] = (key, x, result)
     return result
+
+
+def _plain_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
+                   dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """quant.gemm_operand without the Triton kernels: the fused CPU quantizer where it serves the
+    call, else the reference (the same bits)."""
+    if cpu_quantize.serves(x, spec, dim):
+        return cpu_quantize.gemm_operand(x, spec, dim, seeds, dtype)
+    return quant.gemm_operand(x, spec, dim, seeds, dtype)
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,

@@ -297,7 +297,8 @@ def _canonical(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.Tensor
     return x2, dim
 
 
-def _seeds(seed: int | Seeds | None, spec: QuantSpec) -> Seeds | None:
+def seeds_of(seed: int | Seeds | None, spec: QuantSpec) -> Seeds | None:
+    """The Seeds a quantization call reads (an int seeds both streams); an error if spec needs one."""
     if seed is None:
         if spec.needs_seed:
             raise ValueError(f"{spec.describe()} is random (SR, random signs or MS-EDEN): pass an explicit seed")
@@ -354,7 +355,7 @@ def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds 
     """Quantize x with blocks along `dim` (the GEMM's K). Returns grid values, block scales and
     the tensor scale. `seed` (an int, or Seeds(rounding, signs)) is required when spec is random."""
     x2, dim = _canonical(x, spec, dim)
-    seeds = _seeds(seed, spec)
+    seeds = seeds_of(seed, spec)
     signs = None
     if spec.transform:
         signs = signs_for(spec.signs, spec.transform, seeds.signs if seeds else None, x2.device)

@@ -236,13 +236,13 @@ def test_axis_free_weight_operand_is_reused_exactly():
 
 
 def test_an_activation_shared_by_layers_is_quantized_once_until_it_changes(monkeypatch):
-    """q, k and v (gate and up) share their input: on a CPU the reference quantizes it once per
-    operand name, and again after an in-place change; weights are always quantized."""
-    from scaling import linear, quant
+    """q, k and v (gate and up) share their input: on a CPU it is quantized once per operand name,
+    and again after an in-place change; weights are always quantized."""
+    from scaling import linear
 
     calls = []
-    real = quant.gemm_operand
-    monkeypatch.setattr(quant, "gemm_operand", lambda *args: calls.append(args) or real(*args))
+    real = linear._plain_operand
+    monkeypatch.setattr(linear, "_plain_operand", lambda *args: calls.append(args) or real(*args))
     monkeypatch.setattr(linear, "_LAST", {})
     spec = get_recipe("nvfp4").fprop_x
     x = torch.randn(32, 64)

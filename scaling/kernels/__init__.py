@@ -138,7 +138,7 @@ def _check(x: torch.Tensor, spec: QuantSpec, dim: int, seed) -> None:
     if x.shape[dim] % spec.k_multiple or (x.numel() // x.shape[dim]) % spec.block_rows:
         quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)
     if seed is None and spec.needs_seed:
-        quant._seeds(seed, spec)
+        quant.seeds_of(seed, spec)
 
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,
