@@ -1,11 +1,14 @@
 /* The fused CPU quantizer: quant.gemm_operand in one C call, bit for bit (see cpu_quantize.py).
  *
- * The reference runs ~20 tensor ops per operand, each a pass over memory. Here the canonical (R, K)
- * view (K = the quantized axis) is cut into tiles of NK x 16: 16 canonical rows ("lanes") side by
- * side, NK elements along K (a multiple of the block and the Hadamard group). In the tile every
- * step is elementwise across the 16 lanes, so the compiler vectorizes all of it: butterflies
- * between tile rows, block maxima down the columns, scales per lane, rounding, the SR hash. Along
- * dim 0 of a (T, d) tensor a tile row is 16 neighbouring features: loads and stores are vectors.
+ * The reference runs ~20 tensor ops per operand, each a pass over memory. Here each piece of the
+ * canonical (R, K) view (K = the quantized axis) is rotated, scaled, rounded and written while it
+ * sits in cache, in two layouts:
+ * - runs: K contiguous (the forward's X, dgrad's dY). A row's run of up to 1024 elements is done at
+ *   once, vectorized along K: block maxima, one rounding loop with each block's scale expanded.
+ * - stretches: a 2-D (T, d) tensor along dim 0 (wgrad's operands), K strided. A stretch is nk rows
+ *   of x (nk: whole blocks and Hadamard groups); butterflies run between its rows and block maxima
+ *   down its columns, each a loop along a row of memory, as the reference's strided ops do.
+ * Tensor-scaled specs read x twice: the tensor amax (after the rotation) comes first.
  *
  * The float operations are the reference's, in its order, in IEEE single precision: the build turns
  * off FMA contraction and never uses -ffast-math (the compiler may vectorize, never reassociate).
@@ -15,10 +18,11 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define L 16        /* lanes (canonical rows) per tile */
-#define MAXNK 128   /* tile extent along K, at most (the largest Hadamard group) */
+#define L 16        /* rows of a 2-D block, at most */
+#define MAXRUN 1024 /* elements of a row done at once along a contiguous K */
 #define INLINE static inline __attribute__((always_inline))
 
 enum { E2M1, E1M2, INT4, E4M3, E5M2 };   /* element formats (cpu_quantize.ELEM_CODES) */
@@ -128,132 +132,24 @@ static float block_scale(float amax_b, const Job *job) {
     return e4m3_rtne(raw > job->bound ? job->bound : raw);  /* NaN stays NaN */
 }
 
-/* --- tiles ----------------------------------------------------------------------------------- */
-
-typedef float Tile[MAXNK][L];
-
-/* Tile (k, l) = canonical (r0 + l, k0 + k); lanes past R read 0. */
-static void load_tile(const Job *job, int64_t r0, int64_t k0, Tile t) {
-    const int64_t lanes = job->R - r0 < L ? job->R - r0 : L;
-    const float *x = job->x + r0 * job->xr + k0 * job->xk;
-    if (lanes < L) memset(t, 0, sizeof(float) * L * job->nk);
-    if (job->xr == 1) {
-        for (int k = 0; k < job->nk; k++)
-            for (int l = 0; l < lanes; l++) t[k][l] = x[k * job->xk + l];
-    } else {
-        for (int l = 0; l < lanes; l++)
-            for (int k = 0; k < job->nk; k++) t[k][l] = x[l * job->xr + k];
-    }
+/* o <- round(v * factor) * s_b over a run, factor and s_b per element (each block's, expanded). */
+INLINE void round_run(const float *restrict v, const float *restrict u, const float *restrict factor,
+                      const float *restrict s_b, float *restrict o, int n, const int elem, const int sr, float gmax) {
+    for (int j = 0; j < n; j++) o[j] = round_element(v[j] * factor[j], sr ? u[j] : 0.0f, elem, sr, gmax) * s_b[j];
 }
 
-static void store_tile(const Job *job, int64_t r0, int64_t k0, Tile t) {
-    const int64_t lanes = job->R - r0 < L ? job->R - r0 : L;
-    float *o = job->out + r0 * job->or_ + k0 * job->ok;
-    if (job->or_ == 1) {
-        for (int k = 0; k < job->nk; k++)
-            for (int l = 0; l < lanes; l++) o[k * job->ok + l] = t[k][l];
-    } else {
-        for (int l = 0; l < lanes; l++)
-            for (int k = 0; k < job->nk; k++) o[l * job->or_ + k] = t[k][l];
-    }
-}
-
-/* transforms.rotate down each lane: signs, butterflies of stride 1, 2, 4, ..., the norm. */
-static void rotate_tile(const Job *job, Tile t) {
-    const int n = job->had;
-    for (int g = 0; g < job->nk; g += n) {
-        if (job->signs)
-            for (int i = 0; i < n; i++)
-                for (int l = 0; l < L; l++) t[g + i][l] *= job->signs[i];
-        for (int h = 1; h < n; h *= 2)
-            for (int i0 = g; i0 < g + n; i0 += 2 * h)
-                for (int i = i0; i < i0 + h; i++)
-                    for (int l = 0; l < L; l++) {
-                        float a = t[i][l], b = t[i + h][l];
-                        t[i][l] = a + b;
-                        t[i + h][l] = a - b;
-                    }
-        for (int i = g; i < g + n; i++)
-            for (int l = 0; l < L; l++) t[i][l] *= job->norm;
-    }
-}
-
-/* max |t| over tile rows k0 .. k1 - 1 of each lane, NaN where there is one (see run_amax). */
-static void lane_amax(Tile t, int k0, int k1, float amax[L]) {
-    uint32_t m[L] = {0};
-    for (int k = k0; k < k1; k++)
-        for (int l = 0; l < L; l++) {
-            uint32_t a = f_bits(t[k][l]) & 0x7FFFFFFFu;
-            m[l] = a > m[l] ? a : m[l];
-        }
-    for (int l = 0; l < L; l++) amax[l] = bits_f(m[l]);
-}
-
-/* The SR uniforms of a tile: canonical index i = r * K + k, pairs (i even, i + 1) share one hash. */
-static void tile_uniforms(const Job *job, int64_t r0, int64_t k0, Tile u) {
-    const uint32_t key = job->key;
-    if (job->K % 2 == 0) {  /* k0 and nk even: each pair is two tile rows of one lane */
-        for (int k = 0; k < job->nk; k += 2)
-            for (int l = 0; l < L; l++) {
-                uint32_t pair = (uint32_t)(((r0 + l) * job->K + k0 + k) >> 1);
-                uint32_t h = hash32(hash32(pair) ^ key);
-                u[k][l] = centred16(h & 0xFFFFu);
-                u[k + 1][l] = centred16(h >> 16);
-            }
-    } else {
-        for (int k = 0; k < job->nk; k++)
-            for (int l = 0; l < L; l++) {
-                int64_t i = (r0 + l) * job->K + k0 + k;
-                uint32_t h = hash32(hash32((uint32_t)(i >> 1)) ^ key);
-                u[k][l] = centred16(i & 1 ? h >> 16 : h & 0xFFFFu);
-            }
-    }
-}
-
-/* t <- round(t * factor) * s_b, rows k0 .. k1 - 1, per-lane factor and scale. */
-INLINE void round_rows(Tile t, Tile u, int k0, int k1, const float factor[L], const float s_b[L],
-                       const int elem, const int sr, float gmax) {
-    for (int k = k0; k < k1; k++)
-        for (int l = 0; l < L; l++)
-            t[k][l] = round_element(t[k][l] * factor[l], sr ? u[k][l] : 0.0f, elem, sr, gmax) * s_b[l];
-}
-
-static void round_rows_any(const Job *job, Tile t, Tile u, int k0, int k1, const float f[L], const float s[L]) {
+static void round_run_any(const Job *job, const float *v, const float *u, const float *f, const float *s, float *o,
+                          int n) {
     const float g = job->gmax;
     switch (job->elem * 2 + job->sr) {  /* one specialized loop per element format and rounding */
-        case E2M1 * 2: round_rows(t, u, k0, k1, f, s, E2M1, 0, g); break;
-        case E2M1 * 2 + 1: round_rows(t, u, k0, k1, f, s, E2M1, 1, g); break;
-        case E1M2 * 2: round_rows(t, u, k0, k1, f, s, E1M2, 0, g); break;
-        case E1M2 * 2 + 1: round_rows(t, u, k0, k1, f, s, E1M2, 1, g); break;
-        case INT4 * 2: round_rows(t, u, k0, k1, f, s, INT4, 0, g); break;
-        case INT4 * 2 + 1: round_rows(t, u, k0, k1, f, s, INT4, 1, g); break;
-        case E4M3 * 2: round_rows(t, u, k0, k1, f, s, E4M3, 0, g); break;
-        default: round_rows(t, u, k0, k1, f, s, E5M2, 0, g); break;
-    }
-}
-
-/* quant.quantize's steps 4-5 and QTensor.scaled on a loaded, rotated tile. */
-static void quantize_tile(const Job *job, int64_t r0, int64_t k0, Tile t, Tile u) {
-    float factor[L], s_b[L];
-    if (job->sr) tile_uniforms(job, r0, k0, u);
-    if (job->per_tensor) {
-        for (int l = 0; l < L; l++) factor[l] = job->s_enc, s_b[l] = 1.0f;
-        round_rows_any(job, t, u, 0, job->nk, factor, s_b);
-        return;
-    }
-    for (int kb = 0; kb < job->nk; kb += job->block_k) {
-        float amax[L];
-        lane_amax(t, kb, kb + job->block_k, amax);
-        if (job->block_rows > 1) {  /* one (16 x block_k) block across the lanes */
-            float m = 0.0f;
-            for (int l = 0; l < L; l++) m = amax2(m, amax[l]);
-            for (int l = 0; l < L; l++) amax[l] = m;
-        }
-        for (int l = 0; l < L; l++) {
-            s_b[l] = block_scale(amax[l], job);
-            factor[l] = s_b[l] > 0.0f ? job->s_enc / s_b[l] : 0.0f;
-        }
-        round_rows_any(job, t, u, kb, kb + job->block_k, factor, s_b);
+        case E2M1 * 2: round_run(v, u, f, s, o, n, E2M1, 0, g); break;
+        case E2M1 * 2 + 1: round_run(v, u, f, s, o, n, E2M1, 1, g); break;
+        case E1M2 * 2: round_run(v, u, f, s, o, n, E1M2, 0, g); break;
+        case E1M2 * 2 + 1: round_run(v, u, f, s, o, n, E1M2, 1, g); break;
+        case INT4 * 2: round_run(v, u, f, s, o, n, INT4, 0, g); break;
+        case INT4 * 2 + 1: round_run(v, u, f, s, o, n, INT4, 1, g); break;
+        case E4M3 * 2: round_run(v, u, f, s, o, n, E4M3, 0, g); break;
+        default: round_run(v, u, f, s, o, n, E5M2, 0, g); break;
     }
 }
 
@@ -261,22 +157,33 @@ static void quantize_tile(const Job *job, int64_t r0, int64_t k0, Tile t, Tile u
 /* Along a contiguous K the data is already in runs of K: each run of nk is rounded where it lies
  * (or in a rotated copy), vectorized along K, in groups of block_rows rows (a 2-D block's). */
 
-/* transforms.rotate on one run in place: signs, butterflies of stride 1, 2, 4, ..., the norm. */
-static void rotate_run(const Job *job, float *v) {
-    const int n = job->had;
-    for (int g = 0; g < job->nk; g += n) {
-        float *w = v + g;
-        if (job->signs)
-            for (int i = 0; i < n; i++) w[i] *= job->signs[i];
-        for (int h = 1; h < n; h *= 2)
-            for (int i0 = 0; i0 < n; i0 += 2 * h)
-                for (int i = i0; i < i0 + h; i++) {
-                    float a = w[i], b = w[i + h];
-                    w[i] = a + b;
-                    w[i + h] = a - b;
-                }
-        for (int i = 0; i < n; i++) w[i] *= job->norm;
-    }
+/* One butterfly stage of stride h over a whole run (pairs (i, i + h) in each run of 2h: the groups
+ * of the transform are runs of had >= 2h, so one loop serves them all). h is a constant at each
+ * call: the compiler then vectorizes even the short strides, with shuffles. */
+INLINE void butterflies(float *restrict w, int n, const int h) {
+    for (int i0 = 0; i0 < n; i0 += 2 * h)
+        for (int i = i0; i < i0 + h; i++) {
+            float a = w[i], b = w[i + h];
+            w[i] = a + b;
+            w[i + h] = a - b;
+        }
+}
+
+/* transforms.rotate on a run of n (a multiple of had) in place: signs, butterflies of stride 1, 2,
+ * 4, ..., the norm. */
+static void rotate_run(const Job *job, float *restrict v, int n) {
+    const int had = job->had;
+    if (job->signs)
+        for (int g = 0; g < n; g += had)
+            for (int i = 0; i < had; i++) v[g + i] *= job->signs[i];
+    if (had > 1) butterflies(v, n, 1);
+    if (had > 2) butterflies(v, n, 2);
+    if (had > 4) butterflies(v, n, 4);
+    if (had > 8) butterflies(v, n, 8);
+    if (had > 16) butterflies(v, n, 16);
+    if (had > 32) butterflies(v, n, 32);
+    if (had > 64) butterflies(v, n, 64);
+    for (int i = 0; i < n; i++) v[i] *= job->norm;
 }
 
 /* max |v| over n elements, NaN if there is one (as torch.amax), as a max of the magnitudes' bits:
@@ -295,7 +202,7 @@ static float run_amax(const float *v, int n) {
 static void run_uniforms(const Job *job, int64_t r, int64_t k0, int n, float *u) {
     const int64_t i0 = r * job->K + k0;
     if (i0 % 2 == 0 && n % 2 == 0) {  /* pairs (i even, i + 1) are neighbours in the run */
-        uint32_t h[MAXNK / 2];
+        uint32_t h[MAXRUN / 2];
         for (int j = 0; j < n / 2; j++) h[j] = hash32(hash32((uint32_t)((i0 >> 1) + j)) ^ job->key);
         for (int j = 0; j < n / 2; j++) {
             u[2 * j] = centred16(h[j] & 0xFFFFu);
@@ -310,60 +217,142 @@ static void run_uniforms(const Job *job, int64_t r, int64_t k0, int n, float *u)
     }
 }
 
-INLINE void round_run(const float *v, const float *u, float *o, int n, float factor, float s_b,
-                      const int elem, const int sr, float gmax) {
-    for (int j = 0; j < n; j++) o[j] = round_element(v[j] * factor, sr ? u[j] : 0.0f, elem, sr, gmax) * s_b;
+/* The run length along a contiguous K: nk doubled while it divides K, up to MAXRUN (long loops
+ * amortize each call's setup; nk keeps whole blocks and Hadamard groups). */
+static int run_length(const Job *job) {
+    int n = job->nk;
+    while (2 * n <= MAXRUN && job->K % (2 * n) == 0) n *= 2;
+    return n;
 }
 
-static void round_run_any(const Job *job, const float *v, const float *u, float *o, int n, float f, float s) {
-    const float g = job->gmax;
-    switch (job->elem * 2 + job->sr) {  /* one specialized loop per element format and rounding */
-        case E2M1 * 2: round_run(v, u, o, n, f, s, E2M1, 0, g); break;
-        case E2M1 * 2 + 1: round_run(v, u, o, n, f, s, E2M1, 1, g); break;
-        case E1M2 * 2: round_run(v, u, o, n, f, s, E1M2, 0, g); break;
-        case E1M2 * 2 + 1: round_run(v, u, o, n, f, s, E1M2, 1, g); break;
-        case INT4 * 2: round_run(v, u, o, n, f, s, INT4, 0, g); break;
-        case INT4 * 2 + 1: round_run(v, u, o, n, f, s, INT4, 1, g); break;
-        case E4M3 * 2: round_run(v, u, o, n, f, s, E4M3, 0, g); break;
-        default: round_run(v, u, o, n, f, s, E5M2, 0, g); break;
-    }
-}
-
-/* Rows r0 .. r0 + block_rows - 1, columns k0 .. k0 + nk - 1: pass 1 returns their amax (rotated);
+/* Rows r0 .. r0 + block_rows - 1, columns k0 .. k0 + n - 1: pass 1 returns their amax (rotated);
  * pass 2 quantizes them into out. */
-static float runs_group(const Job *job, int64_t r0, int64_t k0, int pass) {
-    static __thread float buf[L][MAXNK];  /* the rotated copy */
+static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass) {
+    static __thread float buf[L][MAXRUN];  /* the rotated copies */
     const float *v[L];
-    const int br = job->block_rows, nk = job->nk;
+    const int br = job->block_rows;
     float amax = 0.0f;
     for (int i = 0; i < br; i++) {
         const float *src = job->x + (r0 + i) * job->K + k0;
         if (job->had) {
-            memcpy(buf[i], src, sizeof(float) * nk);
-            rotate_run(job, buf[i]);
+            memcpy(buf[i], src, sizeof(float) * n);
+            rotate_run(job, buf[i], n);
             src = buf[i];
         }
         v[i] = src;
-        if (pass == 1) {
-            amax = amax2(amax, run_amax(src, nk));
-        }
+        if (pass == 1) amax = amax2(amax, run_amax(src, n));
     }
     if (pass == 1) return amax;
-    float u[MAXNK];
-    const int bk = job->per_tensor ? nk : job->block_k;
-    for (int kb = 0; kb < nk; kb += bk) {
-        float s_b = 1.0f, factor = job->s_enc;
+    float u[MAXRUN], factor[MAXRUN], s_b[MAXRUN];
+    const int bk = job->per_tensor ? n : job->block_k;
+    for (int kb = 0; kb < n; kb += bk) {
+        float s = 1.0f, f = job->s_enc;
         if (!job->per_tensor) {
             float amax_b = 0.0f;
-            for (int i = 0; i < br; i++) {
-                amax_b = amax2(amax_b, run_amax(v[i] + kb, bk));
-            }
-            s_b = block_scale(amax_b, job);
-            factor = s_b > 0.0f ? job->s_enc / s_b : 0.0f;
+            for (int i = 0; i < br; i++) amax_b = amax2(amax_b, run_amax(v[i] + kb, bk));
+            s = block_scale(amax_b, job);
+            f = s > 0.0f ? job->s_enc / s : 0.0f;
         }
-        for (int i = 0; i < br; i++) {
-            if (job->sr) run_uniforms(job, r0 + i, k0 + kb, bk, u);
-            round_run_any(job, v[i] + kb, u, job->out + (r0 + i) * job->K + k0 + kb, bk, factor, s_b);
+        for (int j = kb; j < kb + bk; j++) factor[j] = f, s_b[j] = s;
+    }
+    for (int i = 0; i < br; i++) {
+        if (job->sr) run_uniforms(job, r0 + i, k0, n, u);
+        round_run_any(job, v[i], u, factor, s_b, job->out + (r0 + i) * job->K + k0, n);
+    }
+    return 0.0f;
+}
+
+/* --- stretches: a strided K ---------------------------------------------------------------- */
+/* A 2-D (T, d) tensor quantized along dim 0: canonical row r is column r of x, and K runs down x's
+ * rows. A stretch is nk consecutive rows of x, cut into column chunks of at most CHUNK: one
+ * contiguous range per row. Butterflies run between its rows and block maxima down its columns,
+ * each a loop along a row of memory (the reference's strided ops, fused). */
+
+#define CHUNK 512
+
+typedef struct { float *t, *u, *q, *factor, *s_b; } Scratch;  /* nk x CHUNK (t, u, q), CHUNK */
+
+/* transforms.rotate down each column of an (nk, n) stretch in place. */
+static void rotate_stretch(const Job *job, float *t, int n) {
+    const int h0 = job->had;
+    for (int g = 0; g < job->nk; g += h0) {
+        float *w = t + (int64_t)g * n;
+        if (job->signs)
+            for (int i = 0; i < h0; i++)
+                for (int c = 0; c < n; c++) w[i * n + c] *= job->signs[i];
+        for (int h = 1; h < h0; h *= 2)
+            for (int i0 = 0; i0 < h0; i0 += 2 * h)
+                for (int i = i0; i < i0 + h; i++) {
+                    float *a = w + (int64_t)i * n, *b = w + (int64_t)(i + h) * n;
+                    for (int c = 0; c < n; c++) {
+                        float x = a[c], y = b[c];
+                        a[c] = x + y;
+                        b[c] = x - y;
+                    }
+                }
+        for (int i = 0; i < h0 * n; i++) w[i] *= job->norm;
+    }
+}
+
+/* The SR uniforms of an (nk, n) stretch: element (k, c) is canonical (c0 + c, k0 + k). */
+static void stretch_uniforms(const Job *job, int64_t k0, int64_t c0, int n, float *u) {
+    const uint32_t key = job->key;
+    if (job->K % 2 == 0) {  /* k0, nk even: a pair is rows k, k + 1 of one column */
+        for (int k = 0; k < job->nk; k += 2)
+            for (int c = 0; c < n; c++) {
+                uint32_t h = hash32(hash32((uint32_t)(((c0 + c) * job->K + k0 + k) >> 1)) ^ key);
+                u[k * n + c] = centred16(h & 0xFFFFu);
+                u[(k + 1) * n + c] = centred16(h >> 16);
+            }
+    } else {
+        for (int k = 0; k < job->nk; k++)
+            for (int c = 0; c < n; c++) {
+                int64_t i = (c0 + c) * job->K + k0 + k;
+                uint32_t h = hash32(hash32((uint32_t)(i >> 1)) ^ key);
+                u[k * n + c] = centred16(i & 1 ? h >> 16 : h & 0xFFFFu);
+            }
+    }
+}
+
+/* Rows k0 .. k0 + nk - 1 of x, columns c0 .. c0 + n - 1: pass 1 returns their amax (rotated); pass 2
+ * quantizes them into out. */
+static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Scratch *w) {
+    const int nk = job->nk;
+    float *t = w->t;
+    for (int k = 0; k < nk; k++) memcpy(t + k * n, job->x + (k0 + k) * job->R + c0, sizeof(float) * n);
+    if (job->had) rotate_stretch(job, t, n);
+    if (pass == 1) return run_amax(t, nk * n);
+    if (job->sr) stretch_uniforms(job, k0, c0, n, w->u);
+    const int bk = job->per_tensor ? nk : job->block_k;
+    const int out_rowmajor = job->ok == 1;  /* 2-D blocks: the reference's (R, K) layout */
+    for (int kb = 0; kb < nk; kb += bk) {
+        if (job->per_tensor) {
+            for (int c = 0; c < n; c++) w->factor[c] = job->s_enc, w->s_b[c] = 1.0f;
+        } else {
+            uint32_t *m = (uint32_t *)w->s_b;  /* max |t| down each column of the block, as bits (run_amax) */
+            for (int c = 0; c < n; c++) m[c] = 0;
+            for (int k = kb; k < kb + bk; k++)
+                for (int c = 0; c < n; c++) {
+                    uint32_t a = f_bits(t[k * n + c]) & 0x7FFFFFFFu;
+                    m[c] = a > m[c] ? a : m[c];
+                }
+            if (job->block_rows > 1)  /* a (block_rows x bk) block spans block_rows columns */
+                for (int c = 0; c < n; c += job->block_rows) {
+                    uint32_t g = 0;
+                    for (int j = 0; j < job->block_rows; j++) g = m[c + j] > g ? m[c + j] : g;
+                    for (int j = 0; j < job->block_rows; j++) m[c + j] = g;
+                }
+            for (int c = 0; c < n; c++) {
+                float s = block_scale(bits_f(m[c]), job);
+                w->s_b[c] = s;
+                w->factor[c] = s > 0.0f ? job->s_enc / s : 0.0f;
+            }
+        }
+        for (int k = kb; k < kb + bk; k++) {
+            float *dst = out_rowmajor ? w->q : job->out + (k0 + k) * job->R + c0;
+            round_run_any(job, t + k * n, w->u + k * n, w->factor, w->s_b, dst, n);
+            if (out_rowmajor)
+                for (int c = 0; c < n; c++) job->out[(c0 + c) * job->K + k0 + k] = w->q[c];
         }
     }
     return 0.0f;
@@ -375,32 +364,31 @@ typedef struct { Job *job; int t, nthreads, pass; } Part;
 
 static void run_part(const Part *p) {
     Job *job = p->job;
-    Tile t, u;
-    const int64_t tiles_r = (job->R + L - 1) / L;
-    const int64_t a = tiles_r * p->t / p->nthreads * L, b = tiles_r * (p->t + 1) / p->nthreads * L;
     float amax = 0.0f;
     if (job->xk == 1) {  /* K contiguous: runs, in groups of block_rows rows */
         const int64_t groups = job->R / job->block_rows;
         const int64_t ga = groups * p->t / p->nthreads, gb = groups * (p->t + 1) / p->nthreads;
+        const int n = run_length(job);
         for (int64_t g = ga; g < gb; g++)
-            for (int64_t k0 = 0; k0 < job->K; k0 += job->nk)
-                amax = amax2(amax, runs_group(job, g * job->block_rows, k0, p->pass));
+            for (int64_t k0 = 0; k0 < job->K; k0 += n)
+                amax = amax2(amax, runs_group(job, g * job->block_rows, k0, n, p->pass));
         job->amax[p->t] = amax;
         return;
     }
-    for (int64_t r0 = a; r0 < b && r0 < job->R; r0 += L)
-        for (int64_t k0 = 0; k0 < job->K; k0 += job->nk) {
-            load_tile(job, r0, k0, t);
-            if (job->had) rotate_tile(job, t);
-            if (p->pass == 1) {  /* the tensor amax, after the rotation */
-                float m[L];
-                lane_amax(t, 0, job->nk, m);
-                for (int l = 0; l < L; l++) amax = amax2(amax, m[l]);
-            } else {
-                quantize_tile(job, r0, k0, t, u);
-                store_tile(job, r0, k0, t);
-            }
+    /* A strided K: threads split K (each reads its own rows of x's memory), in stretches of nk rows. */
+    const int64_t stretches = job->K / job->nk;
+    const int64_t ka = stretches * p->t / p->nthreads * job->nk, kb = stretches * (p->t + 1) / p->nthreads * job->nk;
+    const int width = job->R < CHUNK ? (int)job->R : CHUNK;
+    float *mem = malloc(sizeof(float) * ((size_t)3 * job->nk * width + 2 * width));
+    if (!mem) abort();  /* (a few hundred KB) */
+    Scratch w = {mem, mem + job->nk * width, mem + 2 * job->nk * width, mem + 3 * job->nk * width,
+                 mem + 3 * job->nk * width + width};
+    for (int64_t k0 = ka; k0 < kb; k0 += job->nk)
+        for (int64_t c0 = 0; c0 < job->R; c0 += width) {
+            int n = job->R - c0 < width ? (int)(job->R - c0) : width;
+            amax = amax2(amax, stretch(job, k0, c0, n, p->pass, &w));
         }
+    free(mem);
     job->amax[p->t] = amax;
 }
 
