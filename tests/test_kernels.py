@@ -219,6 +219,23 @@ def test_shared_amaxes_give_each_operand_its_own_bits(recipe: str, plain: str, o
 
 
 @in_process
+def test_unrotated_amax_reads_x_along_its_rows():
+    """Without a rotation the amax pass of a dim-0 operand reads x along its own rows (any order gives
+    max |x|): the largest magnitude is found wherever it sits, the last row and column included."""
+    from scaling.kernels.quantize import Launch
+
+    fp8, nvfp4 = get_recipe("fp8"), get_recipe("nvfp4")
+    for where in ((0, 0), (127, 47), (64, 13)):
+        x = torch.randn(128, 48, device=DEVICE, dtype=torch.bfloat16)
+        x[where] = -1000.0
+        launch = Launch(x, fp8.wgrad_x, 0, None, torch.bfloat16)
+        assert launch._amax_reads_rows
+        launch.run_amax()
+        assert launch.amax.item() == 1000.0
+    assert not Launch(x, nvfp4.wgrad_x, 0, None, torch.bfloat16)._amax_reads_rows  # RHT16 along dim 0
+
+
+@in_process
 def test_shared_amaxes_need_a_pair_that_fits():
     """No shared pass where the plain operand has a rotation (UFP4) or the other one has no tensor
     scale (MXFP4), or rotates RHT16 along a contiguous K: each operand then finds its own."""
