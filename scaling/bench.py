@@ -29,8 +29,8 @@ How each number is taken (docs/kernels.md says more):
   compiled one block at a time (scaling.compiling);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
 - cpu (no GPU): training steps on this machine's CPU as `scaling train` runs a 2M-token run of the
-  micro sizes on the built-in corpus: float32, eager, the reference quantizer; {"cpu", "threads"}
-  name the machine, rows {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s",
+  micro sizes on the built-in corpus: float32, eager, the run's quantizer; {"cpu", "threads",
+  "quantizer"} name the machine and which quantizer ran, rows {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s",
   "cpu_ratio_vs_bf16", "run_s"}.
 """
 
@@ -293,7 +293,8 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
               progress: Callable[[str], None] = print) -> list[dict]:
     """Training steps on this machine's CPU, as `scaling train --tokens <tokens>` on the built-in
     corpus runs them: float32, eager, the trainer's sequence length and batch for that run, the
-    built-in corpus's vocabulary, the reference quantizer. `step_ms` is wall time; `step_cpu_ms`
+    built-in corpus's vocabulary, the quantizer such a run uses (the fused C one of `cpu_quantize`
+    where it builds, else the reference: `cpu_header` says which). `step_ms` is wall time; `step_cpu_ms`
     the process's CPU time (all threads), which a shared machine's stolen time does not inflate;
     ratios divide CPU times. `run_s`: the steps of such a run at this wall speed (evaluations and
     checkpoints not counted)."""
@@ -327,7 +328,10 @@ def cpu_header() -> dict:
             name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
     except OSError:
         pass
-    return {"cpu": name, "threads": torch.get_num_threads(), "torch": torch.__version__,
+    from scaling import cpu_quantize
+
+    quantizer = "fused C (scaling/cpu_quantize.c)" if cpu_quantize.library() is not None else "reference (no C compiler)"
+    return {"cpu": name, "threads": torch.get_num_threads(), "torch": torch.__version__, "quantizer": quantizer,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
