@@ -132,6 +132,24 @@ static float block_scale(float amax_b, const Job *job) {
     return e4m3_rtne(raw > job->bound ? job->bound : raw);  /* NaN stays NaN */
 }
 
+/* quant.block_scale_for of nb blocks' amaxes, and each block's factor s_enc / s_b (0 for a zero or NaN
+ * scale). The E4M3 and FP32 scales in one loop over the blocks, which vectorizes (a call per block
+ * cost more than the block's rounding). */
+static void block_scales(const Job *job, const float *amax, float *s_b, float *factor, int nb) {
+    const float target = job->target, s_enc = job->s_enc, bound = job->bound;
+    if (job->scale == S_E4M3) {
+        for (int b = 0; b < nb; b++) {
+            float raw = (amax[b] / target) * s_enc;
+            s_b[b] = e4m3_rtne(raw > bound ? bound : raw);  /* NaN stays NaN */
+        }
+    } else if (job->scale == S_FP32) {
+        for (int b = 0; b < nb; b++) s_b[b] = (amax[b] / target) * s_enc;
+    } else {
+        for (int b = 0; b < nb; b++) s_b[b] = block_scale(amax[b], job);
+    }
+    for (int b = 0; b < nb; b++) factor[b] = s_b[b] > 0.0f ? s_enc / s_b[b] : 0.0f;
+}
+
 /* o <- round(v * factor) * s_b over a run, factor and s_b per element (each block's, expanded). */
 INLINE void round_run(const float *restrict v, const float *restrict u, const float *restrict factor,
                       const float *restrict s_b, float *restrict o, int n, const int elem, const int sr, float gmax) {
@@ -198,6 +216,25 @@ static float run_amax(const float *v, int n) {
     return bits_f(m);
 }
 
+INLINE void blocks_amax_of(const float *v, int nb, const int bk, float *amax) {
+    for (int b = 0; b < nb; b++) {
+        uint32_t m = 0;
+        for (int j = 0; j < bk; j++) {
+            uint32_t a = f_bits(v[b * bk + j]) & 0x7FFFFFFFu;
+            m = a > m ? a : m;
+        }
+        amax[b] = amax2(amax[b], bits_f(m));
+    }
+}
+
+/* amax[b] <- max(amax[b], max |v| over block b), for the n / bk blocks of a run (see run_amax). */
+static void blocks_amax(const float *v, int n, int bk, float *amax) {
+    if (bk == 16) blocks_amax_of(v, n / 16, 16, amax);  /* constant extents: unrolled, vectorized */
+    else if (bk == 32) blocks_amax_of(v, n / 32, 32, amax);
+    else
+        for (int b = 0; b < n / bk; b++) amax[b] = amax2(amax[b], run_amax(v + b * bk, bk));
+}
+
 /* The SR uniforms of row r's elements k0 .. k0 + n - 1 (canonical index i = r * K + k). */
 static void run_uniforms(const Job *job, int64_t r, int64_t k0, int n, float *u) {
     const int64_t i0 = r * job->K + k0;
@@ -244,16 +281,16 @@ static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass)
     }
     if (pass == 1) return amax;
     float u[MAXRUN], factor[MAXRUN], s_b[MAXRUN];
-    const int bk = job->per_tensor ? n : job->block_k;
-    for (int kb = 0; kb < n; kb += bk) {
-        float s = 1.0f, f = job->s_enc;
-        if (!job->per_tensor) {
-            float amax_b = 0.0f;
-            for (int i = 0; i < br; i++) amax_b = amax2(amax_b, run_amax(v[i] + kb, bk));
-            s = block_scale(amax_b, job);
-            f = s > 0.0f ? job->s_enc / s : 0.0f;
-        }
-        for (int j = kb; j < kb + bk; j++) factor[j] = f, s_b[j] = s;
+    if (job->per_tensor) {
+        for (int j = 0; j < n; j++) factor[j] = job->s_enc, s_b[j] = 1.0f;
+    } else {
+        const int bk = job->block_k, nb = n / bk;
+        float amax[MAXRUN], sb[MAXRUN], f[MAXRUN];  /* per block */
+        for (int b = 0; b < nb; b++) amax[b] = 0.0f;
+        for (int i = 0; i < br; i++) blocks_amax(v[i], n, bk, amax);
+        block_scales(job, amax, sb, f, nb);
+        for (int b = 0; b < nb; b++)
+            for (int j = 0; j < bk; j++) factor[b * bk + j] = f[b], s_b[b * bk + j] = sb[b];
     }
     for (int i = 0; i < br; i++) {
         if (job->sr) run_uniforms(job, r0 + i, k0, n, u);
@@ -342,11 +379,7 @@ static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Sc
                     for (int j = 0; j < job->block_rows; j++) g = m[c + j] > g ? m[c + j] : g;
                     for (int j = 0; j < job->block_rows; j++) m[c + j] = g;
                 }
-            for (int c = 0; c < n; c++) {
-                float s = block_scale(bits_f(m[c]), job);
-                w->s_b[c] = s;
-                w->factor[c] = s > 0.0f ? job->s_enc / s : 0.0f;
-            }
+            block_scales(job, (const float *)m, w->s_b, w->factor, n);  /* (in place over m: read first) */
         }
         for (int k = kb; k < kb + bk; k++) {
             float *dst = out_rowmajor ? w->q : job->out + (k0 + k) * job->R + c0;
