@@ -1,8 +1,8 @@
 """The fused CPU quantizer: `quant.gemm_operand` in one C call (cpu_quantize.c), bit for bit.
 
 On a CPU the reference runs ~20 tensor ops per operand, each a pass over memory; for the 1M model's
-(4096, 128) operands that was 5-9 ms each and over half of an NVFP4 training step. The C version
-does each canonical row in cache, on torch's thread count. It serves every spec except 4/6,
+(4096, 128) operands that was 3-9 ms each and over half of an NVFP4 training step. The C version
+does each piece of the tensor in cache, on torch's thread count (docs/kernels.md). It serves every spec except 4/6,
 MS-EDEN and SR onto FP8 (those run the reference), for 2-D tensors along either axis and any
 contiguous tensor along its last.
 
@@ -36,13 +36,12 @@ SOURCE = Path(__file__).with_name("cpu_quantize.c")
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c11", "-fPIC", "-shared", "-pthread")
 # OpenMP where the compiler has it (then the library shares torch's libgomp threads), else pthreads.
 OPENMP = ("-fopenmp",)
-ELEM_CODES = {"e2m1": 0, "e1m2": 1, "int4": 2, "e4m3": 3, "e5m2": 4}
-SCALE_CODES = {"e8m0": 0, "e4m3": 1, "fp32": 2}
 
 # scaling_quantize's parameters, in order (cpu_quantize.c)
 _ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_int] * 9
              + [ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_float] * 5 + [ctypes.c_int])
-LANES, MAX_TILE_K = 16, 128  # cpu_quantize.c's L and MAXNK
+LANES = 16  # cpu_quantize.c's L: the rows of a 2-D block it takes
+MAX_NK = 128  # the largest stretch or run unit it is given (the largest Hadamard group; MAXRUN is 1024)
 
 
 def cache_dir() -> Path:
@@ -121,13 +120,14 @@ def _canonical_contiguous(x: torch.Tensor, dim: int) -> bool | None:
     return None
 
 
-def _tile_k(spec: QuantSpec, K: int) -> int | None:
-    """The tile's extent along K: whole blocks and Hadamard groups, dividing K, at most 128 (None: no fit)."""
+def _unit_k(spec: QuantSpec, K: int) -> int | None:
+    """nk, the C code's unit along K (a stretch's rows; runs are multiples of it): whole blocks and
+    Hadamard groups, dividing K, at most MAX_NK (None: no fit)."""
     if spec.block is None:
         nk = spec.transform or next(n for n in (16, 8, 4, 2, 1) if K % n == 0)
     else:
         nk = max(spec.block_k, spec.transform)
-    return nk if nk <= MAX_TILE_K and K % nk == 0 else None
+    return nk if nk <= MAX_NK and K % nk == 0 else None
 
 
 def serves(x: torch.Tensor, spec: QuantSpec, dim: int) -> bool:
@@ -140,7 +140,7 @@ def serves(x: torch.Tensor, spec: QuantSpec, dim: int) -> bool:
         return False
     dim %= x.dim()
     K = x.shape[dim]
-    if K % spec.k_multiple or (x.numel() // K) % spec.block_rows or _tile_k(spec, K) is None:
+    if K % spec.k_multiple or (x.numel() // K) % spec.block_rows or _unit_k(spec, K) is None:
         return False  # (the reference says what is wrong with the shape)
     return _canonical_contiguous(x, dim) is not None and library() is not None
 
@@ -162,12 +162,10 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
     if spec.transform:
         signs = signs_for(spec.signs, spec.transform, int(seeds.signs) if seeds else None)
     key = seed_key(int(seeds.rounding)) if spec.rounding == "sr" else 0
-    bound = spec.scale_bound if spec.block is not None else 1.0
-    numer = float(torch.tensor(spec.elem_max * bound, dtype=torch.float32))
-    target = float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32))
+    numer, target = quant.scale_constants(spec)
     s_enc = library().scaling_quantize(
-        x.data_ptr(), out.data_ptr(), R, K, *x_strides, *out_strides, _tile_k(spec, K),
-        ELEM_CODES[spec.elem], SCALE_CODES[spec.scale], formats.EMAX[spec.elem], spec.block_rows, spec.block_k,
+        x.data_ptr(), out.data_ptr(), R, K, *x_strides, *out_strides, _unit_k(spec, K),
+        formats.ELEM_CODES[spec.elem], formats.SCALE_CODES[spec.scale], formats.EMAX[spec.elem], spec.block_rows, spec.block_k,
         int(spec.block is None), int(spec.has_tensor_scale), int(spec.rounding == "sr"), key,
         spec.transform, None if signs is None else signs.data_ptr(),
         norm_factor(spec.transform) if spec.transform else 1.0,

@@ -37,6 +37,9 @@ ELEMENT_FORMATS = tuple(GRIDS) + tuple(FP8_DTYPES)
 # emax of each element format: the exponent of its largest normal power of two (OCP MX table).
 EMAX = {"e2m1": 2, "e1m2": 0, "int4": 2, "e4m3": 8, "e5m2": 15}
 E8M0_MIN_EXP, E8M0_MAX_EXP = -127, 127
+# The integer each element and block-scale format is known by inside the kernels (Triton and C).
+ELEM_CODES = {"e2m1": 0, "e1m2": 1, "int4": 2, "e4m3": 3, "e5m2": 4}
+SCALE_CODES = {"e8m0": 0, "e4m3": 1, "fp32": 2}
 
 
 def grid_max(fmt: str) -> float:

@@ -328,6 +328,16 @@ def tensor_encode_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     return torch.where(amax > 0, _constant(spec.elem_max * bound, amax.device) / amax, 1.0)
 
 
+@functools.lru_cache(maxsize=None)
+def scale_constants(spec: QuantSpec) -> tuple[float, float]:
+    """The two constants the fused quantizers take as floats, FP32 values as the reference computes
+    them: the numerator of the tensor encode scale (element max x scale bound, or element max for
+    per-tensor scaling) and the block amax target (element max / headroom)."""
+    bound = spec.scale_bound if spec.block is not None else 1.0
+    return (float(torch.tensor(spec.elem_max * bound, dtype=torch.float32)),
+            float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32)))
+
+
 def block_scale_for(amax_b: torch.Tensor, s_enc: torch.Tensor, spec: QuantSpec, target: float) -> torch.Tensor:
     """Block scales (float32 values of the scale format) mapping each block's amax to `target`."""
     if spec.scale == "e8m0":

@@ -157,7 +157,7 @@ def test_element_rounding_matches_reference_everywhere(elem, cap, rounding):
     got = torch.empty_like(v, device=DEVICE)
     n, block = v.numel(), 1 << 16
     _round_kernel[(triton.cdiv(n, block),)](v.to(DEVICE), u.to(DEVICE), got, n,
-                                            ELEM=quantize_kernels.ELEM_CODES[elem], GMAX=float(spec_max),
+                                            ELEM=formats.ELEM_CODES[elem], GMAX=float(spec_max),
                                             SR=rounding == "sr", BLOCK=block)
     got = got.cpu()
     bad = got.view(torch.int32) != want.view(torch.int32)  # bit for bit, zero signs included

@@ -26,11 +26,9 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.quant import SCALE_STREAM as _SCALE_STREAM
-from scaling.quant import QuantSpec
+from scaling.quant import QuantSpec, scale_constants
 from scaling.transforms import norm_factor
 
-ELEM_CODES = {"e2m1": 0, "e1m2": 1, "int4": 2, "e4m3": 3, "e5m2": 4}
-SCALE_CODES = {"e8m0": 0, "e4m3": 1, "fp32": 2}
 SCALE_STREAM = tl.constexpr(_SCALE_STREAM)
 
 
@@ -634,19 +632,10 @@ def _config(spec: QuantSpec, K: int) -> dict:
         NORM=norm_factor(had) if had else 1.0, RAND_SIGNS=bool(had) and spec.signs != "ones",
         BLK_R=blk_r, BLK_K=blk_k, LOG2_BLK=int(math.log2(blk_r * blk_k)),
         PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.has_tensor_scale,
-        SCALE=SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem], BOUND=float(spec.scale_bound),
-        ELEM=ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr", PAIRS=K % 2 == 0,
+        SCALE=formats.SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem], BOUND=float(spec.scale_bound),
+        ELEM=formats.ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr", PAIRS=K % 2 == 0,
         FOUR_SIX=spec.four_over_six, EDEN=spec.eden, NARROW=0,
     )
-
-
-@functools.lru_cache(maxsize=None)
-def _scalars(spec: QuantSpec) -> tuple[float, float]:
-    """The kernel's runtime floats (FP32 values, as the reference computes them): the numerator of the
-    tensor encode scale (element max x scale bound) and the block amax target (element max / headroom)."""
-    bound = spec.scale_bound if spec.block is not None else 1.0
-    return (float(torch.tensor(spec.elem_max * bound, dtype=torch.float32)),
-            float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32)))
 
 
 def moves_k_last(spec: QuantSpec, ndim: int, dim: int) -> bool:
@@ -705,7 +694,7 @@ class Launch:
         # quantize pass where a block is one group of 16 (on the H200 MX's 1x32 blocks lost 5% with it).
         self.amax_halves = _rotates_in_halves(spec, self.stride_k)
         self.cfg["HALVES"] = self.amax_halves and self.cfg["BLK_K"] == 16
-        self.numer, self.target = _scalars(spec)
+        self.numer, self.target = scale_constants(spec)
         group = max(spec.k_multiple, 1)
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
         # whose correction sums over one Hadamard group per tile row, nor per-tensor scaling, whose
