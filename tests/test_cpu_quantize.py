@@ -107,6 +107,22 @@ def test_no_compiler_means_one_note_and_the_reference(monkeypatch, tmp_path, cap
         cpu_quantize.library.cache_clear()
 
 
+def test_the_build_without_openmp_has_the_same_bits(monkeypatch, tmp_path):
+    # a compiler without OpenMP builds the pthread version of the same source
+    monkeypatch.setattr(cpu_quantize, "OPENMP", ())
+    monkeypatch.setenv("SCALING_CACHE_DIR", str(tmp_path))
+    cpu_quantize.library.cache_clear()
+    try:
+        lib = cpu_quantize.library()
+        assert lib is not None and str(tmp_path) in lib._name
+        x = torch.randn(256, 128)
+        for spec in (PRESETS["nvfp4"].wgrad_dy, PRESETS["nvfp4"].dgrad_dy, PRESETS["ufp4"].fprop_x):
+            for dim in (-1, 0):
+                _check(x, spec, dim, Seeds(3, 4))
+    finally:
+        cpu_quantize.library.cache_clear()
+
+
 def test_a_compile_error_is_reported(monkeypatch, tmp_path):
     bad = tmp_path / "bad.c"
     bad.write_text("this is not C\n")
