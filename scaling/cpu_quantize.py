@@ -45,8 +45,11 @@ MAX_NK = 128  # the largest stretch or run unit it is given (the largest Hadamar
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("SCALING_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp4-scaling"
-    return Path(root)
+    """Where the built library is kept: $SCALING_CACHE_DIR, else $XDG_CACHE_HOME/fp4-scaling, else
+    ~/.cache/fp4-scaling."""
+    if os.environ.get("SCALING_CACHE_DIR"):
+        return Path(os.environ["SCALING_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp4-scaling"
 
 
 def _cpu_id() -> str:
@@ -165,7 +168,8 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
     numer, target = quant.scale_constants(spec)
     s_enc = library().scaling_quantize(
         x.data_ptr(), out.data_ptr(), R, K, *x_strides, *out_strides, _unit_k(spec, K),
-        formats.ELEM_CODES[spec.elem], formats.SCALE_CODES[spec.scale], formats.EMAX[spec.elem], spec.block_rows, spec.block_k,
+        formats.ELEM_CODES[spec.elem], formats.SCALE_CODES[spec.scale], formats.EMAX[spec.elem],
+        spec.block_rows, spec.block_k,
         int(spec.block is None), int(spec.has_tensor_scale), int(spec.rounding == "sr"), key,
         spec.transform, None if signs is None else signs.data_ptr(),
         norm_factor(spec.transform) if spec.transform else 1.0,

@@ -54,8 +54,9 @@ def observe_operands():
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
                  dtype: torch.dtype, name: str = "", scale: torch.Tensor | None = None,
                  amax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Dispatch: Triton kernels on CUDA, the reference elsewhere (identical bits). `scale`: x is kept
-    as (values, scale) (quant.in_real_units), which the kernels multiply as they load. `amax`: the
+    """Dispatch: Triton kernels on CUDA, else the fused CPU quantizer or the reference (identical
+    bits). `scale`: x is kept as (values, scale) (quant.in_real_units), which the kernels multiply as
+    they load. `amax`: the
     tensor amax from kernels.shared_amaxes (the kernels then skip their amax pass)."""
     if _use_kernels(x) and spec is not None and not _OBSERVERS:
         from scaling import kernels
