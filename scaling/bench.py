@@ -28,6 +28,9 @@ How each number is taken (docs/kernels.md says more):
   step as the trainer's batch rule gives a compute-optimal run (8 at 160M; --accumulate), the model
   compiled one block at a time (scaling.compiling);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
+- quantizer (no GPU): each activation operand of a recipe on this CPU, the reference against the
+  fused C quantizer (scaling.cpu_quantize): rows {"recipe", "operand", "tokens", "d", "reference_ms",
+  "fused_ms", "speedup", "bits_equal"}.
 - cpu (no GPU): training steps on this machine's CPU as `scaling train` runs a 2M-token run of the
   micro sizes on the built-in corpus: float32, eager, the run's quantizer; {"cpu", "threads",
   "quantizer"} name the machine and which quantizer ran, rows {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s",
@@ -320,6 +323,50 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
     return rows
 
 
+def bench_cpu_quantizer(recipes: tuple[str, ...] = ("nvfp4",), tokens: int = 4096, dims: tuple[int, ...] = (128, 512),
+                        reps: int = 20, progress: Callable[[str], None] = print) -> list[dict]:
+    """Each activation operand of these recipes (fprop X and dgrad dY along the last axis, wgrad's
+    along dim 0) of a (tokens, d) float32 tensor, quantized on this CPU by the reference and by the
+    fused C quantizer (scaling.cpu_quantize): median wall ms of each, and whether their bits agree.
+    The defaults are the 1M models' operands in `scaling train --tokens 2M` (16 x 256 tokens, widths
+    128 and 512). fused_ms is None where the fused quantizer does not serve the spec or did not build."""
+    from scaling import cpu_quantize, quant
+    from scaling.seeds import Seeds
+
+    def wall_ms(fn: Callable[[], object]) -> float:
+        fn()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2] * 1e3
+
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for recipe, operand, spec, dim in _preset_operands(recipes):
+        if operand.endswith("_w"):
+            continue
+        for d in dims:
+            x = torch.randn(tokens, d, generator=gen)
+            seeds = Seeds(1234, 5678) if spec.needs_seed else None
+            ref = lambda: quant.gemm_operand(x, spec, dim, seeds, torch.float32)  # noqa: E731
+            row = {"recipe": recipe, "operand": operand.replace("_", "."), "tokens": tokens, "d": d,
+                   "reference_ms": round(wall_ms(ref), 3), "fused_ms": None, "speedup": None, "bits_equal": None}
+            if cpu_quantize.serves(x, spec, dim):
+                fused = lambda: cpu_quantize.gemm_operand(x, spec, dim, seeds, torch.float32)  # noqa: E731
+                row["fused_ms"] = round(wall_ms(fused), 3)
+                row["speedup"] = round(row["reference_ms"] / row["fused_ms"], 2)
+                (a, inv_a), (b, inv_b) = ref(), fused()
+                row["bits_equal"] = bool(torch.equal(a.view(torch.int32), b.view(torch.int32)) and torch.equal(inv_a, inv_b))
+            rows.append(row)
+            fused_text = (f"fused {row['fused_ms']:.2f} ms ({row['speedup']:.1f}x, bits "
+                          f"{'equal' if row['bits_equal'] else 'DIFFER'})" if row["fused_ms"] is not None else "not fused")
+            progress(f"  {recipe}.{row['operand']} ({tokens}, {d}) dim {dim}: reference {row['reference_ms']:.2f} ms, "
+                     + fused_text)
+    return rows
+
+
 def cpu_header() -> dict:
     """The CPU the `cpu` section ran on: its model name and torch's thread count."""
     name = platform.processor() or platform.machine()
@@ -396,5 +443,5 @@ def header(device: torch.device) -> dict:
             "versions": versions(), "copy_gbps": round(copy_gbps(device), 1)}
 
 
-__all__ = ["bench_cpu", "bench_kernels", "bench_linear", "bench_loss", "bench_sass", "bench_train", "copy_gbps", "cpu_header", "header", "graph_ms",
+__all__ = ["bench_cpu", "bench_cpu_quantizer", "bench_kernels", "bench_linear", "bench_loss", "bench_sass", "bench_train", "copy_gbps", "cpu_header", "header", "graph_ms",
            "median_ms"]

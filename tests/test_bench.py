@@ -69,11 +69,30 @@ def test_cpu_section_times_the_trainers_cpu_step(tmp_path):
     assert abs(new["cpu_ratio_vs_bf16"] - new["step_cpu_ms"] / rows["nanochat", "bf16"]["step_cpu_ms"]) < 0.01
 
 
+def test_quantizer_section_times_both_quantizers_and_checks_their_bits(tmp_path):
+    from scaling.cli import main
+
+    out = tmp_path / "cpu.json"
+    assert main(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "128", "--out", str(out)]) == 0
+    bench = json.loads(out.read_text())
+    rows = {(r["recipe"], r["operand"]): r for r in bench["quantizer"]}
+    assert {op for r, op in rows if r == "nvfp4"} == {"fprop.x", "dgrad.dy", "wgrad.dy", "wgrad.x"}
+    for (recipe, _), row in rows.items():
+        assert row["tokens"] == 4096 and row["d"] == 128 and row["reference_ms"] > 0
+        if recipe == "nvfp4":  # every nvfp4 activation operand is fused
+            assert row["bits_equal"] is True and row["fused_ms"] > 0
+            assert abs(row["speedup"] - row["reference_ms"] / row["fused_ms"]) < 0.01 * row["speedup"] + 0.01
+    assert rows["quartet2", "fprop.x"]["fused_ms"] is None  # 4/6: the reference only
+    assert bench["cpu_machine"]["quantizer"].startswith("fused")
+
+
 def test_committed_cpu_json_names_its_machine():
     bench = json.loads((ROOT / "reports" / "bench" / "cpu.json").read_text())
-    assert set(bench) == {"cpu_machine", "cpu"} and {"cpu", "threads", "date"} <= set(bench["cpu_machine"])
+    assert set(bench) <= {"cpu_machine", "cpu", "quantizer"} and {"cpu", "threads", "date"} <= set(bench["cpu_machine"])
     for row in bench["cpu"]:
         assert {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s", "run_s"} <= set(row), row
+    for row in bench.get("quantizer", []):
+        assert row["fused_ms"] is None or row["bits_equal"] is True, row
 
 
 def test_train_section_runs_end_to_end_on_a_cpu():

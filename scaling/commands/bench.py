@@ -1,4 +1,4 @@
-"""`scaling bench kernels|loss|linear|train|sass|cpu|fit`: benchmarks written to a JSON under reports/bench/."""
+"""`scaling bench kernels|loss|linear|train|sass|cpu|quantizer|fit`: benchmarks written to a JSON under reports/bench/."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, loss, linear, train, sass (no GPU), cpu (no GPU), fit"
-SECTIONS = ("kernels", "loss", "linear", "train", "sass", "cpu", "fit")
-NO_GPU = ("sass", "cpu", "fit")
+HELP = "benchmarks: kernels, loss, linear, train, sass (no GPU), cpu and quantizer (no GPU), fit"
+SECTIONS = ("kernels", "loss", "linear", "train", "sass", "cpu", "quantizer", "fit")
+NO_GPU = ("sass", "cpu", "quantizer", "fit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipes", help="comma-separated recipes (default: per section)")
     parser.add_argument("--families", default="nanochat,llama2", help="train, cpu: model families")
     parser.add_argument("--sizes", help="train, cpu: model sizes (default: 40M,160M for train, 1M for cpu)")
-    parser.add_argument("--dims", default="512,1024,2048,4096", help="linear: layer widths")
+    parser.add_argument("--dims", help="linear: layer widths (default 512,1024,2048,4096); quantizer: operand widths (default 128,512)")
     parser.add_argument("--steps", type=int, help="train, cpu: timed optimizer steps per run (default: 4 for train, 8 for cpu)")
     parser.add_argument("--batch", type=int, default=32, help="train: sequences of 1024 tokens per micro-batch")
     parser.add_argument("--accumulate", type=int,
@@ -41,7 +41,8 @@ def _write_atomic(path: Path, obj: dict) -> None:
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
             "train": ("family", "size", "recipe", "compile_mode", "accumulate"),
             "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow"),
-            "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab")}
+            "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
+            "quantizer": ("recipe", "operand", "tokens", "d")}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
@@ -97,6 +98,15 @@ def run(args: argparse.Namespace) -> int:
         rows = bench.bench_cpu(families=tuple(args.families.split(",")), sizes=tuple((args.sizes or "1M").split(",")),
                                recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
         result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
+    if "quantizer" in wanted:
+        from scaling import bench
+
+        result["cpu_machine"] = bench.cpu_header()
+        progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads, "
+                 f"quantizer: {result['cpu_machine']['quantizer']}")
+        dims = tuple(int(d) for d in (args.dims or "128,512").split(","))
+        rows = bench.bench_cpu_quantizer(recipes=recipes or ("nvfp4",), dims=dims, progress=progress)
+        result["quantizer"] = _merge("quantizer", result.get("quantizer", []), rows)
     if gpu:
         import torch
 
@@ -124,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             return save, earlier
 
         if "linear" in gpu:
-            dims = tuple(int(d) for d in args.dims.split(","))
+            dims = tuple(int(d) for d in (args.dims or "512,1024,2048,4096").split(","))
             bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
                                on_row=saver("linear")[0])
         save_rows, earlier = saver("train")
@@ -150,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
     if "cpu" in wanted:
         machine = result["cpu_machine"]
         print_table(result["cpu"], title=f"bench cpu ({machine['cpu']}, {machine['threads']} threads, no GPU)")
+    if "quantizer" in wanted:
+        machine = result["cpu_machine"]
+        print_table(result["quantizer"], title=f"bench quantizer ({machine['cpu']}, {machine['threads']} threads, no GPU)")
     if "fit" in wanted:
         print_json(result["fit"])
     if args.out:
