@@ -227,12 +227,12 @@ INLINE void blocks_amax_of(const float *v, int nb, const int bk, float *amax) {
     }
 }
 
-/* amax[b] <- max(amax[b], max |v| over block b), for the n / bk blocks of a run (see run_amax). */
-static void blocks_amax(const float *v, int n, int bk, float *amax) {
-    if (bk == 16) blocks_amax_of(v, n / 16, 16, amax);  /* constant extents: unrolled, vectorized */
-    else if (bk == 32) blocks_amax_of(v, n / 32, 32, amax);
+/* amax[b] <- max(amax[b], max |v| over block b), for the nb blocks of bk of a run (see run_amax). */
+static void blocks_amax(const float *v, int nb, int bk, float *amax) {
+    if (bk == 16) blocks_amax_of(v, nb, 16, amax);  /* constant extents: unrolled, vectorized */
+    else if (bk == 32) blocks_amax_of(v, nb, 32, amax);
     else
-        for (int b = 0; b < n / bk; b++) amax[b] = amax2(amax[b], run_amax(v + b * bk, bk));
+        for (int b = 0; b < nb; b++) amax[b] = amax2(amax[b], run_amax(v + b * bk, bk));
 }
 
 /* The SR uniforms of row r's elements k0 .. k0 + n - 1 (canonical index i = r * K + k). */
@@ -285,10 +285,10 @@ static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass)
         for (int j = 0; j < n; j++) factor[j] = job->s_enc, s_b[j] = 1.0f;
     } else {
         const int bk = job->block_k, nb = n / bk;
-        float amax[MAXRUN], sb[MAXRUN], f[MAXRUN];  /* per block */
-        for (int b = 0; b < nb; b++) amax[b] = 0.0f;
-        for (int i = 0; i < br; i++) blocks_amax(v[i], n, bk, amax);
-        block_scales(job, amax, sb, f, nb);
+        float block_amax[MAXRUN], sb[MAXRUN], f[MAXRUN];  /* per block */
+        for (int b = 0; b < nb; b++) block_amax[b] = 0.0f;
+        for (int i = 0; i < br; i++) blocks_amax(v[i], nb, bk, block_amax);
+        block_scales(job, block_amax, sb, f, nb);
         for (int b = 0; b < nb; b++)
             for (int j = 0; j < bk; j++) factor[b * bk + j] = f[b], s_b[b * bk + j] = sb[b];
     }
@@ -307,7 +307,7 @@ static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass)
 
 #define CHUNK 512
 
-typedef struct { float *t, *u, *q, *factor, *s_b; } Scratch;  /* nk x CHUNK (t, u, q), CHUNK */
+typedef struct { float *t, *u, *q, *factor, *s_b; uint32_t *colmax; } Scratch;  /* nk x CHUNK (t, u, q), CHUNK */
 
 /* transforms.rotate down each column of an (nk, n) stretch in place. */
 static void rotate_stretch(const Job *job, float *t, int n) {
@@ -366,7 +366,7 @@ static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Sc
         if (job->per_tensor) {
             for (int c = 0; c < n; c++) w->factor[c] = job->s_enc, w->s_b[c] = 1.0f;
         } else {
-            uint32_t *m = (uint32_t *)w->s_b;  /* max |t| down each column of the block, as bits (run_amax) */
+            uint32_t *m = w->colmax;  /* max |t| down each column of the block, as bits (run_amax) */
             for (int c = 0; c < n; c++) m[c] = 0;
             for (int k = kb; k < kb + bk; k++)
                 for (int c = 0; c < n; c++) {
@@ -379,7 +379,8 @@ static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Sc
                     for (int j = 0; j < job->block_rows; j++) g = m[c + j] > g ? m[c + j] : g;
                     for (int j = 0; j < job->block_rows; j++) m[c + j] = g;
                 }
-            block_scales(job, (const float *)m, w->s_b, w->factor, n);  /* (in place over m: read first) */
+            for (int c = 0; c < n; c++) w->s_b[c] = bits_f(m[c]);
+            block_scales(job, w->s_b, w->s_b, w->factor, n);  /* (in place: each amax read before its scale is written) */
         }
         for (int k = kb; k < kb + bk; k++) {
             float *dst = out_rowmajor ? w->q : job->out + (k0 + k) * job->R + c0;
@@ -413,15 +414,17 @@ static void run_part(const Part *p) {
     const int64_t ka = stretches * p->t / p->nthreads * job->nk, kb = stretches * (p->t + 1) / p->nthreads * job->nk;
     const int width = job->R < CHUNK ? (int)job->R : CHUNK;
     float *mem = malloc(sizeof(float) * ((size_t)3 * job->nk * width + 2 * width));
-    if (!mem) abort();  /* (a few hundred KB) */
+    uint32_t *colmax = malloc(sizeof(uint32_t) * (size_t)width);
+    if (!mem || !colmax) abort();  /* (a few hundred KB) */
     Scratch w = {mem, mem + job->nk * width, mem + 2 * job->nk * width, mem + 3 * job->nk * width,
-                 mem + 3 * job->nk * width + width};
+                 mem + 3 * job->nk * width + width, colmax};
     for (int64_t k0 = ka; k0 < kb; k0 += job->nk)
         for (int64_t c0 = 0; c0 < job->R; c0 += width) {
             int n = job->R - c0 < width ? (int)(job->R - c0) : width;
             amax = amax2(amax, stretch(job, k0, c0, n, p->pass, &w));
         }
     free(mem);
+    free(colmax);
     job->amax[p->t] = amax;
 }
 
