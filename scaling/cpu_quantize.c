@@ -25,8 +25,8 @@
 #define MAXRUN 1024 /* elements of a row done at once along a contiguous K */
 #define INLINE static inline __attribute__((always_inline))
 
-enum { E2M1, E1M2, INT4, E4M3, E5M2 };   /* element formats (cpu_quantize.ELEM_CODES) */
-enum { S_E8M0, S_E4M3, S_FP32 };         /* block-scale formats */
+enum { E2M1, E1M2, INT4, E4M3, E5M2 };   /* element formats (formats.ELEM_CODES) */
+enum { S_E8M0, S_E4M3, S_FP32 };         /* block-scale formats (formats.SCALE_CODES) */
 
 typedef struct {
     const float *x;
@@ -172,8 +172,8 @@ static void round_run_any(const Job *job, const float *v, const float *u, const 
 }
 
 /* --- runs: a contiguous K ------------------------------------------------------------------- */
-/* Along a contiguous K the data is already in runs of K: each run of nk is rounded where it lies
- * (or in a rotated copy), vectorized along K, in groups of block_rows rows (a 2-D block's). */
+/* Along a contiguous K each row is cut into runs of up to MAXRUN (a multiple of nk), rounded where
+ * they lie (or from a rotated copy), vectorized along K, in groups of block_rows rows (a 2-D block's). */
 
 /* One butterfly stage of stride h over a whole run (pairs (i, i + h) in each run of 2h: the groups
  * of the transform are runs of had >= 2h, so one loop serves them all). h is a constant at each
@@ -216,6 +216,7 @@ static float run_amax(const float *v, int n) {
     return bits_f(m);
 }
 
+/* blocks_amax for a constant block length bk (the loop over a block unrolls and vectorizes). */
 INLINE void blocks_amax_of(const float *v, int nb, const int bk, float *amax) {
     for (int b = 0; b < nb; b++) {
         uint32_t m = 0;
