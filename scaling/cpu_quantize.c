@@ -176,32 +176,35 @@ static void round_run_any(const Job *job, const float *v, const float *u, const 
  * they lie (or from a rotated copy), vectorized along K, in groups of block_rows rows (a 2-D block's). */
 
 /* One butterfly stage of stride h over a whole run (pairs (i, i + h) in each run of 2h: the groups
- * of the transform are runs of had >= 2h, so one loop serves them all). h is a constant at each
- * call: the compiler then vectorizes even the short strides, with shuffles. */
-INLINE void butterflies(float *restrict w, int n, const int h) {
+ * of the transform are runs of had >= 2h, so one loop serves them all), times `scale` where LAST
+ * (the normalising multiply after the last stage, fused: each value is still rounded once per
+ * operation, in the reference's order). h is a constant at each call: the compiler then
+ * vectorizes even the short strides, with shuffles. */
+INLINE void butterflies(float *restrict w, int n, const int h, const int last, float scale) {
     for (int i0 = 0; i0 < n; i0 += 2 * h)
         for (int i = i0; i < i0 + h; i++) {
             float a = w[i], b = w[i + h];
-            w[i] = a + b;
-            w[i + h] = a - b;
+            w[i] = last ? (a + b) * scale : a + b;
+            w[i + h] = last ? (a - b) * scale : a - b;
         }
 }
 
-/* transforms.rotate on a run of n (a multiple of had) in place: signs, butterflies of stride 1, 2,
- * 4, ..., the norm. */
-static void rotate_run(const Job *job, float *restrict v, int n) {
+/* transforms.rotate of a run of n (a multiple of had, 16 to 128) from src into dst: signs (with the
+ * copy), butterflies of stride 1, 2, 4, ..., the norm (with the last stage). */
+static void rotate_run(const Job *job, const float *restrict src, float *restrict dst, int n) {
     const int had = job->had;
-    if (job->signs)
+    const float norm = job->norm;
+    if (job->signs) {
         for (int g = 0; g < n; g += had)
-            for (int i = 0; i < had; i++) v[g + i] *= job->signs[i];
-    if (had > 1) butterflies(v, n, 1);
-    if (had > 2) butterflies(v, n, 2);
-    if (had > 4) butterflies(v, n, 4);
-    if (had > 8) butterflies(v, n, 8);
-    if (had > 16) butterflies(v, n, 16);
-    if (had > 32) butterflies(v, n, 32);
-    if (had > 64) butterflies(v, n, 64);
-    for (int i = 0; i < n; i++) v[i] *= job->norm;
+            for (int i = 0; i < had; i++) dst[g + i] = src[g + i] * job->signs[i];
+    } else {
+        memcpy(dst, src, sizeof(float) * n);
+    }
+/* stage h, the last one (with the norm) where had == 2h: `last` a constant in each call */
+#define STAGE(h) if (had > (h)) { if (had == 2 * (h)) butterflies(dst, n, (h), 1, norm); \
+                                   else butterflies(dst, n, (h), 0, norm); }
+    STAGE(1) STAGE(2) STAGE(4) STAGE(8) STAGE(16) STAGE(32) STAGE(64)
+#undef STAGE
 }
 
 /* max |v| over n elements, NaN if there is one (as torch.amax), as a max of the magnitudes' bits:
@@ -273,8 +276,7 @@ static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass)
     for (int i = 0; i < br; i++) {
         const float *src = job->x + (r0 + i) * job->K + k0;
         if (job->had) {
-            memcpy(buf[i], src, sizeof(float) * n);
-            rotate_run(job, buf[i], n);
+            rotate_run(job, src, buf[i], n);
             src = buf[i];
         }
         v[i] = src;
@@ -310,25 +312,48 @@ static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass)
 
 typedef struct { float *t, *u, *q, *factor, *s_b; uint32_t *colmax; } Scratch;  /* nk x CHUNK (t, u, q), CHUNK */
 
-/* transforms.rotate down each column of an (nk, n) stretch in place. */
-static void rotate_stretch(const Job *job, float *t, int n) {
-    const int h0 = job->had;
-    for (int g = 0; g < job->nk; g += h0) {
+/* Rows k0 .. k0 + nk - 1 of x, columns c0 .. c0 + n - 1, into the (nk, n) stretch t, rotated down
+ * each column (transforms.rotate): the signs with the first stage's loads, the norm with the last
+ * stage's stores (each value still rounded once per operation, in the reference's order). */
+static void load_stretch(const Job *job, int64_t k0, int64_t c0, int n, float *restrict t) {
+    const int h0 = job->had, nk = job->nk;
+    const float *x = job->x + k0 * job->R + c0;
+    if (!h0) {
+        for (int k = 0; k < nk; k++) memcpy(t + (int64_t)k * n, x + k * job->R, sizeof(float) * n);
+        return;
+    }
+    const float norm = job->norm;
+    for (int g = 0; g < nk; g += h0) {
         float *w = t + (int64_t)g * n;
-        if (job->signs)
-            for (int i = 0; i < h0; i++)
-                for (int c = 0; c < n; c++) w[i * n + c] *= job->signs[i];
-        for (int h = 1; h < h0; h *= 2)
+        for (int h = 1; h < h0; h *= 2) {
+            const int last = 2 * h == h0;
             for (int i0 = 0; i0 < h0; i0 += 2 * h)
                 for (int i = i0; i < i0 + h; i++) {
                     float *a = w + (int64_t)i * n, *b = w + (int64_t)(i + h) * n;
-                    for (int c = 0; c < n; c++) {
-                        float x = a[c], y = b[c];
-                        a[c] = x + y;
-                        b[c] = x - y;
+                    if (h == 1) {  /* from x's rows, times the signs */
+                        const float *xa = x + (g + i) * job->R, *xb = x + (g + i + 1) * job->R;
+                        const float sa = job->signs ? job->signs[i] : 1.0f, sb = job->signs ? job->signs[i + 1] : 1.0f;
+                        if (job->signs)
+                            for (int c = 0; c < n; c++) {
+                                float p = xa[c] * sa, q = xb[c] * sb;
+                                a[c] = last ? (p + q) * norm : p + q;
+                                b[c] = last ? (p - q) * norm : p - q;
+                            }
+                        else
+                            for (int c = 0; c < n; c++) {
+                                float p = xa[c], q = xb[c];
+                                a[c] = last ? (p + q) * norm : p + q;
+                                b[c] = last ? (p - q) * norm : p - q;
+                            }
+                    } else {
+                        for (int c = 0; c < n; c++) {
+                            float p = a[c], q = b[c];
+                            a[c] = last ? (p + q) * norm : p + q;
+                            b[c] = last ? (p - q) * norm : p - q;
+                        }
                     }
                 }
-        for (int i = 0; i < h0 * n; i++) w[i] *= job->norm;
+        }
     }
 }
 
@@ -357,8 +382,7 @@ static void stretch_uniforms(const Job *job, int64_t k0, int64_t c0, int n, floa
 static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Scratch *w) {
     const int nk = job->nk;
     float *t = w->t;
-    for (int k = 0; k < nk; k++) memcpy(t + k * n, job->x + (k0 + k) * job->R + c0, sizeof(float) * n);
-    if (job->had) rotate_stretch(job, t, n);
+    load_stretch(job, k0, c0, n, t);
     if (pass == 1) return run_amax(t, nk * n);
     if (job->sr) stretch_uniforms(job, k0, c0, n, w->u);
     const int bk = job->per_tensor ? nk : job->block_k;
