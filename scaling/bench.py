@@ -33,8 +33,8 @@ How each number is taken (docs/kernels.md says more):
   "fused_ms", "speedup", "bits_equal"}.
 - cpu (no GPU): training steps on this machine's CPU as `scaling train` runs a 2M-token run of the
   micro sizes on the built-in corpus: float32, eager, the run's quantizer; {"cpu", "threads",
-  "quantizer"} name the machine and which quantizer ran, rows {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s",
-  "cpu_ratio_vs_bf16", "run_s"}.
+  "quantizer"} name the machine and which quantizer ran, rows {"recipe", "family", "size", "step_ms",
+  "step_cpu_ms", "tokens_per_s", "cpu_ratio_vs_bf16", "run_s"}.
 """
 
 from __future__ import annotations
@@ -368,7 +368,8 @@ def bench_cpu_quantizer(recipes: tuple[str, ...] = ("nvfp4",), tokens: int = 409
 
 
 def cpu_header() -> dict:
-    """The CPU the `cpu` section ran on: its model name and torch's thread count."""
+    """The CPU the `cpu` and `quantizer` sections ran on: its model name, torch's thread count and
+    which quantizer a CPU run uses here (the fused C one, or the reference where it does not build)."""
     name = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
