@@ -34,8 +34,10 @@ from scaling.transforms import norm_factor, signs_for
 SOURCE = Path(__file__).with_name("cpu_quantize.c")
 # No FMA contraction and no -ffast-math: every float operation stays the reference's IEEE one.
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c11", "-fPIC", "-shared", "-pthread")
-# OpenMP where the compiler has it (then the library shares torch's libgomp threads), else pthreads.
-OPENMP = ("-fopenmp",)
+# Tried in this order, the first set the compiler takes: OpenMP (the library then shares torch's
+# libgomp threads; without it, pthreads) and 512-bit vectors where the CPU has AVX-512 (an x86
+# compiler's flag; 10-30% faster per operand on the development VM's Xeon, same bits).
+OPTIONAL_FLAGS = (("-fopenmp", "-mprefer-vector-width=512"), ("-fopenmp",), ())
 
 # scaling_quantize's parameters, in order (cpu_quantize.c)
 _ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_int] * 9
@@ -65,7 +67,8 @@ def _cpu_id() -> str:
 
 def _build(compiler: str) -> Path:
     """The shared library for this source, flags, compiler and CPU: built once, atomically."""
-    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), " ".join(FLAGS + OPENMP).encode(), compiler.encode(),
+    flags = " | ".join(" ".join(FLAGS + extra) for extra in OPTIONAL_FLAGS)
+    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), flags.encode(), compiler.encode(),
                                      _cpu_id().encode()])).hexdigest()[:16]
     lib = cache_dir() / f"cpu_quantize-{key}.so"
     if lib.exists():
@@ -74,10 +77,13 @@ def _build(compiler: str) -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
     os.close(fd)
     try:
-        try:
-            _compile(compiler, FLAGS + OPENMP, tmp)
-        except subprocess.CalledProcessError:
-            _compile(compiler, FLAGS, tmp)
+        for i, extra in enumerate(OPTIONAL_FLAGS):
+            try:
+                _compile(compiler, FLAGS + extra, tmp)
+                break
+            except subprocess.CalledProcessError:
+                if i == len(OPTIONAL_FLAGS) - 1:
+                    raise
         os.replace(tmp, lib)  # a concurrent build writes the same bytes
     finally:
         if os.path.exists(tmp):
