@@ -32,7 +32,8 @@ typedef struct {
     const float *x;
     float *out;
     int64_t R, K;
-    int64_t xr, xk, or_, ok;              /* strides of x's and out's canonical views */
+    int k_contiguous;                     /* x's canonical view has strides (K, 1); else (1, R): dim 0 */
+    int out_rowmajor;                     /* out is row-major (R, K) though x is not (2-D blocks) */
     int elem, scale, emax, block_rows, block_k, per_tensor, tensor_scale, sr, had, nk;
     uint32_t key;                         /* seeds.seed_key(rounding seed) */
     const float *signs;                   /* the transform's signs (had of them), or NULL */
@@ -118,18 +119,13 @@ INLINE float round_element(float v, float u, const int elem, const int sr, float
     return bits_f(f_bits(q) | (v < 0.0f ? 0x80000000u : 0u));
 }
 
-/* quant.block_scale_for, for a block amax (>= 0, or NaN). */
-static float block_scale(float amax_b, const Job *job) {
-    if (job->scale == S_E8M0) {
-        int e;
-        frexpf(amax_b, &e);  /* as torch.frexp: floor(log2 amax) = e - 1 */
-        int exp = e - 1 - job->emax;
-        exp = exp < -127 ? -127 : (exp > 127 ? 127 : exp);
-        return ldexpf(1.0f, amax_b > 0.0f ? exp : 0);
-    }
-    float raw = (amax_b / job->target) * job->s_enc;
-    if (job->scale == S_FP32) return raw;
-    return e4m3_rtne(raw > job->bound ? job->bound : raw);  /* NaN stays NaN */
+/* formats.e8m0_floor_scale of a block amax (>= 0, or NaN). */
+static float e8m0_scale(float amax_b, int emax) {
+    int e;
+    frexpf(amax_b, &e);  /* as torch.frexp: floor(log2 amax) = e - 1 */
+    int exp = e - 1 - emax;
+    exp = exp < -127 ? -127 : (exp > 127 ? 127 : exp);
+    return ldexpf(1.0f, amax_b > 0.0f ? exp : 0);
 }
 
 /* quant.block_scale_for of nb blocks' amaxes, and each block's factor s_enc / s_b (0 for a zero or NaN
@@ -145,7 +141,7 @@ static void block_scales(const Job *job, const float *amax, float *s_b, float *f
     } else if (job->scale == S_FP32) {
         for (int b = 0; b < nb; b++) s_b[b] = (amax[b] / target) * s_enc;
     } else {
-        for (int b = 0; b < nb; b++) s_b[b] = block_scale(amax[b], job);
+        for (int b = 0; b < nb; b++) s_b[b] = e8m0_scale(amax[b], job->emax);
     }
     for (int b = 0; b < nb; b++) factor[b] = s_b[b] > 0.0f ? s_enc / s_b[b] : 0.0f;
 }
@@ -239,6 +235,12 @@ static void blocks_amax(const float *v, int nb, int bk, float *amax) {
         for (int b = 0; b < nb; b++) amax[b] = amax2(amax[b], run_amax(v + b * bk, bk));
 }
 
+/* The SR uniform of the element with canonical index i, alone (where pairs straddle rows or runs). */
+INLINE float element_uniform(int64_t i, uint32_t key) {
+    uint32_t h = hash32(hash32((uint32_t)(i >> 1)) ^ key);
+    return centred16(i & 1 ? h >> 16 : h & 0xFFFFu);
+}
+
 /* The SR uniforms of row r's elements k0 .. k0 + n - 1 (canonical index i = r * K + k). */
 static void run_uniforms(const Job *job, int64_t r, int64_t k0, int n, float *u) {
     const int64_t i0 = r * job->K + k0;
@@ -250,11 +252,7 @@ static void run_uniforms(const Job *job, int64_t r, int64_t k0, int n, float *u)
             u[2 * j + 1] = centred16(h[j] >> 16);
         }
     } else {
-        for (int j = 0; j < n; j++) {
-            int64_t i = i0 + j;
-            uint32_t h = hash32(hash32((uint32_t)(i >> 1)) ^ job->key);
-            u[j] = centred16(i & 1 ? h >> 16 : h & 0xFFFFu);
-        }
+        for (int j = 0; j < n; j++) u[j] = element_uniform(i0 + j, job->key);
     }
 }
 
@@ -369,11 +367,7 @@ static void stretch_uniforms(const Job *job, int64_t k0, int64_t c0, int n, floa
             }
     } else {
         for (int k = 0; k < job->nk; k++)
-            for (int c = 0; c < n; c++) {
-                int64_t i = (c0 + c) * job->K + k0 + k;
-                uint32_t h = hash32(hash32((uint32_t)(i >> 1)) ^ key);
-                u[k * n + c] = centred16(i & 1 ? h >> 16 : h & 0xFFFFu);
-            }
+            for (int c = 0; c < n; c++) u[k * n + c] = element_uniform((c0 + c) * job->K + k0 + k, key);
     }
 }
 
@@ -386,7 +380,6 @@ static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Sc
     if (pass == 1) return run_amax(t, nk * n);
     if (job->sr) stretch_uniforms(job, k0, c0, n, w->u);
     const int bk = job->per_tensor ? nk : job->block_k;
-    const int out_rowmajor = job->ok == 1;  /* 2-D blocks: the reference's (R, K) layout */
     for (int kb = 0; kb < nk; kb += bk) {
         if (job->per_tensor) {
             for (int c = 0; c < n; c++) w->factor[c] = job->s_enc, w->s_b[c] = 1.0f;
@@ -408,9 +401,9 @@ static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Sc
             block_scales(job, w->s_b, w->s_b, w->factor, n);  /* (in place: each amax read before its scale is written) */
         }
         for (int k = kb; k < kb + bk; k++) {
-            float *dst = out_rowmajor ? w->q : job->out + (k0 + k) * job->R + c0;
+            float *dst = job->out_rowmajor ? w->q : job->out + (k0 + k) * job->R + c0;
             round_run_any(job, t + k * n, w->u + k * n, w->factor, w->s_b, dst, n);
-            if (out_rowmajor)
+            if (job->out_rowmajor)
                 for (int c = 0; c < n; c++) job->out[(c0 + c) * job->K + k0 + k] = w->q[c];
         }
     }
@@ -424,7 +417,7 @@ typedef struct { Job *job; int t, nthreads, pass; } Part;
 static void run_part(const Part *p) {
     Job *job = p->job;
     float amax = 0.0f;
-    if (job->xk == 1) {  /* K contiguous: runs, in groups of block_rows rows */
+    if (job->k_contiguous) {  /* runs, in groups of block_rows rows (out has x's layout) */
         const int64_t groups = job->R / job->block_rows;
         const int64_t ga = groups * p->t / p->nthreads, gb = groups * (p->t + 1) / p->nthreads;
         const int n = run_length(job);
@@ -480,14 +473,13 @@ static void run_pass(Job *job, int pass, int nthreads) {
 }
 #endif
 
-/* The entry point. x and out: the canonical (R, K) views' data with strides (xr, xk) and (or_, ok),
- * each (K, 1) or (1, R). nk: the tile extent along K (a multiple of the block and the Hadamard
+/* The entry point. x: the canonical (R, K) view's data, with strides (K, 1) if k_contiguous, else
+ * (1, R); out: the same layout, or row-major (R, K) if out_rowmajor (then x is (1, R)). nk: the tile extent along K (a multiple of the block and the Hadamard
  * group, at most 128, dividing K). Returns s_enc (the tensor scale). */
-float scaling_quantize(const float *x, float *out, int64_t R, int64_t K, int64_t xr, int64_t xk, int64_t or_,
-                       int64_t ok, int nk, int elem, int scale, int emax, int block_rows, int block_k,
+float scaling_quantize(const float *x, float *out, int64_t R, int64_t K, int k_contiguous, int out_rowmajor, int nk, int elem, int scale, int emax, int block_rows, int block_k,
                        int per_tensor, int tensor_scale, int sr, uint32_t key, int had, const float *signs,
                        float norm, float gmax, float bound, float numer, float target, int nthreads) {
-    Job job = {x, out, R, K, xr, xk, or_, ok, elem, scale, emax, block_rows, block_k, per_tensor, tensor_scale,
+    Job job = {x, out, R, K, k_contiguous, out_rowmajor, elem, scale, emax, block_rows, block_k, per_tensor, tensor_scale,
                sr, had, nk, key, signs, norm, gmax, bound, numer, target, 1.0f, {0}};
     nthreads = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : nthreads);
     if (tensor_scale) {

@@ -40,7 +40,7 @@ FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c11", "-fPIC", "-sha
 OPTIONAL_FLAGS = (("-fopenmp", "-mprefer-vector-width=512"), ("-fopenmp",), ())
 
 # scaling_quantize's parameters, in order (cpu_quantize.c)
-_ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 6 + [ctypes.c_int] * 9
+_ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 11
              + [ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_float] * 5 + [ctypes.c_int])
 LANES = 16  # cpu_quantize.c's L: the rows of a 2-D block it takes
 MAX_NK = 128  # the largest stretch or run unit it is given (the largest Hadamard group; MAXRUN is 1024)
@@ -161,19 +161,20 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
     dim %= x.dim()
     K = x.shape[dim]
     R = x.numel() // K
-    x_strides = (K, 1) if _canonical_contiguous(x, dim) else (1, R)
+    k_contiguous = _canonical_contiguous(x, dim)
     # The reference's layout: x's, except that 2-D blocks come out of its tile reshapes row-major (R, K).
-    if x_strides == (1, R) and spec.block_rows > 1:
-        out, out_strides = torch.empty(R, K, dtype=torch.float32).movedim(-1, dim), (K, 1)  # (2-D: R, K)
+    out_rowmajor = not k_contiguous and spec.block_rows > 1
+    if out_rowmajor:
+        out = torch.empty(R, K, dtype=torch.float32).movedim(-1, dim)  # (2-D: R, K)
     else:
-        out, out_strides = torch.empty_strided(x.shape, x.stride(), dtype=torch.float32), x_strides
+        out = torch.empty_strided(x.shape, x.stride(), dtype=torch.float32)
     signs = None
     if spec.transform:
         signs = signs_for(spec.signs, spec.transform, int(seeds.signs) if seeds else None)
     key = seed_key(int(seeds.rounding)) if spec.rounding == "sr" else 0
     numer, target = quant.scale_constants(spec)
     s_enc = library().scaling_quantize(
-        x.data_ptr(), out.data_ptr(), R, K, *x_strides, *out_strides, _unit_k(spec, K),
+        x.data_ptr(), out.data_ptr(), R, K, int(k_contiguous), int(out_rowmajor), _unit_k(spec, K),
         formats.ELEM_CODES[spec.elem], formats.SCALE_CODES[spec.scale], formats.EMAX[spec.elem],
         spec.block_rows, spec.block_k,
         int(spec.block is None), int(spec.has_tensor_scale), int(spec.rounding == "sr"), key,

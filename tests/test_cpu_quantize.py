@@ -124,13 +124,22 @@ def test_the_build_without_optional_flags_has_the_same_bits(monkeypatch, tmp_pat
         cpu_quantize.library.cache_clear()
 
 
-def test_a_compile_error_is_reported(monkeypatch, tmp_path):
+def test_a_compile_error_is_reported(monkeypatch, tmp_path, capsys):
     bad = tmp_path / "bad.c"
     bad.write_text("this is not C\n")
     monkeypatch.setattr(cpu_quantize, "SOURCE", bad)
     monkeypatch.setenv("SCALING_CACHE_DIR", str(tmp_path))
     with pytest.raises(subprocess.CalledProcessError):
         cpu_quantize._build("cc")
+    # through library(): the compiler's own error line in the note, the reference runs, nothing cached
+    cpu_quantize.library.cache_clear()
+    try:
+        assert cpu_quantize.library() is None
+        note = capsys.readouterr().err
+        assert "bad.c" in note and "error" in note and "reference quantizer" in note
+        assert not list(tmp_path.glob("*.so"))
+    finally:
+        cpu_quantize.library.cache_clear()
 
 
 class Tiny(nn.Module):
