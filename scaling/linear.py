@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 
 from scaling import cpu_quantize, quant
+from scaling.kernels import scaled_gemm
 from scaling.quant import QuantSpec
 from scaling.recipes import OPERANDS, Recipe
 from scaling.seeds import Seeds, mix, mix_from, name_code
@@ -118,6 +119,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
         if bias is None and not scales and dtype in (a.dtype, torch.float32):
             # the FP32 accumulator rounded straight to dtype in cuBLAS's epilogue
             return torch.mm(a, b) if dtype == a.dtype else torch.mm(a, b, out_dtype=dtype)
+        if bias is None and scales and scaled_gemm.supported(a, b, dtype):
+            # the tensor scale in cuBLASLt's epilogue: no FP32 output to store and read again
+            return scaled_gemm.scaled_mm(a, b, scales[0] if len(scales) == 1 else scales[0] * scales[1], dtype)
         out = torch.mm(a, b, out_dtype=torch.float32)
         # Eager: scale and cast in one pass. Compiled: the torch ops below, which inductor fuses into
         # the kernel that consumes the output (RoPE, ReLU², residual add, ...), saving that pass.
