@@ -122,7 +122,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
         if bias is None and scales and scaled_gemm.supported(a, b, dtype):
             # the tensor scale in cuBLASLt's epilogue: no FP32 output to store and read again
             return scaled_gemm.scaled_mm(a, b, scales[0] if len(scales) == 1 else scales[0] * scales[1], dtype)
-        out = torch.mm(a, b, out_dtype=torch.float32)
+        out = torch.mm(a, b) if a.dtype == torch.float32 else torch.mm(a, b, out_dtype=torch.float32)
         # Eager: scale and cast in one pass. Compiled: the torch ops below, which inductor fuses into
         # the kernel that consumes the output (RoPE, ReLU², residual add, ...), saving that pass.
         if bias is None and scales and _use_kernels(a) and not torch.compiler.is_compiling():
@@ -141,14 +141,15 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
 class _QuantizedLinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, layer: "QLinear"):
-        recipe, dtype = layer.recipe, _gemm_dtype(x)
+        recipe = layer.recipe
+        dtype = _gemm_dtype(x, recipe)
         amax_x = amax_wgrad_x = None
         if ctx.needs_input_grad[1] and not recipe.backward_from_forward:
             # one amax pass over x for fprop's X and wgrad's X, where the kernels can share it (NVFP4)
             amax_x, amax_wgrad_x = layer.shared_amaxes(x, "fprop", "wgrad", "x")
         xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x)
         wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
-        y = _matmul(xq, wq.t(), inv_x, inv_w, dtype if x.is_cuda else x.dtype, bias)
+        y = _matmul(xq, wq.t(), inv_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias)
         # dgrad's W operand is fprop's when the spec gives the same values along either axis (NVFP4's
         # 16x16 tiles): keep it instead of quantizing W again. (Observers see every operand computed.)
         ctx.w_is_operand = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w
@@ -169,7 +170,7 @@ class _QuantizedLinearFn(torch.autograd.Function):
     def backward(ctx, dy):
         x, w, inv_w, x_scale, w_scale, amax_wgrad_x = ctx.saved_tensors
         layer = ctx.layer
-        dtype = _gemm_dtype(dy)
+        dtype = _gemm_dtype(dy, layer.recipe)
         dx = dw = db = None
         amax_dgrad_dy = amax_wgrad_dy = None
         if ctx.needs_input_grad[0] and ctx.needs_input_grad[1]:
@@ -187,9 +188,11 @@ class _QuantizedLinearFn(torch.autograd.Function):
         return dx, dw, db, None
 
 
-def _gemm_dtype(t: torch.Tensor) -> torch.dtype:
-    """BF16 operands on GPU (tensor cores); FP32 on CPU (same values, faster there)."""
-    return torch.bfloat16 if t.is_cuda else torch.float32
+def _gemm_dtype(t: torch.Tensor, recipe: Recipe) -> torch.dtype:
+    """BF16 operands on GPU (tensor cores) where the recipe's operands are exact in BF16, else FP32
+    (a user recipe with FP32 block scales: BF16 would round its operands); FP32 on CPU (same values,
+    faster there)."""
+    return torch.bfloat16 if t.is_cuda and recipe.bf16_operands else torch.float32
 
 
 def _as_seen(op: torch.Tensor, inv: torch.Tensor | None, spec: QuantSpec | None,

@@ -17,8 +17,9 @@ always run along `dim`. The steps, in this order (the Triton kernels follow the 
    correction c = sum(x^2) / sum(x * q(x)) and rounds them stochastically onto E4M3.
 
 The dequantised value is values * block_scale / tensor_scale. For the GEMM, `gemm_operand` returns
-values * block_scale (exactly representable in BF16: at most 7 significant bits) and 1/tensor_scale,
-which is applied to the GEMM's output.
+values * block_scale (exactly representable in BF16 for E8M0 and E4M3 block scales, `bf16_exact`: an
+element has at most 4 significant bits and an E4M3 scale 4) and 1/tensor_scale, which is applied to
+the GEMM's output.
 """
 
 from __future__ import annotations
@@ -121,6 +122,13 @@ class QuantSpec:
     def has_tensor_scale(self) -> bool:
         """Whether a GEMM on this operand must multiply its output by 1 / tensor scale (else it is 1)."""
         return self.block is None or self.tensor_scale
+
+    @property
+    def bf16_exact(self) -> bool:
+        """Whether every GEMM operand value (element x block scale) is a BF16 number: with an E8M0 or
+        E4M3 block scale, or none (per-tensor), at most 8 significant bits; an FP32 block scale can
+        carry 24, which a BF16 operand would round."""
+        return self.block is None or self.scale != "fp32"
 
     @property
     def axis_free(self) -> bool:

@@ -60,6 +60,12 @@ class Recipe:
     def is_quantized(self) -> bool:
         return any(getattr(self, o) is not None for o in OPERANDS)
 
+    @property
+    def bf16_operands(self) -> bool:
+        """Whether every quantized GEMM operand is exact in BF16 (QuantSpec.bf16_exact), so the GEMMs
+        can run on BF16 tensor cores without rounding it."""
+        return all(getattr(self, o) is None or getattr(self, o).bf16_exact for o in OPERANDS)
+
     def describe_gemm(self, gemm: str) -> str:
         a, b = GEMMS[gemm]
         sa, sb = getattr(self, a), getattr(self, b)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from scaling import formats
+from scaling import formats, quant
 from scaling.linear import QLinear, convert, observe_operands, set_step
 from scaling.recipes import GEMMS, get_recipe, list_recipes
 
@@ -255,3 +255,28 @@ def test_an_activation_shared_by_layers_is_quantized_once_until_it_changes(monke
     for _ in range(2):
         linear.gemm_operand(x, spec, -1, None, torch.float32, "fprop.w")
     assert len(calls) == 4
+
+
+def test_gemm_operands_are_bf16_on_a_gpu_only_where_bf16_holds_them():
+    """An FP32 block scale gives operand values BF16 would round: such a recipe's GPU GEMMs take FP32
+    operands; every preset's operands are exact in BF16 (E8M0 / E4M3 block scales, or per-tensor)."""
+    from dataclasses import replace
+
+    from scaling.linear import _gemm_dtype
+    from scaling.recipes import PRESETS
+
+    assert all(r.bf16_operands for r in PRESETS.values())
+    nvfp4 = get_recipe("nvfp4")
+    fp32_blocks = replace(nvfp4, name="fp32-blocks", fprop_x=replace(nvfp4.fprop_x, scale="fp32"))
+    assert not fp32_blocks.fprop_x.bf16_exact and not fp32_blocks.bf16_operands
+
+    class OnGPU:  # (the rule, without a GPU)
+        is_cuda = True
+
+    assert _gemm_dtype(OnGPU(), nvfp4) == torch.bfloat16
+    assert _gemm_dtype(OnGPU(), fp32_blocks) == torch.float32
+    assert _gemm_dtype(torch.empty(0), nvfp4) == torch.float32
+    # the reference keeps such an operand's values only in FP32
+    x = torch.randn(64, 64)
+    op, _ = quant.gemm_operand(x, fp32_blocks.fprop_x, -1, None, torch.float32)
+    assert not torch.equal(op.bfloat16().float(), op)
