@@ -51,6 +51,16 @@ def test_every_served_preset_operand_has_the_references_bits(spec, shape, dim):
     _check(x, spec, dim, Seeds(12345, 678) if spec.needs_seed else None)
 
 
+def test_short_rows_along_k_are_quantized_as_long_ones():
+    """Along a contiguous K, consecutive rows are handed to the C code as one (up to 1024 elements);
+    the bit-for-bit tests here run through it ((256, 128) as (32, 1024); (48, 33) as (3, 528), whose
+    SR pairs straddle the original rows)."""
+    assert cpu_quantize._long_rows(256, 128) == (32, 1024)
+    assert cpu_quantize._long_rows(48, 33) == (3, 528)
+    assert cpu_quantize._long_rows(15, 48) == (15, 48)  # (an odd row count: one row at a time)
+    assert cpu_quantize._long_rows(4, 2048) == (4, 2048)
+
+
 @pytest.mark.parametrize("case", ["nan", "inf", "subnormal", "huge", "zeros", "tensor_seeds"])
 @pytest.mark.parametrize("spec", [s for s in SPECS if _served(s)], ids=lambda s: SPECS[s])
 def test_edge_values_have_the_references_bits(spec, case):
