@@ -6,7 +6,7 @@ import torch
 from scaling import linear
 from scaling.kernels import scaled_gemm
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="cuBLASLt needs a CUDA device")
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="cuBLASLt needs a CUDA device")
 
 # Tensor scales are positive: 1 / scale of an amax (or 1). Tiny, huge (the output overflows), common.
 ALPHAS = (1 / 2687.3, 3.0e-41, 1.7e35, 0.37)
@@ -32,6 +32,7 @@ def same_bits(got, want):
     assert torch.equal(got[~got.isnan()].view(as_int), want[~want.isnan()].view(as_int))
 
 
+@cuda
 @pytest.mark.parametrize("a_major", ["row", "col"])
 @pytest.mark.parametrize("b_major", ["row", "col"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -48,6 +49,7 @@ def test_scale_applied_once_to_the_fp32_accumulator(a_major, b_major, dtype):
         same_bits(scaled_gemm.scaled_mm(a, b, alpha, dtype), expected(a, b, alpha, dtype))
 
 
+@cuda
 def test_output_memory_is_not_read():
     """beta = 0 from device memory: the uninitialised output (here NaN) is never read as C."""
     a, b = exact_operands(256, 512, 128, seed=2)
@@ -57,6 +59,7 @@ def test_output_memory_is_not_read():
     same_bits(out, expected(a, b, alpha, torch.bfloat16))
 
 
+@cuda
 def test_operands_cublaslt_cannot_take_fall_back_to_torch():
     """An operand with no unit stride runs torch's GEMM and the same scale."""
     a, b = exact_operands(64, 96, 40, seed=3)
@@ -67,6 +70,7 @@ def test_operands_cublaslt_cannot_take_fall_back_to_torch():
     same_bits(scaled_gemm.scaled_mm(strided, b, alpha, torch.bfloat16), expected(a, b, alpha, torch.bfloat16))
 
 
+@cuda
 def test_first_call_in_cuda_graphs(monkeypatch):
     """The device state made inside reduce-overhead's warmup stays out of the graph's memory pool
     (torch refuses untracked tensors there); during a capture it is not made (torch's GEMM runs)."""
@@ -89,6 +93,7 @@ def test_first_call_in_cuda_graphs(monkeypatch):
     same_bits(got, want * 2)
 
 
+@cuda
 def test_matmul_uses_it_for_16_bit_outputs_and_compiles(monkeypatch):
     """linear._matmul: a scaled BF16 output goes through cuBLASLt, the same bits eager and compiled
     (one custom op, no graph break); an FP32 output (a weight gradient) keeps torch's GEMM."""
@@ -106,3 +111,30 @@ def test_matmul_uses_it_for_16_bit_outputs_and_compiles(monkeypatch):
     monkeypatch.setenv("SCALING_SCALED_GEMM", "0")
     same_bits(linear._matmul(a, b, inv_a, inv_b, torch.bfloat16), want)
     assert calls == []
+
+
+@pytest.mark.parametrize("shape", [(64, 40), (40, 64), (8, 8)])
+@pytest.mark.parametrize("major", ["row", "col", "row-padded", "strided"])
+def test_operand_layouts_as_cublaslt_reads_them(shape, major):
+    """_as_column_major (no GPU needed): the (op, rows, cols, ld) it gives, read back as cuBLASLt
+    reads column-major memory, is t^T under op N and t under op T; an operand with no unit stride or
+    an unaligned leading dimension is refused."""
+    r, c = shape
+    base = torch.arange(r * c * 4, dtype=torch.float32).to(torch.bfloat16)
+    if major == "row":
+        t = base[: r * c].view(r, c)
+    elif major == "col":
+        t = base[: r * c].view(c, r).t()
+    elif major == "row-padded":
+        t = base[: r * (c + 8)].view(r, c + 8)[:, :c]
+    else:
+        t = base[: r * c * 2].view(r, 2 * c)[:, ::2]
+    layout = scaled_gemm._as_column_major(t)
+    if major == "strided":
+        assert layout is None
+        return
+    op, rows, cols, ld = layout
+    memory = torch.as_strided(t, (rows, cols), (1, ld))  # column-major (rows, cols) with leading dim ld
+    assert torch.equal(memory, t.t() if op == scaled_gemm._OP_N else t)
+    misaligned = base[: r * (c + 1)].view(r, c + 1)[:, :c]  # ld of c + 1 BF16: not 16-byte aligned
+    assert scaled_gemm._as_column_major(misaligned) is None
