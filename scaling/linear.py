@@ -121,7 +121,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
             return torch.mm(a, b) if dtype == a.dtype else torch.mm(a, b, out_dtype=dtype)
         if bias is None and scales and scaled_gemm.supported(a, b, dtype):
             # the tensor scale in cuBLASLt's epilogue: no FP32 output to store and read again
-            return scaled_gemm.scaled_mm(a, b, scales[0] if len(scales) == 1 else scales[0] * scales[1], dtype)
+            return scaled_gemm.scaled_mm(a, b, _product(scales), dtype)
         out = torch.mm(a, b) if a.dtype == torch.float32 else torch.mm(a, b, out_dtype=torch.float32)
         # Eager: scale and cast in one pass. Compiled: the torch ops below, which inductor fuses into
         # the kernel that consumes the output (RoPE, ReLU², residual add, ...), saving that pass.
@@ -132,10 +132,15 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
     else:
         out = torch.mm(a.float(), b.float())
     if scales:
-        out = out * (scales[0] if len(scales) == 1 else scales[0] * scales[1])
+        out = out * _product(scales)
     if bias is not None:
         out = out + bias.float()
     return out.to(dtype)
+
+
+def _product(scales: list[torch.Tensor]) -> torch.Tensor:
+    """The output scale of one or two tensor scales (their FP32 product)."""
+    return scales[0] if len(scales) == 1 else scales[0] * scales[1]
 
 
 class _QuantizedLinearFn(torch.autograd.Function):

@@ -332,18 +332,25 @@ def tensor_encode_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     scaling; 1 when amax is 0 or there is no tensor scale."""
     if spec.block is not None and not spec.tensor_scale:
         return torch.ones((), dtype=torch.float32, device=amax.device)
-    bound = spec.scale_bound if spec.block is not None else 1.0
-    return torch.where(amax > 0, _constant(spec.elem_max * bound, amax.device) / amax, 1.0)
+    return torch.where(amax > 0, _constant(_encode_numerator(spec), amax.device) / amax, 1.0)
+
+
+def _encode_numerator(spec: QuantSpec) -> float:
+    """The tensor encode scale's numerator: element max x scale bound (element max per-tensor)."""
+    return spec.elem_max * (spec.scale_bound if spec.block is not None else 1.0)
+
+
+def _block_target(spec: QuantSpec) -> float:
+    """What a block's amax maps to: element max / headroom."""
+    return spec.elem_max / spec.headroom
 
 
 @functools.lru_cache(maxsize=None)
 def scale_constants(spec: QuantSpec) -> tuple[float, float]:
-    """The two constants the fused quantizers take as floats, FP32 values as the reference computes
-    them: the numerator of the tensor encode scale (element max x scale bound, or element max for
-    per-tensor scaling) and the block amax target (element max / headroom)."""
-    bound = spec.scale_bound if spec.block is not None else 1.0
-    return (float(torch.tensor(spec.elem_max * bound, dtype=torch.float32)),
-            float(torch.tensor(spec.elem_max / spec.headroom, dtype=torch.float32)))
+    """_encode_numerator and _block_target as the FP32 values the reference computes with, for the
+    fused quantizers (Triton and C), which take them as floats."""
+    return (float(torch.tensor(_encode_numerator(spec), dtype=torch.float32)),
+            float(torch.tensor(_block_target(spec), dtype=torch.float32)))
 
 
 def block_scale_for(amax_b: torch.Tensor, s_enc: torch.Tensor, spec: QuantSpec, target: float) -> torch.Tensor:
@@ -393,8 +400,7 @@ def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds 
     ub = to_blocks(u, spec) if u is not None else None
     amax_b = block_amax(xb)
     s_enc = tensor_encode_scale(_amax(amax_b), spec)  # the largest block amax is the tensor's
-    target = spec.elem_max / spec.headroom
-    s_b = block_scale_for(amax_b, s_enc, spec, target)
+    s_b = block_scale_for(amax_b, s_enc, spec, _block_target(spec))
     qb = _round_blocks(xb, s_enc, s_b, spec, ub)
 
     if spec.four_over_six:

@@ -219,24 +219,24 @@ def supported(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
 
 
 def _takes(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
-    """Whether cuBLASLt can run these operands and this (contiguous) output as they lie in memory."""
+    """Whether cuBLASLt can run these pointers and this (contiguous) output (the operands' strides are
+    _as_column_major's to judge)."""
     return (min(a.shape[0], a.shape[1], b.shape[1]) > 0 and out.is_contiguous()
             and all(t.data_ptr() % 16 == 0 for t in (a, b, out)) and (out.shape[1] * out.element_size()) % 16 == 0
-            and _as_column_major(a) is not None and _as_column_major(b) is not None and _library() is not None)
+            and _library() is not None)
 
 
 def scaled_mm_into(a: torch.Tensor, b: torch.Tensor, alpha: torch.Tensor, out: torch.Tensor) -> bool:
     """out (M, N), contiguous, := round(out.dtype, FP32 (a @ b) * alpha), alpha a 0-d FP32 device
     tensor. False (out untouched) where cuBLASLt cannot take the operands or has no algorithm."""
-    if not _takes(a, b, out):
-        return False
     # Row-major D = A @ B is column-major D^T = B^T @ A^T: cuBLASLt's A is our b, its B our a.
-    op_b, rows_b, cols_b, ld_b = _as_column_major(b)  # b^T under op_b: (N, K)
-    op_a, rows_a, cols_a, ld_a = _as_column_major(a)  # a^T under op_a: (K, M)
+    layout_b, layout_a = _as_column_major(b), _as_column_major(a)  # b^T: (N, K); a^T: (K, M)
+    if layout_a is None or layout_b is None or not _takes(a, b, out):
+        return False
     state = _device(out)
     if state is None:
         return False
-    key = (a.dtype, out.dtype, op_b, rows_b, cols_b, ld_b, op_a, rows_a, cols_a, ld_a, out.shape[1], out.shape[0],
+    key = (a.dtype, out.dtype, *layout_b, *layout_a, out.shape[1], out.shape[0],
            _alignment(b), _alignment(a), _alignment(out))
     plan = state.plan(key)
     if plan is None:
