@@ -76,8 +76,10 @@ def _uniform(index, key):
 @triton.jit
 def _random_signs(j, seeds_ptr):
     """seeds.random_signs at positions j (uint32) of a transform group: +1 or -1 from the top bit of
-    the keyed hash under the sign seed."""
-    return 1.0 - 2.0 * (_keyed_hash(j, _stream_key(seeds_ptr, 1, 0)) >> 31).to(tl.float32)
+    the keyed hash under the sign seed, set as the sign bit of 1.0 (one instruction, not a shift, a
+    conversion and a subtraction: these run per program, ~1.5 instructions per element of a tile)."""
+    h = _keyed_hash(j, _stream_key(seeds_ptr, 1, 0))
+    return ((h & 0x80000000) | 0x3F800000).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -141,8 +143,11 @@ def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr):
 def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
     """formats.round_grid_sr: the upper neighbour with probability (mag - lo) / step, saturating at
     GMAX (a level: a saturated value is on the grid and stays)."""
-    # In units of the spacing (a power of two, so every step below is exact): y = m / step,
-    # lo = floor(y) * step and (m - lo) / step = y - floor(y), the reference's p to the bit.
+    # In units of the spacing (a power of two, so exact) y = m / step, and the level is
+    # floor(y) + [u < y - floor(y)] = ceil(y - u): where y >= u, y - u is exact (u is a multiple of
+    # 2^-17, so of y's ulp, for y < 2^7); where y < u, floor(y) = 0 and the rounded difference is
+    # still in (-1, 0), whose ceiling is -0.0 (`_round_signed` takes |q|). Two instructions fewer
+    # than floor, subtract, compare, add and select.
     m = tl.minimum(mag, GMAX)
     if ELEM == 0:  # e2m1: spacing = binade / 2 (binade >= 1)
         step_bits = _binade(m) - (1 << 23)
@@ -154,9 +159,7 @@ def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
     else:
         inv = 1.0
         step = 1.0
-    y = m * inv
-    fl = tl.floor(y)
-    return tl.where(u < y - fl, fl + 1.0, fl) * step
+    return tl.ceil(m * inv - u) * step
 
 
 @triton.jit
@@ -232,7 +235,7 @@ def _round_signed(v, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr
     """formats.round_elements: |v| rounded, negative exactly where v < 0, so -0.3 gives -0.0 and
     -0.0 gives +0 (v's sign bit would not do: a negative product that underflows is -0.0). The sign is
     set on the bits: Triton's -q is 0 - q, which is +0 for q = 0."""
-    q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True)
+    q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True) & 0x7FFFFFFF
     return tl.where(v < 0, q | 0x80000000, q).to(tl.float32, bitcast=True)
 
 
@@ -347,9 +350,9 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scal
     along K, and its row indices."""
     rows = pid_r * BR + tl.arange(0, BR)
     cols = pid_k * BK + tl.arange(0, BK)
-    if HALVES:  # RHT16 along a contiguous K: rotated in halves, then each group's 16 put back together
-        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
-                                   NORM, RAND_SIGNS, HAS_SCALE)
+    if HALVES:  # along a contiguous K, in halves (rotated by RHT16), then each run's 16 put back together
+        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
+                              HAD, NORM, RAND_SIGNS, HAS_SCALE)
         return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows
     x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR, BK, NARROW, HAS_SCALE)
     return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows
@@ -366,22 +369,36 @@ def _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR: tl.
 # --- kernels ---------------------------------------------------------------------------------------
 
 @triton.jit
-def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
-                      BR: tl.constexpr, BK: tl.constexpr, NORM: tl.constexpr, RAND_SIGNS: tl.constexpr,
-                      HAS_SCALE: tl.constexpr):
-    """RHT16 along a contiguous K, as the halves (elements 0-7 and 8-15 of each group of 16), each a
-    (BR * BK / 16, 8) tile. A load gives each thread 8 contiguous BF16 (16 bytes), so a group of 16
-    loaded whole spans two threads and the butterflies trade values by warp shuffles (~4 per element).
-    Loaded as two halves laid out alike, a thread holds both halves of its groups: the strides 1, 2, 4
-    run inside each half and the stride-8 stage pairs the halves, in registers."""
+def _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
+    """Memory offsets and mask of the low halves (elements 0-7 of each run of 16 along a contiguous
+    K) of the program's (BR, BK) tile, as a (BR, BK / 16, 8) tile; the high halves are 8 further on."""
     NG: tl.constexpr = BK // 16
     rows = pid_r * BR + tl.arange(0, BR)
-    cols = (pid_k * NG + tl.arange(0, NG))[:, None] * 16 + tl.arange(0, 8)[None, :]  # (NG, 8): the low half
-    mask = (rows[:, None, None] < R) & (cols[None, :, :] < K)
-    ptrs = x_ptr + rows[:, None, None].to(tl.int64) * stride_r + cols[None, :, :].to(tl.int64) * stride_k
-    lo = tl.reshape(_scaled(tl.load(ptrs, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE), (BR * NG, 8))
-    hi = tl.reshape(_scaled(tl.load(ptrs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE),
-                    (BR * NG, 8))
+    cols = (pid_k * NG + tl.arange(0, NG))[:, None] * 16 + tl.arange(0, 8)[None, :]
+    offs = rows[:, None, None].to(tl.int64) * stride_r + cols[None, :, :].to(tl.int64) * stride_k
+    return offs, (rows[:, None, None] < R) & (cols[None, :, :] < K)
+
+
+@triton.jit
+def _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+                 BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, NORM: tl.constexpr,
+                 RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr):
+    """The tile along a contiguous K as its halves (elements 0-7 and 8-15 of each run of 16), each a
+    (BR * BK / 16, 8) tile, rotated by RHT16 where HAD = 16. A load gives each thread 8 contiguous
+    BF16 (16 bytes), so a run of 16 loaded whole spans two threads: a block of 16 then needs a warp
+    shuffle for its amax and both threads compute its scale, and the butterflies trade values by
+    shuffles (~4 per element). Loaded as two halves laid out alike, a thread holds both halves of its
+    runs: the strides 1, 2, 4 run inside each half and the stride-8 stage pairs the halves, in
+    registers, and a block's scale is made once (sm_90, nvfp4's SR dY: 42.7 -> 40.1 instructions
+    per element)."""
+    NG: tl.constexpr = BK // 16
+    offs, mask = _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    lo = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    hi = tl.load(x_ptr + offs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32)
+    lo = tl.reshape(_scaled(lo, scale_ptr, HAS_SCALE), (BR * NG, 8))
+    hi = tl.reshape(_scaled(hi, scale_ptr, HAS_SCALE), (BR * NG, 8))
+    if HAD == 0:
+        return lo, hi
     if RAND_SIGNS:
         j = tl.arange(0, 8).to(tl.uint32)
         lo = lo * _random_signs(j, seeds_ptr)[None, :]
@@ -392,31 +409,44 @@ def _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, 
 
 
 @triton.jit
+def _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
+    """Store a (BR, BK) tile as `_load_halves` read it: no layout conversion before the store."""
+    NG: tl.constexpr = BK // 16
+    lo, hi = tl.split(tl.permute(tl.reshape(out, (BR * NG, 2, 8)), (0, 2, 1)))
+    offs, mask = _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    dtype = out_ptr.dtype.element_ty
+    tl.store(out_ptr + offs, tl.reshape(lo, (BR, NG, 8)).to(dtype), mask=mask)
+    tl.store(out_ptr + offs + 8 * stride_k, tl.reshape(hi, (BR, NG, 8)).to(dtype), mask=mask)
+
+
+@triton.jit
 def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
                  HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr):
     """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile. HALVES: RHT16
-    along a contiguous K, rotated in two halves (`_rotated16_halves`). PLAIN (not with HALVES): also
+    along a contiguous K, rotated in two halves (`_load_halves`). PLAIN (not with HALVES): also
     the amax of the tile before the rotation, into plain_ptr (`tensor_amaxes`)."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
+    # The rotation's normalisation is applied to the tile's max, not to each element: rounding is
+    # monotone, so max RN(NORM |r|) = RN(NORM max |r|) to the bit.
     if HALVES:
-        lo, hi = _rotated16_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
-                                   NORM, RAND_SIGNS, HAS_SCALE)
-        tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0))
+        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
+                              HAD, 1.0, RAND_SIGNS, HAS_SCALE)
+        tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0) * NORM)
     else:
         x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR, BK, NARROW, HAS_SCALE)
         if PLAIN:
             tl.atomic_max(plain_ptr, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
-        x = _rotate(x, pid_k * BK + tl.arange(0, BK), seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
+        x = _rotate(x, pid_k * BK + tl.arange(0, BK), seeds_ptr, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
         # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
         # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
         # RHT16 tile in the sm_90 PTX). A max is exact in any order.
         RUN: tl.constexpr = 16 if BK >= 16 else BK
         runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
-        tl.atomic_max(amax_ptr, tl.max(tl.max(runs, axis=1), axis=0))
+        tl.atomic_max(amax_ptr, tl.max(tl.max(runs, axis=1), axis=0) * NORM)
 
 
 @triton.jit
@@ -526,8 +556,11 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
                                 BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
                                 ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
     tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
-    offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+    if HALVES:
+        _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    else:
+        offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
+        tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -690,10 +723,10 @@ class Launch:
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
         self.cfg = dict(_config(spec, self.K))
-        # RHT16 along a contiguous K in two halves (_rotated16_halves): for the amax pass, and for the
+        # RHT16 along a contiguous K in two halves (_load_halves): for the amax pass, and for the
         # quantize pass where a block is one group of 16 (on the H200 MX's 1x32 blocks lost 5% with it).
         self.amax_halves = _rotates_in_halves(spec, self.stride_k)
-        self.cfg["HALVES"] = self.amax_halves and self.cfg["BLK_K"] == 16
+        self.cfg["HALVES"] = self.stride_k == 1 and self.cfg["BLK_K"] == 16 and self.cfg["HAD"] in (0, 16)
         self.numer, self.target = scale_constants(spec)
         group = max(spec.k_multiple, 1)
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
@@ -833,7 +866,7 @@ def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Te
 
 
 def _rotates_in_halves(spec: QuantSpec, stride_k: int) -> bool:
-    """Whether the amax pass rotates in two halves (`_rotated16_halves`): RHT16 along a contiguous K."""
+    """Whether the amax pass rotates in two halves (`_load_halves`): RHT16 along a contiguous K."""
     return spec.transform == 16 and stride_k == 1
 
 
