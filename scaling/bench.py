@@ -194,7 +194,7 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
             best = min(done[(spec, dim)], key=lambda r: r["instructions_per_element"])
             progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): {len(done[(spec, dim)])} tiles, "
                      f"fewest {best['instructions_per_element']} instructions per element "
-                     f"(TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow {best['narrow']}, "
+                     f"(TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow {best['narrow']} halves {best['halves']}, "
                      f"{best['registers']} registers)")
         rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
                  for r in done[(spec, dim)]]

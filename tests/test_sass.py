@@ -21,23 +21,32 @@ from scaling.recipes import get_recipe
 spec = get_recipe("nvfp4").wgrad_dy  # RHT16 + NV 1x16 + SR along dim 0 (wgrad's dY)
 rows = {name: sass.count(spec, 0, 16384, *tile) for name, tile in
         {"narrow": (1024, 16, 1, 2), "rows8": (4096, 16, 1, 0), "split16": (2048, 16, 1, 0)}.items()}
+dy = get_recipe("nvfp4").dgrad_dy  # NV 1x16 + SR along a contiguous K (dgrad's dY)
+rows |= {f"halves{h}": sass.count(dy, -1, 4096, 4096, 128, 4, 0, h) for h in (0, 1, 2)}
 print(json.dumps(rows))
 """
 
 
-def test_dim0_tiles_keep_the_tokens_of_a_block_in_one_thread():
+def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=env)
     if r.returncode and "ptxas" in r.stderr.lower():
         pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads(r.stdout.strip().splitlines()[-1])
-    narrow, rows8, split16 = rows["narrow"], rows["rows8"], rows["split16"]
+    narrow, rows8, split16 = (rows.pop(k) for k in ("narrow", "rows8", "split16"))
     # NARROW = 2 and 16-byte rows: all 16 tokens of a block in one thread (no shuffles, no barriers)
     assert narrow["shuffles"] == 0 and narrow["barriers"] == 0 and rows8["shuffles"] == 0
     # ... with a quarter of the values per thread, so no spills and far fewer registers
     assert narrow["stack_bytes"] == 0 and narrow["registers"] <= 160 < rows8["registers"]
     # 128 rows on one warp splits the 16 tokens over two threads: shuffles
     assert split16["shuffles"] > 0
-    for row in rows.values():
+    for row in (narrow, rows8, split16):
         assert 10 < row["instructions_per_element"] < 200
+    # Along a contiguous K, 16-byte loads split a block of 16 over two threads (a shuffle for its
+    # amax, its scale made twice); loaded as halves, a thread holds whole blocks: fewer instructions,
+    # and stored as halves, no layout conversion (no barrier) before the store.
+    whole, halves_in, halves_both = rows["halves0"], rows["halves1"], rows["halves2"]
+    assert whole["shuffles"] > 0 and halves_in["shuffles"] == halves_both["shuffles"] == 0
+    assert halves_both["barriers"] == 0 < halves_in["barriers"]
+    assert halves_both["instructions_per_element"] < halves_in["instructions_per_element"] < whole["instructions_per_element"]

@@ -546,7 +546,13 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
                      ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
                      FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr):
-    """One operand: load -> rotate -> _quantize_tile -> store, one (TILE // BK, BK) tile per program."""
+    """One operand: load -> rotate -> _quantize_tile -> store, one (TILE // BK, BK) tile per program.
+    HALVES (blocks of 16 along a contiguous K, with no rotation or RHT16): 0 loads and stores the tile
+    whole, 1 loads it as halves (`_load_halves`) and stores it whole (Triton converts the layout through
+    shared memory), 2 loads and stores halves. Halves make a block's scale once and keep RHT16 in
+    registers, but each load or store instruction then touches every other 16 bytes: which wins
+    depends on the spec (H200: RTNE without a rotation loses ~18% with halves both ways, nvfp4's SR dY
+    gains ~10%), so the tuner tries each."""
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -556,7 +562,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
                                 BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
                                 ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
     tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
-    if HALVES:
+    if HALVES == 2:
         _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
     else:
         offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
@@ -618,20 +624,25 @@ def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
 # What a tuned tile is kept for: the shape and layout, and the spec's compile-time choices. Without
 # the latter, two operands of one shape (wgrad's dY with SR and X with RTNE) shared whichever tile the
 # first one tuned (on the H200 the RTNE kernel then ran 10% slower). Absent names (amax) are skipped.
-_TUNE_KEY = ("R", "K", "stride_k", "HAD", "HALVES", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN")
+# (The amax pass's HALVES follows from HAD and stride_k; the quantize pass tunes its own.)
+_TUNE_KEY = ("R", "K", "stride_k", "HAD", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN")
 
 
-def tile_candidates(bks: tuple[int, ...], min_tile: int) -> list[tuple[int, int, int, int]]:
-    """(TILE, BK, warps, NARROW) of every tile the tuner tries for these BKs, at least `min_tile`
-    rows (a 2-D block's), without repeats; NARROW only for 1-row blocks."""
-    return list(dict.fromkeys((max(t, min_tile * bk), bk, w, f) for bk in bks for t, w, f in _tiles(bk)
-                              if not (f and min_tile > 1)))
+def tile_candidates(bks: tuple[int, ...], min_tile: int,
+                    halves: tuple[int, ...] = ()) -> list[tuple[int, int, int, int, int | None]]:
+    """(TILE, BK, warps, NARROW, HALVES) of every tile the tuner tries for these BKs, at least
+    `min_tile` rows (a 2-D block's), without repeats; NARROW only for 1-row blocks; each of `halves`
+    (the quantize pass's HALVES choices) with a contiguous K's BK, or None for a kernel that does not
+    tune it."""
+    tiles = dict.fromkeys((max(t, min_tile * bk), bk, w, f) for bk in bks for t, w, f in _tiles(bk)
+                          if not (f and min_tile > 1))
+    return [(*tile, h) for tile in tiles for h in (halves or (None,))]
 
 
 @functools.lru_cache(maxsize=None)
-def _tuner(kernel, bks: tuple[int, ...], min_tile: int):
-    configs = [triton.Config({"TILE": t, "BK": bk, "NARROW": f}, num_warps=w)
-               for t, bk, w, f in tile_candidates(bks, min_tile)]
+def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = ()):
+    configs = [triton.Config({"TILE": t, "BK": bk, "NARROW": f} | ({} if h is None else {"HALVES": h}), num_warps=w)
+               for t, bk, w, f, h in tile_candidates(bks, min_tile, halves)]
     return triton.autotune(configs, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
 
 
@@ -717,16 +728,19 @@ class Launch:
 
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
                  bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None,
-                 amax: torch.Tensor | None = None):
+                 amax: torch.Tensor | None = None, halves: int | None = None):
         self.dim = dim % x.dim()
         self.moved = moves_k_last(spec, x.dim(), self.dim)
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
         self.cfg = dict(_config(spec, self.K))
-        # RHT16 along a contiguous K in two halves (_load_halves): for the amax pass, and for the
-        # quantize pass where a block is one group of 16 (on the H200 MX's 1x32 blocks lost 5% with it).
+        # RHT16 along a contiguous K in two halves (_load_halves): for the amax pass, and as a choice
+        # of the quantize pass where a block is 16 long (on the H200 MX's 1x32 blocks lost 5% with it).
+        # Untuned (and unpinned: `halves`), the quantize pass loads halves for RHT16 only.
         self.amax_halves = _rotates_in_halves(spec, self.stride_k)
-        self.cfg["HALVES"] = self.stride_k == 1 and self.cfg["BLK_K"] == 16 and self.cfg["HAD"] in (0, 16)
+        fits = self.stride_k == 1 and self.cfg["BLK_K"] == 16 and self.cfg["HAD"] in (0, 16)
+        self.halves = ((halves,) if halves is not None else (0, 1, 2)) if fits else (0,)
+        self.cfg["HALVES"] = self.halves[0] if halves is not None or not fits else int(self.amax_halves)
         self.numer, self.target = scale_constants(spec)
         group = max(spec.k_multiple, 1)
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
@@ -777,14 +791,15 @@ class Launch:
             return self.K, self.R, self.R, 1, (self.cfg["BK"],)
         return self.R, self.K, self.stride_r, self.stride_k, self.bks
 
-    def _launch(self, kernel, args: tuple, consts: dict, R: int, K: int, bks: tuple[int, ...]) -> None:
+    def _launch(self, kernel, args: tuple, consts: dict, R: int, K: int, bks: tuple[int, ...],
+                halves: tuple[int, ...] = ()) -> None:
         def grid(meta: dict) -> tuple[int, int]:
             return triton.cdiv(R, meta["TILE"] // meta["BK"]), triton.cdiv(K, meta["BK"])
 
         if self.tuned:
-            tuned = _tuner(kernel, bks, self.cfg["BLK_R"])
-            tuned[grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK", "NARROW")},
-                        enable_fp_fusion=False)
+            tuned = _tuner(kernel, bks, self.cfg["BLK_R"], halves)
+            tuned_names = ("TILE", "BK", "NARROW") + (("HALVES",) if halves else ())
+            tuned[grid](*args, **{k: v for k, v in consts.items() if k not in tuned_names}, enable_fp_fusion=False)
         else:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
 
@@ -794,11 +809,11 @@ class Launch:
             return {}
         chosen = {}
         R, K, _, stride_k, bks = self._amax_view()
-        for stage, kernel, consts, shape, stage_bks in (
-                ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks),
+        for stage, kernel, consts, shape, stage_bks, halves in (
+                ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks, ()),
                 ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
-                 self.bks)):
-            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"])
+                 self.bks, self.halves)):
+            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves)
             cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(_TUNE_KEY values..., dtypes...): Config}
             values = {**shape, **consts}
             prefix = tuple(values[n] for n in _TUNE_KEY if n in kernel.arg_names)
@@ -806,7 +821,8 @@ class Launch:
             if best:
                 c = best[0]
                 chosen[stage] = (f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
-                                 + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else ""))
+                                 + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else "")
+                                 + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else ""))
         return chosen
 
     def _amax_consts(self, plain: bool = False) -> dict:
@@ -841,7 +857,7 @@ class Launch:
     def run_quantize(self) -> None:
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
                                         self.K, self.stride_r, self.stride_k, self.numer, self.target), self.cfg,
-                     self.R, self.K, self.bks)
+                     self.R, self.K, self.bks, self.halves)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # x's shape, the layout of output_like

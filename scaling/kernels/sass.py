@@ -52,11 +52,12 @@ def _launch(spec: QuantSpec, dim: int, K: int) -> Q.Launch:
     return Q.Launch(torch.empty(shape, device="meta"), spec, dim, None, torch.bfloat16)
 
 
-def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int):
+def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int,
+                     halves: int = 0):
     """The quantize kernel for one spec and tile, compiled for sm_90 as the GPU would launch it: the
     unit stride specialised to 1 and the other integers divisible by 16, no FMA contraction."""
     launch = _launch(spec, dim, K)
-    cfg = dict(launch.cfg, TILE=tile, BK=bk, NARROW=narrow)
+    cfg = dict(launch.cfg, TILE=tile, BK=bk, NARROW=narrow, HALVES=halves)
     unit = "stride_k" if launch.stride_k == 1 else "stride_r"
     names = Q._quantize_kernel.arg_names
     constants = {k: v for k, v in cfg.items() if k in names} | {unit: 1}
@@ -87,18 +88,19 @@ def opcodes(sass: str) -> collections.Counter:
     return counts
 
 
-def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int) -> dict:
+def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int, halves: int = 0) -> dict:
     """Instructions per element, registers, stack bytes, barriers and shuffles of one tile."""
-    sass, usage = machine_code(compile_quantize(spec, dim, K, tile, bk, warps, narrow))
+    sass, usage = machine_code(compile_quantize(spec, dim, K, tile, bk, warps, narrow, halves))
     ops = opcodes(sass)
     per_thread = tile / (32 * warps)
     registers, stack = (int(re.search(rf"{k}:(\d+)", usage).group(1)) for k in ("REG", "STACK"))
-    return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow,
+    return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow, "halves": halves,
             "instructions_per_element": round(sum(ops.values()) / per_thread, 1), "registers": registers,
             "stack_bytes": stack, "barriers": ops["BAR"], "shuffles": ops["SHFL"]}
 
 
-def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int]]:
-    """(TILE, BK, warps, NARROW) of the tiles the GPU autotuner tries for this spec (Launch's BKs)."""
+def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int, int]]:
+    """(TILE, BK, warps, NARROW, HALVES) of the tiles the GPU autotuner tries for this spec (Launch's
+    BKs and HALVES choices)."""
     launch = _launch(spec, dim, K)
-    return sorted(Q.tile_candidates(launch.bks, launch.cfg["BLK_R"]))
+    return sorted(Q.tile_candidates(launch.bks, launch.cfg["BLK_R"], launch.halves))
