@@ -197,7 +197,8 @@ def test_short_tiles_along_dim0_match_reference(name: str, narrow: int):
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_halves_layouts_match_reference(name: str, halves: int):
     """Blocks of 16 along a contiguous K: the GPU tuner tries the tile loaded whole, loaded as halves
-    of each run of 16 and stored whole, and halves both ways (`_quantize_kernel`): the same bits."""
+    of each run of 16 and stored whole, and halves both ways (`_quantize_kernel`), and an RHT16 amax
+    pass whole or in halves (pinned as the quantize pass: whole for 0): the same bits."""
     from scaling.kernels.quantize import Launch
 
     spec = SPECS[name]

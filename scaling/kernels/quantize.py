@@ -738,6 +738,7 @@ class Launch:
         # of the quantize pass where a block is 16 long (on the H200 MX's 1x32 blocks lost 5% with it).
         # Untuned (and unpinned: `halves`), the quantize pass loads halves for RHT16 only.
         self.amax_halves = _rotates_in_halves(spec, self.stride_k)
+        self._amax_pin = None if halves is None else int(self.amax_halves and halves > 0)  # pinned: as the quantize pass
         fits = self.stride_k == 1 and self.cfg["BLK_K"] == 16 and self.cfg["HAD"] in (0, 16)
         self.halves = ((halves,) if halves is not None else (0, 1, 2)) if fits else (0,)
         self.cfg["HALVES"] = self.halves[0] if halves is not None or not fits else int(self.amax_halves)
@@ -810,7 +811,8 @@ class Launch:
         chosen = {}
         R, K, _, stride_k, bks = self._amax_view()
         for stage, kernel, consts, shape, stage_bks, halves in (
-                ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks, ()),
+                ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks,
+                 self._amax_halves),
                 ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
                  self.bks, self.halves)):
             tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves)
@@ -825,10 +827,19 @@ class Launch:
                                  + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else ""))
         return chosen
 
+    @property
+    def _amax_halves(self) -> tuple[int, ...]:
+        """The amax pass's HALVES choices for the tuner: RHT16 along a contiguous K rotates in halves
+        (16-byte loads, every other 16 bytes per instruction) or whole (butterflies of stride 8 by warp
+        shuffles); else none (HALVES follows from the spec)."""
+        if not self.amax_halves:
+            return ()
+        return (1, 0) if self._amax_pin is None else (self._amax_pin,)
+
     def _amax_consts(self, plain: bool = False) -> dict:
         c = self.cfg
         return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE")},
-                "HALVES": self.amax_halves, "PLAIN": plain}
+                "HALVES": self.amax_halves if self._amax_pin is None else self._amax_pin, "PLAIN": plain}
 
     def run_move(self) -> None:
         """Fill the moved copy (`moves_k_last`): along dim 0 by the transpose kernel, else by torch."""
@@ -852,7 +863,7 @@ class Launch:
         consts = self._amax_consts(plain is not None)
         R, K, stride_r, stride_k, bks = self._amax_view()
         self._launch(_amax_kernel, (self.buf, self.amax, self.amax if plain is None else plain, R, K,
-                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks)
+                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self._amax_halves)
 
     def run_quantize(self) -> None:
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
