@@ -218,6 +218,63 @@ def test_halves_layouts_match_reference(name: str, halves: int):
 
 
 @in_process
+@pytest.mark.parametrize("name,dim", [("nvfp4.dgrad_dy", -1), ("nvfp4.wgrad_dy", 0), ("nvfp4.fprop_w", -1),
+                                      ("nvfp4.fprop_w", 0), ("ufp4.dgrad_dy", -1), ("quartet2.dgrad_dy", -1),
+                                      ("quartet2.dgrad_dy", 0), ("fp8.fprop_x", 0), ("mxfp4_h16.fprop_x", 0),
+                                      ("nvfp4_4over6.fprop_x", -1), ("mxfp4_sr.dgrad_dy", 0)])
+def test_looped_programs_match_reference(name: str, dim: int):
+    """A program may quantize ITERS consecutive tiles (the GPU tuner tries 4 for small tiles); here
+    3 per program over small tiles, so the last program's tiles pass the tensor's end: the same bits."""
+    from scaling.kernels.quantize import Launch
+
+    spec = SPECS[name]
+    gen = torch.Generator().manual_seed(14)
+    xc = canonical_inputs(32, 128, gen)["mixed"]
+    x = (xc if dim == -1 else xc.t().contiguous()).to(DEVICE, torch.bfloat16)
+    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
+    launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16, iters=3)
+    bk = launch.cfg["BK"] if spec.eden or spec.block is None or dim == -1 else max(spec.k_multiple, 1)
+    launch.cfg["BK"], launch.cfg["TILE"] = bk, max(4, spec.block_rows) * bk
+    if launch.moved:
+        launch.run_move()
+    if launch.needs_amax:
+        launch.run_amax()
+    launch.run_quantize()
+    out, inv = launch.result()
+    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(99, 7), torch.bfloat16)
+    assert_same_bits(out, ref)
+    assert_same_bits(inv, ref_inv)
+
+
+@in_process
+@pytest.mark.parametrize("name,dim", [("nvfp4.dgrad_dy", -1), ("nvfp4.wgrad_dy", 0), ("ufp4.fprop_x", -1),
+                                      ("fp8.fprop_x", 0), ("quartet2.dgrad_dy", 0)])
+def test_int64_offsets_give_the_same_bits(name: str, dim: int):
+    """Offsets are int32 unless a tile's may pass 2^31 (`_offsets_pass_int32`); the int64 path,
+    forced here on a small tensor, gives the same bits."""
+    from scaling.kernels.quantize import Launch, _offsets_pass_int32
+
+    assert not _offsets_pass_int32(16384, 8192, 8192, 1) and _offsets_pass_int32(262144, 8192, 8192, 1)
+    assert _offsets_pass_int32(8192, 262144, 1, 8192)  # dim 0: K (tokens) strided
+    spec = SPECS[name]
+    gen = torch.Generator().manual_seed(13)
+    xc = canonical_inputs(32, 128, gen)["mixed"]
+    x = (xc if dim == -1 else xc.t().contiguous()).to(DEVICE, torch.bfloat16)
+    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
+    launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
+    launch.cfg["I64"] = True
+    if launch.moved:
+        launch.run_move()
+    if launch.needs_amax:
+        launch.run_amax()
+    launch.run_quantize()
+    out, inv = launch.result()
+    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(99, 7), torch.bfloat16)
+    assert_same_bits(out, ref)
+    assert_same_bits(inv, ref_inv)
+
+
+@in_process
 @pytest.mark.parametrize("recipe,plain,other", [("nvfp4", "fprop_x", "wgrad_x"), ("nvfp4", "dgrad_dy", "wgrad_dy"),
                                                 ("fp8", "fprop_x", "wgrad_x")])
 def test_shared_amaxes_give_each_operand_its_own_bits(recipe: str, plain: str, other: str):

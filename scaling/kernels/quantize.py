@@ -74,12 +74,35 @@ def _uniform(index, key):
 
 
 @triton.jit
-def _random_signs(j, seeds_ptr):
+def _random_signs(j, sign_key):
     """seeds.random_signs at positions j (uint32) of a transform group: +1 or -1 from the top bit of
-    the keyed hash under the sign seed, set as the sign bit of 1.0 (one instruction, not a shift, a
-    conversion and a subtraction: these run per program, ~1.5 instructions per element of a tile)."""
-    h = _keyed_hash(j, _stream_key(seeds_ptr, 1, 0))
+    the keyed hash under the sign seed's key, set as the sign bit of 1.0 (one instruction, not a
+    shift, a conversion and a subtraction)."""
+    h = _keyed_hash(j, sign_key)
     return ((h & 0x80000000) | 0x3F800000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _program_signs(seeds_ptr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                   HALVES: tl.constexpr):
+    """The transform's signs a program applies, made once per program (a tile's columns hold the same
+    positions of each group: BK is a multiple of HAD): for the columns of a tile, or, for halves, for
+    positions 0-7 and 8-15 of a group of 16 (~7 instructions per sign: ~3.5 per element of a
+    32-element-per-thread tile if made per tile)."""
+    if HALVES:
+        j = tl.arange(0, 8).to(tl.uint32)
+        if RAND_SIGNS:
+            key = _stream_key(seeds_ptr, 1, 0)
+            signs_a, signs_b = _random_signs(j, key), _random_signs(j + 8, key)
+        else:
+            signs_a, signs_b = tl.full((8,), 1.0, tl.float32), tl.full((8,), 1.0, tl.float32)
+    else:
+        if RAND_SIGNS and HAD > 0:
+            signs_a = _random_signs((tl.arange(0, BK) % HAD).to(tl.uint32), _stream_key(seeds_ptr, 1, 0))
+        else:
+            signs_a = tl.full((BK,), 1.0, tl.float32)
+        signs_b = signs_a
+    return signs_a, signs_b
 
 
 @triton.jit
@@ -235,7 +258,9 @@ def _round_signed(v, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr
     """formats.round_elements: |v| rounded, negative exactly where v < 0, so -0.3 gives -0.0 and
     -0.0 gives +0 (v's sign bit would not do: a negative product that underflows is -0.0). The sign is
     set on the bits: Triton's -q is 0 - q, which is +0 for q = 0."""
-    q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True) & 0x7FFFFFFF
+    q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True)
+    if SR:  # (`_grid_sr` may give -0.0; the other roundings give +0 for 0)
+        q = q & 0x7FFFFFFF
     return tl.where(v < 0, q | 0x80000000, q).to(tl.float32, bitcast=True)
 
 
@@ -306,6 +331,17 @@ def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.c
 
 
 @triton.jit
+def _wide_strides(stride_r, stride_k, I64: tl.constexpr):
+    """The strides as int64 where a tile's offsets may pass 2^31 (I64, `Launch`), so that the offsets
+    made from them are; else as they are. Offsets in int32 save ~7 instructions per column of a tile
+    along dim 0 (its 64-bit multiplies, shifts and adds: ~2 per element of an SR operand's wgrad tile)."""
+    if I64:
+        stride_r = stride_r * tl.full((), 1, tl.int64)
+        stride_k = stride_k * tl.full((), 1, tl.int64)
+    return stride_r, stride_k
+
+
+@triton.jit
 def _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr,
                   NARROW: tl.constexpr):
     """Memory offsets and mask of the program's (BR, BK) tile. NARROW = F > 0 (for contiguous rows: a
@@ -317,53 +353,54 @@ def _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: 
     if NARROW > 0:
         rows = tl.max_contiguous(tl.multiple_of(rows, NARROW), NARROW)
     cols = pid_k * BK + tl.arange(0, BK)
-    offs = rows[:, None].to(tl.int64) * stride_r + cols[None, :].to(tl.int64) * stride_k
+    offs = rows[:, None] * stride_r + cols[None, :] * stride_k  # int32 unless `_wide_strides`
     return offs, (rows[:, None] < R) & (cols[None, :] < K)
 
 
 @triton.jit
-def _rotate(x, cols, seeds_ptr, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+def _rotate(x, signs, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
             NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
-    """transforms.rotate along the tile's columns (global indices `cols`): signs, then the FWHT."""
+    """transforms.rotate along the tile's columns: signs (`_program_signs`), then the FWHT."""
     if HAD > 0:
         if RAND_SIGNS:
-            x = x * _random_signs((cols % HAD).to(tl.uint32), seeds_ptr)[None, :]
+            x = x * signs[None, :]
         x = _fwht(x, BR, BK, LOG2H, NORM)
     return x
 
 
 @triton.jit
-def _scaled(x, scale_ptr, HAS_SCALE: tl.constexpr):
-    """x * the FP32 scale at scale_ptr (an operand brought back to real units, as the reference's
+def _scaled(x, x_scale, HAS_SCALE: tl.constexpr):
+    """x * x_scale, the FP32 scale (an operand brought back to real units, as the reference's
     x.float() * scale), or x."""
     if HAS_SCALE:
-        x = x * tl.load(scale_ptr)
+        x = x * x_scale
     return x
 
 
 @triton.jit
-def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale,
                   BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                   NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
                   HAS_SCALE: tl.constexpr):
-    """The program's (BR, BK) tile in float32 (times the scale at scale_ptr where HAS_SCALE), rotated
-    along K, and its row indices."""
+    """The program's (BR, BK) tile in float32 (times x_scale where HAS_SCALE), rotated along K (signs
+    from `_program_signs`), and its row indices."""
     rows = pid_r * BR + tl.arange(0, BR)
-    cols = pid_k * BK + tl.arange(0, BK)
     if HALVES:  # along a contiguous K, in halves (rotated by RHT16), then each run's 16 put back together
-        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
+        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
                               HAD, NORM, RAND_SIGNS, HAS_SCALE)
-        return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK)), rows
-    x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR, BK, NARROW, HAS_SCALE)
-    return _rotate(x, cols, seeds_ptr, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS), rows
+        x = tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK))
+    else:  # (one return: Triton compiles what follows a return inside a compile-time branch too)
+        x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
+        x = _rotate(x, signs_a, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
+    return x, rows
 
 
 @triton.jit
-def _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR: tl.constexpr, BK: tl.constexpr,
+def _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR: tl.constexpr, BK: tl.constexpr,
                NARROW: tl.constexpr, HAS_SCALE: tl.constexpr):
-    """The program's (BR, BK) tile in float32, times the scale at scale_ptr where HAS_SCALE."""
+    """The program's (BR, BK) tile in float32, times x_scale where HAS_SCALE."""
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    return _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), scale_ptr, HAS_SCALE)
+    return _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), x_scale, HAS_SCALE)
 
 
 # --- kernels ---------------------------------------------------------------------------------------
@@ -375,12 +412,12 @@ def _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK
     NG: tl.constexpr = BK // 16
     rows = pid_r * BR + tl.arange(0, BR)
     cols = (pid_k * NG + tl.arange(0, NG))[:, None] * 16 + tl.arange(0, 8)[None, :]
-    offs = rows[:, None, None].to(tl.int64) * stride_r + cols[None, :, :].to(tl.int64) * stride_k
+    offs = rows[:, None, None] * stride_r + cols[None, :, :] * stride_k  # int32 unless `_wide_strides`
     return offs, (rows[:, None, None] < R) & (cols[None, :, :] < K)
 
 
 @triton.jit
-def _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+def _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_hi, x_scale,
                  BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, NORM: tl.constexpr,
                  RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr):
     """The tile along a contiguous K as its halves (elements 0-7 and 8-15 of each run of 16), each a
@@ -395,14 +432,13 @@ def _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale
     offs, mask = _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
     lo = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     hi = tl.load(x_ptr + offs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32)
-    lo = tl.reshape(_scaled(lo, scale_ptr, HAS_SCALE), (BR * NG, 8))
-    hi = tl.reshape(_scaled(hi, scale_ptr, HAS_SCALE), (BR * NG, 8))
+    lo = tl.reshape(_scaled(lo, x_scale, HAS_SCALE), (BR * NG, 8))
+    hi = tl.reshape(_scaled(hi, x_scale, HAS_SCALE), (BR * NG, 8))
     if HAD == 0:
         return lo, hi
     if RAND_SIGNS:
-        j = tl.arange(0, 8).to(tl.uint32)
-        lo = lo * _random_signs(j, seeds_ptr)[None, :]
-        hi = hi * _random_signs(j + 8, seeds_ptr)[None, :]
+        lo = lo * signs_lo[None, :]
+        hi = hi * signs_hi[None, :]
     lo = _fwht(lo, BR * NG, 8, 3, 1.0)
     hi = _fwht(hi, BR * NG, 8, 3, 1.0)
     return (lo + hi) * NORM, (lo - hi) * NORM
@@ -423,24 +459,27 @@ def _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.c
 def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
-                 HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr):
+                 HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr, I64: tl.constexpr):
     """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile. HALVES: RHT16
     along a contiguous K, rotated in two halves (`_load_halves`). PLAIN (not with HALVES): also
     the amax of the tile before the rotation, into plain_ptr (`tensor_amaxes`)."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
+    stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)
+    signs_a, signs_b = _program_signs(seeds_ptr, BK, HAD, RAND_SIGNS, HALVES)
+    x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
     # The rotation's normalisation is applied to the tile's max, not to each element: rounding is
     # monotone, so max RN(NORM |r|) = RN(NORM max |r|) to the bit.
     if HALVES:
-        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr, BR, BK,
+        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
                               HAD, 1.0, RAND_SIGNS, HAS_SCALE)
         tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0) * NORM)
     else:
-        x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, scale_ptr, BR, BK, NARROW, HAS_SCALE)
+        x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
         if PLAIN:
             tl.atomic_max(plain_ptr, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
-        x = _rotate(x, pid_k * BK + tl.arange(0, BK), seeds_ptr, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
+        x = _rotate(x, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
         # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
         # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
         # RHT16 tile in the sm_90 PTX). A max is exact in any order.
@@ -478,7 +517,7 @@ def _block_sq_err(q4, s_b, x_enc4, NBR: tl.constexpr, NBK: tl.constexpr, LOG2N: 
 
 
 @triton.jit
-def _quantize_tile(x, rows, col0, K, amax_ptr, seeds_ptr, numer, target,
+def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
                    BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr,
                    BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
                    PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
@@ -486,14 +525,8 @@ def _quantize_tile(x, rows, col0, K, amax_ptr, seeds_ptr, numer, target,
                    ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
                    FOUR_SIX: tl.constexpr, EDEN: tl.constexpr):
     """quant.quantize's steps 3-6 on a loaded, rotated (BR, BK) tile of the canonical (R, K) view
-    (`rows`: its row indices; its columns start at col0): (values * block scale, s_enc)."""
-    # quant.tensor_encode_scale
-    if TENSOR_SCALE:
-        amax_t = tl.load(amax_ptr)
-        s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
-    else:
-        s_enc = tl.full((), 1.0, tl.float32)
-
+    (`rows`: its row indices; its columns start at col0), given the tensor's encode scale s_enc and
+    the rounding streams' keys: values * block scale."""
     NBR: tl.constexpr = BR // BLK_R
     NBK: tl.constexpr = BK // BLK_K
     x4 = tl.reshape(x, (NBR, BLK_R, NBK, BLK_K))
@@ -507,7 +540,7 @@ def _quantize_tile(x, rows, col0, K, amax_ptr, seeds_ptr, numer, target,
     # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
     u = x  # placeholder when SR is off (never read)
     if SR:
-        u = _paired_uniforms(rows, col0, K, _stream_key(seeds_ptr, 0, 0), BK, PAIRS)
+        u = _paired_uniforms(rows, col0, K, round_key, BK, PAIRS)
     u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
     q4 = _round_blocks(x4, s_b, s_enc, u4, ELEM, GMAX, SR)
 
@@ -532,9 +565,9 @@ def _quantize_tile(x, rows, col0, K, amax_ptr, seeds_ptr, numer, target,
         corrected = s_b * c
         bcol = col0 // BLK_K + tl.arange(0, NBK)
         bindex = rows[:, None].to(tl.int64) * (K // BLK_K) + bcol[None, :]
-        s_b = _e4m3_sr(corrected, _uniform(bindex.to(tl.uint32), _stream_key(seeds_ptr, 0, SCALE_STREAM)))
+        s_b = _e4m3_sr(corrected, _uniform(bindex.to(tl.uint32), scale_key))
 
-    return tl.reshape(q4 * s_b[:, None, :, None], (BR, BK)), s_enc
+    return tl.reshape(q4 * s_b[:, None, :, None], (BR, BK))
 
 
 @triton.jit
@@ -545,28 +578,44 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
                      PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
                      ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
-                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr):
+                     FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr,
+                     I64: tl.constexpr, ITERS: tl.constexpr):
     """One operand: load -> rotate -> _quantize_tile -> store, one (TILE // BK, BK) tile per program.
     HALVES (blocks of 16 along a contiguous K, with no rotation or RHT16): 0 loads and stores the tile
     whole, 1 loads it as halves (`_load_halves`) and stores it whole (Triton converts the layout through
     shared memory), 2 loads and stores halves. Halves make a block's scale once and keep RHT16 in
     registers, but each load or store instruction then touches every other 16 bytes: which wins
     depends on the spec (H200: RTNE without a rotation loses ~18% with halves both ways, nvfp4's SR dY
-    gains ~10%), so the tuner tries each."""
+    gains ~10%), so the tuner tries each.
+    ITERS: the program quantizes ITERS consecutive tiles along R, after making once what every tile
+    uses (the tensor's encode scale, the streams' keys, the transform's signs): ~190-530 instructions
+    per thread, 6-17 per element of a 32-element-per-thread tile (sm_90)."""
     BR: tl.constexpr = TILE // BK  # tile rows
-    pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
-    x, rows = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
-                            BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW, HAS_SCALE)
-    out, s_enc = _quantize_tile(x, rows, pid_k * BK, K, amax_ptr, seeds_ptr, numer, target, BR, BK, LOG2H,
-                                BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
-                                ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
-    tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc), mask=(pid_r == 0) & (pid_k == 0))
-    if HALVES == 2:
-        _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)
+    if TENSOR_SCALE:  # quant.tensor_encode_scale
+        amax_t = tl.load(amax_ptr)
+        s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
     else:
-        offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-        tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+        s_enc = tl.full((), 1.0, tl.float32)
+    if (tl.program_id(0) == 0) & (pid_k == 0):
+        tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc))
+    round_key = _stream_key(seeds_ptr, 0, 0) if SR else 0
+    scale_key = _stream_key(seeds_ptr, 0, SCALE_STREAM) if EDEN else 0
+    signs_a, signs_b = _program_signs(seeds_ptr, BK, HAD, RAND_SIGNS, HALVES)
+    x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
+    for i in range(ITERS):
+        pid_r = tl.program_id(0) * ITERS + i
+        x, rows = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale,
+                                BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW, HAS_SCALE)
+        out = _quantize_tile(x, rows, pid_k * BK, K, s_enc, round_key, scale_key, target, BR, BK, LOG2H,
+                             BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
+                             ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
+        if HALVES == 2:
+            _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+        else:
+            offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
+            tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -628,21 +677,30 @@ def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
 _TUNE_KEY = ("R", "K", "stride_k", "HAD", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN")
 
 
-def tile_candidates(bks: tuple[int, ...], min_tile: int,
-                    halves: tuple[int, ...] = ()) -> list[tuple[int, int, int, int, int | None]]:
-    """(TILE, BK, warps, NARROW, HALVES) of every tile the tuner tries for these BKs, at least
+# The quantize pass's tiles of at most this many elements are also tried looping over ITERS_LOOPED
+# tiles per program (`_quantize_kernel`'s ITERS): small tiles are where the per-program work counts.
+LOOPED_TILE, ITERS_LOOPED = 4096, 4
+
+
+def tile_candidates(bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (),
+                    looped: bool = False) -> list[tuple[int, int, int, int, int | None, int | None]]:
+    """(TILE, BK, warps, NARROW, HALVES, ITERS) of every tile the tuner tries for these BKs, at least
     `min_tile` rows (a 2-D block's), without repeats; NARROW only for 1-row blocks; each of `halves`
-    (the quantize pass's HALVES choices) with a contiguous K's BK, or None for a kernel that does not
-    tune it."""
+    (the quantize pass's HALVES choices), and with `looped` (the quantize pass) ITERS 1 and, for a
+    tile of at most LOOPED_TILE, ITERS_LOOPED. None: a parameter the kernel does not tune."""
     tiles = dict.fromkeys((max(t, min_tile * bk), bk, w, f) for bk in bks for t, w, f in _tiles(bk)
                           if not (f and min_tile > 1))
-    return [(*tile, h) for tile in tiles for h in (halves or (None,))]
+    iters = lambda tile: ((1, ITERS_LOOPED) if tile <= LOOPED_TILE else (1,)) if looped else (None,)  # noqa: E731
+    return [(*tile, h, n) for tile in tiles for h in (halves or (None,)) for n in iters(tile[0])]
 
 
 @functools.lru_cache(maxsize=None)
-def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = ()):
-    configs = [triton.Config({"TILE": t, "BK": bk, "NARROW": f} | ({} if h is None else {"HALVES": h}), num_warps=w)
-               for t, bk, w, f, h in tile_candidates(bks, min_tile, halves)]
+def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (), looped: bool = False):
+    def config(t, bk, w, f, h, n):
+        extra = ({} if h is None else {"HALVES": h}) | ({} if n is None else {"ITERS": n})
+        return triton.Config({"TILE": t, "BK": bk, "NARROW": f} | extra, num_warps=w)
+
+    configs = [config(*c) for c in tile_candidates(bks, min_tile, halves, looped)]
     return triton.autotune(configs, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
 
 
@@ -692,6 +750,14 @@ def moves_k_last(spec: QuantSpec, ndim: int, dim: int) -> bool:
     return dim != ndim - 1 and (dim != 0 or spec.eden)
 
 
+def _offsets_pass_int32(R: int, K: int, stride_r: int, stride_k: int) -> bool:
+    """Whether a tile's element offsets into an (R, K) view with these strides (or the amax pass's
+    view of its rows, (K, R) with strides (R, 1)) may pass 2^31 - 1: a tile overruns R and K by less
+    than the largest TILE, and masked elements' offsets are made too."""
+    pad = max(t for t, _ in _TILES)
+    return max((R + pad) * stride_r + (K + pad) * stride_k, (K + pad) * R + R + pad) >= 2**31
+
+
 def _k_last(x: torch.Tensor, dim: int, dtype: torch.dtype) -> torch.Tensor:
     """An empty contiguous tensor shaped like x with `dim` moved last: the moved copy's layout."""
     return torch.empty(x.movedim(dim, -1).shape, dtype=dtype, device=x.device)
@@ -728,7 +794,7 @@ class Launch:
 
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
                  bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None,
-                 amax: torch.Tensor | None = None, halves: int | None = None):
+                 amax: torch.Tensor | None = None, halves: int | None = None, iters: int = 1):
         self.dim = dim % x.dim()
         self.moved = moves_k_last(spec, x.dim(), self.dim)
         self.x = x
@@ -759,6 +825,8 @@ class Launch:
             self.cfg["TILE"] = max(self.cfg["TILE"], self.cfg["BLK_R"] * bk)
         self.cfg["NARROW"] = narrow
         self.cfg["HAS_SCALE"] = scale is not None
+        self.cfg["I64"] = _offsets_pass_int32(self.R, self.K, self.stride_r, self.stride_k)
+        self.cfg["ITERS"] = iters
         self.dtype = dtype
         self.inv = torch.empty((), dtype=torch.float32, device=x.device)
         # `amax`: the tensor amax, already found (tensor_amaxes); else zeros for the amax pass.
@@ -793,13 +861,13 @@ class Launch:
         return self.R, self.K, self.stride_r, self.stride_k, self.bks
 
     def _launch(self, kernel, args: tuple, consts: dict, R: int, K: int, bks: tuple[int, ...],
-                halves: tuple[int, ...] = ()) -> None:
+                halves: tuple[int, ...] = (), looped: bool = False) -> None:
         def grid(meta: dict) -> tuple[int, int]:
-            return triton.cdiv(R, meta["TILE"] // meta["BK"]), triton.cdiv(K, meta["BK"])
+            return triton.cdiv(R, meta["TILE"] // meta["BK"] * meta.get("ITERS", 1)), triton.cdiv(K, meta["BK"])
 
         if self.tuned:
-            tuned = _tuner(kernel, bks, self.cfg["BLK_R"], halves)
-            tuned_names = ("TILE", "BK", "NARROW") + (("HALVES",) if halves else ())
+            tuned = _tuner(kernel, bks, self.cfg["BLK_R"], halves, looped)
+            tuned_names = ("TILE", "BK", "NARROW") + (("HALVES",) if halves else ()) + (("ITERS",) if looped else ())
             tuned[grid](*args, **{k: v for k, v in consts.items() if k not in tuned_names}, enable_fp_fusion=False)
         else:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
@@ -815,7 +883,7 @@ class Launch:
                  self._amax_halves),
                 ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
                  self.bks, self.halves)):
-            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves)
+            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves, stage == "quantize")
             cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(_TUNE_KEY values..., dtypes...): Config}
             values = {**shape, **consts}
             prefix = tuple(values[n] for n in _TUNE_KEY if n in kernel.arg_names)
@@ -824,7 +892,8 @@ class Launch:
                 c = best[0]
                 chosen[stage] = (f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
                                  + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else "")
-                                 + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else ""))
+                                 + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else "")
+                                 + (f" iters {c.kwargs['ITERS']}" if c.kwargs.get("ITERS", 1) > 1 else ""))
         return chosen
 
     @property
@@ -838,7 +907,7 @@ class Launch:
 
     def _amax_consts(self, plain: bool = False) -> dict:
         c = self.cfg
-        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE")},
+        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE", "I64")},
                 "HALVES": self.amax_halves if self._amax_pin is None else self._amax_pin, "PLAIN": plain}
 
     def run_move(self) -> None:
@@ -868,7 +937,7 @@ class Launch:
     def run_quantize(self) -> None:
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
                                         self.K, self.stride_r, self.stride_k, self.numer, self.target), self.cfg,
-                     self.R, self.K, self.bks, self.halves)
+                     self.R, self.K, self.bks, self.halves, looped=True)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # x's shape, the layout of output_like

@@ -53,11 +53,11 @@ def _launch(spec: QuantSpec, dim: int, K: int) -> Q.Launch:
 
 
 def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int,
-                     halves: int = 0):
+                     halves: int = 0, iters: int = 1):
     """The quantize kernel for one spec and tile, compiled for sm_90 as the GPU would launch it: the
     unit stride specialised to 1 and the other integers divisible by 16, no FMA contraction."""
     launch = _launch(spec, dim, K)
-    cfg = dict(launch.cfg, TILE=tile, BK=bk, NARROW=narrow, HALVES=halves)
+    cfg = dict(launch.cfg, TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     unit = "stride_k" if launch.stride_k == 1 else "stride_r"
     names = Q._quantize_kernel.arg_names
     constants = {k: v for k, v in cfg.items() if k in names} | {unit: 1}
@@ -79,28 +79,49 @@ def machine_code(compiled) -> tuple[str, str]:
     return sass, usage
 
 
+_INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);", re.MULTILINE)
+
+
+def _instructions(sass: str) -> list[tuple[int, str, str]]:
+    """(address, opcode, operands) of each instruction (NOPs left out) of a SASS listing."""
+    return [(int(a, 16), op.split(".")[0], rest) for a, op, rest in _INSTRUCTION.findall(sass)
+            if op.split(".")[0] != "NOP"]
+
+
 def opcodes(sass: str) -> collections.Counter:
     """Instructions per opcode (NOPs left out) of a SASS listing."""
-    counts: collections.Counter = collections.Counter()
-    for m in re.finditer(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", sass, re.MULTILINE):
-        if m.group(1) != "NOP":
-            counts[m.group(1)] += 1
-    return counts
+    return collections.Counter(op for _, op, _ in _instructions(sass))
 
 
-def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int, halves: int = 0) -> dict:
-    """Instructions per element, registers, stack bytes, barriers and shuffles of one tile."""
-    sass, usage = machine_code(compile_quantize(spec, dim, K, tile, bk, warps, narrow, halves))
+def loop_body(sass: str) -> int:
+    """Instructions inside the listing's loops (from a backward branch's target to the branch), 0 if
+    none: what runs once per iteration rather than once per program."""
+    body = set()
+    instructions = _instructions(sass)
+    for address, op, rest in instructions:
+        target = re.search(r"0x([0-9a-f]+)", rest) if op == "BRA" else None
+        if target and int(target.group(1), 16) < address:
+            body |= {a for a, _, _ in instructions if int(target.group(1), 16) <= a <= address}
+    return len(body)
+
+
+def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int, halves: int = 0,
+          iters: int = 1) -> dict:
+    """Instructions per element, registers, stack bytes, barriers and shuffles of one tile (the loop of
+    ITERS tiles counted as its body, once per tile, and what precedes it, once per program)."""
+    sass, usage = machine_code(compile_quantize(spec, dim, K, tile, bk, warps, narrow, halves, iters))
     ops = opcodes(sass)
     per_thread = tile / (32 * warps)
+    body = loop_body(sass) if iters > 1 else 0
+    per_program = sum(ops.values()) + (iters - 1) * body  # the loop's body runs ITERS times
     registers, stack = (int(re.search(rf"{k}:(\d+)", usage).group(1)) for k in ("REG", "STACK"))
-    return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow, "halves": halves,
-            "instructions_per_element": round(sum(ops.values()) / per_thread, 1), "registers": registers,
+    return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow, "halves": halves, "iters": iters,
+            "instructions_per_element": round(per_program / (iters * per_thread), 1), "registers": registers,
             "stack_bytes": stack, "barriers": ops["BAR"], "shuffles": ops["SHFL"]}
 
 
-def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int, int]]:
-    """(TILE, BK, warps, NARROW, HALVES) of the tiles the GPU autotuner tries for this spec (Launch's
-    BKs and HALVES choices)."""
+def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int, int, int]]:
+    """(TILE, BK, warps, NARROW, HALVES, ITERS) of the tiles the GPU autotuner tries for this spec
+    (Launch's BKs and HALVES choices)."""
     launch = _launch(spec, dim, K)
-    return sorted(Q.tile_candidates(launch.bks, launch.cfg["BLK_R"], launch.halves))
+    return sorted(Q.tile_candidates(launch.bks, launch.cfg["BLK_R"], launch.halves, looped=True))
