@@ -92,6 +92,33 @@ def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
                            f"e.g. {got[bad][:3].tolist()} for {want[bad][:3].tolist()}")
 
 
+def tile_input(dim: int, seed: int) -> torch.Tensor:
+    """A (32, 128) canonical view of mixed magnitudes (as x itself along dim -1, transposed along dim 0)."""
+    xc = canonical_inputs(32, 128, torch.Generator().manual_seed(seed))["mixed"]
+    return (xc if dim == -1 else xc.t().contiguous()).to(DEVICE, torch.bfloat16)
+
+
+def make_launch(x: torch.Tensor, spec, dim: int, **kwargs):
+    """A Launch of the kernels for x under seeds [99, 7] (so `run_launch` compares it with Seeds(99, 7))."""
+    from scaling.kernels.quantize import Launch
+
+    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
+    return Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16, **kwargs)
+
+
+def run_launch(launch, x: torch.Tensor, spec, dim: int) -> None:
+    """Run a Launch's stages and check its operand and inverse scale against the reference's bits."""
+    if launch.moved:
+        launch.run_move()
+    if launch.needs_amax:
+        launch.run_amax()
+    launch.run_quantize()
+    out, inv = launch.result()
+    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(99, 7), torch.bfloat16)
+    assert_same_bits(out, ref)
+    assert_same_bits(inv, ref_inv)
+
+
 @in_process
 @pytest.mark.parametrize("dim", [-1, 0])
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -171,25 +198,13 @@ def test_element_rounding_matches_reference_everywhere(elem, cap, rounding):
 def test_short_tiles_along_dim0_match_reference(name: str, narrow: int):
     """Along dim 0 the GPU tuner also tries tiles one block/group of tokens long, loaded 2-D or as
     NARROW rows per thread: the same bits."""
-    from scaling.kernels.quantize import Launch
-
     spec = SPECS[name]
     if spec.eden or spec.block is None:
         pytest.skip("MS-EDEN keeps one Hadamard group per tile row; per-tensor rows are the tile's")
     if narrow and spec.block_rows > 1:
         pytest.skip("2-D blocks are not tuned with NARROW tiles")
-    gen = torch.Generator().manual_seed(11)
-    x = canonical_inputs(32, 128, gen)["mixed"].t().contiguous().to(DEVICE, torch.bfloat16)  # (128 tokens, 32)
-    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
-    launch = Launch(x, spec, 0, seeds if spec.needs_seed else None, torch.bfloat16, bk=max(spec.k_multiple, 1),
-                    narrow=narrow)
-    if launch.needs_amax:
-        launch.run_amax()
-    launch.run_quantize()
-    out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x, spec, 0, Seeds(99, 7), torch.bfloat16)
-    assert_same_bits(out, ref)
-    assert_same_bits(inv, ref_inv)
+    x = tile_input(0, 11)  # (128 tokens, 32)
+    run_launch(make_launch(x, spec, 0, bk=max(spec.k_multiple, 1), narrow=narrow), x, spec, 0)
 
 
 @in_process
@@ -199,22 +214,11 @@ def test_halves_layouts_match_reference(name: str, halves: int):
     """Blocks of 16 along a contiguous K: the GPU tuner tries the tile loaded whole, loaded as halves
     of each run of 16 and stored whole, and halves both ways (`_quantize_kernel`), and an RHT16 amax
     pass whole or in halves (pinned as the quantize pass: whole for 0): the same bits."""
-    from scaling.kernels.quantize import Launch
-
-    spec = SPECS[name]
-    gen = torch.Generator().manual_seed(12)
-    x = canonical_inputs(32, 128, gen)["mixed"].to(DEVICE, torch.bfloat16)
-    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
-    launch = Launch(x, spec, -1, seeds if spec.needs_seed else None, torch.bfloat16, halves=halves)
+    spec, x = SPECS[name], tile_input(-1, 12)
+    launch = make_launch(x, spec, -1, halves=halves)
     if launch.halves == (0,) and halves:
         pytest.skip("halves are for blocks of 16 along a contiguous K, unrotated or RHT16")
-    if launch.needs_amax:
-        launch.run_amax()
-    launch.run_quantize()
-    out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x, spec, -1, Seeds(99, 7), torch.bfloat16)
-    assert_same_bits(out, ref)
-    assert_same_bits(inv, ref_inv)
+    run_launch(launch, x, spec, -1)
 
 
 @in_process
@@ -225,25 +229,11 @@ def test_halves_layouts_match_reference(name: str, halves: int):
 def test_looped_programs_match_reference(name: str, dim: int):
     """A program may quantize ITERS consecutive tiles (the GPU tuner tries 4 for small tiles); here
     3 per program over small tiles, so the last program's tiles pass the tensor's end: the same bits."""
-    from scaling.kernels.quantize import Launch
-
-    spec = SPECS[name]
-    gen = torch.Generator().manual_seed(14)
-    xc = canonical_inputs(32, 128, gen)["mixed"]
-    x = (xc if dim == -1 else xc.t().contiguous()).to(DEVICE, torch.bfloat16)
-    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
-    launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16, iters=3)
+    spec, x = SPECS[name], tile_input(dim, 14)
+    launch = make_launch(x, spec, dim, iters=3)
     bk = launch.cfg["BK"] if spec.eden or spec.block is None or dim == -1 else max(spec.k_multiple, 1)
     launch.cfg["BK"], launch.cfg["TILE"] = bk, max(4, spec.block_rows) * bk
-    if launch.moved:
-        launch.run_move()
-    if launch.needs_amax:
-        launch.run_amax()
-    launch.run_quantize()
-    out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(99, 7), torch.bfloat16)
-    assert_same_bits(out, ref)
-    assert_same_bits(inv, ref_inv)
+    run_launch(launch, x, spec, dim)
 
 
 @in_process
@@ -252,26 +242,14 @@ def test_looped_programs_match_reference(name: str, dim: int):
 def test_int64_offsets_give_the_same_bits(name: str, dim: int):
     """Offsets are int32 unless a tile's may pass 2^31 (`_offsets_pass_int32`); the int64 path,
     forced here on a small tensor, gives the same bits."""
-    from scaling.kernels.quantize import Launch, _offsets_pass_int32
+    from scaling.kernels.quantize import _offsets_pass_int32
 
     assert not _offsets_pass_int32(16384, 8192, 8192, 1) and _offsets_pass_int32(262144, 8192, 8192, 1)
     assert _offsets_pass_int32(8192, 262144, 1, 8192)  # dim 0: K (tokens) strided
-    spec = SPECS[name]
-    gen = torch.Generator().manual_seed(13)
-    xc = canonical_inputs(32, 128, gen)["mixed"]
-    x = (xc if dim == -1 else xc.t().contiguous()).to(DEVICE, torch.bfloat16)
-    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
-    launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
+    spec, x = SPECS[name], tile_input(dim, 13)
+    launch = make_launch(x, spec, dim)
     launch.cfg["I64"] = True
-    if launch.moved:
-        launch.run_move()
-    if launch.needs_amax:
-        launch.run_amax()
-    launch.run_quantize()
-    out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(99, 7), torch.bfloat16)
-    assert_same_bits(out, ref)
-    assert_same_bits(inv, ref_inv)
+    run_launch(launch, x, spec, dim)
 
 
 @in_process
