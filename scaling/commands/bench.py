@@ -40,7 +40,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
             "train": ("family", "size", "recipe", "compile_mode", "accumulate"),
-            "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow"),
+            "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow", "halves", "iters"),
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d")}
 

@@ -588,8 +588,10 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
     depends on the spec (H200: RTNE without a rotation loses ~18% with halves both ways, nvfp4's SR dY
     gains ~10%), so the tuner tries each.
     ITERS: the program quantizes ITERS consecutive tiles along R, after making once what every tile
-    uses (the tensor's encode scale, the streams' keys, the transform's signs): ~190-530 instructions
-    per thread, 6-17 per element of a 32-element-per-thread tile (sm_90)."""
+    uses (the tensor's encode scale, the streams' keys, the transform's signs). What a thread does
+    besides its elements' work was ~190 (nvfp4's SR dY) to ~530 (its RHT16 wgrad dY) sm_90
+    instructions before (fitted to the counts at 32 and 64 elements per thread): 6-17 per element of
+    a tile with 32 per thread."""
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_k = tl.program_id(1)
     stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)
@@ -690,7 +692,12 @@ def tile_candidates(bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...]
     tile of at most LOOPED_TILE, ITERS_LOOPED. None: a parameter the kernel does not tune."""
     tiles = dict.fromkeys((max(t, min_tile * bk), bk, w, f) for bk in bks for t, w, f in _tiles(bk)
                           if not (f and min_tile > 1))
-    iters = lambda tile: ((1, ITERS_LOOPED) if tile <= LOOPED_TILE else (1,)) if looped else (None,)  # noqa: E731
+
+    def iters(tile: int) -> tuple[int | None, ...]:
+        if not looped:
+            return (None,)
+        return (1, ITERS_LOOPED) if tile <= LOOPED_TILE else (1,)
+
     return [(*tile, h, n) for tile in tiles for h in (halves or (None,)) for n in iters(tile[0])]
 
 
