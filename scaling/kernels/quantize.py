@@ -224,8 +224,12 @@ def _e4m3_sr(val, u):
     code = _e4m3_code(q)
     lo = tl.where(q > m, _e4m3_value(tl.maximum(code - 1, 0)), q)
     hi = tl.where(q < m, _e4m3_value(tl.minimum(code + 1, 126)), q)
+    # Neighbouring E4M3 values are a power of two apart (2^-9 to 32), so (m - lo) / step is m - lo
+    # (exact: lo <= m <= 2 lo, or lo = 0) times 1 / step, a power of two made on the bits: the same
+    # rounding of the same quotient as the division, without one (~10 instructions and a call).
     step = hi - lo
-    p = tl.where(step > 0, tl.math.div_rn(m - lo, tl.where(step > 0, step, 1.0)), 0.0)
+    inv_step = (0x7F000000 - tl.where(step > 0, step, 1.0).to(tl.int32, bitcast=True)).to(tl.float32, bitcast=True)
+    p = tl.where(step > 0, (m - lo) * inv_step, 0.0)
     return tl.where(u < p, hi, lo)
 
 
