@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models.layers import CausalSelfAttention, lm_head_loss, rotary_tables, softcap
+from scaling.cpu_relu2 import relu_squared
 
 LOGIT_SOFTCAP = 15.0  # nanochat: logits = 15 · tanh(logits / 15)
 
@@ -26,7 +27,7 @@ class MLP(nn.Module):
         self.down = nn.Linear(hidden, width, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(F.relu(self.up(x)).square())
+        return self.down(relu_squared(self.up(x)))
 
 
 class Block(nn.Module):

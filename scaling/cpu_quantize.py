@@ -66,12 +66,12 @@ def _cpu_id() -> str:
     return platform.machine() + flags
 
 
-def _build(compiler: str) -> Path:
+def _build(compiler: str, source: Path) -> Path:
     """The shared library for this source, flags, compiler and CPU: built once, atomically."""
     flags = " | ".join(" ".join(FLAGS + extra) for extra in OPTIONAL_FLAGS)
-    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), flags.encode(), compiler.encode(),
+    key = hashlib.sha256(b"\0".join([source.read_bytes(), flags.encode(), compiler.encode(),
                                      _cpu_id().encode()])).hexdigest()[:16]
-    lib = cache_dir() / f"cpu_quantize-{key}.so"
+    lib = cache_dir() / f"{source.stem}-{key}.so"
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ def _build(compiler: str) -> Path:
     try:
         for i, extra in enumerate(OPTIONAL_FLAGS):
             try:
-                _compile(compiler, FLAGS + extra, tmp)
+                _compile(compiler, FLAGS + extra, source, tmp)
                 break
             except subprocess.CalledProcessError:
                 if i == len(OPTIONAL_FLAGS) - 1:
@@ -92,26 +92,34 @@ def _build(compiler: str) -> Path:
     return lib
 
 
-def _compile(compiler: str, flags: tuple[str, ...], out: str) -> None:
-    subprocess.run([compiler, *flags, str(SOURCE), "-o", out, "-lm"], check=True, capture_output=True, text=True)
+def _compile(compiler: str, flags: tuple[str, ...], source: Path, out: str) -> None:
+    subprocess.run([compiler, *flags, str(source), "-o", out, "-lm"], check=True, capture_output=True, text=True)
 
 
-@functools.cache
-def library() -> ctypes.CDLL | None:
-    """The compiled quantizer, or None (then the reference runs) when turned off or unbuildable."""
+def load_library(source: Path, what: str, fallback: str) -> ctypes.CDLL | None:
+    """A C source of this package built (once, cached) and loaded, or None, with one notice saying
+    that `what` is unavailable and `fallback` runs instead, when there is no compiler or it fails;
+    None without a notice when SCALING_CPU_KERNEL=0."""
     if os.environ.get("SCALING_CPU_KERNEL", "1") == "0":
         return None
     compiler = shutil.which(os.environ.get("CC", "cc"))
     try:
         if compiler is None:
             raise RuntimeError(f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH")
-        lib = ctypes.CDLL(str(_build(compiler)))
+        return ctypes.CDLL(str(_build(compiler, source)))
     except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
         lines = (getattr(e, "stderr", "") or str(e)).strip().splitlines()
         detail = next((line for line in lines if "error" in line), lines[-1] if lines else repr(e))
-        print(f"note: the fused CPU quantizer is unavailable ({detail.strip()}); "
-              "CPU runs use the reference quantizer (same bits, slower). Install a C compiler (gcc) to fix.",
-              file=sys.stderr)
+        print(f"note: {what} is unavailable ({detail.strip()}); {fallback} runs instead (same bits, slower). "
+              "Install a C compiler (gcc) to fix.", file=sys.stderr)
+        return None
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The compiled quantizer, or None (then the reference runs) when turned off or unbuildable."""
+    lib = load_library(SOURCE, "the fused CPU quantizer", "the reference quantizer")
+    if lib is None:
         return None
     fn = lib.scaling_quantize
     fn.argtypes, fn.restype = _ARGTYPES, ctypes.c_float

@@ -140,7 +140,7 @@ def test_a_compile_error_is_reported(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cpu_quantize, "SOURCE", bad)
     monkeypatch.setenv("SCALING_CACHE_DIR", str(tmp_path))
     with pytest.raises(subprocess.CalledProcessError):
-        cpu_quantize._build("cc")
+        cpu_quantize._build("cc", bad)
     # through library(): the compiler's own error line in the note, the reference runs, nothing cached
     cpu_quantize.library.cache_clear()
     try:
