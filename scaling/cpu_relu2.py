@@ -19,7 +19,7 @@ SOURCE = Path(__file__).with_name("cpu_relu2.c")
 
 @functools.cache
 def library() -> ctypes.CDLL | None:
-    lib = load_library(SOURCE, "the fused CPU ReLU²", "torch's relu and square")
+    lib = load_library(SOURCE, "the fused CPU ReLU²", "torch's relu().square()")
     if lib is not None:
         lib.scaling_relu2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
         lib.scaling_relu2_backward.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int]
