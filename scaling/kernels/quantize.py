@@ -407,8 +407,6 @@ def _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR: tl.co
     return _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), x_scale, HAS_SCALE)
 
 
-# --- kernels ---------------------------------------------------------------------------------------
-
 @triton.jit
 def _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
     """Memory offsets and mask of the low halves (elements 0-7 of each run of 16 along a contiguous
@@ -458,6 +456,8 @@ def _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.c
     tl.store(out_ptr + offs, tl.reshape(lo, (BR, NG, 8)).to(dtype), mask=mask)
     tl.store(out_ptr + offs + 8 * stride_k, tl.reshape(hi, (BR, NG, 8)).to(dtype), mask=mask)
 
+
+# --- kernels ---------------------------------------------------------------------------------------
 
 @triton.jit
 def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
@@ -811,14 +811,18 @@ class Launch:
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
         self.cfg = dict(_config(spec, self.K))
-        # RHT16 along a contiguous K in two halves (_load_halves): for the amax pass, and as a choice
-        # of the quantize pass where a block is 16 long (on the H200 MX's 1x32 blocks lost 5% with it).
-        # Untuned (and unpinned: `halves`), the quantize pass loads halves for RHT16 only.
-        self.amax_halves = _rotates_in_halves(spec, self.stride_k)
-        self._amax_pin = None if halves is None else int(self.amax_halves and halves > 0)  # pinned: as the quantize pass
-        fits = self.stride_k == 1 and self.cfg["BLK_K"] == 16 and self.cfg["HAD"] in (0, 16)
-        self.halves = ((halves,) if halves is not None else (0, 1, 2)) if fits else (0,)
-        self.cfg["HALVES"] = self.halves[0] if halves is not None or not fits else int(self.amax_halves)
+        # HALVES choices for the tuner, the first one the untuned launch's. The quantize pass: where a
+        # block is 16 long along a contiguous K (on the H200 MX's 1x32 blocks lost 5% with halves),
+        # unpinned (`halves`) halves first for RHT16 only. The amax pass: for RHT16 along a contiguous
+        # K, halves or whole (butterflies of stride 8 by warp shuffles), a pin as the quantize pass's;
+        # else none (its HALVES is 0).
+        rht16 = _rotates_in_halves(spec, self.stride_k)
+        if not (self.stride_k == 1 and self.cfg["BLK_K"] == 16 and self.cfg["HAD"] in (0, 16)):
+            self.halves = (0,)
+        else:
+            self.halves = (halves,) if halves is not None else ((1, 0, 2) if rht16 else (0, 1, 2))
+        self.cfg["HALVES"] = self.halves[0]
+        self.amax_halves = ((1, 0) if halves is None else (int(halves > 0),)) if rht16 else ()
         self.numer, self.target = scale_constants(spec)
         group = max(spec.k_multiple, 1)
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
@@ -891,7 +895,7 @@ class Launch:
         R, K, _, stride_k, bks = self._amax_view()
         for stage, kernel, consts, shape, stage_bks, halves in (
                 ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks,
-                 self._amax_halves),
+                 self.amax_halves),
                 ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
                  self.bks, self.halves)):
             tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves, stage == "quantize")
@@ -907,19 +911,10 @@ class Launch:
                                  + (f" iters {c.kwargs['ITERS']}" if c.kwargs.get("ITERS", 1) > 1 else ""))
         return chosen
 
-    @property
-    def _amax_halves(self) -> tuple[int, ...]:
-        """The amax pass's HALVES choices for the tuner: RHT16 along a contiguous K rotates in halves
-        (16-byte loads, every other 16 bytes per instruction) or whole (butterflies of stride 8 by warp
-        shuffles); else none (HALVES follows from the spec)."""
-        if not self.amax_halves:
-            return ()
-        return (1, 0) if self._amax_pin is None else (self._amax_pin,)
-
     def _amax_consts(self, plain: bool = False) -> dict:
         c = self.cfg
         return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE", "I64")},
-                "HALVES": self.amax_halves if self._amax_pin is None else self._amax_pin, "PLAIN": plain}
+                "HALVES": self.amax_halves[0] if self.amax_halves else 0, "PLAIN": plain}
 
     def run_move(self) -> None:
         """Fill the moved copy (`moves_k_last`): along dim 0 by the transpose kernel, else by torch."""
@@ -943,7 +938,7 @@ class Launch:
         consts = self._amax_consts(plain is not None)
         R, K, stride_r, stride_k, bks = self._amax_view()
         self._launch(_amax_kernel, (self.buf, self.amax, self.amax if plain is None else plain, R, K,
-                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self._amax_halves)
+                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self.amax_halves)
 
     def run_quantize(self) -> None:
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
