@@ -575,6 +575,20 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
 
 
 @triton.jit
+def _encode_scale(amax_ptr, inv_ptr, numer, TENSOR_SCALE: tl.constexpr):
+    """quant.tensor_encode_scale from the tensor amax (1 without a tensor scale); the first program
+    also stores its inverse, the GEMM's output scale, at inv_ptr."""
+    if TENSOR_SCALE:
+        amax_t = tl.load(amax_ptr)
+        s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
+    else:
+        s_enc = tl.full((), 1.0, tl.float32)
+    if (tl.program_id(0) == 0) & (tl.program_id(1) == 0):
+        tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc))
+    return s_enc
+
+
+@triton.jit
 def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R, K, stride_r, stride_k, numer, target,
                      TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                      NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr,
@@ -599,13 +613,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_k = tl.program_id(1)
     stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)
-    if TENSOR_SCALE:  # quant.tensor_encode_scale
-        amax_t = tl.load(amax_ptr)
-        s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
-    else:
-        s_enc = tl.full((), 1.0, tl.float32)
-    if (tl.program_id(0) == 0) & (pid_k == 0):
-        tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc))
+    s_enc = _encode_scale(amax_ptr, inv_ptr, numer, TENSOR_SCALE)
     round_key = _stream_key(seeds_ptr, 0, 0) if SR else 0
     scale_key = _stream_key(seeds_ptr, 0, SCALE_STREAM) if EDEN else 0
     signs_a, signs_b = _program_signs(seeds_ptr, BK, HAD, RAND_SIGNS, HALVES)
@@ -706,13 +714,14 @@ def tile_candidates(bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=None)
-def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (), looped: bool = False):
+def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (), looped: bool = False,
+           key: tuple[str, ...] = _TUNE_KEY):
     def config(t, bk, w, f, h, n):
         extra = ({} if h is None else {"HALVES": h}) | ({} if n is None else {"ITERS": n})
         return triton.Config({"TILE": t, "BK": bk, "NARROW": f} | extra, num_warps=w)
 
     configs = [config(*c) for c in tile_candidates(bks, min_tile, halves, looped)]
-    return triton.autotune(configs, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
+    return triton.autotune(configs, key=list(key), do_bench=_bench)(kernel)
 
 
 @functools.lru_cache(maxsize=None)
@@ -798,6 +807,21 @@ def _canonical_view(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.T
     dim = dim % x.dim()
     buf = _k_last(x, dim, x.dtype) if moves_k_last(spec, x.dim(), dim) else x.contiguous()
     return (buf, *_canonical_strides(x.shape, spec, dim))
+
+
+def tuned_config(tuner, kernel, values: dict, key: tuple[str, ...] = _TUNE_KEY) -> str | None:
+    """The tile a tuner chose for a launch with these argument values, in words (None: not tuned yet)."""
+    cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(key values..., dtypes...): Config}
+    prefix = tuple(values[n] for n in key if n in kernel.arg_names)
+    best = [c for k, c in cache.items() if _key_starts_with(k, prefix)]
+    if not best:
+        return None
+    c = best[0]
+    return (f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
+            + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else "")
+            + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else "")
+            + (f" iters {c.kwargs['ITERS']}" if c.kwargs.get("ITERS", 1) > 1 else "")
+            + (" reload" if c.kwargs.get("RELOAD") else ""))
 
 
 class Launch:
@@ -899,16 +923,9 @@ class Launch:
                 ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
                  self.bks, self.halves)):
             tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves, stage == "quantize")
-            cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(_TUNE_KEY values..., dtypes...): Config}
-            values = {**shape, **consts}
-            prefix = tuple(values[n] for n in _TUNE_KEY if n in kernel.arg_names)
-            best = [c for key, c in cache.items() if _key_starts_with(key, prefix)]
-            if best:
-                c = best[0]
-                chosen[stage] = (f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
-                                 + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else "")
-                                 + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else "")
-                                 + (f" iters {c.kwargs['ITERS']}" if c.kwargs.get("ITERS", 1) > 1 else ""))
+            described = tuned_config(tuner, kernel, {**shape, **consts})
+            if described:
+                chosen[stage] = described
         return chosen
 
     def _amax_consts(self, plain: bool = False) -> dict:
