@@ -278,6 +278,73 @@ def test_shared_amaxes_give_each_operand_its_own_bits(recipe: str, plain: str, o
         assert_same_bits(got_inv, want_inv)
 
 
+def pair_cases() -> list[tuple[str, str, str]]:
+    """(recipe, last operand, first operand) of every preset pair the pair kernel serves."""
+    from scaling.kernels.pair import pairable
+
+    return [(name, last, first) for name in list_recipes() for last, first in (("fprop_x", "wgrad_x"), ("dgrad_dy", "wgrad_dy"))
+            if pairable(getattr(get_recipe(name), last), getattr(get_recipe(name), first))]
+
+
+def check_pair(x: torch.Tensor, last: QuantSpec, first: QuantSpec, **pins) -> None:
+    """The pair kernel's two operands and inverse scales of x against two reference calls, bit for bit
+    (seeds [99, 7] along the last axis, [5, 11] along dim 0); `pins`: PairLaunch's tile and narrow."""
+    from scaling.kernels.pair import PairLaunch
+
+    def seeds(spec, pair):
+        return torch.tensor(pair, dtype=torch.int64, device=DEVICE) if spec.needs_seed else None
+
+    cfg = pins.pop("cfg", {})
+    launch = PairLaunch(x, last, seeds(last, [99, 7]), first, seeds(first, [5, 11]), torch.bfloat16, **pins)
+    launch.cfg.update(cfg)
+    if launch.needs_amax:
+        launch.run_amax()
+    launch.run_quantize()
+    out_last, inv_last, out_first, inv_first = launch.result()
+    for got, got_inv, spec, dim, seed in ((out_last, inv_last, last, -1, Seeds(99, 7)),
+                                          (out_first, inv_first, first, 0, Seeds(5, 11))):
+        want, want_inv = quant.gemm_operand(x, spec, dim, seed, torch.bfloat16)
+        assert_same_bits(got, want)
+        if spec.has_tensor_scale:
+            assert_same_bits(got_inv, want_inv)
+
+
+def test_the_pair_kernel_serves_the_presets_activation_pairs():
+    """X's and dY's pairs of the FP4/MX presets; not 4/6 or MS-EDEN (Quartet II) or per-tensor FP8."""
+    cases = {(r, last) for r, last, _ in pair_cases()}
+    for name in ("nvfp4", "ufp4", "mxfp4", "mxfp4_h16", "mxfp8"):
+        assert {(name, "fprop_x"), (name, "dgrad_dy")} <= cases
+    assert ("nvfp4_4over6", "dgrad_dy") in cases and ("nvfp4_4over6", "fprop_x") not in cases
+    assert not {r for r, _ in cases} & {"quartet2", "fp8", "bf16"}
+
+
+@in_process
+@pytest.mark.parametrize("recipe,last,first", pair_cases())
+def test_pair_matches_two_reference_calls(recipe: str, last: str, first: str):
+    """Both operands of a (64 tokens, 128) x from one kernel: the reference's bits for each, on mixed
+    magnitudes and on RTNE ties (every block's amax the tensor's)."""
+    r = get_recipe(recipe)
+    inputs = canonical_inputs(64, 128, torch.Generator().manual_seed(21))
+    for kind in ("mixed", "ties"):
+        check_pair(inputs[kind].to(DEVICE, torch.bfloat16), getattr(r, last), getattr(r, first))
+
+
+@in_process
+@pytest.mark.parametrize("recipe,pair", [("nvfp4", "dy"), ("ufp4", "x"), ("mxfp4_h16", "dy")])
+@pytest.mark.parametrize("tile,narrow", [(1024, 2), (2048, 4), (4096, 0)])
+@pytest.mark.parametrize("reload", [0, 1])
+def test_pair_tiles_match_reference(recipe: str, pair: str, tile: int, narrow: int, reload: int):
+    """Tiles the tuner tries, the last axis's tile transposed or reloaded, on a shape no tile divides
+    (96 tokens, 160 features: masked programs both ways), and once with int64 offsets forced: the
+    same bits."""
+    r = get_recipe(recipe)
+    last, first = (r.fprop_x, r.wgrad_x) if pair == "x" else (r.dgrad_dy, r.wgrad_dy)
+    x = canonical_inputs(96, 160, torch.Generator().manual_seed(tile))["mixed"].to(DEVICE, torch.bfloat16)
+    check_pair(x, last, first, tile=tile, narrow=narrow, reload=reload)
+    if tile == 2048:
+        check_pair(x, last, first, tile=tile, narrow=narrow, reload=reload, cfg={"I64": True})
+
+
 @in_process
 def test_unrotated_amax_reads_x_along_its_rows():
     """Without a rotation the amax pass of a dim-0 operand reads x along its own rows (any order gives
@@ -337,21 +404,22 @@ def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, monkeypatch):
 @in_process
 @pytest.mark.parametrize("recipe", ["nvfp4", "ufp4"])
 def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch):
-    """q, k and v read one input. Compiled, its fprop.x and wgrad.x operands are quantized once each,
-    not three times: the three calls are equal (the seeds they read are the same ints, see
-    QLinear.seeds), so the graph merges them, as inductor's partitioner does; so is its shared amax
-    pass under NVFP4 (kernels.shared_amaxes)."""
+    """q, k and v read one input. Compiled, its fprop.x and wgrad.x operands are quantized once (one
+    pair-kernel call: kernels.gemm_operand_pair), not three times: the three calls are equal (the
+    seeds they read are the same ints, see QLinear.seeds), so the graph merges them, as inductor's
+    partitioner does. Each layer's dY is one pair call, and no separate amax pass runs."""
     from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
     from scaling import linear
 
     monkeypatch.setattr(linear, "_use_kernels", lambda t: True)
-    quantizer_calls, amax_calls = [], []
+    quantizer_calls, pair_calls, amax_calls = [], [], []
 
     def count(gm, _inputs):
-        quantizer_calls.append(sum(n.target is torch.ops.scaling.gemm_operand.default for n in gm.graph.nodes))
-        amax_calls.append(sum(n.target is torch.ops.scaling.tensor_amaxes.default for n in gm.graph.nodes))
+        for calls, op in ((quantizer_calls, torch.ops.scaling.gemm_operand), (pair_calls, torch.ops.scaling.gemm_operand_pair),
+                          (amax_calls, torch.ops.scaling.tensor_amaxes)):
+            calls.append(sum(n.target is op.default for n in gm.graph.nodes))
         return make_boxed_func(gm)
 
     class QKV(torch.nn.Module):
@@ -372,10 +440,10 @@ def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch)
     block(torch.randn(64, 64, device=DEVICE, requires_grad=True)).float().sum().backward()
     r = get_recipe(recipe)
     weight_reused = r.dgrad_w == r.fprop_w and r.fprop_w.axis_free  # NVFP4's 16x16 tiles
-    per_layer = sum(getattr(r, o) is not None for o in ("fprop_w", "dgrad_dy", "dgrad_w", "wgrad_dy")) - weight_reused
-    assert sum(quantizer_calls) == 3 * per_layer + 2, quantizer_calls
-    # NVFP4's shared amax passes: one for the shared input (forward), one per layer's dY (backward)
-    assert amax_calls == ([1, 3] if recipe == "nvfp4" else [0, 0]), amax_calls
+    weight_calls = 1 if weight_reused else 2  # fprop_w (and dgrad_w)
+    assert quantizer_calls == [3, 3 * (weight_calls - 1)], quantizer_calls
+    assert pair_calls == [1, 3], pair_calls  # x's (forward), each layer's dY (backward)
+    assert amax_calls == [0, 0], amax_calls
 
 
 @in_process

@@ -173,3 +173,52 @@ def shared_amaxes(x: torch.Tensor, plain: QuantSpec | None, spec: QuantSpec | No
         return None, None
     _check(x, spec, dim, seed)
     return _tensor_amaxes_op(x, _seed_tensor(seed, x.device), dim, *_spec_args(spec))
+
+
+
+# The spec's fields in a custom op's schema (as _spec_args gives them), for an op taking two specs.
+_SPEC_SCHEMA = ("str {p}elem, float {p}cap, int {p}block_rows, int {p}block_k, str {p}scale, bool {p}tensor_scale, "
+                "float {p}scale_bound, str {p}rounding, int {p}transform, str {p}signs, bool {p}four_over_six, "
+                "bool {p}eden, float {p}headroom")
+_N_SPEC_ARGS = 13
+torch.library.define(
+    "scaling::gemm_operand_pair",
+    f"(Tensor x, Tensor? last_seeds, Tensor? first_seeds, ScalarType dtype, {_SPEC_SCHEMA.format(p='last_')}, "
+    f"{_SPEC_SCHEMA.format(p='first_')}) -> (Tensor, Tensor, Tensor, Tensor)")
+
+
+@torch.library.impl("scaling::gemm_operand_pair", "default")
+def _gemm_operand_pair_op(x, last_seeds, first_seeds, dtype, *spec_args):
+    from scaling.kernels.pair import quantize_pair
+
+    last, first = _spec_from_args(*spec_args[:_N_SPEC_ARGS]), _spec_from_args(*spec_args[_N_SPEC_ARGS:])
+    return quantize_pair(x, last, last_seeds, first, first_seeds, dtype)
+
+
+@torch.library.register_fake("scaling::gemm_operand_pair")
+def _(x, last_seeds, first_seeds, dtype, *spec_args):
+    def inv():
+        return torch.empty((), dtype=torch.float32, device=x.device)
+
+    return torch.empty_like(x, dtype=dtype), inv(), torch.empty_like(x, dtype=dtype), inv()
+
+
+def pairs(x: torch.Tensor, last: QuantSpec | None, first: QuantSpec | None) -> bool:
+    """Whether `gemm_operand_pair` runs the pair kernel for x (2-D) under these two specs."""
+    from scaling.kernels.pair import pairable
+
+    return (x.dim() == 2 and x.numel() > 0 and enabled(x) and last is not None and first is not None
+            and supports(last) and supports(first) and pairable(last, first))
+
+
+def gemm_operand_pair(x: torch.Tensor, last: QuantSpec, last_seed: int | Seeds | None, first: QuantSpec,
+                      first_seed: int | Seeds | None, dtype: torch.dtype):
+    """Exactly (`gemm_operand(x, last, -1, last_seed, dtype)`, `gemm_operand(x, first, 0, first_seed,
+    dtype)`), from one read of x (and one for both tensor amaxes), where `pairs(x, last, first)`:
+    ((operand, 1 / tensor scale) along the last axis, the same along dim 0)."""
+    _check(x, last, 1, last_seed)
+    _check(x, first, 0, first_seed)
+    op_last, inv_last, op_first, inv_first = torch.ops.scaling.gemm_operand_pair(
+        x.contiguous(), _seed_tensor(last_seed, x.device), _seed_tensor(first_seed, x.device), dtype,
+        *_spec_args(last), *_spec_args(first))
+    return (op_last, inv_last), (op_first, inv_first)

@@ -1,0 +1,265 @@
+"""Both GEMM operands of one activation in one read: a (T, d) tensor quantized along its last axis
+(K = d: fprop's X, dgrad's dY) and along dim 0 (K = T: wgrad's X and dY), bit for bit the two
+`quant.gemm_operand` calls.
+
+QLinear quantizes x and dY twice each. Apart, that is two reads of the tensor, plus the amax pass
+of two-level scaling. Here a program loads a tile of BK tokens x BR features once, quantizes it
+along the tokens as `_quantize_kernel` does along dim 0 (the tile held features x tokens, a thread
+holding every token of its features), then, transposed in registers, along the features, and
+stores both operands in x's layout. The amax pass finds both tensor amaxes (each after its own
+rotation) in one read too.
+
+The two specs share what the tile's scaling needs (`pairable`: element and scale formats, blocks
+of 1 x 16 or 1 x 32); each has its own rounding, transform and seeds.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from scaling import formats
+from scaling.kernels.quantize import (_bench, _encode_scale, _load_tile, _offsets_pass_int32, _program_signs,
+                                      _quantize_tile, _rotate, _stream_key, _tile_offsets, _tuning, _wide_strides,
+                                      tile_candidates, tuned_config)
+from scaling.quant import QuantSpec, scale_constants
+from scaling.transforms import norm_factor
+
+
+@triton.jit
+def _tile_amax(x, BR: tl.constexpr, BK: tl.constexpr):
+    """max |x| over a (BR, BK) tile, over runs of 16 along its rows first (as `_amax_kernel`)."""
+    RUN: tl.constexpr = 16 if BK >= 16 else BK
+    runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
+    return tl.max(tl.max(runs, axis=1), axis=0)
+
+
+@triton.jit
+def _last_axis_tile(x, x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_l, BR: tl.constexpr, BK: tl.constexpr,
+                    HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
+                    RELOAD: tl.constexpr):
+    """The program's tile as (BK tokens, BR features), rotated along the features: x (dim 0's view,
+    (BR features, BK tokens)) transposed in registers, or, with RELOAD, the tile loaded again in the
+    layout of a tile along a contiguous K (16-byte vectors along the features; the second read hits
+    the cache, not DRAM)."""
+    if RELOAD:
+        xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
+    else:
+        xl = tl.trans(x)
+    return _rotate(xl, signs_l, BK, BR, HAD_L, LOG2H_L, NORM_L, SIGNS_L)
+
+
+@triton.jit
+def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seeds_first_ptr, D, T,
+                      TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
+                      HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
+                      HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
+                      RELOAD: tl.constexpr):
+    """Both tensor amaxes of x (T, D): after the last axis's rotation (features) and after dim 0's
+    (tokens), from one read of each (BK tokens, BR features) tile, an atomic max each. The tile is
+    held as dim 0's canonical view, (BR features, BK tokens); without a rotation along the features
+    the max is taken on it as it is (a max is exact in any order). The normalisations are applied
+    to the maxima (rounding is monotone)."""
+    BR: tl.constexpr = TILE // BK
+    pid_r, pid_k = tl.program_id(0), tl.program_id(1)
+    stride_r, stride_k = _wide_strides(1, D, I64)
+    x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
+    if HAD_L == 0:
+        tl.atomic_max(amax_last_ptr, _tile_amax(x, BR, BK))
+    else:
+        signs_l, _ = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, 0)
+        xl = _last_axis_tile(x, x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_l, BR, BK, HAD_L, LOG2H_L, 1.0,
+                             SIGNS_L, RELOAD)
+        tl.atomic_max(amax_last_ptr, _tile_amax(xl, BK, BR) * NORM_L)
+    signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
+    tl.atomic_max(amax_first_ptr, _tile_amax(_rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, 1.0, SIGNS_F), BR, BK) * NORM_F)
+
+
+@triton.jit
+def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_last_ptr, inv_first_ptr,
+                 seeds_last_ptr, seeds_first_ptr, D, T, numer, target,
+                 TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
+                 HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
+                 SR_L: tl.constexpr, PAIRS_L: tl.constexpr,
+                 HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
+                 SR_F: tl.constexpr, PAIRS_F: tl.constexpr,
+                 BLK: tl.constexpr, LOG2_BLK: tl.constexpr, TENSOR_SCALE: tl.constexpr, SCALE: tl.constexpr,
+                 EMAX: tl.constexpr, BOUND: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
+                 RELOAD: tl.constexpr):
+    """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
+    layout, from one read of each (BK tokens, BR features) tile (held as (BR features, BK tokens);
+    RELOAD: see `_last_axis_tile`)."""
+    BR: tl.constexpr = TILE // BK
+    pid_r = tl.program_id(0)  # features
+    pid_k = tl.program_id(1)  # tokens
+    stride_r, stride_k = _wide_strides(1, D, I64)
+    s_enc_f = _encode_scale(amax_first_ptr, inv_first_ptr, numer, TENSOR_SCALE)
+    s_enc_l = _encode_scale(amax_last_ptr, inv_last_ptr, numer, TENSOR_SCALE)
+    key_f = _stream_key(seeds_first_ptr, 0, 0) if SR_F else 0
+    key_l = _stream_key(seeds_last_ptr, 0, 0) if SR_L else 0
+    signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
+    signs_l, _ = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, 0)
+    x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
+    offs, mask = _tile_offsets(pid_r, pid_k, D, T, stride_r, stride_k, BR, BK, NARROW)
+    dtype = first_ptr.dtype.element_ty
+
+    # along dim 0 (K = tokens, the tile's columns): as _quantize_kernel along dim 0
+    features = pid_r * BR + tl.arange(0, BR)
+    xf = _rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, NORM_F, SIGNS_F)
+    out = _quantize_tile(xf, features, pid_k * BK, T, s_enc_f, key_f, 0, target, BR, BK, 0, 1, BLK, LOG2_BLK,
+                         False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_F, PAIRS_F, False, False)
+    tl.store(first_ptr + offs, out.to(dtype), mask=mask)
+
+    # along the last axis (K = features): the tile transposed, (BK tokens, BR features)
+    tokens = pid_k * BK + tl.arange(0, BK)
+    xl = _last_axis_tile(x, x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_l, BR, BK, HAD_L, LOG2H_L, NORM_L,
+                         SIGNS_L, RELOAD)
+    out = _quantize_tile(xl, tokens, pid_r * BR, D, s_enc_l, key_l, 0, target, BK, BR, 0, 1, BLK, LOG2_BLK,
+                         False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_L, PAIRS_L, False, False)
+    if RELOAD:  # stored as loaded
+        offs, mask = _tile_offsets(pid_k, pid_r, T, D, stride_k, stride_r, BK, BR, 0)
+        tl.store(last_ptr + offs, out.to(dtype), mask=mask)
+    else:
+        tl.store(last_ptr + offs, tl.trans(out).to(dtype), mask=mask)
+
+
+# --- launch ----------------------------------------------------------------------------------------
+
+# What a tuned pair tile is kept for (absent names are skipped: the amax kernel has no SR).
+_PAIR_KEY = ("D", "T", "HAD_L", "HAD_F", "SR_L", "SR_F", "ELEM", "SCALE", "BLK")
+
+
+@functools.lru_cache(maxsize=None)
+def _pair_tuner(kernel, bk: int):
+    """The autotuned kernel: dim 0's tiles for BK tokens (quantize.tile_candidates), each with the
+    last axis's tile transposed in registers and reloaded (RELOAD)."""
+    configs = [triton.Config({"TILE": t, "BK": b, "NARROW": f, "RELOAD": reload}, num_warps=w)
+               for t, b, w, f, _, _ in tile_candidates((bk,), 1) for reload in (0, 1)]
+    return triton.autotune(configs, key=list(_PAIR_KEY), do_bench=_bench)(kernel)
+
+
+def _core(spec: QuantSpec) -> QuantSpec:
+    """What the two specs of a pair must share: the spec without its rounding and transform."""
+    return spec.but(rounding="rtne", transform=0, signs="ones")
+
+
+@functools.lru_cache(maxsize=256)
+def pairable(last: QuantSpec | None, first: QuantSpec | None) -> bool:
+    """Whether `quantize_pair` serves these specs (last: along the last axis; first: along dim 0):
+    blocks of 1 x 16 or 1 x 32, no 4/6 or MS-EDEN, transforms of at most 32, and the same element
+    and scale formats (bound, cap, headroom) in both; SR onto FP4 only (as `supports`)."""
+    if last is None or first is None:
+        return False
+    specs = (last, first)
+    if any(s.four_over_six or s.eden or s.transform not in (0, 16, 32) for s in specs):
+        return False
+    if _core(last) != _core(first) or last.block is None or last.block_rows != 1 or last.block_k not in (16, 32):
+        return False
+    return not any(s.rounding == "sr" and s.elem in ("e4m3", "e5m2") for s in specs)
+
+
+def _rotation(spec: QuantSpec, suffix: str) -> dict:
+    had = spec.transform
+    return {f"HAD_{suffix}": had, f"LOG2H_{suffix}": int(math.log2(had)) if had else 0,
+            f"NORM_{suffix}": norm_factor(had) if had else 1.0,
+            f"SIGNS_{suffix}": bool(had) and spec.signs != "ones"}
+
+
+@functools.lru_cache(maxsize=256)
+def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
+    """The compile-time parameters of a pair's two kernels and its untuned tile (BK = one block or
+    rotation group of tokens)."""
+    blk = last.block_k
+    return dict(TILE=4096, BK=max(blk, first.transform), NARROW=0, RELOAD=0,
+                I64=_offsets_pass_int32(D, T, 1, D), **_rotation(last, "L"), **_rotation(first, "F"),
+                SR_L=last.rounding == "sr", PAIRS_L=D % 2 == 0, SR_F=first.rounding == "sr", PAIRS_F=T % 2 == 0,
+                BLK=blk, LOG2_BLK=int(math.log2(blk)), TENSOR_SCALE=last.has_tensor_scale,
+                SCALE=formats.SCALE_CODES[last.scale], EMAX=formats.EMAX[last.elem],
+                BOUND=float(last.scale_bound), ELEM=formats.ELEM_CODES[last.elem], GMAX=float(last.elem_max))
+
+
+_AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIGNS_L",
+               "HAD_F", "LOG2H_F", "NORM_F", "SIGNS_F", "RELOAD")
+
+
+class PairLaunch:
+    """One `quantize_pair` call's kernels, ready to run (`scaling bench` times them apart)."""
+
+    def __init__(self, x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
+                 first_seeds: torch.Tensor | None, dtype: torch.dtype, tile: int | None = None,
+                 narrow: int | None = None, reload: int | None = None):
+        self.x = x.contiguous()
+        self.T, self.D = x.shape
+        self.cfg = dict(_pair_config(last, first, self.D, self.T))
+        if tile is not None:  # a pinned tile (tests)
+            self.cfg["TILE"] = tile
+        if narrow is not None:
+            self.cfg["NARROW"] = narrow
+        if reload is not None:
+            self.cfg["RELOAD"] = reload
+        self.numer, self.target = scale_constants(last)
+        device = x.device
+        self.amaxes = [(torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=device)
+                       for _ in range(2)]
+        self.invs = [torch.empty((), dtype=torch.float32, device=device) for _ in range(2)]
+        unread = self.amaxes[0]  # a deterministic spec's seeds are never read
+        self.seeds = [unread if s is None else s for s in (last_seeds, first_seeds)]
+        self.outs = [torch.empty(x.shape, dtype=dtype, device=device) for _ in range(2)]
+        self.tuned = x.is_cuda and _tuning()
+
+    @property
+    def needs_amax(self) -> bool:
+        return self.cfg["TENSOR_SCALE"]
+
+    def _launch(self, kernel, args: tuple, consts: dict) -> None:
+        def grid(meta: dict) -> tuple[int, int]:
+            return triton.cdiv(self.D, meta["TILE"] // meta["BK"]), triton.cdiv(self.T, meta["BK"])
+
+        if self.tuned:
+            tuned = _pair_tuner(kernel, self.cfg["BK"])
+            tuned[grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK", "NARROW", "RELOAD")},
+                        enable_fp_fusion=False)
+        else:
+            kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
+
+    def run_amax(self) -> None:
+        """Both tensor amaxes, one read (an atomic max each: reruns leave the same values)."""
+        self._launch(_pair_amax_kernel, (self.x, *self.amaxes, *self.seeds, self.D, self.T),
+                     {k: self.cfg[k] for k in _AMAX_NAMES})
+
+    def run_quantize(self) -> None:
+        self._launch(_pair_kernel, (self.x, *self.outs, *self.amaxes, *self.invs, *self.seeds, self.D, self.T,
+                                    self.numer, self.target), self.cfg)
+
+    def tuned_configs(self) -> dict[str, str]:
+        """The tile each kernel's tuner chose so far (for benchmark logs)."""
+        if not self.tuned:
+            return {}
+        chosen = {}
+        for stage, kernel in (("amax", _pair_amax_kernel), ("quantize", _pair_kernel)):
+            tuner = _pair_tuner(kernel, self.cfg["BK"])
+            described = tuned_config(tuner, kernel, {"D": self.D, "T": self.T, **self.cfg}, _PAIR_KEY)
+            if described:
+                chosen[stage] = described
+        return chosen
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(operand along the last axis, its 1 / tensor scale, operand along dim 0, its 1 / tensor scale)."""
+        return self.outs[0], self.invs[0], self.outs[1], self.invs[1]
+
+
+def quantize_pair(x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
+                  first_seeds: torch.Tensor | None,
+                  dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`quant.gemm_operand(x, last, -1, ...)` and `quant.gemm_operand(x, first, 0, ...)` of a 2-D x, in
+    one read (and one more for the tensor amaxes), where `pairable(last, first)`: (operand, 1 / tensor
+    scale) of each. Seeds: int64 tensors [rounding seed, sign seed] on x's device, or None."""
+    launch = PairLaunch(x, last, last_seeds, first, first_seeds, dtype)
+    if launch.needs_amax:
+        launch.run_amax()
+    launch.run_quantize()
+    return launch.result()
