@@ -75,30 +75,54 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None
     return _cached_operand(x, spec, dim, seeds, dtype, name)
 
 
-# The last activation operand quantized without the kernels, per GEMM operand name: (key, x, result).
+# The last activation operand (or pair) quantized, per GEMM operand name: (key, x, result).
 _LAST: dict[str, tuple] = {}
 
 
 def _cached_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
                     dtype: torch.dtype, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     """_plain_operand, reusing the last result for this operand name when it quantized the same
-    tensor the same way. Layers that share their input (q, k, v; gate and up) would otherwise
-    quantize it once each for fprop and again for wgrad (a compiled graph merges such calls itself).
-    Only activations (x) outside compilation, with int seeds: the same tensor is the same memory,
-    shape, strides and version (an in-place change bumps it); the entry holds x, so no other tensor
-    can get its memory meanwhile."""
+    tensor the same way (`_reusing_last`). Layers that share their input (q, k, v; gate and up) would
+    otherwise quantize it once each for fprop and again for wgrad (a compiled graph merges such calls
+    itself)."""
     if torch.compiler.is_compiling():  # (first: dynamo cannot trace is_inference)
         return quant.gemm_operand(x, spec, dim, seeds, dtype)
-    plain_seeds = seeds is None or (isinstance(seeds.rounding, int) and isinstance(seeds.signs, int))
-    if not name.endswith(".x") or not plain_seeds or x.is_inference():
-        return _plain_operand(x, spec, dim, seeds, dtype)
-    key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x._version, spec, dim, seeds, dtype)
+    return _reusing_last(name, x, (spec, dim, seeds, dtype), lambda: _plain_operand(x, spec, dim, seeds, dtype))
+
+
+def _reusing_last(name: str, x: torch.Tensor, how: tuple, compute):
+    """compute(), or its last result for this operand name when that quantized the same activation x
+    the same way (`how`: specs, dims, seeds, dtype). Only activations (names ending in ".x") outside
+    compilation, with int seeds: the same tensor is the same memory, shape, strides and version (an
+    in-place change bumps it); the entry holds x, so no other tensor can get its memory meanwhile."""
+    plain_seeds = all(s is None or (isinstance(s.rounding, int) and isinstance(s.signs, int))
+                      for s in how if isinstance(s, Seeds) or s is None)
+    if torch.compiler.is_compiling() or not name.endswith(".x") or not plain_seeds or x.is_inference():
+        return compute()
+    key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x._version, *how)
     last = _LAST.get(name)
     if last is not None and last[0] == key:
         return last[2]
-    result = _plain_operand(x, spec, dim, seeds, dtype)
+    result = compute()
     _LAST[name] = (key, x, result)
     return result
+
+
+def gemm_operand_pair(x: torch.Tensor, last: QuantSpec | None, last_seeds: Seeds | None, first: QuantSpec | None,
+                      first_seeds: Seeds | None, dtype: torch.dtype, name: str = ""):
+    """Both operands of a 2-D x, along its last axis under `last` and along dim 0 under `first`, as
+    (gemm_operand(x, last, -1, ...), gemm_operand(x, first, 0, ...)) from one read (the pair kernel),
+    where the kernels run and the pair fits (`kernels.pairs`); else None and each is quantized alone.
+    Outside compilation an activation's pair is reused for the next layer reading the same x (q, k
+    and v), which would otherwise keep a copy each of its wgrad operand for the backward."""
+    if not _use_kernels(x) or _OBSERVERS:
+        return None
+    from scaling import kernels
+
+    if not kernels.pairs(x, last, first):
+        return None
+    return _reusing_last(name, x, (last, last_seeds, first, first_seeds, dtype),
+                         lambda: kernels.gemm_operand_pair(x, last, last_seeds, first, first_seeds, dtype))
 
 
 def _plain_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
@@ -148,11 +172,17 @@ class _QuantizedLinearFn(torch.autograd.Function):
     def forward(ctx, x, weight, bias, layer: "QLinear"):
         recipe = layer.recipe
         dtype = _gemm_dtype(x, recipe)
-        amax_x = amax_wgrad_x = None
+        amax_x = amax_wgrad_x = pair = None
         if ctx.needs_input_grad[1] and not recipe.backward_from_forward:
-            # one amax pass over x for fprop's X and wgrad's X, where the kernels can share it (NVFP4)
-            amax_x, amax_wgrad_x = layer.shared_amaxes(x, "fprop", "wgrad", "x")
-        xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x)
+            # fprop's X and wgrad's X from one read, where the pair kernel serves the recipe; else one
+            # amax pass for both, where the kernels can share it
+            pair = layer.operand_pair("fprop", "wgrad", "x", x, dtype)
+            if pair is None:
+                amax_x, amax_wgrad_x = layer.shared_amaxes(x, "fprop", "wgrad", "x")
+        if pair is not None:
+            (xq, inv_x), (x_wgrad, inv_wgrad_x) = pair
+        else:
+            xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x)
         wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
         y = _matmul(xq, wq.t(), inv_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias)
         # dgrad's W operand is fprop's when the spec gives the same values along either axis (NVFP4's
@@ -165,28 +195,35 @@ class _QuantizedLinearFn(torch.autograd.Function):
             x_saved, x_scale = _as_seen(xq, inv_x, recipe.fprop_x, layer.seeds("fprop", "x", recipe.fprop_x))
             w_saved, w_scale = _as_seen(wq, inv_w, recipe.fprop_w, layer.seeds("fprop", "w", recipe.fprop_w))
         else:
-            x_saved, w_saved = x, (wq if ctx.w_is_operand else weight)
-        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None, x_scale, w_scale, amax_wgrad_x)
+            # wgrad's X operand itself where the pair made it (the same bytes as x)
+            x_saved, w_saved = (x if pair is None else x_wgrad), (wq if ctx.w_is_operand else weight)
+        ctx.x_is_operand = pair is not None
+        inv_x_saved = inv_wgrad_x if pair is not None else None
+        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None, x_scale, w_scale, amax_wgrad_x,
+                              inv_x_saved)
         ctx.layer, ctx.has_bias = layer, bias is not None
         ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, w, inv_w, x_scale, w_scale, amax_wgrad_x = ctx.saved_tensors
+        x, w, inv_w, x_scale, w_scale, amax_wgrad_x, inv_x = ctx.saved_tensors
         layer = ctx.layer
         dtype = _gemm_dtype(dy, layer.recipe)
         dx = dw = db = None
-        amax_dgrad_dy = amax_wgrad_dy = None
+        amax_dgrad_dy = amax_wgrad_dy = pair = None
         if ctx.needs_input_grad[0] and ctx.needs_input_grad[1]:
-            amax_dgrad_dy, amax_wgrad_dy = layer.shared_amaxes(dy, "dgrad", "wgrad", "dy")
+            pair = layer.operand_pair("dgrad", "wgrad", "dy", dy, dtype)
+            if pair is None:
+                amax_dgrad_dy, amax_wgrad_dy = layer.shared_amaxes(dy, "dgrad", "wgrad", "dy")
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
-            a, ia = layer.operand("dgrad", "dy", dy, -1, dtype, amax=amax_dgrad_dy)
+            a, ia = pair[0] if pair else layer.operand("dgrad", "dy", dy, -1, dtype, amax=amax_dgrad_dy)
             b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype, w_scale)
             dx = _matmul(a, b, ia, ib, ctx.x_dtype)
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
-            a, ia = layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
-            b, ib = layer.operand("wgrad", "x", x, 0, dtype, x_scale, amax=amax_wgrad_x)
+            a, ia = pair[1] if pair else layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
+            b, ib = ((x, inv_x) if ctx.x_is_operand
+                     else layer.operand("wgrad", "x", x, 0, dtype, x_scale, amax=amax_wgrad_x))
             dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
@@ -288,6 +325,20 @@ class QLinear(nn.Linear):
         op, inv = gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}",
                                scale=scale, amax=amax)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
+
+    def operand_pair(self, last_gemm: str, gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype):
+        """Two GEMMs' operands of t from one read (`gemm_operand_pair`): `last_gemm`'s along t's last
+        axis and `gemm`'s along dim 0, as ((values, 1/tensor scale or None), (...)); None where the
+        pair kernel does not serve them (each operand is then quantized alone)."""
+        last = self.recipe.spec(f"{last_gemm}.{operand}")
+        first = self.recipe.spec(f"{gemm}.{operand}")
+        pair = gemm_operand_pair(t, last, self.seeds(last_gemm, operand, last), first,
+                                 self.seeds(gemm, operand, first), dtype, name=f"{last_gemm}+{gemm}.{operand}")
+        if pair is None:
+            return None
+        (op_last, inv_last), (op_first, inv_first) = pair
+        return ((op_last, inv_last if last.has_tensor_scale else None),
+                (op_first, inv_first if first.has_tensor_scale else None))
 
     def shared_amaxes(self, t: torch.Tensor, plain_gemm: str, gemm: str, operand: str):
         """The tensor amaxes of t for two GEMMs' operands, `plain_gemm` along K = t's last axis (a spec
