@@ -148,8 +148,54 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
         for name, gbps in done[key].items():
             rows.append({"name": name, "recipe": recipe_name, "operand": operand.replace("_", "."),
                          "gbps": round(gbps, 1)})
+    rows += _bench_pairs(x, recipes or KERNEL_RECIPES, seeds, mismatches, progress)
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
+    return rows
+
+
+# The operand pairs QLinear quantizes from one read (scaling.kernels.pair): (along the last axis, along dim 0).
+PAIRS = (("fprop_x", "wgrad_x"), ("dgrad_dy", "wgrad_dy"))
+
+
+def _bench_pairs(x: torch.Tensor, recipes, seeds: torch.Tensor, mismatches: list[int],
+                 progress: Callable[[str], None]) -> list[dict]:
+    """bench_kernels' rows of the pair kernel: operand "fprop.x+wgrad.x" (or dY's), "amax" counting
+    the bytes it reads, "quantize" and "gemm_operand" (both stages) x read once and two operands
+    written; bits checked against the reference."""
+    from scaling import quant
+    from scaling.kernels.pair import PairLaunch, pairable
+    from scaling.seeds import Seeds
+
+    rows = []
+    for recipe_name in recipes:
+        recipe = get_recipe(recipe_name)
+        for last_name, first_name in PAIRS:
+            last, first = getattr(recipe, last_name), getattr(recipe, first_name)
+            if not pairable(last, first):
+                continue
+            launch = PairLaunch(x, last, seeds if last.needs_seed else None, first,
+                                seeds if first.needs_seed else None, torch.bfloat16)
+            stages = [launch.run_amax] * launch.needs_amax + [launch.run_quantize]
+            stages[0]()
+            t = {"quantize": graph_ms(launch.run_quantize)}
+            if launch.needs_amax:
+                t["amax"] = graph_ms(launch.run_amax)
+            t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
+            out_last, inv_last, out_first, inv_first = launch.result()
+            bad = 0
+            for out, inv, spec, dim in ((out_last, inv_last, last, -1), (out_first, inv_first, first, 0)):
+                ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
+                bad += int((out.view(torch.int16) != ref.view(torch.int16)).sum()) + int(not torch.equal(inv, ref_inv))
+            mismatches.append(bad)
+            x_bytes = x.numel() * x.element_size()
+            gbps = {name: (x_bytes * (1 if name == "amax" else 3)) / ms / 1e6 for name, ms in t.items()}
+            operand = f"{last_name}+{first_name}".replace("_", ".")
+            tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
+            progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: " + ", ".join(f"{k} {v:.0f} GB/s" for k, v in gbps.items())
+                     + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
+            rows += [{"name": name, "recipe": recipe_name, "operand": operand, "gbps": round(v, 1)}
+                     for name, v in gbps.items()]
     return rows
 
 
