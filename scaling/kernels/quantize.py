@@ -714,14 +714,13 @@ def tile_candidates(bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=None)
-def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (), looped: bool = False,
-           key: tuple[str, ...] = _TUNE_KEY):
+def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (), looped: bool = False):
     def config(t, bk, w, f, h, n):
         extra = ({} if h is None else {"HALVES": h}) | ({} if n is None else {"ITERS": n})
         return triton.Config({"TILE": t, "BK": bk, "NARROW": f} | extra, num_warps=w)
 
     configs = [config(*c) for c in tile_candidates(bks, min_tile, halves, looped)]
-    return triton.autotune(configs, key=list(key), do_bench=_bench)(kernel)
+    return triton.autotune(configs, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
 
 
 @functools.lru_cache(maxsize=None)
