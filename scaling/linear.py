@@ -94,10 +94,15 @@ def _reusing_last(name: str, x: torch.Tensor, how: tuple, compute):
     """compute(), or its last result for this operand name when that quantized the same activation x
     the same way (`how`: specs, dims, seeds, dtype). Only activations (names ending in ".x") outside
     compilation, with int seeds: the same tensor is the same memory, shape, strides and version (an
-    in-place change bumps it); the entry holds x, so no other tensor can get its memory meanwhile."""
+    in-place change bumps it); the entry holds x, so no other tensor can get its memory meanwhile.
+    Never while a CUDA graph is captured: the graph must record the work (a layer replayed on new
+    data would otherwise read the operands quantized before the capture, and a benchmark that calls
+    a layer on one x would time it without its quantizers)."""
     plain_seeds = all(s is None or (isinstance(s.rounding, int) and isinstance(s.signs, int))
                       for s in how if isinstance(s, Seeds) or s is None)
     if torch.compiler.is_compiling() or not name.endswith(".x") or not plain_seeds or x.is_inference():
+        return compute()
+    if _capturing(x):
         return compute()
     key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x._version, *how)
     last = _LAST.get(name)
@@ -106,6 +111,11 @@ def _reusing_last(name: str, x: torch.Tensor, how: tuple, compute):
     result = compute()
     _LAST[name] = (key, x, result)
     return result
+
+
+def _capturing(x: torch.Tensor) -> bool:
+    """Whether x's device is capturing a CUDA graph on the current stream."""
+    return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 def gemm_operand_pair(x: torch.Tensor, last: QuantSpec | None, last_seeds: Seeds | None, first: QuantSpec | None,

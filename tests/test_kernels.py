@@ -346,6 +346,34 @@ def test_pair_tiles_match_reference(recipe: str, pair: str, tile: int, narrow: i
 
 
 @in_process
+def test_a_shared_input_reuses_its_pair_but_not_in_a_graph_capture(monkeypatch):
+    """q, k and v's input: its pair is quantized once outside compilation (the later layers get the
+    same tensors), again after an in-place change, and every time while a CUDA graph is captured (the
+    graph must hold the work: `bench linear` replays a layer called on one x)."""
+    from scaling import linear
+
+    calls = []
+    real = kernels.gemm_operand_pair
+    monkeypatch.setattr(kernels, "gemm_operand_pair", lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setattr(linear, "_use_kernels", lambda t: True)
+    monkeypatch.setattr(linear, "_LAST", {})
+    r = get_recipe("nvfp4")
+    x = torch.randn(32, 64, device=DEVICE).to(torch.bfloat16)
+
+    def pair():
+        return linear.gemm_operand_pair(x, r.fprop_x, None, r.wgrad_x, Seeds(0, 7), torch.bfloat16, "fprop+wgrad.x")
+
+    a, b = pair(), pair()
+    assert len(calls) == 1 and a[1][0] is b[1][0]
+    x.mul_(2)
+    pair()
+    assert len(calls) == 2
+    monkeypatch.setattr(linear, "_capturing", lambda t: True)
+    pair(), pair()
+    assert len(calls) == 4
+
+
+@in_process
 def test_unrotated_amax_reads_x_along_its_rows():
     """Without a rotation the amax pass of a dim-0 operand reads x along its own rows (any order gives
     max |x|): the largest magnitude is found wherever it sits, the last row and column included."""
