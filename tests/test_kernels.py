@@ -402,11 +402,15 @@ def test_shared_amaxes_need_a_pair_that_fits():
 
 
 @in_process
-@pytest.mark.parametrize("recipe", ["nvfp4", "ufp4", "mxfp4", "mxfp4_h16", "fp8", "quartet2"])
-def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, monkeypatch):
+@pytest.mark.parametrize("recipe,pairs", [("nvfp4", "1"), ("nvfp4", "0"), ("ufp4", "1"), ("ufp4", "0"),
+                                          ("mxfp4", "1"), ("mxfp4_h16", "1"), ("fp8", "1"), ("quartet2", "1")])
+def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, pairs: str, monkeypatch):
     """A two-layer block, forward and backward, through QLinear's kernel dispatch and through the
-    reference: the same output and gradients, bit for bit."""
+    reference: the same output and gradients, bit for bit; with the pair kernel and, for NVFP4 and
+    UFP4, without it (SCALING_PAIRS=0: the shared amax passes and one kernel per operand)."""
     from scaling import linear
+
+    monkeypatch.setenv("SCALING_PAIRS", pairs)
 
     torch.manual_seed(4)
     blocks = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(128, 128, bias=False), torch.nn.ReLU(),

@@ -204,9 +204,12 @@ def _(x, last_seeds, first_seeds, dtype, *spec_args):
 
 
 def pairs(x: torch.Tensor, last: QuantSpec | None, first: QuantSpec | None) -> bool:
-    """Whether `gemm_operand_pair` runs the pair kernel for x (2-D) under these two specs."""
+    """Whether `gemm_operand_pair` runs the pair kernel for x (2-D) under these two specs (not with
+    SCALING_PAIRS=0, which quantizes each operand alone: the same bits, for A/B timing)."""
     from scaling.kernels.pair import pairable
 
+    if os.environ.get("SCALING_PAIRS", "1") == "0":
+        return False
     return (x.dim() == 2 and x.numel() > 0 and enabled(x) and last is not None and first is not None
             and supports(last) and supports(first) and pairable(last, first))
 
