@@ -2,12 +2,12 @@
 (K = d: fprop's X, dgrad's dY) and along dim 0 (K = T: wgrad's X and dY), bit for bit the two
 `quant.gemm_operand` calls.
 
-QLinear quantizes x and dY twice each. Apart, that is two reads of the tensor, plus the amax pass
-of two-level scaling. Here a program loads a tile of BK tokens x BR features once, quantizes it
-along the tokens as `_quantize_kernel` does along dim 0 (the tile held features x tokens, a thread
-holding every token of its features), then, transposed in registers, along the features, and
-stores both operands in x's layout. The amax pass finds both tensor amaxes (each after its own
-rotation) in one read too.
+QLinear quantizes x and dY twice each. Apart, that is two reads of the tensor from DRAM, plus the
+amax pass of two-level scaling. Here a program quantizes a tile of BK tokens x BR features along
+the tokens as `_quantize_kernel` does along dim 0 (the tile held features x tokens, a thread holding
+every token of its features), then loads the same tile again, now from the cache, laid out along the
+features, quantizes it along them, and stores both operands in x's layout. The amax pass finds both
+tensor amaxes (each after its own rotation) in one read of DRAM too.
 
 The two specs share what the tile's scaling needs (`pairable`: element and scale formats, blocks
 of 1 x 16 or 1 x 32); each has its own rounding, transform and seeds.
@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from scaling import formats
-from scaling.kernels.quantize import (_bench, _encode_scale, _load_tile, _offsets_pass_int32, _program_signs,
+from scaling.kernels.quantize import (_bench, _encode_scale, _load_rotated, _load_tile, _offsets_pass_int32, _program_signs,
                                       _quantize_tile, _rotate, _stream_key, _tile_offsets, _tuning, _wide_strides,
                                       tile_candidates, tuned_config)
 from scaling.quant import QuantSpec, scale_constants
@@ -39,31 +39,30 @@ def _tile_amax(x, BR: tl.constexpr, BK: tl.constexpr):
 
 
 @triton.jit
-def _last_axis_tile(x, x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_l, BR: tl.constexpr, BK: tl.constexpr,
-                    HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
-                    RELOAD: tl.constexpr):
-    """The program's tile as (BK tokens, BR features), rotated along the features: x (dim 0's view,
-    (BR features, BK tokens)) transposed in registers, or, with RELOAD, the tile loaded again in the
-    layout of a tile along a contiguous K (16-byte vectors along the features; the second read hits
-    the cache, not DRAM)."""
-    if RELOAD:
-        xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
-    else:
-        xl = tl.trans(x)
-    return _rotate(xl, signs_l, BK, BR, HAD_L, LOG2H_L, NORM_L, SIGNS_L)
+def _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR: tl.constexpr,
+                    BK: tl.constexpr, HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr,
+                    SIGNS_L: tl.constexpr):
+    """The program's tile as (BK tokens, BR features), loaded again in the layout of a tile along a
+    contiguous K (16-byte vectors along the features: the read after the first hits the cache, not
+    DRAM), rotated along the features; an RHT16 in halves (`_load_halves`: in registers, no
+    shuffles). (Transposing dim 0's tile in registers instead gave sm_90 code of about as many
+    instructions with 1.3-2x the registers (168-255 against 80-192), and the H200's tuner picked
+    the reloaded tile for both of nvfp4's pairs.)"""
+    xl, _ = _load_rotated(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
+                          LOG2H_L, NORM_L, SIGNS_L, HAD_L == 16, 0, False)
+    return xl
 
 
 @triton.jit
 def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seeds_first_ptr, D, T,
                       TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
                       HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
-                      HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
-                      RELOAD: tl.constexpr):
+                      HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr):
     """Both tensor amaxes of x (T, D): after the last axis's rotation (features) and after dim 0's
-    (tokens), from one read of each (BK tokens, BR features) tile, an atomic max each. The tile is
-    held as dim 0's canonical view, (BR features, BK tokens); without a rotation along the features
-    the max is taken on it as it is (a max is exact in any order). The normalisations are applied
-    to the maxima (rounding is monotone)."""
+    (tokens), from one DRAM read of each (BK tokens, BR features) tile, an atomic max each. The tile
+    is held as dim 0's canonical view, (BR features, BK tokens); without a rotation along the features
+    its max is taken as it is (a max is exact in any order), else from `_last_axis_tile`. The
+    normalisations are applied to the maxima (rounding is monotone)."""
     BR: tl.constexpr = TILE // BK
     pid_r, pid_k = tl.program_id(0), tl.program_id(1)
     stride_r, stride_k = _wide_strides(1, D, I64)
@@ -71,9 +70,9 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
     if HAD_L == 0:
         tl.atomic_max(amax_last_ptr, _tile_amax(x, BR, BK))
     else:
-        signs_l, _ = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, 0)
-        xl = _last_axis_tile(x, x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_l, BR, BK, HAD_L, LOG2H_L, 1.0,
-                             SIGNS_L, RELOAD)
+        signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
+        xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L, LOG2H_L,
+                             1.0, SIGNS_L)
         tl.atomic_max(amax_last_ptr, _tile_amax(xl, BK, BR) * NORM_L)
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
     tl.atomic_max(amax_first_ptr, _tile_amax(_rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, 1.0, SIGNS_F), BR, BK) * NORM_F)
@@ -89,42 +88,41 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
                  SR_F: tl.constexpr, PAIRS_F: tl.constexpr,
                  BLK: tl.constexpr, LOG2_BLK: tl.constexpr, TENSOR_SCALE: tl.constexpr, SCALE: tl.constexpr,
                  EMAX: tl.constexpr, BOUND: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
-                 RELOAD: tl.constexpr):
+                 ITERS: tl.constexpr):
     """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
-    layout, from one read of each (BK tokens, BR features) tile (held as (BR features, BK tokens);
-    RELOAD: see `_last_axis_tile`)."""
+    layout, from one DRAM read of each (BK tokens, BR features) tile (`_last_axis_tile`). ITERS: the
+    program quantizes ITERS consecutive tiles along the tokens, after making once what they all use
+    (encode scales, stream keys, both transforms' signs)."""
     BR: tl.constexpr = TILE // BK
-    pid_r = tl.program_id(0)  # features
-    pid_k = tl.program_id(1)  # tokens
+    pid_r = tl.program_id(0)  # features; tokens: ITERS tiles from program_id(1) * ITERS
     stride_r, stride_k = _wide_strides(1, D, I64)
     s_enc_f = _encode_scale(amax_first_ptr, inv_first_ptr, numer, TENSOR_SCALE)
     s_enc_l = _encode_scale(amax_last_ptr, inv_last_ptr, numer, TENSOR_SCALE)
     key_f = _stream_key(seeds_first_ptr, 0, 0) if SR_F else 0
     key_l = _stream_key(seeds_last_ptr, 0, 0) if SR_L else 0
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
-    signs_l, _ = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, 0)
-    x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
-    offs, mask = _tile_offsets(pid_r, pid_k, D, T, stride_r, stride_k, BR, BK, NARROW)
+    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
     dtype = first_ptr.dtype.element_ty
-
-    # along dim 0 (K = tokens, the tile's columns): as _quantize_kernel along dim 0
     features = pid_r * BR + tl.arange(0, BR)
-    xf = _rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, NORM_F, SIGNS_F)
-    out = _quantize_tile(xf, features, pid_k * BK, T, s_enc_f, key_f, 0, target, BR, BK, 0, 1, BLK, LOG2_BLK,
-                         False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_F, PAIRS_F, False, False)
-    tl.store(first_ptr + offs, out.to(dtype), mask=mask)
+    for i in range(ITERS):
+        pid_k = tl.program_id(1) * ITERS + i
+        x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
+        offs, mask = _tile_offsets(pid_r, pid_k, D, T, stride_r, stride_k, BR, BK, NARROW)
 
-    # along the last axis (K = features): the tile transposed, (BK tokens, BR features)
-    tokens = pid_k * BK + tl.arange(0, BK)
-    xl = _last_axis_tile(x, x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_l, BR, BK, HAD_L, LOG2H_L, NORM_L,
-                         SIGNS_L, RELOAD)
-    out = _quantize_tile(xl, tokens, pid_r * BR, D, s_enc_l, key_l, 0, target, BK, BR, 0, 1, BLK, LOG2_BLK,
-                         False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_L, PAIRS_L, False, False)
-    if RELOAD:  # stored as loaded
-        offs, mask = _tile_offsets(pid_k, pid_r, T, D, stride_k, stride_r, BK, BR, 0)
+        # along dim 0 (K = tokens, the tile's columns): as _quantize_kernel along dim 0
+        xf = _rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, NORM_F, SIGNS_F)
+        out = _quantize_tile(xf, features, pid_k * BK, T, s_enc_f, key_f, 0, target, BR, BK, 0, 1, BLK, LOG2_BLK,
+                             False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_F, PAIRS_F, False, False)
+        tl.store(first_ptr + offs, out.to(dtype), mask=mask)
+
+        # along the last axis (K = features): the same tile as (BK tokens, BR features)
+        tokens = pid_k * BK + tl.arange(0, BK)
+        xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L,
+                             LOG2H_L, NORM_L, SIGNS_L)
+        out = _quantize_tile(xl, tokens, pid_r * BR, D, s_enc_l, key_l, 0, target, BK, BR, 0, 1, BLK, LOG2_BLK,
+                             False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_L, PAIRS_L, False, False)
+        offs, mask = _tile_offsets(pid_k, pid_r, T, D, stride_k, stride_r, BK, BR, 0)  # as loaded
         tl.store(last_ptr + offs, out.to(dtype), mask=mask)
-    else:
-        tl.store(last_ptr + offs, tl.trans(out).to(dtype), mask=mask)
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -134,11 +132,11 @@ _PAIR_KEY = ("D", "T", "HAD_L", "HAD_F", "SR_L", "SR_F", "ELEM", "SCALE", "BLK")
 
 
 @functools.lru_cache(maxsize=None)
-def _pair_tuner(kernel, bk: int):
-    """The autotuned kernel: dim 0's tiles for BK tokens (quantize.tile_candidates), each with the
-    last axis's tile transposed in registers and reloaded (RELOAD)."""
-    configs = [triton.Config({"TILE": t, "BK": b, "NARROW": f, "RELOAD": reload}, num_warps=w)
-               for t, b, w, f, _, _ in tile_candidates((bk,), 1) for reload in (0, 1)]
+def _pair_tuner(kernel, bk: int, looped: bool):
+    """The autotuned kernel: dim 0's tiles for BK tokens (quantize.tile_candidates); `looped` (the
+    quantize kernel): ITERS 1 and, for the small tiles, 4 tiles along the tokens per program."""
+    configs = [triton.Config({"TILE": t, "BK": b, "NARROW": f} | ({"ITERS": n} if looped else {}), num_warps=w)
+               for t, b, w, f, _, n in tile_candidates((bk,), 1, looped=looped)]
     return triton.autotune(configs, key=list(_PAIR_KEY), do_bench=_bench)(kernel)
 
 
@@ -174,7 +172,7 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
     """The compile-time parameters of a pair's two kernels and its untuned tile (BK = one block or
     rotation group of tokens)."""
     blk = last.block_k
-    return dict(TILE=4096, BK=max(blk, first.transform), NARROW=0, RELOAD=0,
+    return dict(TILE=4096, BK=max(blk, first.transform), NARROW=0, ITERS=1,
                 I64=_offsets_pass_int32(D, T, 1, D), **_rotation(last, "L"), **_rotation(first, "F"),
                 SR_L=last.rounding == "sr", PAIRS_L=D % 2 == 0, SR_F=first.rounding == "sr", PAIRS_F=T % 2 == 0,
                 BLK=blk, LOG2_BLK=int(math.log2(blk)), TENSOR_SCALE=last.has_tensor_scale,
@@ -183,7 +181,7 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
 
 
 _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIGNS_L",
-               "HAD_F", "LOG2H_F", "NORM_F", "SIGNS_F", "RELOAD")
+               "HAD_F", "LOG2H_F", "NORM_F", "SIGNS_F")
 
 
 class PairLaunch:
@@ -191,7 +189,7 @@ class PairLaunch:
 
     def __init__(self, x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
                  first_seeds: torch.Tensor | None, dtype: torch.dtype, tile: int | None = None,
-                 narrow: int | None = None, reload: int | None = None):
+                 narrow: int | None = None, iters: int | None = None):
         self.x = x.contiguous()
         self.T, self.D = x.shape
         self.cfg = dict(_pair_config(last, first, self.D, self.T))
@@ -199,8 +197,8 @@ class PairLaunch:
             self.cfg["TILE"] = tile
         if narrow is not None:
             self.cfg["NARROW"] = narrow
-        if reload is not None:
-            self.cfg["RELOAD"] = reload
+        if iters is not None:
+            self.cfg["ITERS"] = iters
         self.numer, self.target = scale_constants(last)
         device = x.device
         self.amaxes = [(torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=device)
@@ -217,11 +215,11 @@ class PairLaunch:
 
     def _launch(self, kernel, args: tuple, consts: dict) -> None:
         def grid(meta: dict) -> tuple[int, int]:
-            return triton.cdiv(self.D, meta["TILE"] // meta["BK"]), triton.cdiv(self.T, meta["BK"])
+            return triton.cdiv(self.D, meta["TILE"] // meta["BK"]), triton.cdiv(self.T, meta["BK"] * meta.get("ITERS", 1))
 
         if self.tuned:
-            tuned = _pair_tuner(kernel, self.cfg["BK"])
-            tuned[grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK", "NARROW", "RELOAD")},
+            tuned = _pair_tuner(kernel, self.cfg["BK"], kernel is _pair_kernel)
+            tuned[grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK", "NARROW", "ITERS")},
                         enable_fp_fusion=False)
         else:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
@@ -241,7 +239,7 @@ class PairLaunch:
             return {}
         chosen = {}
         for stage, kernel in (("amax", _pair_amax_kernel), ("quantize", _pair_kernel)):
-            tuner = _pair_tuner(kernel, self.cfg["BK"])
+            tuner = _pair_tuner(kernel, self.cfg["BK"], kernel is _pair_kernel)
             described = tuned_config(tuner, kernel, {"D": self.D, "T": self.T, **self.cfg}, _PAIR_KEY)
             if described:
                 chosen[stage] = described
