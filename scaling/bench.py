@@ -244,6 +244,28 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
                      f"{best['registers']} registers)")
         rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
                  for r in done[(spec, dim)]]
+    return rows + _sass_pairs(tokens, d, recipes or KERNEL_RECIPES, progress)
+
+
+def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -> list[dict]:
+    """bench_sass's rows of the pair kernel (operand "fprop.x+wgrad.x" or dY's; no dim: both)."""
+    from scaling.kernels import sass
+    from scaling.kernels.pair import pairable
+
+    rows = []
+    for recipe_name in recipes:
+        recipe = get_recipe(recipe_name)
+        for last_name, first_name in PAIRS:
+            last, first = getattr(recipe, last_name), getattr(recipe, first_name)
+            if not pairable(last, first):
+                continue
+            counts = [sass.count_pair(last, first, tokens, d, *tile) for tile in sass.pair_candidates(last, first, tokens, d)]
+            best = min(counts, key=lambda r: r["instructions_per_element"])
+            operand = f"{last_name}+{first_name}".replace("_", ".")
+            progress(f"  {recipe_name}.{operand} (pair): {len(counts)} tiles, fewest {best['instructions_per_element']} "
+                     f"instructions per element (TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow "
+                     f"{best['narrow']} iters {best['iters']}, {best['registers']} registers)")
+            rows += [{"recipe": recipe_name, "operand": operand, **r} for r in counts]
     return rows
 
 

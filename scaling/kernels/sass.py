@@ -69,6 +69,26 @@ def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warp
     return triton.compile(source, target=TARGET, options=options.__dict__)
 
 
+def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
+                 iters: int = 1):
+    """The pair kernel (`scaling.kernels.pair`) for a (T, D) input and one tile, compiled for sm_90
+    as the GPU would launch it (integers divisible by 16, no FMA contraction)."""
+    from scaling.kernels import pair
+
+    cfg = dict(pair._pair_config(last, first, D, T), TILE=tile, BK=bk, NARROW=narrow, ITERS=iters)
+    kernel = pair._pair_kernel
+    names = kernel.arg_names
+    constants = {k: v for k, v in cfg.items() if k in names}
+    signature = {n: ("*bf16" if n in ("x_ptr", "last_ptr", "first_ptr") else "*i64" if n.startswith("seeds")
+                     else "*fp32" if n.endswith("_ptr") else "i32" if n in ("D", "T") else "fp32")
+                 for n in names if n not in constants} | {k: "constexpr" for k in constants}
+    hints = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+             if n not in constants and (signature[n].startswith("*") or n in ("D", "T"))}
+    source = ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=hints)
+    options = triton.compiler.make_backend(TARGET).parse_options({"num_warps": warps, "enable_fp_fusion": False})
+    return triton.compile(source, target=TARGET, options=options.__dict__)
+
+
 def machine_code(compiled) -> tuple[str, str]:
     """(SASS listing, resource usage) of a compiled kernel, by the cuobjdump Triton ships."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
@@ -109,7 +129,26 @@ def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, nar
           iters: int = 1) -> dict:
     """Instructions per element, registers, stack bytes, barriers and shuffles of one tile (the loop of
     ITERS tiles counted as its body, once per tile, and what precedes it, once per program)."""
-    sass, usage = machine_code(compile_quantize(spec, dim, K, tile, bk, warps, narrow, halves, iters))
+    compiled = compile_quantize(spec, dim, K, tile, bk, warps, narrow, halves, iters)
+    return _counted(compiled, tile, bk, warps, narrow, halves, iters)
+
+
+def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
+               iters: int = 1) -> dict:
+    """`count` for the pair kernel: per element of its input (each is quantized twice)."""
+    return _counted(compile_pair(last, first, T, D, tile, bk, warps, narrow, iters), tile, bk, warps, narrow, 0, iters)
+
+
+def pair_candidates(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[tuple[int, int, int, int, int]]:
+    """(TILE, BK, warps, NARROW, ITERS) of the tiles the GPU autotuner tries for a pair."""
+    from scaling.kernels import pair
+
+    bk = pair._pair_config(last, first, D, T)["BK"]
+    return sorted((t, b, w, f, n) for t, b, w, f, _, n in Q.tile_candidates((bk,), 1, looped=True))
+
+
+def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int) -> dict:
+    sass, usage = machine_code(compiled)
     ops = opcodes(sass)
     per_thread = tile / (32 * warps)
     body = loop_body(sass) if iters > 1 else 0
