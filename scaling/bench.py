@@ -158,44 +158,51 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
 PAIRS = (("fprop_x", "wgrad_x"), ("dgrad_dy", "wgrad_dy"))
 
 
+def _preset_pairs(recipes):
+    """(recipe name, "fprop.x+wgrad.x" or dY's, spec along the last axis, spec along dim 0) of every
+    pair of these recipes the pair kernel serves."""
+    from scaling.kernels.pair import pairable
+
+    for recipe_name in recipes:
+        recipe = get_recipe(recipe_name)
+        for last_name, first_name in PAIRS:
+            last, first = getattr(recipe, last_name), getattr(recipe, first_name)
+            if pairable(last, first):
+                yield recipe_name, f"{last_name}+{first_name}".replace("_", "."), last, first
+
+
 def _bench_pairs(x: torch.Tensor, recipes, seeds: torch.Tensor, mismatches: list[int],
                  progress: Callable[[str], None]) -> list[dict]:
     """bench_kernels' rows of the pair kernel: operand "fprop.x+wgrad.x" (or dY's), "amax" counting
     the bytes it reads, "quantize" and "gemm_operand" (both stages) x read once and two operands
     written; bits checked against the reference."""
     from scaling import quant
-    from scaling.kernels.pair import PairLaunch, pairable
+    from scaling.kernels.pair import PairLaunch
     from scaling.seeds import Seeds
 
     rows = []
-    for recipe_name in recipes:
-        recipe = get_recipe(recipe_name)
-        for last_name, first_name in PAIRS:
-            last, first = getattr(recipe, last_name), getattr(recipe, first_name)
-            if not pairable(last, first):
-                continue
-            launch = PairLaunch(x, last, seeds if last.needs_seed else None, first,
-                                seeds if first.needs_seed else None, torch.bfloat16)
-            stages = [launch.run_amax] * launch.needs_amax + [launch.run_quantize]
-            stages[0]()
-            t = {"quantize": graph_ms(launch.run_quantize)}
-            if launch.needs_amax:
-                t["amax"] = graph_ms(launch.run_amax)
-            t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
-            out_last, inv_last, out_first, inv_first = launch.result()
-            bad = 0
-            for out, inv, spec, dim in ((out_last, inv_last, last, -1), (out_first, inv_first, first, 0)):
-                ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
-                bad += int((out.view(torch.int16) != ref.view(torch.int16)).sum()) + int(not torch.equal(inv, ref_inv))
-            mismatches.append(bad)
-            x_bytes = x.numel() * x.element_size()
-            gbps = {name: (x_bytes * (1 if name == "amax" else 3)) / ms / 1e6 for name, ms in t.items()}
-            operand = f"{last_name}+{first_name}".replace("_", ".")
-            tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
-            progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: " + ", ".join(f"{k} {v:.0f} GB/s" for k, v in gbps.items())
-                     + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-            rows += [{"name": name, "recipe": recipe_name, "operand": operand, "gbps": round(v, 1)}
-                     for name, v in gbps.items()]
+    for recipe_name, operand, last, first in _preset_pairs(recipes):
+        launch = PairLaunch(x, last, seeds if last.needs_seed else None, first,
+                            seeds if first.needs_seed else None, torch.bfloat16)
+        stages = [launch.run_amax] * launch.needs_amax + [launch.run_quantize]
+        stages[0]()
+        t = {"quantize": graph_ms(launch.run_quantize)}
+        if launch.needs_amax:
+            t["amax"] = graph_ms(launch.run_amax)
+        t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
+        out_last, inv_last, out_first, inv_first = launch.result()
+        bad = 0
+        for out, inv, spec, dim in ((out_last, inv_last, last, -1), (out_first, inv_first, first, 0)):
+            ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
+            bad += int((out.view(torch.int16) != ref.view(torch.int16)).sum()) + int(not torch.equal(inv, ref_inv))
+        mismatches.append(bad)
+        x_bytes = x.numel() * x.element_size()
+        gbps = {name: (x_bytes * (1 if name == "amax" else 3)) / ms / 1e6 for name, ms in t.items()}
+        tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
+        progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: " + ", ".join(f"{k} {v:.0f} GB/s" for k, v in gbps.items())
+                 + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
+        rows += [{"name": name, "recipe": recipe_name, "operand": operand, "gbps": round(v, 1)}
+                 for name, v in gbps.items()]
     return rows
 
 
@@ -250,22 +257,15 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
 def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -> list[dict]:
     """bench_sass's rows of the pair kernel (operand "fprop.x+wgrad.x" or dY's; no dim: both)."""
     from scaling.kernels import sass
-    from scaling.kernels.pair import pairable
 
     rows = []
-    for recipe_name in recipes:
-        recipe = get_recipe(recipe_name)
-        for last_name, first_name in PAIRS:
-            last, first = getattr(recipe, last_name), getattr(recipe, first_name)
-            if not pairable(last, first):
-                continue
-            counts = [sass.count_pair(last, first, tokens, d, *tile) for tile in sass.pair_candidates(last, first, tokens, d)]
-            best = min(counts, key=lambda r: r["instructions_per_element"])
-            operand = f"{last_name}+{first_name}".replace("_", ".")
-            progress(f"  {recipe_name}.{operand} (pair): {len(counts)} tiles, fewest {best['instructions_per_element']} "
-                     f"instructions per element (TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow "
-                     f"{best['narrow']} iters {best['iters']}, {best['registers']} registers)")
-            rows += [{"recipe": recipe_name, "operand": operand, **r} for r in counts]
+    for recipe_name, operand, last, first in _preset_pairs(recipes):
+        counts = [sass.count_pair(last, first, tokens, d, *tile) for tile in sass.pair_candidates(last, first, tokens, d)]
+        best = min(counts, key=lambda r: r["instructions_per_element"])
+        progress(f"  {recipe_name}.{operand} (pair): {len(counts)} tiles, fewest {best['instructions_per_element']} "
+                 f"instructions per element (TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow "
+                 f"{best['narrow']} iters {best['iters']}, {best['registers']} registers)")
+        rows += [{"recipe": recipe_name, "operand": operand, **r} for r in counts]
     return rows
 
 

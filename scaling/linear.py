@@ -100,9 +100,8 @@ def _reusing_last(name: str, x: torch.Tensor, how: tuple, compute):
     a layer on one x would time it without its quantizers)."""
     plain_seeds = all(s is None or (isinstance(s.rounding, int) and isinstance(s.signs, int))
                       for s in how if isinstance(s, Seeds) or s is None)
-    if torch.compiler.is_compiling() or not name.endswith(".x") or not plain_seeds or x.is_inference():
-        return compute()
-    if _capturing(x):
+    if (torch.compiler.is_compiling() or not name.endswith(".x") or not plain_seeds or x.is_inference()
+            or _capturing(x)):
         return compute()
     key = (x.data_ptr(), x.shape, x.stride(), x.dtype, x._version, *how)
     last = _LAST.get(name)

@@ -6,6 +6,8 @@ runs the fused kernel when x is on CUDA (or on CPU under TRITON_INTERPRET=1, for
 imports, the spec is covered (`supports`) and `SCALING_KERNELS` is not "0";
 otherwise it runs the reference. The kernel is registered as the custom op
 `scaling::gemm_operand`, so models that use it compile with torch.compile (no graph break).
+`gemm_operand_pair` (the custom op `scaling::gemm_operand_pair`, `scaling.kernels.pair`) gives an
+activation's two operands, along its last axis and along dim 0, from one read.
 """
 
 from __future__ import annotations
@@ -175,7 +177,6 @@ def shared_amaxes(x: torch.Tensor, plain: QuantSpec | None, spec: QuantSpec | No
     return _tensor_amaxes_op(x, _seed_tensor(seed, x.device), dim, *_spec_args(spec))
 
 
-
 # The spec's fields in a custom op's schema (as _spec_args gives them), for an op taking two specs.
 _SPEC_SCHEMA = ("str {p}elem, float {p}cap, int {p}block_rows, int {p}block_k, str {p}scale, bool {p}tensor_scale, "
                 "float {p}scale_bound, str {p}rounding, int {p}transform, str {p}signs, bool {p}four_over_six, "
@@ -197,10 +198,13 @@ def _gemm_operand_pair_op(x, last_seeds, first_seeds, dtype, *spec_args):
 
 @torch.library.register_fake("scaling::gemm_operand_pair")
 def _(x, last_seeds, first_seeds, dtype, *spec_args):
+    def op():
+        return torch.empty(x.shape, dtype=dtype, device=x.device)  # contiguous, as quantize_pair's
+
     def inv():
         return torch.empty((), dtype=torch.float32, device=x.device)
 
-    return torch.empty_like(x, dtype=dtype), inv(), torch.empty_like(x, dtype=dtype), inv()
+    return op(), inv(), op(), inv()
 
 
 def pairs(x: torch.Tensor, last: QuantSpec | None, first: QuantSpec | None) -> bool:
