@@ -264,7 +264,7 @@ def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -
         best = min(counts, key=lambda r: r["instructions_per_element"])
         progress(f"  {recipe_name}.{operand} (pair): {len(counts)} tiles, fewest {best['instructions_per_element']} "
                  f"instructions per element (TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow "
-                 f"{best['narrow']} iters {best['iters']}, {best['registers']} registers)")
+                 f"{best['narrow']} halves {best['halves']} iters {best['iters']}, {best['registers']} registers)")
         rows += [{"recipe": recipe_name, "operand": operand, **r} for r in counts]
     return rows
 

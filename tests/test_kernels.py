@@ -330,16 +330,19 @@ def test_pair_matches_two_reference_calls(recipe: str, last: str, first: str):
 
 
 @in_process
-@pytest.mark.parametrize("recipe,pair", [("nvfp4", "dy"), ("ufp4", "x"), ("mxfp4_h16", "dy")])
+@pytest.mark.parametrize("recipe,pair", [("nvfp4", "dy"), ("nvfp4", "x"), ("ufp4", "x"), ("mxfp4_h16", "dy")])
 @pytest.mark.parametrize("tile,narrow,iters", [(1024, 2, 1), (2048, 4, 1), (4096, 0, 1), (1024, 2, 4), (2048, 0, 4)])
 def test_pair_tiles_match_reference(recipe: str, pair: str, tile: int, narrow: int, iters: int):
     """Tiles the tuner tries, one or 4 per program, on a shape no tile divides (96 tokens, 160
-    features: masked programs both ways, loops running past the end), and once with int64 offsets
-    forced: the same bits."""
+    features: masked programs both ways, loops running past the end), under each HALVES choice of
+    the tile along the features, and once with int64 offsets forced: the same bits."""
+    from scaling.kernels.pair import halves_choices
+
     r = get_recipe(recipe)
     last, first = (r.fprop_x, r.wgrad_x) if pair == "x" else (r.dgrad_dy, r.wgrad_dy)
     x = canonical_inputs(96, 160, torch.Generator().manual_seed(tile))["mixed"].to(DEVICE, torch.bfloat16)
-    check_pair(x, last, first, tile=tile, narrow=narrow, iters=iters)
+    for halves in halves_choices(last):
+        check_pair(x, last, first, tile=tile, narrow=narrow, iters=iters, halves=halves)
     if tile == 2048:
         check_pair(x, last, first, tile=tile, narrow=narrow, iters=iters, cfg={"I64": True})
 

@@ -24,7 +24,7 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels.quantize import (_bench, _encode_scale, _load_rotated, _load_tile, _offsets_pass_int32, _program_signs,
-                                      _quantize_tile, _rotate, _stream_key, _tile_offsets, _tuning, _wide_strides,
+                                      _quantize_tile, _rotate, _store_halves, _stream_key, _tile_offsets, _tuning, _wide_strides,
                                       tile_candidates, tuned_config)
 from scaling.quant import QuantSpec, scale_constants
 from scaling.transforms import norm_factor
@@ -41,15 +41,15 @@ def _tile_amax(x, BR: tl.constexpr, BK: tl.constexpr):
 @triton.jit
 def _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR: tl.constexpr,
                     BK: tl.constexpr, HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr,
-                    SIGNS_L: tl.constexpr):
+                    SIGNS_L: tl.constexpr, HALVES: tl.constexpr):
     """The program's tile as (BK tokens, BR features), loaded again in the layout of a tile along a
     contiguous K (16-byte vectors along the features: the read after the first hits the cache, not
-    DRAM), rotated along the features; an RHT16 in halves (`_load_halves`: in registers, no
-    shuffles). (Transposing dim 0's tile in registers instead gave sm_90 code of about as many
+    DRAM), rotated along the features; HALVES: loaded as halves (`_load_halves`: blocks of 16 and an
+    RHT16 in registers, no shuffles). (Transposing dim 0's tile in registers instead gave sm_90 code of about as many
     instructions with 1.3-2x the registers (168-255 against 80-192), and the H200's tuner picked
     the reloaded tile for both of nvfp4's pairs.)"""
     xl, _ = _load_rotated(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
-                          LOG2H_L, NORM_L, SIGNS_L, HAD_L == 16, 0, False)
+                          LOG2H_L, NORM_L, SIGNS_L, HALVES, 0, False)
     return xl
 
 
@@ -72,7 +72,7 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
     else:
         signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
         xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L, LOG2H_L,
-                             1.0, SIGNS_L)
+                             1.0, SIGNS_L, HAD_L == 16)
         tl.atomic_max(amax_last_ptr, _tile_amax(xl, BK, BR) * NORM_L)
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
     tl.atomic_max(amax_first_ptr, _tile_amax(_rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, 1.0, SIGNS_F), BR, BK) * NORM_F)
@@ -88,7 +88,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
                  SR_F: tl.constexpr, PAIRS_F: tl.constexpr,
                  BLK: tl.constexpr, LOG2_BLK: tl.constexpr, TENSOR_SCALE: tl.constexpr, SCALE: tl.constexpr,
                  EMAX: tl.constexpr, BOUND: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
-                 ITERS: tl.constexpr):
+                 HALVES: tl.constexpr, ITERS: tl.constexpr):
     """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
     layout, from one DRAM read of each (BK tokens, BR features) tile (`_last_axis_tile`). ITERS: the
     program quantizes ITERS consecutive tiles along the tokens, after making once what they all use
@@ -101,7 +101,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
     key_f = _stream_key(seeds_first_ptr, 0, 0) if SR_F else 0
     key_l = _stream_key(seeds_last_ptr, 0, 0) if SR_L else 0
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
-    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
+    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HALVES)
     dtype = first_ptr.dtype.element_ty
     features = pid_r * BR + tl.arange(0, BR)
     for i in range(ITERS):
@@ -118,11 +118,14 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
         # along the last axis (K = features): the same tile as (BK tokens, BR features)
         tokens = pid_k * BK + tl.arange(0, BK)
         xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L,
-                             LOG2H_L, NORM_L, SIGNS_L)
+                             LOG2H_L, NORM_L, SIGNS_L, HALVES)
         out = _quantize_tile(xl, tokens, pid_r * BR, D, s_enc_l, key_l, 0, target, BK, BR, 0, 1, BLK, LOG2_BLK,
                              False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_L, PAIRS_L, False, False)
-        offs, mask = _tile_offsets(pid_k, pid_r, T, D, stride_k, stride_r, BK, BR, 0)  # as loaded
-        tl.store(last_ptr + offs, out.to(dtype), mask=mask)
+        if HALVES == 2:  # stored as loaded
+            _store_halves(last_ptr, out, pid_k, pid_r, T, D, stride_k, stride_r, BK, BR)
+        else:
+            offs, mask = _tile_offsets(pid_k, pid_r, T, D, stride_k, stride_r, BK, BR, 0)
+            tl.store(last_ptr + offs, out.to(dtype), mask=mask)
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -132,12 +135,28 @@ _PAIR_KEY = ("D", "T", "HAD_L", "HAD_F", "SR_L", "SR_F", "ELEM", "SCALE", "BLK")
 
 
 @functools.lru_cache(maxsize=None)
-def _pair_tuner(kernel, bk: int, looped: bool):
-    """The autotuned kernel: dim 0's tiles for BK tokens (quantize.tile_candidates); `looped` (the
-    quantize kernel): ITERS 1 and, for the small tiles, 4 tiles along the tokens per program."""
-    configs = [triton.Config({"TILE": t, "BK": b, "NARROW": f} | ({"ITERS": n} if looped else {}), num_warps=w)
-               for t, b, w, f, _, n in tile_candidates((bk,), 1, looped=looped)]
+def _pair_tuner(kernel, bk: int, looped: bool, halves: tuple[int, ...] = ()):
+    """The autotuned kernel: dim 0's tiles for BK tokens (quantize.tile_candidates); for the quantize
+    kernel (`looped`) ITERS 1 and, for the small tiles, 4 tiles along the tokens per program, each
+    with the last axis's HALVES choices."""
+    def config(t, b, w, f, h, n):
+        return triton.Config({"TILE": t, "BK": b, "NARROW": f} | ({"ITERS": n} if looped else {})
+                             | ({"HALVES": h} if h is not None else {}), num_warps=w)
+
+    configs = [config(*c) for c in tile_candidates((bk,), 1, halves, looped)]
     return triton.autotune(configs, key=list(_PAIR_KEY), do_bench=_bench)(kernel)
+
+
+def halves_choices(last: QuantSpec) -> tuple[int, ...]:
+    """The quantize kernel's HALVES choices for the tile along the last axis, the untuned launch's
+    first: 0 whole, 1 halves in, 2 halves in and out. Blocks of 16 in halves are one thread's (no
+    shuffle, one scale each) and an RHT16 runs in registers, but each access then skips every other
+    16 bytes (docs/kernels.md): so 0 or 2 unrotated, 1 or 2 under RHT16; for blocks of 32 what the
+    rotation needs."""
+    rht16 = last.transform == 16
+    if last.block_k != 16 or last.transform not in (0, 16):
+        return (int(rht16),)
+    return (1, 2) if rht16 else (0, 2)
 
 
 def _core(spec: QuantSpec) -> QuantSpec:
@@ -172,7 +191,7 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
     """The compile-time parameters of a pair's two kernels and its untuned tile (BK = one block or
     rotation group of tokens)."""
     blk = last.block_k
-    return dict(TILE=4096, BK=max(blk, first.transform), NARROW=0, ITERS=1,
+    return dict(TILE=4096, BK=max(blk, first.transform), NARROW=0, ITERS=1, HALVES=halves_choices(last)[0],
                 I64=_offsets_pass_int32(D, T, 1, D), **_rotation(last, "L"), **_rotation(first, "F"),
                 SR_L=last.rounding == "sr", PAIRS_L=D % 2 == 0, SR_F=first.rounding == "sr", PAIRS_F=T % 2 == 0,
                 BLK=blk, LOG2_BLK=int(math.log2(blk)), TENSOR_SCALE=last.has_tensor_scale,
@@ -189,7 +208,7 @@ class PairLaunch:
 
     def __init__(self, x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
                  first_seeds: torch.Tensor | None, dtype: torch.dtype, tile: int | None = None,
-                 narrow: int | None = None, iters: int | None = None):
+                 narrow: int | None = None, iters: int | None = None, halves: int | None = None):
         self.x = x.contiguous()
         self.T, self.D = x.shape
         self.cfg = dict(_pair_config(last, first, self.D, self.T))
@@ -199,6 +218,8 @@ class PairLaunch:
             self.cfg["NARROW"] = narrow
         if iters is not None:
             self.cfg["ITERS"] = iters
+        self.halves = halves_choices(last) if halves is None else (halves,)
+        self.cfg["HALVES"] = self.halves[0]
         self.numer, self.target = scale_constants(last)
         device = x.device
         self.amaxes = [(torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=device)
@@ -218,11 +239,15 @@ class PairLaunch:
             return triton.cdiv(self.D, meta["TILE"] // meta["BK"]), triton.cdiv(self.T, meta["BK"] * meta.get("ITERS", 1))
 
         if self.tuned:
-            tuned = _pair_tuner(kernel, self.cfg["BK"], kernel is _pair_kernel)
-            tuned[grid](*args, **{k: v for k, v in consts.items() if k not in ("TILE", "BK", "NARROW", "ITERS")},
-                        enable_fp_fusion=False)
+            tuned = self._tuner(kernel)
+            tuned[grid](*args, **{k: v for k, v in consts.items()
+                                  if k not in ("TILE", "BK", "NARROW", "ITERS", "HALVES")}, enable_fp_fusion=False)
         else:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
+
+    def _tuner(self, kernel):
+        quantize = kernel is _pair_kernel
+        return _pair_tuner(kernel, self.cfg["BK"], quantize, self.halves if quantize else ())
 
     def run_amax(self) -> None:
         """Both tensor amaxes, one read (an atomic max each: reruns leave the same values)."""
@@ -239,7 +264,7 @@ class PairLaunch:
             return {}
         chosen = {}
         for stage, kernel in (("amax", _pair_amax_kernel), ("quantize", _pair_kernel)):
-            tuner = _pair_tuner(kernel, self.cfg["BK"], kernel is _pair_kernel)
+            tuner = self._tuner(kernel)
             described = tuned_config(tuner, kernel, {"D": self.D, "T": self.T, **self.cfg}, _PAIR_KEY)
             if described:
                 chosen[stage] = described

@@ -70,12 +70,12 @@ def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warp
 
 
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
-                 iters: int = 1):
+                 halves: int = 0, iters: int = 1):
     """The pair kernel (`scaling.kernels.pair`) for a (T, D) input and one tile, compiled for sm_90
     as the GPU would launch it (integers divisible by 16, no FMA contraction)."""
     from scaling.kernels import pair
 
-    cfg = dict(pair._pair_config(last, first, D, T), TILE=tile, BK=bk, NARROW=narrow, ITERS=iters)
+    cfg = dict(pair._pair_config(last, first, D, T), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     kernel = pair._pair_kernel
     names = kernel.arg_names
     constants = {k: v for k, v in cfg.items() if k in names}
@@ -134,17 +134,18 @@ def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, nar
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
-               iters: int = 1) -> dict:
+               halves: int = 0, iters: int = 1) -> dict:
     """`count` for the pair kernel: per element of its input (each is quantized twice)."""
-    return _counted(compile_pair(last, first, T, D, tile, bk, warps, narrow, iters), tile, bk, warps, narrow, 0, iters)
+    compiled = compile_pair(last, first, T, D, tile, bk, warps, narrow, halves, iters)
+    return _counted(compiled, tile, bk, warps, narrow, halves, iters)
 
 
-def pair_candidates(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[tuple[int, int, int, int, int]]:
-    """(TILE, BK, warps, NARROW, ITERS) of the tiles the GPU autotuner tries for a pair."""
+def pair_candidates(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[tuple[int, int, int, int, int, int]]:
+    """(TILE, BK, warps, NARROW, HALVES, ITERS) of the tiles the GPU autotuner tries for a pair."""
     from scaling.kernels import pair
 
     bk = pair._pair_config(last, first, D, T)["BK"]
-    return sorted((t, b, w, f, n) for t, b, w, f, _, n in Q.tile_candidates((bk,), 1, looped=True))
+    return sorted(Q.tile_candidates((bk,), 1, pair.halves_choices(last), looped=True))
 
 
 def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int) -> dict:
