@@ -143,8 +143,16 @@ def _pair_tuner(kernel, bk: int, looped: bool, halves: tuple[int, ...] = ()):
         return triton.Config({"TILE": t, "BK": b, "NARROW": f} | ({"ITERS": n} if looped else {})
                              | ({"HALVES": h} if h is not None else {}), num_warps=w)
 
-    configs = [config(*c) for c in tile_candidates((bk,), 1, halves, looped)]
+    configs = [config(*c) for c in pair_tiles(bk, halves, looped)]
     return triton.autotune(configs, key=list(_PAIR_KEY), do_bench=_bench)(kernel)
+
+
+def pair_tiles(bk: int, halves: tuple[int, ...] = (), looped: bool = False) -> list[tuple]:
+    """(TILE, BK, warps, NARROW, HALVES, ITERS) the pair's tuner tries: dim 0's tiles
+    (quantize.tile_candidates) of at most 64 elements per thread. With 128 (8 features x 16 tokens in
+    16-byte vectors) the pair spilled registers in sm_90 code (nvfp4's dY pair: 255 registers and a
+    480-920 byte stack), so those tiles only cost tuning time."""
+    return [c for c in tile_candidates((bk,), 1, halves, looped) if c[0] // (32 * c[2]) <= 64]
 
 
 def halves_choices(last: QuantSpec) -> tuple[int, ...]:

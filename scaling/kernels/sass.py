@@ -145,7 +145,7 @@ def pair_candidates(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[t
     from scaling.kernels import pair
 
     bk = pair._pair_config(last, first, D, T)["BK"]
-    return sorted(Q.tile_candidates((bk,), 1, pair.halves_choices(last), looped=True))
+    return sorted(pair.pair_tiles(bk, pair.halves_choices(last), looped=True))
 
 
 def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int) -> dict:
