@@ -71,29 +71,34 @@ def _spec_from_args(elem: str, cap: float, block_rows: int, block_k: int, scale:
 
 
 def _seed_tensor(seed, device: torch.device) -> torch.Tensor | None:
-    """[rounding seed, sign seed] as an int64 tensor on device (an int, a 0-d tensor or Seeds)."""
+    """[rounding seed, sign seed] as an int64 tensor on device (an int, a 0-d tensor or Seeds); two
+    ints give a kept tensor (`_int_seeds`: no kernel to stack them)."""
     if seed is None:
         return None
     pair = (seed.rounding, seed.signs) if isinstance(seed, Seeds) else (seed, seed)
+    if not any(isinstance(s, torch.Tensor) for s in pair):
+        return _int_seeds(tuple(s & 0xFFFFFFFF for s in pair), device)
     parts = [s.to(device=device, dtype=torch.int64).reshape(()) if isinstance(s, torch.Tensor)
-             else _int_seed(s & 0xFFFFFFFF, device) for s in pair]
+             else _int_seeds((s & 0xFFFFFFFF,), device) for s in pair]
     return torch.stack(parts)
 
 
-_INT_SEEDS: dict[tuple[int, torch.device], torch.Tensor] = {}
+_INT_SEEDS: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}
 
 
-def _int_seed(value: int, device: torch.device) -> torch.Tensor:
-    """A 0-d int64 tensor holding an int seed. Outside compilation one per value and device is kept
-    (QLinear passes the same int seeds every step: no fill kernel each call); compiled, a constant
-    that inductor folds."""
+def _int_seeds(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """int seeds as an int64 tensor (0-d for one). Outside compilation one per values and device is
+    kept (QLinear passes the same int seeds every step: no fill or copy each call); compiled, fills
+    that inductor folds (and equal calls' equal fills merge, so equal quantizer calls do: q, k, v)."""
     if torch.compiler.is_compiling():
-        return torch.full((), value, dtype=torch.int64, device=device)
-    key = (value, torch.device(device))
+        fills = [torch.full((), v, dtype=torch.int64, device=device) for v in values]
+        return fills[0] if len(values) == 1 else torch.stack(fills)
+    key = (values, torch.device(device))
     if key not in _INT_SEEDS:
-        if len(_INT_SEEDS) >= 256:  # a caller passing a new int every call: keep the few recent
+        if len(_INT_SEEDS) >= 256:  # a caller passing new ints every call: keep the few recent
             _INT_SEEDS.clear()
-        _INT_SEEDS[key] = torch.full((), value, dtype=torch.int64, device=device)
+        _INT_SEEDS[key] = torch.tensor(values[0] if len(values) == 1 else list(values), dtype=torch.int64,
+                                       device=device)
     return _INT_SEEDS[key]
 
 

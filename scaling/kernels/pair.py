@@ -230,8 +230,9 @@ class PairLaunch:
         self.cfg["HALVES"] = self.halves[0]
         self.numer, self.target = scale_constants(last)
         device = x.device
-        self.amaxes = [(torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)((), dtype=torch.float32, device=device)
-                       for _ in range(2)]
+        # both amaxes in one buffer: one fill for the atomic maxima to start from
+        self.amaxes = list((torch.zeros if self.cfg["TENSOR_SCALE"] else torch.empty)(2, dtype=torch.float32,
+                                                                                       device=device).unbind())
         self.invs = [torch.empty((), dtype=torch.float32, device=device) for _ in range(2)]
         unread = self.amaxes[0]  # a deterministic spec's seeds are never read
         self.seeds = [unread if s is None else s for s in (last_seeds, first_seeds)]
