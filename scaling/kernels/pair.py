@@ -136,9 +136,9 @@ _PAIR_KEY = ("D", "T", "HAD_L", "HAD_F", "SR_L", "SR_F", "ELEM", "SCALE", "BLK")
 
 @functools.lru_cache(maxsize=None)
 def _pair_tuner(kernel, bk: int, looped: bool, halves: tuple[int, ...] = ()):
-    """The autotuned kernel: dim 0's tiles for BK tokens (quantize.tile_candidates); for the quantize
-    kernel (`looped`) ITERS 1 and, for the small tiles, 4 tiles along the tokens per program, each
-    with the last axis's HALVES choices."""
+    """The autotuned kernel over `pair_tiles`: for the quantize kernel (`looped`) with ITERS 1 and,
+    for the small tiles, 4 tiles along the tokens per program, each with the last axis's HALVES
+    choices."""
     def config(t, b, w, f, h, n):
         return triton.Config({"TILE": t, "BK": b, "NARROW": f} | ({"ITERS": n} if looped else {})
                              | ({"HALVES": h} if h is not None else {}), num_warps=w)
