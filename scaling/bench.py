@@ -272,7 +272,7 @@ def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -
 def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...] = (512, 1024, 2048, 4096),
                  recipes: tuple[str, ...] = LINEAR_RECIPES, progress: Callable[[str], None] = print,
                  on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
-    from scaling.linear import QLinear
+    from scaling.linear import QLinear, forget_reused
 
     rows = []
     for d in dims:
@@ -282,6 +282,7 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
 
         def step(layer):
             def fn():
+                forget_reused()  # each call a new activation (the replayed graph holds the work anyway)
                 with torch.autocast("cuda", dtype=torch.bfloat16):
                     y = layer(x)
                 y.backward(dy)

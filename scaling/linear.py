@@ -112,6 +112,12 @@ def _reusing_last(name: str, x: torch.Tensor, how: tuple, compute):
     return result
 
 
+def forget_reused() -> None:
+    """Drop the kept operands of `_reusing_last` (a benchmark calling a layer on one x again and
+    again, without a CUDA graph, would otherwise time the later calls without x's quantizers)."""
+    _LAST.clear()
+
+
 def _capturing(x: torch.Tensor) -> bool:
     """Whether x's device is capturing a CUDA graph on the current stream."""
     return x.is_cuda and torch.cuda.is_current_stream_capturing()
