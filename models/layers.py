@@ -11,6 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from scaling import cpu_rope
+
 
 def rotary_tables(seq_len: int, head_dim: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin tables of shape (1, seq_len, 1, head_dim/2) for RoPE (Su et al. 2021)."""
@@ -20,9 +22,12 @@ def rotary_tables(seq_len: int, head_dim: int, theta: float = 10000.0) -> tuple[
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate (B, T, H, D) by position; pairs are (i, i + D/2), as in GPT-NeoX and nanochat."""
+    """Rotate (B, T, H, D) by position; pairs are (i, i + D/2), as in GPT-NeoX and nanochat. On a
+    CPU (float32, eager) one C pass each way, the same bits (scaling.cpu_rope)."""
     T = x.size(1)
     cos, sin = cos[:, :T].to(x.dtype), sin[:, :T].to(x.dtype)
+    if cpu_rope.serves(x, cos, sin):
+        return cpu_rope.rotary(x, cos.reshape(T, -1), sin.reshape(T, -1))
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x1 * cos + x2 * sin, x2 * cos - x1 * sin], dim=-1)
 
