@@ -109,9 +109,8 @@ def _preset_operands(recipes):
 
 def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                   recipes: list[str] | None = None, progress: Callable[[str], None] = print) -> list[dict]:
-    from scaling import kernels, quant
+    from scaling import kernels
     from scaling.kernels.quantize import Launch
-    from scaling.seeds import Seeds
 
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
     x_bytes = x.numel() * x.element_size()
@@ -134,10 +133,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                 t["amax"] = graph_ms(launch.run_amax)
             t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
             # The tuned kernels at full size against the reference, bit for bit.
-            out, inv = launch.result()
-            ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
-            bad = int((out.view(torch.int16) != ref.view(torch.int16)).sum())  # bits: zero signs too
-            bad += int(not torch.equal(inv, ref_inv))
+            bad = _bits_differing(*launch.result(), x, spec, dim)
             mismatches.append(bad)
             done[key] = {name: (x_bytes + (0 if name == "amax" else out_bytes)) / ms / 1e6
                          for name, ms in t.items()}
@@ -152,6 +148,16 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
     return rows
+
+
+def _bits_differing(out: torch.Tensor, inv: torch.Tensor, x: torch.Tensor, spec, dim: int) -> int:
+    """How many of a kernel operand's BF16 bit patterns (zero signs too), and of its inverse scale,
+    differ from the reference's for x under seeds [12345, 678] (bench_kernels' seeds)."""
+    from scaling import quant
+    from scaling.seeds import Seeds
+
+    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
+    return int((out.view(torch.int16) != ref.view(torch.int16)).sum()) + int(not torch.equal(inv, ref_inv))
 
 
 # The operand pairs QLinear quantizes from one read (scaling.kernels.pair): (along the last axis, along dim 0).
@@ -176,9 +182,7 @@ def _bench_pairs(x: torch.Tensor, recipes, seeds: torch.Tensor, mismatches: list
     """bench_kernels' rows of the pair kernel: operand "fprop.x+wgrad.x" (or dY's), "amax" counting
     the bytes it reads, "quantize" and "gemm_operand" (both stages) x read once and two operands
     written; bits checked against the reference."""
-    from scaling import quant
     from scaling.kernels.pair import PairLaunch
-    from scaling.seeds import Seeds
 
     rows = []
     for recipe_name, operand, last, first in _preset_pairs(recipes):
@@ -191,10 +195,7 @@ def _bench_pairs(x: torch.Tensor, recipes, seeds: torch.Tensor, mismatches: list
             t["amax"] = graph_ms(launch.run_amax)
         t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
         out_last, inv_last, out_first, inv_first = launch.result()
-        bad = 0
-        for out, inv, spec, dim in ((out_last, inv_last, last, -1), (out_first, inv_first, first, 0)):
-            ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
-            bad += int((out.view(torch.int16) != ref.view(torch.int16)).sum()) + int(not torch.equal(inv, ref_inv))
+        bad = _bits_differing(out_last, inv_last, x, last, -1) + _bits_differing(out_first, inv_first, x, first, 0)
         mismatches.append(bad)
         x_bytes = x.numel() * x.element_size()
         gbps = {name: (x_bytes * (1 if name == "amax" else 3)) / ms / 1e6 for name, ms in t.items()}

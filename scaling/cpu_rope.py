@@ -19,15 +19,17 @@ SOURCE = Path(__file__).with_name("cpu_rope.c")
 def library() -> ctypes.CDLL | None:
     lib = load_library(SOURCE, "the fused CPU RoPE", "torch's RoPE ops")
     if lib is not None:
-        for fn in (lib.scaling_rope, lib.scaling_rope_backward):
-            fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_int]
+        lib.scaling_rope.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_int] * 2
     return lib
 
 
-def _run(fn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inverse: bool) -> torch.Tensor:
+    """x (B, T, H, D) rotated by the tables' angles, or by their negatives (the gradient)."""
+    x = x.contiguous()
     B, T, H, D = x.shape
     out = torch.empty_like(x)
-    fn(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), B * T * H, H, T, D // 2, torch.get_num_threads())
+    library().scaling_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), B * T * H, H, T, D // 2,
+                           int(inverse), torch.get_num_threads())
     return out
 
 
@@ -35,12 +37,12 @@ class _RotaryCPU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(cos, sin)
-        return _run(library().scaling_rope, x.contiguous(), cos, sin)
+        return _rotate(x, cos, sin, inverse=False)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         cos, sin = ctx.saved_tensors
-        return _run(library().scaling_rope_backward, grad.contiguous(), cos, sin), None, None
+        return _rotate(grad, cos, sin, inverse=True), None, None
 
 
 def serves(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:

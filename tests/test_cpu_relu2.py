@@ -6,20 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from autograd_bits import assert_same_bits, through
 from scaling import cpu_relu2
-
-
-def _through(f, h: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    h = h.detach().clone().requires_grad_()
-    a = f(h)
-    a.backward(g)
-    return a.detach(), h.grad
-
-
-def _same(got: torch.Tensor, want: torch.Tensor) -> None:
-    nan = want.isnan()
-    assert torch.equal(got.isnan(), nan)  # (a NaN's payload is not a contract)
-    assert torch.equal(got[~nan].view(torch.int32), want[~nan].view(torch.int32))
 
 
 def test_relu_squared_matches_torch_bit_for_bit():
@@ -31,20 +19,20 @@ def test_relu_squared_matches_torch_bit_for_bit():
     h.view(-1)[: edge.numel()] = edge
     g = torch.randn(h.shape, generator=gen)
     g.view(-1)[: edge.numel()] = torch.tensor([-1.0, -2.0, -3.0, 1.0, -1.0, 2.0, 2.0, 1.0, -1.0, 1.0, 1.0, 0.0, -0.0, -5.0])
-    want = _through(lambda t: F.relu(t).square(), h, g)
-    got = _through(cpu_relu2.relu_squared, h, g)
+    want = through(lambda t: F.relu(t).square(), h, g)
+    got = through(cpu_relu2.relu_squared, h, g)
     for a, b in zip(got, want):
-        _same(a, b)
+        assert_same_bits(a, b)
 
 
 def test_non_contiguous_inputs_and_gradients():
     gen = torch.Generator().manual_seed(1)
     h = torch.randn(96, 64, generator=gen).t()  # a transposed view
     g = torch.randn(96, 64, generator=gen).t()
-    want = _through(lambda t: F.relu(t).square(), h, g)
-    got = _through(cpu_relu2.relu_squared, h, g)
+    want = through(lambda t: F.relu(t).square(), h, g)
+    got = through(cpu_relu2.relu_squared, h, g)
     for a, b in zip(got, want):
-        _same(a, b)
+        assert_same_bits(a, b)
 
 
 def test_turned_off_it_is_torchs_ops(monkeypatch):

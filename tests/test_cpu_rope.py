@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from models.layers import apply_rotary, rotary_tables
+from autograd_bits import assert_same_bits, through
 from scaling import cpu_rope
 
 
@@ -14,19 +15,6 @@ def _torch_rotary(x, cos, sin):
     cos, sin = cos[:, :T], sin[:, :T]
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat([x1 * cos + x2 * sin, x2 * cos - x1 * sin], dim=-1)
-
-
-def _through(f, x, g, cos, sin):
-    x = x.detach().clone().requires_grad_()
-    y = f(x, cos, sin)
-    y.backward(g)
-    return y.detach(), x.grad
-
-
-def _same(got: torch.Tensor, want: torch.Tensor) -> None:
-    nan = want.isnan()
-    assert torch.equal(got.isnan(), nan)  # (a NaN's payload is not a contract)
-    assert torch.equal(got[~nan].view(torch.int32), want[~nan].view(torch.int32))
 
 
 def test_rotary_matches_torch_bit_for_bit():
@@ -40,8 +28,8 @@ def test_rotary_matches_torch_bit_for_bit():
     g = torch.randn(x.shape, generator=gen)
     g.view(-1)[100: 100 + edge.numel()] = edge
     assert cpu_rope.serves(x, cos[:, :48], sin[:, :48])
-    for got, want in zip(_through(apply_rotary, x, g, cos, sin), _through(_torch_rotary, x, g, cos, sin)):
-        _same(got, want)
+    for got, want in zip(through(apply_rotary, x, g, cos, sin), through(_torch_rotary, x, g, cos, sin)):
+        assert_same_bits(got, want)
 
 
 def test_non_contiguous_gradient_and_torch_elsewhere():
@@ -49,7 +37,7 @@ def test_non_contiguous_gradient_and_torch_elsewhere():
     cos, sin = rotary_tables(16, 8)
     x = torch.randn(2, 16, 3, 8)
     g = torch.randn(2, 3, 16, 8).transpose(1, 2)
-    for got, want in zip(_through(apply_rotary, x, g, cos, sin), _through(_torch_rotary, x, g, cos, sin)):
-        _same(got, want)
+    for got, want in zip(through(apply_rotary, x, g, cos, sin), through(_torch_rotary, x, g, cos, sin)):
+        assert_same_bits(got, want)
     assert not cpu_rope.serves(x.double(), cos[:, :16], sin[:, :16])
     assert not cpu_rope.serves(x, cos[:, :16].requires_grad_(), sin[:, :16])

@@ -219,8 +219,7 @@ def pairs(x: torch.Tensor, last: QuantSpec | None, first: QuantSpec | None) -> b
 
     if os.environ.get("SCALING_PAIRS", "1") == "0":
         return False
-    return (x.dim() == 2 and x.numel() > 0 and enabled(x) and last is not None and first is not None
-            and supports(last) and supports(first) and pairable(last, first))
+    return x.dim() == 2 and x.numel() > 0 and enabled(x) and pairable(last, first)
 
 
 def gemm_operand_pair(x: torch.Tensor, last: QuantSpec, last_seed: int | Seeds | None, first: QuantSpec,

@@ -23,19 +23,12 @@ import triton
 import triton.language as tl
 
 from scaling import formats
-from scaling.kernels.quantize import (_bench, _encode_scale, _load_rotated, _load_tile, _offsets_pass_int32, _program_signs,
-                                      _quantize_tile, _rotate, _store_halves, _stream_key, _tile_offsets, _tuning, _wide_strides,
-                                      tile_candidates, tuned_config)
+from scaling.kernels import supports
+from scaling.kernels.quantize import (_bench, _encode_scale, _load_rotated, _load_tile, _offsets_pass_int32,
+                                      _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_amax,
+                                      _tile_offsets, _tuning, _wide_strides, tile_candidates, tuned_config)
 from scaling.quant import QuantSpec, scale_constants
 from scaling.transforms import norm_factor
-
-
-@triton.jit
-def _tile_amax(x, BR: tl.constexpr, BK: tl.constexpr):
-    """max |x| over a (BR, BK) tile, over runs of 16 along its rows first (as `_amax_kernel`)."""
-    RUN: tl.constexpr = 16 if BK >= 16 else BK
-    runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
-    return tl.max(tl.max(runs, axis=1), axis=0)
 
 
 @triton.jit
@@ -176,7 +169,7 @@ def _core(spec: QuantSpec) -> QuantSpec:
 def pairable(last: QuantSpec | None, first: QuantSpec | None) -> bool:
     """Whether `quantize_pair` serves these specs (last: along the last axis; first: along dim 0):
     blocks of 1 x 16 or 1 x 32, no 4/6 or MS-EDEN, transforms of at most 32, and the same element
-    and scale formats (bound, cap, headroom) in both; SR onto FP4 only (as `supports`)."""
+    and scale formats (bound, cap, headroom) in both, each one the kernels cover (`supports`)."""
     if last is None or first is None:
         return False
     specs = (last, first)
@@ -184,7 +177,7 @@ def pairable(last: QuantSpec | None, first: QuantSpec | None) -> bool:
         return False
     if _core(last) != _core(first) or last.block is None or last.block_rows != 1 or last.block_k not in (16, 32):
         return False
-    return not any(s.rounding == "sr" and s.elem in ("e4m3", "e5m2") for s in specs)
+    return all(supports(s) for s in specs)
 
 
 def _rotation(spec: QuantSpec, suffix: str) -> dict:

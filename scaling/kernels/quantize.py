@@ -457,6 +457,16 @@ def _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.c
     tl.store(out_ptr + offs + 8 * stride_k, tl.reshape(hi, (BR, NG, 8)).to(dtype), mask=mask)
 
 
+@triton.jit
+def _tile_amax(x, BR: tl.constexpr, BK: tl.constexpr):
+    """max |x| over a (BR, BK) tile: over runs of 16 along its rows first, as the quantize kernel's
+    block reductions do. After butterflies Triton then needs fewer layout conversions (29 -> 23
+    shared-memory barriers per RHT16 tile in the sm_90 PTX). A max is exact in any order."""
+    RUN: tl.constexpr = 16 if BK >= 16 else BK
+    runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
+    return tl.max(tl.max(runs, axis=1), axis=0)
+
+
 # --- kernels ---------------------------------------------------------------------------------------
 
 @triton.jit
@@ -484,12 +494,7 @@ def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr
         if PLAIN:
             tl.atomic_max(plain_ptr, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
         x = _rotate(x, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
-        # Max over runs of 16 along K first, as the quantize kernel's block reductions do: after the
-        # butterflies Triton then needs fewer layout conversions (29 -> 23 shared-memory barriers per
-        # RHT16 tile in the sm_90 PTX). A max is exact in any order.
-        RUN: tl.constexpr = 16 if BK >= 16 else BK
-        runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
-        tl.atomic_max(amax_ptr, tl.max(tl.max(runs, axis=1), axis=0) * NORM)
+        tl.atomic_max(amax_ptr, _tile_amax(x, BR, BK) * NORM)
 
 
 @triton.jit
@@ -819,8 +824,7 @@ def tuned_config(tuner, kernel, values: dict, key: tuple[str, ...] = _TUNE_KEY) 
     return (f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
             + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else "")
             + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else "")
-            + (f" iters {c.kwargs['ITERS']}" if c.kwargs.get("ITERS", 1) > 1 else "")
-            + (" reload" if c.kwargs.get("RELOAD") else ""))
+            + (f" iters {c.kwargs['ITERS']}" if c.kwargs.get("ITERS", 1) > 1 else ""))
 
 
 class Launch:

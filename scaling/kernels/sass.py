@@ -52,6 +52,18 @@ def _launch(spec: QuantSpec, dim: int, K: int) -> Q.Launch:
     return Q.Launch(torch.empty(shape, device="meta"), spec, dim, None, torch.bfloat16)
 
 
+def _compile_sm90(kernel, types: dict[str, str], constants: dict, warps: int):
+    """A kernel compiled for sm_90 as the GPU would launch it: `types` the runtime arguments' (the
+    pointers and i32s divisible by 16), `constants` the compile-time ones; no FMA contraction."""
+    names = kernel.arg_names
+    signature = {n: types.get(n, "constexpr") for n in names}
+    hints = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+             if n not in constants and (signature[n].startswith("*") or signature[n] == "i32")}
+    source = ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=hints)
+    options = triton.compiler.make_backend(TARGET).parse_options({"num_warps": warps, "enable_fp_fusion": False})
+    return triton.compile(source, target=TARGET, options=options.__dict__)
+
+
 def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int,
                      halves: int = 0, iters: int = 1):
     """The quantize kernel for one spec and tile, compiled for sm_90 as the GPU would launch it: the
@@ -59,14 +71,9 @@ def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warp
     launch = _launch(spec, dim, K)
     cfg = dict(launch.cfg, TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     unit = "stride_k" if launch.stride_k == 1 else "stride_r"
-    names = Q._quantize_kernel.arg_names
-    constants = {k: v for k, v in cfg.items() if k in names} | {unit: 1}
-    signature = {**_SIGNATURE, **{k: "constexpr" for k in constants}}
-    hints = {(names.index(n),): [["tt.divisibility", 16]] for n in names
-             if n not in constants and (signature[n].startswith("*") or n in ("R", "K", "stride_r", "stride_k"))}
-    source = ASTSource(fn=Q._quantize_kernel, signature=signature, constexprs=constants, attrs=hints)
-    options = triton.compiler.make_backend(TARGET).parse_options({"num_warps": warps, "enable_fp_fusion": False})
-    return triton.compile(source, target=TARGET, options=options.__dict__)
+    constants = {k: v for k, v in cfg.items() if k in Q._quantize_kernel.arg_names} | {unit: 1}
+    types = {n: t for n, t in _SIGNATURE.items() if n not in constants}
+    return _compile_sm90(Q._quantize_kernel, types, constants, warps)
 
 
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
@@ -77,16 +84,11 @@ def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, b
 
     cfg = dict(pair._pair_config(last, first, D, T), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     kernel = pair._pair_kernel
-    names = kernel.arg_names
-    constants = {k: v for k, v in cfg.items() if k in names}
-    signature = {n: ("*bf16" if n in ("x_ptr", "last_ptr", "first_ptr") else "*i64" if n.startswith("seeds")
-                     else "*fp32" if n.endswith("_ptr") else "i32" if n in ("D", "T") else "fp32")
-                 for n in names if n not in constants} | {k: "constexpr" for k in constants}
-    hints = {(names.index(n),): [["tt.divisibility", 16]] for n in names
-             if n not in constants and (signature[n].startswith("*") or n in ("D", "T"))}
-    source = ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=hints)
-    options = triton.compiler.make_backend(TARGET).parse_options({"num_warps": warps, "enable_fp_fusion": False})
-    return triton.compile(source, target=TARGET, options=options.__dict__)
+    constants = {k: v for k, v in cfg.items() if k in kernel.arg_names}
+    types = {n: ("*bf16" if n in ("x_ptr", "last_ptr", "first_ptr") else "*i64" if n.startswith("seeds")
+                 else "*fp32" if n.endswith("_ptr") else "i32" if n in ("D", "T") else "fp32")
+             for n in kernel.arg_names if n not in constants}
+    return _compile_sm90(kernel, types, constants, warps)
 
 
 def machine_code(compiled) -> tuple[str, str]:
