@@ -27,6 +27,7 @@ nv, uf = get_recipe("nvfp4"), get_recipe("ufp4")
 rows |= {f"pair{n}": sass.count_pair(nv.dgrad_dy, nv.wgrad_dy, 16384, 4096, 2048, 16, 2, 2, 0, n) for n in (1, 4)}
 rows["pair_halves"] = sass.count_pair(nv.dgrad_dy, nv.wgrad_dy, 16384, 4096, 2048, 16, 2, 2, 2)
 rows["pair_rht16"] = sass.count_pair(uf.dgrad_dy, uf.wgrad_dy, 16384, 4096, 2048, 16, 2, 2, 1)
+rows["eden"] = sass.count(get_recipe("quartet2").dgrad_dy, -1, 4096, 4096, 128, 4, 0)  # RHT128 + MS-EDEN
 print(json.dumps(rows))
 """
 
@@ -63,3 +64,9 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     assert pair4["instructions_per_element"] < pair1["instructions_per_element"] < 200
     assert halves["shuffles"] == rht16["shuffles"] == 0 < pair1["shuffles"]
     assert halves["instructions_per_element"] < pair1["instructions_per_element"]
+
+    # MS-EDEN after RHT128 works on the tile in its load layout (`_in_layout_of`): a thread's
+    # elements in few blocks. In the butterflies' layout it took 140 instructions per element and
+    # 239 registers (each block's scale and EDEN sums made by every thread touching the block).
+    eden = rows["eden"]
+    assert eden["stack_bytes"] == 0 and eden["registers"] <= 128 and eden["instructions_per_element"] < 100

@@ -42,7 +42,7 @@ def _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, sig
     instructions with 1.3-2x the registers (168-255 against 80-192), and the H200's tuner picked
     the reloaded tile for both of nvfp4's pairs.)"""
     xl, _ = _load_rotated(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
-                          LOG2H_L, NORM_L, SIGNS_L, HALVES, 0, False)
+                          LOG2H_L, NORM_L, SIGNS_L, HALVES, 0, False, False)
     return xl
 
 

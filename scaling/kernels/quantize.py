@@ -385,18 +385,34 @@ def _scaled(x, x_scale, HAS_SCALE: tl.constexpr):
 def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale,
                   BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                   NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
-                  HAS_SCALE: tl.constexpr):
+                  HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
     """The program's (BR, BK) tile in float32 (times x_scale where HAS_SCALE), rotated along K (signs
-    from `_program_signs`), and its row indices."""
+    from `_program_signs`), and its row indices. LOAD_LAYOUT: the rotated tile is laid out in
+    registers as loaded (`_in_layout_of`)."""
     rows = pid_r * BR + tl.arange(0, BR)
     if HALVES:  # along a contiguous K, in halves (rotated by RHT16), then each run's 16 put back together
         lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
                               HAD, NORM, RAND_SIGNS, HAS_SCALE)
         x = tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK))
     else:  # (one return: Triton compiles what follows a return inside a compile-time branch too)
-        x = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
-        x = _rotate(x, signs_a, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
+        loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
+        x = _rotate(loaded, signs_a, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
+        if LOAD_LAYOUT:
+            x = _in_layout_of(x, loaded, K)
     return x, rows
+
+
+@triton.jit
+def _in_layout_of(x, like, K):
+    """x, the same bits, in the register layout of `like` (a tensor of x's shape): or-ed with like's
+    bits and'ed with K >> 31, a zero the compiler cannot see (K >= 0), so one layout conversion is
+    made here. For MS-EDEN after RHT128 the compiler otherwise kept the butterflies' layout, in which
+    a thread's elements fall in many blocks: each block's scale, division and EDEN sums were made per
+    thread that touches it (sm_90, quartet2's 4096-element tile: 140 instructions per element and
+    239 registers; 78 and 96 with the conversion). Other rotations gain nothing from it (+1)."""
+    zero = (K >> 31).to(tl.uint32)
+    bits = x.to(tl.uint32, bitcast=True) | (like.to(tl.uint32, bitcast=True) & zero)
+    return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -626,7 +642,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
     for i in range(ITERS):
         pid_r = tl.program_id(0) * ITERS + i
         x, rows = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale,
-                                BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW, HAS_SCALE)
+                                BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW, HAS_SCALE, EDEN)
         out = _quantize_tile(x, rows, pid_k * BK, K, s_enc, round_key, scale_key, target, BR, BK, LOG2H,
                              BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
                              ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
