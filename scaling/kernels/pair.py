@@ -24,9 +24,10 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_bench, _encode_scale, _load_rotated, _load_tile, _offsets_pass_int32,
+from scaling.kernels.quantize import (_encode_scale, _load_rotated, _load_tile, _offsets_pass_int32,
                                       _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_amax,
-                                      _tile_offsets, _tuning, _wide_strides, tile_candidates, tuned_config)
+                                      _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
+                                      tuned_config)
 from scaling.quant import QuantSpec, scale_constants
 from scaling.transforms import norm_factor
 
@@ -137,7 +138,7 @@ def _pair_tuner(kernel, bk: int, looped: bool, halves: tuple[int, ...] = ()):
                              | ({"HALVES": h} if h is not None else {}), num_warps=w)
 
     configs = [config(*c) for c in pair_tiles(bk, halves, looped)]
-    return triton.autotune(configs, key=list(_PAIR_KEY), do_bench=_bench)(kernel)
+    return autotuned(kernel, configs, list(_PAIR_KEY))
 
 
 def pair_tiles(bk: int, halves: tuple[int, ...] = (), looped: bool = False) -> list[tuple]:

@@ -671,6 +671,14 @@ def _bench(fn, quantiles):
     return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
 
 
+def autotuned(kernel, configs: list, key: list[str]):
+    """kernel tuned over configs by timing each (`_bench`), per value of the `key` arguments. The
+    choices are kept on disk in Triton's cache (keyed by the kernel's source, the GPU target, the key
+    values and the candidates), so a relaunched run, or the next run of a study with the same shapes,
+    does not tune again."""
+    return triton.autotune(configs, key=key, do_bench=_bench, cache_results=True)(kernel)
+
+
 # On the GPU the tile (elements per program), its K extent BK and the warps are tuned per shape and
 # layout. Along a contiguous K one BK serves; along dim 0 (the wgrad layout: K strided) a short BK
 # (one block or Hadamard group of tokens) reads long rows of memory and wins (see Launch), with the
@@ -741,13 +749,13 @@ def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] 
         return triton.Config({"TILE": t, "BK": bk, "NARROW": f} | extra, num_warps=w)
 
     configs = [config(*c) for c in tile_candidates(bks, min_tile, halves, looped)]
-    return triton.autotune(configs, key=list(_TUNE_KEY), do_bench=_bench)(kernel)
+    return autotuned(kernel, configs, list(_TUNE_KEY))
 
 
 @functools.lru_cache(maxsize=None)
 def _transpose_tuner():
     configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128) for w in (4, 8)]
-    return triton.autotune(configs, key=["ROWS", "COLS"], do_bench=_bench)(_transpose_kernel)
+    return autotuned(_transpose_kernel, configs, ["ROWS", "COLS"])
 
 
 def _tuning() -> bool:
