@@ -16,6 +16,7 @@ backward ran 220 kernels, 28 now, and 1.26 -> 1.01 ms at d = 2048.)
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import torch
@@ -149,10 +150,38 @@ def _plain_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | No
     return quant.gemm_operand(x, spec, dim, seeds, dtype)
 
 
+@functools.lru_cache(maxsize=1)
+def _cpu_multiplies_bf16() -> bool:
+    """Whether this CPU multiplies BF16 natively (AMX tiles or AVX-512 BF16) through oneDNN."""
+    cpu = torch.cpu
+    return torch.backends.mkldnn.is_available() and any(
+        getattr(cpu, f, lambda: False)() for f in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
+
+
+@contextlib.contextmanager
+def _bf16_products_on_cpu(exact: bool):
+    """On a CPU, FP32 GEMMs of operands exact in BF16 run as BF16 products with FP32 accumulation
+    (oneDNN's BF16 math mode for FP32 matmuls: the operands' conversion to BF16 rounds nothing). The
+    same sums as the GPU's BF16 GEMMs make, in another order than MKL's FP32 GEMM; on this machine's
+    AMX, nanochat 1M's nvfp4 step 781 -> 692 ms. Elsewhere, or with SCALING_CPU_BF16_GEMM=0 (for A/B
+    timing): IEEE FP32 GEMMs."""
+    if not (exact and _cpu_multiplies_bf16() and os.environ.get("SCALING_CPU_BF16_GEMM", "1") != "0"):
+        yield
+        return
+    matmul = torch.backends.mkldnn.matmul
+    before = matmul.fp32_precision
+    matmul.fp32_precision = "bf16"
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = before
+
+
 def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
-            bias: torch.Tensor | None = None) -> torch.Tensor:
+            bias: torch.Tensor | None = None, bf16_exact: bool = False) -> torch.Tensor:
     """a @ b with FP32 accumulation, times the tensor scales (0-d FP32 tensors, or None for an operand
-    without one), plus bias, rounded once to `dtype`."""
+    without one), plus bias, rounded once to `dtype`. `bf16_exact`: both operands hold values exact in
+    BF16 (`Recipe.gemm_in_bf16`)."""
     scales = [inv for inv in (inv_a, inv_b) if inv is not None]
     if a.is_cuda:
         if bias is None and not scales and dtype in (a.dtype, torch.float32):
@@ -169,7 +198,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
 
             return scale_cast(out, scales[0], scales[1] if len(scales) > 1 else None, dtype)
     else:
-        out = torch.mm(a.float(), b.float())
+        with _bf16_products_on_cpu(bf16_exact):
+            out = torch.mm(a.float(), b.float())
     if scales:
         out = out * _product(scales)
     if bias is not None:
@@ -199,7 +229,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
         else:
             xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x)
         wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
-        y = _matmul(xq, wq.t(), inv_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias)
+        y = _matmul(xq, wq.t(), inv_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
+                    recipe.gemm_in_bf16("fprop"))
         # dgrad's W operand is fprop's when the spec gives the same values along either axis (NVFP4's
         # 16x16 tiles): keep it instead of quantizing W again. (Observers see every operand computed.)
         ctx.w_is_operand = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w
@@ -234,12 +265,12 @@ class _QuantizedLinearFn(torch.autograd.Function):
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
             a, ia = pair[0] if pair else layer.operand("dgrad", "dy", dy, -1, dtype, amax=amax_dgrad_dy)
             b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype, w_scale)
-            dx = _matmul(a, b, ia, ib, ctx.x_dtype)
+            dx = _matmul(a, b, ia, ib, ctx.x_dtype, bf16_exact=layer.recipe.gemm_in_bf16("dgrad"))
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
             a, ia = pair[1] if pair else layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
             b, ib = ((x, inv_x) if ctx.x_is_operand
                      else layer.operand("wgrad", "x", x, 0, dtype, x_scale, amax=amax_wgrad_x))
-            dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype)
+            dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype, bf16_exact=layer.recipe.gemm_in_bf16("wgrad"))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
         return dx, dw, db, None

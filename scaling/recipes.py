@@ -66,6 +66,11 @@ class Recipe:
         can run on BF16 tensor cores without rounding it."""
         return all(getattr(self, o) is None or getattr(self, o).bf16_exact for o in OPERANDS)
 
+    def gemm_in_bf16(self, gemm: str) -> bool:
+        """Whether both of this GEMM's operands are quantized to values exact in BF16 (QuantSpec.bf16_exact):
+        then BF16 products with FP32 accumulation give the GEMM without rounding an operand."""
+        return all(getattr(self, o) is not None and getattr(self, o).bf16_exact for o in GEMMS[gemm])
+
     def describe_gemm(self, gemm: str) -> str:
         a, b = GEMMS[gemm]
         sa, sb = getattr(self, a), getattr(self, b)

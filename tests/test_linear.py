@@ -280,3 +280,39 @@ def test_gemm_operands_are_bf16_on_a_gpu_only_where_bf16_holds_them():
     x = torch.randn(64, 64)
     op, _ = quant.gemm_operand(x, fp32_blocks.fprop_x, -1, None, torch.float32)
     assert not torch.equal(op.bfloat16().float(), op)
+
+
+def _with_cpu_bf16_gemm(monkeypatch, on: str, layer, x):
+    monkeypatch.setenv("SCALING_CPU_BF16_GEMM", on)
+    layer.weight.grad = None
+    y, gx = _run(layer, x)
+    return y, gx, layer.weight.grad.clone()
+
+
+def test_cpu_bf16_products_only_for_gemms_of_bf16_exact_operands(monkeypatch):
+    """On a CPU that multiplies BF16 natively, a GEMM whose two operands are quantized to BF16-exact
+    values runs as BF16 products with FP32 accumulation (close to MKL's FP32 GEMM, another sum order);
+    a GEMM with an unquantized FP32 operand keeps IEEE FP32 (its operand is not rounded)."""
+    import dataclasses
+
+    from scaling import linear
+
+    if not linear._cpu_multiplies_bf16():
+        pytest.skip("this CPU has no native BF16 products (AMX or AVX-512 BF16)")
+    torch.manual_seed(3)
+    # blocks of very different scales along K, so that FP32 sums of products round (FP4 values of
+    # one scale sum exactly in any order)
+    x = torch.randn(256, 128) * torch.logspace(-3, 3, 128)
+    nv = get_recipe("nvfp4")
+    layer = QLinear.from_linear(nn.Linear(128, 64, bias=False), nv, 0, 0)
+    ieee, fast = (_with_cpu_bf16_gemm(monkeypatch, on, layer, x) for on in ("0", "1"))
+    assert not all(torch.equal(a, b) for a, b in zip(ieee, fast)), "the BF16 products were not used"
+    for a, b in zip(ieee, fast):  # the same sums in another order (elementwise, cancellation can be large)
+        assert ((b - a).norm() / a.norm()).item() < 1e-6
+    assert all(torch.equal(a, b) for a, b in zip(fast, _with_cpu_bf16_gemm(monkeypatch, "1", layer, x)))
+
+    # fprop's X unquantized (FP32): the forward GEMM stays IEEE, bit for bit
+    partial = dataclasses.replace(nv, name="nvfp4-fp32-x", fprop_x=None)
+    layer = QLinear.from_linear(nn.Linear(128, 64, bias=False), partial, 0, 0)
+    (y0, *_), (y1, *_) = (_with_cpu_bf16_gemm(monkeypatch, on, layer, x) for on in ("0", "1"))
+    assert torch.equal(y0, y1)
