@@ -163,7 +163,7 @@ def _bf16_products_on_cpu(exact: bool):
     """On a CPU, FP32 GEMMs of operands exact in BF16 run as BF16 products with FP32 accumulation
     (oneDNN's BF16 math mode for FP32 matmuls: the operands' conversion to BF16 rounds nothing). The
     same sums as the GPU's BF16 GEMMs make, in another order than MKL's FP32 GEMM; on this machine's
-    AMX, nanochat 1M's nvfp4 step 781 -> 692 ms. Elsewhere, or with SCALING_CPU_BF16_GEMM=0 (for A/B
+    AMX, nanochat 1M's nvfp4 step 742 -> 684 ms. Elsewhere, or with SCALING_CPU_BF16_GEMM=0 (for A/B
     timing): IEEE FP32 GEMMs."""
     if not (exact and _cpu_multiplies_bf16() and os.environ.get("SCALING_CPU_BF16_GEMM", "1") != "0"):
         yield
