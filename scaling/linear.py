@@ -158,21 +158,21 @@ def _cpu_multiplies_bf16() -> bool:
         getattr(cpu, f, lambda: False)() for f in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
 
 
-@contextlib.contextmanager
-def _bf16_products_on_cpu(exact: bool):
-    """On a CPU, FP32 GEMMs of operands exact in BF16 run as BF16 products with FP32 accumulation
-    (oneDNN's BF16 math mode for FP32 matmuls: the operands' conversion to BF16 rounds nothing). The
-    same sums as the GPU's BF16 GEMMs make, in another order than MKL's FP32 GEMM; on this machine's
-    AMX, nanochat 1M's nvfp4 step 742 -> 684 ms. Elsewhere, or with SCALING_CPU_BF16_GEMM=0 (for A/B
-    timing): IEEE FP32 GEMMs."""
-    if not (exact and _cpu_multiplies_bf16() and os.environ.get("SCALING_CPU_BF16_GEMM", "1") != "0"):
-        yield
-        return
+def _cpu_mm(a: torch.Tensor, b: torch.Tensor, bf16_exact: bool) -> torch.Tensor:
+    """a @ b on a CPU in FP32. Where both operands are exact in BF16 and the CPU multiplies BF16
+    natively, as BF16 products with FP32 accumulation (oneDNN's BF16 math mode for FP32 matmuls: the
+    operands' conversion to BF16 rounds nothing): the same sums as the GPU's BF16 GEMMs make, in
+    another order than MKL's FP32 GEMM; on this machine's AMX, nanochat 1M's nvfp4 step 742 -> 684
+    ms. Else, with SCALING_CPU_BF16_GEMM=0 (for A/B timing), or while torch.compile traces (setting
+    the flag would break its graph): IEEE FP32."""
+    if (not bf16_exact or torch.compiler.is_compiling() or os.environ.get("SCALING_CPU_BF16_GEMM", "1") == "0"
+            or not _cpu_multiplies_bf16()):
+        return torch.mm(a, b)
     matmul = torch.backends.mkldnn.matmul
     before = matmul.fp32_precision
     matmul.fp32_precision = "bf16"
     try:
-        yield
+        return torch.mm(a, b)
     finally:
         matmul.fp32_precision = before
 
@@ -198,8 +198,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
 
             return scale_cast(out, scales[0], scales[1] if len(scales) > 1 else None, dtype)
     else:
-        with _bf16_products_on_cpu(bf16_exact):
-            out = torch.mm(a.float(), b.float())
+        out = _cpu_mm(a.float(), b.float(), bf16_exact)
     if scales:
         out = out * _product(scales)
     if bias is not None:
