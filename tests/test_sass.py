@@ -28,6 +28,7 @@ rows |= {f"pair{n}": sass.count_pair(nv.dgrad_dy, nv.wgrad_dy, 16384, 4096, 2048
 rows["pair_halves"] = sass.count_pair(nv.dgrad_dy, nv.wgrad_dy, 16384, 4096, 2048, 16, 2, 2, 2)
 rows["pair_rht16"] = sass.count_pair(uf.dgrad_dy, uf.wgrad_dy, 16384, 4096, 2048, 16, 2, 2, 1)
 rows["eden"] = sass.count(get_recipe("quartet2").dgrad_dy, -1, 4096, 4096, 128, 4, 0)  # RHT128 + MS-EDEN
+rows["rht128_amax"] = sass.count_amax(get_recipe("quartet2").dgrad_dy, -1, 4096, 8192, 128, 8, 0)
 print(json.dumps(rows))
 """
 
@@ -70,3 +71,7 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     # 239 registers (each block's scale and EDEN sums made by every thread touching the block).
     eden = rows["eden"]
     assert eden["stack_bytes"] == 0 and eden["registers"] <= 128 and eden["instructions_per_element"] < 100
+    # ... and so does the RHT128 amax pass's max (in the butterflies' layout: 33.6 instructions and
+    # 5.4 shuffles per element, the max's; 25.9 and 1.6 in the load layout)
+    amax = rows["rht128_amax"]
+    assert amax["stack_bytes"] == 0 and amax["instructions_per_element"] < 30 and amax["shuffles"] / (8192 / 256) < 3

@@ -76,6 +76,18 @@ def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warp
     return _compile_sm90(Q._quantize_kernel, types, constants, warps)
 
 
+def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int, halves: int = 0):
+    """The amax pass (`Q._amax_kernel`) for one spec and tile, compiled for sm_90 as `compile_quantize`,
+    on the view the pass reads (`Launch._amax_view`)."""
+    launch = _launch(spec, dim, K)
+    consts = dict(launch._amax_consts(), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves)
+    unit = "stride_k" if launch._amax_view()[3] == 1 else "stride_r"
+    constants = {k: v for k, v in consts.items() if k in Q._amax_kernel.arg_names} | {unit: 1}
+    types = {n: ("*fp32" if n == "plain_ptr" else t) for n, t in (_SIGNATURE | {"plain_ptr": ""}).items()
+             if n in Q._amax_kernel.arg_names and n not in constants}
+    return _compile_sm90(Q._amax_kernel, types, constants, warps)
+
+
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
                  halves: int = 0, iters: int = 1):
     """The pair kernel (`scaling.kernels.pair`) for a (T, D) input and one tile, compiled for sm_90
@@ -133,6 +145,12 @@ def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, nar
     ITERS tiles counted as its body, once per tile, and what precedes it, once per program)."""
     compiled = compile_quantize(spec, dim, K, tile, bk, warps, narrow, halves, iters)
     return _counted(compiled, tile, bk, warps, narrow, halves, iters)
+
+
+def count_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int,
+               halves: int = 0) -> dict:
+    """`count` for the amax pass (per element read)."""
+    return _counted(compile_amax(spec, dim, K, tile, bk, warps, narrow, halves), tile, bk, warps, narrow, halves, 1)
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
