@@ -162,9 +162,9 @@ def _cpu_mm(a: torch.Tensor, b: torch.Tensor, bf16_exact: bool) -> torch.Tensor:
     """a @ b on a CPU in FP32. Where both operands are exact in BF16 and the CPU multiplies BF16
     natively, as BF16 products with FP32 accumulation (oneDNN's BF16 math mode for FP32 matmuls: the
     operands' conversion to BF16 rounds nothing): the same sums as the GPU's BF16 GEMMs make, in
-    another order than MKL's FP32 GEMM; on this machine's AMX, nanochat 1M's nvfp4 step 742 -> 684
-    ms. Else, with SCALING_CPU_BF16_GEMM=0 (for A/B timing), or while torch.compile traces (setting
-    the flag would break its graph): IEEE FP32."""
+    another order than MKL's FP32 GEMM (on this machine's AMX, `scaling bench cpu`: llama2 1M's nvfp4
+    step 838-858 -> 717-731 ms). Else, with SCALING_CPU_BF16_GEMM=0 (for A/B timing), or while
+    torch.compile traces (setting the flag would break its graph): IEEE FP32."""
     if (not bf16_exact or torch.compiler.is_compiling() or os.environ.get("SCALING_CPU_BF16_GEMM", "1") == "0"
             or not _cpu_multiplies_bf16()):
         return torch.mm(a, b)

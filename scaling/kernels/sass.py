@@ -83,7 +83,7 @@ def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: i
     consts = dict(launch._amax_consts(), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves)
     unit = "stride_k" if launch._amax_view()[3] == 1 else "stride_r"
     constants = {k: v for k, v in consts.items() if k in Q._amax_kernel.arg_names} | {unit: 1}
-    types = {n: ("*fp32" if n == "plain_ptr" else t) for n, t in (_SIGNATURE | {"plain_ptr": ""}).items()
+    types = {n: t for n, t in (_SIGNATURE | {"plain_ptr": "*fp32"}).items()
              if n in Q._amax_kernel.arg_names and n not in constants}
     return _compile_sm90(Q._amax_kernel, types, constants, warps)
 
