@@ -152,22 +152,19 @@ def _plain_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | No
 
 @functools.lru_cache(maxsize=1)
 def _cpu_multiplies_bf16() -> bool:
-    """Whether this CPU multiplies BF16 natively (AMX tiles or AVX-512 BF16) through oneDNN."""
+    """Whether FP32 matmuls in oneDNN's BF16 math mode run as BF16 products here: the CPU has them
+    (AMX tiles or AVX-512 BF16) and this torch honours the mode, probed once on operands that BF16
+    rounds (1 + 2^-12 -> 1). (On the GPU machine's CPU and torch 2.11 the mode changed nothing.)"""
     cpu = torch.cpu
-    return torch.backends.mkldnn.is_available() and any(
-        getattr(cpu, f, lambda: False)() for f in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
+    if not torch.backends.mkldnn.is_available() or not any(
+            getattr(cpu, f, lambda: False)() for f in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")):
+        return False
+    a, b = torch.full((64, 64), 1 + 2.0 ** -12), torch.ones(64, 64)
+    return bool(_bf16_mode_mm(a, b)[0, 0] == 64)
 
 
-def _cpu_mm(a: torch.Tensor, b: torch.Tensor, bf16_exact: bool) -> torch.Tensor:
-    """a @ b on a CPU in FP32. Where both operands are exact in BF16 and the CPU multiplies BF16
-    natively, as BF16 products with FP32 accumulation (oneDNN's BF16 math mode for FP32 matmuls: the
-    operands' conversion to BF16 rounds nothing): the same sums as the GPU's BF16 GEMMs make, in
-    another order than MKL's FP32 GEMM (on this machine's AMX, `scaling bench cpu`: llama2 1M's nvfp4
-    step 838-858 -> 717-731 ms). Else, with SCALING_CPU_BF16_GEMM=0 (for A/B timing), or while
-    torch.compile traces (setting the flag would break its graph): IEEE FP32."""
-    if (not bf16_exact or torch.compiler.is_compiling() or os.environ.get("SCALING_CPU_BF16_GEMM", "1") == "0"
-            or not _cpu_multiplies_bf16()):
-        return torch.mm(a, b)
+def _bf16_mode_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b (FP32) with oneDNN's BF16 math mode on for the call."""
     matmul = torch.backends.mkldnn.matmul
     before = matmul.fp32_precision
     matmul.fp32_precision = "bf16"
@@ -175,6 +172,20 @@ def _cpu_mm(a: torch.Tensor, b: torch.Tensor, bf16_exact: bool) -> torch.Tensor:
         return torch.mm(a, b)
     finally:
         matmul.fp32_precision = before
+
+
+def _cpu_mm(a: torch.Tensor, b: torch.Tensor, bf16_exact: bool) -> torch.Tensor:
+    """a @ b on a CPU in FP32. Where both operands are exact in BF16 and the CPU multiplies BF16
+    natively (`_cpu_multiplies_bf16`), as BF16 products with FP32 accumulation (oneDNN's BF16 math
+    mode for FP32 matmuls: the operands' conversion to BF16 rounds nothing): the same sums as the
+    GPU's BF16 GEMMs make, in another order than MKL's FP32 GEMM (on this machine's AMX, `scaling
+    bench cpu`: llama2 1M's nvfp4 step 838-858 -> 717-731 ms). Else, with SCALING_CPU_BF16_GEMM=0
+    (for A/B timing), or while torch.compile traces (setting the flag would break its graph): IEEE
+    FP32."""
+    if (not bf16_exact or torch.compiler.is_compiling() or os.environ.get("SCALING_CPU_BF16_GEMM", "1") == "0"
+            or not _cpu_multiplies_bf16()):
+        return torch.mm(a, b)
+    return _bf16_mode_mm(a, b)
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, inv_a, inv_b, dtype: torch.dtype,
