@@ -24,7 +24,7 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_encode_scale, _load_rotated, _load_tile, _offsets_pass_int32,
+from scaling.kernels.quantize import (_atomic_max, _encode_scale, _load_rotated, _load_tile, _offsets_pass_int32,
                                       _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_amax,
                                       _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
                                       tuned_config)
@@ -51,25 +51,47 @@ def _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, sig
 def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seeds_first_ptr, D, T,
                       TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
                       HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
-                      HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr):
+                      HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
+                      ITERS: tl.constexpr):
     """Both tensor amaxes of x (T, D): after the last axis's rotation (features) and after dim 0's
-    (tokens), from one DRAM read of each (BK tokens, BR features) tile, an atomic max each. The tile
-    is held as dim 0's canonical view, (BR features, BK tokens); without a rotation along the features
-    its max is taken as it is (a max is exact in any order), else from `_last_axis_tile`. The
-    normalisations are applied to the maxima (rounding is monotone)."""
+    (tokens), from one DRAM read of each (BK tokens, BR features) tile; a program takes ITERS
+    consecutive tiles along the tokens, keeps each element's running maxima and ends with an atomic
+    max each (as `_amax_kernel`). The tile is held as dim 0's canonical view, (BR features, BK
+    tokens); without a rotation along the features its max is taken as it is (a max is exact in any
+    order), else from `_last_axis_tile`. The normalisations are applied to the maxima (rounding is
+    monotone)."""
     BR: tl.constexpr = TILE // BK
-    pid_r, pid_k = tl.program_id(0), tl.program_id(1)
+    pid_r = tl.program_id(0)
     stride_r, stride_k = _wide_strides(1, D, I64)
+    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
+    signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
+    pid_k = tl.program_id(1) * ITERS
+    most_l, most_f = _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR, BK,
+                               NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F)
+    for i in range(1, ITERS):  # (the first tile outside the loop: no max with zeros)
+        tile_l, tile_f = _pair_abs(x_ptr, pid_r, pid_k + i, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR,
+                                   BK, NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F)
+        most_l, most_f = tl.maximum(most_l, tile_l), tl.maximum(most_f, tile_f)
+    if HAD_L == 0:
+        _atomic_max(amax_last_ptr, _tile_amax(most_l, BR, BK))
+    else:
+        _atomic_max(amax_last_ptr, _tile_amax(most_l, BK, BR) * NORM_L)
+    _atomic_max(amax_first_ptr, _tile_amax(most_f, BR, BK) * NORM_F)
+
+
+@triton.jit
+def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR: tl.constexpr,
+              BK: tl.constexpr, NARROW: tl.constexpr, HAD_L: tl.constexpr, LOG2H_L: tl.constexpr,
+              SIGNS_L: tl.constexpr, HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, SIGNS_F: tl.constexpr):
+    """|the tile rotated along the features| ((BR, BK) as loaded if not rotated, else (BK, BR)) and
+    |the tile rotated along the tokens|, unnormalised: the pair amax's two maxima of one tile."""
     x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
     if HAD_L == 0:
-        tl.atomic_max(amax_last_ptr, _tile_amax(x, BR, BK))
+        last = tl.abs(x)
     else:
-        signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
-        xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L, LOG2H_L,
-                             1.0, SIGNS_L, HAD_L == 16)
-        tl.atomic_max(amax_last_ptr, _tile_amax(xl, BK, BR) * NORM_L)
-    signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
-    tl.atomic_max(amax_first_ptr, _tile_amax(_rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, 1.0, SIGNS_F), BR, BK) * NORM_F)
+        last = tl.abs(_last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L,
+                                      LOG2H_L, 1.0, SIGNS_L, HAD_L == 16))
+    return last, tl.abs(_rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, 1.0, SIGNS_F))
 
 
 @triton.jit
@@ -129,24 +151,23 @@ _PAIR_KEY = ("D", "T", "HAD_L", "HAD_F", "SR_L", "SR_F", "ELEM", "SCALE", "BLK")
 
 
 @functools.lru_cache(maxsize=None)
-def _pair_tuner(kernel, bk: int, looped: bool, halves: tuple[int, ...] = ()):
-    """The autotuned kernel over `pair_tiles`: for the quantize kernel (`looped`) with ITERS 1 and,
-    for the small tiles, 4 tiles along the tokens per program, each with the last axis's HALVES
-    choices."""
+def _pair_tuner(kernel, bk: int, halves: tuple[int, ...] = ()):
+    """The autotuned kernel over `pair_tiles`: with ITERS 1 and, for the small tiles, 4 tiles along
+    the tokens per program; for the quantize kernel each with the last axis's HALVES choices."""
     def config(t, b, w, f, h, n):
-        return triton.Config({"TILE": t, "BK": b, "NARROW": f} | ({"ITERS": n} if looped else {})
+        return triton.Config({"TILE": t, "BK": b, "NARROW": f, "ITERS": n}
                              | ({"HALVES": h} if h is not None else {}), num_warps=w)
 
-    configs = [config(*c) for c in pair_tiles(bk, halves, looped)]
+    configs = [config(*c) for c in pair_tiles(bk, halves)]
     return autotuned(kernel, configs, list(_PAIR_KEY))
 
 
-def pair_tiles(bk: int, halves: tuple[int, ...] = (), looped: bool = False) -> list[tuple]:
+def pair_tiles(bk: int, halves: tuple[int, ...] = ()) -> list[tuple]:
     """(TILE, BK, warps, NARROW, HALVES, ITERS) the pair's tuner tries: dim 0's tiles
     (quantize.tile_candidates) of at most 64 elements per thread. With 128 (8 features x 16 tokens in
     16-byte vectors) the pair spilled registers in sm_90 code (nvfp4's dY pair: 255 registers and a
     480-920 byte stack), so those tiles only cost tuning time."""
-    return [c for c in tile_candidates((bk,), 1, halves, looped) if c[0] // (32 * c[2]) <= 64]
+    return [c for c in tile_candidates((bk,), 1, halves, looped=True) if c[0] // (32 * c[2]) <= 64]
 
 
 def halves_choices(last: QuantSpec) -> tuple[int, ...]:
@@ -202,7 +223,7 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
 
 
 _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIGNS_L",
-               "HAD_F", "LOG2H_F", "NORM_F", "SIGNS_F")
+               "HAD_F", "LOG2H_F", "NORM_F", "SIGNS_F", "ITERS")
 
 
 class PairLaunch:
@@ -249,8 +270,7 @@ class PairLaunch:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
 
     def _tuner(self, kernel):
-        quantize = kernel is _pair_kernel
-        return _pair_tuner(kernel, self.cfg["BK"], quantize, self.halves if quantize else ())
+        return _pair_tuner(kernel, self.cfg["BK"], self.halves if kernel is _pair_kernel else ())
 
     def run_amax(self) -> None:
         """Both tensor amaxes, one read (an atomic max each: reruns leave the same values)."""

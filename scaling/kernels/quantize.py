@@ -489,33 +489,66 @@ def _tile_amax(x, BR: tl.constexpr, BK: tl.constexpr):
 def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
-                 HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr, I64: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
-    """Tensor amax of the (rotated) canonical view: one read, an atomic max per tile. HALVES: RHT16
-    along a contiguous K, rotated in two halves (`_load_halves`). PLAIN (not with HALVES): also
-    the amax of the tile before the rotation, into plain_ptr (`tensor_amaxes`). LOAD_LAYOUT: the
-    rotated tile's max is taken in its load layout (`_in_layout_of`; a rotation along a contiguous K:
-    sm_90, MS-EDEN's RHT128 at the 8192-element tile, 33.6 -> 25.9 instructions and 5.4 -> 1.6
-    shuffles per element; the max in the butterflies' layout took the shuffles)."""
+                 HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr, I64: tl.constexpr, LOAD_LAYOUT: tl.constexpr,
+                 ITERS: tl.constexpr):
+    """Tensor amax of the (rotated) canonical view: one read, an atomic max per program of ITERS
+    consecutive tiles along R (each element's running max in registers, one reduction at the end:
+    the reduction's barriers were ~20% of the H200 pair amax's stall samples in ncu). HALVES: RHT16 along a contiguous K, rotated in two
+    halves (`_load_halves`). PLAIN (not with HALVES): also the amax of the tile before the rotation,
+    into plain_ptr (`tensor_amaxes`). LOAD_LAYOUT: the rotated tile's max is taken in its load layout
+    (`_in_layout_of`; a rotation along a contiguous K: sm_90, MS-EDEN's RHT128 at the 8192-element
+    tile, 33.6 -> 25.9 instructions and 5.4 -> 1.6 shuffles per element; the max in the butterflies'
+    layout took the shuffles)."""
     BR: tl.constexpr = TILE // BK
-    pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)
     signs_a, signs_b = _program_signs(seeds_ptr, BK, HAD, RAND_SIGNS, HALVES)
     x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
-    # The rotation's normalisation is applied to the tile's max, not to each element: rounding is
+    # The rotation's normalisation is applied to the maximum, not to each element: rounding is
     # monotone, so max RN(NORM |r|) = RN(NORM max |r|) to the bit.
+    pid_r = tl.program_id(0) * ITERS
+    most, most_plain = _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
+                                    HAD, LOG2H, RAND_SIGNS, HALVES, NARROW, HAS_SCALE, LOAD_LAYOUT)
+    for i in range(1, ITERS):  # (the first tile outside the loop: no max with zeros)
+        tile, plain = _abs_rotated(x_ptr, pid_r + i, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR,
+                                   BK, HAD, LOG2H, RAND_SIGNS, HALVES, NARROW, HAS_SCALE, LOAD_LAYOUT)
+        most = tl.maximum(most, tile)
+        if PLAIN:
+            most_plain = tl.maximum(most_plain, plain)
+    if PLAIN:
+        _atomic_max(plain_ptr, tl.max(tl.max(most_plain, axis=1), axis=0))
     if HALVES:
-        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
-                              HAD, 1.0, RAND_SIGNS, HAS_SCALE)
-        tl.atomic_max(amax_ptr, tl.max(tl.max(tl.maximum(tl.abs(lo), tl.abs(hi)), axis=1), axis=0) * NORM)
+        _atomic_max(amax_ptr, tl.max(tl.max(most, axis=1), axis=0) * NORM)
+    else:
+        _atomic_max(amax_ptr, _tile_amax(most, BR, BK) * NORM)
+
+
+@triton.jit
+def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR: tl.constexpr,
+                 BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                 HALVES: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
+    """|the tile rotated, unnormalised| and |the tile as loaded| (the amax pass's two maxima; with
+    HALVES the larger of its halves, a (BR * BK / 16, 8) tile, and no plain one)."""
+    if HALVES:
+        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK, HAD,
+                              1.0, RAND_SIGNS, HAS_SCALE)
+        rotated = tl.maximum(tl.abs(lo), tl.abs(hi))
+        loaded = rotated
     else:
         loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
-        if PLAIN:
-            tl.atomic_max(plain_ptr, tl.max(tl.max(tl.abs(loaded), axis=1), axis=0))
-        x = _rotate(loaded, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
+        rotated = _rotate(loaded, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
         if LOAD_LAYOUT:
-            x = _in_layout_of(x, loaded, K)
-        tl.atomic_max(amax_ptr, _tile_amax(x, BR, BK) * NORM)
+            rotated = _in_layout_of(rotated, loaded, K)
+        rotated = tl.abs(rotated)
+    return rotated, tl.abs(loaded)
+
+
+@triton.jit
+def _atomic_max(ptr, value):
+    """An amax pass's atomic max, relaxed: the amax is read by the next kernel only, after this one
+    ends, so no fence is needed (the default acq_rel one cost ~5% of the H200 pair amax's stall
+    samples in ncu)."""
+    tl.atomic_max(ptr, value, sem="relaxed")
 
 
 @triton.jit
@@ -725,8 +758,9 @@ def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
 _TUNE_KEY = ("R", "K", "stride_k", "HAD", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN")
 
 
-# The quantize pass's tiles of at most this many elements are also tried looping over ITERS_LOOPED
-# tiles per program (`_quantize_kernel`'s ITERS): small tiles are where the per-program work counts.
+# Tiles of at most this many elements are also tried looping over ITERS_LOOPED tiles per program
+# (the kernels' ITERS): small tiles are where the per-program work (and, in an amax pass, the final
+# reduction and atomic) counts.
 LOOPED_TILE, ITERS_LOOPED = 4096, 4
 
 
@@ -734,8 +768,8 @@ def tile_candidates(bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...]
                     looped: bool = False) -> list[tuple[int, int, int, int, int | None, int | None]]:
     """(TILE, BK, warps, NARROW, HALVES, ITERS) of every tile the tuner tries for these BKs, at least
     `min_tile` rows (a 2-D block's), without repeats; NARROW only for 1-row blocks; each of `halves`
-    (the quantize pass's HALVES choices), and with `looped` (the quantize pass) ITERS 1 and, for a
-    tile of at most LOOPED_TILE, ITERS_LOOPED. None: a parameter the kernel does not tune."""
+    (the quantize pass's HALVES choices), and with `looped` ITERS 1 and, for a tile of at most
+    LOOPED_TILE, ITERS_LOOPED. None: a parameter the kernel does not tune."""
     tiles = dict.fromkeys((max(t, min_tile * bk), bk, w, f) for bk in bks for t, w, f in _tiles(bk)
                           if not (f and min_tile > 1))
 
@@ -954,7 +988,7 @@ class Launch:
                  self.amax_halves),
                 ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
                  self.bks, self.halves)):
-            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves, stage == "quantize")
+            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves, True)
             described = tuned_config(tuner, kernel, {**shape, **consts})
             if described:
                 chosen[stage] = described
@@ -962,7 +996,8 @@ class Launch:
 
     def _amax_consts(self, plain: bool = False) -> dict:
         c = self.cfg
-        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE", "I64")},
+        return {**{k: c[k] for k in ("TILE", "BK", "HAD", "LOG2H", "NORM", "RAND_SIGNS", "NARROW", "HAS_SCALE", "I64",
+                                     "ITERS")},
                 "HALVES": self.amax_halves[0] if self.amax_halves else 0, "PLAIN": plain,
                 "LOAD_LAYOUT": c["HAD"] > 0 and self._amax_view()[3] == 1}
 
@@ -988,7 +1023,8 @@ class Launch:
         consts = self._amax_consts(plain is not None)
         R, K, stride_r, stride_k, bks = self._amax_view()
         self._launch(_amax_kernel, (self.buf, self.amax, self.amax if plain is None else plain, R, K,
-                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self.amax_halves)
+                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self.amax_halves,
+                     looped=True)
 
     def run_quantize(self) -> None:
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,

@@ -76,11 +76,12 @@ def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warp
     return _compile_sm90(Q._quantize_kernel, types, constants, warps)
 
 
-def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int, halves: int = 0):
+def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int, halves: int = 0,
+                 iters: int = 1):
     """The amax pass (`Q._amax_kernel`) for one spec and tile, compiled for sm_90 as `compile_quantize`,
     on the view the pass reads (`Launch._amax_view`)."""
     launch = _launch(spec, dim, K)
-    consts = dict(launch._amax_consts(), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves)
+    consts = dict(launch._amax_consts(), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     unit = "stride_k" if launch._amax_view()[3] == 1 else "stride_r"
     constants = {k: v for k, v in consts.items() if k in Q._amax_kernel.arg_names} | {unit: 1}
     types = {n: t for n, t in (_SIGNATURE | {"plain_ptr": "*fp32"}).items()
@@ -148,9 +149,10 @@ def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, nar
 
 
 def count_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int,
-               halves: int = 0) -> dict:
+               halves: int = 0, iters: int = 1) -> dict:
     """`count` for the amax pass (per element read)."""
-    return _counted(compile_amax(spec, dim, K, tile, bk, warps, narrow, halves), tile, bk, warps, narrow, halves, 1)
+    return _counted(compile_amax(spec, dim, K, tile, bk, warps, narrow, halves, iters), tile, bk, warps, narrow,
+                    halves, iters, trips=iters - 1)
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
@@ -165,15 +167,20 @@ def pair_candidates(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[t
     from scaling.kernels import pair
 
     bk = pair._pair_config(last, first, D, T)["BK"]
-    return sorted(pair.pair_tiles(bk, pair.halves_choices(last), looped=True))
+    return sorted(pair.pair_tiles(bk, pair.halves_choices(last)))
 
 
-def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int) -> dict:
+def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int,
+             trips: int | None = None) -> dict:
+    """The counts of a program of ITERS tiles whose loop runs `trips` times (ITERS; ITERS - 1 where
+    the first tile is peeled off, as in the amax passes). A loop the compiler unrolled whole has no
+    body: its static count is the program's."""
     sass, usage = machine_code(compiled)
     ops = opcodes(sass)
     per_thread = tile / (32 * warps)
     body = loop_body(sass) if iters > 1 else 0
-    per_program = sum(ops.values()) + (iters - 1) * body  # the loop's body runs ITERS times
+    trips = iters if trips is None else trips
+    per_program = sum(ops.values()) + max(trips - 1, 0) * body  # the listing holds the body once
     registers, stack = (int(re.search(rf"{k}:(\d+)", usage).group(1)) for k in ("REG", "STACK"))
     return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow, "halves": halves, "iters": iters,
             "instructions_per_element": round(per_program / (iters * per_thread), 1), "registers": registers,
