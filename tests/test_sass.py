@@ -29,6 +29,7 @@ rows["pair_halves"] = sass.count_pair(nv.dgrad_dy, nv.wgrad_dy, 16384, 4096, 204
 rows["pair_rht16"] = sass.count_pair(uf.dgrad_dy, uf.wgrad_dy, 16384, 4096, 2048, 16, 2, 2, 1)
 rows["eden"] = sass.count(get_recipe("quartet2").dgrad_dy, -1, 4096, 4096, 128, 4, 0)  # RHT128 + MS-EDEN
 rows["rht128_amax"] = sass.count_amax(get_recipe("quartet2").dgrad_dy, -1, 4096, 8192, 128, 8, 0)
+rows |= {f"amax{n}": sass.count_amax(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, n) for n in (1, 4)}  # RHT16, dim 0
 print(json.dumps(rows))
 """
 
@@ -75,3 +76,9 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     # 5.4 shuffles per element, the max's; 25.9 and 1.6 in the load layout)
     amax, per_thread = rows["rht128_amax"], 8192 // (32 * 8)  # its tile: 8192 elements on 8 warps
     assert amax["stack_bytes"] == 0 and amax["instructions_per_element"] < 30 and amax["shuffles"] / per_thread < 3
+
+    # An amax pass's atomic max is relaxed (an acq_rel one put 4 fences in the RHT16 pass's code), and
+    # a program of 4 tiles reduces its running maxima once (barriers and atomics once per program).
+    amax1, amax4 = rows["amax1"], rows["amax4"]
+    assert amax1["fences"] == amax4["fences"] == 0 and amax4["barriers"] == amax1["barriers"]
+    assert amax4["instructions_per_element"] < amax1["instructions_per_element"]

@@ -142,8 +142,9 @@ def loop_body(sass: str) -> int:
 
 def count(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int, narrow: int, halves: int = 0,
           iters: int = 1) -> dict:
-    """Instructions per element, registers, stack bytes, barriers and shuffles of one tile (the loop of
-    ITERS tiles counted as its body, once per tile, and what precedes it, once per program)."""
+    """Instructions per element, registers, stack bytes, barriers, shuffles and memory fences of one
+    tile (the loop of ITERS tiles counted as its body, once per tile, and what precedes it, once per
+    program)."""
     compiled = compile_quantize(spec, dim, K, tile, bk, warps, narrow, halves, iters)
     return _counted(compiled, tile, bk, warps, narrow, halves, iters)
 
@@ -184,7 +185,8 @@ def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int,
     registers, stack = (int(re.search(rf"{k}:(\d+)", usage).group(1)) for k in ("REG", "STACK"))
     return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow, "halves": halves, "iters": iters,
             "instructions_per_element": round(per_program / (iters * per_thread), 1), "registers": registers,
-            "stack_bytes": stack, "barriers": ops["BAR"], "shuffles": ops["SHFL"]}
+            "stack_bytes": stack, "barriers": ops["BAR"], "shuffles": ops["SHFL"],
+            "fences": ops["MEMBAR"] + ops["ERRBAR"]}
 
 
 def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int, int, int]]:
