@@ -255,11 +255,14 @@ def expand_blocks(per_block: torch.Tensor, spec: QuantSpec, shape: torch.Size) -
 
 
 def tree_sum(t: torch.Tensor) -> torch.Tensor:
-    """Sum over the last axis (a power of two) by halving: a fixed order the kernels reproduce.
-    In place: t (a temporary) is overwritten."""
+    """Sum over the last axis (a power of two) as a pairwise tree, neighbours first: (t0 + t1),
+    (t2 + t3), ..., then the neighbouring pair sums, and so on (strides 1, 2, 4, ...). A fixed
+    order the kernels reproduce; neighbours first because a GPU thread holds neighbouring elements,
+    so all but the last few levels add in its registers (halving, strides 64, 32, ... first, made
+    every level a warp shuffle: quartet2's MS-EDEN quantize, sm_90, 77.6 -> 63.8 instructions per
+    element). A two-term sum is the same either way round."""
     while t.shape[-1] > 1:
-        h = t.shape[-1] // 2
-        t = t[..., :h].add_(t[..., h:])
+        t = t.unflatten(-1, (-1, 2)).sum(-1)
     return t[..., 0]
 
 

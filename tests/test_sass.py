@@ -70,8 +70,11 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     # MS-EDEN after RHT128 works on the tile in its load layout (`_in_layout_of`): a thread's
     # elements in few blocks. In the butterflies' layout it took 140 instructions per element and
     # 239 registers (each block's scale and EDEN sums made by every thread touching the block).
-    eden = rows["eden"]
-    assert eden["stack_bytes"] == 0 and eden["registers"] <= 128 and eden["instructions_per_element"] < 100
+    # Its group sums add neighbours first (quant.tree_sum), in a thread's registers before any shuffle:
+    # halving (strides 64, 32, ... first) took 77.6 instructions and 9.1 shuffles per element.
+    eden, per_thread = rows["eden"], 4096 // (32 * 4)
+    assert eden["stack_bytes"] == 0 and eden["registers"] <= 128 and eden["instructions_per_element"] < 70
+    assert eden["shuffles"] / per_thread < 4
     # ... and so does the RHT128 amax pass's max (in the butterflies' layout: 33.6 instructions and
     # 5.4 shuffles per element, the max's; 25.9 and 1.6 in the load layout)
     amax, per_thread = rows["rht128_amax"], 8192 // (32 * 8)  # its tile: 8192 elements on 8 warps

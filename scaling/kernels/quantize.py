@@ -11,8 +11,8 @@ can be scaled, so those specs run a read-only reduction first (`_amax_kernel`, r
 atomic max into one float). Everything else is one read and one write.
 
 Every float operation mirrors the reference's order and rounding: IEEE division (`div_rn`, since
-Triton's `/` is approximate), no FMA contraction (`enable_fp_fusion=False`), halving sums for the
-4/6 errors and the EDEN sums, FWHT stages in the reference's order.
+Triton's `/` is approximate), no FMA contraction (`enable_fp_fusion=False`), pairwise sums (neighbours
+first) for the 4/6 errors and the EDEN sums, FWHT stages in the reference's order.
 """
 
 from __future__ import annotations
@@ -271,40 +271,39 @@ def _round_signed(v, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr
 # --- tile helpers ----------------------------------------------------------------------------------
 
 @triton.jit
-def _halve(t, H: tl.constexpr):
-    """t[..., :H] + t[..., H:] over the last axis (of length 2H) of a 3-D tile."""
+def _pair_up(t, H: tl.constexpr):
+    """Neighbouring pairs of the last axis (length 2H) of a 3-D tile summed: t[..., 2i] + t[..., 2i + 1]."""
     # A sum of two terms is the same whichever way round: tl.sum over the size-2 axis is exact here.
-    return tl.sum(tl.reshape(t, (t.shape[0], t.shape[1], 2, H)), axis=2)
+    return tl.sum(tl.reshape(t, (t.shape[0], t.shape[1], H, 2)), axis=3)
 
 
 @triton.jit
 def _tree_sum(t, LOG2N: tl.constexpr):
-    """quant.tree_sum over the last axis (length 2^LOG2N <= 256) of a 3-D tile, halving."""
+    """quant.tree_sum over the last axis (length 2^LOG2N <= 256) of a 3-D tile: neighbours first."""
     if LOG2N >= 8:
-        t = _halve(t, 128)
+        t = _pair_up(t, t.shape[2] // 2)
     if LOG2N >= 7:
-        t = _halve(t, 64)
+        t = _pair_up(t, t.shape[2] // 2)
     if LOG2N >= 6:
-        t = _halve(t, 32)
+        t = _pair_up(t, t.shape[2] // 2)
     if LOG2N >= 5:
-        t = _halve(t, 16)
+        t = _pair_up(t, t.shape[2] // 2)
     if LOG2N >= 4:
-        t = _halve(t, 8)
+        t = _pair_up(t, t.shape[2] // 2)
     if LOG2N >= 3:
-        t = _halve(t, 4)
+        t = _pair_up(t, t.shape[2] // 2)
     if LOG2N >= 2:
-        t = _halve(t, 2)
+        t = _pair_up(t, t.shape[2] // 2)
     if LOG2N >= 1:
-        t = _halve(t, 1)
+        t = _pair_up(t, 1)
     return tl.reshape(t, (t.shape[0], t.shape[1]))
 
 
 @triton.jit
-def _group_sum(t, BR: tl.constexpr, NB: tl.constexpr, N: tl.constexpr, LOG2NB: tl.constexpr,
-               LOG2N: tl.constexpr):
-    """tree_sum over each row's NB blocks of N (a (BR, NB, N) tile, one group per row) -> (BR, 1)."""
-    t = _tree_sum(tl.permute(t, (0, 2, 1)), LOG2NB)  # across blocks first: the halvings of stride >= N
-    return _tree_sum(tl.reshape(t, (BR, 1, N)), LOG2N)
+def _group_sum(t, BR: tl.constexpr, NB: tl.constexpr, N: tl.constexpr, LOG2G: tl.constexpr):
+    """tree_sum over each row's NB blocks of N (a (BR, NB, N) tile, one group of 2^LOG2G = NB * N
+    per row, its elements in order) -> (BR, 1)."""
+    return _tree_sum(tl.reshape(t, (BR, 1, NB * N)), LOG2G)
 
 
 @triton.jit
@@ -618,12 +617,11 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
         q4 = tl.where(use4[:, None, :, None], q4_4, q4)
 
     if EDEN:  # blocks are 1 x BLK_K here (NBR == BR); groups of 2^LOG2H along K
-        # One group per tile row (BK == the group): tree_sum over 128 = halve across the 8 blocks
-        # (b + 4, b + 2, b + 1), then within the remaining block of 16.
+        # One group per tile row (BK == the group): tree_sum over its 128, neighbours first.
         x_enc = tl.reshape(x4 * s_enc, (BR, NBK, BLK_K))
         deq = tl.reshape(q4 * s_b[:, None, :, None], (BR, NBK, BLK_K))
-        num = _group_sum(x_enc * x_enc, BR, NBK, BLK_K, LOG2H - LOG2_BLK, LOG2_BLK)
-        den = _group_sum(x_enc * deq, BR, NBK, BLK_K, LOG2H - LOG2_BLK, LOG2_BLK)
+        num = _group_sum(x_enc * x_enc, BR, NBK, BLK_K, LOG2H)
+        den = _group_sum(x_enc * deq, BR, NBK, BLK_K, LOG2H)
         c = tl.where(den > 0, tl.math.div_rn(num, tl.where(den > 0, den, 1.0)), 1.0)
         corrected = s_b * c
         bcol = col0 // BLK_K + tl.arange(0, NBK)
