@@ -167,7 +167,7 @@ def pair_tiles(bk: int, halves: tuple[int, ...] = ()) -> list[tuple]:
     (quantize.tile_candidates) of at most 64 elements per thread. With 128 (8 features x 16 tokens in
     16-byte vectors) the pair spilled registers in sm_90 code (nvfp4's dY pair: 255 registers and a
     480-920 byte stack), so those tiles only cost tuning time."""
-    return [c for c in tile_candidates((bk,), 1, halves, looped=True) if c[0] // (32 * c[2]) <= 64]
+    return [c for c in tile_candidates((bk,), 1, halves) if c[0] // (32 * c[2]) <= 64]
 
 
 def halves_choices(last: QuantSpec) -> tuple[int, ...]:

@@ -492,8 +492,8 @@ def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr
                  ITERS: tl.constexpr):
     """Tensor amax of the (rotated) canonical view: one read, an atomic max per program of ITERS
     consecutive tiles along R (each element's running max in registers, one reduction at the end:
-    the reduction's barriers were ~20% of the H200 pair amax's stall samples in ncu). HALVES: RHT16 along a contiguous K, rotated in two
-    halves (`_load_halves`). PLAIN (not with HALVES): also the amax of the tile before the rotation,
+    per tile, the reduction's barriers were ~20% of the H200 pair amax's stall samples in ncu).
+    HALVES: RHT16 along a contiguous K, rotated in two halves (`_load_halves`). PLAIN (not with HALVES): also the amax of the tile before the rotation,
     into plain_ptr (`tensor_amaxes`). LOAD_LAYOUT: the rotated tile's max is taken in its load layout
     (`_in_layout_of`; a rotation along a contiguous K: sm_90, MS-EDEN's RHT128 at the 8192-element
     tile, 33.6 -> 25.9 instructions and 5.4 -> 1.6 shuffles per element; the max in the butterflies'
@@ -532,14 +532,15 @@ def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b
         lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK, HAD,
                               1.0, RAND_SIGNS, HAS_SCALE)
         rotated = tl.maximum(tl.abs(lo), tl.abs(hi))
-        loaded = rotated
+        plain = rotated  # (never read)
     else:
         loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
         rotated = _rotate(loaded, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
         if LOAD_LAYOUT:
             rotated = _in_layout_of(rotated, loaded, K)
         rotated = tl.abs(rotated)
-    return rotated, tl.abs(loaded)
+        plain = tl.abs(loaded)
+    return rotated, plain
 
 
 @triton.jit
@@ -762,30 +763,25 @@ _TUNE_KEY = ("R", "K", "stride_k", "HAD", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_
 LOOPED_TILE, ITERS_LOOPED = 4096, 4
 
 
-def tile_candidates(bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (),
-                    looped: bool = False) -> list[tuple[int, int, int, int, int | None, int | None]]:
+def tile_candidates(bks: tuple[int, ...], min_tile: int,
+                    halves: tuple[int, ...] = ()) -> list[tuple[int, int, int, int, int | None, int]]:
     """(TILE, BK, warps, NARROW, HALVES, ITERS) of every tile the tuner tries for these BKs, at least
     `min_tile` rows (a 2-D block's), without repeats; NARROW only for 1-row blocks; each of `halves`
-    (the quantize pass's HALVES choices), and with `looped` ITERS 1 and, for a tile of at most
-    LOOPED_TILE, ITERS_LOOPED. None: a parameter the kernel does not tune."""
+    (the quantize pass's HALVES choices; None: not tuned), with ITERS 1 and, for a tile of at most
+    LOOPED_TILE, ITERS_LOOPED."""
     tiles = dict.fromkeys((max(t, min_tile * bk), bk, w, f) for bk in bks for t, w, f in _tiles(bk)
                           if not (f and min_tile > 1))
-
-    def iters(tile: int) -> tuple[int | None, ...]:
-        if not looped:
-            return (None,)
-        return (1, ITERS_LOOPED) if tile <= LOOPED_TILE else (1,)
-
-    return [(*tile, h, n) for tile in tiles for h in (halves or (None,)) for n in iters(tile[0])]
+    return [(*tile, h, n) for tile in tiles for h in (halves or (None,))
+            for n in ((1, ITERS_LOOPED) if tile[0] <= LOOPED_TILE else (1,))]
 
 
 @functools.lru_cache(maxsize=None)
-def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = (), looped: bool = False):
+def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = ()):
     def config(t, bk, w, f, h, n):
-        extra = ({} if h is None else {"HALVES": h}) | ({} if n is None else {"ITERS": n})
-        return triton.Config({"TILE": t, "BK": bk, "NARROW": f} | extra, num_warps=w)
+        extra = {} if h is None else {"HALVES": h}
+        return triton.Config({"TILE": t, "BK": bk, "NARROW": f, "ITERS": n} | extra, num_warps=w)
 
-    configs = [config(*c) for c in tile_candidates(bks, min_tile, halves, looped)]
+    configs = [config(*c) for c in tile_candidates(bks, min_tile, halves)]
     return autotuned(kernel, configs, list(_TUNE_KEY))
 
 
@@ -964,13 +960,13 @@ class Launch:
         return self.R, self.K, self.stride_r, self.stride_k, self.bks
 
     def _launch(self, kernel, args: tuple, consts: dict, R: int, K: int, bks: tuple[int, ...],
-                halves: tuple[int, ...] = (), looped: bool = False) -> None:
+                halves: tuple[int, ...] = ()) -> None:
         def grid(meta: dict) -> tuple[int, int]:
             return triton.cdiv(R, meta["TILE"] // meta["BK"] * meta.get("ITERS", 1)), triton.cdiv(K, meta["BK"])
 
         if self.tuned:
-            tuned = _tuner(kernel, bks, self.cfg["BLK_R"], halves, looped)
-            tuned_names = ("TILE", "BK", "NARROW") + (("HALVES",) if halves else ()) + (("ITERS",) if looped else ())
+            tuned = _tuner(kernel, bks, self.cfg["BLK_R"], halves)
+            tuned_names = ("TILE", "BK", "NARROW", "ITERS") + (("HALVES",) if halves else ())
             tuned[grid](*args, **{k: v for k, v in consts.items() if k not in tuned_names}, enable_fp_fusion=False)
         else:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
@@ -986,7 +982,7 @@ class Launch:
                  self.amax_halves),
                 ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
                  self.bks, self.halves)):
-            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves, True)
+            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves)
             described = tuned_config(tuner, kernel, {**shape, **consts})
             if described:
                 chosen[stage] = described
@@ -1021,13 +1017,12 @@ class Launch:
         consts = self._amax_consts(plain is not None)
         R, K, stride_r, stride_k, bks = self._amax_view()
         self._launch(_amax_kernel, (self.buf, self.amax, self.amax if plain is None else plain, R, K,
-                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self.amax_halves,
-                     looped=True)
+                                    stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self.amax_halves)
 
     def run_quantize(self) -> None:
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
                                         self.K, self.stride_r, self.stride_k, self.numer, self.target), self.cfg,
-                     self.R, self.K, self.bks, self.halves, looped=True)
+                     self.R, self.K, self.bks, self.halves)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # x's shape, the layout of output_like

@@ -193,4 +193,4 @@ def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, i
     """(TILE, BK, warps, NARROW, HALVES, ITERS) of the tiles the GPU autotuner tries for this spec
     (Launch's BKs and HALVES choices)."""
     launch = _launch(spec, dim, K)
-    return sorted(Q.tile_candidates(launch.bks, launch.cfg["BLK_R"], launch.halves, looped=True))
+    return sorted(Q.tile_candidates(launch.bks, launch.cfg["BLK_R"], launch.halves))
