@@ -260,9 +260,10 @@ def tree_sum(t: torch.Tensor) -> torch.Tensor:
     order the kernels reproduce; neighbours first because a GPU thread holds neighbouring elements,
     so all but the last few levels add in its registers (halving, strides 64, 32, ... first, made
     every level a warp shuffle: quartet2's MS-EDEN quantize, sm_90, 77.6 -> 63.8 instructions per
-    element). A two-term sum is the same either way round."""
+    element). A two-term sum is the same either way round. (On a CPU the strided adds below beat a
+    sum over a size-2 axis ~7x, and the old halving too.)"""
     while t.shape[-1] > 1:
-        t = t.unflatten(-1, (-1, 2)).sum(-1)
+        t = t[..., 0::2] + t[..., 1::2]
     return t[..., 0]
 
 
