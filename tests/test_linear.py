@@ -298,7 +298,8 @@ def test_cpu_bf16_products_only_for_gemms_of_bf16_exact_operands(monkeypatch):
     from scaling import linear
 
     if not linear._cpu_multiplies_bf16():
-        pytest.skip("no BF16 products for FP32 matmuls here (no AMX or AVX-512 BF16, or a torch that ignores oneDNN's BF16 mode)")
+        pytest.skip("no BF16 products for FP32 matmuls here (no AMX or AVX-512 BF16, "
+                    "or a torch that ignores oneDNN's BF16 mode)")
     torch.manual_seed(3)
     # blocks of very different scales along K, so that FP32 sums of products round (FP4 values of
     # one scale sum exactly in any order)

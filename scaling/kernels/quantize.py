@@ -300,13 +300,6 @@ def _tree_sum(t, LOG2N: tl.constexpr):
 
 
 @triton.jit
-def _group_sum(t, BR: tl.constexpr, NB: tl.constexpr, N: tl.constexpr, LOG2G: tl.constexpr):
-    """tree_sum over each row's NB blocks of N (a (BR, NB, N) tile, one group of 2^LOG2G = NB * N
-    per row, its elements in order) -> (BR, 1)."""
-    return _tree_sum(tl.reshape(t, (BR, 1, NB * N)), LOG2G)
-
-
-@triton.jit
 def _butterfly(x, BR: tl.constexpr, BK: tl.constexpr, H: tl.constexpr):
     """One FWHT stage of stride H: (a, b) -> (a + b, a - b)."""
     a, b = tl.split(tl.permute(tl.reshape(x, (BR, BK // (2 * H), 2, H)), (0, 1, 3, 2)))
@@ -618,11 +611,11 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
         q4 = tl.where(use4[:, None, :, None], q4_4, q4)
 
     if EDEN:  # blocks are 1 x BLK_K here (NBR == BR); groups of 2^LOG2H along K
-        # One group per tile row (BK == the group): tree_sum over its 128, neighbours first.
-        x_enc = tl.reshape(x4 * s_enc, (BR, NBK, BLK_K))
-        deq = tl.reshape(q4 * s_b[:, None, :, None], (BR, NBK, BLK_K))
-        num = _group_sum(x_enc * x_enc, BR, NBK, BLK_K, LOG2H)
-        den = _group_sum(x_enc * deq, BR, NBK, BLK_K, LOG2H)
+        # One group per tile row (BK == the group): tree_sum over its 2^LOG2H, neighbours first.
+        x_enc = tl.reshape(x4 * s_enc, (BR, 1, BK))
+        deq = tl.reshape(q4 * s_b[:, None, :, None], (BR, 1, BK))
+        num = _tree_sum(x_enc * x_enc, LOG2H)  # (BR, 1)
+        den = _tree_sum(x_enc * deq, LOG2H)
         c = tl.where(den > 0, tl.math.div_rn(num, tl.where(den > 0, den, 1.0)), 1.0)
         corrected = s_b * c
         bcol = col0 // BLK_K + tl.arange(0, NBK)
