@@ -348,6 +348,22 @@ def test_pair_tiles_match_reference(recipe: str, pair: str, tile: int, narrow: i
 
 
 @in_process
+def test_rht32_amaxes_match_reference():
+    """RHT32 under two-level scaling (no preset has it): the amax passes take a rotation's last stage
+    as |a| + |b| for every transform, so RHT32's (a tile whose rotation is not in halves) is checked
+    here, alone along either axis and in the pair, with every kind of input."""
+    spec = QuantSpec(transform=32, signs="run")  # NV E2M1 1x16, E4M3 scales + FP32 tensor scale
+    sr = spec.but(rounding="sr")
+    inputs = canonical_inputs(64, 128, torch.Generator().manual_seed(32))
+    for kind, xc in inputs.items():
+        x = xc.to(DEVICE, torch.bfloat16)
+        for dim in (-1, 0):
+            check(x, spec, dim, seed=Seeds(3, 4))
+        check_pair(x, spec, sr)
+        check_pair(x, sr, spec.but(transform=16))
+
+
+@in_process
 def test_a_shared_input_reuses_its_pair_but_not_in_a_graph_capture(monkeypatch):
     """q, k and v's input: its pair is quantized once outside compilation (the later layers get the
     same tensors), again after an in-place change, and every time while a CUDA graph is captured (the

@@ -24,8 +24,9 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_atomic_max, _encode_scale, _load_rotated, _load_tile, _offsets_pass_int32,
-                                      _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_amax,
+from scaling.kernels.quantize import (_abs_rotation, _atomic_max, _encode_scale, _halves_unpaired, _load_rotated,
+                                      _load_tile, _offsets_pass_int32,
+                                      _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_max,
                                       _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
                                       tuned_config)
 from scaling.quant import QuantSpec, scale_constants
@@ -72,26 +73,29 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
         tile_l, tile_f = _pair_abs(x_ptr, pid_r, pid_k + i, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR,
                                    BK, NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F)
         most_l, most_f = tl.maximum(most_l, tile_l), tl.maximum(most_f, tile_f)
-    if HAD_L == 0:
-        _atomic_max(amax_last_ptr, _tile_amax(most_l, BR, BK))
-    else:
-        _atomic_max(amax_last_ptr, _tile_amax(most_l, BK, BR) * NORM_L)
-    _atomic_max(amax_first_ptr, _tile_amax(most_f, BR, BK) * NORM_F)
+    _atomic_max(amax_last_ptr, _tile_max(most_l) * NORM_L)
+    _atomic_max(amax_first_ptr, _tile_max(most_f) * NORM_F)
 
 
 @triton.jit
 def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR: tl.constexpr,
               BK: tl.constexpr, NARROW: tl.constexpr, HAD_L: tl.constexpr, LOG2H_L: tl.constexpr,
               SIGNS_L: tl.constexpr, HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, SIGNS_F: tl.constexpr):
-    """|the tile rotated along the features| ((BR, BK) as loaded if not rotated, else (BK, BR)) and
-    |the tile rotated along the tokens|, unnormalised: the pair amax's two maxima of one tile."""
+    """What the pair amax needs of |the tile rotated along the features| and of |the tile rotated
+    along the tokens|, unnormalised (`_abs_rotation`: each rotation's last stage as |a| + |b|): the
+    tile as loaded without a rotation along the features; under RHT16 |lo| + |hi| of its halves
+    (`_halves_unpaired`, as `_last_axis_tile` loads them); under another, the (BK, BR / 2) tile."""
     x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
     if HAD_L == 0:
         last = tl.abs(x)
+    elif HAD_L == 16:
+        lo, hi = _halves_unpaired(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
+                                  SIGNS_L, False)
+        last = tl.abs(lo) + tl.abs(hi)
     else:
-        last = tl.abs(_last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L,
-                                      LOG2H_L, 1.0, SIGNS_L, HAD_L == 16))
-    return last, tl.abs(_rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, 1.0, SIGNS_F))
+        xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
+        last = _abs_rotation(xl, signs_lo, BK, BR, HAD_L, LOG2H_L, SIGNS_L)
+    return last, _abs_rotation(x, signs_f, BR, BK, HAD_F, LOG2H_F, SIGNS_F)
 
 
 @triton.jit

@@ -365,6 +365,25 @@ def _rotate(x, signs, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG
 
 
 @triton.jit
+def _abs_rotation(x, signs, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
+                  RAND_SIGNS: tl.constexpr):
+    """What an amax needs of |x rotated along the tile's columns, unnormalised|: without a rotation
+    |x|; else a (BR, BK / 2) tile with the same maximum, the FWHT's last stage (a, b) -> (a + b,
+    a - b) taken as |a| + |b|. That is max(|a + b|, |a - b|) to the bit: RN is odd-symmetric and
+    monotone, and |a| + |b| is the one of the two whose terms have one sign (for inf - inf, NaN,
+    against the other's inf: the max ignores the NaN). One FADD and one max per two elements instead
+    of two each."""
+    if HAD == 0:
+        return tl.abs(x)
+    if RAND_SIGNS:
+        x = x * signs[None, :]
+    x = _fwht(x, BR, BK, LOG2H - 1, 1.0)
+    H: tl.constexpr = HAD // 2
+    a, b = tl.split(tl.permute(tl.reshape(x, (BR, BK // HAD, 2, H)), (0, 1, 3, 2)))
+    return tl.reshape(tl.abs(a) + tl.abs(b), (BR, BK // 2))
+
+
+@triton.jit
 def _scaled(x, x_scale, HAS_SCALE: tl.constexpr):
     """x * x_scale, the FP32 scale (an operand brought back to real units, as the reference's
     x.float() * scale), or x."""
@@ -438,20 +457,32 @@ def _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_
     runs: the strides 1, 2, 4 run inside each half and the stride-8 stage pairs the halves, in
     registers, and a block's scale is made once (sm_90, nvfp4's SR dY: 42.7 -> 40.1 instructions
     per element)."""
+    lo, hi = _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_hi, x_scale, BR, BK,
+                              HAD, RAND_SIGNS, HAS_SCALE)
+    if HAD == 0:
+        return lo, hi
+    return (lo + hi) * NORM, (lo - hi) * NORM
+
+
+@triton.jit
+def _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_hi, x_scale,
+                     BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                     HAS_SCALE: tl.constexpr):
+    """`_load_halves` before RHT16's last stage (the stride-8 one, which pairs the halves): with
+    HAD = 16 each half signed and through the strides 1, 2, 4; else as loaded."""
     NG: tl.constexpr = BK // 16
     offs, mask = _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
     lo = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     hi = tl.load(x_ptr + offs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32)
     lo = tl.reshape(_scaled(lo, x_scale, HAS_SCALE), (BR * NG, 8))
     hi = tl.reshape(_scaled(hi, x_scale, HAS_SCALE), (BR * NG, 8))
-    if HAD == 0:
-        return lo, hi
-    if RAND_SIGNS:
-        lo = lo * signs_lo[None, :]
-        hi = hi * signs_hi[None, :]
-    lo = _fwht(lo, BR * NG, 8, 3, 1.0)
-    hi = _fwht(hi, BR * NG, 8, 3, 1.0)
-    return (lo + hi) * NORM, (lo - hi) * NORM
+    if HAD > 0:
+        if RAND_SIGNS:
+            lo = lo * signs_lo[None, :]
+            hi = hi * signs_hi[None, :]
+        lo = _fwht(lo, BR * NG, 8, 3, 1.0)
+        hi = _fwht(hi, BR * NG, 8, 3, 1.0)
+    return lo, hi
 
 
 @triton.jit
@@ -466,12 +497,14 @@ def _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.c
 
 
 @triton.jit
-def _tile_amax(x, BR: tl.constexpr, BK: tl.constexpr):
-    """max |x| over a (BR, BK) tile: over runs of 16 along its rows first, as the quantize kernel's
+def _tile_max(t):
+    """max of a non-negative 2-D tile: over runs of 16 along its rows first, as the quantize kernel's
     block reductions do. After butterflies Triton then needs fewer layout conversions (29 -> 23
     shared-memory barriers per RHT16 tile in the sm_90 PTX). A max is exact in any order."""
+    BR: tl.constexpr = t.shape[0]
+    BK: tl.constexpr = t.shape[1]
     RUN: tl.constexpr = 16 if BK >= 16 else BK
-    runs = tl.max(tl.reshape(tl.abs(x), (BR, BK // RUN, RUN)), axis=2)
+    runs = tl.max(tl.reshape(t, (BR, BK // RUN, RUN)), axis=2)
     return tl.max(tl.max(runs, axis=1), axis=0)
 
 
@@ -509,29 +542,28 @@ def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr
             most_plain = tl.maximum(most_plain, plain)
     if PLAIN:
         _atomic_max(plain_ptr, tl.max(tl.max(most_plain, axis=1), axis=0))
-    if HALVES:
-        _atomic_max(amax_ptr, tl.max(tl.max(most, axis=1), axis=0) * NORM)
-    else:
-        _atomic_max(amax_ptr, _tile_amax(most, BR, BK) * NORM)
+    _atomic_max(amax_ptr, _tile_max(most) * NORM)
 
 
 @triton.jit
 def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR: tl.constexpr,
                  BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr, RAND_SIGNS: tl.constexpr,
                  HALVES: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
-    """|the tile rotated, unnormalised| and |the tile as loaded| (the amax pass's two maxima; with
-    HALVES the larger of its halves, a (BR * BK / 16, 8) tile, and no plain one)."""
+    """What the amax pass needs of |the tile rotated, unnormalised| (`_abs_rotation`: a (BR, BK / 2)
+    tile under a rotation; with HALVES |lo| + |hi| of the halves before their last stage, a
+    (BR * BK / 16, 8) tile; with LOAD_LAYOUT the whole rotated tile in the load layout) and |the tile
+    as loaded| (never read with HALVES)."""
     if HALVES:
-        lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK, HAD,
-                              1.0, RAND_SIGNS, HAS_SCALE)
-        rotated = tl.maximum(tl.abs(lo), tl.abs(hi))
+        lo, hi = _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
+                                  HAD, RAND_SIGNS, HAS_SCALE)
+        rotated = tl.abs(lo) + tl.abs(hi)
         plain = rotated  # (never read)
     else:
         loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
-        rotated = _rotate(loaded, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS)
-        if LOAD_LAYOUT:
-            rotated = _in_layout_of(rotated, loaded, K)
-        rotated = tl.abs(rotated)
+        if LOAD_LAYOUT:  # (the halved tile has no load layout to be put in)
+            rotated = tl.abs(_in_layout_of(_rotate(loaded, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS), loaded, K))
+        else:
+            rotated = _abs_rotation(loaded, signs_a, BR, BK, HAD, LOG2H, RAND_SIGNS)
         plain = tl.abs(loaded)
     return rotated, plain
 

@@ -90,13 +90,13 @@ def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: i
 
 
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
-                 halves: int = 0, iters: int = 1):
-    """The pair kernel (`scaling.kernels.pair`) for a (T, D) input and one tile, compiled for sm_90
-    as the GPU would launch it (integers divisible by 16, no FMA contraction)."""
+                 halves: int = 0, iters: int = 1, amax: bool = False):
+    """The pair kernel (`scaling.kernels.pair`; with `amax`, its amax pass) for a (T, D) input and one
+    tile, compiled for sm_90 as the GPU would launch it (integers divisible by 16, no FMA contraction)."""
     from scaling.kernels import pair
 
     cfg = dict(pair._pair_config(last, first, D, T), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
-    kernel = pair._pair_kernel
+    kernel = pair._pair_amax_kernel if amax else pair._pair_kernel
     constants = {k: v for k, v in cfg.items() if k in kernel.arg_names}
     types = {n: ("*bf16" if n in ("x_ptr", "last_ptr", "first_ptr") else "*i64" if n.startswith("seeds")
                  else "*fp32" if n.endswith("_ptr") else "i32" if n in ("D", "T") else "fp32")
@@ -161,6 +161,13 @@ def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk:
     """`count` for the pair kernel: per element of its input (each is quantized twice)."""
     compiled = compile_pair(last, first, T, D, tile, bk, warps, narrow, halves, iters)
     return _counted(compiled, tile, bk, warps, narrow, halves, iters)
+
+
+def count_pair_amax(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
+                    iters: int = 1) -> dict:
+    """`count` for the pair's amax pass (both tensor amaxes; per element read)."""
+    compiled = compile_pair(last, first, T, D, tile, bk, warps, narrow, 0, iters, amax=True)
+    return _counted(compiled, tile, bk, warps, narrow, 0, iters, trips=iters - 1)
 
 
 def pair_candidates(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[tuple[int, int, int, int, int, int]]:
