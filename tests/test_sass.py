@@ -30,6 +30,7 @@ rows["pair_rht16"] = sass.count_pair(uf.dgrad_dy, uf.wgrad_dy, 16384, 4096, 2048
 rows["eden"] = sass.count(get_recipe("quartet2").dgrad_dy, -1, 4096, 4096, 128, 4, 0)  # RHT128 + MS-EDEN
 rows["rht128_amax"] = sass.count_amax(get_recipe("quartet2").dgrad_dy, -1, 4096, 8192, 128, 8, 0)
 rows |= {f"amax{n}": sass.count_amax(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, n) for n in (1, 4)}  # RHT16, dim 0
+rows["plain_amax"] = sass.count_amax(nv.fprop_x, -1, 4096, 16384, 128, 8, 0)  # no rotation
 rows["pair_amax"] = sass.count_pair_amax(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4)  # RHT16 both ways
 print(json.dumps(rows))
 """
@@ -90,3 +91,5 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     # The amax passes take each rotation's last stage as |a| + |b| (the larger of |a + b| and |a - b|):
     # UFP4's X pair amax, two RHT16s, took 22.5 instructions per element with the whole last stages.
     assert rows["pair_amax"]["stack_bytes"] == 0 and rows["pair_amax"]["instructions_per_element"] < 21
+    # (and without a rotation, |x| itself: a load, a max and little else per element)
+    assert rows["plain_amax"]["stack_bytes"] == 0 and rows["plain_amax"]["instructions_per_element"] < 6

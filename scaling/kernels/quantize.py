@@ -373,14 +373,16 @@ def _abs_rotation(x, signs, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexp
     monotone, and |a| + |b| is the one of the two whose terms have one sign (for inf - inf, NaN,
     against the other's inf: the max ignores the NaN). One FADD and one max per two elements instead
     of two each."""
-    if HAD == 0:
-        return tl.abs(x)
-    if RAND_SIGNS:
-        x = x * signs[None, :]
-    x = _fwht(x, BR, BK, LOG2H - 1, 1.0)
-    H: tl.constexpr = HAD // 2
-    a, b = tl.split(tl.permute(tl.reshape(x, (BR, BK // HAD, 2, H)), (0, 1, 3, 2)))
-    return tl.reshape(tl.abs(a) + tl.abs(b), (BR, BK // 2))
+    if HAD == 0:  # (no early return: Triton compiles what follows it in a compile-time branch too)
+        t = tl.abs(x)
+    else:
+        if RAND_SIGNS:
+            x = x * signs[None, :]
+        x = _fwht(x, BR, BK, LOG2H - 1, 1.0)
+        H: tl.constexpr = HAD // 2
+        a, b = tl.split(tl.permute(tl.reshape(x, (BR, BK // HAD, 2, H)), (0, 1, 3, 2)))
+        t = tl.reshape(tl.abs(a) + tl.abs(b), (BR, BK // 2))
+    return t
 
 
 @triton.jit
