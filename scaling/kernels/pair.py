@@ -59,8 +59,8 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
     consecutive tiles along the tokens, keeps each element's running maxima and ends with an atomic
     max each (as `_amax_kernel`). The tile is held as dim 0's canonical view, (BR features, BK
     tokens); without a rotation along the features its max is taken as it is (a max is exact in any
-    order), else from `_last_axis_tile`. The normalisations are applied to the maxima (rounding is
-    monotone)."""
+    order), else from the tile reloaded as `_last_axis_tile` loads it (`_pair_abs`). The
+    normalisations are applied to the maxima (rounding is monotone)."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)
     stride_r, stride_k = _wide_strides(1, D, I64)
