@@ -24,7 +24,7 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_abs_rotation, _atomic_max, _encode_scale, _halves_unpaired, _load_rotated,
+from scaling.kernels.quantize import (_abs_halves, _abs_rotation, _atomic_max, _encode_scale, _load_rotated,
                                       _load_tile, _offsets_pass_int32,
                                       _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_max,
                                       _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
@@ -83,15 +83,14 @@ def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi,
               SIGNS_L: tl.constexpr, HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, SIGNS_F: tl.constexpr):
     """What the pair amax needs of |the tile rotated along the features| and of |the tile rotated
     along the tokens|, unnormalised (`_abs_rotation`: each rotation's last stage as |a| + |b|): the
-    tile as loaded without a rotation along the features; under RHT16 |lo| + |hi| of its halves
-    (`_halves_unpaired`, as `_last_axis_tile` loads them); under another, the (BK, BR / 2) tile."""
+    tile as loaded without a rotation along the features; under RHT16 from its halves
+    (`_abs_halves`, as `_last_axis_tile` loads them); under another, the (BK, BR / 2) tile."""
     x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
     if HAD_L == 0:
         last = tl.abs(x)
     elif HAD_L == 16:
-        lo, hi = _halves_unpaired(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
-                                  SIGNS_L, False)
-        last = tl.abs(lo) + tl.abs(hi)
+        last = _abs_halves(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
+                           SIGNS_L, False)
     else:
         xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
         last = _abs_rotation(xl, signs_lo, BK, BR, HAD_L, LOG2H_L, SIGNS_L)

@@ -300,9 +300,15 @@ def _tree_sum(t, LOG2N: tl.constexpr):
 
 
 @triton.jit
+def _stage_pairs(x, BR: tl.constexpr, BK: tl.constexpr, H: tl.constexpr):
+    """The (a, b) pairs an FWHT stage of stride H combines, each a (BR, BK / 2H, H) tile."""
+    return tl.split(tl.permute(tl.reshape(x, (BR, BK // (2 * H), 2, H)), (0, 1, 3, 2)))
+
+
+@triton.jit
 def _butterfly(x, BR: tl.constexpr, BK: tl.constexpr, H: tl.constexpr):
     """One FWHT stage of stride H: (a, b) -> (a + b, a - b)."""
-    a, b = tl.split(tl.permute(tl.reshape(x, (BR, BK // (2 * H), 2, H)), (0, 1, 3, 2)))
+    a, b = _stage_pairs(x, BR, BK, H)
     return tl.reshape(tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2)), (BR, BK))
 
 
@@ -378,9 +384,7 @@ def _abs_rotation(x, signs, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexp
     else:
         if RAND_SIGNS:
             x = x * signs[None, :]
-        x = _fwht(x, BR, BK, LOG2H - 1, 1.0)
-        H: tl.constexpr = HAD // 2
-        a, b = tl.split(tl.permute(tl.reshape(x, (BR, BK // HAD, 2, H)), (0, 1, 3, 2)))
+        a, b = _stage_pairs(_fwht(x, BR, BK, LOG2H - 1, 1.0), BR, BK, HAD // 2)
         t = tl.reshape(tl.abs(a) + tl.abs(b), (BR, BK // 2))
     return t
 
@@ -464,6 +468,21 @@ def _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_
     if HAD == 0:
         return lo, hi
     return (lo + hi) * NORM, (lo - hi) * NORM
+
+
+@triton.jit
+def _abs_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_hi, x_scale,
+                BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                HAS_SCALE: tl.constexpr):
+    """`_abs_rotation` for a tile loaded as halves (`_halves_unpaired`), a (BR * BK / 16, 8) tile:
+    under RHT16 |lo| + |hi| (its last stage pairs the halves), else the larger of |lo| and |hi|."""
+    lo, hi = _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_hi, x_scale, BR, BK,
+                              HAD, RAND_SIGNS, HAS_SCALE)
+    if HAD == 0:
+        t = tl.maximum(tl.abs(lo), tl.abs(hi))
+    else:
+        t = tl.abs(lo) + tl.abs(hi)
+    return t
 
 
 @triton.jit
@@ -552,13 +571,11 @@ def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b
                  BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr, RAND_SIGNS: tl.constexpr,
                  HALVES: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
     """What the amax pass needs of |the tile rotated, unnormalised| (`_abs_rotation`: a (BR, BK / 2)
-    tile under a rotation; with HALVES |lo| + |hi| of the halves before their last stage, a
-    (BR * BK / 16, 8) tile; with LOAD_LAYOUT the whole rotated tile in the load layout) and |the tile
+    tile under a rotation; with HALVES `_abs_halves`, a (BR * BK / 16, 8) tile; with LOAD_LAYOUT the whole rotated tile in the load layout) and |the tile
     as loaded| (never read with HALVES)."""
     if HALVES:
-        lo, hi = _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
-                                  HAD, RAND_SIGNS, HAS_SCALE)
-        rotated = tl.abs(lo) + tl.abs(hi)
+        rotated = _abs_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK, HAD,
+                              RAND_SIGNS, HAS_SCALE)
         plain = rotated  # (never read)
     else:
         loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
