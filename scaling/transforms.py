@@ -33,7 +33,7 @@ def hadamard_matrix(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 
 # fp32(1/sqrt(n)) for every power of two we may meet, computed once (no tensor work while tracing).
-_NORM = {1 << k: float(torch.tensor(1.0 / math.sqrt(1 << k), dtype=torch.float32)) for k in range(13)}
+_NORM = {1 << k: float(torch.tensor(1.0 / math.sqrt(1 << k), dtype=torch.float32, device="cpu")) for k in range(13)}
 
 
 def norm_factor(n: int) -> float:
