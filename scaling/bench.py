@@ -28,6 +28,11 @@ How each number is taken (docs/kernels.md says more):
   step as the trainer's batch rule gives a compute-optimal run (8 at 160M; --accumulate), the model
   compiled one block at a time (scaling.compiling);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
+- profile: where a training micro-batch's GPU time goes, per recipe: torch.profiler's kernel times
+  over the forward and backward of two micro-batches (no optimizer step; compile mode default),
+  summed by kind of kernel (`kernel_kind`: quantize, amax, transpose, gemm, attention, inductor,
+  loss, scale epilogue, other); rows {"family", "size", "recipe", "batch_tokens", "kind", "ms",
+  "over_bf16_ms"} per micro-batch, a "total" row each.
 - quantizer (no GPU): each activation operand of a recipe on this CPU, the reference against the
   fused C quantizer (scaling.cpu_quantize): rows {"recipe", "operand", "tokens", "d", "reference_ms",
   "fused_ms", "speedup", "bits_equal"}.
@@ -311,13 +316,13 @@ def train_accumulation(n_params: int, micro_batch: int = 32, seq_len: int = 1024
     return max(1, optim.batch_sequences(n_params, 20 * n_params, seq_len) // micro_batch)
 
 
-def train_step_seconds(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
-                       accumulate: int = 1, seq_len: int = 1024, steps: int = 4, warmup: int = 2,
-                       compile_mode: str | None = "default", vocab_size: int | None = None) -> tuple[float, float]:
-    """Wall seconds and this process's CPU seconds per training step as scaling.train runs it:
-    `accumulate` micro-batches of `batch` sequences (fwd, bwd) per Muon + AdamW step, compiled by
-    scaling.compiling (None: eager); BF16 autocast on CUDA, float32 on a CPU. Vocabulary: the GPU
-    corpus's unless given."""
+def training_step(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
+                  accumulate: int = 1, seq_len: int = 1024, compile_mode: str | None = "default",
+                  vocab_size: int | None = None) -> Callable[[int, bool], None]:
+    """The trainer's optimizer step i as scaling.train runs it, on random tokens: `accumulate`
+    micro-batches of `batch` sequences (fwd, bwd), then (unless `optimize` is False) the Muon + AdamW
+    step; compiled by scaling.compiling (None: eager); BF16 autocast on CUDA, float32 on a CPU.
+    Vocabulary: the GPU corpus's unless given."""
     from models import build_model
     from scaling import optim
     from scaling.compiling import begin_micro_batch, compile_model, zero_grads
@@ -336,7 +341,7 @@ def train_step_seconds(family: str, size: str, recipe: str, device: torch.device
     x, y = idx[:, :-1], idx[:, 1:]
     cuda = device.type == "cuda"
 
-    def train_step(i: int) -> None:
+    def train_step(i: int, optimize: bool = True) -> None:
         set_step(model, i)
         zero_grads(model, optimizers, compile_mode)
         for _ in range(accumulate):
@@ -344,11 +349,21 @@ def train_step_seconds(family: str, size: str, recipe: str, device: torch.device
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
                 loss = model(x, y) / accumulate
             loss.backward()
-        for opt in optimizers:
-            opt.step()
+        if optimize:
+            for opt in optimizers:
+                opt.step()
+
+    return train_step
+
+
+def train_step_seconds(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
+                       accumulate: int = 1, seq_len: int = 1024, steps: int = 4, warmup: int = 2,
+                       compile_mode: str | None = "default", vocab_size: int | None = None) -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds per training step (`training_step`)."""
+    train_step = training_step(family, size, recipe, device, batch, accumulate, seq_len, compile_mode, vocab_size)
 
     def sync() -> None:
-        if cuda:
+        if device.type == "cuda":
             torch.cuda.synchronize()
 
     for i in range(warmup):
@@ -359,6 +374,101 @@ def train_step_seconds(family: str, size: str, recipe: str, device: torch.device
         train_step(i)
     sync()
     return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+
+
+# What `bench profile` sorts GPU kernels into, by name: the first rule that matches (lowercase).
+KERNEL_KINDS = (
+    ("quantize", ("_quantize_kernel", "_pair_kernel")),
+    ("amax", ("_amax_kernel", "_pair_amax_kernel")),
+    ("transpose", ("_transpose_kernel",)),
+    ("scale epilogue", ("_scale_cast_kernel",)),
+    ("loss", ("_loss_forward_kernel", "_loss_backward_kernel")),
+    ("attention", ("flash", "fmha", "cudnn", "attn", "sdpa")),
+    ("gemm", ("gemm", "xmma", "nvjet", "cutlass", "cublas", "sm90_", "sm80_")),
+    ("inductor", ("triton_",)),
+)
+
+
+def kernel_kind(name: str) -> str:
+    """The KERNEL_KINDS entry a GPU kernel's name falls under, else "other" (torch's own elementwise
+    and reduction kernels, copies, memsets)."""
+    lower = name.lower()
+    return next((kind for kind, marks in KERNEL_KINDS if any(m in lower for m in marks)), "other")
+
+
+def profile_micro_batch(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
+                        micro_batches: int = 2, seq_len: int = 1024, warmup: int = 2,
+                        compile_mode: str = "default") -> dict[str, float]:
+    """GPU kernel time (ms) per micro-batch, forward + backward without the optimizer step, by kernel
+    name, from torch.profiler over `micro_batches` micro-batches after `warmup` steps. Kernel
+    time, not wall time: under CUDA graphs the two agree (the GPU is never idle); without them an FP4
+    step also waits on the host. Compile mode "default": CUDA-graph replays hide kernels from some
+    profilers, and a kernel takes as long either way."""
+    from torch.profiler import ProfilerActivity, profile
+
+    train_step = training_step(family, size, recipe, device, batch, micro_batches, seq_len, compile_mode)
+    for i in range(warmup):
+        train_step(i)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        train_step(warmup, optimize=False)
+        torch.cuda.synchronize()
+    by_name: dict[str, float] = {}
+    for event in prof.key_averages():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = getattr(event, "self_device_time_total", None)
+        us = event.self_cuda_time_total if us is None else us
+        by_name[event.key] = by_name.get(event.key, 0.0) + us / 1e3 / micro_batches
+    return by_name
+
+
+def _by_kind(by_name: dict[str, float]) -> dict[str, float]:
+    kinds: dict[str, float] = {}
+    for name, ms in by_name.items():
+        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + ms
+    return kinds
+
+
+def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",), sizes: tuple[str, ...] = ("160M",),
+                  recipes: tuple[str, ...] = TRAIN_RECIPES, batch: int = 32, top: int = 25,
+                  progress: Callable[[str], None] = print,
+                  on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """Where a training micro-batch's GPU time goes, per recipe (`profile_micro_batch`): one row per
+    (family, size, recipe, kind) with ms per micro-batch of `batch` x 1024 tokens and the extra ms
+    over the same kind under bf16 (measured first in the call); the `top` kernels by time are shown
+    (progress), not kept."""
+    rows = []
+    for family in families:
+        for size in sizes:
+            base: dict[str, float] | None = None
+            for recipe in ("bf16",) + tuple(r for r in recipes if r != "bf16"):
+                start = time.perf_counter()
+                try:
+                    by_name = profile_micro_batch(family, size, recipe, device, batch=batch, seq_len=SEQ_LEN)
+                    kinds = _by_kind(by_name)
+                except (RuntimeError, torch.OutOfMemoryError) as e:
+                    progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
+                    if recipe == "bf16":
+                        break
+                    continue
+                base = kinds if recipe == "bf16" else base
+                total = sum(kinds.values())
+                for kind in sorted(set(kinds) | set(base), key=lambda k: -kinds.get(k, 0.0)):
+                    ms = kinds.get(kind, 0.0)
+                    rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": batch * SEQ_LEN,
+                                 "kind": kind, "ms": round(ms, 3), "over_bf16_ms": round(ms - base.get(kind, 0.0), 3)})
+                rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": batch * SEQ_LEN,
+                             "kind": "total", "ms": round(total, 3),
+                             "over_bf16_ms": round(total - sum(base.values()), 3)})
+                progress(f"  {family} {size} {recipe}: {total:.1f} ms of kernels per micro-batch of {batch} x {SEQ_LEN} "
+                         f"tokens ({time.perf_counter() - start:.0f} s): "
+                         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+                for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]:
+                    progress(f"    {ms:7.3f} ms  {kernel_kind(name):<14} {name[:150]}")
+                if on_row:
+                    on_row(rows)
+    return rows
 
 
 def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[str, ...] = ("1M",),
@@ -514,5 +624,5 @@ def header(device: torch.device) -> dict:
             "versions": versions(), "copy_gbps": round(copy_gbps(device), 1)}
 
 
-__all__ = ["bench_cpu", "bench_cpu_quantizer", "bench_kernels", "bench_linear", "bench_loss", "bench_sass", "bench_train", "copy_gbps", "cpu_header", "header", "graph_ms",
-           "median_ms"]
+__all__ = ["bench_cpu", "bench_cpu_quantizer", "bench_kernels", "bench_linear", "bench_loss", "bench_profile", "bench_sass",
+           "bench_train", "copy_gbps", "cpu_header", "header", "graph_ms", "kernel_kind", "median_ms", "training_step"]

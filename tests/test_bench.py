@@ -109,3 +109,21 @@ def test_train_section_runs_end_to_end_on_a_cpu():
     a, b = rows[0]["tokens_per_s"], rows[1]["tokens_per_s"]
     ratio = rows[1]["ratio_vs_bf16"]
     assert abs(ratio - b / a) <= 0.0005 + ratio * (0.5 / a + 0.5 / b) + 1e-9
+
+
+def test_profile_sorts_kernels_by_kind():
+    """`bench profile`'s kinds, on kernel names as the H200's torch 2.11 profiler gives them."""
+    from scaling.bench import kernel_kind
+
+    names = {
+        "_quantize_kernel": "quantize", "_pair_kernel": "quantize", "_pair_amax_kernel": "amax",
+        "_amax_kernel": "amax", "_transpose_kernel": "transpose", "_scale_cast_kernel": "scale epilogue",
+        "_loss_backward_kernel": "loss",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas": "gemm",
+        "nvjet_hsh_256x128_64x4_1x2_h_bz_coopA_NTN": "gemm",
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0": "attention",
+        "triton_per_fused__to_copy_mul_rsqrt_0": "inductor", "triton_poi_fused_relu_pow_1": "inductor",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T2, T3)": "other",
+        "Memset (Device)": "other",
+    }
+    assert {n: kernel_kind(n) for n in names} == names

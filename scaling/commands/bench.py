@@ -9,8 +9,8 @@ from pathlib import Path
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, loss, linear, train, sass (no GPU), cpu and quantizer (no GPU), fit"
-SECTIONS = ("kernels", "loss", "linear", "train", "sass", "cpu", "quantizer", "fit")
+HELP = "benchmarks: kernels, loss, linear, train, profile (GPU); sass, cpu, quantizer, fit"
+SECTIONS = ("kernels", "loss", "linear", "train", "profile", "sass", "cpu", "quantizer", "fit")
 NO_GPU = ("sass", "cpu", "quantizer", "fit")
 
 
@@ -18,11 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="+", choices=SECTIONS, help="which benchmarks to run")
     parser.add_argument("--out", type=Path, help="JSON file to write (sections not run are kept from it)")
     parser.add_argument("--recipes", help="comma-separated recipes (default: per section)")
-    parser.add_argument("--families", default="nanochat,llama2", help="train, cpu: model families")
-    parser.add_argument("--sizes", help="train, cpu: model sizes (default: 40M,160M for train, 1M for cpu)")
+    parser.add_argument("--families", help="train, profile, cpu: model families (default: nanochat,llama2; "
+                        "nanochat for profile)")
+    parser.add_argument("--sizes", help="train, profile, cpu: model sizes (default: 40M,160M for train, 160M for "
+                        "profile, 1M for cpu)")
     parser.add_argument("--dims", help="linear: layer widths (default 512,1024,2048,4096); quantizer: operand widths (default 128,512)")
     parser.add_argument("--steps", type=int, help="train, cpu: timed optimizer steps per run (default: 4 for train, 8 for cpu)")
-    parser.add_argument("--batch", type=int, default=32, help="train: sequences of 1024 tokens per micro-batch")
+    parser.add_argument("--batch", type=int, default=32, help="train, profile: sequences of 1024 tokens per micro-batch")
     parser.add_argument("--accumulate", type=int,
                         help="train: micro-batches per optimizer step (default: the trainer's batch rule per size)")
     parser.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
@@ -42,7 +44,8 @@ ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", 
             "train": ("family", "size", "recipe", "compile_mode", "accumulate"),
             "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow", "halves", "iters"),
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
-            "quantizer": ("recipe", "operand", "tokens", "d")}
+            "quantizer": ("recipe", "operand", "tokens", "d"),
+            "profile": ("family", "size", "recipe", "batch_tokens", "kind")}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
         result["cpu_machine"] = bench.cpu_header()
         progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads")
-        rows = bench.bench_cpu(families=tuple(args.families.split(",")), sizes=tuple((args.sizes or "1M").split(",")),
+        rows = bench.bench_cpu(families=tuple((args.families or "nanochat,llama2").split(",")), sizes=tuple((args.sizes or "1M").split(",")),
                                recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
         result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
     if "quantizer" in wanted:
@@ -141,17 +144,22 @@ def run(args: argparse.Namespace) -> int:
 
         if "train" in gpu:
             sizes = tuple((args.sizes or "40M,160M").split(","))
-            bench.bench_train(device, families=tuple(args.families.split(",")), sizes=sizes,
+            bench.bench_train(device, families=tuple((args.families or "nanochat,llama2").split(",")), sizes=sizes,
                               recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch,
                               accumulate=args.accumulate,
                               compile_mode=args.compile_mode,
                               earlier=earlier, progress=progress, on_row=save_rows)
+        if "profile" in gpu:
+            result.setdefault("profile", [])
+            bench.bench_profile(device, families=tuple((args.families or "nanochat").split(",")),
+                                sizes=tuple((args.sizes or "160M").split(",")), recipes=recipes or bench.TRAIN_RECIPES,
+                                batch=args.batch, progress=progress, on_row=saver("profile")[0])
     if args.out:
         _write_atomic(args.out, result)
     if args.json:
         print_json(result)
         return 0
-    for section in ("kernels", "loss", "linear", "train"):
+    for section in ("kernels", "loss", "linear", "train", "profile"):
         if section in gpu and result[section]:
             print_table(result[section], title=f"bench {section} ({result['device']}, copy {result['copy_gbps']} GB/s)")
     if "sass" in wanted:
