@@ -377,15 +377,17 @@ def train_step_seconds(family: str, size: str, recipe: str, device: torch.device
 
 
 # What `bench profile` sorts GPU kernels into, by name: the first rule that matches (lowercase).
+# Inductor's kernels come before the GEMMs: their names list the ops they fuse, which may be ours
+# ("triton_poi_fused__to_copy_gemm_operand_pair_..." makes the pair kernel's input).
 KERNEL_KINDS = (
     ("quantize", ("_quantize_kernel", "_pair_kernel")),
     ("amax", ("_amax_kernel", "_pair_amax_kernel")),
     ("transpose", ("_transpose_kernel",)),
     ("scale epilogue", ("_scale_cast_kernel",)),
     ("loss", ("_loss_forward_kernel", "_loss_backward_kernel")),
+    ("inductor", ("triton_",)),
     ("attention", ("flash", "fmha", "cudnn", "attn", "sdpa")),
     ("gemm", ("gemm", "xmma", "nvjet", "cutlass", "cublas", "sm90_", "sm80_")),
-    ("inductor", ("triton_",)),
 )
 
 

@@ -123,6 +123,7 @@ def test_profile_sorts_kernels_by_kind():
         "nvjet_hsh_256x128_64x4_1x2_h_bz_coopA_NTN": "gemm",
         "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0": "attention",
         "triton_per_fused__to_copy_mul_rsqrt_0": "inductor", "triton_poi_fused_relu_pow_1": "inductor",
+        "triton_poi_fused__to_copy_gemm_operand_pair_mul_pow_relu_select_stack_threshold_backward_view_4": "inductor",
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T2, T3)": "other",
         "Memset (Device)": "other",
     }
