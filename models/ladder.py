@@ -5,8 +5,9 @@ Rule (both families):
 - width ≈ 64 · depth (the nanochat / OLMo aspect ratio) where the parameter target allows it;
 - every in/out feature of a block linear is a multiple of 128 for sizes ≥ 10M (Hadamard groups of up
   to 128 and 16/32-element FP4 blocks along K tile it exactly) and a multiple of 32 for the micro sizes;
-- MLP hidden width per family: nanochat 4·width (ReLU²); Llama-2 SwiGLU ⌊8/3·width⌉ rounded to a
-  multiple of 128 (≥ 10M) or 32 (micro).
+- MLP hidden width per family: nanochat 4·width (ReLU²); Llama-2 SwiGLU by Llama-2's own rule for
+  sizes ≥ 10M, int(8/3·width) rounded up to a multiple of 256 (meta-llama/llama model.py,
+  `multiple_of = 256`), and 8/3·width rounded to the nearest multiple of 32 for the micro sizes.
 
 The size's name is its non-embedding parameter count N (everything except the token embedding and
 the LM head), within ±10% for both families (tests/test_models.py checks every entry).
@@ -44,8 +45,14 @@ SIZES: dict[str, tuple[int, int]] = {
 MICRO = ("0.5M", "1M", "2M", "4M", "8M")
 
 
-def _round_to(x: float, multiple: int) -> int:
-    return max(multiple, int(round(x / multiple)) * multiple)
+def swiglu_hidden(width: int, micro: bool) -> int:
+    """Llama-2's SwiGLU hidden width: int(2/3 · 4·width) rounded up to a multiple of 256, as its code
+    does; for the micro sizes 8/3·width to the nearest multiple of 32 (256 would be most of their MLP).
+    (A multiple of 256 also tiles the H200's 256-wide GEMM tiles: with 2688 = 10.5 x 256 at 160M,
+    llama2's GEMMs ran ~6% below nanochat's, `scaling bench profile`.)"""
+    if micro:
+        return max(32, round(8 * width / 3 / 32) * 32)
+    return -(-int(2 * 4 * width / 3) // 256) * 256
 
 
 @dataclass(frozen=True)
@@ -84,8 +91,7 @@ def model_size(family: str, name: str) -> ModelSize:
     if name not in SIZES:
         raise UserError(f"unknown model size {name!r}; choose one of {', '.join(SIZES)} (see `scaling models`)")
     depth, width = SIZES[name]
-    multiple = 32 if name in MICRO else 128
-    mlp = 4 * width if family == "nanochat" else _round_to(8 * width / 3, multiple)
+    mlp = 4 * width if family == "nanochat" else swiglu_hidden(width, name in MICRO)
     return ModelSize(family, name, depth, width, width // HEAD_DIM, mlp)
 
 

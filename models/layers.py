@@ -55,6 +55,17 @@ class CausalSelfAttention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(B, T, C))
 
 
+def residual_stream(x: torch.Tensor) -> torch.Tensor:
+    """The embedding rows looked up, as the residual stream carries them: in the autocast dtype (BF16)
+    under autocast, else as they are. Both families keep the residual stream in BF16 on a GPU:
+    nanochat's embedding is BF16 there, and torchtitan trains Llama with BF16 compute copies of the
+    parameters, so its embedding output and residual adds are BF16 too. Every residual add and norm
+    then moves half the bytes; the optimizer keeps the FP32 master weight."""
+    if torch.is_autocast_enabled(x.device.type):
+        x = x.to(torch.get_autocast_dtype(x.device.type))
+    return x
+
+
 def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
     """cap · tanh(logits / cap): logits squashed smoothly into (-cap, cap) (nanochat, Gemma 2)."""
     return cap * torch.tanh(logits / cap)

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers import CausalSelfAttention, lm_head_loss, rotary_tables
+from models.layers import CausalSelfAttention, lm_head_loss, residual_stream, rotary_tables
 
 NORM_EPS = 1e-5  # Llama-2's rms_norm_eps
 
@@ -64,7 +64,7 @@ class Llama(nn.Module):
             nn.init.normal_(b.mlp.down.weight, std=std / math.sqrt(2 * len(self.blocks)))
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.embed(idx)
+        x = residual_stream(self.embed(idx))
         for block in self.blocks:
             x = block(x, self.cos, self.sin)
         return self.head(x, targets)

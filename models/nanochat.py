@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers import CausalSelfAttention, lm_head_loss, rotary_tables, softcap
+from models.layers import CausalSelfAttention, lm_head_loss, residual_stream, rotary_tables, softcap
 from scaling.cpu_relu2 import relu_squared
 
 LOGIT_SOFTCAP = 15.0  # nanochat: logits = 15 · tanh(logits / 15)
@@ -65,13 +65,7 @@ class Nanochat(nn.Module):
         nn.init.zeros_(self.lm_head.weight)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.embed(idx)
-        if torch.is_autocast_enabled(x.device.type):
-            # nanochat keeps its embedding in BF16 on a GPU, so its residual stream is BF16 (half the
-            # bytes of every residual add and norm). The same activations here: the rows looked up,
-            # cast; the optimizer keeps the FP32 master weight.
-            x = x.to(torch.get_autocast_dtype(x.device.type))
-        x = norm(x)
+        x = norm(residual_stream(self.embed(idx)))
         for block in self.blocks:
             x = block(x, self.cos, self.sin)
         return self.head(x, targets)

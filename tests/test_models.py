@@ -63,11 +63,13 @@ def test_forward_shapes_loss_and_causality(family):
     assert torch.equal(a[:, :-1], b[:, :-1]) and not torch.equal(a[:, -1], b[:, -1])
 
 
-def test_nanochat_residual_stream_is_in_the_autocast_dtype():
-    """As nanochat (whose embedding is BF16 on a GPU), the residual stream under autocast is BF16,
-    while the embedding's master weight stays FP32; without autocast everything is FP32."""
+@pytest.mark.parametrize("family", FAMILIES)
+def test_residual_stream_is_in_the_autocast_dtype(family):
+    """As nanochat (whose embedding is BF16 on a GPU) and torchtitan's Llama, the residual stream
+    under autocast is BF16, while the embedding's master weight stays FP32; without autocast
+    everything is FP32."""
     torch.manual_seed(0)
-    model = build_model("nanochat", "0.5M", vocab_size=512, seq_len=32)
+    model = build_model(family, "0.5M", vocab_size=512, seq_len=32)
     idx = torch.randint(0, 512, (2, 32))
     seen = []
     model.blocks[1].register_forward_pre_hook(lambda module, args: seen.append(args[0].dtype))
