@@ -23,7 +23,8 @@ def test_committed_h200_json_has_the_documented_keys():
     assert {"device", "date", "versions", "copy_gbps", "kernels", "linear", "train"} <= set(bench)
     for section, keys in {"kernels": ("name", "recipe", "operand", "gbps"),
                           "linear": ("recipe", "d", "tokens", "ms", "ratio_vs_bf16"),
-                          "train": ("recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16")}.items():
+                          "train": ("recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"),
+                          "profile": ("family", "size", "recipe", "kind", "ms", "over_bf16_ms")}.items():
         assert bench[section], f"{section} is empty"
         for row in bench[section]:
             assert set(keys) <= set(row), (section, row)
