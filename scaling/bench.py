@@ -428,7 +428,8 @@ def profile_micro_batch(family: str, size: str, recipe: str, device: torch.devic
 def _by_kind(by_name: dict[str, float]) -> dict[str, float]:
     kinds: dict[str, float] = {}
     for name, ms in by_name.items():
-        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + ms
+        kind = kernel_kind(name)
+        kinds[kind] = kinds.get(kind, 0.0) + ms
     return kinds
 
 

@@ -12,6 +12,7 @@ from scaling.errors import UserError
 HELP = "benchmarks: kernels, loss, linear, train, profile (GPU); sass, cpu, quantizer, fit"
 SECTIONS = ("kernels", "loss", "linear", "train", "profile", "sass", "cpu", "quantizer", "fit")
 NO_GPU = ("sass", "cpu", "quantizer", "fit")
+FAMILIES = "nanochat,llama2"  # train's and cpu's default; profile's is nanochat
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
         result["cpu_machine"] = bench.cpu_header()
         progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads")
-        rows = bench.bench_cpu(families=tuple((args.families or "nanochat,llama2").split(",")), sizes=tuple((args.sizes or "1M").split(",")),
+        rows = bench.bench_cpu(families=tuple((args.families or FAMILIES).split(",")), sizes=tuple((args.sizes or "1M").split(",")),
                                recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
         result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
     if "quantizer" in wanted:
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
         if "train" in gpu:
             sizes = tuple((args.sizes or "40M,160M").split(","))
-            bench.bench_train(device, families=tuple((args.families or "nanochat,llama2").split(",")), sizes=sizes,
+            bench.bench_train(device, families=tuple((args.families or FAMILIES).split(",")), sizes=sizes,
                               recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch,
                               accumulate=args.accumulate,
                               compile_mode=args.compile_mode,
