@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
         result = {"device": None, "date": None, "versions": None, "copy_gbps": None,
-                  "kernels": [], "linear": [], "train": [], **result}
+                  "kernels": [], "linear": [], "train": [], "profile": [], **result}
     recipes = tuple(r for r in (args.recipes or "").split(",") if r)
 
     def progress(line: str) -> None:
@@ -151,7 +151,6 @@ def run(args: argparse.Namespace) -> int:
                               compile_mode=args.compile_mode,
                               earlier=earlier, progress=progress, on_row=save_rows)
         if "profile" in gpu:
-            result.setdefault("profile", [])
             bench.bench_profile(device, families=tuple((args.families or "nanochat").split(",")),
                                 sizes=tuple((args.sizes or "160M").split(",")), recipes=recipes or bench.TRAIN_RECIPES,
                                 batch=args.batch, progress=progress, on_row=saver("profile")[0])
