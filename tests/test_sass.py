@@ -32,6 +32,7 @@ rows["rht128_amax"] = sass.count_amax(get_recipe("quartet2").dgrad_dy, -1, 4096,
 rows |= {f"amax{n}": sass.count_amax(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, n) for n in (1, 4)}  # RHT16, dim 0
 rows["plain_amax"] = sass.count_amax(nv.fprop_x, -1, 4096, 16384, 128, 8, 0)  # no rotation
 rows["pair_amax"] = sass.count_pair_amax(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4)  # RHT16 both ways
+rows["strided"] = sass.count(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, 4)  # RHT16 + RTNE along dim 0, NARROW 4
 print(json.dumps(rows))
 """
 
@@ -93,3 +94,9 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     assert rows["pair_amax"]["stack_bytes"] == 0 and rows["pair_amax"]["instructions_per_element"] < 21
     # (and without a rotation, |x| itself: a load, a max and little else per element)
     assert rows["plain_amax"]["stack_bytes"] == 0 and rows["plain_amax"]["instructions_per_element"] < 6
+
+    # Along dim 0 the tokens' stride is a compile-time constant, so a thread's loads and stores of a
+    # column are its row's address plus immediates (`quantize._tile_offsets`). With a runtime stride
+    # 3% of them were (each access its own address: an add and two address instructions).
+    for name in ("strided", "pair_amax", "pair1", "pair4"):
+        assert rows[name]["immediate_share"] >= 0.75, (name, rows[name])

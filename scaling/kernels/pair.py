@@ -49,7 +49,7 @@ def _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, sig
 
 
 @triton.jit
-def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seeds_first_ptr, D, T,
+def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seeds_first_ptr, D: tl.constexpr, T,
                       TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
                       HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
                       HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
@@ -99,7 +99,7 @@ def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi,
 
 @triton.jit
 def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_last_ptr, inv_first_ptr,
-                 seeds_last_ptr, seeds_first_ptr, D, T, numer, target,
+                 seeds_last_ptr, seeds_first_ptr, D: tl.constexpr, T, numer, target,
                  TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
                  HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
                  SR_L: tl.constexpr, PAIRS_L: tl.constexpr,
@@ -111,7 +111,9 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
     """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
     layout, from one DRAM read of each (BK tokens, BR features) tile (`_last_axis_tile`). ITERS: the
     program quantizes ITERS consecutive tiles along the tokens, after making once what they all use
-    (encode scales, stream keys, both transforms' signs)."""
+    (encode scales, stream keys, both transforms' signs). D, the tokens' stride, is a compile-time
+    constant (`quantize._tile_offsets`: loads and stores along the tokens at immediate offsets); the
+    kernel is compiled once per width."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)  # features; tokens: ITERS tiles from program_id(1) * ITERS
     stride_r, stride_k = _wide_strides(1, D, I64)

@@ -123,7 +123,7 @@ def _paired_uniforms(rows, col0, K, key, BK: tl.constexpr, PAIRS: tl.constexpr):
     the odd one."""
     if PAIRS:  # K even: a pair is two neighbours along the tile's row, hashed once
         pcols = col0 // 2 + tl.arange(0, BK // 2)
-        pair = rows[:, None].to(tl.uint32) * (K // 2).to(tl.uint32) + pcols[None, :].to(tl.uint32)
+        pair = rows[:, None].to(tl.uint32) * tl.cast(K // 2, tl.uint32) + pcols[None, :].to(tl.uint32)
         h = _keyed_hash(pair, key)
         u = tl.interleave(_centred_unit16(h, 0), _centred_unit16(h, 16))
     else:  # pairs straddle rows: one hash per element, as the reference defines it
@@ -350,12 +350,22 @@ def _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: 
     tensor quantized along dim 0) tells the compiler that rows come in contiguous runs of F only, so
     that a thread holds F rows (F * 2-byte accesses) across all BK columns, where 16-byte vectors give
     it 8 rows and so 8 * BK values: the butterflies and block maxima along K still run in registers,
-    with fewer values per thread (registers: occupancy). The same layout with Triton 3.6 and 3.9."""
+    with fewer values per thread (registers: occupancy). The same layout with Triton 3.6 and 3.9.
+    With NARROW, K's stride is a compile-time constant (the kernels' stride_k), so a thread's columns
+    lie at constant distances from its row: the offsets are made as an int64 base per row plus
+    constants, and each load or store addresses base + an immediate. As one int32 sum per element,
+    sign-extended, they cost an add and two address instructions per 4- or 8-byte access (sm_90,
+    Triton 3.6: ufp4's pair amax 19.8 -> 17.8 instructions per element, 126 -> 94 registers; nvfp4's
+    dY pair 80.7 -> 78.5 and 121 -> 91). With a runtime stride this form costs 2-4 more."""
     rows = pid_r * BR + tl.arange(0, BR)
     if NARROW > 0:
         rows = tl.max_contiguous(tl.multiple_of(rows, NARROW), NARROW)
     cols = pid_k * BK + tl.arange(0, BK)
-    offs = rows[:, None] * stride_r + cols[None, :] * stride_k  # int32 unless `_wide_strides`
+    if NARROW > 0:  # (int32 before the cast unless `_wide_strides`: `_offsets_pass_int32` bounds it)
+        base = (rows * stride_r + pid_k * BK * stride_k).to(tl.int64)
+        offs = base[:, None] + (tl.arange(0, BK) * stride_k).to(tl.int64)[None, :]
+    else:
+        offs = rows[:, None] * stride_r + cols[None, :] * stride_k  # int32 unless `_wide_strides`
     return offs, (rows[:, None] < R) & (cols[None, :] < K)
 
 
@@ -532,7 +542,7 @@ def _tile_max(t):
 # --- kernels ---------------------------------------------------------------------------------------
 
 @triton.jit
-def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k, seeds_ptr, scale_ptr,
+def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k: tl.constexpr, seeds_ptr, scale_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
                  HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr, I64: tl.constexpr, LOAD_LAYOUT: tl.constexpr,
@@ -691,7 +701,8 @@ def _encode_scale(amax_ptr, inv_ptr, numer, TENSOR_SCALE: tl.constexpr):
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R, K, stride_r, stride_k, numer, target,
+def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R, K, stride_r, stride_k: tl.constexpr,
+                     numer, target,
                      TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                      NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr,
                      BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
@@ -711,7 +722,9 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
     uses (the tensor's encode scale, the streams' keys, the transform's signs). What a thread does
     besides its elements' work was ~190 (nvfp4's SR dY) to ~530 (its RHT16 wgrad dY) sm_90
     instructions before (fitted to the counts at 32 and 64 elements per thread): 6-17 per element of
-    a tile with 32 per thread."""
+    a tile with 32 per thread.
+    stride_k is a compile-time constant (1 along a contiguous K, the row length along dim 0:
+    `_tile_offsets`), so a kernel along dim 0 is compiled once per tensor width."""
     BR: tl.constexpr = TILE // BK  # tile rows
     pid_k = tl.program_id(1)
     stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)

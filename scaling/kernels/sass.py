@@ -71,7 +71,8 @@ def compile_quantize(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warp
     launch = _launch(spec, dim, K)
     cfg = dict(launch.cfg, TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     unit = "stride_k" if launch.stride_k == 1 else "stride_r"
-    constants = {k: v for k, v in cfg.items() if k in Q._quantize_kernel.arg_names} | {unit: 1}
+    constants = ({k: v for k, v in cfg.items() if k in Q._quantize_kernel.arg_names}
+                 | {unit: 1, "stride_k": launch.stride_k})  # (stride_k: compile-time, as launched)
     types = {n: t for n, t in _SIGNATURE.items() if n not in constants}
     return _compile_sm90(Q._quantize_kernel, types, constants, warps)
 
@@ -83,7 +84,8 @@ def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: i
     launch = _launch(spec, dim, K)
     consts = dict(launch._amax_consts(), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     unit = "stride_k" if launch._amax_view()[3] == 1 else "stride_r"
-    constants = {k: v for k, v in consts.items() if k in Q._amax_kernel.arg_names} | {unit: 1}
+    constants = ({k: v for k, v in consts.items() if k in Q._amax_kernel.arg_names}
+                 | {unit: 1, "stride_k": launch._amax_view()[3]})
     types = {n: t for n, t in (_SIGNATURE | {"plain_ptr": "*fp32"}).items()
              if n in Q._amax_kernel.arg_names and n not in constants}
     return _compile_sm90(Q._amax_kernel, types, constants, warps)
@@ -97,9 +99,9 @@ def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, b
 
     cfg = dict(pair._pair_config(last, first, D, T), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
     kernel = pair._pair_amax_kernel if amax else pair._pair_kernel
-    constants = {k: v for k, v in cfg.items() if k in kernel.arg_names}
+    constants = {k: v for k, v in cfg.items() if k in kernel.arg_names} | {"D": D}  # (compile-time, as launched)
     types = {n: ("*bf16" if n in ("x_ptr", "last_ptr", "first_ptr") else "*i64" if n.startswith("seeds")
-                 else "*fp32" if n.endswith("_ptr") else "i32" if n in ("D", "T") else "fp32")
+                 else "*fp32" if n.endswith("_ptr") else "i32" if n == "T" else "fp32")
              for n in kernel.arg_names if n not in constants}
     return _compile_sm90(kernel, types, constants, warps)
 
@@ -126,6 +128,14 @@ def _instructions(sass: str) -> list[tuple[int, str, str]]:
 def opcodes(sass: str) -> collections.Counter:
     """Instructions per opcode (NOPs left out) of a SASS listing."""
     return collections.Counter(op for _, op, _ in _instructions(sass))
+
+
+def immediate_share(sass: str) -> float:
+    """The share of the listing's 32- and 64-bit global loads and stores whose address is a register
+    plus an immediate offset, not a register of its own (the kernels' strided tiles: `_tile_offsets`)."""
+    scalar = [rest for _, op, rest in _INSTRUCTION.findall(sass)
+              if op.split(".")[0] in ("LDG", "STG") and not op.endswith(".128")]
+    return sum(bool(re.search(r"\.64\+0x", rest)) for rest in scalar) / max(len(scalar), 1)
 
 
 def loop_body(sass: str) -> int:
@@ -193,7 +203,7 @@ def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int,
     return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow, "halves": halves, "iters": iters,
             "instructions_per_element": round(per_program / (iters * per_thread), 1), "registers": registers,
             "stack_bytes": stack, "barriers": ops["BAR"], "shuffles": ops["SHFL"],
-            "fences": ops["MEMBAR"] + ops["ERRBAR"]}
+            "fences": ops["MEMBAR"] + ops["ERRBAR"], "immediate_share": round(immediate_share(sass), 2)}
 
 
 def candidates(spec: QuantSpec, dim: int, K: int) -> list[tuple[int, int, int, int, int, int]]:
