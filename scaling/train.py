@@ -234,11 +234,11 @@ class LanguageModel(L.LightningModule):
         from scaling.linear import convert
         from scaling.recipes import get_recipe
 
-        self.config, self.size = config, config.model_size()
+        self.config, self.size, self.recipe = config, config.model_size(), get_recipe(config.recipe)
         self.automatic_optimization = False  # two optimizers (Muon + AdamW)
         torch.manual_seed(config.seed)
-        self.model = convert(build_model(config.family, self.size, vocab_size, config.seq_len),
-                             get_recipe(config.recipe), seed=config.seed)
+        self.model = convert(build_model(config.family, self.size, vocab_size, config.seq_len), self.recipe,
+                             seed=config.seed)
         if config.compile:
             compile_model(self.model, config.compile)
         self.steps = config.steps
@@ -356,6 +356,11 @@ class RunDirectory(L.Callback):
         if not self.first_step:
             self.step_time += time.perf_counter() - self._t0
             self.step_tokens += batch[1].numel()
+        else:
+            note = first_step_note(time.perf_counter() - self._t0, module.device.type == "cuda",
+                                   module.recipe.is_quantized)
+            if note:
+                print(note, file=sys.stderr, flush=True)
         self.first_step = False
         self.train_losses.append(float(outputs["loss"]))
         if module.diverged:
@@ -478,6 +483,18 @@ def repeated_data_note(tokens: int, train_tokens: int) -> str | None:
             f"data {tokens / train_tokens:.1f} times, so its validation loss also measures memorization (a larger "
             "model can end worse after more tokens). For scaling-law fits use a corpus at least as large as the "
             "largest budget (`scaling data prepare`, docs/data.md).")
+
+
+def first_step_note(seconds: float, on_gpu: bool, quantized: bool) -> str | None:
+    """What to tell a user whose first step took long (over 30 s), else None: on a GPU the step compiles
+    the model and, under a quantized recipe, compiles and tunes the quantizer kernels for each of the
+    model's widths (docs/kernels.md), which Triton's cache keeps for the next run."""
+    if seconds < 30 or not on_gpu:
+        return None
+    what = "compilation and the quantizer kernels' tuning for these widths" if quantized else "compilation"
+    return (f"note: the first step took {seconds:.0f} s ({what}); Triton's cache (TRITON_CACHE_DIR, default "
+            "~/.triton/cache) keeps it, so the next run at these widths starts in seconds. Steps after the first "
+            "count towards tokens/s.")
 
 
 def _not_a_tip(record) -> bool:

@@ -194,3 +194,13 @@ def test_repeated_data_is_pointed_out():
     assert repeated_data_note(1000, 2000) is None and repeated_data_note(2000, 2000) is None
     note = repeated_data_note(8_000_000, 2_643_058)
     assert "3.0 times" in note and "memorization" in note and "scaling data prepare" in note
+
+
+def test_a_slow_first_step_on_a_gpu_is_explained():
+    from scaling.train import first_step_note
+
+    assert first_step_note(12.0, True, True) is None  # quick enough to need no word
+    assert first_step_note(300.0, False, True) is None  # a CPU compiles nothing of ours
+    note = first_step_note(214.0, True, True)
+    assert "214 s" in note and "tuning" in note and "TRITON_CACHE_DIR" in note
+    assert "tuning" not in first_step_note(40.0, True, False)  # bf16: compilation only
