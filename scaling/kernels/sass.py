@@ -131,8 +131,9 @@ def opcodes(sass: str) -> collections.Counter:
 
 
 def immediate_share(sass: str) -> float:
-    """The share of the listing's 32- and 64-bit global loads and stores whose address is a register
-    plus an immediate offset, not a register of its own (the kernels' strided tiles: `_tile_offsets`)."""
+    """The share of the listing's global loads and stores narrower than 16 bytes (a strided tile's
+    accesses: `quantize._tile_offsets`) whose address is a register plus an immediate offset, not a
+    register of its own."""
     scalar = [rest for _, op, rest in _INSTRUCTION.findall(sass)
               if op.split(".")[0] in ("LDG", "STG") and not op.endswith(".128")]
     return sum(bool(re.search(r"\.64\+0x", rest)) for rest in scalar) / max(len(scalar), 1)
