@@ -8,7 +8,9 @@
  * - stretches: a 2-D (T, d) tensor along dim 0 (wgrad's operands), K strided. A stretch is nk rows
  *   of x (nk: whole blocks and Hadamard groups); butterflies run between its rows and block maxima
  *   down its columns, each a loop along a row of memory, as the reference's strided ops do.
- * Tensor-scaled specs read x twice: the tensor amax (after the rotation) comes first.
+ * Tensor-scaled specs read x twice: the tensor amax (after the rotation) comes first. 4/6 and
+ * MS-EDEN (1-row blocks) round each piece, then choose or correct its block scales from its own
+ * values (run_refined, stretch_refined) before writing it.
  *
  * The float operations are the reference's, in its order, in IEEE single precision: the build turns
  * off FMA contraction and never uses -ffast-math (the compiler may vectorize, never reassociate).
@@ -38,6 +40,8 @@ typedef struct {
     uint32_t key;                         /* seeds.seed_key(rounding seed) */
     const float *signs;                   /* the transform's signs (had of them), or NULL */
     float norm, gmax, bound, numer, target, s_enc;
+    int four_six, eden;                   /* 4/6; MS-EDEN (1-row blocks: run_refined, stretch_refined) */
+    uint32_t scale_key;                   /* MS-EDEN: seeds.seed_key(rounding seed ^ quant.SCALE_STREAM) */
     float amax[64];                       /* per-thread partial tensor amax */
 } Job;
 
@@ -264,6 +268,97 @@ static int run_length(const Job *job) {
     return n;
 }
 
+/* quant.tree_sum over each aligned group of 2^levels in t[0 .. n), in place: neighbours first, then
+ * their sums, a level at a time over the whole run (no pair crosses a group), so that group g's sum
+ * ends in t[g]. */
+static void group_sums(float *t, int n, int levels) {
+    for (int l = 0; l < levels; l++, n /= 2)
+        for (int i = 0; i < n / 2; i++) t[i] = t[2 * i] + t[2 * i + 1];
+}
+
+/* formats.round_fp8_sr(val, "e4m3", u) of one non-negative value (or NaN), in units of the spacing. */
+static float e4m3_sr(float val, float u) {
+    if (val != val) return val;
+    float m = val > 448.0f ? 448.0f : (val > 0.0f ? val : 0.0f);
+    float binade = bits_f(f_bits(m) & 0x7F800000u);
+    float step = (binade > 0.015625f ? binade : 0.015625f) * 0.125f;
+    float pos = m / step, lo = floorf(pos);  /* (exact: step is a power of two) */
+    return (lo + ceilf((pos - lo) - u)) * step;
+}
+
+/* Each block's value of a per-block array, over the elements of a run. */
+static void expand(const float *per_block, int nb, int bk, float *out) {
+    for (int b = 0; b < nb; b++)
+        for (int j = 0; j < bk; j++) out[b * bk + j] = per_block[b];
+}
+
+/* Pass 2 of quant.quantize with 4/6 and/or MS-EDEN, for one row's run v of n (1-row blocks of
+ * block_k along a contiguous K; canonical row r, columns k0 ..): the elements rounded under the
+ * block scales; with 4/6, each block's candidate with amax -> 4 kept where its squared error (a
+ * tree sum over the block) is smaller, ties keeping amax -> 6; with MS-EDEN, per Hadamard group the
+ * correction c = sum(x_enc^2) / sum(x_enc * q * s_b) times the group's scales, stochastically
+ * rounded onto E4M3 with the scale stream's uniform of each block (seeds.uniform of its flat
+ * index). Vectorized loops over the run, as round_run's. */
+static void run_refined(const Job *job, const float *v, int64_t r, int64_t k0, int n, float *out) {
+    const int bk = job->block_k, nb = n / bk, lbk = __builtin_ctz(bk);
+    const float s_enc = job->s_enc;
+    float amax[MAXRUN], sb[MAXRUN], f[MAXRUN], u[MAXRUN], q[MAXRUN], one[MAXRUN], e[MAXRUN], x_enc[MAXRUN];
+    float fx[MAXRUN], sx[MAXRUN];  /* per element: factor, block scale */
+    for (int b = 0; b < nb; b++) amax[b] = 0.0f;
+    blocks_amax(v, nb, bk, amax);
+    block_scales(job, amax, sb, f, nb);
+    if (job->sr) run_uniforms(job, r, k0, n, u);
+    for (int j = 0; j < n; j++) one[j] = 1.0f, x_enc[j] = v[j] * s_enc;
+    expand(f, nb, bk, fx);
+    round_run_any(job, v, u, fx, one, q, n);  /* the grid values (times 1: exact) */
+    if (job->four_six) {
+        float s4[MAXRUN], f4[MAXRUN], q4[MAXRUN], e4[MAXRUN];
+        for (int b = 0; b < nb; b++) {  /* quant.block_scale_for with the target 4 */
+            float raw = (amax[b] / 4.0f) * s_enc;
+            s4[b] = e4m3_rtne(raw > job->bound ? job->bound : raw);
+            f4[b] = s4[b] > 0.0f ? s_enc / s4[b] : 0.0f;
+        }
+        expand(f4, nb, bk, fx);
+        round_run_any(job, v, u, fx, one, q4, n);
+        expand(sb, nb, bk, sx);
+        for (int j = 0; j < n; j++) {
+            float d = q[j] * sx[j] - x_enc[j];
+            e[j] = d * d;
+        }
+        expand(s4, nb, bk, sx);
+        for (int j = 0; j < n; j++) {
+            float d = q4[j] * sx[j] - x_enc[j];
+            e4[j] = d * d;
+        }
+        group_sums(e, n, lbk);
+        group_sums(e4, n, lbk);
+        for (int b = 0; b < nb; b++)
+            if (e4[b] < e[b]) {
+                sb[b] = s4[b];
+                memcpy(q + b * bk, q4 + b * bk, sizeof(float) * bk);
+            }
+    }
+    if (job->eden) {
+        const int had = job->had, per = had / bk;
+        float num[MAXRUN];
+        expand(sb, nb, bk, sx);
+        for (int j = 0; j < n; j++) {
+            e[j] = (q[j] * sx[j]) * x_enc[j];
+            num[j] = x_enc[j] * x_enc[j];
+        }
+        group_sums(e, n, __builtin_ctz(had));
+        group_sums(num, n, __builtin_ctz(had));
+        const int64_t b0 = (r * job->K + k0) / bk;  /* the run's first block's flat index */
+        for (int b = 0; b < nb; b++) {
+            const float d = e[b / per], c = d > 0.0f ? num[b / per] / d : 1.0f;
+            const float ub = (float)(hash32(hash32((uint32_t)(b0 + b)) ^ job->scale_key) >> 8) * (1.0f / 16777216.0f);
+            sb[b] = e4m3_sr(sb[b] * c, ub);
+        }
+    }
+    expand(sb, nb, bk, sx);
+    for (int j = 0; j < n; j++) out[j] = q[j] * sx[j];
+}
+
 /* Rows r0 .. r0 + block_rows - 1, columns k0 .. k0 + n - 1: pass 1 returns their amax (rotated);
  * pass 2 quantizes them into out. */
 static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass) {
@@ -281,6 +376,10 @@ static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass)
         if (pass == 1) amax = amax2(amax, run_amax(src, n));
     }
     if (pass == 1) return amax;
+    if (job->four_six || job->eden) {  /* (1-row blocks: `serves`) */
+        run_refined(job, v[0], r0, k0, n, job->out + r0 * job->K + k0);
+        return 0.0f;
+    }
     float u[MAXRUN], factor[MAXRUN], s_b[MAXRUN];
     if (job->per_tensor) {
         for (int j = 0; j < n; j++) factor[j] = job->s_enc, s_b[j] = 1.0f;
@@ -308,7 +407,11 @@ static float runs_group(const Job *job, int64_t r0, int64_t k0, int n, int pass)
 
 #define CHUNK 512
 
-typedef struct { float *t, *u, *q, *factor, *s_b; uint32_t *colmax; } Scratch;  /* nk x CHUNK (t, u, q), CHUNK */
+typedef struct {
+    float *t, *u, *q, *factor, *s_b;      /* nk x CHUNK (t, u, q), CHUNK */
+    uint32_t *colmax;                     /* CHUNK */
+    float *q4, *e, *e4, *sb, *s4, *f4, *one;  /* 4/6 and MS-EDEN: nk x CHUNK (q4, e, e4, sb), CHUNK */
+} Scratch;
 
 /* Rows k0 .. k0 + nk - 1 of x, columns c0 .. c0 + n - 1, into the (nk, n) stretch t, rotated down
  * each column (transforms.rotate): the signs with the first stage's loads, the norm with the last
@@ -371,6 +474,93 @@ static void stretch_uniforms(const Job *job, int64_t k0, int64_t c0, int n, floa
     }
 }
 
+/* Column maxima of |t| over rows k0 .. k0 + nrows - 1 of an (., n) stretch, as bits (run_amax), into m. */
+static void column_maxima(const float *t, int k0, int nrows, int n, uint32_t *m) {
+    for (int c = 0; c < n; c++) m[c] = 0;
+    for (int k = k0; k < k0 + nrows; k++)
+        for (int c = 0; c < n; c++) {
+            uint32_t a = f_bits(t[k * n + c]) & 0x7FFFFFFFu;
+            m[c] = a > m[c] ? a : m[c];
+        }
+}
+
+/* quant.tree_sum down each column of rows k0 .. k0 + 2^levels - 1 of an (., n) stretch, in place
+ * (neighbouring rows first): the sums end in row k0. */
+static void column_sums(float *t, int k0, int levels, int n) {
+    for (int rows = 1 << levels; rows > 1; rows /= 2)
+        for (int i = 0; i < rows / 2; i++) {
+            float *dst = t + (int64_t)(k0 + i) * n;
+            const float *a = t + (int64_t)(k0 + 2 * i) * n, *b = a + n;
+            for (int c = 0; c < n; c++) dst[c] = a[c] + b[c];
+        }
+}
+
+/* Pass 2 of quant.quantize with 4/6 and/or MS-EDEN on the rotated stretch t (nk rows of K, n canonical
+ * rows as columns; 1-row blocks of block_k down each column): run_refined, down the columns. */
+static void stretch_refined(const Job *job, int64_t k0, int64_t c0, int n, Scratch *w) {
+    const int nk = job->nk, bk = job->block_k, lbk = __builtin_ctz(bk);
+    const float s_enc = job->s_enc;
+    float *t = w->t, *q = w->q, *q4 = w->q4, *e = w->e, *e4 = w->e4, *s4 = w->s4, *f4 = w->f4;
+    if (job->sr) stretch_uniforms(job, k0, c0, n, w->u);
+    for (int c = 0; c < n; c++) w->one[c] = 1.0f;
+    for (int kb = 0; kb < nk; kb += bk) {
+        float *sb = w->sb + (int64_t)(kb / bk) * n;  /* this block's scale in each column */
+        column_maxima(t, kb, bk, n, w->colmax);
+        for (int c = 0; c < n; c++) sb[c] = s4[c] = bits_f(w->colmax[c]);  /* (s4: the amax, for 4/6) */
+        block_scales(job, sb, sb, w->factor, n);
+        for (int k = kb; k < kb + bk; k++)
+            round_run_any(job, t + k * n, w->u + k * n, w->factor, w->one, q + k * n, n);
+        if (!job->four_six) continue;
+        for (int c = 0; c < n; c++) {  /* quant.block_scale_for with the target 4 */
+            float raw = (s4[c] / 4.0f) * s_enc;
+            s4[c] = e4m3_rtne(raw > job->bound ? job->bound : raw);
+            f4[c] = s4[c] > 0.0f ? s_enc / s4[c] : 0.0f;
+        }
+        for (int k = kb; k < kb + bk; k++) {
+            round_run_any(job, t + k * n, w->u + k * n, f4, w->one, q4 + k * n, n);
+            for (int c = 0; c < n; c++) {
+                const float x_enc = t[k * n + c] * s_enc;
+                const float d6 = q[k * n + c] * sb[c] - x_enc, d4 = q4[k * n + c] * s4[c] - x_enc;
+                e[k * n + c] = d6 * d6;
+                e4[k * n + c] = d4 * d4;
+            }
+        }
+        column_sums(e, kb, lbk, n);
+        column_sums(e4, kb, lbk, n);
+        for (int c = 0; c < n; c++)
+            if (e4[kb * n + c] < e[kb * n + c]) {  /* ties keep amax -> 6 */
+                sb[c] = s4[c];
+                for (int k = kb; k < kb + bk; k++) q[k * n + c] = q4[k * n + c];
+            }
+    }
+    if (job->eden) {  /* one Hadamard group: the stretch's nk rows */
+        for (int k = 0; k < nk; k++) {
+            const float *sb = w->sb + (int64_t)(k / bk) * n;
+            for (int c = 0; c < n; c++) {
+                const float x_enc = t[k * n + c] * s_enc;
+                e[k * n + c] = (q[k * n + c] * sb[c]) * x_enc;
+                e4[k * n + c] = x_enc * x_enc;
+            }
+        }
+        column_sums(e, 0, __builtin_ctz(nk), n);
+        column_sums(e4, 0, __builtin_ctz(nk), n);
+        const int64_t row_blocks = job->K / bk;
+        for (int c = 0; c < n; c++) {
+            const float d = e[c], corr = d > 0.0f ? e4[c] / d : 1.0f;
+            for (int b = 0; b < nk / bk; b++) {
+                const uint32_t index = (uint32_t)((c0 + c) * row_blocks + k0 / bk + b);
+                const float ub = (float)(hash32(hash32(index) ^ job->scale_key) >> 8) * (1.0f / 16777216.0f);
+                w->sb[(int64_t)b * n + c] = e4m3_sr(w->sb[(int64_t)b * n + c] * corr, ub);
+            }
+        }
+    }
+    for (int k = 0; k < nk; k++) {
+        const float *sb = w->sb + (int64_t)(k / bk) * n;
+        float *dst = job->out + (k0 + k) * job->R + c0;
+        for (int c = 0; c < n; c++) dst[c] = q[k * n + c] * sb[c];
+    }
+}
+
 /* Rows k0 .. k0 + nk - 1 of x, columns c0 .. c0 + n - 1: pass 1 returns their amax (rotated); pass 2
  * quantizes them into out. */
 static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Scratch *w) {
@@ -378,6 +568,10 @@ static float stretch(const Job *job, int64_t k0, int64_t c0, int n, int pass, Sc
     float *t = w->t;
     load_stretch(job, k0, c0, n, t);
     if (pass == 1) return run_amax(t, nk * n);
+    if (job->four_six || job->eden) {  /* (1-row blocks: `serves`) */
+        stretch_refined(job, k0, c0, n, w);
+        return 0.0f;
+    }
     if (job->sr) stretch_uniforms(job, k0, c0, n, w->u);
     const int bk = job->per_tensor ? nk : job->block_k;
     for (int kb = 0; kb < nk; kb += bk) {
@@ -431,11 +625,14 @@ static void run_part(const Part *p) {
     const int64_t stretches = job->K / job->nk;
     const int64_t ka = stretches * p->t / p->nthreads * job->nk, kb = stretches * (p->t + 1) / p->nthreads * job->nk;
     const int width = job->R < CHUNK ? (int)job->R : CHUNK;
-    float *mem = malloc(sizeof(float) * ((size_t)3 * job->nk * width + 2 * width));
+    const size_t plane = (size_t)job->nk * width, planes = job->four_six || job->eden ? 7 : 3;
+    float *mem = malloc(sizeof(float) * (planes * plane + 5 * width));
     uint32_t *colmax = malloc(sizeof(uint32_t) * (size_t)width);
-    if (!mem || !colmax) abort();  /* (a few hundred KB) */
-    Scratch w = {mem, mem + job->nk * width, mem + 2 * job->nk * width, mem + 3 * job->nk * width,
-                 mem + 3 * job->nk * width + width, colmax};
+    if (!mem || !colmax) abort();  /* (a few hundred KB; ~2 MB for 4/6 and MS-EDEN) */
+    float *rest = mem + planes * plane;  /* the per-column arrays */
+    Scratch w = {mem, mem + plane, mem + 2 * plane, rest, rest + width, colmax,
+                 mem + 3 * plane, mem + 4 * plane, mem + 5 * plane, mem + 6 * plane,
+                 rest + 2 * width, rest + 3 * width, rest + 4 * width};
     for (int64_t k0 = ka; k0 < kb; k0 += job->nk)
         for (int64_t c0 = 0; c0 < job->R; c0 += width) {
             int n = job->R - c0 < width ? (int)(job->R - c0) : width;
@@ -478,9 +675,10 @@ static void run_pass(Job *job, int pass, int nthreads) {
  * group, at most 128, dividing K). Returns s_enc (the tensor scale). */
 float scaling_quantize(const float *x, float *out, int64_t R, int64_t K, int k_contiguous, int out_rowmajor, int nk, int elem, int scale, int emax, int block_rows, int block_k,
                        int per_tensor, int tensor_scale, int sr, uint32_t key, int had, const float *signs,
-                       float norm, float gmax, float bound, float numer, float target, int nthreads) {
+                       float norm, float gmax, float bound, float numer, float target, int nthreads,
+                       int four_six, int eden, uint32_t scale_key) {
     Job job = {x, out, R, K, k_contiguous, out_rowmajor, elem, scale, emax, block_rows, block_k, per_tensor, tensor_scale,
-               sr, had, nk, key, signs, norm, gmax, bound, numer, target, 1.0f, {0}};
+               sr, had, nk, key, signs, norm, gmax, bound, numer, target, 1.0f, four_six, eden, scale_key, {0}};
     nthreads = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : nthreads);
     if (tensor_scale) {
         run_pass(&job, 1, nthreads);

@@ -2,8 +2,8 @@
 
 On a CPU the reference runs ~20 tensor ops per operand, each a pass over memory; for the 1M model's
 (4096, 128) operands that was 3-9 ms each and over half of an NVFP4 training step. The C version
-does each piece of the tensor in cache, on torch's thread count (docs/kernels.md). It serves every spec except 4/6,
-MS-EDEN and SR onto FP8 (those run the reference), for 2-D tensors along either axis and any
+does each piece of the tensor in cache, on torch's thread count (docs/kernels.md). It serves every spec except 4/6
+over 2-D tiles and SR onto FP8 (those run the reference), for 2-D tensors along either axis and any
 contiguous tensor along its last.
 
 The library is built on first use with the system C compiler (`$CC`, else `cc`) and kept under
@@ -41,7 +41,8 @@ OPTIONAL_FLAGS = (("-fopenmp", "-mprefer-vector-width=512"), ("-fopenmp",), ())
 
 # scaling_quantize's parameters, in order (cpu_quantize.c)
 _ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 11
-             + [ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_float] * 5 + [ctypes.c_int])
+             + [ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_float] * 5 + [ctypes.c_int] * 3
+             + [ctypes.c_uint32])
 LANES = 16  # cpu_quantize.c's L: the rows of a 2-D block it takes
 MAX_NK = 128  # the largest stretch or run unit it is given (the largest Hadamard group)
 MAXRUN = 1024  # cpu_quantize.c's MAXRUN: the longest run along a contiguous K
@@ -164,7 +165,9 @@ def serves(x: torch.Tensor, spec: QuantSpec, dim: int) -> bool:
     """Whether `gemm_operand` here gives quant.gemm_operand's result for this call."""
     if x.device.type != "cpu" or x.dtype != torch.float32 or torch.compiler.is_compiling():
         return False
-    if spec.four_over_six or spec.eden or (spec.elem in formats.FP8_DTYPES and spec.rounding == "sr"):
+    if spec.elem in formats.FP8_DTYPES and spec.rounding == "sr":
+        return False
+    if (spec.four_over_six or spec.eden) and spec.block_rows != 1:  # (4/6 over 16x16 tiles: the reference)
         return False
     if x.dim() == 0 or x.numel() == 0 or x.numel() >= 1 << 31 or spec.block_rows not in (1, LANES):
         return False
@@ -196,6 +199,7 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
     if spec.transform:
         signs = signs_for(spec.signs, spec.transform, int(seeds.signs) if seeds else None)
     key = seed_key(int(seeds.rounding)) if spec.rounding == "sr" else 0
+    scale_key = seed_key(int(seeds.rounding) ^ quant.SCALE_STREAM) if spec.eden else 0
     numer, target = quant.scale_constants(spec)
     s_enc = library().scaling_quantize(
         x.data_ptr(), out.data_ptr(), rows, length, int(k_contiguous), int(out_rowmajor), _unit_k(spec, K),
@@ -204,6 +208,7 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
         int(spec.block is None), int(spec.has_tensor_scale), int(spec.rounding == "sr"), key,
         spec.transform, None if signs is None else signs.data_ptr(),
         norm_factor(spec.transform) if spec.transform else 1.0,
-        float(spec.elem_max), float(spec.scale_bound), numer, target, torch.get_num_threads())
+        float(spec.elem_max), float(spec.scale_bound), numer, target, torch.get_num_threads(),
+        int(spec.four_over_six), int(spec.eden), scale_key)
     inv = 1.0 / torch.tensor(s_enc, dtype=torch.float32)  # as the reference: 1.0 / its 0-d s_enc
     return out.to(dtype), inv

@@ -37,7 +37,7 @@ def test_the_library_builds_here():
 
 
 def _served(spec):
-    return not (spec.four_over_six or spec.eden)
+    return not ((spec.four_over_six or spec.eden) and spec.block_rows > 1)  # (4/6 over 16x16 tiles: the reference)
 
 
 @pytest.mark.parametrize("spec", [s for s in SPECS if _served(s)], ids=lambda s: SPECS[s])
@@ -65,7 +65,7 @@ def test_short_rows_along_k_are_quantized_as_long_ones():
 @pytest.mark.parametrize("spec", [s for s in SPECS if _served(s)], ids=lambda s: SPECS[s])
 def test_edge_values_have_the_references_bits(spec, case):
     torch.manual_seed(1)
-    x = torch.randn(64, 128)
+    x = torch.randn(128, 128)  # (MS-EDEN's groups of 128 along either axis)
     if case == "nan":
         x[3, 17] = float("nan")
     elif case == "inf":
@@ -99,8 +99,7 @@ def test_a_transposed_matrix_along_either_axis(dim):
 
 def test_what_it_does_not_serve_runs_the_reference():
     x = torch.randn(64, 128)
-    assert not cpu_quantize.serves(x, PRESETS["quartet2"].fprop_x, -1)  # 4/6
-    assert not cpu_quantize.serves(x, PRESETS["quartet2"].dgrad_dy, -1)  # MS-EDEN
+    assert not cpu_quantize.serves(x, PRESETS["nvfp4_4over6"].fprop_w, -1)  # 4/6 over 16x16 tiles
     assert not cpu_quantize.serves(x.double(), PRESETS["nvfp4"].fprop_x, -1)
     assert not cpu_quantize.serves(torch.randn(4, 64, 128), PRESETS["nvfp4"].wgrad_x, 1)  # a middle axis
     assert not cpu_quantize.serves(torch.randn(64, 120), PRESETS["nvfp4"].fprop_x, -1)  # the reference's error
@@ -164,7 +163,17 @@ class Tiny(nn.Module):
         return x
 
 
-@pytest.mark.parametrize("recipe", ["nvfp4", "ufp4", "mxfp4_h16", "fp8"])
+def test_4_over_6_and_ms_eden_along_a_strided_k_run_on_a_k_contiguous_copy():
+    # (run_refined works along a contiguous K; the result is written back in x's layout)
+    x = torch.randn(256, 512)[:, :384]  # rows of a wider tensor: neither canonical layout
+    assert not cpu_quantize.serves(x, PRESETS["quartet2"].wgrad_x, 0)
+    x = torch.randn(128, 256).t()
+    for spec in (PRESETS["quartet2"].fprop_x, PRESETS["quartet2"].wgrad_dy, PRESETS["nvfp4_4over6"].fprop_x):
+        for dim in (0, 1):
+            _check(x, spec, dim, Seeds(5, 6))
+
+
+@pytest.mark.parametrize("recipe", ["nvfp4", "ufp4", "mxfp4_h16", "fp8", "quartet2"])
 def test_training_steps_on_it_equal_the_reference(recipe, monkeypatch):
     torch.manual_seed(0)
     base = Tiny()
