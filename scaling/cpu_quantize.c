@@ -132,11 +132,11 @@ static float e8m0_scale(float amax_b, int emax) {
     return ldexpf(1.0f, amax_b > 0.0f ? exp : 0);
 }
 
-/* quant.block_scale_for of nb blocks' amaxes, and each block's factor s_enc / s_b (0 for a zero or NaN
- * scale). The E4M3 and FP32 scales in one loop over the blocks, which vectorizes (a call per block
- * cost more than the block's rounding). */
-static void block_scales(const Job *job, const float *amax, float *s_b, float *factor, int nb) {
-    const float target = job->target, s_enc = job->s_enc, bound = job->bound;
+/* quant.block_scale_for of nb blocks' amaxes with this target (the spec's; 4/6's second candidate:
+ * 4), and each block's factor s_enc / s_b (0 for a zero or NaN scale). The E4M3 and FP32 scales in
+ * one loop over the blocks, which vectorizes (a call per block cost more than the block's rounding). */
+static void block_scales_for(const Job *job, const float *amax, float *s_b, float *factor, int nb, float target) {
+    const float s_enc = job->s_enc, bound = job->bound;
     if (job->scale == S_E4M3) {
         for (int b = 0; b < nb; b++) {
             float raw = (amax[b] / target) * s_enc;
@@ -148,6 +148,10 @@ static void block_scales(const Job *job, const float *amax, float *s_b, float *f
         for (int b = 0; b < nb; b++) s_b[b] = e8m0_scale(amax[b], job->emax);
     }
     for (int b = 0; b < nb; b++) factor[b] = s_b[b] > 0.0f ? s_enc / s_b[b] : 0.0f;
+}
+
+static void block_scales(const Job *job, const float *amax, float *s_b, float *factor, int nb) {
+    block_scales_for(job, amax, s_b, factor, nb, job->target);
 }
 
 /* o <- round(v * factor) * s_b over a run, factor and s_b per element (each block's, expanded). */
@@ -313,11 +317,7 @@ static void run_refined(const Job *job, const float *v, int64_t r, int64_t k0, i
     round_run_any(job, v, u, fx, one, q, n);  /* the grid values (times 1: exact) */
     if (job->four_six) {
         float s4[MAXRUN], f4[MAXRUN], q4[MAXRUN], e4[MAXRUN];
-        for (int b = 0; b < nb; b++) {  /* quant.block_scale_for with the target 4 */
-            float raw = (amax[b] / 4.0f) * s_enc;
-            s4[b] = e4m3_rtne(raw > job->bound ? job->bound : raw);
-            f4[b] = s4[b] > 0.0f ? s_enc / s4[b] : 0.0f;
-        }
+        block_scales_for(job, amax, s4, f4, nb, 4.0f);
         expand(f4, nb, bk, fx);
         round_run_any(job, v, u, fx, one, q4, n);
         expand(sb, nb, bk, sx);
@@ -511,11 +511,7 @@ static void stretch_refined(const Job *job, int64_t k0, int64_t c0, int n, Scrat
         for (int k = kb; k < kb + bk; k++)
             round_run_any(job, t + k * n, w->u + k * n, w->factor, w->one, q + k * n, n);
         if (!job->four_six) continue;
-        for (int c = 0; c < n; c++) {  /* quant.block_scale_for with the target 4 */
-            float raw = (s4[c] / 4.0f) * s_enc;
-            s4[c] = e4m3_rtne(raw > job->bound ? job->bound : raw);
-            f4[c] = s4[c] > 0.0f ? s_enc / s4[c] : 0.0f;
-        }
+        block_scales_for(job, s4, s4, f4, n, 4.0f);  /* (in place, as above) */
         for (int k = kb; k < kb + bk; k++) {
             round_run_any(job, t + k * n, w->u + k * n, f4, w->one, q4 + k * n, n);
             for (int c = 0; c < n; c++) {
