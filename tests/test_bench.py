@@ -4,6 +4,8 @@ several sessions), and the committed file keeps the keys scripts read."""
 import json
 from pathlib import Path
 
+import pytest
+
 from scaling.commands.bench import ROW_KEYS, _merge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +72,8 @@ def test_cpu_section_times_the_trainers_cpu_step(tmp_path):
     assert abs(new["cpu_ratio_vs_bf16"] - new["step_cpu_ms"] / rows["nanochat", "bf16"]["step_cpu_ms"]) < 0.01
 
 
-def test_quantizer_section_times_both_quantizers_and_checks_their_bits(tmp_path):
+def test_quantizer_section_times_both_quantizers_and_checks_their_bits(tmp_path, monkeypatch):
+    from scaling import cpu_quantize
     from scaling.cli import main
 
     out = tmp_path / "cpu.json"
@@ -78,18 +81,28 @@ def test_quantizer_section_times_both_quantizers_and_checks_their_bits(tmp_path)
     bench = json.loads(out.read_text())
     rows = {(r["recipe"], r["operand"]): r for r in bench["quantizer"]}
     assert {op for r, op in rows if r == "nvfp4"} == {"fprop.x", "dgrad.dy", "wgrad.dy", "wgrad.x"}
-    for (recipe, _), row in rows.items():
+    for row in rows.values():  # every activation operand of both is fused (quartet2: 4/6 and MS-EDEN)
         assert row["tokens"] == 4096 and row["d"] == 128 and row["reference_ms"] > 0
-        if recipe == "nvfp4":  # every nvfp4 activation operand is fused
-            assert row["bits_equal"] is True and row["fused_ms"] > 0
-            assert abs(row["speedup"] - row["reference_ms"] / row["fused_ms"]) < 0.01 * row["speedup"] + 0.01
-    assert rows["quartet2", "fprop.x"]["fused_ms"] is None  # 4/6: the reference only
+        assert row["bits_equal"] is True and row["fused_ms"] > 0
+        assert abs(row["speedup"] - row["reference_ms"] / row["fused_ms"]) < 0.01 * row["speedup"] + 0.01
     assert bench["cpu_machine"]["quantizer"].startswith("fused")
+    # without the fused quantizer: the reference's times alone
+    monkeypatch.setenv("SCALING_CPU_KERNEL", "0")
+    cpu_quantize.library.cache_clear()
+    try:
+        assert main(["bench", "quantizer", "--recipes", "nvfp4", "--dims", "128", "--out", str(out)]) == 0
+    finally:
+        cpu_quantize.library.cache_clear()
+    bench = json.loads(out.read_text())
+    assert all(r["fused_ms"] is None and r["reference_ms"] > 0 for r in bench["quantizer"] if r["recipe"] == "nvfp4")
+    assert not bench["cpu_machine"]["quantizer"].startswith("fused")
 
 
-def test_committed_cpu_json_names_its_machine():
-    bench = json.loads((ROOT / "reports" / "bench" / "cpu.json").read_text())
-    assert set(bench) <= {"cpu_machine", "cpu", "quantizer"} and {"cpu", "threads", "date"} <= set(bench["cpu_machine"])
+@pytest.mark.parametrize("name", ["cpu.json", "cpu-epyc.json"])
+def test_committed_cpu_json_names_its_machine(name):
+    bench = json.loads((ROOT / "reports" / "bench" / name).read_text())
+    assert set(bench) <= {"cpu_machine", "cpu", "quantizer", "notes"}
+    assert {"cpu", "threads", "date"} <= set(bench["cpu_machine"])
     for row in bench["cpu"]:
         assert {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s", "run_s"} <= set(row), row
     for row in bench.get("quantizer", []):
