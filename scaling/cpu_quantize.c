@@ -249,6 +249,11 @@ INLINE float element_uniform(int64_t i, uint32_t key) {
     return centred16(i & 1 ? h >> 16 : h & 0xFFFFu);
 }
 
+/* seeds.uniform of index i under a stream key (MS-EDEN's scale stream: one per block): 24 bits. */
+INLINE float uniform24(uint32_t i, uint32_t key) {
+    return (float)(hash32(hash32(i) ^ key) >> 8) * (1.0f / 16777216.0f);
+}
+
 /* The SR uniforms of row r's elements k0 .. k0 + n - 1 (canonical index i = r * K + k). */
 static void run_uniforms(const Job *job, int64_t r, int64_t k0, int n, float *u) {
     const int64_t i0 = r * job->K + k0;
@@ -351,8 +356,7 @@ static void run_refined(const Job *job, const float *v, int64_t r, int64_t k0, i
         const int64_t b0 = (r * job->K + k0) / bk;  /* the run's first block's flat index */
         for (int b = 0; b < nb; b++) {
             const float d = e[b / per], c = d > 0.0f ? num[b / per] / d : 1.0f;
-            const float ub = (float)(hash32(hash32((uint32_t)(b0 + b)) ^ job->scale_key) >> 8) * (1.0f / 16777216.0f);
-            sb[b] = e4m3_sr(sb[b] * c, ub);
+            sb[b] = e4m3_sr(sb[b] * c, uniform24((uint32_t)(b0 + b), job->scale_key));
         }
     }
     expand(sb, nb, bk, sx);
@@ -545,8 +549,7 @@ static void stretch_refined(const Job *job, int64_t k0, int64_t c0, int n, Scrat
             const float d = e[c], corr = d > 0.0f ? e4[c] / d : 1.0f;
             for (int b = 0; b < nk / bk; b++) {
                 const uint32_t index = (uint32_t)((c0 + c) * row_blocks + k0 / bk + b);
-                const float ub = (float)(hash32(hash32(index) ^ job->scale_key) >> 8) * (1.0f / 16777216.0f);
-                w->sb[(int64_t)b * n + c] = e4m3_sr(w->sb[(int64_t)b * n + c] * corr, ub);
+                w->sb[(int64_t)b * n + c] = e4m3_sr(w->sb[(int64_t)b * n + c] * corr, uniform24(index, job->scale_key));
             }
         }
     }

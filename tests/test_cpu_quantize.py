@@ -163,8 +163,8 @@ class Tiny(nn.Module):
         return x
 
 
-def test_4_over_6_and_ms_eden_along_a_strided_k_run_on_a_k_contiguous_copy():
-    # (run_refined works along a contiguous K; the result is written back in x's layout)
+def test_4_over_6_and_ms_eden_of_a_transposed_matrix_along_either_axis():
+    # (run_refined along a contiguous K, stretch_refined along a strided one; the layout as the reference's)
     x = torch.randn(256, 512)[:, :384]  # rows of a wider tensor: neither canonical layout
     assert not cpu_quantize.serves(x, PRESETS["quartet2"].wgrad_x, 0)
     x = torch.randn(128, 256).t()

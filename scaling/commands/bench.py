@@ -49,6 +49,11 @@ ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", 
             "profile": ("family", "size", "recipe", "batch_tokens", "kind")}
 
 
+def _items(value: str | None, default: str) -> tuple[str, ...]:
+    """A comma-separated option's items, or the default's."""
+    return tuple(v for v in (value or default).split(",") if v)
+
+
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
     key = lambda row: tuple(row.get(k) for k in ROW_KEYS[section])  # noqa: E731
     fresh = {key(r) for r in new}
@@ -79,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
         result = {"device": None, "date": None, "versions": None, "copy_gbps": None,
                   "kernels": [], "linear": [], "train": [], "profile": [], **result}
-    recipes = tuple(r for r in (args.recipes or "").split(",") if r)
+    recipes = _items(args.recipes, "")
 
     def progress(line: str) -> None:
         if not args.json:
@@ -99,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
         result["cpu_machine"] = bench.cpu_header()
         progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads")
-        rows = bench.bench_cpu(families=tuple((args.families or FAMILIES).split(",")), sizes=tuple((args.sizes or "1M").split(",")),
+        rows = bench.bench_cpu(families=_items(args.families, FAMILIES), sizes=_items(args.sizes, "1M"),
                                recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
         result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
     if "quantizer" in wanted:
@@ -108,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         result["cpu_machine"] = bench.cpu_header()
         progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads, "
                  f"quantizer: {result['cpu_machine']['quantizer']}")
-        dims = tuple(int(d) for d in (args.dims or "128,512").split(","))
+        dims = tuple(int(d) for d in _items(args.dims, "128,512"))
         rows = bench.bench_cpu_quantizer(recipes=recipes or ("nvfp4",), dims=dims, progress=progress)
         result["quantizer"] = _merge("quantizer", result.get("quantizer", []), rows)
     if gpu:
@@ -138,21 +143,21 @@ def run(args: argparse.Namespace) -> int:
             return save, earlier
 
         if "linear" in gpu:
-            dims = tuple(int(d) for d in (args.dims or "512,1024,2048,4096").split(","))
+            dims = tuple(int(d) for d in _items(args.dims, "512,1024,2048,4096"))
             bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
                                on_row=saver("linear")[0])
         save_rows, earlier = saver("train")
 
         if "train" in gpu:
-            sizes = tuple((args.sizes or "40M,160M").split(","))
-            bench.bench_train(device, families=tuple((args.families or FAMILIES).split(",")), sizes=sizes,
+            sizes = _items(args.sizes, "40M,160M")
+            bench.bench_train(device, families=_items(args.families, FAMILIES), sizes=sizes,
                               recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch,
                               accumulate=args.accumulate,
                               compile_mode=args.compile_mode,
                               earlier=earlier, progress=progress, on_row=save_rows)
         if "profile" in gpu:
-            bench.bench_profile(device, families=tuple((args.families or "nanochat").split(",")),
-                                sizes=tuple((args.sizes or "160M").split(",")), recipes=recipes or bench.TRAIN_RECIPES,
+            bench.bench_profile(device, families=_items(args.families, "nanochat"),
+                                sizes=_items(args.sizes, "160M"), recipes=recipes or bench.TRAIN_RECIPES,
                                 batch=args.batch, progress=progress, on_row=saver("profile")[0])
     if args.out:
         _write_atomic(args.out, result)
