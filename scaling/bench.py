@@ -24,8 +24,9 @@ How each number is taken (docs/kernels.md says more):
 - sass (no GPU): the sm_90 machine code of each tile the tuner tries, compiled here
   (scaling.kernels.sass): instructions per element, registers, stack bytes, barriers, shuffles.
 - train: training steps as scaling.train runs them, under BF16 autocast on random tokens (vocabulary
-  32768, the GPU corpus's): micro-batches of 32 x 1024 tokens (--batch), as many per Muon + AdamW
-  step as the trainer's batch rule gives a compute-optimal run (8 at 160M; --accumulate), the model
+  32768, the GPU corpus's): the trainer's micro-batches (64 x 1024 tokens up to 160M, 32 x 1024 at
+  324M; --batch), as many per Muon + AdamW step as the trainer's batch rule gives a compute-optimal
+  run (4 at 160M; --accumulate), the model
   compiled one block at a time (scaling.compiling);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
 - profile: where a training micro-batch's GPU time goes, per recipe: torch.profiler's kernel times
@@ -308,9 +309,18 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
     return rows
 
 
-def train_accumulation(n_params: int, micro_batch: int = 32, seq_len: int = 1024) -> int:
+def train_micro_batch(n_params: int, seq_len: int = 1024) -> int:
+    """Sequences per micro-batch by the trainer's default (scaling.train.micro_batch_tokens): 64 of
+    1024 tokens up to 160M, 32 at 324M."""
+    from scaling.train import micro_batch_tokens
+
+    return max(1, micro_batch_tokens(n_params) // seq_len)
+
+
+def train_accumulation(n_params: int, micro_batch: int, seq_len: int = 1024) -> int:
     """Micro-batches per optimizer step in a compute-optimal run (20 tokens per parameter), by the
-    trainer's batch rule (scaling.optim.batch_sequences): 8 at 160M, 4 at 40M."""
+    trainer's batch rule (scaling.optim.batch_sequences): 256 sequences at 160M (4 of 64), 128 at
+    40M (2 of 64)."""
     from scaling import optim
 
     return max(1, optim.batch_sequences(n_params, 20 * n_params, seq_len) // micro_batch)
@@ -434,21 +444,25 @@ def _by_kind(by_name: dict[str, float]) -> dict[str, float]:
 
 
 def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",), sizes: tuple[str, ...] = ("160M",),
-                  recipes: tuple[str, ...] = TRAIN_RECIPES, batch: int = 32, top: int = 25,
+                  recipes: tuple[str, ...] = TRAIN_RECIPES, batch: int | None = None, top: int = 25,
                   progress: Callable[[str], None] = print,
                   on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Where a training micro-batch's GPU time goes, per recipe (`profile_micro_batch`): one row per
-    (family, size, recipe, kind) with ms per micro-batch of `batch` x 1024 tokens and the extra ms
+    (family, size, recipe, kind) with ms per micro-batch of `batch` x 1024 tokens (None: the
+    trainer's micro-batch, `train_micro_batch`) and the extra ms
     over the same kind under bf16 (measured first in the call); the `top` kernels by time are shown
     (progress), not kept."""
+    from models import model_size
+
     rows = []
     for family in families:
         for size in sizes:
             base: dict[str, float] | None = None
+            micro_batch = batch or train_micro_batch(model_size(family, size).n_params, SEQ_LEN)
             for recipe in ("bf16",) + tuple(r for r in recipes if r != "bf16"):
                 start = time.perf_counter()
                 try:
-                    by_name = profile_micro_batch(family, size, recipe, device, batch=batch, seq_len=SEQ_LEN)
+                    by_name = profile_micro_batch(family, size, recipe, device, batch=micro_batch, seq_len=SEQ_LEN)
                     kinds = _by_kind(by_name)
                 except (RuntimeError, torch.OutOfMemoryError) as e:
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
@@ -459,12 +473,12 @@ def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",
                 total = sum(kinds.values())
                 for kind in sorted(set(kinds) | set(base), key=lambda k: -kinds.get(k, 0.0)):
                     ms = kinds.get(kind, 0.0)
-                    rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": batch * SEQ_LEN,
+                    rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": micro_batch * SEQ_LEN,
                                  "kind": kind, "ms": round(ms, 3), "over_bf16_ms": round(ms - base.get(kind, 0.0), 3)})
-                rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": batch * SEQ_LEN,
+                rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": micro_batch * SEQ_LEN,
                              "kind": "total", "ms": round(total, 3),
                              "over_bf16_ms": round(total - sum(base.values()), 3)})
-                progress(f"  {family} {size} {recipe}: {total:.1f} ms of kernels per micro-batch of {batch} x {SEQ_LEN} "
+                progress(f"  {family} {size} {recipe}: {total:.1f} ms of kernels per micro-batch of {micro_batch} x {SEQ_LEN} "
                          f"tokens ({time.perf_counter() - start:.0f} s): "
                          + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
                 for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]:
@@ -568,11 +582,11 @@ def cpu_header() -> dict:
 
 def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "llama2"),
                 sizes: tuple[str, ...] = ("40M", "160M"), recipes: tuple[str, ...] = TRAIN_RECIPES,
-                steps: int = 4, batch: int = 32, accumulate: int | None = None, compile_mode: str = "default",
+                steps: int = 4, batch: int | None = None, accumulate: int | None = None, compile_mode: str = "default",
                 earlier: list[dict] | None = None, progress: Callable[[str], None] = print,
                 on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
-    """Tokens/s and MFU per (family, size, recipe). `accumulate` None: the trainer's number of
-    micro-batches per optimizer step at each size (train_accumulation). Each ratio_vs_bf16 divides by
+    """Tokens/s and MFU per (family, size, recipe). `batch` (sequences per micro-batch) and
+    `accumulate` None: the trainer's at each size (train_micro_batch, train_accumulation). Each ratio_vs_bf16 divides by
     the bf16 row of the same family, size, compile mode and accumulation: measured in this call first,
     or taken from `earlier` rows when bf16 is not among `recipes` (so a later call can add recipes)."""
     from models import model_size
@@ -585,17 +599,18 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
         for size in sizes:
             s = model_size(family, size)
             flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, SEQ_LEN)
-            micro_batches = accumulate or train_accumulation(s.n_params, batch)
-            setting = {"batch_tokens": batch * SEQ_LEN, "accumulate": micro_batches, "compile_mode": compile_mode}
+            micro_batch = batch or train_micro_batch(s.n_params, SEQ_LEN)
+            micro_batches = accumulate or train_accumulation(s.n_params, micro_batch)
+            setting = {"batch_tokens": micro_batch * SEQ_LEN, "accumulate": micro_batches, "compile_mode": compile_mode}
             prior = [r for r in earlier or [] if r["family"] == family and r["size"] == size
                      and r["recipe"] == "bf16" and all(r.get(k) == v for k, v in setting.items())]
             base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
                 start = time.perf_counter()
                 try:
-                    wall_s, _ = train_step_seconds(family, size, recipe, device, batch=batch, accumulate=micro_batches,
+                    wall_s, _ = train_step_seconds(family, size, recipe, device, batch=micro_batch, accumulate=micro_batches,
                                                    seq_len=SEQ_LEN, steps=steps, compile_mode=compile_mode)
-                    tps = batch * micro_batches * SEQ_LEN / wall_s
+                    tps = micro_batch * micro_batches * SEQ_LEN / wall_s
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
                     if recipe == "bf16":
@@ -605,7 +620,7 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
                              "mfu": round(flops * tps / peak, 4) if peak else None,
                              "ratio_vs_bf16": round(tps / base, 3), **setting})
-                progress(f"  {family} {size} {recipe} ({micro_batches} x {batch} x {SEQ_LEN} tokens per step): "
+                progress(f"  {family} {size} {recipe} ({micro_batches} x {micro_batch} x {SEQ_LEN} tokens per step): "
                          f"{tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
                          + (f", MFU {flops * tps / peak:.1%}" if peak else "")
                          + f"; {time.perf_counter() - start:.0f} s with compilation")

@@ -35,14 +35,19 @@ def test_committed_h200_json_has_the_documented_keys():
 
 
 def test_train_rows_accumulate_as_the_trainer_batches():
-    """The benchmark steps the optimizers once per batch of the trainer's rule (20 tokens/parameter)."""
+    """The benchmark runs the trainer's micro-batch and steps the optimizers once per batch of the
+    trainer's rule (20 tokens/parameter), as a resolved RunConfig of that size has them."""
     from models import model_size
     from scaling import optim
-    from scaling.bench import train_accumulation
+    from scaling.bench import train_accumulation, train_micro_batch
+    from scaling.train import RunConfig
 
-    for size, want in (("160M", 8), ("40M", 4)):
+    for size, micro, steps in (("324M", 32, 16), ("160M", 64, 4), ("40M", 64, 2)):
         n = model_size("nanochat", size).n_params
-        assert train_accumulation(n) == want == optim.batch_sequences(n, 20 * n, 1024) // 32
+        assert train_micro_batch(n) == micro
+        assert train_accumulation(n, micro) == steps == optim.batch_sequences(n, 20 * n, 1024) // micro
+        run = RunConfig("nanochat", size, "bf16", tokens=20 * n, data="unused").resolved()
+        assert (run.micro_batch_size, run.batch_size // run.micro_batch_size) == (micro, steps)
 
 
 def test_the_bench_command_imports_no_torch_until_a_gpu_section_runs():

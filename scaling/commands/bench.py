@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "profile, 1M for cpu)")
     parser.add_argument("--dims", help="linear: layer widths (default 512,1024,2048,4096); quantizer: operand widths (default 128,512)")
     parser.add_argument("--steps", type=int, help="train, cpu: timed optimizer steps per run (default: 4 for train, 8 for cpu)")
-    parser.add_argument("--batch", type=int, default=32, help="train, profile: sequences of 1024 tokens per micro-batch")
+    parser.add_argument("--batch", type=int, help="train, profile: sequences of 1024 tokens per micro-batch "
+                        "(default: the trainer's, 64 up to 160M and 32 at 324M)")
     parser.add_argument("--accumulate", type=int,
                         help="train: micro-batches per optimizer step (default: the trainer's batch rule per size)")
     parser.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
