@@ -562,6 +562,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     previous = run.install_signal_handlers()
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
+    except torch.OutOfMemoryError:
+        raise UserError(out_of_memory_message(config, trainer.strategy.root_device)) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -571,6 +573,19 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                            int(meta["train_tokens"]), int(meta["vocab_size"]), time.perf_counter() - wall_start)
     write_atomic(result_path, json.dumps(_finite_or_none(result), indent=2) + "\n")
     return result
+
+
+def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
+    """What to tell a user whose run ran out of memory: the forward pass's size and a smaller one."""
+    where = f"{device}" + (f" ({torch.cuda.get_device_properties(device).total_memory / 2**30:.0f} GiB)"
+                           if device.type == "cuda" else "")
+    seen = f"out of memory on {where} at {config.micro_batch_size} sequences x {config.seq_len} tokens per forward pass"
+    if config.micro_batch_size < 2:
+        return f"{seen}: this model needs a device with more memory"
+    half = config.micro_batch_size // 2
+    return (f"{seen}: run it again with --micro-batch-size {half} (micro_batch_size = {half} in a run config or "
+            f"sweep; the batch of {config.batch_size} sequences is then accumulated over more passes, the same "
+            "up to float rounding). That is another run: give it a new --out directory")
 
 
 def result_record(config: RunConfig, status: str, final: dict, tokens_per_s: float, device: torch.device,

@@ -111,6 +111,26 @@ def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["status"] == "diverged"
 
 
+def test_out_of_memory_says_which_micro_batch_to_take(tmp_path, capsys, monkeypatch):
+    """A forward pass too large for the device ends with one message naming a micro-batch half the
+    size, exit 2, no result.json and the checkpoints kept (a GPU's OOM, raised from step 7 here)."""
+    step = LanguageModel.training_step
+
+    def out_of_memory_at_step_7(self, batch, batch_idx):
+        if self.global_step >= 7:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(LanguageModel, "training_step", out_of_memory_at_step_7)
+    path, run_dir = tmp_path / "config.json", tmp_path / "run"
+    path.write_text(_config().to_json())
+    assert main(["train", "--config", str(path), "--out", str(run_dir), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "out of memory on cpu at 4 sequences x 64 tokens per forward pass" in err
+    assert "--micro-batch-size 2" in err and "Traceback" not in err
+    assert not (run_dir / "result.json").exists() and _checkpoint_step(run_dir) == 5
+
+
 def test_spike_rule():
     module = LanguageModel(_config(spike_nats=1.0, spike_steps=3).resolved(), vocab_size=256)
     losses = [5.0, 4.0, 4.5, 5.2, 5.3, 4.9, 5.1, 5.2, 5.05]  # min 4.0; 4.9 breaks the first run of spikes
