@@ -43,7 +43,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
-            "train": ("family", "size", "recipe", "compile_mode", "accumulate"),
+            "train": ("family", "size", "recipe", "batch_tokens", "compile_mode", "accumulate"),
             "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow", "halves", "iters"),
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d"),
