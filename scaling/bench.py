@@ -473,13 +473,14 @@ def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",
                 total = sum(kinds.values())
                 for kind in sorted(set(kinds) | set(base), key=lambda k: -kinds.get(k, 0.0)):
                     ms = kinds.get(kind, 0.0)
-                    rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": micro_batch * SEQ_LEN,
-                                 "kind": kind, "ms": round(ms, 3), "over_bf16_ms": round(ms - base.get(kind, 0.0), 3)})
+                    rows.append({"family": family, "size": size, "recipe": recipe,
+                                 "batch_tokens": micro_batch * SEQ_LEN, "kind": kind, "ms": round(ms, 3),
+                                 "over_bf16_ms": round(ms - base.get(kind, 0.0), 3)})
                 rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": micro_batch * SEQ_LEN,
                              "kind": "total", "ms": round(total, 3),
                              "over_bf16_ms": round(total - sum(base.values()), 3)})
-                progress(f"  {family} {size} {recipe}: {total:.1f} ms of kernels per micro-batch of {micro_batch} x {SEQ_LEN} "
-                         f"tokens ({time.perf_counter() - start:.0f} s): "
+                progress(f"  {family} {size} {recipe}: {total:.1f} ms of kernels per micro-batch of "
+                         f"{micro_batch} x {SEQ_LEN} tokens ({time.perf_counter() - start:.0f} s): "
                          + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
                 for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]:
                     progress(f"    {ms:7.3f} ms  {kernel_kind(name):<14} {name[:150]}")
@@ -586,8 +587,9 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 earlier: list[dict] | None = None, progress: Callable[[str], None] = print,
                 on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Tokens/s and MFU per (family, size, recipe). `batch` (sequences per micro-batch) and
-    `accumulate` None: the trainer's at each size (train_micro_batch, train_accumulation). Each ratio_vs_bf16 divides by
-    the bf16 row of the same family, size, compile mode and accumulation: measured in this call first,
+    `accumulate` None: the trainer's at each size (train_micro_batch, train_accumulation). Each
+    ratio_vs_bf16 divides by the bf16 row of the same family, size, micro-batch, compile mode and
+    accumulation: measured in this call first,
     or taken from `earlier` rows when bf16 is not among `recipes` (so a later call can add recipes)."""
     from models import model_size
     from scaling.data import DEFAULT_VOCAB_SIZE
@@ -608,8 +610,8 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
                 start = time.perf_counter()
                 try:
-                    wall_s, _ = train_step_seconds(family, size, recipe, device, batch=micro_batch, accumulate=micro_batches,
-                                                   seq_len=SEQ_LEN, steps=steps, compile_mode=compile_mode)
+                    wall_s, _ = train_step_seconds(family, size, recipe, device, batch=micro_batch,
+                                                   accumulate=micro_batches, seq_len=SEQ_LEN, steps=steps, compile_mode=compile_mode)
                     tps = micro_batch * micro_batches * SEQ_LEN / wall_s
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")

@@ -585,7 +585,7 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
     half = config.micro_batch_size // 2
     return (f"{seen}: run it again with --micro-batch-size {half} (micro_batch_size = {half} in a run config or "
             f"sweep; the batch of {config.batch_size} sequences is then accumulated over more passes, the same "
-            "up to float rounding). That is another run: give it a new --out directory")
+            "up to float rounding): a run of its own, so with --out give it a new directory")
 
 
 def result_record(config: RunConfig, status: str, final: dict, tokens_per_s: float, device: torch.device,
