@@ -309,14 +309,6 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
     return rows
 
 
-def train_micro_batch(n_params: int, seq_len: int = 1024) -> int:
-    """Sequences per micro-batch by the trainer's default (scaling.train.micro_batch_tokens): 64 of
-    1024 tokens up to 160M, 32 at 324M."""
-    from scaling.train import micro_batch_tokens
-
-    return max(1, micro_batch_tokens(n_params) // seq_len)
-
-
 def train_accumulation(n_params: int, micro_batch: int, seq_len: int = 1024) -> int:
     """Micro-batches per optimizer step in a compute-optimal run (20 tokens per parameter), by the
     trainer's batch rule (scaling.optim.batch_sequences): 256 sequences at 160M (4 of 64), 128 at
@@ -449,16 +441,17 @@ def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",
                   on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Where a training micro-batch's GPU time goes, per recipe (`profile_micro_batch`): one row per
     (family, size, recipe, kind) with ms per micro-batch of `batch` x 1024 tokens (None: the
-    trainer's micro-batch, `train_micro_batch`) and the extra ms
+    trainer's micro-batch, `scaling.train.default_micro_batch`) and the extra ms
     over the same kind under bf16 (measured first in the call); the `top` kernels by time are shown
     (progress), not kept."""
     from models import model_size
+    from scaling.train import default_micro_batch
 
     rows = []
     for family in families:
         for size in sizes:
             base: dict[str, float] | None = None
-            micro_batch = batch or train_micro_batch(model_size(family, size).n_params, SEQ_LEN)
+            micro_batch = batch or default_micro_batch(model_size(family, size).n_params, SEQ_LEN)
             for recipe in ("bf16",) + tuple(r for r in recipes if r != "bf16"):
                 start = time.perf_counter()
                 try:
@@ -587,13 +580,13 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 earlier: list[dict] | None = None, progress: Callable[[str], None] = print,
                 on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Tokens/s and MFU per (family, size, recipe). `batch` (sequences per micro-batch) and
-    `accumulate` None: the trainer's at each size (train_micro_batch, train_accumulation). Each
+    `accumulate` None: the trainer's at each size (scaling.train.default_micro_batch, train_accumulation). Each
     ratio_vs_bf16 divides by the bf16 row of the same family, size, micro-batch, compile mode and
     accumulation: measured in this call first,
     or taken from `earlier` rows when bf16 is not among `recipes` (so a later call can add recipes)."""
     from models import model_size
     from scaling.data import DEFAULT_VOCAB_SIZE
-    from scaling.train import peak_flops
+    from scaling.train import default_micro_batch, peak_flops
 
     peak = peak_flops(device)
     rows = []
@@ -601,7 +594,7 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
         for size in sizes:
             s = model_size(family, size)
             flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, SEQ_LEN)
-            micro_batch = batch or train_micro_batch(s.n_params, SEQ_LEN)
+            micro_batch = batch or default_micro_batch(s.n_params, SEQ_LEN)
             micro_batches = accumulate or train_accumulation(s.n_params, micro_batch)
             setting = {"batch_tokens": micro_batch * SEQ_LEN, "accumulate": micro_batches, "compile_mode": compile_mode}
             prior = [r for r in earlier or [] if r["family"] == family and r["size"] == size
@@ -611,7 +604,8 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 start = time.perf_counter()
                 try:
                     wall_s, _ = train_step_seconds(family, size, recipe, device, batch=micro_batch,
-                                                   accumulate=micro_batches, seq_len=SEQ_LEN, steps=steps, compile_mode=compile_mode)
+                                                   accumulate=micro_batches, seq_len=SEQ_LEN, steps=steps,
+                                                   compile_mode=compile_mode)
                     tps = micro_batch * micro_batches * SEQ_LEN / wall_s
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")

@@ -54,7 +54,7 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e
 RESULT_KEYS = ("run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact",
                "recipe", "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s",
                "vocab_size", "versions", "git_commit")
-# Tokens per forward pass when micro_batch_size is not given (`micro_batch_tokens`): 64 x 1024 up to
+# Tokens per forward pass when micro_batch_size is not given (`default_micro_batch`): 64 x 1024 up to
 # this many non-embedding parameters, 32 x 1024 above. Measured on the H200 (docs/training.md): 160M at
 # 64 x 1024 peaks at 39-42 GiB in BF16 and runs 2-3% faster than at 32 x 1024 (fewer, larger GEMMs and
 # kernels); 324M needs 32 x 1024 to leave an 80 GB GPU room. The micro CPU runs need no accumulation.
@@ -62,10 +62,11 @@ LARGE_MICRO_BATCH_MAX_PARAMS = 200_000_000
 METRICS_COLUMNS = ("step", "tokens", "val_loss", "val_bpb", "train_loss", "lr", "tokens_per_s")
 
 
-def micro_batch_tokens(n_params: int) -> int:
-    """Tokens per forward pass by default: 65536 up to LARGE_MICRO_BATCH_MAX_PARAMS non-embedding
-    parameters, else 32768 (`--micro-batch-size` overrides; the batch is then accumulated)."""
-    return 65536 if n_params <= LARGE_MICRO_BATCH_MAX_PARAMS else 32768
+def default_micro_batch(n_params: int, seq_len: int) -> int:
+    """Sequences per forward pass by default: 65536 tokens' worth up to LARGE_MICRO_BATCH_MAX_PARAMS
+    non-embedding parameters, else 32768 (`--micro-batch-size` overrides; the batch is then
+    accumulated). RunConfig takes the smaller of this and its batch."""
+    return max(1, (65536 if n_params <= LARGE_MICRO_BATCH_MAX_PARAMS else 32768) // seq_len)
 
 
 class Preempted(Exception):
@@ -117,7 +118,7 @@ class RunConfig:
             vocab_size = BUILTIN_VOCAB_SIZE
         seq_len = self.seq_len or (256 if s.name in MICRO else 1024)
         batch_size = self.batch_size or optim.batch_sequences(s.n_params, self.tokens, seq_len)
-        micro_batch_size = min(batch_size, self.micro_batch_size or max(1, micro_batch_tokens(s.n_params) // seq_len))
+        micro_batch_size = min(batch_size, self.micro_batch_size or default_micro_batch(s.n_params, seq_len))
         if batch_size % micro_batch_size:
             raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}")
         steps = max(1, int(self.tokens) // (batch_size * seq_len))

@@ -39,12 +39,12 @@ def test_train_rows_accumulate_as_the_trainer_batches():
     trainer's rule (20 tokens/parameter), as a resolved RunConfig of that size has them."""
     from models import model_size
     from scaling import optim
-    from scaling.bench import train_accumulation, train_micro_batch
-    from scaling.train import RunConfig
+    from scaling.bench import train_accumulation
+    from scaling.train import RunConfig, default_micro_batch
 
     for size, micro, steps in (("324M", 32, 16), ("160M", 64, 4), ("40M", 64, 2)):
         n = model_size("nanochat", size).n_params
-        assert train_micro_batch(n) == micro
+        assert default_micro_batch(n, 1024) == micro
         assert train_accumulation(n, micro) == steps == optim.batch_sequences(n, 20 * n, 1024) // micro
         run = RunConfig("nanochat", size, "bf16", tokens=20 * n, data="unused").resolved()
         assert (run.micro_batch_size, run.batch_size // run.micro_batch_size) == (micro, steps)

@@ -83,9 +83,10 @@ def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: i
     on the view the pass reads (`Launch._amax_view`)."""
     launch = _launch(spec, dim, K)
     consts = dict(launch._amax_consts(), TILE=tile, BK=bk, NARROW=narrow, HALVES=halves, ITERS=iters)
-    unit = "stride_k" if launch._amax_view()[3] == 1 else "stride_r"
+    stride_k = launch._amax_view()[3]
+    unit = "stride_k" if stride_k == 1 else "stride_r"
     constants = ({k: v for k, v in consts.items() if k in Q._amax_kernel.arg_names}
-                 | {unit: 1, "stride_k": launch._amax_view()[3]})
+                 | {unit: 1, "stride_k": stride_k})
     types = {n: t for n, t in (_SIGNATURE | {"plain_ptr": "*fp32"}).items()
              if n in Q._amax_kernel.arg_names and n not in constants}
     return _compile_sm90(Q._amax_kernel, types, constants, warps)
