@@ -238,13 +238,23 @@ class _QuantizedLinearFn(torch.autograd.Function):
             (xq, inv_x), (x_wgrad, inv_wgrad_x) = pair
         else:
             xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x)
-        wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
+        # dgrad's W operand: fprop's when the spec gives the same values along either axis (NVFP4's
+        # 16x16 tiles), else made with fprop's from one read of W where the pair kernel serves the two
+        # (UFP4, MXFP4: one amax pass and one quantize pass, not two each), kept for the backward.
+        # (Observers see every operand computed.)
+        axis_free = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w
+                     and recipe.fprop_w.axis_free and not _OBSERVERS)
+        w_pair = None
+        if ctx.needs_input_grad[0] and not axis_free and not recipe.backward_from_forward:
+            w_pair = layer.operand_pair("fprop", "dgrad", "w", weight, dtype)
+        if w_pair is not None:
+            (wq, inv_w), (w_dgrad, inv_w_dgrad) = w_pair
+        else:
+            wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
+            w_dgrad, inv_w_dgrad = (wq, inv_w) if axis_free else (None, None)
         y = _matmul(xq, wq.t(), inv_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
                     recipe.gemm_in_bf16("fprop"))
-        # dgrad's W operand is fprop's when the spec gives the same values along either axis (NVFP4's
-        # 16x16 tiles): keep it instead of quantizing W again. (Observers see every operand computed.)
-        ctx.w_is_operand = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w
-                            and recipe.fprop_w.axis_free and not _OBSERVERS)
+        ctx.w_is_operand = w_dgrad is not None
         x_scale = w_scale = None
         if recipe.backward_from_forward:
             # Quartet II: the backward GEMMs see what the forward GEMM saw (scaled back, x's basis).
@@ -252,11 +262,10 @@ class _QuantizedLinearFn(torch.autograd.Function):
             w_saved, w_scale = _as_seen(wq, inv_w, recipe.fprop_w, layer.seeds("fprop", "w", recipe.fprop_w))
         else:
             # wgrad's X operand itself where the pair made it (the same bytes as x)
-            x_saved, w_saved = (x if pair is None else x_wgrad), (wq if ctx.w_is_operand else weight)
+            x_saved, w_saved = (x if pair is None else x_wgrad), (w_dgrad if ctx.w_is_operand else weight)
         ctx.x_is_operand = pair is not None
         inv_x_saved = inv_wgrad_x if pair is not None else None
-        ctx.save_for_backward(x_saved, w_saved, inv_w if ctx.w_is_operand else None, x_scale, w_scale, amax_wgrad_x,
-                              inv_x_saved)
+        ctx.save_for_backward(x_saved, w_saved, inv_w_dgrad, x_scale, w_scale, amax_wgrad_x, inv_x_saved)
         ctx.layer, ctx.has_bias = layer, bias is not None
         ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
         return y
@@ -367,11 +376,20 @@ class QLinear(nn.Linear):
         if spec is None or not spec.needs_seed:
             return None
         i = OPERANDS.index(f"{gemm}_{operand}")
-        if self.seed_table.device.type == "cpu" and not torch.compiler.is_compiling():
+        if self._host_seeds():
             return Seeds(*self.seed_table[i].tolist())
         rounding = self.seed_table[i, 0] if spec.random_rounding else 0
         signs = {"ones": 0, "run": self.run_signs}.get(spec.signs)
-        return Seeds(rounding, self.seed_table[i, 1] if signs is None else signs)
+        seeds = Seeds(rounding, self.seed_table[i, 1] if signs is None else signs)
+        if torch.compiler.is_compiling() or not isinstance(seeds.rounding, torch.Tensor) and signs is not None:
+            return seeds
+        # Eager, a tensor seed: the table's row holds both values (step_seeds writes every seed it
+        # reads), so the kernels take the row itself, not a stack of the two made every call.
+        return Seeds(seeds.rounding, seeds.signs, row=self.seed_table[i])
+
+    def _host_seeds(self) -> bool:
+        """Whether `seeds` gives Python ints: on a CPU outside compilation."""
+        return self.seed_table.device.type == "cpu" and not torch.compiler.is_compiling()
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,
                 scale: torch.Tensor | None = None, amax: torch.Tensor | None = None):

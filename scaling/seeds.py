@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import sys
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,10 +24,13 @@ Seed = "int | torch.Tensor"  # a Python int, or a 0-d int64 tensor (so compiled 
 
 @dataclass(frozen=True)
 class Seeds:
-    """The two seeds one quantization call may use: element/scale rounding and transform signs."""
+    """The two seeds one quantization call may use: element/scale rounding and transform signs.
+    `row`: optionally, an int64 device tensor [rounding, signs] holding the same two values (a row of
+    QLinear's seed table), which the kernels then read as it is (no kernel stacks the two)."""
 
     rounding: int | torch.Tensor
     signs: int | torch.Tensor
+    row: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
 def name_code(name: str) -> int:

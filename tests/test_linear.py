@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from scaling import formats, quant
 from scaling.linear import QLinear, convert, observe_operands, set_step
-from scaling.recipes import GEMMS, get_recipe, list_recipes
+from scaling.recipes import GEMMS, OPERANDS, get_recipe, list_recipes
 
 T, D_IN, D_OUT = 128, 128, 128
 
@@ -184,6 +184,30 @@ def test_seeds_from_ints_equal_the_device_table_read_when_compiled(monkeypatch):
             assert got.signs == mix(9, "signs", 2, 12) != 0
     set_step(layer, 13)
     assert int(from_table[0].rounding) == layer.seeds(*specs[0]).rounding != from_ints[0].rounding
+
+
+@pytest.mark.parametrize("recipe", ["nvfp4", "ufp4", "quartet2", "mxfp4_rht"])
+def test_eager_tensor_seeds_carry_their_table_row(monkeypatch, recipe):
+    """Eager on a GPU, a seed that changes with the step or layer comes with its row of the seed
+    table, which the kernels take as their [rounding, signs] tensor (no stack per call): the row
+    must hold exactly the two seeds, for every operand, including the ones kept as ints."""
+    from scaling import kernels
+
+    layer = convert(Tiny(), get_recipe(recipe), seed=5).blocks[1][2]
+    set_step(layer, 7)
+    monkeypatch.setattr(type(layer), "_host_seeds", lambda self: False)  # as on a GPU, eager
+    rows = 0
+    for name in OPERANDS:
+        gemm, operand = name.split("_")
+        seeds = layer.seeds(gemm, operand, getattr(layer.recipe, name))
+        if seeds is None or seeds.row is None:
+            assert seeds is None or not isinstance(seeds.rounding, torch.Tensor)
+            continue
+        rows += 1
+        assert seeds.row.untyped_storage().data_ptr() == layer.seed_table.untyped_storage().data_ptr()
+        assert seeds.row.tolist() == [int(seeds.rounding), int(seeds.signs)]
+        assert kernels._seed_tensor(seeds, seeds.row.device) is seeds.row
+    assert rows > 0
 
 
 def test_quantized_gradients_track_exact_ones():

@@ -72,9 +72,11 @@ def _spec_from_args(elem: str, cap: float, block_rows: int, block_k: int, scale:
 
 def _seed_tensor(seed, device: torch.device) -> torch.Tensor | None:
     """[rounding seed, sign seed] as an int64 tensor on device (an int, a 0-d tensor or Seeds); two
-    ints give a kept tensor (`_int_seeds`: no kernel to stack them)."""
+    ints give a kept tensor (`_int_seeds`: no kernel to stack them), Seeds with a `row` that row."""
     if seed is None:
         return None
+    if isinstance(seed, Seeds) and seed.row is not None and seed.row.device == torch.device(device):
+        return seed.row
     pair = (seed.rounding, seed.signs) if isinstance(seed, Seeds) else (seed, seed)
     if not any(isinstance(s, torch.Tensor) for s in pair):
         return _int_seeds(tuple(s & 0xFFFFFFFF for s in pair), device)
