@@ -282,7 +282,8 @@ def pair_cases() -> list[tuple[str, str, str]]:
     """(recipe, last operand, first operand) of every preset pair the pair kernel serves."""
     from scaling.kernels.pair import pairable
 
-    return [(name, last, first) for name in list_recipes() for last, first in (("fprop_x", "wgrad_x"), ("dgrad_dy", "wgrad_dy"))
+    return [(name, last, first) for name in list_recipes()
+            for last, first in (("fprop_x", "wgrad_x"), ("dgrad_dy", "wgrad_dy"), ("fprop_w", "dgrad_w"))
             if pairable(getattr(get_recipe(name), last), getattr(get_recipe(name), first))]
 
 
@@ -316,17 +317,22 @@ def test_the_pair_kernel_serves_the_presets_activation_pairs():
         assert {(name, "fprop_x"), (name, "dgrad_dy")} <= cases
     assert ("nvfp4_4over6", "dgrad_dy") in cases and ("nvfp4_4over6", "fprop_x") not in cases
     assert not {r for r, _ in cases} & {"quartet2", "fp8", "bf16"}
+    # W's two operands where they differ by axis; NVFP4's 16x16 tiles give one operand for both
+    assert {r for r, last in cases if last == "fprop_w"} >= {"ufp4", "mxfp4", "mxfp4_h16", "mxfp8"}
+    assert ("nvfp4", "fprop_w") not in cases
 
 
 @in_process
 @pytest.mark.parametrize("recipe,last,first", pair_cases())
 def test_pair_matches_two_reference_calls(recipe: str, last: str, first: str):
     """Both operands of a (64 tokens, 128) x from one kernel: the reference's bits for each, on mixed
-    magnitudes and on RTNE ties (every block's amax the tensor's)."""
+    magnitudes and on RTNE ties (every block's amax the tensor's); W's pair from the FP32 master
+    weight, as QLinear passes it."""
     r = get_recipe(recipe)
     inputs = canonical_inputs(64, 128, torch.Generator().manual_seed(21))
+    dtype = torch.float32 if last == "fprop_w" else torch.bfloat16
     for kind in ("mixed", "ties"):
-        check_pair(inputs[kind].to(DEVICE, torch.bfloat16), getattr(r, last), getattr(r, first))
+        check_pair(inputs[kind].to(DEVICE, dtype), getattr(r, last), getattr(r, first))
 
 
 @in_process
@@ -489,10 +495,11 @@ def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch)
         fw_compiler=count, bw_compiler=count, partition_fn=min_cut_rematerialization_partition))
     block(torch.randn(64, 64, device=DEVICE, requires_grad=True)).float().sum().backward()
     r = get_recipe(recipe)
-    weight_reused = r.dgrad_w == r.fprop_w and r.fprop_w.axis_free  # NVFP4's 16x16 tiles
-    weight_calls = 1 if weight_reused else 2  # fprop_w (and dgrad_w)
-    assert quantizer_calls == [3, 3 * (weight_calls - 1)], quantizer_calls
-    assert pair_calls == [1, 3], pair_calls  # x's (forward), each layer's dY (backward)
+    weight_reused = r.dgrad_w == r.fprop_w and r.fprop_w.axis_free  # NVFP4's 16x16 tiles: one W operand
+    # each W's operand (NVFP4) or its pair (fprop's and dgrad's, UFP4) in the forward, none in the backward
+    assert quantizer_calls == ([3, 0] if weight_reused else [0, 0]), quantizer_calls
+    # x's and, without the 16x16 tiles, each W's (forward); each layer's dY (backward)
+    assert pair_calls == ([1, 3] if weight_reused else [4, 3]), pair_calls
     assert amax_calls == [0, 0], amax_calls
 
 
