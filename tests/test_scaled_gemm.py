@@ -35,9 +35,11 @@ def same_bits(got, want):
 @cuda
 @pytest.mark.parametrize("a_major", ["row", "col"])
 @pytest.mark.parametrize("b_major", ["row", "col"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_scale_applied_once_to_the_fp32_accumulator(a_major, b_major, dtype):
-    """Every layout of A and B (QLinear passes W^T and dY^T views), odd-but-aligned shapes."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_scale_applied_once_to_the_fp32_accumulator(a_major, b_major, dtype, monkeypatch):
+    """Every layout of A and B (QLinear passes W^T and dY^T views), odd-but-aligned shapes; FP32
+    outputs (weight gradients) as well, whatever their size."""
+    monkeypatch.setenv("SCALING_SCALED_GEMM_FP32_MIN", "0")
     a, b = exact_operands(264, 4096, 136, seed=1)
     if a_major == "col":
         a = a.t().contiguous().t()
@@ -96,7 +98,8 @@ def test_first_call_in_cuda_graphs(monkeypatch):
 @cuda
 def test_matmul_uses_it_for_16_bit_outputs_and_compiles(monkeypatch):
     """linear._matmul: a scaled BF16 output goes through cuBLASLt, the same bits eager and compiled
-    (one custom op, no graph break); an FP32 output (a weight gradient) keeps torch's GEMM."""
+    (one custom op, no graph break); an FP32 output (a weight gradient) below
+    `fp32_min_outputs()` keeps torch's GEMM, one at least that large goes through cuBLASLt."""
     a, b = exact_operands(512, 1024, 256, seed=4)
     inv_a, inv_b = torch.tensor(1 / 13.7, device="cuda"), torch.tensor(0.0371, device="cuda")
     want = expected(a, b, inv_a * inv_b, torch.bfloat16)
@@ -111,6 +114,10 @@ def test_matmul_uses_it_for_16_bit_outputs_and_compiles(monkeypatch):
     calls.clear()
     linear._matmul(a, b, inv_a, inv_b, torch.float32)
     assert calls == []
+    monkeypatch.setenv("SCALING_SCALED_GEMM_FP32_MIN", str(512 * 256))
+    linear._matmul(a, b, inv_a, inv_b, torch.float32)
+    assert len(calls) == 1
+    calls.clear()
     monkeypatch.setenv("SCALING_SCALED_GEMM", "0")
     same_bits(linear._matmul(a, b, inv_a, inv_b, torch.bfloat16), want)
     assert calls == []

@@ -209,13 +209,25 @@ def enabled() -> bool:
     return os.environ.get("SCALING_SCALED_GEMM", "1") != "0"
 
 
+# FP32 outputs (weight gradients: d x d', K = tokens) of at least this many elements go through
+# cuBLASLt; smaller ones keep torch's GEMM, which may split K over a few output tiles, and a separate
+# scale. SCALING_SCALED_GEMM_FP32_MIN overrides it (A/B runs; 0: every FP32 output).
+FP32_MIN_OUTPUTS = 1 << 22
+
+
+def fp32_min_outputs() -> int:
+    return int(os.environ.get("SCALING_SCALED_GEMM_FP32_MIN", FP32_MIN_OUTPUTS))
+
+
 def supported(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Whether `scaled_mm` takes these operands: CUDA, 2-D, one 16-bit input type, a 16-bit output (an
-    FP32 one, e.g. a weight gradient, is small: a separate scale costs little there, and torch's GEMM
-    keeps split-K for its small output). Static facts only, so a compiled graph can ask; the op checks
-    the rest (the library, pointers and strides cuBLASLt takes) when it runs."""
-    return (enabled() and a.is_cuda and b.is_cuda and a.dim() == 2 and b.dim() == 2 and a.dtype == b.dtype
-            and a.dtype in (torch.bfloat16, torch.float16) and dtype in (torch.bfloat16, torch.float16))
+    """Whether `scaled_mm` takes these operands: CUDA, 2-D, one 16-bit input type, a 16-bit output or
+    an FP32 one of at least `fp32_min_outputs()` elements. Static facts only, so a compiled graph can
+    ask; the op checks the rest (the library, pointers and strides cuBLASLt takes) when it runs."""
+    if not (enabled() and a.is_cuda and b.is_cuda and a.dim() == 2 and b.dim() == 2 and a.dtype == b.dtype
+            and a.dtype in (torch.bfloat16, torch.float16)):
+        return False
+    return dtype in (torch.bfloat16, torch.float16) or (
+        dtype == torch.float32 and a.shape[0] * b.shape[1] >= fp32_min_outputs())
 
 
 def _takes(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
