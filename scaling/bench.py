@@ -278,7 +278,10 @@ def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -
 
 def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...] = (512, 1024, 2048, 4096),
                  recipes: tuple[str, ...] = LINEAR_RECIPES, progress: Callable[[str], None] = print,
-                 on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
+                 on_row: Callable[[list[dict]], None] | None = None, top: int = 0) -> list[dict]:
+    """QLinear(d, d) forward + backward against nn.Linear (rows as the module docstring says). top > 0:
+    also each layer's `top` kernels by GPU time per call (torch.profiler over 10 plain calls, in us;
+    shown, not kept), and its kernel time in all."""
     from scaling.linear import QLinear, forget_reused
 
     rows = []
@@ -295,15 +298,23 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
                 y.backward(dy)
             return fn
 
+        def show(fn) -> None:
+            if top > 0:
+                by_name = kernel_ms(lambda: [fn() for _ in range(10)], 10)
+                progress(f"    {len(by_name)} kernels, {sum(by_name.values()) * 1e3:.1f} us of kernel time per call")
+                _show_kernels(by_name, top, progress, unit="us")
+
         bf16_ms = graph_ms(step(base))
         rows.append({"recipe": "bf16", "d": d, "tokens": tokens, "ms": round(bf16_ms, 4), "ratio_vs_bf16": 1.0})
         progress(f"  d={d} bf16 {bf16_ms:.3f} ms")
+        show(step(base))
         for name in recipes:
             layer = QLinear.from_linear(torch.nn.Linear(d, d, bias=False, device=device), get_recipe(name), 0, 0)
             ms = graph_ms(step(layer))
             rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4),
                          "ratio_vs_bf16": round(ms / bf16_ms, 3)})
             progress(f"  d={d} {name} {ms:.3f} ms ({ms / bf16_ms:.2f}x)")
+            show(step(layer))
             if on_row:
                 on_row(rows)
     return rows
@@ -408,14 +419,19 @@ def profile_micro_batch(family: str, size: str, recipe: str, device: torch.devic
     time, not wall time: under CUDA graphs the two agree (the GPU is never idle); without them an FP4
     step also waits on the host. Compile mode "default": CUDA-graph replays hide kernels from some
     profilers, and a kernel takes as long either way."""
-    from torch.profiler import ProfilerActivity, profile
-
     train_step = training_step(family, size, recipe, device, batch, micro_batches, seq_len, compile_mode)
     for i in range(warmup):
         train_step(i)
+    return kernel_ms(lambda: train_step(warmup, optimize=False), micro_batches)
+
+
+def kernel_ms(fn: Callable[[], None], per: int = 1) -> dict[str, float]:
+    """GPU kernel time (ms) by kernel name of one fn() under torch.profiler, divided by `per`."""
+    from torch.profiler import ProfilerActivity, profile
+
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        train_step(warmup, optimize=False)
+        fn()
         torch.cuda.synchronize()
     by_name: dict[str, float] = {}
     for event in prof.key_averages():
@@ -423,8 +439,15 @@ def profile_micro_batch(family: str, size: str, recipe: str, device: torch.devic
             continue
         us = getattr(event, "self_device_time_total", None)
         us = event.self_cuda_time_total if us is None else us
-        by_name[event.key] = by_name.get(event.key, 0.0) + us / 1e3 / micro_batches
+        by_name[event.key] = by_name.get(event.key, 0.0) + us / 1e3 / per
     return by_name
+
+
+def _show_kernels(by_name: dict[str, float], top: int, progress: Callable[[str], None], unit: str = "ms") -> None:
+    """The `top` kernels by time, one line each (us: in microseconds)."""
+    factor = 1e3 if unit == "us" else 1.0
+    for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]:
+        progress(f"    {ms * factor:8.3f} {unit}  {kernel_kind(name):<14} {name[:150]}")
 
 
 def _by_kind(by_name: dict[str, float]) -> dict[str, float]:
@@ -475,8 +498,7 @@ def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",
                 progress(f"  {family} {size} {recipe}: {total:.1f} ms of kernels per micro-batch of "
                          f"{micro_batch} x {SEQ_LEN} tokens ({time.perf_counter() - start:.0f} s): "
                          + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
-                for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]:
-                    progress(f"    {ms:7.3f} ms  {kernel_kind(name):<14} {name[:150]}")
+                _show_kernels(by_name, top, progress)
                 if on_row:
                     on_row(rows)
     return rows

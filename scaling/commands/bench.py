@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="train: micro-batches per optimizer step (default: the trainer's batch rule per size)")
     parser.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
                         help="train: torch.compile mode (reduce-overhead replays CUDA graphs)")
+    parser.add_argument("--top", type=int, help="linear, profile: list each layer's or recipe's top kernels by GPU "
+                        "time (default: none for linear, 25 for profile)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
@@ -146,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         if "linear" in gpu:
             dims = tuple(int(d) for d in _items(args.dims, "512,1024,2048,4096"))
             bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
-                               on_row=saver("linear")[0])
+                               on_row=saver("linear")[0], top=args.top or 0)
         save_rows, earlier = saver("train")
 
         if "train" in gpu:
@@ -159,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         if "profile" in gpu:
             bench.bench_profile(device, families=_items(args.families, "nanochat"),
                                 sizes=_items(args.sizes, "160M"), recipes=recipes or bench.TRAIN_RECIPES,
-                                batch=args.batch, progress=progress, on_row=saver("profile")[0])
+                                batch=args.batch, progress=progress, on_row=saver("profile")[0],
+                                top=25 if args.top is None else args.top)
     if args.out:
         _write_atomic(args.out, result)
     if args.json:
