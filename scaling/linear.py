@@ -125,10 +125,12 @@ def _capturing(x: torch.Tensor) -> bool:
 
 
 def gemm_operand_pair(x: torch.Tensor, last: QuantSpec | None, last_seeds: Seeds | None, first: QuantSpec | None,
-                      first_seeds: Seeds | None, dtype: torch.dtype, name: str = ""):
+                      first_seeds: Seeds | None, dtype: torch.dtype, name: str = "",
+                      last_factor: torch.Tensor | None = None):
     """Both operands of a 2-D x, along its last axis under `last` and along dim 0 under `first`, as
     (gemm_operand(x, last, -1, ...), gemm_operand(x, first, 0, ...)) from one read (the pair kernel),
     where the kernels run and the pair fits (`kernels.pairs`); else None and each is quantized alone.
+    `last_factor`: the last axis's 1 / tensor scale comes out times it (`kernels.gemm_operand_pair`).
     Outside compilation an activation's pair is reused for the next layer reading the same x (q, k
     and v), which would otherwise keep a copy each of its wgrad operand for the backward."""
     if not _use_kernels(x) or _OBSERVERS:
@@ -137,6 +139,8 @@ def gemm_operand_pair(x: torch.Tensor, last: QuantSpec | None, last_seeds: Seeds
 
     if not kernels.pairs(x, last, first):
         return None
+    if last_factor is not None:  # a product for one GEMM: nothing to reuse
+        return kernels.gemm_operand_pair(x, last, last_seeds, first, first_seeds, dtype, last_factor)
     return _reusing_last(name, x, (last, last_seeds, first, first_seeds, dtype),
                          lambda: kernels.gemm_operand_pair(x, last, last_seeds, first, first_seeds, dtype))
 
@@ -246,13 +250,15 @@ class _QuantizedLinearFn(torch.autograd.Function):
                      and recipe.fprop_w.axis_free and not _OBSERVERS)
         w_pair = None
         if ctx.needs_input_grad[0] and not axis_free and not recipe.backward_from_forward:
-            w_pair = layer.operand_pair("fprop", "dgrad", "w", weight, dtype)
+            w_pair = layer.operand_pair("fprop", "dgrad", "w", weight, dtype, partner=inv_x)
+        scale_x = inv_x
         if w_pair is not None:
             (wq, inv_w), (w_dgrad, inv_w_dgrad) = w_pair
+            scale_x = _unless_fused(inv_x, inv_w)
         else:
             wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
             w_dgrad, inv_w_dgrad = (wq, inv_w) if axis_free else (None, None)
-        y = _matmul(xq, wq.t(), inv_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
+        y = _matmul(xq, wq.t(), scale_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
                     recipe.gemm_in_bf16("fprop"))
         ctx.w_is_operand = w_dgrad is not None
         x_scale = w_scale = None
@@ -278,12 +284,14 @@ class _QuantizedLinearFn(torch.autograd.Function):
         dx = dw = db = None
         amax_dgrad_dy = amax_wgrad_dy = pair = None
         if ctx.needs_input_grad[0] and ctx.needs_input_grad[1]:
-            pair = layer.operand_pair("dgrad", "wgrad", "dy", dy, dtype)
+            pair = layer.operand_pair("dgrad", "wgrad", "dy", dy, dtype, partner=inv_w if ctx.w_is_operand else None)
             if pair is None:
                 amax_dgrad_dy, amax_wgrad_dy = layer.shared_amaxes(dy, "dgrad", "wgrad", "dy")
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
             a, ia = pair[0] if pair else layer.operand("dgrad", "dy", dy, -1, dtype, amax=amax_dgrad_dy)
             b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype, w_scale)
+            if pair and ctx.w_is_operand:
+                ib = _unless_fused(ib, ia)
             dx = _matmul(a, b, ia, ib, ctx.x_dtype, bf16_exact=layer.recipe.gemm_in_bf16("dgrad"))
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
             a, ia = pair[1] if pair else layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
@@ -293,6 +301,12 @@ class _QuantizedLinearFn(torch.autograd.Function):
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
         return dx, dw, db, None
+
+
+def _unless_fused(partner: torch.Tensor | None, scale: torch.Tensor | None) -> torch.Tensor | None:
+    """A GEMM's partner scale, or None where the pair kernel already multiplied it into the other
+    operand's `scale` (`QLinear.operand_pair(partner=...)`: both operands have tensor scales)."""
+    return None if partner is not None and scale is not None else partner
 
 
 def _gemm_dtype(t: torch.Tensor, recipe: Recipe) -> torch.dtype:
@@ -400,14 +414,20 @@ class QLinear(nn.Linear):
                                scale=scale, amax=amax)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
 
-    def operand_pair(self, last_gemm: str, gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype):
+    def operand_pair(self, last_gemm: str, gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype,
+                     partner: torch.Tensor | None = None):
         """Two GEMMs' operands of t from one read (`gemm_operand_pair`): `last_gemm`'s along t's last
         axis and `gemm`'s along dim 0, as ((values, 1/tensor scale or None), (...)); None where the
-        pair kernel does not serve them (each operand is then quantized alone)."""
+        pair kernel does not serve them (each operand is then quantized alone). `partner`: the 1/tensor
+        scale of `last_gemm`'s other operand; where given and `last` has a tensor scale, the first
+        item's scale is `last_gemm`'s output scale, the product of the two (made by the pair kernel),
+        and the partner's is then None."""
         last = self.recipe.spec(f"{last_gemm}.{operand}")
         first = self.recipe.spec(f"{gemm}.{operand}")
+        factor = partner if partner is not None and last is not None and last.has_tensor_scale else None
         pair = gemm_operand_pair(t, last, self.seeds(last_gemm, operand, last), first,
-                                 self.seeds(gemm, operand, first), dtype, name=f"{last_gemm}+{gemm}.{operand}")
+                                 self.seeds(gemm, operand, first), dtype, name=f"{last_gemm}+{gemm}.{operand}",
+                                 last_factor=factor)
         if pair is None:
             return None
         (op_last, inv_last), (op_first, inv_first) = pair

@@ -336,6 +336,26 @@ def test_pair_matches_two_reference_calls(recipe: str, last: str, first: str):
 
 
 @in_process
+@pytest.mark.parametrize("recipe,last,first", [("nvfp4", "dgrad_dy", "wgrad_dy"), ("ufp4", "fprop_w", "dgrad_w")])
+def test_pair_multiplies_the_last_axis_scale_by_a_partner(recipe: str, last: str, first: str):
+    """`last_factor`: the last axis's 1 / tensor scale comes out times the partner's, the FP32 product
+    linear._matmul would otherwise make in a kernel of its own; operands and dim 0's scale unchanged."""
+    r = get_recipe(recipe)
+    x = canonical_inputs(64, 128, torch.Generator().manual_seed(5))["mixed"].to(DEVICE)
+    partner = torch.tensor(0.0123457, dtype=torch.float32, device=DEVICE)
+    specs, seeds = (getattr(r, last), getattr(r, first)), (Seeds(99, 7), Seeds(5, 11))
+    got = kernels.gemm_operand_pair(x, specs[0], seeds[0], specs[1], seeds[1], torch.bfloat16, last_factor=partner)
+    plain = kernels.gemm_operand_pair(x, specs[0], seeds[0], specs[1], seeds[1], torch.bfloat16)
+    for (g, _), (p, _) in zip(got, plain):
+        assert_same_bits(g, p)
+    assert_same_bits(got[1][1], plain[1][1])
+    assert_same_bits(got[0][1], plain[0][1] * partner)
+    mx = get_recipe("mxfp4")
+    with pytest.raises(ValueError, match="tensor scale"):
+        kernels.gemm_operand_pair(x, mx.dgrad_dy, None, mx.wgrad_dy, None, torch.bfloat16, last_factor=partner)
+
+
+@in_process
 @pytest.mark.parametrize("recipe,pair", [("nvfp4", "dy"), ("nvfp4", "x"), ("ufp4", "x"), ("mxfp4_h16", "dy")])
 @pytest.mark.parametrize("tile,narrow,iters", [(1024, 2, 1), (2048, 4, 1), (4096, 0, 1), (1024, 2, 4), (2048, 0, 4)])
 def test_pair_tiles_match_reference(recipe: str, pair: str, tile: int, narrow: int, iters: int):

@@ -687,16 +687,21 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
 
 
 @triton.jit
-def _encode_scale(amax_ptr, inv_ptr, numer, TENSOR_SCALE: tl.constexpr):
+def _encode_scale(amax_ptr, inv_ptr, numer, TENSOR_SCALE: tl.constexpr, factor_ptr=None,
+                  HAS_FACTOR: tl.constexpr = False):
     """quant.tensor_encode_scale from the tensor amax (1 without a tensor scale); the first program
-    also stores its inverse, the GEMM's output scale, at inv_ptr."""
+    also stores its inverse, the GEMM's output scale, at inv_ptr (HAS_FACTOR: times the FP32 value at
+    factor_ptr, the other operand's, so the GEMM's output scale needs no kernel of its own)."""
     if TENSOR_SCALE:
         amax_t = tl.load(amax_ptr)
         s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
     else:
         s_enc = tl.full((), 1.0, tl.float32)
     if (tl.program_id(0) == 0) & (tl.program_id(1) == 0):
-        tl.store(inv_ptr, tl.math.div_rn(1.0, s_enc))
+        inv = tl.math.div_rn(1.0, s_enc)
+        if HAS_FACTOR:
+            inv = inv * tl.load(factor_ptr)
+        tl.store(inv_ptr, inv)
     return s_enc
 
 
