@@ -126,11 +126,12 @@ def _capturing(x: torch.Tensor) -> bool:
 
 def gemm_operand_pair(x: torch.Tensor, last: QuantSpec | None, last_seeds: Seeds | None, first: QuantSpec | None,
                       first_seeds: Seeds | None, dtype: torch.dtype, name: str = "",
-                      last_factor: torch.Tensor | None = None):
+                      last_factor: torch.Tensor | None = None, first_factor: torch.Tensor | None = None):
     """Both operands of a 2-D x, along its last axis under `last` and along dim 0 under `first`, as
     (gemm_operand(x, last, -1, ...), gemm_operand(x, first, 0, ...)) from one read (the pair kernel),
     where the kernels run and the pair fits (`kernels.pairs`); else None and each is quantized alone.
-    `last_factor`: the last axis's 1 / tensor scale comes out times it (`kernels.gemm_operand_pair`).
+    `last_factor`, `first_factor`: that axis's 1 / tensor scale comes out times it
+    (`kernels.gemm_operand_pair`).
     Outside compilation an activation's pair is reused for the next layer reading the same x (q, k
     and v), which would otherwise keep a copy each of its wgrad operand for the backward."""
     if not _use_kernels(x) or _OBSERVERS:
@@ -139,8 +140,8 @@ def gemm_operand_pair(x: torch.Tensor, last: QuantSpec | None, last_seeds: Seeds
 
     if not kernels.pairs(x, last, first):
         return None
-    if last_factor is not None:  # a product for one GEMM: nothing to reuse
-        return kernels.gemm_operand_pair(x, last, last_seeds, first, first_seeds, dtype, last_factor)
+    if last_factor is not None or first_factor is not None:  # products for these GEMMs: nothing to reuse
+        return kernels.gemm_operand_pair(x, last, last_seeds, first, first_seeds, dtype, last_factor, first_factor)
     return _reusing_last(name, x, (last, last_seeds, first, first_seeds, dtype),
                          lambda: kernels.gemm_operand_pair(x, last, last_seeds, first, first_seeds, dtype))
 
@@ -284,7 +285,9 @@ class _QuantizedLinearFn(torch.autograd.Function):
         dx = dw = db = None
         amax_dgrad_dy = amax_wgrad_dy = pair = None
         if ctx.needs_input_grad[0] and ctx.needs_input_grad[1]:
-            pair = layer.operand_pair("dgrad", "wgrad", "dy", dy, dtype, partner=inv_w if ctx.w_is_operand else None)
+            # each GEMM's output scale made by the pair where the other operand's scale is at hand
+            pair = layer.operand_pair("dgrad", "wgrad", "dy", dy, dtype, partner=inv_w if ctx.w_is_operand else None,
+                                      first_partner=inv_x if ctx.x_is_operand else None)
             if pair is None:
                 amax_dgrad_dy, amax_wgrad_dy = layer.shared_amaxes(dy, "dgrad", "wgrad", "dy")
         if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
@@ -297,6 +300,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
             a, ia = pair[1] if pair else layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
             b, ib = ((x, inv_x) if ctx.x_is_operand
                      else layer.operand("wgrad", "x", x, 0, dtype, x_scale, amax=amax_wgrad_x))
+            if pair and ctx.x_is_operand:
+                ib = _unless_fused(ib, ia)
             dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype, bf16_exact=layer.recipe.gemm_in_bf16("wgrad"))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
@@ -415,19 +420,20 @@ class QLinear(nn.Linear):
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
 
     def operand_pair(self, last_gemm: str, gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype,
-                     partner: torch.Tensor | None = None):
+                     partner: torch.Tensor | None = None, first_partner: torch.Tensor | None = None):
         """Two GEMMs' operands of t from one read (`gemm_operand_pair`): `last_gemm`'s along t's last
         axis and `gemm`'s along dim 0, as ((values, 1/tensor scale or None), (...)); None where the
-        pair kernel does not serve them (each operand is then quantized alone). `partner`: the 1/tensor
-        scale of `last_gemm`'s other operand; where given and `last` has a tensor scale, the first
-        item's scale is `last_gemm`'s output scale, the product of the two (made by the pair kernel),
-        and the partner's is then None."""
+        pair kernel does not serve them (each operand is then quantized alone). `partner`
+        (`first_partner`): the 1/tensor scale of `last_gemm`'s (`gemm`'s) other operand; where given
+        and the spec has a tensor scale, that item's scale is its GEMM's output scale, the product of
+        the two (made by the pair kernel; `_unless_fused` then drops the partner's)."""
         last = self.recipe.spec(f"{last_gemm}.{operand}")
         first = self.recipe.spec(f"{gemm}.{operand}")
-        factor = partner if partner is not None and last is not None and last.has_tensor_scale else None
+        factor, first_factor = (p if p is not None and spec is not None and spec.has_tensor_scale else None
+                                for p, spec in ((partner, last), (first_partner, first)))
         pair = gemm_operand_pair(t, last, self.seeds(last_gemm, operand, last), first,
                                  self.seeds(gemm, operand, first), dtype, name=f"{last_gemm}+{gemm}.{operand}",
-                                 last_factor=factor)
+                                 last_factor=factor, first_factor=first_factor)
         if pair is None:
             return None
         (op_last, inv_last), (op_first, inv_first) = pair

@@ -337,22 +337,25 @@ def test_pair_matches_two_reference_calls(recipe: str, last: str, first: str):
 
 @in_process
 @pytest.mark.parametrize("recipe,last,first", [("nvfp4", "dgrad_dy", "wgrad_dy"), ("ufp4", "fprop_w", "dgrad_w")])
-def test_pair_multiplies_the_last_axis_scale_by_a_partner(recipe: str, last: str, first: str):
-    """`last_factor`: the last axis's 1 / tensor scale comes out times the partner's, the FP32 product
-    linear._matmul would otherwise make in a kernel of its own; operands and dim 0's scale unchanged."""
+@pytest.mark.parametrize("axes", ["last", "first", "both"])
+def test_pair_multiplies_an_axis_scale_by_a_partner(recipe: str, last: str, first: str, axes: str):
+    """`last_factor`, `first_factor`: that axis's 1 / tensor scale comes out times the partner's, the
+    FP32 product linear._matmul would otherwise make in a kernel of its own; the operands and the
+    other axis's scale unchanged."""
     r = get_recipe(recipe)
     x = canonical_inputs(64, 128, torch.Generator().manual_seed(5))["mixed"].to(DEVICE)
-    partner = torch.tensor(0.0123457, dtype=torch.float32, device=DEVICE)
+    partners = [torch.tensor(v, dtype=torch.float32, device=DEVICE) if axes in (name, "both") else None
+                for v, name in ((0.0123457, "last"), (3.1e-5, "first"))]
     specs, seeds = (getattr(r, last), getattr(r, first)), (Seeds(99, 7), Seeds(5, 11))
-    got = kernels.gemm_operand_pair(x, specs[0], seeds[0], specs[1], seeds[1], torch.bfloat16, last_factor=partner)
+    got = kernels.gemm_operand_pair(x, specs[0], seeds[0], specs[1], seeds[1], torch.bfloat16, *partners)
     plain = kernels.gemm_operand_pair(x, specs[0], seeds[0], specs[1], seeds[1], torch.bfloat16)
-    for (g, _), (p, _) in zip(got, plain):
+    for (g, g_inv), (p, p_inv), partner in zip(got, plain, partners):
         assert_same_bits(g, p)
-    assert_same_bits(got[1][1], plain[1][1])
-    assert_same_bits(got[0][1], plain[0][1] * partner)
+        assert_same_bits(g_inv, p_inv if partner is None else p_inv * partner)
     mx = get_recipe("mxfp4")
-    with pytest.raises(ValueError, match="tensor scale"):
-        kernels.gemm_operand_pair(x, mx.dgrad_dy, None, mx.wgrad_dy, None, torch.bfloat16, last_factor=partner)
+    for factors in ((partners[0] or partners[1], None), (None, partners[0] or partners[1])):
+        with pytest.raises(ValueError, match="tensor scale"):
+            kernels.gemm_operand_pair(x, mx.dgrad_dy, None, mx.wgrad_dy, None, torch.bfloat16, *factors)
 
 
 @in_process

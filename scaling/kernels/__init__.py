@@ -191,20 +191,21 @@ _SPEC_SCHEMA = ("str {p}elem, float {p}cap, int {p}block_rows, int {p}block_k, s
 _N_SPEC_ARGS = 13
 torch.library.define(
     "scaling::gemm_operand_pair",
-    f"(Tensor x, Tensor? last_seeds, Tensor? first_seeds, Tensor? last_factor, ScalarType dtype, "
-    f"{_SPEC_SCHEMA.format(p='last_')}, {_SPEC_SCHEMA.format(p='first_')}) -> (Tensor, Tensor, Tensor, Tensor)")
+    f"(Tensor x, Tensor? last_seeds, Tensor? first_seeds, Tensor? last_factor, Tensor? first_factor, "
+    f"ScalarType dtype, {_SPEC_SCHEMA.format(p='last_')}, {_SPEC_SCHEMA.format(p='first_')}) "
+    f"-> (Tensor, Tensor, Tensor, Tensor)")
 
 
 @torch.library.impl("scaling::gemm_operand_pair", "default")
-def _gemm_operand_pair_op(x, last_seeds, first_seeds, last_factor, dtype, *spec_args):
+def _gemm_operand_pair_op(x, last_seeds, first_seeds, last_factor, first_factor, dtype, *spec_args):
     from scaling.kernels.pair import quantize_pair
 
     last, first = _spec_from_args(*spec_args[:_N_SPEC_ARGS]), _spec_from_args(*spec_args[_N_SPEC_ARGS:])
-    return quantize_pair(x, last, last_seeds, first, first_seeds, dtype, last_factor)
+    return quantize_pair(x, last, last_seeds, first, first_seeds, dtype, last_factor, first_factor)
 
 
 @torch.library.register_fake("scaling::gemm_operand_pair")
-def _(x, last_seeds, first_seeds, last_factor, dtype, *spec_args):
+def _(x, last_seeds, first_seeds, last_factor, first_factor, dtype, *spec_args):
     def op():
         return torch.empty(x.shape, dtype=dtype, device=x.device)  # contiguous, as quantize_pair's
 
@@ -225,19 +226,28 @@ def pairs(x: torch.Tensor, last: QuantSpec | None, first: QuantSpec | None) -> b
 
 
 def gemm_operand_pair(x: torch.Tensor, last: QuantSpec, last_seed: int | Seeds | None, first: QuantSpec,
-                      first_seed: int | Seeds | None, dtype: torch.dtype, last_factor: torch.Tensor | None = None):
+                      first_seed: int | Seeds | None, dtype: torch.dtype, last_factor: torch.Tensor | None = None,
+                      first_factor: torch.Tensor | None = None):
     """Exactly (`gemm_operand(x, last, -1, last_seed, dtype)`, `gemm_operand(x, first, 0, first_seed,
     dtype)`), from one read of x (and one for both tensor amaxes), where `pairs(x, last, first)`:
-    ((operand, 1 / tensor scale) along the last axis, the same along dim 0). `last_factor` (a 0-d FP32
-    tensor, for a `last` with a tensor scale): the last axis's 1 / tensor scale comes out multiplied
-    by it in FP32 (the GEMM's output scale, another operand's inverse scale times this one's)."""
+    ((operand, 1 / tensor scale) along the last axis, the same along dim 0). `last_factor`,
+    `first_factor` (0-d FP32 tensors, for a spec with a tensor scale): that axis's 1 / tensor scale
+    comes out multiplied by it in FP32 (the GEMM's output scale, another operand's inverse scale
+    times this one's)."""
     _check(x, last, 1, last_seed)
     _check(x, first, 0, first_seed)
-    if last_factor is not None:
-        if not last.has_tensor_scale:
-            raise ValueError("last_factor multiplies a tensor scale; this spec has none")
-        last_factor = last_factor.to(device=x.device, dtype=torch.float32).reshape(())
+    last_factor, first_factor = (_factor(f, spec, name, x.device) for f, spec, name in
+                                 ((last_factor, last, "last_factor"), (first_factor, first, "first_factor")))
     op_last, inv_last, op_first, inv_first = torch.ops.scaling.gemm_operand_pair(
-        x.contiguous(), _seed_tensor(last_seed, x.device), _seed_tensor(first_seed, x.device), last_factor, dtype,
-        *_spec_args(last), *_spec_args(first))
+        x.contiguous(), _seed_tensor(last_seed, x.device), _seed_tensor(first_seed, x.device), last_factor,
+        first_factor, dtype, *_spec_args(last), *_spec_args(first))
     return (op_last, inv_last), (op_first, inv_first)
+
+
+def _factor(factor: torch.Tensor | None, spec: QuantSpec, name: str, device: torch.device) -> torch.Tensor | None:
+    """A pair's output-scale factor as a 0-d FP32 tensor on device (None stays None)."""
+    if factor is None:
+        return None
+    if not spec.has_tensor_scale:
+        raise ValueError(f"{name} multiplies a tensor scale; this spec has none")
+    return factor.to(device=device, dtype=torch.float32).reshape(())

@@ -99,27 +99,28 @@ def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi,
 
 @triton.jit
 def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_last_ptr, inv_first_ptr,
-                 seeds_last_ptr, seeds_first_ptr, factor_ptr, D: tl.constexpr, T, numer, target,
-                 TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
+                 seeds_last_ptr, seeds_first_ptr, factor_last_ptr, factor_first_ptr, D: tl.constexpr, T,
+                 numer, target, TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
                  HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
                  SR_L: tl.constexpr, PAIRS_L: tl.constexpr,
                  HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
                  SR_F: tl.constexpr, PAIRS_F: tl.constexpr,
                  BLK: tl.constexpr, LOG2_BLK: tl.constexpr, TENSOR_SCALE: tl.constexpr, SCALE: tl.constexpr,
                  EMAX: tl.constexpr, BOUND: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
-                 HALVES: tl.constexpr, ITERS: tl.constexpr, HAS_FACTOR: tl.constexpr):
+                 HALVES: tl.constexpr, ITERS: tl.constexpr, HAS_FACTOR_L: tl.constexpr,
+                 HAS_FACTOR_F: tl.constexpr):
     """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
-    layout, from one DRAM read of each (BK tokens, BR features) tile (`_last_axis_tile`); HAS_FACTOR:
-    the last axis's inverse tensor scale comes out times the value at factor_ptr. ITERS: the
-    program quantizes ITERS consecutive tiles along the tokens, after making once what they all use
-    (encode scales, stream keys, both transforms' signs). D, the tokens' stride, is a compile-time
-    constant (`quantize._tile_offsets`: loads and stores along the tokens at immediate offsets); the
-    kernel is compiled once per width."""
+    layout, from one DRAM read of each (BK tokens, BR features) tile (`_last_axis_tile`); HAS_FACTOR_L
+    (_F): the last axis's (dim 0's) inverse tensor scale comes out times the value at its factor_ptr,
+    another operand's. ITERS: the program quantizes ITERS consecutive tiles along the tokens, after
+    making once what they all use (encode scales, stream keys, both transforms' signs). D, the
+    tokens' stride, is a compile-time constant (`quantize._tile_offsets`: loads and stores along the
+    tokens at immediate offsets); the kernel is compiled once per width."""
     BR: tl.constexpr = TILE // BK
     pid_r = tl.program_id(0)  # features; tokens: ITERS tiles from program_id(1) * ITERS
     stride_r, stride_k = _wide_strides(1, D, I64)
-    s_enc_f = _encode_scale(amax_first_ptr, inv_first_ptr, numer, TENSOR_SCALE)
-    s_enc_l = _encode_scale(amax_last_ptr, inv_last_ptr, numer, TENSOR_SCALE, factor_ptr, HAS_FACTOR)
+    s_enc_f = _encode_scale(amax_first_ptr, inv_first_ptr, numer, TENSOR_SCALE, factor_first_ptr, HAS_FACTOR_F)
+    s_enc_l = _encode_scale(amax_last_ptr, inv_last_ptr, numer, TENSOR_SCALE, factor_last_ptr, HAS_FACTOR_L)
     key_f = _stream_key(seeds_first_ptr, 0, 0) if SR_F else 0
     key_l = _stream_key(seeds_last_ptr, 0, 0) if SR_L else 0
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
@@ -225,7 +226,8 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
                 SR_L=last.rounding == "sr", PAIRS_L=D % 2 == 0, SR_F=first.rounding == "sr", PAIRS_F=T % 2 == 0,
                 BLK=blk, LOG2_BLK=int(math.log2(blk)), TENSOR_SCALE=last.has_tensor_scale,
                 SCALE=formats.SCALE_CODES[last.scale], EMAX=formats.EMAX[last.elem],
-                BOUND=float(last.scale_bound), ELEM=formats.ELEM_CODES[last.elem], GMAX=float(last.elem_max))
+                BOUND=float(last.scale_bound), ELEM=formats.ELEM_CODES[last.elem], GMAX=float(last.elem_max),
+                HAS_FACTOR_L=False, HAS_FACTOR_F=False)
 
 
 _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIGNS_L",
@@ -238,7 +240,7 @@ class PairLaunch:
     def __init__(self, x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
                  first_seeds: torch.Tensor | None, dtype: torch.dtype, tile: int | None = None,
                  narrow: int | None = None, iters: int | None = None, halves: int | None = None,
-                 last_factor: torch.Tensor | None = None):
+                 last_factor: torch.Tensor | None = None, first_factor: torch.Tensor | None = None):
         self.x = x.contiguous()
         self.T, self.D = x.shape
         self.cfg = dict(_pair_config(last, first, self.D, self.T))
@@ -259,9 +261,11 @@ class PairLaunch:
         unread = self.amaxes[0]  # a deterministic spec's seeds are never read
         self.seeds = [unread if s is None else s for s in (last_seeds, first_seeds)]
         self.outs = [torch.empty(x.shape, dtype=dtype, device=device) for _ in range(2)]
-        # the last axis's output scale times another operand's (a 0-d FP32 tensor), where given
-        self.factor = self.invs[0] if last_factor is None else last_factor
-        self.cfg["HAS_FACTOR"] = last_factor is not None and self.cfg["TENSOR_SCALE"]
+        # each axis's output scale times another operand's (a 0-d FP32 tensor), where given
+        factors = (last_factor, first_factor)
+        self.factors = [inv if f is None else f for inv, f in zip(self.invs, factors)]
+        for suffix, f in zip("LF", factors):
+            self.cfg[f"HAS_FACTOR_{suffix}"] = f is not None and self.cfg["TENSOR_SCALE"]
         self.tuned = x.is_cuda and _tuning()
 
     @property
@@ -288,7 +292,7 @@ class PairLaunch:
                      {k: self.cfg[k] for k in _AMAX_NAMES})
 
     def run_quantize(self) -> None:
-        self._launch(_pair_kernel, (self.x, *self.outs, *self.amaxes, *self.invs, *self.seeds, self.factor, self.D,
+        self._launch(_pair_kernel, (self.x, *self.outs, *self.amaxes, *self.invs, *self.seeds, *self.factors, self.D,
                                     self.T, self.numer, self.target), self.cfg)
 
     def tuned_configs(self) -> dict[str, str]:
@@ -309,13 +313,16 @@ class PairLaunch:
 
 
 def quantize_pair(x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
-                  first_seeds: torch.Tensor | None, dtype: torch.dtype, last_factor: torch.Tensor | None = None
+                  first_seeds: torch.Tensor | None, dtype: torch.dtype, last_factor: torch.Tensor | None = None,
+                  first_factor: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """`quant.gemm_operand(x, last, -1, ...)` and `quant.gemm_operand(x, first, 0, ...)` of a 2-D x, in
     one read (and one more for the tensor amaxes), where `pairable(last, first)`: (operand, 1 / tensor
-    scale) of each, the last axis's 1 / tensor scale times `last_factor` (0-d FP32) where given and
-    the spec has a tensor scale. Seeds: int64 tensors [rounding seed, sign seed] on x's device, or None."""
-    launch = PairLaunch(x, last, last_seeds, first, first_seeds, dtype, last_factor=last_factor)
+    scale) of each, each axis's 1 / tensor scale times its factor (`last_factor`, `first_factor`: 0-d
+    FP32) where given and the spec has a tensor scale. Seeds: int64 tensors [rounding seed, sign seed]
+    on x's device, or None."""
+    launch = PairLaunch(x, last, last_seeds, first, first_seeds, dtype, last_factor=last_factor,
+                        first_factor=first_factor)
     if launch.needs_amax:
         launch.run_amax()
     launch.run_quantize()
