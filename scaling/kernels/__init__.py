@@ -222,7 +222,9 @@ def pairs(x: torch.Tensor, last: QuantSpec | None, first: QuantSpec | None) -> b
 
     if os.environ.get("SCALING_PAIRS", "1") == "0":
         return False
-    return x.dim() == 2 and x.numel() > 0 and enabled(x) and pairable(last, first)
+    # compiled, the function itself: dynamo traces through a cache wrapper anyway, with a warning
+    fits = pairable.__wrapped__ if torch.compiler.is_compiling() else pairable
+    return x.dim() == 2 and x.numel() > 0 and enabled(x) and fits(last, first)
 
 
 def gemm_operand_pair(x: torch.Tensor, last: QuantSpec, last_seed: int | Seeds | None, first: QuantSpec,
