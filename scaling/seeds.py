@@ -25,8 +25,9 @@ Seed = "int | torch.Tensor"  # a Python int, or a 0-d int64 tensor (so compiled 
 @dataclass(frozen=True)
 class Seeds:
     """The two seeds one quantization call may use: element/scale rounding and transform signs.
-    `row`: optionally, an int64 device tensor [rounding, signs] holding the same two values (a row of
-    QLinear's seed table), which the kernels then read as it is (no kernel stacks the two)."""
+    `row`: optionally, an int64 device tensor [rounding, signs] (a row of QLinear's seed table), which
+    the kernels then read as it is (no kernel stacks the two); it holds the values the kernels read
+    (its rounding entry may differ from a `rounding` of 0 that a deterministic spec never reads)."""
 
     rounding: int | torch.Tensor
     signs: int | torch.Tensor
