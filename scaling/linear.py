@@ -290,12 +290,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
                                       first_partner=inv_x if ctx.x_is_operand else None)
             if pair is None:
                 amax_dgrad_dy, amax_wgrad_dy = layer.shared_amaxes(dy, "dgrad", "wgrad", "dy")
-        if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
-            a, ia = pair[0] if pair else layer.operand("dgrad", "dy", dy, -1, dtype, amax=amax_dgrad_dy)
-            b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype, w_scale)
-            if pair and ctx.w_is_operand:
-                ib = _unless_fused(ib, ia)
-            dx = _matmul(a, b, ia, ib, ctx.x_dtype, bf16_exact=layer.recipe.gemm_in_bf16("dgrad"))
+        # wgrad first: dX, written last, is then still in the L2 cache for the op that reads it next
+        # (x.grad's accumulation, or the layer below's backward)
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
             a, ia = pair[1] if pair else layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
             b, ib = ((x, inv_x) if ctx.x_is_operand
@@ -303,6 +299,12 @@ class _QuantizedLinearFn(torch.autograd.Function):
             if pair and ctx.x_is_operand:
                 ib = _unless_fused(ib, ia)
             dw = _matmul(a.t(), b, ia, ib, ctx.w_dtype, bf16_exact=layer.recipe.gemm_in_bf16("wgrad"))
+        if ctx.needs_input_grad[0]:  # dgrad: dX = dY . W, K = out_features
+            a, ia = pair[0] if pair else layer.operand("dgrad", "dy", dy, -1, dtype, amax=amax_dgrad_dy)
+            b, ib = (w, inv_w) if ctx.w_is_operand else layer.operand("dgrad", "w", w, 0, dtype, w_scale)
+            if pair and ctx.w_is_operand:
+                ib = _unless_fused(ib, ia)
+            dx = _matmul(a, b, ia, ib, ctx.x_dtype, bf16_exact=layer.recipe.gemm_in_bf16("dgrad"))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.float().sum(0)
         return dx, dw, db, None
