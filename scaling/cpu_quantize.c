@@ -63,6 +63,9 @@ INLINE uint32_t hash32(uint32_t x) {
     return x ^ (x >> 16);
 }
 
+/* seeds.pair_bits: the 32 bits of pair p (elements 2p, 2p + 1) under a stream key. */
+INLINE uint32_t pair_bits(uint32_t p, uint32_t key) { return hash32(p ^ key); }
+
 /* seeds.paired_uniforms' centred uniform of 16 bits: (2 half + 1) / 2^17, exact. */
 INLINE float centred16(uint32_t half) { return (float)(int32_t)(2 * half + 1) * (1.0f / 131072.0f); }
 
@@ -245,7 +248,7 @@ static void blocks_amax(const float *v, int nb, int bk, float *amax) {
 
 /* The SR uniform of the element with canonical index i, alone (where pairs straddle rows or runs). */
 INLINE float element_uniform(int64_t i, uint32_t key) {
-    uint32_t h = hash32(hash32((uint32_t)(i >> 1)) ^ key);
+    uint32_t h = pair_bits((uint32_t)(i >> 1), key);
     return centred16(i & 1 ? h >> 16 : h & 0xFFFFu);
 }
 
@@ -259,7 +262,7 @@ static void run_uniforms(const Job *job, int64_t r, int64_t k0, int n, float *u)
     const int64_t i0 = r * job->K + k0;
     if (i0 % 2 == 0 && n % 2 == 0) {  /* pairs (i even, i + 1) are neighbours in the run */
         uint32_t h[MAXRUN / 2];
-        for (int j = 0; j < n / 2; j++) h[j] = hash32(hash32((uint32_t)((i0 >> 1) + j)) ^ job->key);
+        for (int j = 0; j < n / 2; j++) h[j] = pair_bits((uint32_t)((i0 >> 1) + j), job->key);
         for (int j = 0; j < n / 2; j++) {
             u[2 * j] = centred16(h[j] & 0xFFFFu);
             u[2 * j + 1] = centred16(h[j] >> 16);
@@ -468,7 +471,7 @@ static void stretch_uniforms(const Job *job, int64_t k0, int64_t c0, int n, floa
     if (job->K % 2 == 0) {  /* k0, nk even: a pair is rows k, k + 1 of one column */
         for (int k = 0; k < job->nk; k += 2)
             for (int c = 0; c < n; c++) {
-                uint32_t h = hash32(hash32((uint32_t)(((c0 + c) * job->K + k0 + k) >> 1)) ^ key);
+                uint32_t h = pair_bits((uint32_t)(((c0 + c) * job->K + k0 + k) >> 1), key);
                 u[k * n + c] = centred16(h & 0xFFFFu);
                 u[(k + 1) * n + c] = centred16(h >> 16);
             }

@@ -131,15 +131,19 @@ def _unit_float(bits: torch.Tensor) -> torch.Tensor:
     return torch.mul(top, 1.0 / (1 << 24), out=top.view(torch.float32))
 
 
+def _laid_out_index(shape: tuple[int, ...], strides: tuple[int, ...]) -> torch.Tensor:
+    """The row-major index of each element (int32) of a tensor of this shape and these strides."""
+    like = torch.empty_strided(shape, strides, dtype=torch.int32)
+    return torch.empty_like(like).copy_(torch.arange(like.numel(), dtype=torch.int32).view(shape))
+
+
 @functools.lru_cache(maxsize=16)
 def _counter_hashes(shape: tuple[int, ...], strides: tuple[int, ...]) -> torch.Tensor:
     """For the row-major index i of each element (laid out as given): hash32(i), then the first
     step of the keyed hash. hash32(h ^ key) begins with y ^= y >> 16, which distributes over the
     xor (logical shifts do): (h ^ key) ^ ((h ^ key) >> 16) = (h ^ h >> 16) ^ (key ^ key >> 16).
-    So that step is taken here once on h, and per call on the key alone (`_cached_keyed_bits`)."""
-    like = torch.empty_strided(shape, strides, dtype=torch.int32)
-    index = torch.empty_like(like).copy_(torch.arange(like.numel(), dtype=torch.int32).view(shape))
-    hashed = _lowbias32_(index)
+    So that step is taken here once on h, and per call on the key alone (`_hash_from_first_step`)."""
+    hashed = _lowbias32_(_laid_out_index(shape, strides))
     return _xorshift_(hashed, 16, torch.empty_like(hashed))
 
 
@@ -151,28 +155,43 @@ def uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
     n = t.numel()
     if t.device.type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
         return uniform(seed, torch.arange(n, device=t.device).view(t.shape))
-    return _unit_float(_cached_keyed_bits(tuple(t.shape), tuple(t.stride()), seed))
+    return _unit_float(_hash_from_first_step(_counter_hashes(tuple(t.shape), tuple(t.stride())), seed))
 
 
-def _cached_keyed_bits(shape: tuple[int, ...], strides: tuple[int, ...], seed) -> torch.Tensor:
-    """hash32(hash32(i) ^ seed_key(seed)) for the row-major index i of a CPU tensor of this shape,
-    laid out with these strides: the index half from `_counter_hashes`, the keyed hash's first step
-    taken on the key's side."""
+def _hash_from_first_step(stepped: torch.Tensor, seed) -> torch.Tensor:
+    """hash32(v ^ seed_key(seed)) for values v given as stepped = v ^ v >> 16 (a new int32 tensor
+    laid out like stepped): the first step's key side, then the rest of the hash."""
     key = seed_key(seed)
     key = key ^ (key >> 16)
-    bits = torch.empty_strided(shape, strides, dtype=torch.int32)
-    torch.bitwise_xor(_counter_hashes(shape, strides), _as_i32(key) if isinstance(key, torch.Tensor) else _i32(key),
-                      out=bits)
+    bits = torch.empty_like(stepped)
+    torch.bitwise_xor(stepped, _as_i32(key) if isinstance(key, torch.Tensor) else _i32(key), out=bits)
     return _lowbias32_(bits, first_xorshift_done=True)
 
 
-# Stochastic rounding of elements: 16 random bits per element, two elements per keyed hash.
-# Element i (row-major) takes the low half (i even) or the high half (i odd) of
-# hash32(hash32(i >> 1) ^ seed_key(seed)), as the centred uniform u = (half + 1/2) / 2^16. That is
-# half the hashing of one uniform per element (the quantizer kernels are bound by their integer
-# arithmetic under SR). SR rounds up when u < p: with 2^16 centred levels, P(up) is p to within
-# 2^-17, so SR's bias stays below 2^-17 of a grid step, and p = 0 (a value on the grid) stays exact.
+# Stochastic rounding of elements: 16 random bits per element, two elements per hash. Element i
+# (row-major) takes the low half (i even) or the high half (i odd) of pair_bits(seed, i >> 1) =
+# hash32((i >> 1) ^ seed_key(seed)), as the centred uniform u = (half + 1/2) / 2^16. That is one
+# lowbias32 round per two elements: the quantizer kernels are bound by their integer arithmetic under
+# SR, and the keyed hash (hash32(hash32(i) ^ key), as `uniform` uses) cost 13 operations a pair where
+# this costs 8 (until 2026-12-03 the element stream was that keyed hash). lowbias32 is a bijection
+# with full avalanche, so each stream is uniform over its 2^32 pair indices; two streams are the
+# same values at pair indices that differ by the xor of their keys (different positions of the
+# tensor, or of another operand). SR rounds up when u < p: with 2^16 centred levels, P(up) is p to
+# within 2^-17, so SR's bias stays below 2^-17 of a grid step, and p = 0 (a value on the grid) stays
+# exact.
 PAIR_BITS = 16
+
+
+def pair_bits(seed, pair_index: torch.Tensor) -> torch.Tensor:
+    """hash32(pair_index ^ seed_key(seed)) for int64 pair indices in [0, 2^32): the 32 bits that two
+    neighbouring elements' SR uniforms are cut from (int64 in [0, 2^32))."""
+    return _pair_bits(_as_i32(pair_index), seed).to(torch.int64) & M32
+
+
+def _pair_bits(index: torch.Tensor, seed) -> torch.Tensor:
+    """pair_bits on an int32 tensor of indices (read as uint32), in place."""
+    key = seed_key(seed)
+    return _lowbias32_(index.bitwise_xor_(_as_i32(key) if isinstance(key, torch.Tensor) else _i32(key)))
 
 
 def _halves_to_unit_(halves: torch.Tensor) -> torch.Tensor:
@@ -190,7 +209,7 @@ def _pair_halves_(hashes: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> N
 
 def paired_uniforms(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """The n element uniforms (float32, flat) of stream `seed`, as defined above."""
-    pairs = _keyed_bits(_lowbias32_(_as_i32(torch.arange((n + 1) // 2, device=device))), seed)
+    pairs = _pair_bits(torch.arange((n + 1) // 2, dtype=torch.int32, device=device), seed)
     halves = torch.empty(pairs.numel(), 2, dtype=torch.int32, device=device)
     _pair_halves_(pairs, halves[:, 0], halves[:, 1])
     return _halves_to_unit_(halves).view(-1)[:n]
@@ -205,10 +224,18 @@ def paired_uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
             or sys.byteorder != "little"):
         return paired_uniforms(seed, n, t.device).view(t.shape)
     R, K = t.shape
-    pairs = _cached_keyed_bits((R, K // 2), _pair_strides(t), seed)
+    pairs = _hash_from_first_step(_pair_counters((R, K // 2), _pair_strides(t)), seed)
     u = torch.empty_strided(t.shape, t.stride(), dtype=torch.float32)
     _halves_into_(pairs, u)
     return u.add_(0.5).mul_(1.0 / (1 << PAIR_BITS))  # (half + 1/2) / 2^16, exact
+
+
+@functools.lru_cache(maxsize=16)
+def _pair_counters(shape: tuple[int, ...], strides: tuple[int, ...]) -> torch.Tensor:
+    """For the row-major index i of each pair (laid out as given): i ^ i >> 16, pair_bits' first step
+    on the index's side (`_hash_from_first_step` takes the key's)."""
+    index = _laid_out_index(shape, strides)
+    return _xorshift_(index, 16, torch.empty_like(index))
 
 
 def _halves_into_(pairs: torch.Tensor, u: torch.Tensor) -> None:

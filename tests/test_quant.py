@@ -303,14 +303,13 @@ def test_counter_uniforms_equal_the_plain_hash():
 
 
 def test_paired_uniforms_follow_their_definition():
-    """Element i takes the low (even i) or high (odd i) 16 bits of hash32(hash32(i >> 1) ^ key),
-    centred: (half + 1/2) / 2^16. The CPU's cached, layout-following path gives the same values."""
+    """Element i takes the low (even i) or high (odd i) 16 bits of hash32((i >> 1) ^ key), centred:
+    (half + 1/2) / 2^16. The CPU's cached, layout-following path gives the same values."""
     from scaling import seeds
 
     for seed in (0, 77, 2**32 - 1):
         key = seeds.seed_key(seed)
-        want = [(((seeds.hash32(seeds.hash32(i >> 1) ^ key) >> (16 * (i & 1))) & 0xFFFF) + 0.5) / 2**16
-                for i in range(37)]
+        want = [(((seeds.hash32((i >> 1) ^ key) >> (16 * (i & 1))) & 0xFFFF) + 0.5) / 2**16 for i in range(37)]
         assert torch.equal(seeds.paired_uniforms(seed, 37), torch.tensor(want, dtype=torch.float32))
     for shape in ((7,), (256, 256), (5, 7), (1, 64), (8, 16, 4)):
         n = math.prod(shape)
