@@ -174,7 +174,7 @@ def _hash_from_first_step(stepped: torch.Tensor, seed) -> torch.Tensor:
 # lowbias32 round per two elements: the quantizer kernels are bound by their integer arithmetic under
 # SR, and the keyed hash (hash32(hash32(i) ^ key), as `uniform` uses) cost 13 operations a pair where
 # this costs 8 (until 2026-12-03 the element stream was that keyed hash). lowbias32 is a bijection
-# with full avalanche, so each stream is uniform over its 2^32 pair indices; two streams are the
+# with a low avalanche bias, so each stream is uniform over its 2^32 pair indices; two streams are the
 # same values at pair indices that differ by the xor of their keys (different positions of the
 # tensor, or of another operand). SR rounds up when u < p: with 2^16 centred levels, P(up) is p to
 # within 2^-17, so SR's bias stays below 2^-17 of a grid step, and p = 0 (a value on the grid) stays
