@@ -309,6 +309,7 @@ def test_paired_uniforms_follow_their_definition():
 
     for seed in (0, 77, 2**32 - 1):
         key = seeds.seed_key(seed)
+        assert seeds.pair_bits(seed, torch.arange(19)).tolist() == [seeds.hash32(p ^ key) for p in range(19)]
         want = [(((seeds.hash32((i >> 1) ^ key) >> (16 * (i & 1))) & 0xFFFF) + 0.5) / 2**16 for i in range(37)]
         assert torch.equal(seeds.paired_uniforms(seed, 37), torch.tensor(want, dtype=torch.float32))
     for shape in ((7,), (256, 256), (5, 7), (1, 64), (8, 16, 4)):
