@@ -328,9 +328,31 @@ def _butterfly(x, BR: tl.constexpr, BK: tl.constexpr, H: tl.constexpr):
 
 
 @triton.jit
-def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr):
-    """transforms.fwht on each group of 2^LOG2H (<= 128) along the tile's columns: strides 1, 2, 4..."""
-    if LOG2H >= 1:
+def _signed_fwht(x, signs, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr,
+                 RAND_SIGNS: tl.constexpr):
+    """transforms.rotate's steps on the tile's columns: x times the signs (a (BK,) vector of +-1), then
+    the FWHT. With signs, the first stage (a s_a + b s_b, a s_a - b s_b) is t = b s_b, then
+    fma(a, s_a, +-t): a product by +-1 is exact, so each FMA rounds once where the add did (the same
+    bits, one multiply fewer per two elements)."""
+    if RAND_SIGNS and LOG2H >= 1:
+        a, b = _stage_pairs(x, BR, BK, 1)
+        s_a, s_b = _stage_pairs(tl.broadcast_to(signs[None, :], (BR, BK)), BR, BK, 1)
+        t = b * s_b
+        x = tl.reshape(tl.permute(tl.join(tl.fma(a, s_a, t), tl.fma(a, s_a, -t)), (0, 1, 3, 2)), (BR, BK))
+        x = _fwht(x, BR, BK, LOG2H, NORM, 2)
+    else:
+        if RAND_SIGNS:
+            x = x * signs[None, :]
+        x = _fwht(x, BR, BK, LOG2H, NORM)
+    return x
+
+
+@triton.jit
+def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr,
+          FIRST: tl.constexpr = 1):
+    """transforms.fwht on each group of 2^LOG2H (<= 128) along the tile's columns: strides 1, 2, 4...
+    (from stride FIRST: the stages before it done)."""
+    if LOG2H >= 1 and FIRST <= 1:
         x = _butterfly(x, BR, BK, 1)
     if LOG2H >= 2:
         x = _butterfly(x, BR, BK, 2)
@@ -389,9 +411,7 @@ def _rotate(x, signs, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG
             NORM: tl.constexpr, RAND_SIGNS: tl.constexpr):
     """transforms.rotate along the tile's columns: signs (`_program_signs`), then the FWHT."""
     if HAD > 0:
-        if RAND_SIGNS:
-            x = x * signs[None, :]
-        x = _fwht(x, BR, BK, LOG2H, NORM)
+        x = _signed_fwht(x, signs, BR, BK, LOG2H, NORM, RAND_SIGNS)
     return x
 
 
@@ -407,9 +427,7 @@ def _abs_rotation(x, signs, BR: tl.constexpr, BK: tl.constexpr, HAD: tl.constexp
     if HAD == 0:  # (no early return: Triton compiles what follows it in a compile-time branch too)
         t = tl.abs(x)
     else:
-        if RAND_SIGNS:
-            x = x * signs[None, :]
-        a, b = _stage_pairs(_fwht(x, BR, BK, LOG2H - 1, 1.0), BR, BK, HAD // 2)
+        a, b = _stage_pairs(_signed_fwht(x, signs, BR, BK, LOG2H - 1, 1.0, RAND_SIGNS), BR, BK, HAD // 2)
         t = tl.reshape(tl.abs(a) + tl.abs(b), (BR, BK // 2))
     return t
 
@@ -523,11 +541,8 @@ def _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, si
     lo = tl.reshape(_scaled(lo, x_scale, HAS_SCALE), (BR * NG, 8))
     hi = tl.reshape(_scaled(hi, x_scale, HAS_SCALE), (BR * NG, 8))
     if HAD > 0:
-        if RAND_SIGNS:
-            lo = lo * signs_lo[None, :]
-            hi = hi * signs_hi[None, :]
-        lo = _fwht(lo, BR * NG, 8, 3, 1.0)
-        hi = _fwht(hi, BR * NG, 8, 3, 1.0)
+        lo = _signed_fwht(lo, signs_lo, BR * NG, 8, 3, 1.0, RAND_SIGNS)
+        hi = _signed_fwht(hi, signs_hi, BR * NG, 8, 3, 1.0, RAND_SIGNS)
     return lo, hi
 
 
