@@ -183,8 +183,8 @@ PAIR_BITS = 16
 
 
 def pair_bits(seed, pair_index: torch.Tensor) -> torch.Tensor:
-    """hash32(pair_index ^ seed_key(seed)) for int64 pair indices in [0, 2^32): the 32 bits that two
-    neighbouring elements' SR uniforms are cut from (int64 in [0, 2^32))."""
+    """hash32(pair_index ^ seed_key(seed)) for int64 pair indices in [0, 2^32): the 32 bits (int64 in
+    [0, 2^32)) that two neighbouring elements' SR uniforms are cut from."""
     return _pair_bits(_as_i32(pair_index), seed).to(torch.int64) & M32
 
 
@@ -209,7 +209,7 @@ def _pair_halves_(hashes: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> N
 
 def paired_uniforms(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """The n element uniforms (float32, flat) of stream `seed`, as defined above."""
-    pairs = _pair_bits(torch.arange((n + 1) // 2, dtype=torch.int32, device=device), seed)
+    pairs = _pair_bits(_as_i32(torch.arange((n + 1) // 2, device=device)), seed)  # (indices past 2^31 wrap)
     halves = torch.empty(pairs.numel(), 2, dtype=torch.int32, device=device)
     _pair_halves_(pairs, halves[:, 0], halves[:, 1])
     return _halves_to_unit_(halves).view(-1)[:n]
