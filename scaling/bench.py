@@ -4,7 +4,7 @@ without one: sm_90 machine code (sass) and the trainer's CPU step (cpu).
 Every section returns rows for one JSON file (`scaling bench ... --out reports/bench/<name>.json`):
 {"device", "date", "versions", "copy_gbps",
  "kernels": [{"name", "recipe", "operand", "gbps"}],
- "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16"}],
+ "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range"}],
  "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"}]}
 
 How each number is taken (docs/kernels.md says more):
@@ -16,7 +16,10 @@ How each number is taken (docs/kernels.md says more):
   fused kernel), "transpose" (the copy with K moved last that MS-EDEN along dim 0 quantizes) and
   "gemm_operand" (all stages, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
-  against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps).
+  against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps). Each recipe is
+  timed alternately with bf16 (LINEAR_ROUNDS times, a median of 20 replays each): ms is the median of
+  its times, ratio_vs_bf16 the median of the paired ratios and ratio_range their least and greatest
+  (the GPU's clocks drift by a few percent between calls, more than some differences measured).
 - loss: the LM loss over (32768 tokens, 32768 vocab) BF16 logits, forward + backward, replayed from a
   CUDA graph: the Triton kernels the head runs on a GPU (scaling.kernels.cross_entropy) and the same
   loss as torch ops compiled by inductor (models.layers.lm_loss), soft-capped at 15 (nanochat) and
@@ -62,6 +65,11 @@ TRAIN_RECIPES = ("bf16", "nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2")
 SEQ_LEN = 1024  # bench train's sequences (the GPU ladder's)
 
 
+def median(values: list[float]) -> float:
+    """The middle value (the upper one of an even count)."""
+    return sorted(values)[len(values) // 2]
+
+
 def median_ms(fn: Callable[[], None], warmup: int = 5, reps: int = 30) -> float:
     """Median wall time of fn on the current CUDA stream, in ms (events around each call)."""
     for _ in range(warmup):
@@ -75,11 +83,12 @@ def median_ms(fn: Callable[[], None], warmup: int = 5, reps: int = 30) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+    return median(times)
 
 
-def graph_ms(fn: Callable[[], None], reps: int = 20) -> float:
-    """Median time of fn replayed from a CUDA graph (falls back to plain launches if capture fails)."""
+def graph_replay(fn: Callable[[], None]) -> Callable[[], None]:
+    """fn, after 3 warm-up calls, captured in a CUDA graph: the graph's replay (fn itself where the
+    capture fails)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -92,8 +101,16 @@ def graph_ms(fn: Callable[[], None], reps: int = 20) -> float:
             fn()
     except RuntimeError:
         torch.cuda.synchronize()
-        return median_ms(fn, reps=reps)
-    return median_ms(graph.replay, warmup=2, reps=reps)
+        return fn
+    return graph.replay
+
+
+def graph_ms(fn: Callable[[], None], reps: int = 20) -> float:
+    """Median time of fn replayed from a CUDA graph (falls back to plain launches if capture fails)."""
+    return median_ms(graph_replay(fn), warmup=2, reps=reps)
+
+
+LINEAR_ROUNDS = 5  # bf16 and a recipe timed alternately, so that the GPU's drift between calls cancels
 
 
 def copy_gbps(device: torch.device) -> float:
@@ -304,16 +321,22 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
                 progress(f"    {len(by_name)} kernels, {sum(by_name.values()) * 1e3:.1f} us of kernel time per call")
                 _show_kernels(by_name, top, progress, unit="us")
 
-        bf16_ms = graph_ms(step(base))
+        bf16 = graph_replay(step(base))
+        bf16_ms = median([median_ms(bf16, warmup=2, reps=20) for _ in range(LINEAR_ROUNDS)])
         rows.append({"recipe": "bf16", "d": d, "tokens": tokens, "ms": round(bf16_ms, 4), "ratio_vs_bf16": 1.0})
         progress(f"  d={d} bf16 {bf16_ms:.3f} ms")
         show(step(base))
         for name in recipes:
             layer = QLinear.from_linear(torch.nn.Linear(d, d, bias=False, device=device), get_recipe(name), 0, 0)
-            ms = graph_ms(step(layer))
-            rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4),
-                         "ratio_vs_bf16": round(ms / bf16_ms, 3)})
-            progress(f"  d={d} {name} {ms:.3f} ms ({ms / bf16_ms:.2f}x)")
+            run = graph_replay(step(layer))
+            times = [(median_ms(bf16, warmup=2, reps=20), median_ms(run, warmup=2, reps=20))
+                     for _ in range(LINEAR_ROUNDS)]
+            ratios = [t / b for b, t in times]
+            ms, ratio = median([t for _, t in times]), median(ratios)
+            rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4), "ratio_vs_bf16": round(ratio, 3),
+                         "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]})
+            progress(f"  d={d} {name} {ms:.3f} ms ({ratio:.3f}x; {min(ratios):.3f}-{max(ratios):.3f}x "
+                     f"over {LINEAR_ROUNDS} alternations with bf16)")
             show(step(layer))
             if on_row:
                 on_row(rows)
