@@ -322,6 +322,30 @@ def test_paired_uniforms_follow_their_definition():
                     assert u.stride() == t.stride()
 
 
+def test_sr_uniforms_look_independent():
+    """The element stream (one lowbias32 round a pair) against statistics a weak hash fails: its
+    16-bit halves equidistributed (chi-square over 256 bins of their top 8 bits, 255 degrees of
+    freedom: mean 255, sd 22.6), and no linear correlation between an element and its neighbour (the
+    other half of its hash, or the next pair's), nor between two seeds' streams at the same positions
+    (|r| < 5 / sqrt(n)). The key xored in without the hash fails it (chi-square), and so does one odd
+    multiply after the xor (a neighbour's correlation -0.23)."""
+    from scaling import seeds
+
+    n = 1 << 20
+    u = {s: seeds.paired_uniforms(s, n).double() for s in (11, 12, 2**31 + 5)}
+    bound = 5 / math.sqrt(n)
+    for s, v in u.items():
+        counts = torch.bincount((v * 256).long(), minlength=256).double()
+        chi2 = ((counts - n / 256) ** 2 / (n / 256)).sum().item()
+        assert chi2 < 255 + 5 * 22.6, (s, chi2)
+        for a, b in ((v[0::2], v[1::2]), (v[1:-1:2], v[2::2]), (v[:-2], v[2:])):
+            r = torch.corrcoef(torch.stack([a, b]))[0, 1].item()
+            assert abs(r) < 5 / math.sqrt(a.numel()), (s, r)
+    for a, b in ((11, 12), (11, 2**31 + 5)):
+        r = torch.corrcoef(torch.stack([u[a], u[b]]))[0, 1].item()
+        assert abs(r) < bound, (a, b, r)
+
+
 def test_tensor_hash_is_the_integer_hash():
     """The int32 tensor form of lowbias32 (wrapping products, masked shifts) gives the bits of the
     plain-integer form, across the whole uint32 range."""
