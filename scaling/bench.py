@@ -148,9 +148,10 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
             out_bytes = x.numel() * 2
             # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
-            stages = [launch.run_move] * launch.moved + [launch.run_amax] * launch.needs_amax + [launch.run_quantize]
+            stages = ([launch.run_move] * launch.needs_move + [launch.run_amax] * launch.needs_amax
+                      + [launch.run_quantize])
             stages[0]()  # (the moved copy filled before its readers are timed alone)
-            t = {"transpose": graph_ms(launch.run_move)} if launch.moved else {}
+            t = {"transpose": graph_ms(launch.run_move)} if launch.needs_move else {}
             t["quantize"] = graph_ms(launch.run_quantize)
             if launch.needs_amax:
                 t["amax"] = graph_ms(launch.run_amax)

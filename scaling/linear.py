@@ -55,15 +55,16 @@ def observe_operands():
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None,
                  dtype: torch.dtype, name: str = "", scale: torch.Tensor | None = None,
-                 amax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 amax: torch.Tensor | None = None,
+                 column_major: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Dispatch: Triton kernels on CUDA, else the fused CPU quantizer or the reference (identical
     bits). `scale`: x is kept as (values, scale) (quant.in_real_units), which the kernels multiply as
-    they load. `amax`: the
-    tensor amax from kernels.shared_amaxes (the kernels then skip their amax pass)."""
+    they load. `amax`: the tensor amax from kernels.shared_amaxes (the kernels then skip their amax
+    pass). `column_major`: the kernels write the operand with dim 0 contiguous (kernels.gemm_operand)."""
     if _use_kernels(x) and spec is not None and not _OBSERVERS:
         from scaling import kernels
 
-        return kernels.gemm_operand(x, spec, dim, seeds, dtype, scale, amax)
+        return kernels.gemm_operand(x, spec, dim, seeds, dtype, scale, amax, column_major)
     x = quant.in_real_units(x, scale)
     if spec is None:
         return x.to(dtype), None
@@ -242,7 +243,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
         if pair is not None:
             (xq, inv_x), (x_wgrad, inv_wgrad_x) = pair
         else:
-            xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x)
+            xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x,
+                                      column_major=layer.kept_for_dim0("x", "wgrad", x))
         # dgrad's W operand: fprop's when the spec gives the same values along either axis (NVFP4's
         # 16x16 tiles), else made with fprop's from one read of W where the pair kernel serves the two
         # (UFP4, MXFP4: one amax pass and one quantize pass, not two each), kept for the backward.
@@ -257,7 +259,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
             (wq, inv_w), (w_dgrad, inv_w_dgrad) = w_pair
             scale_x = _unless_fused(inv_x, inv_w)
         else:
-            wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype)
+            wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype,
+                                      column_major=layer.kept_for_dim0("w", "dgrad", weight))
             w_dgrad, inv_w_dgrad = (wq, inv_w) if axis_free else (None, None)
         y = _matmul(xq, wq.t(), scale_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
                     recipe.gemm_in_bf16("fprop"))
@@ -413,13 +416,29 @@ class QLinear(nn.Linear):
         return self.seed_table.device.type == "cpu" and not torch.compiler.is_compiling()
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,
-                scale: torch.Tensor | None = None, amax: torch.Tensor | None = None):
+                scale: torch.Tensor | None = None, amax: torch.Tensor | None = None, column_major: bool = False):
         """One GEMM operand under this layer's recipe, of t (times `scale`, if given): (block-scaled
-        values, 1/tensor scale, or None where the spec has no tensor scale). `amax`: from shared_amaxes."""
+        values, 1/tensor scale, or None where the spec has no tensor scale). `amax`: from shared_amaxes.
+        `column_major`: written with dim 0 contiguous where the kernels run (`kept_for_dim0`)."""
         spec = self.recipe.spec(f"{gemm}.{operand}")
         op, inv = gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}",
-                               scale=scale, amax=amax)
+                               scale=scale, amax=amax, column_major=column_major)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
+
+    def kept_for_dim0(self, operand: str, gemm: str, t: torch.Tensor) -> bool:
+        """Whether fprop's operand of t is best written column-major: the backward quantizes it again
+        (`backward_from_forward`: Quartet II) along dim 0 in `gemm`, where the kernels would first copy
+        it with K moved last (MS-EDEN: `moves_k_last`). Column-major, it is read in place: the forward's
+        quantizer stores its tiles transposed (through shared memory) instead of a transposing copy's
+        read and write later. The fprop GEMM takes either layout."""
+        recipe, seen = self.recipe, self.recipe.spec(f"fprop.{operand}")
+        spec = recipe.spec(f"{gemm}.{operand}")
+        if not (recipe.backward_from_forward and spec is not None and seen is not None and not seen.transform
+                and _use_kernels(t) and not _OBSERVERS):
+            return False
+        from scaling.kernels.quantize import moves_k_last
+
+        return moves_k_last(spec, 2, 0)
 
     def operand_pair(self, last_gemm: str, gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype,
                      partner: torch.Tensor | None = None, first_partner: torch.Tensor | None = None):

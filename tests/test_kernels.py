@@ -482,6 +482,25 @@ def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, pairs: str, m
 
 
 @in_process
+def test_quartet2_backward_copies_only_dy(monkeypatch):
+    """Quartet II's forward writes its X and W operands column-major (`QLinear.kept_for_dim0`), so the
+    backward's MS-EDEN along their dim 0 reads them in place: of a layer's transposing copies only
+    dY's (for wgrad) is left."""
+    from scaling import linear
+    from scaling.kernels import quantize as Q
+
+    moved = []
+    real_move = Q.Launch.run_move
+    monkeypatch.setattr(Q.Launch, "run_move", lambda self: moved.append(tuple(self.x.shape)) or real_move(self))
+    monkeypatch.setattr(linear, "_use_kernels", lambda t: True)
+    layer = linear.QLinear.from_linear(torch.nn.Linear(128, 256, bias=False), get_recipe("quartet2"), 0, 5).to(DEVICE)
+    layer.set_step(1)
+    x = torch.randn(128, 128, device=DEVICE, requires_grad=True)
+    layer(x).square().sum().backward()
+    assert moved == [(128, 256)]  # dY (tokens, out_features)
+
+
+@in_process
 @pytest.mark.parametrize("recipe", ["nvfp4", "ufp4"])
 def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch):
     """q, k and v read one input. Compiled, its fprop.x and wgrad.x operands are quantized once (one
@@ -590,6 +609,43 @@ def test_moved_layouts_are_the_fakes():
 
 
 @in_process
+@pytest.mark.parametrize("recipe", ["quartet2", "nvfp4", "ufp4", "mxfp4"])
+def test_column_major_operands_are_read_in_place(recipe: str, monkeypatch):
+    """An operand written column-major (dim 0 contiguous: Quartet II's forward operands, which its
+    backward quantizes again along dim 0) has the reference's values and the fake's strides, under
+    every HALVES choice the tuner tries for it (not the halves' store); MS-EDEN along its dim 0 then
+    reads it in place (no transposing copy) with the reference's bits."""
+    from scaling.kernels import quantize as Q
+
+    spec, eden = get_recipe(recipe).fprop_x, get_recipe("quartet2").wgrad_x
+    x = (torch.randn(128, 64, generator=torch.Generator().manual_seed(2)) * 4).to(torch.bfloat16).to(DEVICE)
+    seeds = kernels._seed_tensor(Seeds(3, 4), x.device)
+    ref, ref_inv = quant.gemm_operand(x, spec, -1, Seeds(3, 4), torch.bfloat16)
+    fake = Q.output_like(x, spec, -1, torch.bfloat16, column_major=True)
+    for halves in Q.Launch(x, spec, -1, seeds, torch.bfloat16, column_major=True).halves:
+        launch = Q.Launch(x, spec, -1, seeds, torch.bfloat16, halves=halves, column_major=True)
+        if launch.needs_amax:
+            launch.run_amax()
+        launch.run_quantize()
+        out, inv = launch.result()
+        assert halves != 2 and out.stride() == fake.stride() == (1, 128)
+        assert_same_bits(out, ref)
+        assert_same_bits(inv, ref_inv)
+    out, _ = kernels.gemm_operand(x, spec, -1, Seeds(3, 4), torch.bfloat16, column_major=True)
+    assert out.stride() == (1, 128)
+    assert_same_bits(out, ref)
+
+    scale = torch.tensor(0.37, device=DEVICE)
+    moves = []
+    monkeypatch.setattr(Q.Launch, "run_move", lambda self: moves.append(self))
+    got, got_inv = kernels.gemm_operand(out, eden, 0, Seeds(5, 6), torch.bfloat16, scale)
+    want, want_inv = quant.gemm_operand(quant.in_real_units(out, scale), eden, 0, Seeds(5, 6), torch.bfloat16)
+    assert not moves
+    assert_same_bits(got, want)
+    assert_same_bits(got_inv, want_inv)
+
+
+@in_process
 @pytest.mark.parametrize("cap", [15.0, None])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_row_losses_match_the_loss_of_torch_ops(cap, dtype):
@@ -663,6 +719,16 @@ def test_compiles_without_graph_break():
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     ref, inv = quant.gemm_operand(x, spec, 0, 5, torch.float32)
     assert torch.equal(compiled(x), ref * inv)
+
+    four_six = get_recipe("quartet2").fprop_x  # a column-major operand: the fake's strides are the op's
+
+    def g(t):
+        op, inv = kernels.gemm_operand(t, four_six, -1, None, torch.float32, column_major=True)
+        return op.t() * inv, op.stride()
+
+    out, strides = torch.compile(g, fullgraph=True, backend="aot_eager")(x)
+    ref, inv = quant.gemm_operand(x, four_six, -1, None, torch.float32)
+    assert strides == (1, 32) and torch.equal(out, ref.t() * inv)
 
 
 @in_process

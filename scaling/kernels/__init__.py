@@ -106,23 +106,23 @@ def _int_seeds(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
 
 @torch.library.custom_op("scaling::gemm_operand", mutates_args=())
 def _gemm_operand_op(x: torch.Tensor, seeds: torch.Tensor | None, x_scale: torch.Tensor | None,
-                     amax: torch.Tensor | None, dim: int, dtype: torch.dtype, elem: str, cap: float,
-                     block_rows: int, block_k: int, scale: str, tensor_scale: bool, scale_bound: float,
+                     amax: torch.Tensor | None, dim: int, dtype: torch.dtype, column_major: bool, elem: str,
+                     cap: float, block_rows: int, block_k: int, scale: str, tensor_scale: bool, scale_bound: float,
                      rounding: str, transform: int, signs: str, four_over_six: bool, eden: bool,
                      headroom: float) -> tuple[torch.Tensor, torch.Tensor]:
     from scaling.kernels.quantize import quantize_operand
 
     spec = _spec_from_args(elem, cap, block_rows, block_k, scale, tensor_scale, scale_bound, rounding,
                            transform, signs, four_over_six, eden, headroom)
-    return quantize_operand(x, spec, dim, seeds, dtype, x_scale, amax)
+    return quantize_operand(x, spec, dim, seeds, dtype, x_scale, amax, column_major)
 
 
 @_gemm_operand_op.register_fake
-def _(x, seeds, x_scale, amax, dim, dtype, *spec_args):
+def _(x, seeds, x_scale, amax, dim, dtype, column_major, *spec_args):
     from scaling.kernels.quantize import output_like
 
     inv = torch.empty((), dtype=torch.float32, device=x.device)
-    return output_like(x, _spec_from_args(*spec_args), dim, dtype), inv
+    return output_like(x, _spec_from_args(*spec_args), dim, dtype, column_major), inv
 
 
 @torch.library.custom_op("scaling::tensor_amaxes", mutates_args=())
@@ -152,18 +152,21 @@ def _check(x: torch.Tensor, spec: QuantSpec, dim: int, seed) -> None:
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,
                  dtype: torch.dtype, scale: torch.Tensor | None = None,
-                 amax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 amax: torch.Tensor | None = None, column_major: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Exactly `quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, seed, dtype)`: through
     the kernel where it runs (which applies `scale`, a 0-d FP32 tensor, as it loads x). `amax`: the
     tensor amax spec takes of x, from `shared_amaxes` (the kernel then reads x once, not twice; the
-    reference finds the same value itself)."""
+    reference finds the same value itself). `column_major`: the kernel writes the operand of a 2-D x
+    along its last axis with dim 0 contiguous (the same values; a later quantizer along dim 0 that
+    moves K last then reads it in place: `quantize.moves_k_last`); the reference's is row-major."""
     if not (enabled(x) and supports(spec)) or x.numel() == 0:
         return quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, seed, dtype)
     dim = dim % x.dim()
     _check(x, spec, dim, seed)
     if scale is not None:
         scale = scale.to(device=x.device, dtype=torch.float32).reshape(())
-    return _gemm_operand_op(x, _seed_tensor(seed, x.device), scale, amax, dim, dtype, *_spec_args(spec))
+    return _gemm_operand_op(x, _seed_tensor(seed, x.device), scale, amax, dim, dtype, column_major,
+                            *_spec_args(spec))
 
 
 def shared_amaxes(x: torch.Tensor, plain: QuantSpec | None, spec: QuantSpec | None, dim: int,

@@ -745,7 +745,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
                      SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
                      ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
                      FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr,
-                     I64: tl.constexpr, ITERS: tl.constexpr):
+                     I64: tl.constexpr, ITERS: tl.constexpr, OUT_T: tl.constexpr = False):
     """One operand: load -> rotate -> _quantize_tile -> store, one (TILE // BK, BK) tile per program.
     HALVES (blocks of 16 along a contiguous K, with no rotation or RHT16): 0 loads and stores the tile
     whole, 1 loads it as halves (`_load_halves`) and stores it whole (Triton converts the layout through
@@ -775,7 +775,11 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
         out = _quantize_tile(x, rows, pid_k * BK, K, s_enc, round_key, scale_key, target, BR, BK, LOG2H,
                              BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
                              ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
-        if HALVES == 2:
+        if OUT_T:  # the (R, K) operand with R contiguous (`Launch`'s column_major): offsets r + k R
+            out_r, out_k = _wide_strides(1, R, I64)
+            offs, mask = _tile_offsets(pid_r, pid_k, R, K, out_r, out_k, BR, BK, 0)
+            tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+        elif HALVES == 2:
             _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
         else:
             offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
@@ -846,7 +850,7 @@ def _tiles(bk: int) -> tuple[tuple[int, int, int], ...]:
 # the latter, two operands of one shape (wgrad's dY with SR and X with RTNE) shared whichever tile the
 # first one tuned (on the H200 the RTNE kernel then ran 10% slower). Absent names (amax) are skipped.
 # (The amax pass's HALVES follows from HAD and stride_k; the quantize pass tunes its own.)
-_TUNE_KEY = ("R", "K", "stride_k", "HAD", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN")
+_TUNE_KEY = ("R", "K", "stride_k", "HAD", "SR", "ELEM", "SCALE", "BLK_R", "FOUR_SIX", "EDEN", "OUT_T")
 
 
 # Tiles of at most this many elements are also tried looping over ITERS_LOOPED tiles per program
@@ -936,10 +940,18 @@ def _k_last(x: torch.Tensor, dim: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(x.movedim(dim, -1).shape, dtype=dtype, device=x.device)
 
 
-def output_like(x: torch.Tensor, spec: QuantSpec, dim: int, dtype: torch.dtype) -> torch.Tensor:
+def _writes_column_major(x: torch.Tensor, dim: int, moved: bool, column_major: bool) -> bool:
+    """Whether the operand is written with dim 0 contiguous: asked for, of a 2-D x along its last axis."""
+    return column_major and x.dim() == 2 and dim % 2 == 1 and not moved
+
+
+def output_like(x: torch.Tensor, spec: QuantSpec, dim: int, dtype: torch.dtype,
+                column_major: bool = False) -> torch.Tensor:
     """An empty operand for x with the layout the kernels write (so the custom op's fake matches)."""
     if moves_k_last(spec, x.dim(), dim):
         return _k_last(x, dim, dtype).movedim(-1, dim)
+    if _writes_column_major(x, dim, False, column_major):
+        return torch.empty(x.shape[::-1], dtype=dtype, device=x.device).t()
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
 
@@ -955,10 +967,15 @@ def _canonical_strides(shape: torch.Size, spec: QuantSpec, dim: int) -> tuple[in
 
 
 def _canonical_view(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.Tensor, int, int, int, int]:
-    """x as (R, K) strides into a contiguous buffer: x itself for dim = last or dim = 0 (K strided),
-    else an empty buffer for the copy with dim moved last (`moves_k_last`, filled by Launch.run_move)."""
+    """x as (R, K) strides into a contiguous buffer: x itself for dim = last or dim = 0 (K strided);
+    for the copy with dim moved last (`moves_k_last`), x's own view so where x already lies that way
+    (a column-major operand along dim 0), else an empty buffer (filled by Launch.run_move)."""
     dim = dim % x.dim()
-    buf = _k_last(x, dim, x.dtype) if moves_k_last(spec, x.dim(), dim) else x.contiguous()
+    if moves_k_last(spec, x.dim(), dim):
+        k_last = x.movedim(dim, -1)
+        buf = k_last if k_last.is_contiguous() else _k_last(x, dim, x.dtype)
+    else:
+        buf = x.contiguous()
     return (buf, *_canonical_strides(x.shape, spec, dim))
 
 
@@ -981,12 +998,16 @@ class Launch:
 
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
                  bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None,
-                 amax: torch.Tensor | None = None, halves: int | None = None, iters: int = 1):
+                 amax: torch.Tensor | None = None, halves: int | None = None, iters: int = 1,
+                 column_major: bool = False):
         self.dim = dim % x.dim()
         self.moved = moves_k_last(spec, x.dim(), self.dim)
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
-        self.cfg = dict(_config(spec, self.K))
+        # a moved copy is needed unless x already lies with K last (e.g. an operand written column-major)
+        self.needs_move = self.moved and not x.movedim(self.dim, -1).is_contiguous()
+        self.column_major = _writes_column_major(x, self.dim, self.moved, column_major)
+        self.cfg = dict(_config(spec, self.K), OUT_T=self.column_major)
         # HALVES choices for the tuner, the first one the untuned launch's. The quantize pass: where a
         # block is 16 long along a contiguous K (on the H200 MX's 1x32 blocks lost 5% with halves),
         # unpinned (`halves`) halves first for RHT16 only. The amax pass: for RHT16 along a contiguous
@@ -997,6 +1018,8 @@ class Launch:
             self.halves = (0,)
         else:
             self.halves = (halves,) if halves is not None else ((1, 0, 2) if rht16 else (0, 1, 2))
+            if self.column_major:  # (stored whole: the halves' store is row-major)
+                self.halves = tuple(h for h in self.halves if h != 2) or (1,)
         self.cfg["HALVES"] = self.halves[0]
         self.amax_halves = ((1, 0) if halves is None else (int(halves > 0),)) if rht16 else ()
         self.numer, self.target = scale_constants(spec)
@@ -1031,7 +1054,10 @@ class Launch:
 
     @functools.cached_property
     def out(self) -> torch.Tensor:
-        """The operand's buffer (made when the quantize pass first needs it: not for an amax alone)."""
+        """The operand's buffer (made when the quantize pass first needs it: not for an amax alone), as
+        the canonical (R, K) view; column-major, the transpose of a contiguous (K, R) buffer."""
+        if self.column_major:
+            return torch.empty((self.K, self.R), dtype=self.dtype, device=self.x.device).t()
         return torch.empty(self.buf.shape, dtype=self.dtype, device=self.x.device)
 
     @property
@@ -1088,7 +1114,8 @@ class Launch:
                 "LOAD_LAYOUT": c["HAD"] > 0 and self._amax_view()[3] == 1}
 
     def run_move(self) -> None:
-        """Fill the moved copy (`moves_k_last`): along dim 0 by the transpose kernel, else by torch."""
+        """Fill the moved copy (`moves_k_last`; where `needs_move`): along dim 0 by the transpose kernel,
+        else by torch."""
         if self.dim == 0:
             src = self.x.contiguous()
             if self.tuned:
@@ -1119,18 +1146,22 @@ class Launch:
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # x's shape, the layout of output_like
             return self.out.movedim(-1, self.dim), self.inv
+        if self.column_major:  # (2-D: out is (R, K) = x's shape)
+            return self.out, self.inv
         return self.out.view(self.x.shape), self.inv
 
 
 def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None,
                      dtype: torch.dtype, scale: torch.Tensor | None = None,
-                     amax: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     amax: torch.Tensor | None = None, column_major: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """`quant.gemm_operand` of x (times `scale`, a 0-d FP32 tensor, if given) through the fused kernels
     (x on CUDA, or on CPU under TRITON_INTERPRET=1). `seeds`: int64 tensor [rounding seed, sign
     seed] on x's device, or None for a deterministic spec. `amax`: the tensor amax this spec takes
-    of x, if already found (`tensor_amaxes`): then no amax pass."""
-    launch = Launch(x, spec, dim, seeds, dtype, scale=scale, amax=amax)
-    if launch.moved:
+    of x, if already found (`tensor_amaxes`): then no amax pass. `column_major`: a 2-D x quantized
+    along its last axis comes out with dim 0 contiguous (`output_like`), for a later quantizer along
+    dim 0 that would otherwise make a transposing copy of it (`moves_k_last`)."""
+    launch = Launch(x, spec, dim, seeds, dtype, scale=scale, amax=amax, column_major=column_major)
+    if launch.needs_move:
         launch.run_move()
     if launch.needs_amax:
         launch.run_amax()
