@@ -188,9 +188,12 @@ def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
     # per element at its 2048-element tile, 4 tiles a program).
     m = tl.minimum(mag, GMAX)
     if ELEM == 0:  # e2m1: spacing = binade / 2 (binade >= 1)
-        step_bits = _binade(m) - (1 << 23)
-        step = step_bits.to(tl.float32, bitcast=True)
-        inv = (0x7F000000 - step_bits).to(tl.float32, bitcast=True)  # 1 / step
+        # 1 / step = 2 / binade has the bits 0x7F800000 - b for the binade's bits b = bits & 0x7F800000;
+        # b's bits lie inside 0x7F800000, so the subtraction borrows nothing: it is ~bits & 0x7F800000,
+        # one instruction (the binade's mask and two additions before).
+        inv_bits = ~tl.maximum(m, 1.0).to(tl.int32, bitcast=True) & 0x7F800000
+        inv = inv_bits.to(tl.float32, bitcast=True)
+        step = (0x7F000000 - inv_bits).to(tl.float32, bitcast=True)  # binade / 2
     elif ELEM == 1:
         inv = 4.0
         step = 0.25
