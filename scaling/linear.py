@@ -243,8 +243,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
         if pair is not None:
             (xq, inv_x), (x_wgrad, inv_wgrad_x) = pair
         else:
-            xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x,
-                                      column_major=layer.kept_for_dim0("x", "wgrad", x))
+            wgrad_reads_x = ctx.needs_input_grad[1] and layer.kept_for_dim0("x", "wgrad", x)
+            xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x, column_major=wgrad_reads_x)
         # dgrad's W operand: fprop's when the spec gives the same values along either axis (NVFP4's
         # 16x16 tiles), else made with fprop's from one read of W where the pair kernel serves the two
         # (UFP4, MXFP4: one amax pass and one quantize pass, not two each), kept for the backward.
@@ -259,8 +259,8 @@ class _QuantizedLinearFn(torch.autograd.Function):
             (wq, inv_w), (w_dgrad, inv_w_dgrad) = w_pair
             scale_x = _unless_fused(inv_x, inv_w)
         else:
-            wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype,
-                                      column_major=layer.kept_for_dim0("w", "dgrad", weight))
+            dgrad_reads_w = ctx.needs_input_grad[0] and layer.kept_for_dim0("w", "dgrad", weight)
+            wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype, column_major=dgrad_reads_w)
             w_dgrad, inv_w_dgrad = (wq, inv_w) if axis_free else (None, None)
         y = _matmul(xq, wq.t(), scale_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
                     recipe.gemm_in_bf16("fprop"))
@@ -426,11 +426,11 @@ class QLinear(nn.Linear):
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
 
     def kept_for_dim0(self, operand: str, gemm: str, t: torch.Tensor) -> bool:
-        """Whether fprop's operand of t is best written column-major: the backward quantizes it again
-        (`backward_from_forward`: Quartet II) along dim 0 in `gemm`, where the kernels would first copy
-        it with K moved last (MS-EDEN: `moves_k_last`). Column-major, it is read in place: the forward's
-        quantizer stores its tiles transposed (through shared memory) instead of a transposing copy's
-        read and write later. The fprop GEMM takes either layout."""
+        """Whether fprop's operand of t is best written column-major, where the backward's `gemm` will
+        run: that GEMM quantizes it again (`backward_from_forward`: Quartet II) along dim 0, where the
+        kernels would first copy it with K moved last (MS-EDEN: `moves_k_last`). Column-major, it is
+        read in place: the forward's quantizer stores its tiles transposed (through shared memory)
+        instead of a transposing copy's read and write later. The fprop GEMM takes either layout."""
         recipe, seen = self.recipe, self.recipe.spec(f"fprop.{operand}")
         spec = recipe.spec(f"{gemm}.{operand}")
         if not (recipe.backward_from_forward and spec is not None and seen is not None and not seen.transform
