@@ -434,7 +434,7 @@ class QLinear(nn.Linear):
         recipe, seen = self.recipe, self.recipe.spec(f"fprop.{operand}")
         spec = recipe.spec(f"{gemm}.{operand}")
         if not (recipe.backward_from_forward and spec is not None and seen is not None and not seen.transform
-                and _use_kernels(t) and not _OBSERVERS):
+                and _use_kernels(t)):
             return False
         from scaling.kernels.quantize import moves_k_last
 

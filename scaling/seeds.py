@@ -66,6 +66,11 @@ def _i32(v: int) -> int:
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
+def _key_i32(key: int | torch.Tensor) -> int | torch.Tensor:
+    """A 32-bit key (a uint32 int, or an int64 tensor) as int32 bits, to xor into int32 tensors."""
+    return _as_i32(key) if isinstance(key, torch.Tensor) else _i32(key)
+
+
 def _as_i32(x: torch.Tensor) -> torch.Tensor:
     """A new int32 tensor holding the low 32 bits of an integer tensor (casts wrap modulo 2^32)."""
     return x.to(torch.int32, copy=True)
@@ -111,7 +116,7 @@ def seed_key(seed):
 def _keyed_bits(hashed_index: torch.Tensor, seed) -> torch.Tensor:
     """hash32(hashed index ^ seed_key(seed)) on int32 tensors read as uint32."""
     key = seed_key(seed)
-    return _lowbias32_(hashed_index ^ (_as_i32(key) if isinstance(key, torch.Tensor) else _i32(key)))
+    return _lowbias32_(hashed_index ^ _key_i32(key))
 
 
 def random_bits(seed, index: torch.Tensor) -> torch.Tensor:
@@ -164,7 +169,7 @@ def _hash_from_first_step(stepped: torch.Tensor, seed) -> torch.Tensor:
     key = seed_key(seed)
     key = key ^ (key >> 16)
     bits = torch.empty_like(stepped)
-    torch.bitwise_xor(stepped, _as_i32(key) if isinstance(key, torch.Tensor) else _i32(key), out=bits)
+    torch.bitwise_xor(stepped, _key_i32(key), out=bits)
     return _lowbias32_(bits, first_xorshift_done=True)
 
 
@@ -191,7 +196,7 @@ def pair_bits(seed, pair_index: torch.Tensor) -> torch.Tensor:
 def _pair_bits(index: torch.Tensor, seed) -> torch.Tensor:
     """pair_bits on an int32 tensor of indices (read as uint32), in place."""
     key = seed_key(seed)
-    return _lowbias32_(index.bitwise_xor_(_as_i32(key) if isinstance(key, torch.Tensor) else _i32(key)))
+    return _lowbias32_(index.bitwise_xor_(_key_i32(key)))
 
 
 def _halves_to_unit_(halves: torch.Tensor) -> torch.Tensor:

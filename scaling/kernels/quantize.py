@@ -950,9 +950,15 @@ def _k_last(x: torch.Tensor, dim: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(x.movedim(dim, -1).shape, dtype=dtype, device=x.device)
 
 
-def _writes_column_major(x: torch.Tensor, dim: int, moved: bool, column_major: bool) -> bool:
-    """Whether the operand is written with dim 0 contiguous: asked for, of a 2-D x along its last axis."""
-    return column_major and x.dim() == 2 and dim % 2 == 1 and not moved
+def _writes_column_major(x: torch.Tensor, dim: int, column_major: bool) -> bool:
+    """Whether the operand is written with dim 0 contiguous: asked for, of a 2-D x along its last axis
+    (never a moved copy: `moves_k_last` moves no last axis)."""
+    return column_major and x.dim() == 2 and dim % 2 == 1
+
+
+def _lies_k_last(x: torch.Tensor, dim: int) -> bool:
+    """Whether x, with dim moved last, is contiguous: a copy with K moved last would be x itself."""
+    return x.movedim(dim, -1).is_contiguous()
 
 
 def output_like(x: torch.Tensor, spec: QuantSpec, dim: int, dtype: torch.dtype,
@@ -960,7 +966,7 @@ def output_like(x: torch.Tensor, spec: QuantSpec, dim: int, dtype: torch.dtype,
     """An empty operand for x with the layout the kernels write (so the custom op's fake matches)."""
     if moves_k_last(spec, x.dim(), dim):
         return _k_last(x, dim, dtype).movedim(-1, dim)
-    if _writes_column_major(x, dim, False, column_major):
+    if _writes_column_major(x, dim, column_major):
         return torch.empty(x.shape[::-1], dtype=dtype, device=x.device).t()
     return torch.empty(x.shape, dtype=dtype, device=x.device)
 
@@ -982,8 +988,7 @@ def _canonical_view(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.T
     (a column-major operand along dim 0), else an empty buffer (filled by Launch.run_move)."""
     dim = dim % x.dim()
     if moves_k_last(spec, x.dim(), dim):
-        k_last = x.movedim(dim, -1)
-        buf = k_last if k_last.is_contiguous() else _k_last(x, dim, x.dtype)
+        buf = x.movedim(dim, -1) if _lies_k_last(x, dim) else _k_last(x, dim, x.dtype)
     else:
         buf = x.contiguous()
     return (buf, *_canonical_strides(x.shape, spec, dim))
@@ -1015,8 +1020,8 @@ class Launch:
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
         # a moved copy is needed unless x already lies with K last (e.g. an operand written column-major)
-        self.needs_move = self.moved and not x.movedim(self.dim, -1).is_contiguous()
-        self.column_major = _writes_column_major(x, self.dim, self.moved, column_major)
+        self.needs_move = self.moved and not _lies_k_last(x, self.dim)
+        self.column_major = _writes_column_major(x, self.dim, column_major)
         self.cfg = dict(_config(spec, self.K), OUT_T=self.column_major)
         # HALVES choices for the tuner, the first one the untuned launch's. The quantize pass: where a
         # block is 16 long along a contiguous K (on the H200 MX's 1x32 blocks lost 5% with halves),
@@ -1156,9 +1161,7 @@ class Launch:
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.moved:  # x's shape, the layout of output_like
             return self.out.movedim(-1, self.dim), self.inv
-        if self.column_major:  # (2-D: out is (R, K) = x's shape)
-            return self.out, self.inv
-        return self.out.view(self.x.shape), self.inv
+        return self.out.view(self.x.shape), self.inv  # (column-major: 2-D, out is already x's shape)
 
 
 def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None,
