@@ -119,13 +119,14 @@ def _program_signs(seeds_ptr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: t
 
 @triton.jit
 def _centred_unit16(h, SHIFT: tl.constexpr):
-    """The 16 bits of h at SHIFT as seeds' centred uniform (half + 1/2) / 2^16, built on the float's
-    bits: 1 + (2 half + 1) / 2^17, minus 1 (exact; no int-to-float conversion)."""
-    if SHIFT < 7:
-        mantissa = (h << (7 - SHIFT)) & 0x7FFF80
-    else:
-        mantissa = (h >> (SHIFT - 7)) & 0x7FFF80
-    return (mantissa | 0x3F800040).to(tl.float32, bitcast=True) - 1.0
+    """The 16 bits of h at SHIFT (0 or 16) as seeds' centred uniform (half + 1/2) / 2^16, built on a
+    float's bits: 1 + half / 2^23 (the half as the low mantissa bits: one mask or shift, one OR), then
+    one FMA, x 2^7 - (2^7 - 2^-17), exact (the product is, and the result has 17 significant bits).
+    No int-to-float conversion, and no shift into the mantissa's top bits with its mask (sm_90, Triton
+    3.9: nvfp4's dY pair 59.0 -> 55.6 instructions per element, the same bits)."""
+    half = h & 0xFFFF if SHIFT == 0 else h >> 16
+    one_plus = (half | 0x3F800000).to(tl.float32, bitcast=True)
+    return tl.fma(one_plus, 128.0, -127.99999237060547)  # 2^7 - 2^-17, exact in float32
 
 
 @triton.jit
