@@ -110,8 +110,8 @@ INLINE float fp8_rtne(float mag, float sub, float min_normal, int shift, uint32_
 INLINE float e4m3_rtne(float m) { return fp8_rtne(m, 512.0f, 0.015625f, 20, 0x7FFFFu, 448.0f); }
 INLINE float e5m2_rtne(float m) { return fp8_rtne(m, 65536.0f, 6.103515625e-05f, 21, 0xFFFFFu, 57344.0f); }
 
-/* formats.round_elements of one value: |v| rounded, with v's sign bit (-0.0 gives -0.0); a NaN gives
- * +0 on the small grids and NaN on FP8 (a NaN's sign bit is not a contract). */
+/* formats.round_elements of one value: |v| rounded, negative exactly where v < 0; a NaN gives +0 on
+ * the small grids and NaN on FP8. */
 INLINE float round_element(float v, float u, const int elem, const int sr, float gmax) {
     float mag = fabsf(v), q;
     if (elem == E4M3) {
@@ -123,7 +123,7 @@ INLINE float round_element(float v, float u, const int elem, const int sr, float
         m = mag == mag ? m : 0.0f;
         q = sr ? grid_sr(m, u, elem) : grid_rtne(m, elem);
     }
-    return bits_f(f_bits(q) | (v == v ? f_bits(v) & 0x80000000u : 0u));
+    return bits_f(f_bits(q) | (v < 0.0f ? 0x80000000u : 0u));
 }
 
 /* formats.e8m0_floor_scale of a block amax (>= 0, or NaN). */

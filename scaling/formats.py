@@ -9,8 +9,8 @@ Two kinds of element format:
 - FP8 (E4M3FN, E5M2): RTNE by torch's float8 casts (IEEE round-to-nearest-even), after clamping
   to +-max because the casts do not saturate; SR in units of the spacing, as on the small grids.
 
-Element rounding keeps the sign bit of each float32 value (copysign: -0.3 and -0.0 give -0.0, as a
-conversion instruction keeps it); a NaN gives +0 on the small grids and NaN on FP8. Every function here is what the Triton kernels reproduce bit
+Element rounding keeps the sign of each float32 value: negative exactly where v < 0 (-0.0 and NaN
+give +0, or a positive NaN on FP8). Every function here is what the Triton kernels reproduce bit
 for bit: comparisons, multiplications and divisions by powers of two, torch.round/floor/ceil, and
 nothing order-dependent.
 """
@@ -89,14 +89,14 @@ def float_spacing(v: torch.Tensor, mantissa_bits: int, min_normal: float) -> tor
 
 
 def _in_range(v: torch.Tensor, grid: Grid, out: torch.Tensor | None) -> torch.Tensor:
-    """v saturated at +-max (-0.0 kept), with NaN as +0 (no level is nearer NaN than another), in out
+    """v saturated at +-max, with -0.0 and NaN as +0 (no level is nearer NaN than another), in out
     (a new tensor if None)."""
-    return torch.clamp(v, -grid.max, grid.max, out=out).nan_to_num_(0.0)
+    return torch.clamp(v, -grid.max, grid.max, out=out).add_(0.0).nan_to_num_(0.0)
 
 
 def round_grid_rtne(v: torch.Tensor, grid: Grid, out: torch.Tensor | None = None) -> torch.Tensor:
     """Round float32 values to the nearest signed grid level: |v| to the nearest level, ties to the
-    even index, saturating at the max, with v's sign bit (-0.3 and -0.0 give -0.0); NaN gives +0.
+    even index, saturating at the max, with v's sign (-0.3 gives -0.0); -0.0 and NaN give +0.
     The result goes to `out` (which may be v) or a new tensor.
 
     Levels are multiples of the local spacing, and every run of equal spacing starts at a level of
@@ -112,8 +112,7 @@ def round_grid_rtne(v: torch.Tensor, grid: Grid, out: torch.Tensor | None = None
 def round_grid_sr(v: torch.Tensor, grid: Grid, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Stochastic rounding with v's sign: |v| goes to the level above with probability
     (|v| - lo) / (hi - lo) for its neighbours lo <= |v| < hi, exactly when u (uniforms in [0, 1)) is
-    below that fraction. E[q] = v inside the range; beyond it, saturate; v's sign bit is kept (-0.0
-    gives -0.0); NaN gives +0.
+    below that fraction. E[q] = v inside the range; beyond it, saturate; -0.0 and NaN give +0.
     The result goes to `out` (which may be v) or a new tensor.
 
     In units of the local spacing (a power of two, so exact) lo is floor(|v|) and the fraction
@@ -184,15 +183,15 @@ def round_fp8_sr(mag: torch.Tensor, fmt: str, u: torch.Tensor) -> torch.Tensor:
 
 def round_elements(v: torch.Tensor, fmt: str, cap: float | None, rounding: str,
                    u: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Round float32 values onto an element format (saturating), keeping v's sign bit (copysign; NaN
-    gives +0 on the grids). u: uniforms in [0, 1) for SR. The result goes to `out` (which may be v:
+    """Round float32 values onto an element format (saturating), keeping the sign: negative
+    exactly where v < 0. u: uniforms in [0, 1) for SR. The result goes to `out` (which may be v:
     the quantizer's temporaries are large, and a fresh buffer costs more than the arithmetic) or a
     new tensor."""
     if fmt in GRIDS:
         grid = Grid.of(fmt, cap)
         return round_grid_rtne(v, grid, out) if rounding == "rtne" else round_grid_sr(v, grid, u, out)
     mag = round_fp8_rtne(v.abs(), fmt) if rounding == "rtne" else round_fp8_sr(v.abs(), fmt, u)
-    return torch.copysign(mag, v, out=out)
+    return torch.copysign(mag, (v + 0.0).nan_to_num_(0.0), out=out)  # v + 0.0: -0.0 becomes +0
 
 
 # --- scale formats -----------------------------------------------------------------------------

@@ -94,10 +94,10 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _signed(mag: torch.Tensor, want: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs mag and -mag, and the results want and -want: v's sign bit, so -0.0 and a negative
-    value rounded to zero give -0.0; a NaN gives +0."""
+    """Inputs mag and -mag, and the results want and -want: the sign of v < 0, so -0.0 and NaN
+    give +0, and a negative value rounded to zero gives -0.0."""
     v = torch.cat([mag, -mag])
-    return v, torch.cat([want, want]).copysign(v.nan_to_num(1.0))
+    return v, torch.where(v < 0, -torch.cat([want, want]), torch.cat([want, want]))
 
 
 @pytest.mark.parametrize("fmt, cap", ALL_GRIDS)

@@ -146,7 +146,7 @@ def rounding_inputs() -> torch.Tensor:
     special = torch.tensor([0.0, 1e-45, 1e-40, 1.17e-38, 3e38, 448.0, 464.0, 57344.0, 61440.0])
     mags = torch.cat([sweep, near, special])
     mags = mags[mags >= 0]  # (the neighbours below 0.0 are NaN patterns: not a contract)
-    return torch.cat([mags, -mags])  # -0.0 included (it must give -0.0)
+    return torch.cat([mags, -mags])  # -0.0 included (it must give +0)
 
 
 @triton.jit
