@@ -280,7 +280,7 @@ def _round_elements(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.const
 def _round_signed(v, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
     """formats.round_elements: |v| rounded, negative exactly where v < 0, so -0.3 gives -0.0 and
     -0.0 gives +0 (v's sign bit alone would not do: a negative product that underflows is -0.0, and
-    a rotation's zeros may come out -0.0 on the GPU where the reference's are +0). The sign is the
+    a rotation's zeros came out +0 on the GPU where the reference's were -0.0). The sign is the
     sign bit of v + 0.0 (+0 for -0.0 and for +0; v's otherwise), set on |q| by one LOP3 that also
     clears the -0.0 `_grid_sr` may give: two instructions where a compare and two selects ran."""
     q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True)
