@@ -4,7 +4,7 @@ without one: sm_90 machine code (sass) and the trainer's CPU step (cpu).
 Every section returns rows for one JSON file (`scaling bench ... --out reports/bench/<name>.json`):
 {"device", "date", "versions", "copy_gbps",
  "kernels": [{"name", "recipe", "operand", "gbps"}],
- "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range"}],
+ "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range", "bf16_ms", "sm_mhz"}],
  "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"}]}
 
 How each number is taken (docs/kernels.md says more):
@@ -19,7 +19,10 @@ How each number is taken (docs/kernels.md says more):
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps). Each recipe is
   timed alternately with bf16 (LINEAR_ROUNDS times, a median of 20 replays each): ms is the median of
   its times, ratio_vs_bf16 the median of the paired ratios and ratio_range their least and greatest
-  (the GPU's clocks drift by a few percent between calls, more than some differences measured).
+  (the GPU's clocks drift by a few percent between calls, more than some differences measured),
+  bf16_ms the median of the bf16 times paired with them, and sm_mhz the median of the SM clock NVML
+  reports after each round (over its last sample period, 1/6 to 1 s: the rounds' clock, roughly;
+  None where NVML cannot be read).
 - loss: the LM loss over (32768 tokens, 32768 vocab) BF16 logits, forward + backward, replayed from a
   CUDA graph: the Triton kernels the head runs on a GPU (scaling.kernels.cross_entropy) and the same
   loss as torch ops compiled by inductor (models.layers.lm_loss), soft-capped at 15 (nanochat) and
@@ -111,6 +114,25 @@ def graph_ms(fn: Callable[[], None], reps: int = 20) -> float:
 
 
 LINEAR_ROUNDS = 5  # bf16 and a recipe timed alternately, so that the GPU's drift between calls cancels
+
+
+def sm_clock_mhz(device: torch.device) -> float | None:
+    """The device's SM clock in MHz over NVML's last sample period (torch.cuda.clock_rate), or None
+    where NVML cannot be read (no pynvml, no NVIDIA driver)."""
+    if device.type != "cuda":
+        return None
+    try:
+        import pynvml  # (what torch reads NVML through: the nvidia-ml-py package)
+    except ImportError:
+        return None
+    try:
+        return float(torch.cuda.clock_rate(device))
+    except pynvml.NVMLError:
+        return None
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    return None if None in values else median(values)
 
 
 def copy_gbps(device: torch.device) -> float:
@@ -323,21 +345,31 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
                 _show_kernels(by_name, top, progress, unit="us")
 
         bf16 = graph_replay(step(base))
-        bf16_ms = median([median_ms(bf16, warmup=2, reps=20) for _ in range(LINEAR_ROUNDS)])
-        rows.append({"recipe": "bf16", "d": d, "tokens": tokens, "ms": round(bf16_ms, 4), "ratio_vs_bf16": 1.0})
-        progress(f"  d={d} bf16 {bf16_ms:.3f} ms")
+        bf16_times, clocks = [], []
+        for _ in range(LINEAR_ROUNDS):
+            bf16_times.append(median_ms(bf16, warmup=2, reps=20))
+            clocks.append(sm_clock_mhz(device))
+        bf16_ms, mhz = median(bf16_times), _median_or_none(clocks)
+        rows.append({"recipe": "bf16", "d": d, "tokens": tokens, "ms": round(bf16_ms, 4), "ratio_vs_bf16": 1.0,
+                     "sm_mhz": mhz})
+        progress(f"  d={d} bf16 {bf16_ms:.3f} ms" + (f" at {mhz:.0f} MHz" if mhz else ""))
         show(step(base))
         for name in recipes:
             layer = QLinear.from_linear(torch.nn.Linear(d, d, bias=False, device=device), get_recipe(name), 0, 0)
             run = graph_replay(step(layer))
-            times = [(median_ms(bf16, warmup=2, reps=20), median_ms(run, warmup=2, reps=20))
-                     for _ in range(LINEAR_ROUNDS)]
+            times, clocks = [], []
+            for _ in range(LINEAR_ROUNDS):
+                times.append((median_ms(bf16, warmup=2, reps=20), median_ms(run, warmup=2, reps=20)))
+                clocks.append(sm_clock_mhz(device))
             ratios = [t / b for b, t in times]
-            ms, ratio = median([t for _, t in times]), median(ratios)
+            ms, ratio, mhz = median([t for _, t in times]), median(ratios), _median_or_none(clocks)
+            paired_bf16_ms = median([b for b, _ in times])
             rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4), "ratio_vs_bf16": round(ratio, 3),
-                         "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]})
+                         "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+                         "bf16_ms": round(paired_bf16_ms, 4), "sm_mhz": mhz})
             progress(f"  d={d} {name} {ms:.3f} ms ({ratio:.3f}x; {min(ratios):.3f}-{max(ratios):.3f}x "
-                     f"over {LINEAR_ROUNDS} alternations with bf16)")
+                     f"over {LINEAR_ROUNDS} alternations with bf16 at {paired_bf16_ms:.3f} ms"
+                     + (f"; {mhz:.0f} MHz)" if mhz else ")"))
             show(step(layer))
             if on_row:
                 on_row(rows)
