@@ -135,6 +135,16 @@ def _median_or_none(values: list[float | None]) -> float | None:
     return None if None in values else median(values)
 
 
+def _timed_rounds(fns: list[Callable[[], None]], device: torch.device) -> tuple[list[list[float]], float | None]:
+    """LINEAR_ROUNDS rounds, each timing every fn in turn (a median of 20 calls, in ms): the rounds'
+    times, and the median of the SM clock read after each round."""
+    times, clocks = [], []
+    for _ in range(LINEAR_ROUNDS):
+        times.append([median_ms(fn, warmup=2, reps=20) for fn in fns])
+        clocks.append(sm_clock_mhz(device))
+    return times, _median_or_none(clocks)
+
+
 def copy_gbps(device: torch.device) -> float:
     src = torch.randn(2**28, device=device)  # 1 GiB of float32
     dst = torch.empty_like(src)
@@ -345,11 +355,8 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
                 _show_kernels(by_name, top, progress, unit="us")
 
         bf16 = graph_replay(step(base))
-        bf16_times, clocks = [], []
-        for _ in range(LINEAR_ROUNDS):
-            bf16_times.append(median_ms(bf16, warmup=2, reps=20))
-            clocks.append(sm_clock_mhz(device))
-        bf16_ms, mhz = median(bf16_times), _median_or_none(clocks)
+        times, mhz = _timed_rounds([bf16], device)
+        bf16_ms = median([t[0] for t in times])
         rows.append({"recipe": "bf16", "d": d, "tokens": tokens, "ms": round(bf16_ms, 4), "ratio_vs_bf16": 1.0,
                      "sm_mhz": mhz})
         progress(f"  d={d} bf16 {bf16_ms:.3f} ms" + (f" at {mhz:.0f} MHz" if mhz else ""))
@@ -357,12 +364,9 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
         for name in recipes:
             layer = QLinear.from_linear(torch.nn.Linear(d, d, bias=False, device=device), get_recipe(name), 0, 0)
             run = graph_replay(step(layer))
-            times, clocks = [], []
-            for _ in range(LINEAR_ROUNDS):
-                times.append((median_ms(bf16, warmup=2, reps=20), median_ms(run, warmup=2, reps=20)))
-                clocks.append(sm_clock_mhz(device))
+            times, mhz = _timed_rounds([bf16, run], device)
             ratios = [t / b for b, t in times]
-            ms, ratio, mhz = median([t for _, t in times]), median(ratios), _median_or_none(clocks)
+            ms, ratio = median([t for _, t in times]), median(ratios)
             paired_bf16_ms = median([b for b, _ in times])
             rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4), "ratio_vs_bf16": round(ratio, 3),
                          "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],

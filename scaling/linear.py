@@ -243,7 +243,7 @@ class _QuantizedLinearFn(torch.autograd.Function):
         if pair is not None:
             (xq, inv_x), (x_wgrad, inv_wgrad_x) = pair
         else:
-            wgrad_reads_x = ctx.needs_input_grad[1] and layer.kept_for_dim0("x", "wgrad", x)
+            wgrad_reads_x = ctx.needs_input_grad[1] and layer.kept_for_dim0("wgrad", "x", x)
             xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x, column_major=wgrad_reads_x)
         # dgrad's W operand: fprop's when the spec gives the same values along either axis (NVFP4's
         # 16x16 tiles), else made with fprop's from one read of W where the pair kernel serves the two
@@ -259,7 +259,7 @@ class _QuantizedLinearFn(torch.autograd.Function):
             (wq, inv_w), (w_dgrad, inv_w_dgrad) = w_pair
             scale_x = _unless_fused(inv_x, inv_w)
         else:
-            dgrad_reads_w = ctx.needs_input_grad[0] and layer.kept_for_dim0("w", "dgrad", weight)
+            dgrad_reads_w = ctx.needs_input_grad[0] and layer.kept_for_dim0("dgrad", "w", weight)
             wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype, column_major=dgrad_reads_w)
             w_dgrad, inv_w_dgrad = (wq, inv_w) if axis_free else (None, None)
         y = _matmul(xq, wq.t(), scale_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
@@ -425,7 +425,7 @@ class QLinear(nn.Linear):
                                scale=scale, amax=amax, column_major=column_major)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
 
-    def kept_for_dim0(self, operand: str, gemm: str, t: torch.Tensor) -> bool:
+    def kept_for_dim0(self, gemm: str, operand: str, t: torch.Tensor) -> bool:
         """Whether fprop's operand of t is best written column-major, where the backward's `gemm` will
         run: that GEMM quantizes it again (`backward_from_forward`: Quartet II) along dim 0, where the
         kernels would first copy it with K moved last (MS-EDEN: `moves_k_last`). Column-major, it is

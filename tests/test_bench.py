@@ -159,5 +159,6 @@ def test_linear_rows_clock_is_none_where_nvml_cannot_be_read():
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the clock is read")
     assert sm_clock_mhz(torch.device("cpu")) is None
+    assert sm_clock_mhz(torch.device("cuda")) is None  # (no pynvml, or NVML finds no driver)
     assert _median_or_none([1500.0, None, 1700.0]) is None
     assert _median_or_none([1500.0, 1980.0, 1700.0]) == 1700.0
