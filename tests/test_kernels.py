@@ -8,6 +8,7 @@ tensors, kept tiny); on a GPU they run compiled, on larger tensors as well.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import subprocess
 import sys
@@ -230,10 +231,57 @@ def test_looped_programs_match_reference(name: str, dim: int):
     """A program may quantize ITERS consecutive tiles (the GPU tuner tries 4 for small tiles); here
     3 per program over small tiles, so the last program's tiles pass the tensor's end: the same bits."""
     spec, x = SPECS[name], tile_input(dim, 14)
-    launch = make_launch(x, spec, dim, iters=3)
+    launch = make_launch(x, spec, dim, iters=3, groups=False)  # (rht128's kernels: their own test)
     bk = launch.cfg["BK"] if spec.eden or spec.block is None or dim == -1 else max(spec.k_multiple, 1)
     launch.cfg["BK"], launch.cfg["TILE"] = bk, max(4, spec.block_rows) * bk
     run_launch(launch, x, spec, dim)
+
+
+RHT128_SPECS = {"quartet2.dgrad_dy": SPECS["quartet2.dgrad_dy"],
+                "rht128 without EDEN": dataclasses.replace(SPECS["quartet2.dgrad_dy"], eden=False, headroom=1.0)}
+
+
+@in_process
+def test_rht128_kernels_serve_quartet2s_backward():
+    """Every MS-EDEN operand of Quartet II, along either axis (dim 0: on the copy with K moved last),
+    has both passes from `rht128`; the generic kernel stays for what it does not take."""
+    from scaling.kernels import rht128
+
+    x = torch.ones(128, 256, dtype=torch.bfloat16, device=DEVICE)
+    for operand in ("dgrad_dy", "dgrad_w", "wgrad_dy", "wgrad_x"):
+        for dim in (-1, 0):
+            launch = make_launch(x, getattr(get_recipe("quartet2"), operand), dim)
+            assert launch.by_groups and launch.by_groups_amax, (operand, dim)
+    assert not make_launch(x, SPECS["quartet2.dgrad_dy"], -1, groups=False).by_groups
+    sr = dataclasses.replace(SPECS["quartet2.dgrad_dy"], rounding="sr")
+    assert not rht128.serves(make_launch(x, sr, -1)) and not make_launch(x, SPECS["nvfp4.dgrad_dy"], -1).by_groups
+
+
+@in_process
+@pytest.mark.parametrize("name", sorted(RHT128_SPECS))
+@pytest.mark.parametrize("warps,iters", [(1, 1), (1, 4), (2, 1), (4, 4)])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_rht128_tiles_match_reference(name: str, warps: int, iters: int, scaled: bool):
+    """`rht128`'s kernels at each tile the tuner tries (32 rows a warp, ITERS tiles a program), on 40
+    rows, so the last tile is partly past the end (and with 4 tiles a program, whole tiles are);
+    with a scale (a kept operand in real units) and without: the reference's bits."""
+    from scaling.kernels import rht128
+
+    spec = RHT128_SPECS[name]
+    gen = torch.Generator().manual_seed(warps * 10 + iters)
+    x = (torch.randn(40, 256, generator=gen) * 10 ** (torch.rand(40, 1, generator=gen) * 6 - 3))
+    x[0, :32] = 0.0
+    x = x.to(DEVICE, torch.bfloat16)
+    scale = torch.tensor(0.0123456, device=DEVICE) if scaled else None
+    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
+    launch = quantize_kernels.Launch(x, spec, -1, seeds, torch.bfloat16, scale=scale)
+    rht128.run_amax(launch, warps, iters)
+    rht128.run_quantize(launch, warps, iters)
+    out, inv = launch.result()
+    ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, -1, Seeds(99, 7),
+                                      torch.bfloat16)
+    assert_same_bits(out, ref)
+    assert_same_bits(inv, ref_inv)
 
 
 @in_process
@@ -247,7 +295,7 @@ def test_int64_offsets_give_the_same_bits(name: str, dim: int):
     assert not _offsets_pass_int32(16384, 8192, 8192, 1) and _offsets_pass_int32(262144, 8192, 8192, 1)
     assert _offsets_pass_int32(8192, 262144, 1, 8192)  # dim 0: K (tokens) strided
     spec, x = SPECS[name], tile_input(dim, 13)
-    launch = make_launch(x, spec, dim)
+    launch = make_launch(x, spec, dim, groups=False)
     launch.cfg["I64"] = True
     run_launch(launch, x, spec, dim)
 

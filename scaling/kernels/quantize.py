@@ -1016,8 +1016,9 @@ class Launch:
     def __init__(self, x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Tensor | None, dtype: torch.dtype,
                  bk: int | None = None, narrow: int = 0, scale: torch.Tensor | None = None,
                  amax: torch.Tensor | None = None, halves: int | None = None, iters: int = 1,
-                 column_major: bool = False):
+                 column_major: bool = False, groups: bool = True):
         self.dim = dim % x.dim()
+        self.groups = groups  # rht128's kernels where they serve (False: this module's, for tests)
         self.moved = moves_k_last(spec, x.dim(), self.dim)
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
@@ -1078,6 +1079,16 @@ class Launch:
         return torch.empty(self.buf.shape, dtype=self.dtype, device=self.x.device)
 
     @property
+    def by_groups(self) -> bool:
+        """Whether the quantize pass is `rht128`'s (a thread per row's RHT128 group)."""
+        return rht128.serves(self)
+
+    @property
+    def by_groups_amax(self) -> bool:
+        """Whether the amax pass (without the plain amax) is `rht128`'s."""
+        return rht128.serves_amax(self)
+
+    @property
     def needs_amax(self) -> bool:
         return self.cfg["TENSOR_SCALE"] and not self.amax_given
 
@@ -1112,6 +1123,12 @@ class Launch:
             return {}
         chosen = {}
         R, K, _, stride_k, bks = self._amax_view()
+        for stage, kernel, used in (("amax", rht128._group_amax_kernel, self.by_groups_amax),
+                                    ("quantize", rht128._group_quantize_kernel, self.by_groups)):
+            described = rht128.tuned_config(kernel, {**self.cfg, "R": R if stage == "amax" else self.R,
+                                                     "K": K if stage == "amax" else self.K}) if used else None
+            if described:
+                chosen[stage] = described
         for stage, kernel, consts, shape, stage_bks, halves in (
                 ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks,
                  self.amax_halves),
@@ -1119,7 +1136,7 @@ class Launch:
                  self.bks, self.halves)):
             tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves)
             described = tuned_config(tuner, kernel, {**shape, **consts})
-            if described:
+            if described and stage not in chosen:
                 chosen[stage] = described
         return chosen
 
@@ -1150,12 +1167,16 @@ class Launch:
         """The amax pass, into self.amax; with `plain` (a zero 0-d FP32 tensor), also the amax before
         the rotation into it (where `finds_plain_amax`). An atomic max: rerunning on the same input leaves
         the same amaxes (the autotuner runs it several times)."""
+        if plain is None and self.by_groups_amax:
+            return rht128.run_amax(self)
         consts = self._amax_consts(plain is not None)
         R, K, stride_r, stride_k, bks = self._amax_view()
         self._launch(_amax_kernel, (self.buf, self.amax, self.amax if plain is None else plain, R, K,
                                     stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self.amax_halves)
 
     def run_quantize(self) -> None:
+        if self.by_groups:
+            return rht128.run_quantize(self)
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
                                         self.K, self.stride_r, self.stride_k, self.numer, self.target), self.cfg,
                      self.R, self.K, self.bks, self.halves)
@@ -1209,3 +1230,6 @@ def tensor_amaxes(x: torch.Tensor, spec: QuantSpec, dim: int,
     plain = torch.zeros((), dtype=torch.float32, device=x.device)
     launch.run_amax(plain=plain)
     return plain, launch.amax
+
+
+from scaling.kernels import rht128  # noqa: E402  (it imports this module's helpers)
