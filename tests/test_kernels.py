@@ -242,29 +242,26 @@ RHT128_SPECS = {"quartet2.dgrad_dy": SPECS["quartet2.dgrad_dy"],
 
 
 @in_process
-def test_rht128_kernels_serve_quartet2s_backward():
+def test_rht128_amax_serves_quartet2s_backward():
     """Every MS-EDEN operand of Quartet II, along either axis (dim 0: on the copy with K moved last),
-    has both passes from `rht128`; the generic kernel stays for what it does not take."""
-    from scaling.kernels import rht128
-
+    has its amax pass from `rht128`; not a plain amax, nor another rotation, nor with groups=False."""
     x = torch.ones(128, 256, dtype=torch.bfloat16, device=DEVICE)
     for operand in ("dgrad_dy", "dgrad_w", "wgrad_dy", "wgrad_x"):
         for dim in (-1, 0):
-            launch = make_launch(x, getattr(get_recipe("quartet2"), operand), dim)
-            assert launch.by_groups and launch.by_groups_amax, (operand, dim)
-    assert not make_launch(x, SPECS["quartet2.dgrad_dy"], -1, groups=False).by_groups
-    sr = dataclasses.replace(SPECS["quartet2.dgrad_dy"], rounding="sr")
-    assert not rht128.serves(make_launch(x, sr, -1)) and not make_launch(x, SPECS["nvfp4.dgrad_dy"], -1).by_groups
+            assert make_launch(x, getattr(get_recipe("quartet2"), operand), dim).by_groups_amax, (operand, dim)
+    assert not make_launch(x, SPECS["quartet2.dgrad_dy"], -1, groups=False).by_groups_amax
+    assert not make_launch(x, SPECS["ufp4.dgrad_dy"], -1).by_groups_amax
 
 
 @in_process
 @pytest.mark.parametrize("name", sorted(RHT128_SPECS))
 @pytest.mark.parametrize("warps,iters", [(1, 1), (1, 4), (2, 1), (4, 4)])
 @pytest.mark.parametrize("scaled", [False, True])
-def test_rht128_tiles_match_reference(name: str, warps: int, iters: int, scaled: bool):
-    """`rht128`'s kernels at each tile the tuner tries (32 rows a warp, ITERS tiles a program), on 40
-    rows, so the last tile is partly past the end (and with 4 tiles a program, whole tiles are);
-    with a scale (a kept operand in real units) and without: the reference's bits."""
+def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, scaled: bool):
+    """`rht128`'s amax pass at each tile the tuner tries (32 rows a warp, ITERS tiles a program), on 40
+    rows, so the last tile is partly past the end (and with 4 tiles a program, whole tiles are); with
+    a scale (a kept operand in real units) and without: the operand quantized under it has the
+    reference's bits, its inverse tensor scale too."""
     from scaling.kernels import rht128
 
     spec = RHT128_SPECS[name]
@@ -276,7 +273,7 @@ def test_rht128_tiles_match_reference(name: str, warps: int, iters: int, scaled:
     seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
     launch = quantize_kernels.Launch(x, spec, -1, seeds, torch.bfloat16, scale=scale)
     rht128.run_amax(launch, warps, iters)
-    rht128.run_quantize(launch, warps, iters)
+    launch.run_quantize()
     out, inv = launch.result()
     ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, -1, Seeds(99, 7),
                                       torch.bfloat16)

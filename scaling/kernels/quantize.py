@@ -1018,7 +1018,7 @@ class Launch:
                  amax: torch.Tensor | None = None, halves: int | None = None, iters: int = 1,
                  column_major: bool = False, groups: bool = True):
         self.dim = dim % x.dim()
-        self.groups = groups  # rht128's kernels where they serve (False: this module's, for tests)
+        self.groups = groups  # rht128's amax pass where it serves (False: this module's, for tests)
         self.moved = moves_k_last(spec, x.dim(), self.dim)
         self.x = x
         self.buf, self.R, self.K, self.stride_r, self.stride_k = _canonical_view(x, spec, self.dim)
@@ -1079,13 +1079,8 @@ class Launch:
         return torch.empty(self.buf.shape, dtype=self.dtype, device=self.x.device)
 
     @property
-    def by_groups(self) -> bool:
-        """Whether the quantize pass is `rht128`'s (a thread per row's RHT128 group)."""
-        return rht128.serves(self)
-
-    @property
     def by_groups_amax(self) -> bool:
-        """Whether the amax pass (without the plain amax) is `rht128`'s."""
+        """Whether the amax pass (without the plain amax) is `rht128`'s (a thread per row's group)."""
         return rht128.serves_amax(self)
 
     @property
@@ -1123,12 +1118,8 @@ class Launch:
             return {}
         chosen = {}
         R, K, _, stride_k, bks = self._amax_view()
-        for stage, kernel, used in (("amax", rht128._group_amax_kernel, self.by_groups_amax),
-                                    ("quantize", rht128._group_quantize_kernel, self.by_groups)):
-            described = rht128.tuned_config(kernel, {**self.cfg, "R": R if stage == "amax" else self.R,
-                                                     "K": K if stage == "amax" else self.K}) if used else None
-            if described:
-                chosen[stage] = described
+        if self.by_groups_amax:
+            chosen["amax"] = rht128.tuned_config({**self.cfg, "R": R, "K": K}) or "not tuned yet"
         for stage, kernel, consts, shape, stage_bks, halves in (
                 ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks,
                  self.amax_halves),
@@ -1175,8 +1166,6 @@ class Launch:
                                     stride_r, stride_k, self.seeds, self.scale), consts, R, K, bks, self.amax_halves)
 
     def run_quantize(self) -> None:
-        if self.by_groups:
-            return rht128.run_quantize(self)
         self._launch(_quantize_kernel, (self.buf, self.out, self.amax, self.inv, self.seeds, self.scale, self.R,
                                         self.K, self.stride_r, self.stride_k, self.numer, self.target), self.cfg,
                      self.R, self.K, self.bks, self.halves)
