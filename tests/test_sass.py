@@ -29,6 +29,7 @@ rows["pair_halves"] = sass.count_pair(nv.dgrad_dy, nv.wgrad_dy, 16384, 4096, 204
 rows["pair_rht16"] = sass.count_pair(uf.dgrad_dy, uf.wgrad_dy, 16384, 4096, 2048, 16, 2, 2, 1)
 rows["eden"] = sass.count(get_recipe("quartet2").dgrad_dy, -1, 4096, 4096, 128, 4, 0)  # RHT128 + MS-EDEN
 rows["rht128_amax"] = sass.count_amax(get_recipe("quartet2").dgrad_dy, -1, 4096, 8192, 128, 8, 0)
+rows |= {f"group_amax{n}": sass.count_group_amax(get_recipe("quartet2").dgrad_dy, 1, n) for n in (1, 4)}
 rows |= {f"amax{n}": sass.count_amax(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, n) for n in (1, 4)}  # RHT16, dim 0
 rows["plain_amax"] = sass.count_amax(nv.fprop_x, -1, 4096, 16384, 128, 8, 0)  # no rotation
 rows["pair_amax"] = sass.count_pair_amax(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4)  # RHT16 both ways
@@ -82,6 +83,14 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     # 5.4 shuffles per element, the max's; 25.9 and 1.6 in the load layout)
     amax, per_thread = rows["rht128_amax"], 8192 // (32 * 8)  # its tile: 8192 elements on 8 warps
     assert amax["stack_bytes"] == 0 and amax["instructions_per_element"] < 30 and amax["shuffles"] / per_thread < 3
+    # `rht128`'s amax pass, a thread per row's group, makes the same maximum in registers: no barriers
+    # or shuffles in its loop (the sign bytes' sums, once a program, take a few shuffles) and half the
+    # instructions; 4 tiles a program make the sign bytes once.
+    for n in (1, 4):
+        group = rows[f"group_amax{n}"]
+        assert group["barriers"] == 0 and group["stack_bytes"] == 0 and group["shuffles"] <= 64
+        assert group["instructions_per_element"] < amax["instructions_per_element"] / 1.5
+    assert rows["group_amax4"]["instructions_per_element"] < rows["group_amax1"]["instructions_per_element"]
 
     # An amax pass's atomic max is relaxed (an acq_rel one put 4 fences in the RHT16 pass's code), and
     # a program of 4 tiles reduces its running maxima once (barriers and atomics once per program).

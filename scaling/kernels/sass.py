@@ -92,6 +92,18 @@ def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: i
     return _compile_sm90(Q._amax_kernel, types, constants, warps)
 
 
+def compile_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False):
+    """`rht128`'s amax pass (a thread per row's group) for an RHT128 spec, compiled for sm_90 as
+    `compile_quantize` (32 rows a warp, `iters` tiles a program, `scaled`: a kept operand's scale)."""
+    from scaling.kernels import rht128
+
+    cfg = Q._config(spec, 4096)
+    constants = {"BR": 32 * warps, "ITERS": iters, "NORM": cfg["NORM"], "RAND_SIGNS": cfg["RAND_SIGNS"],
+                 "HAS_SCALE": scaled}
+    types = {n: t for n, t in _SIGNATURE.items() if n in rht128._group_amax_kernel.arg_names}
+    return _compile_sm90(rht128._group_amax_kernel, types, constants, warps)
+
+
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
                  halves: int = 0, iters: int = 1, amax: bool = False):
     """The pair kernel (`scaling.kernels.pair`; with `amax`, its amax pass) for a (T, D) input and one
@@ -166,6 +178,12 @@ def count_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int
     """`count` for the amax pass (per element read)."""
     return _counted(compile_amax(spec, dim, K, tile, bk, warps, narrow, halves, iters), tile, bk, warps, narrow,
                     halves, iters, trips=iters - 1)
+
+
+def count_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False) -> dict:
+    """`count` for `rht128`'s amax pass (per element read; its loop runs ITERS times)."""
+    tile = 32 * warps * 128
+    return _counted(compile_group_amax(spec, warps, iters, scaled), tile, 128, warps, 0, 0, iters)
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
