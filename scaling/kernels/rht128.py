@@ -71,7 +71,7 @@ def _slice(x_ptr, base, rmask, col0, x_scale, signs, J: tl.constexpr, HAS_SCALE:
 @triton.jit
 def _group(x_ptr, base, rmask, col0, x_scale, seeds_ptr, opaque_zero, J0: tl.constexpr, N: tl.constexpr,
            RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr, ABS_LAST: tl.constexpr = False):
-    """Slices J0 .. J0 + N - 1 of each row's group, signed and rotated by the FWHT's strides up to 8N
+    """Slices J0 .. J0 + N - 1 of each row's group, signed and rotated by the FWHT's strides 1 to 4N
     (unnormalised): a (BR, 8, 2, ...) tile with an axis of 2 per level of the joins, the slice index's
     bits from the lowest (its columns are 8 * slice + element). ABS_LAST: the last stage (a, b) ->
     (a + b, a - b) as |a| + |b|, what an amax needs (`quantize._abs_rotation`). `opaque_zero` (0, not
