@@ -244,7 +244,7 @@ RHT128_SPECS = {"quartet2.dgrad_dy": SPECS["quartet2.dgrad_dy"],
 @in_process
 def test_rht128_amax_serves_quartet2s_backward():
     """Every MS-EDEN operand of Quartet II, along either axis (dim 0: on the copy with K moved last),
-    has its amax pass from `rht128`; not a plain amax, nor another rotation, nor with groups=False."""
+    has its amax pass from `rht128`; not another rotation, nor with groups=False."""
     x = torch.ones(128, 256, dtype=torch.bfloat16, device=DEVICE)
     for operand in ("dgrad_dy", "dgrad_w", "wgrad_dy", "wgrad_x"):
         for dim in (-1, 0):
@@ -739,6 +739,20 @@ def test_autotune_key_names_are_kernel_arguments():
     assert set(_TUNE_KEY) <= set(_quantize_kernel.arg_names)
     assert {"R", "K", "stride_k", "HAD"} <= set(_TUNE_KEY) & set(_amax_kernel.arg_names)
     assert "HALVES" not in _TUNE_KEY  # the quantize pass tunes it
+
+
+@in_process
+def test_every_tuner_can_be_made():
+    """Each kernel's tuner is made from the shared key with the names it does not take left out
+    (Triton 3.9 refuses a key name that is not a kernel argument, where 3.6 skipped it)."""
+    from scaling.kernels import pair, rht128
+    from scaling.kernels.quantize import _amax_kernel, _quantize_kernel, _tuner
+
+    for kernel in (_amax_kernel, _quantize_kernel):
+        assert set(_tuner(kernel, (16,), 1).keys) <= set(kernel.arg_names)
+    assert set(rht128._tuner().keys) <= set(rht128._group_amax_kernel.arg_names)
+    for kernel in (pair._pair_kernel, pair._pair_amax_kernel):
+        assert set(pair._pair_tuner(kernel, 16, (0,)).keys) <= set(kernel.arg_names)
 
 
 @in_process

@@ -820,7 +820,9 @@ def autotuned(kernel, configs: list, key: list[str]):
     """kernel tuned over configs by timing each (`_bench`), per value of the `key` arguments. The
     choices are kept on disk in Triton's cache (keyed by the kernel's source, the GPU target, the key
     values and the candidates), so a relaunched run, or the next run of a study with the same shapes,
-    does not tune again."""
+    does not tune again. Key names that are not the kernel's arguments (one key serves the quantize
+    and amax passes) are left out: Triton 3.6 skips them, later versions refuse them."""
+    key = [n for n in key if n in kernel.arg_names]
     return triton.autotune(configs, key=key, do_bench=_bench, cache_results=True)(kernel)
 
 
@@ -996,14 +998,18 @@ def _canonical_view(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.T
     return (buf, *_canonical_strides(x.shape, spec, dim))
 
 
-def tuned_config(tuner, kernel, values: dict, key: tuple[str, ...] = _TUNE_KEY) -> str | None:
-    """The tile a tuner chose for a launch with these argument values, in words (None: not tuned yet)."""
+def tuned_choice(tuner, kernel, values: dict, key: tuple[str, ...]) -> triton.Config | None:
+    """The config a tuner chose for a launch with these argument values (None: not tuned yet)."""
     cache = getattr(tuner, "cache", {})  # Triton's Autotuner: {(key values..., dtypes...): Config}
     prefix = tuple(values[n] for n in key if n in kernel.arg_names)
-    best = [c for k, c in cache.items() if _key_starts_with(k, prefix)]
-    if not best:
+    return next((c for k, c in cache.items() if _key_starts_with(k, prefix)), None)
+
+
+def tuned_config(tuner, kernel, values: dict, key: tuple[str, ...] = _TUNE_KEY) -> str | None:
+    """The tile a tuner chose for a launch with these argument values, in words (None: not tuned yet)."""
+    c = tuned_choice(tuner, kernel, values, key)
+    if c is None:
         return None
-    c = best[0]
     return (f"TILE {c.kwargs['TILE']} BK {c.kwargs['BK']} warps {c.num_warps}"
             + (f" narrow {c.kwargs['NARROW']}" if c.kwargs["NARROW"] else "")
             + (f" halves {c.kwargs['HALVES']}" if c.kwargs.get("HALVES") else "")
@@ -1116,20 +1122,15 @@ class Launch:
         """The tile each stage's tuner chose for this shape so far (for benchmark logs)."""
         if not self.tuned:
             return {}
-        chosen = {}
         R, K, _, stride_k, bks = self._amax_view()
         if self.by_groups_amax:
-            chosen["amax"] = rht128.tuned_config({**self.cfg, "R": R, "K": K}) or "not tuned yet"
-        for stage, kernel, consts, shape, stage_bks, halves in (
-                ("amax", _amax_kernel, self._amax_consts(), {"R": R, "K": K, "stride_k": stride_k}, bks,
-                 self.amax_halves),
-                ("quantize", _quantize_kernel, self.cfg, {"R": self.R, "K": self.K, "stride_k": self.stride_k},
-                 self.bks, self.halves)):
-            tuner = _tuner(kernel, stage_bks, self.cfg["BLK_R"], halves)
-            described = tuned_config(tuner, kernel, {**shape, **consts})
-            if described and stage not in chosen:
-                chosen[stage] = described
-        return chosen
+            amax = rht128.tuned_config({**self.cfg, "R": R, "K": K})
+        else:
+            amax = tuned_config(_tuner(_amax_kernel, bks, self.cfg["BLK_R"], self.amax_halves), _amax_kernel,
+                                {"R": R, "K": K, "stride_k": stride_k, **self._amax_consts()})
+        quantize = tuned_config(_tuner(_quantize_kernel, self.bks, self.cfg["BLK_R"], self.halves), _quantize_kernel,
+                                {"R": self.R, "K": self.K, "stride_k": self.stride_k, **self.cfg})
+        return {stage: tile for stage, tile in (("amax", amax), ("quantize", quantize)) if tile}
 
     def _amax_consts(self, plain: bool = False) -> dict:
         c = self.cfg

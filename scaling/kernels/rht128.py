@@ -33,7 +33,8 @@ import os
 import triton
 import triton.language as tl
 
-from scaling.kernels.quantize import _atomic_max, _fwht, _keyed_hash, _scaled, _stream_key, autotuned
+from scaling.kernels.quantize import (_atomic_max, _fwht, _keyed_hash, _scaled, _stream_key, autotuned,
+                                      tuned_choice)
 
 GROUP = 128
 # (the same, as constants the @jit code may read)
@@ -154,8 +155,5 @@ def run_amax(launch, warps: int | None = None, iters: int = 1) -> None:
 
 def tuned_config(values: dict) -> str | None:
     """The tile the tuner chose for these key values, in words (None: not tuned yet)."""
-    from scaling.kernels.quantize import _key_starts_with
-
-    prefix = tuple(values[k] for k in _TUNE_KEY)
-    best = [c for k, c in getattr(_tuner(), "cache", {}).items() if _key_starts_with(k, prefix)]
-    return f"{best[0].kwargs['BR']} rows x 1 group iters {best[0].kwargs['ITERS']}" if best else None
+    c = tuned_choice(_tuner(), _group_amax_kernel, values, _TUNE_KEY)
+    return None if c is None else f"{c.kwargs['BR']} rows x 1 group iters {c.kwargs['ITERS']}"
