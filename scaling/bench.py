@@ -10,7 +10,9 @@ Every section returns rows for one JSON file (`scaling bench ... --out reports/b
 How each number is taken (docs/kernels.md says more):
 - copy_gbps: a 1 GiB device-to-device copy, bytes read + written over the median time.
 - kernels: one (16384, 4096) BF16 tensor quantized along the operand's K as the recipe's GEMM does,
-  each stage replayed from a CUDA graph
+  each stage replayed from a CUDA graph, one call per replay (gbps), and 10 calls back to back per
+  replay alternating between two copies of the tensor (gbps_back_to_back: `back_to_back_ms`, as a
+  CUDA-graphed training step runs its kernels)
   (dim -1 for fprop X/W and dgrad dY, dim 0 for dgrad W and both wgrad operands). "amax" (the
   tensor-amax pass of two-level/per-tensor scaling) counts the bytes it reads; "quantize" (the
   fused kernel), "transpose" (the copy with K moved last that MS-EDEN along dim 0 quantizes) and
@@ -113,6 +115,22 @@ def graph_ms(fn: Callable[[], None], reps: int = 20) -> float:
     return median_ms(graph_replay(fn), warmup=2, reps=reps)
 
 
+BACK_TO_BACK = 10  # calls per replay in bench_kernels
+
+
+def back_to_back_ms(fns: list[Callable[[], None]], calls: int = BACK_TO_BACK) -> float:
+    """Time per call of `calls` calls captured back to back in one CUDA graph, cycling through fns (one
+    stage on different copies of its input, so that no call finds its input in the L2 cache where the
+    call before left it): a stage as a CUDA-graphed training step runs it, with no idle GPU and no
+    timing events between calls. (On the H200, 2026-12-03, the quantizer kernels measured 1-26 us
+    faster per call this way than one call per replay, in calls of their own: docs/kernels.md.)"""
+    def calls_in_turn() -> None:
+        for i in range(calls):
+            fns[i % len(fns)]()
+
+    return graph_ms(calls_in_turn) / calls
+
+
 LINEAR_ROUNDS = 5  # bf16 and a recipe timed alternately, so that the GPU's drift between calls cancels
 
 
@@ -168,6 +186,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     from scaling.kernels.quantize import Launch
 
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
+    xs = (x, x.clone())  # (back_to_back_ms alternates between the copies)
     x_bytes = x.numel() * x.element_size()
     seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
     done: dict = {}
@@ -177,29 +196,18 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             continue
         key = (spec, dim)
         if key not in done:
-            launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
-            out_bytes = x.numel() * 2
-            # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
-            stages = ([launch.run_move] * launch.needs_move + [launch.run_amax] * launch.needs_amax
-                      + [launch.run_quantize])
-            stages[0]()  # (the moved copy filled before its readers are timed alone)
-            t = {"transpose": graph_ms(launch.run_move)} if launch.needs_move else {}
-            t["quantize"] = graph_ms(launch.run_quantize)
-            if launch.needs_amax:
-                t["amax"] = graph_ms(launch.run_amax)
-            t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
+            launches = [Launch(xi, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16) for xi in xs]
+            launch = launches[0]
+            t = _timed_stages(launches)
             # The tuned kernels at full size against the reference, bit for bit.
             bad = _bits_differing(*launch.result(), x, spec, dim)
             mismatches.append(bad)
-            done[key] = {name: (x_bytes + (0 if name == "amax" else out_bytes)) / ms / 1e6
-                         for name, ms in t.items()}
+            done[key] = {name: [(x_bytes * (1 if name == "amax" else 2)) / ms / 1e6 for ms in times]
+                         for name, times in t.items()}
             tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
-            progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: "
-                     + ", ".join(f"{k} {v:.0f} GB/s" for k, v in done[key].items())
+            progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: {_rates(done[key])}"
                      + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-        for name, gbps in done[key].items():
-            rows.append({"name": name, "recipe": recipe_name, "operand": operand.replace("_", "."),
-                         "gbps": round(gbps, 1)})
+        rows += _kernel_rows(recipe_name, operand.replace("_", "."), done[key])
     rows += _bench_pairs(x, recipes or KERNEL_RECIPES, seeds, mismatches, progress)
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
@@ -241,26 +249,49 @@ def _bench_pairs(x: torch.Tensor, recipes, seeds: torch.Tensor, mismatches: list
     from scaling.kernels.pair import PairLaunch
 
     rows = []
+    xs = (x, x.clone())
     for recipe_name, operand, last, first in _preset_pairs(recipes):
-        launch = PairLaunch(x, last, seeds if last.needs_seed else None, first,
-                            seeds if first.needs_seed else None, torch.bfloat16)
-        stages = [launch.run_amax] * launch.needs_amax + [launch.run_quantize]
-        stages[0]()
-        t = {"quantize": graph_ms(launch.run_quantize)}
-        if launch.needs_amax:
-            t["amax"] = graph_ms(launch.run_amax)
-        t["gemm_operand"] = graph_ms(lambda stages=stages: [f() for f in stages])
+        launches = [PairLaunch(xi, last, seeds if last.needs_seed else None, first,
+                               seeds if first.needs_seed else None, torch.bfloat16) for xi in xs]
+        launch = launches[0]
+        t = _timed_stages(launches)
         out_last, inv_last, out_first, inv_first = launch.result()
         bad = _bits_differing(out_last, inv_last, x, last, -1) + _bits_differing(out_first, inv_first, x, first, 0)
         mismatches.append(bad)
         x_bytes = x.numel() * x.element_size()
-        gbps = {name: (x_bytes * (1 if name == "amax" else 3)) / ms / 1e6 for name, ms in t.items()}
+        gbps = {name: [(x_bytes * (1 if name == "amax" else 3)) / ms / 1e6 for ms in times] for name, times in t.items()}
         tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
-        progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: " + ", ".join(f"{k} {v:.0f} GB/s" for k, v in gbps.items())
+        progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: {_rates(gbps)}"
                  + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-        rows += [{"name": name, "recipe": recipe_name, "operand": operand, "gbps": round(v, 1)}
-                 for name, v in gbps.items()]
+        rows += _kernel_rows(recipe_name, operand, gbps)
     return rows
+
+
+def _timed_stages(launches: list) -> dict[str, tuple[float, float]]:
+    """Each stage of a (Pair)Launch, as (ms per call replayed alone, ms per call back to back), the
+    latter alternating between the launches (one per copy of the input): "transpose" where the launch
+    moves K last, "quantize", "amax" where it needs one, "gemm_operand" (all its stages in order)."""
+    stages = [[ln.run_move] * getattr(ln, "needs_move", False) + [ln.run_amax] * ln.needs_amax + [ln.run_quantize]
+              for ln in launches]
+    for ln_stages in stages:
+        ln_stages[0]()  # (a moved copy filled before its readers are timed alone)
+    first = launches[0]
+    named = {"transpose": [ln.run_move for ln in launches]} if getattr(first, "needs_move", False) else {}
+    named["quantize"] = [ln.run_quantize for ln in launches]
+    if first.needs_amax:
+        named["amax"] = [ln.run_amax for ln in launches]
+    named["gemm_operand"] = [lambda fs=fs: [f() for f in fs] for fs in stages]
+    # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
+    return {name: (graph_ms(fns[0]), back_to_back_ms(fns)) for name, fns in named.items()}
+
+
+def _rates(gbps: dict[str, list[float]]) -> str:
+    return ", ".join(f"{k} {alone:.0f} GB/s ({back:.0f} back to back)" for k, (alone, back) in gbps.items())
+
+
+def _kernel_rows(recipe: str, operand: str, gbps: dict[str, list[float]]) -> list[dict]:
+    return [{"name": name, "recipe": recipe, "operand": operand, "gbps": round(alone, 1),
+             "gbps_back_to_back": round(back, 1)} for name, (alone, back) in gbps.items()]
 
 
 def bench_loss(device: torch.device, tokens: int = 32768, vocab: int = 32768,

@@ -24,7 +24,7 @@ def print_table(rows: Iterable[dict], columns: Sequence[str] | None = None, titl
     from rich.table import Table
 
     rows = list(rows)
-    columns = list(columns or (rows[0].keys() if rows else []))
+    columns = list(columns or dict.fromkeys(k for r in rows for k in r))  # (every row's keys, first seen first)
     table = Table(title=title, show_lines=False)
     for c in columns:
         table.add_column(c, overflow="fold")

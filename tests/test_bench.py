@@ -162,3 +162,58 @@ def test_linear_rows_clock_is_none_where_nvml_cannot_be_read():
     assert sm_clock_mhz(torch.device("cuda")) is None  # (no pynvml, or NVML finds no driver)
     assert _median_or_none([1500.0, None, 1700.0]) is None
     assert _median_or_none([1500.0, 1980.0, 1700.0]) == 1700.0
+
+
+def test_back_to_back_timing_cycles_through_its_inputs():
+    """bench kernels times each stage as calls back to back in one CUDA graph, alternating between
+    copies of its input (no call finds its input left in the L2 cache by the one before): every
+    function runs as often as the others, and the time returned is per call, not per replay."""
+    import torch
+
+    from scaling.bench import back_to_back_ms, graph_ms
+
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA graphs need a GPU")
+    counts = torch.zeros(2, dtype=torch.int64, device="cuda")
+    fns = [lambda: counts[0].add_(1), lambda: counts[1].add_(1)]
+    per_call = back_to_back_ms(fns, calls=10)
+    assert counts[0].item() == counts[1].item() > 0 and counts[0].item() % 5 == 0
+    assert 0 < per_call < graph_ms(lambda: [f() for f in fns * 5])
+
+
+def test_kernel_rows_carry_both_timings_of_each_stage(monkeypatch):
+    """bench kernels times each stage of a launch alone and back to back (the latter cycling through
+    one launch per copy of the input), and each row carries both rates: the stages a launch has
+    (transpose only where it moves K last, amax only where it needs one), with its first stage run
+    before any is timed (a moved copy must exist before its readers run alone)."""
+    from scaling import bench
+
+    calls = []
+
+    class FakeLaunch:
+        def __init__(self, name, needs_move, needs_amax):
+            self.name, self.needs_move, self.needs_amax = name, needs_move, needs_amax
+
+        def run_move(self):
+            calls.append((self.name, "move"))
+
+        def run_amax(self):
+            calls.append((self.name, "amax"))
+
+        def run_quantize(self):
+            calls.append((self.name, "quantize"))
+
+    timed = []
+    monkeypatch.setattr(bench, "graph_ms", lambda fn: (timed.append(("alone", fn)), fn(), 2.0)[-1])
+    monkeypatch.setattr(bench, "back_to_back_ms", lambda fns: (timed.append(("back", fns)), [f() for f in fns], 1.0)[-1])
+    launches = [FakeLaunch("a", True, True), FakeLaunch("b", True, True)]
+    t = bench._timed_stages(launches)
+    assert calls[:2] == [("a", "move"), ("b", "move")]
+    assert list(t) == ["transpose", "quantize", "amax", "gemm_operand"] and set(t.values()) == {(2.0, 1.0)}
+    assert all(len(fns) == 2 for kind, fns in timed if kind == "back")
+    calls.clear()
+    bench._timed_stages([FakeLaunch("a", False, False)])
+    assert ("a", "move") not in calls and ("a", "amax") not in calls
+    rows = bench._kernel_rows("nvfp4", "fprop.x", {"quantize": [3000.0, 3300.0]})
+    assert rows == [{"name": "quantize", "recipe": "nvfp4", "operand": "fprop.x", "gbps": 3000.0,
+                     "gbps_back_to_back": 3300.0}]
