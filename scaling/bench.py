@@ -3,7 +3,7 @@ without one: sm_90 machine code (sass) and the trainer's CPU step (cpu).
 
 Every section returns rows for one JSON file (`scaling bench ... --out reports/bench/<name>.json`):
 {"device", "date", "versions", "copy_gbps",
- "kernels": [{"name", "recipe", "operand", "gbps"}],
+ "kernels": [{"name", "recipe", "operand", "gbps", "gbps_back_to_back"}],
  "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range", "bf16_ms", "sm_mhz"}],
  "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"}]}
 
