@@ -12,7 +12,8 @@ How each number is taken (docs/kernels.md says more):
 - kernels: one (16384, 4096) BF16 tensor quantized along the operand's K as the recipe's GEMM does,
   each stage replayed from a CUDA graph, one call per replay (gbps), and 10 calls back to back per
   replay alternating between two copies of the tensor (gbps_back_to_back: `back_to_back_ms`, as a
-  CUDA-graphed training step runs its kernels)
+  CUDA-graphed training step runs its kernels); the row "copy" (recipe "bf16", operand "x") is a
+  plain copy of the tensor timed both ways, the rates' yardstick at their own size
   (dim -1 for fprop X/W and dgrad dY, dim 0 for dgrad W and both wgrad operands). "amax" (the
   tensor-amax pass of two-level/per-tensor scaling) counts the bytes it reads; "quantize" (the
   fused kernel), "transpose" (the copy with K moved last that MS-EDEN along dim 0 quantizes) and
@@ -190,7 +191,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     x_bytes = x.numel() * x.element_size()
     seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
     done: dict = {}
-    rows, mismatches = [], []
+    rows, mismatches = _copy_rows(xs, progress), []
     for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
         if not kernels.supports(spec):
             continue
@@ -212,6 +213,18 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
     return rows
+
+
+def _copy_rows(xs: tuple[torch.Tensor, torch.Tensor], progress: Callable[[str], None]) -> list[dict]:
+    """The row of a plain copy of the kernels' tensor (name "copy", recipe "bf16": x moved as it is),
+    timed both ways as the quantizer stages are: what their rates compare with at their own size (the
+    header's copy_gbps copies 1 GiB, where a call's fixed costs do not show)."""
+    copies = [torch.empty_like(xi) for xi in xs]
+    fns = [lambda src=src, dst=dst: dst.copy_(src) for src, dst in zip(xs, copies)]
+    nbytes = 2 * xs[0].numel() * xs[0].element_size()
+    gbps = {"copy": [nbytes / ms / 1e6 for ms in (graph_ms(fns[0]), back_to_back_ms(fns))]}
+    progress(f"  copy of the {tuple(xs[0].shape)} tensor: {_rates(gbps)}")
+    return _kernel_rows("bf16", "x", gbps)
 
 
 def _bits_differing(out: torch.Tensor, inv: torch.Tensor, x: torch.Tensor, spec, dim: int) -> int:

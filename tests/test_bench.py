@@ -217,3 +217,23 @@ def test_kernel_rows_carry_both_timings_of_each_stage(monkeypatch):
     rows = bench._kernel_rows("nvfp4", "fprop.x", {"quantize": [3000.0, 3300.0]})
     assert rows == [{"name": "quantize", "recipe": "nvfp4", "operand": "fprop.x", "gbps": 3000.0,
                      "gbps_back_to_back": 3300.0}]
+
+
+def test_copy_row_is_the_kernels_yardstick_at_their_size(monkeypatch):
+    """bench kernels starts with a plain copy of its tensor, timed both ways like the quantizer
+    stages (one row: name "copy", recipe "bf16", operand "x"), and the copies are really made."""
+    import torch
+
+    from scaling import bench
+
+    monkeypatch.setattr(bench, "graph_ms", lambda fn: (fn(), 2.0)[-1])
+    monkeypatch.setattr(bench, "back_to_back_ms", lambda fns: ([f() for f in fns], 1.0)[-1])
+    xs = (torch.randn(64, 32).bfloat16(), torch.randn(64, 32).bfloat16())
+    copied = []
+    real_empty_like = torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda t: copied.append(real_empty_like(t)) or copied[-1])
+    rows = bench._copy_rows(xs, progress=lambda line: None)
+    assert all(torch.equal(c, x) for c, x in zip(copied, xs))
+    nbytes = 2 * 64 * 32 * 2
+    assert rows == [{"name": "copy", "recipe": "bf16", "operand": "x", "gbps": round(nbytes / 2.0 / 1e6, 1),
+                     "gbps_back_to_back": round(nbytes / 1.0 / 1e6, 1)}]
