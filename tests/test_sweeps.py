@@ -140,6 +140,58 @@ def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     assert "2 runs" in out and "GPU-hours at 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
 
 
+def _bench_file(tmp_path: Path, rows: list[dict]) -> Path:
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"device": "test", "train": rows}))
+    return path
+
+
+def test_plan_counts_each_recipe_at_its_measured_speed(tmp_path, capsys):
+    """An emulated FP4 recipe trains slower than BF16, so `sweep plan` divides its runs' GPU-hours by
+    the speed `scaling bench train` measured for it: at the nearest model size of the run's own family
+    (before a nearer size of another family), from the CUDA-graph rows where there are any; bf16 at 1."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0"))
+    graphed = {"compile_mode": "reduce-overhead"}
+    bench = _bench_file(tmp_path, [
+        {"recipe": "nvfp4", "family": "nanochat", "size": "160M", "ratio_vs_bf16": 0.85, **graphed},
+        {"recipe": "nvfp4", "family": "nanochat", "size": "40M", "ratio_vs_bf16": 0.75, **graphed},
+        {"recipe": "nvfp4", "family": "llama2", "size": "1M", "ratio_vs_bf16": 0.5, **graphed},
+        {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.3, "compile_mode": "default"},
+    ])
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench)]) == 0
+    bf16, nvfp4 = json.loads(capsys.readouterr().out)["run_list"]
+    assert (bf16["vs_bf16"], nvfp4["vs_bf16"]) == (1.0, 0.75) and nvfp4["speed_from"] == "nanochat 40M, bench.json"
+    assert nvfp4["gpu_hours"] == pytest.approx(bf16["gpu_hours"] / 0.75)
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench)]) == 0
+    out = capsys.readouterr().out
+    assert "0.75x (nanochat 40M, bench.json)" in out and "each recipe at its speed measured in" in out
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", "none"]) == 0
+    runs = json.loads(capsys.readouterr().out)["run_list"]
+    assert [r["vs_bf16"] for r in runs] == [1.0, 1.0] and runs[0]["gpu_hours"] == runs[1]["gpu_hours"]
+
+
+def test_plan_says_which_recipes_the_benchmark_has_not_measured(tmp_path, capsys):
+    """A recipe file of one's own has no benchmark row: its runs are counted at BF16's speed and the
+    plan says so, rather than guessing from another recipe."""
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('name = "mine"\nbase = "nvfp4"\n')
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', f'recipe = "{recipe}"').replace("seed = [0, 1]", "seed = 0"))
+    bench = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": "40M", "ratio_vs_bf16": 0.75}])
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench)]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["run_list"]
+    assert run["vs_bf16"] is None and run["speed_from"] == "not measured: counted at BF16's speed"
+
+
+def test_plan_refuses_a_benchmark_file_it_cannot_read(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.json does not exist" in err and "--bench none" in err
+    (tmp_path / "bad.json").write_text("{not json")
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "bad.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
 def test_shipped_specs_validate(capsys):
     root = Path(__file__).resolve().parents[1] / "sweeps"
     assert main(["sweep", "plan", str(root / "demo.toml"), "--json"]) == 0

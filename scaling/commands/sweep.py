@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help=f"assumed model FLOPs utilisation ({DEFAULT_MFU})")
     p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
                    help=f"assumed GPU peak, TFLOP/s ({DEFAULT_PEAK_TFLOPS:g}: H100 dense BF16)")
+    p.add_argument("--bench", default="default", metavar="FILE",
+                   help="benchmark JSON whose `train` rows give each recipe's speed against BF16 (default: "
+                        "reports/bench/h200.json; none: every recipe at BF16's speed)")
 
     p = sub.add_parser("launch", help="submit every run that is not done or in flight")
     spec_args(p)
@@ -60,33 +63,71 @@ def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def plan_rows(spec) -> list[dict]:
+def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_TFLOPS,
+              bench: str | None = None) -> list[dict]:
+    """One row per run: its grid values, 6·N·D FLOPs, and the GPU-hours they take at `mfu` of
+    `peak_tflops` for BF16, its recipe slowed by the speed the `bench` file measured (sweeps.cost;
+    None: every recipe at BF16's speed)."""
     from models import model_size
+    from sweeps.cost import Speed, gpu_hours, speed_for, training_speeds
 
+    speeds, source = training_speeds(bench) if bench else ([], "")
     rows = []
     for c in spec.runs():
         n = model_size(c.family, c.size).n_params
+        flops = float(6 * n * c.tokens)
+        speed = speed_for(c.recipe, c.family, c.size, speeds, source) if bench else Speed(1.0, "")
         rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=c.recipe, tokens=c.tokens,
-                         seed=c.seed, lr_mult=c.lr_mult, flops=float(6 * n * c.tokens)))  # fmt: skip
+                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16,
+                         speed_from=speed.source, gpu_hours=gpu_hours(flops, mfu, peak_tflops, speed)))  # fmt: skip
     return rows
+
+
+def _bench_file(value: str) -> str | None:
+    """--bench: a path, "none", or "default" (the committed H200 file where this checkout has it)."""
+    from sweeps.cost import DEFAULT_BENCH
+
+    if value == "none":
+        return None
+    if value == "default":
+        return str(DEFAULT_BENCH) if DEFAULT_BENCH.exists() else None
+    return value
 
 
 def _plan(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
 
     spec = _load(args)
-    rows = plan_rows(spec)
+    bench = _bench_file(args.bench)
+    rows = plan_rows(spec, args.mfu, args.peak_tflops, bench)
     total = sum(r["flops"] for r in rows)
-    gpu_hours = total / (args.mfu * args.peak_tflops * 1e12) / 3600
-    summary = dict(name=spec.name, runs=len(rows), total_flops=total, gpu_hours=gpu_hours, mfu=args.mfu,
-                   peak_tflops=args.peak_tflops, flops_rule="6*N*D (N non-embedding)")  # fmt: skip
+    hours = sum(r["gpu_hours"] for r in rows)
+    summary = dict(name=spec.name, runs=len(rows), total_flops=total, gpu_hours=hours, mfu=args.mfu,
+                   peak_tflops=args.peak_tflops, bench=bench, flops_rule="6*N*D (N non-embedding)")  # fmt: skip
     if args.json:
         print_json({**summary, "run_list": rows})
         return 0
-    print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops"], title=f"sweep {spec.name}")
-    print(f"{len(rows)} runs, {total:.3e} FLOPs (6·N·D), ≈ {gpu_hours:.3g} GPU-hours "
-          f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s")  # fmt: skip
+    print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
+                       "gpu_hours"], title=f"sweep {spec.name}")
+    if bench:
+        print_table(_by_recipe(rows), title="per recipe (speed against BF16 from the benchmark's training rows)")
+    print(f"{len(rows)} runs, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
+          f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
+          + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
     return 0
+
+
+def _by_recipe(rows: list[dict]) -> list[dict]:
+    """GPU-hours per recipe, with the speeds its runs were counted at and where they come from."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, gpu_hours=0.0, speeds={}))
+        entry["runs"] += 1
+        entry["gpu_hours"] += r["gpu_hours"]
+        entry["speeds"][r["speed_from"]] = r["vs_bf16"]
+    return [dict(recipe=e["recipe"], runs=e["runs"], gpu_hours=e["gpu_hours"],
+                 vs_bf16="; ".join(f"{'?' if v is None else f'{v:.3g}x'} ({src})" for src, v in e["speeds"].items()))
+            for e in out.values()]
 
 
 def _launch(args: argparse.Namespace) -> int:

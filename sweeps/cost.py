@@ -1,0 +1,73 @@
+"""What a sweep costs: 6·N·D FLOPs per run at an assumed BF16 MFU, each quantized recipe slowed by its
+measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
+
+On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes around BF16 GEMMs), so
+its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.67x
+for quartet2 (reports/bench/h200.json). A run takes the speed measured for its recipe at the nearest
+model size, preferring its own family; the plan shows which measurement each run used, and a recipe
+the file has not measured (a recipe file of your own) is counted at BF16's speed and said so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from scaling.errors import UserError
+
+DEFAULT_BENCH = Path(__file__).resolve().parents[1] / "reports" / "bench" / "h200.json"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """A recipe's training tokens/s against BF16's (`vs_bf16`; None: not measured) and where it comes
+    from (`source`, e.g. "nanochat 160M, h200.json")."""
+
+    vs_bf16: float | None
+    source: str
+
+
+def training_speeds(path: str | Path) -> tuple[list[dict], str]:
+    """The `train` rows of a benchmark JSON (`scaling bench train --out FILE`) with a speed against
+    BF16, those of the CUDA-graph compile mode (`reduce-overhead`, the trainer's on a GPU) where the
+    file has any; and the file's name, for the plan to cite."""
+    path = Path(path)
+    try:
+        bench = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"--bench: {path} does not exist; give a file `scaling bench train --out FILE` wrote, "
+                        "or --bench none to count every recipe at BF16's speed") from None
+    except (OSError, ValueError) as error:
+        raise UserError(f"--bench: cannot read {path} as a benchmark JSON ({error})") from None
+    rows = [r for r in bench.get("train", []) if isinstance(r, dict)
+            and {"recipe", "family", "size", "ratio_vs_bf16"} <= set(r)]
+    graphed = [r for r in rows if r.get("compile_mode") == "reduce-overhead"]
+    return graphed or rows, path.name
+
+
+def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str) -> Speed:
+    """The speed a run of `recipe` at (family, size) is counted at: 1 for bf16; else the row of that
+    recipe nearest in parameters (log scale), its own family first, the file's later row on a tie (rows
+    are appended as measured); None where the recipe has no row."""
+    if recipe == "bf16":
+        return Speed(1.0, "bf16")
+    from models.ladder import model_size
+
+    measured = [(i, r) for i, r in enumerate(rows) if r["recipe"] == recipe]
+    if not measured:
+        return Speed(None, "not measured: counted at BF16's speed")
+    n = math.log(model_size(family, size).n_params)
+
+    def distance(item: tuple[int, dict]) -> tuple:
+        i, r = item
+        return r["family"] != family, abs(math.log(model_size(r["family"], r["size"]).n_params) - n), -i
+
+    _, row = min(measured, key=distance)
+    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}")
+
+
+def gpu_hours(flops: float, mfu: float, peak_tflops: float, speed: Speed) -> float:
+    """Hours of one GPU for `flops` at `mfu` of `peak_tflops` (BF16), slowed by the recipe's speed."""
+    return flops / (mfu * (speed.vs_bf16 or 1.0) * peak_tflops * 1e12) / 3600
