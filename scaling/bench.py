@@ -182,7 +182,11 @@ def _preset_operands(recipes):
 
 
 def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
-                  recipes: list[str] | None = None, progress: Callable[[str], None] = print) -> list[dict]:
+                  recipes: list[str] | None = None, progress: Callable[[str], None] = print,
+                  on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """The kernels section's rows (the module docstring says how each is taken). on_row: called with
+    the rows so far after each operand while every operand so far had the reference's bits, so a call
+    cut short keeps what it measured; a difference raises at the end, after every operand ran."""
     from scaling import kernels
     from scaling.kernels.quantize import Launch
 
@@ -192,6 +196,13 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
     done: dict = {}
     rows, mismatches = _copy_rows(xs, progress), []
+
+    def measured(new_rows: list[dict]) -> None:
+        rows.extend(new_rows)
+        if on_row is not None and not any(mismatches):
+            on_row(list(rows))
+
+    measured([])
     for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
         if not kernels.supports(spec):
             continue
@@ -208,8 +219,8 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
             progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: {_rates(done[key])}"
                      + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-        rows += _kernel_rows(recipe_name, operand.replace("_", "."), done[key])
-    rows += _bench_pairs(x, recipes or KERNEL_RECIPES, seeds, mismatches, progress)
+        measured(_kernel_rows(recipe_name, operand.replace("_", "."), done[key]))
+    _bench_pairs(xs, recipes or KERNEL_RECIPES, seeds, mismatches, progress, measured)
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
     return rows
@@ -254,15 +265,15 @@ def _preset_pairs(recipes):
                 yield recipe_name, f"{last_name}+{first_name}".replace("_", "."), last, first
 
 
-def _bench_pairs(x: torch.Tensor, recipes, seeds: torch.Tensor, mismatches: list[int],
-                 progress: Callable[[str], None]) -> list[dict]:
-    """bench_kernels' rows of the pair kernel: operand "fprop.x+wgrad.x" (or dY's), "amax" counting
-    the bytes it reads, "quantize" and "gemm_operand" (both stages) x read once and two operands
-    written; bits checked against the reference."""
+def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Tensor, mismatches: list[int],
+                 progress: Callable[[str], None], measured: Callable[[list[dict]], None]) -> None:
+    """bench_kernels' rows of the pair kernel, each operand's passed to `measured`: operand
+    "fprop.x+wgrad.x" (or dY's), "amax" counting the bytes it reads, "quantize" and "gemm_operand"
+    (both stages) x read once and two operands written; bits checked against the reference (x: the
+    first of the two copies)."""
     from scaling.kernels.pair import PairLaunch
 
-    rows = []
-    xs = (x, x.clone())
+    x = xs[0]
     for recipe_name, operand, last, first in _preset_pairs(recipes):
         launches = [PairLaunch(xi, last, seeds if last.needs_seed else None, first,
                                seeds if first.needs_seed else None, torch.bfloat16) for xi in xs]
@@ -276,20 +287,20 @@ def _bench_pairs(x: torch.Tensor, recipes, seeds: torch.Tensor, mismatches: list
         tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
         progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: {_rates(gbps)}"
                  + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-        rows += _kernel_rows(recipe_name, operand, gbps)
-    return rows
+        measured(_kernel_rows(recipe_name, operand, gbps))
 
 
 def _timed_stages(launches: list) -> dict[str, tuple[float, float]]:
     """Each stage of a (Pair)Launch, as (ms per call replayed alone, ms per call back to back), the
     latter alternating between the launches (one per copy of the input): "transpose" where the launch
     moves K last, "quantize", "amax" where it needs one, "gemm_operand" (all its stages in order)."""
-    stages = [[ln.run_move] * getattr(ln, "needs_move", False) + [ln.run_amax] * ln.needs_amax + [ln.run_quantize]
+    moves = getattr(launches[0], "needs_move", False)  # (a PairLaunch has no moved copy)
+    stages = [([ln.run_move] if moves else []) + [ln.run_amax] * ln.needs_amax + [ln.run_quantize]
               for ln in launches]
     for ln_stages in stages:
         ln_stages[0]()  # (a moved copy filled before its readers are timed alone)
     first = launches[0]
-    named = {"transpose": [ln.run_move for ln in launches]} if getattr(first, "needs_move", False) else {}
+    named = {"transpose": [ln.run_move for ln in launches]} if moves else {}
     named["quantize"] = [ln.run_quantize for ln in launches]
     if first.needs_amax:
         named["amax"] = [ln.run_amax for ln in launches]

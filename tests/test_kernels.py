@@ -816,3 +816,32 @@ def test_bench_needs_cuda(tmp_path):
 
     assert main(["bench", "kernels", "--out", str(tmp_path / "b.json")]) == 2
     assert not (tmp_path / "b.json").exists()
+
+
+@in_process
+@pytest.mark.skipif(CUDA, reason="the CPU run of bench kernels' bookkeeping (the GPU runs the real one)")
+def test_bench_kernels_keeps_each_checked_row_as_it_goes(monkeypatch):
+    """bench kernels runs the tuned kernels against the reference at full size and hands its rows
+    over after each operand (so a call cut short by a time limit keeps them), but only while every
+    operand so far had the reference's bits; a difference still raises at the end. Here on tiny CPU
+    tensors through the interpreter, the CUDA-graph timings replaced by one plain call each."""
+    from scaling import bench
+
+    monkeypatch.setattr(bench, "graph_ms", lambda fn: (fn(), 2.0)[-1])
+    monkeypatch.setattr(bench, "back_to_back_ms", lambda fns: ([f() for f in fns], 1.0)[-1])
+    saved = []
+    rows = bench.bench_kernels(torch.device("cpu"), tokens=64, d=64, recipes=["mxfp4"], progress=lambda s: None,
+                               on_row=saved.append)
+    assert saved[-1] == rows and [len(s) for s in saved] == sorted(len(s) for s in saved)
+    assert rows[0]["name"] == "copy" and {r["recipe"] for r in rows[1:]} == {"mxfp4"}
+    assert {r["operand"] for r in rows[1:]} >= {"fprop.x", "wgrad.x", "fprop.x+wgrad.x", "dgrad.dy+wgrad.dy"}
+    assert all({"gbps", "gbps_back_to_back"} <= set(r) for r in rows)
+
+    checked = iter([0, 1, 0, 0, 0, 0, 0, 0])  # the second spec checked (mxfp4's along dim 0) differs
+    monkeypatch.setattr(bench, "_bits_differing", lambda *a: next(checked))
+    saved.clear()
+    with pytest.raises(RuntimeError, match="differ for 1 operand"):
+        bench.bench_kernels(torch.device("cpu"), tokens=64, d=64, recipes=["mxfp4"], progress=lambda s: None,
+                            on_row=saved.append)
+    kept = {r["operand"] for r in saved[-1]}
+    assert kept == {"x", "fprop.x", "fprop.w", "dgrad.dy"}  # the copy and the operands of the first spec

@@ -129,12 +129,6 @@ def run(args: argparse.Namespace) -> int:
         device = torch.device("cuda")
         result.update(bench.header(device))
         progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
-        if "kernels" in gpu:
-            rows = bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress)
-            result["kernels"] = _merge("kernels", result["kernels"], rows)
-        if "loss" in gpu:
-            result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
-
         def saver(section: str):
             """Save each finished row at once: a run cut short (a time limit) keeps what it measured."""
             earlier = list(result[section])
@@ -144,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
                 if args.out:
                     _write_atomic(args.out, result)
             return save, earlier
+
+        if "kernels" in gpu:
+            bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress, on_row=saver("kernels")[0])
+        if "loss" in gpu:
+            result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
 
         if "linear" in gpu:
             dims = tuple(int(d) for d in _items(args.dims, "512,1024,2048,4096"))
