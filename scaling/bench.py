@@ -192,7 +192,6 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
 
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
     xs = (x, x.clone())  # (back_to_back_ms alternates between the copies)
-    x_bytes = x.numel() * x.element_size()
     seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
     done: dict = {}
     rows, mismatches = _copy_rows(xs, progress), []
@@ -214,8 +213,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             # The tuned kernels at full size against the reference, bit for bit.
             bad = _bits_differing(*launch.result(), x, spec, dim)
             mismatches.append(bad)
-            done[key] = {name: [(x_bytes * (1 if name == "amax" else 2)) / ms / 1e6 for ms in times]
-                         for name, times in t.items()}
+            done[key] = _gbps(t, x, written=1)
             tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
             progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: {_rates(done[key])}"
                      + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
@@ -232,8 +230,7 @@ def _copy_rows(xs: tuple[torch.Tensor, torch.Tensor], progress: Callable[[str], 
     header's copy_gbps copies 1 GiB, where a call's fixed costs do not show)."""
     copies = [torch.empty_like(xi) for xi in xs]
     fns = [lambda src=src, dst=dst: dst.copy_(src) for src, dst in zip(xs, copies)]
-    nbytes = 2 * xs[0].numel() * xs[0].element_size()
-    gbps = {"copy": [nbytes / ms / 1e6 for ms in (graph_ms(fns[0]), back_to_back_ms(fns))]}
+    gbps = _gbps({"copy": (graph_ms(fns[0]), back_to_back_ms(fns))}, xs[0], written=1)
     progress(f"  copy of the {tuple(xs[0].shape)} tensor: {_rates(gbps)}")
     return _kernel_rows("bf16", "x", gbps)
 
@@ -282,8 +279,7 @@ def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Te
         out_last, inv_last, out_first, inv_first = launch.result()
         bad = _bits_differing(out_last, inv_last, x, last, -1) + _bits_differing(out_first, inv_first, x, first, 0)
         mismatches.append(bad)
-        x_bytes = x.numel() * x.element_size()
-        gbps = {name: [(x_bytes * (1 if name == "amax" else 3)) / ms / 1e6 for ms in times] for name, times in t.items()}
+        gbps = _gbps(t, x, written=2)
         tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
         progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: {_rates(gbps)}"
                  + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
@@ -294,19 +290,26 @@ def _timed_stages(launches: list) -> dict[str, tuple[float, float]]:
     """Each stage of a (Pair)Launch, as (ms per call replayed alone, ms per call back to back), the
     latter alternating between the launches (one per copy of the input): "transpose" where the launch
     moves K last, "quantize", "amax" where it needs one, "gemm_operand" (all its stages in order)."""
-    moves = getattr(launches[0], "needs_move", False)  # (a PairLaunch has no moved copy)
-    stages = [([ln.run_move] if moves else []) + [ln.run_amax] * ln.needs_amax + [ln.run_quantize]
+    first = launches[0]
+    stages = [([ln.run_move] if ln.needs_move else []) + [ln.run_amax] * ln.needs_amax + [ln.run_quantize]
               for ln in launches]
     for ln_stages in stages:
         ln_stages[0]()  # (a moved copy filled before its readers are timed alone)
-    first = launches[0]
-    named = {"transpose": [ln.run_move for ln in launches]} if moves else {}
+    named = {"transpose": [ln.run_move for ln in launches]} if first.needs_move else {}
     named["quantize"] = [ln.run_quantize for ln in launches]
     if first.needs_amax:
         named["amax"] = [ln.run_amax for ln in launches]
     named["gemm_operand"] = [lambda fs=fs: [f() for f in fs] for fs in stages]
     # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
     return {name: (graph_ms(fns[0]), back_to_back_ms(fns)) for name, fns in named.items()}
+
+
+def _gbps(times: dict[str, tuple[float, float]], x: torch.Tensor, written: int) -> dict[str, list[float]]:
+    """GB/s of each stage's two times (ms): x read once, plus `written` tensors of x's size written by
+    every stage but the amax pass (which only reads)."""
+    x_bytes = x.numel() * x.element_size()
+    return {name: [x_bytes * (1 if name == "amax" else 1 + written) / ms / 1e6 for ms in pair]
+            for name, pair in times.items()}
 
 
 def _rates(gbps: dict[str, list[float]]) -> str:

@@ -237,6 +237,8 @@ _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIG
 class PairLaunch:
     """One `quantize_pair` call's kernels, ready to run (`scaling bench` times them apart)."""
 
+    needs_move = False  # (as quantize.Launch says it: the pair reads x in place, no copy with K moved last)
+
     def __init__(self, x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
                  first_seeds: torch.Tensor | None, dtype: torch.dtype, tile: int | None = None,
                  narrow: int | None = None, iters: int | None = None, halves: int | None = None,
