@@ -32,6 +32,23 @@ from scaling.transforms import norm_factor
 SCALE_STREAM = tl.constexpr(_SCALE_STREAM)
 
 
+# BF16 -> FP32 by PTX on the GPU (the interpreter cannot run PTX: there, and for other dtypes, `.to`).
+_PTX = tl.constexpr(__import__("os").environ.get("TRITON_INTERPRET", "0") != "1")
+
+
+@triton.jit
+def _as_float(x):
+    """x (as loaded) in float32. A BF16 is the top half of its float32, so each 32-bit register of two
+    loaded BF16 becomes two floats by a shift and a mask: 2 instructions where ptxas makes 3 of
+    `.to(tl.float32)` (it moves the high half down with a PRMT, then shifts it back up). Exact."""
+    if _PTX and x.dtype == tl.bfloat16:
+        y = tl.inline_asm_elementwise("shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xffff0000;", "=r,=r,r", [x],
+                                      dtype=tl.float32, is_pure=True, pack=2)
+    else:
+        y = x.to(tl.float32)
+    return y
+
+
 # --- integer hash (scaling.seeds) -------------------------------------------------------------
 
 @triton.jit
@@ -343,7 +360,7 @@ def _signed_fwht(x, signs, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constex
         a, b = _stage_pairs(x, BR, BK, 1)
         s_a, s_b = _stage_pairs(tl.broadcast_to(signs[None, :], (BR, BK)), BR, BK, 1)
         t = b * s_b
-        x = tl.reshape(tl.permute(tl.join(tl.fma(a, s_a, t), tl.fma(a, s_a, -t)), (0, 1, 3, 2)), (BR, BK))
+        x = tl.reshape(tl.permute(tl.join(tl.fma(a, s_a, t), tl.fma(a, s_a, t * -1.0)), (0, 1, 3, 2)), (BR, BK))
         x = _fwht(x, BR, BK, LOG2H, NORM, 2)
     else:
         if RAND_SIGNS:
@@ -485,7 +502,7 @@ def _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR: tl.co
                NARROW: tl.constexpr, HAS_SCALE: tl.constexpr):
     """The program's (BR, BK) tile in float32, times x_scale where HAS_SCALE."""
     offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
-    return _scaled(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), x_scale, HAS_SCALE)
+    return _scaled(_as_float(tl.load(x_ptr + offs, mask=mask, other=0.0)), x_scale, HAS_SCALE)
 
 
 @triton.jit
@@ -541,8 +558,8 @@ def _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, si
     HAD = 16 each half signed and through the strides 1, 2, 4; else as loaded."""
     NG: tl.constexpr = BK // 16
     offs, mask = _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
-    lo = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    hi = tl.load(x_ptr + offs + 8 * stride_k, mask=mask, other=0.0).to(tl.float32)
+    lo = _as_float(tl.load(x_ptr + offs, mask=mask, other=0.0))
+    hi = _as_float(tl.load(x_ptr + offs + 8 * stride_k, mask=mask, other=0.0))
     lo = tl.reshape(_scaled(lo, x_scale, HAS_SCALE), (BR * NG, 8))
     hi = tl.reshape(_scaled(hi, x_scale, HAS_SCALE), (BR * NG, 8))
     if HAD > 0:

@@ -33,7 +33,7 @@ import os
 import triton
 import triton.language as tl
 
-from scaling.kernels.quantize import (_atomic_max, _fwht, _keyed_hash, _scaled, _stream_key, autotuned,
+from scaling.kernels.quantize import (_as_float, _atomic_max, _fwht, _keyed_hash, _scaled, _stream_key, autotuned,
                                       tuned_choice)
 
 GROUP = 128
@@ -62,8 +62,8 @@ def _slice(x_ptr, base, rmask, col0, x_scale, signs, J: tl.constexpr, HAS_SCALE:
     """Columns col0 + 8J .. + 7 of the rows at `base` (offsets), float32 (times x_scale), each signed
     (bit e of `signs` flips element e's sign), then the FWHT's strides 1, 2, 4: a (BR, 8) tile."""
     cols = col0 + J * 8 + tl.arange(0, 8)
-    t = _scaled(tl.load(x_ptr + base[:, None] + cols[None, :], mask=rmask[:, None], other=0.0).to(tl.float32),
-                x_scale, HAS_SCALE)
+    t = _scaled(_as_float(tl.load(x_ptr + base[:, None] + cols[None, :], mask=rmask[:, None], other=0.0)), x_scale,
+                HAS_SCALE)
     flip = (signs << (31 - tl.arange(0, 8)).to(tl.uint32)) & 0x80000000
     t = (t.to(tl.uint32, bitcast=True) ^ flip[None, :]).to(tl.float32, bitcast=True)
     return _fwht(t, t.shape[0], 8, 3, 1.0)
