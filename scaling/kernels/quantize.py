@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import torch
 import triton
@@ -32,15 +33,17 @@ from scaling.transforms import norm_factor
 SCALE_STREAM = tl.constexpr(_SCALE_STREAM)
 
 
-# BF16 -> FP32 by PTX on the GPU (the interpreter cannot run PTX: there, and for other dtypes, `.to`).
-_PTX = tl.constexpr(__import__("os").environ.get("TRITON_INTERPRET", "0") != "1")
+# Whether the kernels compile for a GPU (PTX may be inlined) or run in Triton's interpreter, which
+# decides at import too (tests set TRITON_INTERPRET before anything imports triton).
+_PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
 
 
 @triton.jit
 def _as_float(x):
     """x (as loaded) in float32. A BF16 is the top half of its float32, so each 32-bit register of two
     loaded BF16 becomes two floats by a shift and a mask: 2 instructions where ptxas makes 3 of
-    `.to(tl.float32)` (it moves the high half down with a PRMT, then shifts it back up). Exact."""
+    `.to(tl.float32)` (it moves the high half down with a PRMT, then shifts it back up). Exact. In the
+    interpreter, and for other dtypes, `.to`."""
     if _PTX and x.dtype == tl.bfloat16:
         y = tl.inline_asm_elementwise("shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xffff0000;", "=r,=r,r", [x],
                                       dtype=tl.float32, is_pure=True, pack=2)
@@ -355,7 +358,10 @@ def _signed_fwht(x, signs, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constex
     """transforms.rotate's steps on the tile's columns: x times the signs (a (BK,) vector of +-1), then
     the FWHT. With signs, the first stage (a s_a + b s_b, a s_a - b s_b) is t = b s_b, then
     fma(a, s_a, +-t): a product by +-1 is exact, so each FMA rounds once where the add did (the same
-    bits, one multiply fewer per two elements)."""
+    bits, one multiply fewer per two elements). -t is written t * -1.0, which LLVM makes a negation
+    and ptxas folds into the FMA: Triton's -t is 0 - t, an FADD of its own (it differs from -t at
+    t = +0; a zero's sign never reaches an operand: `_round_signed` makes both +0, and amaxes take
+    |x|). sm_90, Triton 3.6: ufp4's X pair amax 14.4 -> 13.0 instructions per element."""
     if RAND_SIGNS and LOG2H >= 1:
         a, b = _stage_pairs(x, BR, BK, 1)
         s_a, s_b = _stage_pairs(tl.broadcast_to(signs[None, :], (BR, BK)), BR, BK, 1)
@@ -920,8 +926,6 @@ def _transpose_tuner():
 
 def _tuning() -> bool:
     """Autotune on the GPU unless SCALING_KERNEL_TUNE=0 (then: the fixed default tile, as on CPU)."""
-    import os
-
     return os.environ.get("TRITON_INTERPRET", "0") != "1" and os.environ.get("SCALING_KERNEL_TUNE", "1") != "0"
 
 
