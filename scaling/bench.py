@@ -388,8 +388,10 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
                  recipes: tuple[str, ...] = LINEAR_RECIPES, progress: Callable[[str], None] = print,
                  on_row: Callable[[list[dict]], None] | None = None, top: int = 0) -> list[dict]:
     """QLinear(d, d) forward + backward against nn.Linear (rows as the module docstring says). top > 0:
-    also each layer's `top` kernels by GPU time per call (torch.profiler over 10 plain calls, in us;
-    shown, not kept), and its kernel time in all."""
+    also each layer's `top` kernels by GPU time per call (torch.profiler over 10 replays of the timed
+    CUDA graph, in us; shown, not kept), and its kernel time in all. Replays, not eager calls: on the
+    H200 an eager profile put the FP4 layers' GEMMs ~30 us above bf16's, where inside the graph they
+    run 13-19 us below (docs/kernels.md)."""
     from scaling.linear import QLinear, forget_reused
 
     rows = []
@@ -406,9 +408,9 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
                 y.backward(dy)
             return fn
 
-        def show(fn) -> None:
+        def show(replay) -> None:
             if top > 0:
-                by_name = kernel_ms(lambda: [fn() for _ in range(10)], 10)
+                by_name = kernel_ms(lambda: [replay() for _ in range(10)], 10)
                 progress(f"    {len(by_name)} kernels, {sum(by_name.values()) * 1e3:.1f} us of kernel time per call")
                 _show_kernels(by_name, top, progress, unit="us")
 
@@ -418,7 +420,7 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
         rows.append({"recipe": "bf16", "d": d, "tokens": tokens, "ms": round(bf16_ms, 4), "ratio_vs_bf16": 1.0,
                      "sm_mhz": mhz})
         progress(f"  d={d} bf16 {bf16_ms:.3f} ms" + (f" at {mhz:.0f} MHz" if mhz else ""))
-        show(step(base))
+        show(bf16)
         for name in recipes:
             layer = QLinear.from_linear(torch.nn.Linear(d, d, bias=False, device=device), get_recipe(name), 0, 0)
             run = graph_replay(step(layer))
@@ -432,7 +434,7 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
             progress(f"  d={d} {name} {ms:.3f} ms ({ratio:.3f}x; {min(ratios):.3f}-{max(ratios):.3f}x "
                      f"over {LINEAR_ROUNDS} alternations with bf16 at {paired_bf16_ms:.3f} ms"
                      + (f"; {mhz:.0f} MHz)" if mhz else ")"))
-            show(step(layer))
+            show(run)
             if on_row:
                 on_row(rows)
     return rows
