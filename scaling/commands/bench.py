@@ -1,4 +1,5 @@
-"""`scaling bench kernels|loss|linear|train|sass|cpu|quantizer|fit`: benchmarks written to a JSON under reports/bench/."""
+"""`scaling bench kernels|loss|linear|train|sass|cpu|quantizer|fit`: benchmarks written to a JSON under reports/bench/;
+`scaling bench targets`: the emulation's speed targets checked against such a file (scaling.targets)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ from pathlib import Path
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, loss, linear, train, profile (GPU); sass, cpu, quantizer, fit"
-SECTIONS = ("kernels", "loss", "linear", "train", "profile", "sass", "cpu", "quantizer", "fit")
-NO_GPU = ("sass", "cpu", "quantizer", "fit")
+HELP = "benchmarks: kernels, loss, linear, train, profile (GPU); sass, cpu, quantizer, fit; targets (checks a file)"
+SECTIONS = ("kernels", "loss", "linear", "train", "profile", "sass", "cpu", "quantizer", "fit", "targets")
+NO_GPU = ("sass", "cpu", "quantizer", "fit", "targets")
 FAMILIES = "nanochat,llama2"  # train's and cpu's default; profile's is nanochat
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="+", choices=SECTIONS, help="which benchmarks to run")
-    parser.add_argument("--out", type=Path, help="JSON file to write (sections not run are kept from it)")
+    parser.add_argument("--out", type=Path, help="JSON file to write (sections not run are kept from it); "
+                        "targets: the file checked (default reports/bench/h200.json)")
     parser.add_argument("--recipes", help="comma-separated recipes (default: per section)")
     parser.add_argument("--families", help="train, profile, cpu: model families (default: nanochat,llama2; "
                         "nanochat for profile)")
@@ -34,6 +36,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, help="linear, profile: list each layer's or recipe's top kernels by GPU "
                         "time (default: none for linear, 25 for profile)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
+
+
+def _read(path: Path) -> dict:
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"--out: cannot read {path} as a benchmark JSON ({error}); give a file `scaling bench` "
+                        "wrote, or a new path") from None
+    if not isinstance(result, dict):
+        raise UserError(f"--out: {path} is not a benchmark JSON (an object with device, kernels, linear, ...)")
+    return result
 
 
 def _write_atomic(path: Path, obj: dict) -> None:
@@ -82,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
 
     wanted = list(dict.fromkeys(args.what))
-    result: dict = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
+    result: dict = _read(args.out) if args.out and args.out.exists() else {}
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
         result = {"device": None, "date": None, "versions": None, "copy_gbps": None,
@@ -162,10 +175,12 @@ def run(args: argparse.Namespace) -> int:
                                 sizes=_items(args.sizes, "160M"), recipes=recipes or bench.TRAIN_RECIPES,
                                 batch=args.batch, progress=progress, on_row=saver("profile")[0],
                                 top=25 if args.top is None else args.top)
-    if args.out:
+    if args.out and wanted != ["targets"]:
         _write_atomic(args.out, result)
+    checked = _targets(result if args.out else None, args.out) if "targets" in wanted else None
     if args.json:
-        print_json(result)
+        print_json({"targets": checked[0]} if wanted == ["targets"] else
+                   result | ({"targets": checked[0]} if checked else {}))
         return 0
     for section in ("kernels", "loss", "linear", "train", "profile"):
         if section in gpu and result[section]:
@@ -181,6 +196,30 @@ def run(args: argparse.Namespace) -> int:
         print_table(result["quantizer"], title=f"bench quantizer ({machine['cpu']}, {machine['threads']} threads, no GPU)")
     if "fit" in wanted:
         print_json(result["fit"])
-    if args.out:
+    if checked:
+        from scaling.targets import summary
+
+        rows, title = checked
+        print_table(rows, title=title)
+        for line in summary(rows):
+            print(line)
+    if args.out and wanted != ["targets"]:
         print(f"wrote {args.out}")
     return 0
+
+
+def _targets(result: dict | None, path: Path | None) -> tuple[list[dict], str]:
+    """The targets checked against a benchmark file (`result`: the --out file as the sections run now
+    left it; None: the committed H200 file), and a title naming the file."""
+    from scaling import targets
+    from sweeps.cost import DEFAULT_BENCH, training_speeds
+
+    path = path or DEFAULT_BENCH
+    if not path.exists():
+        raise UserError(f"`scaling bench targets` checks a benchmark file: {path} does not exist; "
+                        "give one with --out FILE")
+    if result is None:
+        result = _read(path)
+    train_rows, source = training_speeds(path)
+    rows = targets.check(result, train_rows, source)
+    return rows, f"targets ({result.get('device')}, {path.name}, copy {result.get('copy_gbps')} GB/s)"
