@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
 
     wanted = list(dict.fromkeys(args.what))
+    only_targets = wanted == ["targets"]  # reads the file, writes nothing
     result: dict = _read(args.out) if args.out and args.out.exists() else {}
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
@@ -175,11 +176,11 @@ def run(args: argparse.Namespace) -> int:
                                 sizes=_items(args.sizes, "160M"), recipes=recipes or bench.TRAIN_RECIPES,
                                 batch=args.batch, progress=progress, on_row=saver("profile")[0],
                                 top=25 if args.top is None else args.top)
-    if args.out and wanted != ["targets"]:
+    if args.out and not only_targets:
         _write_atomic(args.out, result)
     checked = _targets(result if args.out else None, args.out) if "targets" in wanted else None
     if args.json:
-        print_json({"targets": checked[0]} if wanted == ["targets"] else
+        print_json({"targets": checked[0]} if only_targets else
                    result | ({"targets": checked[0]} if checked else {}))
         return 0
     for section in ("kernels", "loss", "linear", "train", "profile"):
@@ -203,14 +204,15 @@ def run(args: argparse.Namespace) -> int:
         print_table(rows, title=title)
         for line in summary(rows):
             print(line)
-    if args.out and wanted != ["targets"]:
+    if args.out and not only_targets:
         print(f"wrote {args.out}")
     return 0
 
 
 def _targets(result: dict | None, path: Path | None) -> tuple[list[dict], str]:
-    """The targets checked against a benchmark file (`result`: the --out file as the sections run now
-    left it; None: the committed H200 file), and a title naming the file."""
+    """The targets checked against a benchmark file, and a title naming it: the --out file (`result`, as
+    the sections run now left it), or without --out the committed H200 file (`result` None; rows that
+    sections measured now without --out are in no file, and not checked)."""
     from scaling import targets
     from sweeps.cost import DEFAULT_BENCH, training_speeds
 
