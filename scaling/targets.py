@@ -10,7 +10,7 @@ file and says, row by row, which hold.
 
 from __future__ import annotations
 
-from sweeps.cost import speed_for
+from sweeps.cost import speed_for, speed_rows
 
 KERNEL_SHARE = 0.70  # of the header's copy_gbps, one call per replay (`gbps`)
 LAYER_D, LAYER_TOKENS, LAYER_LIMIT = 2048, 16384, 1.3
@@ -21,11 +21,11 @@ NOT_KERNELS = ("gemm_operand", "copy")  # a whole operand's stages, and the yard
 AT_THE_LINE = "at the line"  # a layer's median ratio holds and its range crosses the limit
 
 
-def check(bench: dict, train_rows: list[dict], source: str) -> list[dict]:
-    """One row per checked measurement: {"target", "recipe", "what", "measured", "limit", "met",
-    "note"}; met is "yes", "no", "not measured" or, for a layer, AT_THE_LINE. `train_rows`, `source`: `sweeps.cost.training_speeds`
-    of the same file (the rows a training speed is taken from, and the file's name)."""
-    return kernel_rows(bench) + layer_rows(bench) + train_targets(train_rows, source)
+def check(bench: dict, source: str) -> list[dict]:
+    """One row per checked measurement of a benchmark file's content (`source`: its name): {"target",
+    "recipe", "what", "measured", "limit", "met", "note"}; met is "yes", "no", "not measured" or, for a
+    layer, AT_THE_LINE."""
+    return kernel_rows(bench) + layer_rows(bench) + train_targets(bench, source)
 
 
 def _row(target: str, recipe: str, what: str, measured: float | None, limit: float, at_least: bool,
@@ -76,16 +76,16 @@ def layer_rows(bench: dict) -> list[dict]:
     return rows
 
 
-def train_targets(train_rows: list[dict], source: str) -> list[dict]:
+def train_targets(bench: dict, source: str) -> list[dict]:
     """Training tokens/s at TRAIN_FAMILY TRAIN_SIZE against BF16, from the row a sweep's cost would use
-    (`sweeps.cost.speed_for`: the file's latest CUDA-graph row of that recipe at that size)."""
+    (`sweeps.cost`: the file's latest CUDA-graph row of that recipe), at that size only (another
+    size's speed is not this target's)."""
+    at_size = [r for r in speed_rows(bench) if (r["family"], r["size"]) == (TRAIN_FAMILY, TRAIN_SIZE)]
     rows = []
     for recipe in RECIPES:
-        speed = speed_for(recipe, TRAIN_FAMILY, TRAIN_SIZE, train_rows, source)
-        exact = [r for r in train_rows if (r["recipe"], r["family"], r["size"]) == (recipe, TRAIN_FAMILY, TRAIN_SIZE)]
-        measured = speed.vs_bf16 if exact else None  # (another size's speed is not this target's)
+        speed = speed_for(recipe, TRAIN_FAMILY, TRAIN_SIZE, at_size, source)
         rows.append(_row(f"training >= {TRAIN_RATIO}x bf16", recipe, f"{TRAIN_FAMILY} {TRAIN_SIZE} tokens/s",
-                         measured, TRAIN_RATIO, True, speed.source if exact else ""))
+                         speed.vs_bf16, TRAIN_RATIO, True, speed.source if speed.vs_bf16 is not None else ""))
     return rows
 
 

@@ -41,10 +41,16 @@ def training_speeds(path: str | Path) -> tuple[list[dict], str]:
                         "or --bench none to count every recipe at BF16's speed") from None
     except (OSError, ValueError) as error:
         raise UserError(f"--bench: cannot read {path} as a benchmark JSON ({error})") from None
+    return speed_rows(bench), path.name
+
+
+def speed_rows(bench: dict) -> list[dict]:
+    """A benchmark's `train` rows with a speed against BF16: those of the CUDA-graph compile mode
+    (`reduce-overhead`, the trainer's on a GPU) where it has any."""
     rows = [r for r in bench.get("train", []) if isinstance(r, dict)
             and {"recipe", "family", "size", "ratio_vs_bf16"} <= set(r)]
     graphed = [r for r in rows if r.get("compile_mode") == "reduce-overhead"]
-    return graphed or rows, path.name
+    return graphed or rows
 
 
 def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str) -> Speed:

@@ -54,17 +54,14 @@ def test_layers_at_d_2048_with_quartet2s_own_limit_and_the_line():
 
 
 def test_training_from_the_row_a_sweeps_cost_uses():
-    data = bench_file()
-    graphed = [r for r in data["train"] if r["compile_mode"] == "reduce-overhead"]  # as training_speeds keeps
-    rows = {r["recipe"]: r for r in targets.train_targets(graphed, "b.json")}
+    rows = {r["recipe"]: r for r in targets.train_targets(bench_file(), "b.json")}
     assert rows["nvfp4"]["measured"] == 0.83 and rows["nvfp4"]["met"] == "yes"  # the later of two rows
     assert rows["quartet2"]["met"] == "not measured"  # its 40M speed is not the 160M target's
-    assert rows["mxfp4"]["met"] == "not measured"  # (only a default-mode row, which training_speeds dropped)
+    assert rows["mxfp4"]["met"] == "not measured"  # only a default-mode row, dropped where CUDA-graph rows exist
 
 
 def test_summary_names_what_misses():
-    rows = targets.check(bench_file(), [], "b.json")
-    lines = targets.summary(rows)
+    lines = targets.summary(targets.check(bench_file(), "b.json"))
     assert lines[0] == "kernel >= 70% of copy: 1 of 2 met; not met: nvfp4 amax fprop.x"
     assert "layer <= 1.3x bf16: 1 of 4 met; at the line: nvfp4; not met: ufp4; not measured: mxfp4_h16" in lines
 

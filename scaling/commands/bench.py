@@ -214,7 +214,7 @@ def _targets(result: dict | None, path: Path | None) -> tuple[list[dict], str]:
     the sections run now left it), or without --out the committed H200 file (`result` None; rows that
     sections measured now without --out are in no file, and not checked)."""
     from scaling import targets
-    from sweeps.cost import DEFAULT_BENCH, training_speeds
+    from sweeps.cost import DEFAULT_BENCH
 
     path = path or DEFAULT_BENCH
     if not path.exists():
@@ -222,6 +222,5 @@ def _targets(result: dict | None, path: Path | None) -> tuple[list[dict], str]:
                         "give one with --out FILE")
     if result is None:
         result = _read(path)
-    train_rows, source = training_speeds(path)
-    rows = targets.check(result, train_rows, source)
+    rows = targets.check(result, path.name)
     return rows, f"targets ({result.get('device')}, {path.name}, copy {result.get('copy_gbps')} GB/s)"

@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from scaling import formats
+from scaling.kernels import interpreting
 from scaling.quant import SCALE_STREAM as _SCALE_STREAM
 from scaling.quant import QuantSpec, scale_constants
 from scaling.transforms import norm_factor
@@ -35,7 +36,7 @@ SCALE_STREAM = tl.constexpr(_SCALE_STREAM)
 
 # Whether the kernels compile for a GPU (PTX may be inlined) or run in Triton's interpreter, which
 # decides at import too (tests set TRITON_INTERPRET before anything imports triton).
-_PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
+_PTX = tl.constexpr(not interpreting())
 
 
 @triton.jit
@@ -926,7 +927,7 @@ def _transpose_tuner():
 
 def _tuning() -> bool:
     """Autotune on the GPU unless SCALING_KERNEL_TUNE=0 (then: the fixed default tile, as on CPU)."""
-    return os.environ.get("TRITON_INTERPRET", "0") != "1" and os.environ.get("SCALING_KERNEL_TUNE", "1") != "0"
+    return not interpreting() and os.environ.get("SCALING_KERNEL_TUNE", "1") != "0"
 
 
 @functools.lru_cache(maxsize=None)
