@@ -12,10 +12,13 @@ slices (`_group`: the slices are joined pairwise, a stride per level, so every b
 registers of one thread), and keeps each row's running max: 11-14 instructions per element, no
 barriers. The same sums of the same values as the reference: the same amax.
 
-The transform's random signs (128 a group, the same for every row) are made once per program as 16
-bytes of sign bits (`_sign_bits`) and applied as sign-bit xors (exact: x * -1 is x with its sign bit
-flipped), an SHF and a LOP3 per element: held as 128 float signs they took 128 of a thread's
-registers beside its 128 values.
+The transform's random signs (128 a group, the same for every row) are made once per program as four
+32-bit words (`_sign_word`: a lane a hash, then a sum across the warp) and applied as sign-bit xors
+(exact: x * -1 is x with its sign bit flipped), an SHF and a LOP3 per element. Each tile takes the
+words through a move the compiler cannot see through (`_per_tile`): else it computes the 128 sign
+masks once, before the loop over tiles, and keeps them in registers (2026-12-03: 255 registers and a
+48-byte stack at the tuned tile, 8 warps an SM; ncu: an instruction every 2.3 cycles, stalled on the
+L1; with the words, 151 registers and no stack, 2257 -> 2539 GB/s on the H200).
 
 Tried and not kept (2026-12-03, H200): the MS-EDEN quantize pass built the same way (block scales,
 elements, EDEN sums and the scales' SR per thread, the slices stored as loaded): 38-40 sm_90
@@ -33,7 +36,7 @@ import os
 import triton
 import triton.language as tl
 
-from scaling.kernels.quantize import (_as_float, _atomic_max, _fwht, _keyed_hash, _scaled, _stream_key, autotuned,
+from scaling.kernels.quantize import (_PTX, _as_float, _atomic_max, _fwht, _keyed_hash, _scaled, _stream_key, autotuned,
                                       tuned_choice)
 
 GROUP = 128
@@ -45,46 +48,66 @@ ENABLED = os.environ.get("SCALING_RHT128", "1") != "0"
 
 
 @triton.jit
-def _sign_bits(seeds_ptr, J: tl.constexpr, RAND_SIGNS: tl.constexpr):
-    """The signs of positions 8J .. 8J + 7 of the group (seeds.random_signs) as bits 0-7 of an int
-    (1: negative)."""
+def _sign_word(seeds_ptr, W: tl.constexpr, RAND_SIGNS: tl.constexpr):
+    """The signs of positions 32W .. 32W + 31 of the group (seeds.random_signs) as the bits of an int
+    (bit b: position 32W + b; 1: negative). Made once per program, before its loop over tiles."""
     if RAND_SIGNS:
-        j = (tl.arange(0, 8) + J * 8).to(tl.uint32)
-        h = _keyed_hash(j, _stream_key(seeds_ptr, 1, 0))
-        bits = tl.sum((h >> 31) << tl.arange(0, 8).to(tl.uint32), axis=0)
+        b = tl.arange(0, 32).to(tl.uint32)
+        h = _keyed_hash(b + W * 32, _stream_key(seeds_ptr, 1, 0))
+        word = tl.sum((h >> 31) << b, axis=0)
     else:
-        bits = tl.full((), 0, tl.uint32)
-    return bits
+        word = tl.full((), 0, tl.uint32)
+    return word
 
 
 @triton.jit
-def _slice(x_ptr, base, rmask, col0, x_scale, signs, J: tl.constexpr, HAS_SCALE: tl.constexpr):
+def _per_tile(word, opaque_zero):
+    """A sign word as a value of this tile, so that what derives from it (each element's sign mask) is
+    made per tile, not once for all tiles into 128 registers: in PTX a move marked impure, which LLVM
+    does not hoist out of the loop (through `| opaque_zero` alone, a zero it cannot see, it hoisted the
+    masks all the same); in the interpreter, which runs no PTX, the or."""
+    if _PTX:
+        word = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [word | opaque_zero], dtype=tl.uint32,
+                                         is_pure=False, pack=1)
+    else:
+        word = word | opaque_zero
+    return word
+
+
+@triton.jit
+def _slice(x_ptr, base, rmask, col0, x_scale, word, J: tl.constexpr, HAS_SCALE: tl.constexpr):
     """Columns col0 + 8J .. + 7 of the rows at `base` (offsets), float32 (times x_scale), each signed
-    (bit e of `signs` flips element e's sign), then the FWHT's strides 1, 2, 4: a (BR, 8) tile."""
+    (bit 8 (J % 4) + e of `word`, the sign word of positions 32 (J // 4) on, flips element e's sign),
+    then the FWHT's strides 1, 2, 4: a (BR, 8) tile."""
     cols = col0 + J * 8 + tl.arange(0, 8)
     t = _scaled(_as_float(tl.load(x_ptr + base[:, None] + cols[None, :], mask=rmask[:, None], other=0.0)), x_scale,
                 HAS_SCALE)
-    flip = (signs << (31 - tl.arange(0, 8)).to(tl.uint32)) & 0x80000000
+    flip = (word << (31 - tl.arange(0, 8) - (J % 4) * 8).to(tl.uint32)) & 0x80000000
     t = (t.to(tl.uint32, bitcast=True) ^ flip[None, :]).to(tl.float32, bitcast=True)
     return _fwht(t, t.shape[0], 8, 3, 1.0)
 
 
 @triton.jit
-def _group(x_ptr, base, rmask, col0, x_scale, seeds_ptr, opaque_zero, J0: tl.constexpr, N: tl.constexpr,
-           RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr, ABS_LAST: tl.constexpr = False):
+def _group(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, J0: tl.constexpr, N: tl.constexpr,
+           HAS_SCALE: tl.constexpr, ABS_LAST: tl.constexpr = False):
     """Slices J0 .. J0 + N - 1 of each row's group, signed and rotated by the FWHT's strides 1 to 4N
     (unnormalised): a (BR, 8, 2, ...) tile with an axis of 2 per level of the joins, the slice index's
-    bits from the lowest (its columns are 8 * slice + element). ABS_LAST: the last stage (a, b) ->
-    (a + b, a - b) as |a| + |b|, what an amax needs (`quantize._abs_rotation`). `opaque_zero` (0, not
-    known to the compiler) keeps each tile's sign masks inside the loop over tiles: hoisted out of it,
-    the 128 masks took 128 registers."""
+    bits from the lowest (its columns are 8 * slice + element). w0 .. w3: the tile's sign words
+    (`_sign_word`, `_per_tile`). ABS_LAST: the last stage (a, b) -> (a + b, a - b) as |a| + |b|, what
+    an amax needs (`quantize._abs_rotation`)."""
     if N == 1:
-        signs = _sign_bits(seeds_ptr, J0, RAND_SIGNS) | opaque_zero
-        t = _slice(x_ptr, base, rmask, col0, x_scale, signs, J0, HAS_SCALE)
+        if J0 // 4 == 0:
+            word = w0
+        elif J0 // 4 == 1:
+            word = w1
+        elif J0 // 4 == 2:
+            word = w2
+        else:
+            word = w3
+        t = _slice(x_ptr, base, rmask, col0, x_scale, word, J0, HAS_SCALE)
     else:
-        a = _group(x_ptr, base, rmask, col0, x_scale, seeds_ptr, opaque_zero, J0, N // 2, RAND_SIGNS, HAS_SCALE)
-        b = _group(x_ptr, base, rmask, col0, x_scale, seeds_ptr, opaque_zero, J0 + N // 2, N // 2, RAND_SIGNS,
-                   HAS_SCALE)
+        a = _group(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, J0, N // 2, HAS_SCALE)
+        b = _group(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, J0 + N // 2, N // 2, HAS_SCALE)
         if ABS_LAST:
             t = tl.abs(a) + tl.abs(b)
         else:
@@ -108,9 +131,12 @@ def _group_amax_kernel(x_ptr, amax_ptr, seeds_ptr, scale_ptr, R, K, stride_r, BR
     col0 = tl.program_id(1) * _GROUP_C
     x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
     most = tl.zeros((BR,), tl.float32)
+    w0, w1 = _sign_word(seeds_ptr, 0, RAND_SIGNS), _sign_word(seeds_ptr, 1, RAND_SIGNS)
+    w2, w3 = _sign_word(seeds_ptr, 2, RAND_SIGNS), _sign_word(seeds_ptr, 3, RAND_SIGNS)
     for i in range(ITERS):
         rows, base, zero = _tile_rows(R, stride_r, i, BR, ITERS)
-        t = _group(x_ptr, base, rows < R, col0, x_scale, seeds_ptr, zero, 0, _SLICES_C, RAND_SIGNS, HAS_SCALE, True)
+        t = _group(x_ptr, base, rows < R, col0, x_scale, _per_tile(w0, zero), _per_tile(w1, zero),
+                   _per_tile(w2, zero), _per_tile(w3, zero), 0, _SLICES_C, HAS_SCALE, True)
         most = tl.maximum(most, tl.max(tl.reshape(t, (BR, _GROUP_C // 2)), axis=1))
     # rounding is monotone: max RN(NORM |r|) = RN(NORM max |r|)
     _atomic_max(amax_ptr, tl.max(most, axis=0) * NORM)
