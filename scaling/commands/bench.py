@@ -71,7 +71,10 @@ def _items(value: str | None, default: str) -> tuple[str, ...]:
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
-    key = lambda row: tuple(row.get(k) for k in ROW_KEYS[section])  # noqa: E731
+    """The section's old rows that no new row replaces (by ROW_KEYS), then the new rows."""
+    def key(row: dict) -> tuple:
+        return tuple(row.get(k) for k in ROW_KEYS[section])
+
     fresh = {key(r) for r in new}
     return [r for r in old if key(r) not in fresh] + new
 
