@@ -43,6 +43,8 @@ How each number is taken (docs/kernels.md says more):
   summed by kind of kernel (`kernel_kind`: quantize, amax, transpose, gemm, attention, inductor,
   loss, scale epilogue, other); rows {"family", "size", "recipe", "batch_tokens", "kind", "ms",
   "over_bf16_ms"} per micro-batch, a "total" row each.
+- stages (writes no rows): every stage `kernels` times, once each inside a profiler range
+  (`profile_stages`), for Nsight Compute's counters (`ncu --profile-from-start off`).
 - quantizer (no GPU): each activation operand of a recipe on this CPU, the reference against the
   fused C quantizer (scaling.cpu_quantize): rows {"recipe", "operand", "tokens", "d", "reference_ms",
   "fused_ms", "speedup", "bits_equal"}.
@@ -286,22 +288,63 @@ def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Te
         measured(_kernel_rows(recipe_name, operand, gbps))
 
 
+def _stages(launch) -> dict[str, Callable[[], None]]:
+    """A (Pair)Launch's kernels in the order QLinear runs them: "transpose" where it moves K last,
+    "amax" where it needs one, "quantize"."""
+    named = {"transpose": launch.run_move} if launch.needs_move else {}
+    if launch.needs_amax:
+        named["amax"] = launch.run_amax
+    return named | {"quantize": launch.run_quantize}
+
+
 def _timed_stages(launches: list) -> dict[str, tuple[float, float]]:
-    """Each stage of a (Pair)Launch, as (ms per call replayed alone, ms per call back to back), the
-    latter alternating between the launches (one per copy of the input): "transpose" where the launch
-    moves K last, "quantize", "amax" where it needs one, "gemm_operand" (all its stages in order)."""
-    first = launches[0]
-    stages = [([ln.run_move] if ln.needs_move else []) + [ln.run_amax] * ln.needs_amax + [ln.run_quantize]
-              for ln in launches]
+    """Each stage of a (Pair)Launch (`_stages`), as (ms per call replayed alone, ms per call back to
+    back), the latter alternating between the launches (one per copy of the input), and
+    "gemm_operand" (all its stages in order)."""
+    stages = [list(_stages(ln).values()) for ln in launches]
     for ln_stages in stages:
         ln_stages[0]()  # (a moved copy filled before its readers are timed alone)
-    named = {"transpose": [ln.run_move for ln in launches]} if first.needs_move else {}
-    named["quantize"] = [ln.run_quantize for ln in launches]
-    if first.needs_amax:
-        named["amax"] = [ln.run_amax for ln in launches]
+    named = {name: [_stages(ln)[name] for ln in launches] for name in _stages(launches[0])}
     named["gemm_operand"] = [lambda fs=fs: [f() for f in fs] for fs in stages]
     # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
     return {name: (graph_ms(fns[0]), back_to_back_ms(fns)) for name, fns in named.items()}
+
+
+def profile_stages(device: torch.device, tokens: int = 16384, d: int = 4096, recipes: list[str] | None = None,
+                   progress: Callable[[str], None] = print) -> list[str]:
+    """Every quantizer stage `bench_kernels` times (the same tensor, operands, pairs and tuned tiles),
+    each run once between torch.cuda.profiler.start() and stop(), after three untimed rounds (the
+    tuning): for a profiler that records only that range, e.g. Nsight Compute,
+    `ncu --profile-from-start off --clock-control none --section ... scaling bench stages`. Returns the
+    stages' names ("<recipe>.<operand> <stage>") in the order they ran: the profiler's kernels, one
+    each."""
+    from scaling import kernels
+    from scaling.kernels.pair import PairLaunch
+    from scaling.kernels.quantize import Launch
+
+    x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
+    seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
+    named, done = {}, set()
+    for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
+        if kernels.supports(spec) and (spec, dim) not in done:
+            done.add((spec, dim))
+            launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
+            named |= {f"{recipe_name}.{operand.replace('_', '.')} {k}": f for k, f in _stages(launch).items()}
+    for recipe_name, operand, last, first in _preset_pairs(recipes or KERNEL_RECIPES):
+        launch = PairLaunch(x, last, seeds if last.needs_seed else None, first, seeds if first.needs_seed else None,
+                            torch.bfloat16)
+        named |= {f"{recipe_name}.{operand} {k}": f for k, f in _stages(launch).items()}
+    for _ in range(3):
+        for fn in named.values():
+            fn()
+    torch.cuda.synchronize(device)
+    torch.cuda.profiler.start()
+    for name, fn in named.items():
+        fn()
+        progress(f"  {name}")
+    torch.cuda.synchronize(device)
+    torch.cuda.profiler.stop()
+    return list(named)
 
 
 def _gbps(times: dict[str, tuple[float, float]], x: torch.Tensor, written: int) -> dict[str, list[float]]:

@@ -24,7 +24,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "sweep": ("scaling.commands.sweep", "plan, launch, watch and collect a sweep"),
     "fit": ("scaling.commands.fit", "fit scaling laws per recipe and test penalty growth"),
     "report": ("scaling.commands.report", "build the HTML/Markdown report"),
-    "bench": ("scaling.commands.bench", "benchmarks: kernels, loss, linear, train, profile (GPU); sass, cpu, quantizer, fit"),
+    "bench": ("scaling.commands.bench", "benchmarks: kernels, loss, linear, train, profile, stages (GPU); sass, cpu, quantizer, fit"),
     "demo": ("scaling.commands.demo", "the whole path on a tiny built-in sweep"),
 }
 

@@ -205,7 +205,7 @@ def test_kernel_rows_carry_both_timings_of_each_stage(monkeypatch):
     launches = [FakeLaunch("a", True, True), FakeLaunch("b", True, True)]
     t = bench._timed_stages(launches)
     assert calls[:2] == [("a", "move"), ("b", "move")]
-    assert list(t) == ["transpose", "quantize", "amax", "gemm_operand"] and set(t.values()) == {(2.0, 1.0)}
+    assert list(t) == ["transpose", "amax", "quantize", "gemm_operand"] and set(t.values()) == {(2.0, 1.0)}
     assert all(len(fns) == 2 for kind, fns in timed if kind == "back")
     calls.clear()
     bench._timed_stages([FakeLaunch("a", False, False)])
@@ -233,3 +233,30 @@ def test_copy_row_is_the_kernels_yardstick_at_their_size(monkeypatch):
     nbytes = 2 * 64 * 32 * 2
     assert rows == [{"name": "copy", "recipe": "bf16", "operand": "x", "gbps": round(nbytes / 2.0 / 1e6, 1),
                      "gbps_back_to_back": round(nbytes / 1.0 / 1e6, 1)}]
+
+
+def test_stages_run_once_each_inside_the_profilers_range():
+    """bench stages (for ncu --profile-from-start off) runs each stage bench kernels times once between
+    the profiler's start and stop, after untimed rounds, and names them in the order they ran: here
+    mxfp4's operands and pairs on a small tensor, the kernels under Triton's interpreter on the CPU."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import torch
+events = []
+torch.cuda.synchronize = lambda device=None: None
+torch.cuda.profiler.start = lambda: events.append("start")
+torch.cuda.profiler.stop = lambda: events.append("stop")
+from scaling import bench
+names = bench.profile_stages(torch.device("cpu"), tokens=64, d=128, recipes=["mxfp4"], progress=events.append)
+print(names)
+print(events)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "TRITON_INTERPRET": "1"}).stdout.splitlines()
+    names, events = eval(out[-2]), eval(out[-1])
+    assert names == ["mxfp4.fprop.x quantize", "mxfp4.dgrad.w quantize", "mxfp4.fprop.x+wgrad.x quantize",
+                     "mxfp4.dgrad.dy+wgrad.dy quantize"]
+    assert events == ["start", *(f"  {n}" for n in names), "stop"]

@@ -10,8 +10,8 @@ from pathlib import Path
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, loss, linear, train, profile (GPU); sass, cpu, quantizer, fit; targets (checks a file)"
-SECTIONS = ("kernels", "loss", "linear", "train", "profile", "sass", "cpu", "quantizer", "fit", "targets")
+HELP = "benchmarks: kernels, loss, linear, train, profile, stages (GPU); sass, cpu, quantizer, fit; targets (checks a file)"
+SECTIONS = ("kernels", "loss", "linear", "train", "profile", "stages", "sass", "cpu", "quantizer", "fit", "targets")
 NO_GPU = ("sass", "cpu", "quantizer", "fit", "targets")
 FAMILIES = "nanochat,llama2"  # train's and cpu's default; profile's is nanochat
 
@@ -174,6 +174,9 @@ def run(args: argparse.Namespace) -> int:
                               accumulate=args.accumulate,
                               compile_mode=args.compile_mode,
                               earlier=earlier, progress=progress, on_row=save_rows)
+        if "stages" in gpu:
+            progress("stages, once each inside the profiler's range:")
+            bench.profile_stages(device, recipes=list(recipes) or None, progress=progress)
         if "profile" in gpu:
             bench.bench_profile(device, families=_items(args.families, "nanochat"),
                                 sizes=_items(args.sizes, "160M"), recipes=recipes or bench.TRAIN_RECIPES,
