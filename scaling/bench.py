@@ -301,11 +301,11 @@ def _timed_stages(launches: list) -> dict[str, tuple[float, float]]:
     """Each stage of a (Pair)Launch (`_stages`), as (ms per call replayed alone, ms per call back to
     back), the latter alternating between the launches (one per copy of the input), and
     "gemm_operand" (all its stages in order)."""
-    stages = [list(_stages(ln).values()) for ln in launches]
-    for ln_stages in stages:
-        ln_stages[0]()  # (a moved copy filled before its readers are timed alone)
-    named = {name: [_stages(ln)[name] for ln in launches] for name in _stages(launches[0])}
-    named["gemm_operand"] = [lambda fs=fs: [f() for f in fs] for fs in stages]
+    per_launch = [_stages(ln) for ln in launches]
+    for stages in per_launch:
+        next(iter(stages.values()))()  # (a moved copy filled before its readers are timed alone)
+    named = {name: [stages[name] for stages in per_launch] for name in per_launch[0]}
+    named["gemm_operand"] = [lambda fs=tuple(stages.values()): [f() for f in fs] for stages in per_launch]
     # Replayed from CUDA graphs: a launch's Python cost (tens of us) would otherwise count.
     return {name: (graph_ms(fns[0]), back_to_back_ms(fns)) for name, fns in named.items()}
 
