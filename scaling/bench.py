@@ -183,6 +183,24 @@ def _preset_operands(recipes):
                 yield recipe_name, operand, spec, OPERAND_DIM[operand]
 
 
+BENCH_SEEDS = (12345, 678)  # (rounding, signs) seeds of every operand the kernel benchmarks quantize
+
+
+def _operand_launch(x: torch.Tensor, spec, dim: int, seeds: torch.Tensor):
+    """The kernels' launch of one operand of x, in BF16, with the seeds where its spec draws any."""
+    from scaling.kernels.quantize import Launch
+
+    return Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
+
+
+def _pair_launch(x: torch.Tensor, last, first, seeds: torch.Tensor):
+    """The pair kernel's launch of x's two operands (along the last axis, along dim 0), in BF16."""
+    from scaling.kernels.pair import PairLaunch
+
+    return PairLaunch(x, last, seeds if last.needs_seed else None, first, seeds if first.needs_seed else None,
+                      torch.bfloat16)
+
+
 def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                   recipes: list[str] | None = None, progress: Callable[[str], None] = print,
                   on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
@@ -190,11 +208,10 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     the rows so far after each operand while every operand so far had the reference's bits, so a call
     cut short keeps what it measured; a difference raises at the end, after every operand ran."""
     from scaling import kernels
-    from scaling.kernels.quantize import Launch
 
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
     xs = (x, x.clone())  # (back_to_back_ms alternates between the copies)
-    seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
+    seeds = torch.tensor(BENCH_SEEDS, dtype=torch.int64, device=device)
     done: dict = {}
     rows, mismatches = _copy_rows(xs, progress), []
 
@@ -209,7 +226,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             continue
         key = (spec, dim)
         if key not in done:
-            launches = [Launch(xi, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16) for xi in xs]
+            launches = [_operand_launch(xi, spec, dim, seeds) for xi in xs]
             launch = launches[0]
             t = _timed_stages(launches)
             # The tuned kernels at full size against the reference, bit for bit.
@@ -239,11 +256,11 @@ def _copy_rows(xs: tuple[torch.Tensor, torch.Tensor], progress: Callable[[str], 
 
 def _bits_differing(out: torch.Tensor, inv: torch.Tensor, x: torch.Tensor, spec, dim: int) -> int:
     """How many of a kernel operand's BF16 bit patterns (zero signs too), and of its inverse scale,
-    differ from the reference's for x under seeds [12345, 678] (bench_kernels' seeds)."""
+    differ from the reference's for x under BENCH_SEEDS (bench_kernels' seeds)."""
     from scaling import quant
     from scaling.seeds import Seeds
 
-    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(12345, 678), torch.bfloat16)
+    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(*BENCH_SEEDS), torch.bfloat16)
     return int((out.view(torch.int16) != ref.view(torch.int16)).sum()) + int(not torch.equal(inv, ref_inv))
 
 
@@ -270,12 +287,9 @@ def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Te
     "fprop.x+wgrad.x" (or dY's), "amax" counting the bytes it reads, "quantize" and "gemm_operand"
     (both stages) x read once and two operands written; bits checked against the reference (x: the
     first of the two copies)."""
-    from scaling.kernels.pair import PairLaunch
-
     x = xs[0]
     for recipe_name, operand, last, first in _preset_pairs(recipes):
-        launches = [PairLaunch(xi, last, seeds if last.needs_seed else None, first,
-                               seeds if first.needs_seed else None, torch.bfloat16) for xi in xs]
+        launches = [_pair_launch(xi, last, first, seeds) for xi in xs]
         launch = launches[0]
         t = _timed_stages(launches)
         out_last, inv_last, out_first, inv_first = launch.result()
@@ -319,20 +333,17 @@ def profile_stages(device: torch.device, tokens: int = 16384, d: int = 4096, rec
     stages' names ("<recipe>.<operand> <stage>") in the order they ran: the profiler's kernels, one
     each."""
     from scaling import kernels
-    from scaling.kernels.pair import PairLaunch
-    from scaling.kernels.quantize import Launch
 
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
-    seeds = torch.tensor([12345, 678], dtype=torch.int64, device=device)
+    seeds = torch.tensor(BENCH_SEEDS, dtype=torch.int64, device=device)
     named, done = {}, set()
     for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
         if kernels.supports(spec) and (spec, dim) not in done:
             done.add((spec, dim))
-            launch = Launch(x, spec, dim, seeds if spec.needs_seed else None, torch.bfloat16)
+            launch = _operand_launch(x, spec, dim, seeds)
             named |= {f"{recipe_name}.{operand.replace('_', '.')} {k}": f for k, f in _stages(launch).items()}
     for recipe_name, operand, last, first in _preset_pairs(recipes or KERNEL_RECIPES):
-        launch = PairLaunch(x, last, seeds if last.needs_seed else None, first, seeds if first.needs_seed else None,
-                            torch.bfloat16)
+        launch = _pair_launch(x, last, first, seeds)
         named |= {f"{recipe_name}.{operand} {k}": f for k, f in _stages(launch).items()}
     for _ in range(3):
         for fn in named.values():

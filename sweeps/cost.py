@@ -29,19 +29,31 @@ class Speed:
     source: str
 
 
-def training_speeds(path: str | Path) -> tuple[list[dict], str]:
-    """The `train` rows of a benchmark JSON (`scaling bench train --out FILE`) with a speed against
-    BF16, those of the CUDA-graph compile mode (`reduce-overhead`, the trainer's on a GPU) where the
-    file has any; and the file's name, for the plan to cite."""
+def read_bench(path: str | Path, option: str) -> dict:
+    """A benchmark JSON (`scaling bench ... --out FILE`) as a dict; a missing, unreadable or non-object
+    file is one UserError naming the command-line `option` that gave it."""
     path = Path(path)
     try:
         bench = json.loads(path.read_text())
     except FileNotFoundError:
-        raise UserError(f"--bench: {path} does not exist; give a file `scaling bench train --out FILE` wrote, "
-                        "or --bench none to count every recipe at BF16's speed") from None
+        raise UserError(f"{option}: {path} does not exist; give a file `scaling bench` wrote") from None
     except (OSError, ValueError) as error:
-        raise UserError(f"--bench: cannot read {path} as a benchmark JSON ({error})") from None
-    return speed_rows(bench), path.name
+        raise UserError(f"{option}: cannot read {path} as a benchmark JSON ({error}); give a file "
+                        "`scaling bench` wrote") from None
+    if not isinstance(bench, dict):
+        raise UserError(f"{option}: {path} is not a benchmark JSON (an object with device, kernels, linear, "
+                        "train, ...)")
+    return bench
+
+
+def training_speeds(path: str | Path) -> tuple[list[dict], str]:
+    """The `train` rows of a benchmark JSON (`scaling bench train --out FILE`) with a speed against
+    BF16 (`speed_rows`), and the file's name, for the plan to cite."""
+    try:
+        bench = read_bench(path, "--bench")
+    except UserError as error:
+        raise UserError(f"{error}, or --bench none to count every recipe at BF16's speed") from None
+    return speed_rows(bench), Path(path).name
 
 
 def speed_rows(bench: dict) -> list[dict]:

@@ -244,6 +244,7 @@ def test_stages_run_once_each_inside_the_profilers_range():
     import sys
 
     script = """
+import json
 import torch
 events = []
 torch.cuda.synchronize = lambda device=None: None
@@ -251,12 +252,11 @@ torch.cuda.profiler.start = lambda: events.append("start")
 torch.cuda.profiler.stop = lambda: events.append("stop")
 from scaling import bench
 names = bench.profile_stages(torch.device("cpu"), tokens=64, d=128, recipes=["mxfp4"], progress=events.append)
-print(names)
-print(events)
+print(json.dumps([names, events]))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          env={**os.environ, "TRITON_INTERPRET": "1"}).stdout.splitlines()
-    names, events = eval(out[-2]), eval(out[-1])
+    names, events = json.loads(out[-1])
     assert names == ["mxfp4.fprop.x quantize", "mxfp4.dgrad.w quantize", "mxfp4.fprop.x+wgrad.x quantize",
                      "mxfp4.dgrad.dy+wgrad.dy quantize"]
     assert events == ["start", *(f"  {n}" for n in names), "stop"]

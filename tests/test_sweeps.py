@@ -190,6 +190,9 @@ def test_plan_refuses_a_benchmark_file_it_cannot_read(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json")
     assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "bad.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+    (tmp_path / "list.json").write_text("[]")
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "list.json")]) == 2
+    assert "is not a benchmark JSON" in capsys.readouterr().err
 
 
 def test_shipped_specs_validate(capsys):

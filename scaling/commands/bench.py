@@ -1,10 +1,10 @@
-"""`scaling bench kernels|loss|linear|train|sass|cpu|quantizer|fit`: benchmarks written to a JSON under reports/bench/;
+"""`scaling bench kernels|loss|linear|train|profile|stages|sass|cpu|quantizer|fit`: benchmarks written to a JSON
+under reports/bench/ (stages: for a profiler, no rows);
 `scaling bench targets`: the emulation's speed targets checked against such a file (scaling.targets)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from scaling.compiling import COMPILE_MODES
@@ -39,14 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read(path: Path) -> dict:
-    try:
-        result = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise UserError(f"--out: cannot read {path} as a benchmark JSON ({error}); give a file `scaling bench` "
-                        "wrote, or a new path") from None
-    if not isinstance(result, dict):
-        raise UserError(f"--out: {path} is not a benchmark JSON (an object with device, kernels, linear, ...)")
-    return result
+    from sweeps.cost import read_bench
+
+    return read_bench(path, "--out")
 
 
 def _write_atomic(path: Path, obj: dict) -> None:
