@@ -24,8 +24,8 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_abs_halves, _abs_rotation, _atomic_max, _encode_scale, _load_rotated,
-                                      _load_tile, _offsets_pass_int32,
+from scaling.kernels.quantize import (_abs_halves, _abs_rotation, _atomic_max, _encode_scale, _last_first,
+                                      _load_rotated, _load_tile, _offsets_pass_int32,
                                       _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_max,
                                       _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
                                       tuned_config)
@@ -62,11 +62,11 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
     order), else from the tile reloaded as `_last_axis_tile` loads it (`_pair_abs`). The
     normalisations are applied to the maxima (rounding is monotone)."""
     BR: tl.constexpr = TILE // BK
-    pid_r = tl.program_id(0)
+    pid_r = _last_first(0)  # (from the end: the quantize pass then starts on what the L2 cache holds)
     stride_r, stride_k = _wide_strides(1, D, I64)
     signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
-    pid_k = tl.program_id(1) * ITERS
+    pid_k = _last_first(1) * ITERS
     most_l, most_f = _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR, BK,
                                NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F)
     for i in range(1, ITERS):  # (the first tile outside the loop: no max with zeros)

@@ -606,22 +606,23 @@ def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k: tl.conste
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
                  HAS_SCALE: tl.constexpr, PLAIN: tl.constexpr, I64: tl.constexpr, LOAD_LAYOUT: tl.constexpr,
                  ITERS: tl.constexpr):
-    """Tensor amax of the (rotated) canonical view: one read, an atomic max per program of ITERS
-    consecutive tiles along R (each element's running max in registers, one reduction at the end:
-    per tile, the reduction's barriers were ~20% of the H200 pair amax's stall samples in ncu).
-    HALVES: RHT16 along a contiguous K, rotated in two halves (`_load_halves`). PLAIN (not with HALVES): also the amax of the tile before the rotation,
+    """Tensor amax of the (rotated) canonical view: one read (tiles in reverse launch order:
+    `_last_first`), an atomic max per program of ITERS consecutive tiles along R (each element's
+    running max in registers, one reduction at the end: per tile, the reduction's barriers were ~20%
+    of the H200 pair amax's stall samples in ncu). HALVES: RHT16 along a contiguous K, rotated in two
+    halves (`_load_halves`). PLAIN (not with HALVES): also the amax of the tile before the rotation,
     into plain_ptr (`tensor_amaxes`). LOAD_LAYOUT: the rotated tile's max is taken in its load layout
     (`_in_layout_of`; a rotation along a contiguous K: sm_90, MS-EDEN's RHT128 at the 8192-element
     tile, 33.6 -> 25.9 instructions and 5.4 -> 1.6 shuffles per element; the max in the butterflies'
     layout took the shuffles)."""
     BR: tl.constexpr = TILE // BK
-    pid_k = tl.program_id(1)
+    pid_k = _last_first(1)
     stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)
     signs_a, signs_b = _program_signs(seeds_ptr, BK, HAD, RAND_SIGNS, HALVES)
     x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
     # The rotation's normalisation is applied to the maximum, not to each element: rounding is
     # monotone, so max RN(NORM |r|) = RN(NORM max |r|) to the bit.
-    pid_r = tl.program_id(0) * ITERS
+    pid_r = _last_first(0) * ITERS
     most, most_plain = _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
                                     HAD, LOG2H, RAND_SIGNS, HALVES, NARROW, HAS_SCALE, LOAD_LAYOUT)
     for i in range(1, ITERS):  # (the first tile outside the loop: no max with zeros)
@@ -654,6 +655,16 @@ def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b
             rotated = _abs_rotation(loaded, signs_a, BR, BK, HAD, LOG2H, RAND_SIGNS)
         plain = tl.abs(loaded)
     return rotated, plain
+
+
+@triton.jit
+def _last_first(axis: tl.constexpr):
+    """This program's index along a grid axis, counted from the end. The amax passes walk their tiles
+    from the end of the launch order so that the quantize pass after them, walking from the start,
+    first reads the tiles the amax pass read last, which the L2 cache still holds (the H200's 50 MB
+    hold most of a layer's 64 MB activation at d = 2048): fewer DRAM bytes, the same bits (a max does
+    not depend on the order)."""
+    return tl.num_programs(axis) - 1 - tl.program_id(axis)
 
 
 @triton.jit

@@ -36,8 +36,8 @@ import os
 import triton
 import triton.language as tl
 
-from scaling.kernels.quantize import (_PTX, _as_float, _atomic_max, _fwht, _keyed_hash, _scaled, _stream_key, autotuned,
-                                      tuned_choice)
+from scaling.kernels.quantize import (_PTX, _as_float, _atomic_max, _fwht, _keyed_hash, _last_first, _scaled,
+                                      _stream_key, autotuned, tuned_choice)
 
 GROUP = 128
 # (the same, as constants the @jit code may read)
@@ -118,7 +118,7 @@ def _group(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, J0: tl.constexpr, 
 @triton.jit
 def _tile_rows(R, stride_r, i, BR: tl.constexpr, ITERS: tl.constexpr):
     """Tile i of the program's ITERS: its rows, their offsets, and a zero the compiler cannot see."""
-    row0 = (tl.program_id(0) * ITERS + i) * BR
+    row0 = (_last_first(0) * ITERS + i) * BR  # (from the end: `quantize._last_first`)
     rows = row0 + tl.arange(0, BR)
     return rows, rows.to(tl.int64) * stride_r, (row0 >> 31).to(tl.uint32)
 
@@ -128,7 +128,7 @@ def _group_amax_kernel(x_ptr, amax_ptr, seeds_ptr, scale_ptr, R, K, stride_r, BR
                        RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr, ITERS: tl.constexpr):
     """`quantize._amax_kernel` for RHT128 along a contiguous K: ITERS tiles of BR rows (one a thread) x
     one group, each row's running max in registers, one relaxed atomic max per program."""
-    col0 = tl.program_id(1) * _GROUP_C
+    col0 = _last_first(1) * _GROUP_C
     x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
     most = tl.zeros((BR,), tl.float32)
     w0, w1 = _sign_word(seeds_ptr, 0, RAND_SIGNS), _sign_word(seeds_ptr, 1, RAND_SIGNS)
