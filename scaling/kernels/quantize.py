@@ -107,12 +107,32 @@ def _uniform(index, key):
 
 
 @triton.jit
+def _sign_word(seeds_ptr, W: tl.constexpr, RAND_SIGNS: tl.constexpr):
+    """The signs of positions 32W .. 32W + 31 of a transform group (seeds.random_signs: the top bit of
+    the keyed hash under the sign seed's key) as the bits of an int (bit b: position 32W + b; 1:
+    negative): a hash a lane, then a sum across the warp (of distinct powers of two: exact)."""
+    if RAND_SIGNS:
+        b = tl.arange(0, 32).to(tl.uint32)
+        h = _keyed_hash(b + W * 32, _stream_key(seeds_ptr, 1, 0))
+        word = tl.sum((h >> 31) << b, axis=0)
+    else:
+        word = tl.full((), 0, tl.uint32)
+    return word
+
+
+@triton.jit
 def _random_signs(j, sign_key):
     """seeds.random_signs at positions j (uint32) of a transform group: +1 or -1 from the top bit of
-    the keyed hash under the sign seed's key, set as the sign bit of 1.0 (one instruction, not a
-    shift, a conversion and a subtraction)."""
+    the keyed hash under the sign seed's key, set as the sign bit of 1.0."""
     h = _keyed_hash(j, sign_key)
     return ((h & 0x80000000) | 0x3F800000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _word_signs(word, j):
+    """The signs at positions j (uint32, < 32) of a sign word (`_sign_word`), each set as the sign
+    bit of 1.0: a shift and a LOP3 a sign."""
+    return (((word << (31 - j)) & 0x80000000) | 0x3F800000).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -120,18 +140,25 @@ def _program_signs(seeds_ptr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: t
                    HALVES: tl.constexpr):
     """The transform's signs a program applies, made once per program (a tile's columns hold the same
     positions of each group: BK is a multiple of HAD): for the columns of a tile, or, for halves, for
-    positions 0-7 and 8-15 of a group of 16 (~7 instructions per sign: ~3.5 per element of a
-    32-element-per-thread tile if made per tile)."""
+    positions 0-7 and 8-15 of a group of 16. Groups of at most 32 take them from the group's sign
+    word: a thread hashing each of its positions (`_random_signs`, ~7 sm_90 instructions a sign once
+    the index's half of the hash folds) cost ~3 instructions per element of ufp4's dY pair at its
+    H200 tile (16 tokens' signs and 16 features' a thread; 71.2 -> 67.9) and ~1.7 of its pair amax's
+    (17.9 -> 16.2). For RHT128 four words and the selects between them cost what the hashes do."""
     if HALVES:
         j = tl.arange(0, 8).to(tl.uint32)
         if RAND_SIGNS:
-            key = _stream_key(seeds_ptr, 1, 0)
-            signs_a, signs_b = _random_signs(j, key), _random_signs(j + 8, key)
+            word = _sign_word(seeds_ptr, 0, True)
+            signs_a, signs_b = _word_signs(word, j), _word_signs(word, j + 8)
         else:
             signs_a, signs_b = tl.full((8,), 1.0, tl.float32), tl.full((8,), 1.0, tl.float32)
     else:
         if RAND_SIGNS and HAD > 0:
-            signs_a = _random_signs((tl.arange(0, BK) % HAD).to(tl.uint32), _stream_key(seeds_ptr, 1, 0))
+            j = (tl.arange(0, BK) % HAD).to(tl.uint32)
+            if HAD <= 32:
+                signs_a = _word_signs(_sign_word(seeds_ptr, 0, True), j)
+            else:
+                signs_a = _random_signs(j, _stream_key(seeds_ptr, 1, 0))
         else:
             signs_a = tl.full((BK,), 1.0, tl.float32)
         signs_b = signs_a

@@ -36,8 +36,8 @@ import os
 import triton
 import triton.language as tl
 
-from scaling.kernels.quantize import (_PTX, _as_float, _atomic_max, _fwht, _keyed_hash, _last_first, _scaled,
-                                      _stream_key, autotuned, tuned_choice)
+from scaling.kernels.quantize import (_PTX, _as_float, _atomic_max, _fwht, _last_first, _scaled, _sign_word, autotuned,
+                                      tuned_choice)
 
 GROUP = 128
 # (the same, as constants the @jit code may read)
@@ -45,19 +45,6 @@ _GROUP_C = tl.constexpr(GROUP)
 _SLICES_C = tl.constexpr(GROUP // 8)
 # SCALING_RHT128=0 leaves these specs to the generic kernel (same bits; for A/B timing).
 ENABLED = os.environ.get("SCALING_RHT128", "1") != "0"
-
-
-@triton.jit
-def _sign_word(seeds_ptr, W: tl.constexpr, RAND_SIGNS: tl.constexpr):
-    """The signs of positions 32W .. 32W + 31 of the group (seeds.random_signs) as the bits of an int
-    (bit b: position 32W + b; 1: negative). Made once per program, before its loop over tiles."""
-    if RAND_SIGNS:
-        b = tl.arange(0, 32).to(tl.uint32)
-        h = _keyed_hash(b + W * 32, _stream_key(seeds_ptr, 1, 0))
-        word = tl.sum((h >> 31) << b, axis=0)
-    else:
-        word = tl.full((), 0, tl.uint32)
-    return word
 
 
 @triton.jit
