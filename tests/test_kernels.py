@@ -281,6 +281,46 @@ def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, sc
     assert_same_bits(inv, ref_inv)
 
 
+SPIKES = ((0, 0), (-1, -1), (-1, 0), (0, -1), (21, 77))  # corners of x and a point inside
+
+
+def spiked(R: int, K: int, where: tuple[int, int]) -> torch.Tensor:
+    """An (R, K) BF16 tensor of small values with one large one at `where`: the tensor amax."""
+    x = torch.randn(R, K, generator=torch.Generator().manual_seed(R + K))
+    x[where] = -300.0
+    return x.to(DEVICE, torch.bfloat16)
+
+
+@in_process
+@pytest.mark.parametrize("kind", ["amax along K", "amax along dim 0", "pair amax", "rht128 amax"])
+def test_amax_passes_see_every_tile(kind: str):
+    """The amax passes walk their tiles from the end (`quantize._last_first`): on a shape no tile
+    divides, with several tiles a program, a single large value in a corner or inside is found
+    wherever it sits (a skipped tile would leave a smaller tensor amax: other scales, other bits)."""
+    from scaling.kernels import rht128
+
+    for where in SPIKES:
+        if kind == "pair amax":
+            r = get_recipe("ufp4")
+            check_pair(spiked(96, 160, where), r.dgrad_dy, r.wgrad_dy, tile=1024, narrow=2, iters=4)
+            continue
+        if kind == "rht128 amax":
+            spec, dim, x = SPECS["quartet2.dgrad_dy"], -1, spiked(40, 256, where)
+            launch = make_launch(x, spec, dim)
+            rht128.run_amax(launch, 1, 4)
+            launch.run_quantize()
+            out, inv = launch.result()
+            ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(99, 7), torch.bfloat16)
+            assert_same_bits(out, ref)
+            assert_same_bits(inv, ref_inv)
+            continue
+        spec, dim = (SPECS["nvfp4.dgrad_dy"], -1) if kind == "amax along K" else (SPECS["nvfp4.wgrad_dy"], 0)
+        x = spiked(96, 160, where)
+        launch = make_launch(x, spec, dim, iters=3, groups=False)
+        launch.cfg["BK"], launch.cfg["TILE"] = 32, 128  # 4 rows x 32: programs along both axes
+        run_launch(launch, x, spec, dim)
+
+
 @in_process
 @pytest.mark.parametrize("name,dim", [("nvfp4.dgrad_dy", -1), ("nvfp4.wgrad_dy", 0), ("ufp4.fprop_x", -1),
                                       ("fp8.fprop_x", 0), ("quartet2.dgrad_dy", 0)])
