@@ -121,18 +121,29 @@ def _sign_word(seeds_ptr, W: tl.constexpr, RAND_SIGNS: tl.constexpr):
 
 
 @triton.jit
+def _sign_bit(word, j):
+    """Bit j of a sign word (`_sign_word`; j uint32, < 32) moved to a float's sign bit: a mask to xor
+    into a value (`rht128`), or to set on 1.0 (`_signed_one`)."""
+    return (word << (31 - j)) & 0x80000000
+
+
+@triton.jit
+def _signed_one(sign_bit):
+    """+1.0 or -1.0 with the given sign bit (one LOP3, not a shift, a conversion and a subtraction)."""
+    return (sign_bit | 0x3F800000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _random_signs(j, sign_key):
     """seeds.random_signs at positions j (uint32) of a transform group: +1 or -1 from the top bit of
-    the keyed hash under the sign seed's key, set as the sign bit of 1.0."""
-    h = _keyed_hash(j, sign_key)
-    return ((h & 0x80000000) | 0x3F800000).to(tl.float32, bitcast=True)
+    the keyed hash under the sign seed's key."""
+    return _signed_one(_keyed_hash(j, sign_key) & 0x80000000)
 
 
 @triton.jit
 def _word_signs(word, j):
-    """The signs at positions j (uint32, < 32) of a sign word (`_sign_word`), each set as the sign
-    bit of 1.0: a shift and a LOP3 a sign."""
-    return (((word << (31 - j)) & 0x80000000) | 0x3F800000).to(tl.float32, bitcast=True)
+    """The signs at positions j (uint32, < 32) of a sign word: a shift and a LOP3 a sign."""
+    return _signed_one(_sign_bit(word, j))
 
 
 @triton.jit
@@ -628,6 +639,16 @@ def _tile_max(t):
 # --- kernels ---------------------------------------------------------------------------------------
 
 @triton.jit
+def _last_first(axis: tl.constexpr):
+    """This program's index along a grid axis, counted from the end. The amax passes walk their tiles
+    from the end of the launch order so that the quantize pass after them, walking from the start,
+    first reads the tiles the amax pass read last, which the L2 cache still holds (the H200's 50 MB
+    hold most of a layer's 64 MB activation at d = 2048): fewer DRAM bytes, the same bits (a max does
+    not depend on the order)."""
+    return tl.num_programs(axis) - 1 - tl.program_id(axis)
+
+
+@triton.jit
 def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k: tl.constexpr, seeds_ptr, scale_ptr,
                  TILE: tl.constexpr, BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr,
                  NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
@@ -682,16 +703,6 @@ def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b
             rotated = _abs_rotation(loaded, signs_a, BR, BK, HAD, LOG2H, RAND_SIGNS)
         plain = tl.abs(loaded)
     return rotated, plain
-
-
-@triton.jit
-def _last_first(axis: tl.constexpr):
-    """This program's index along a grid axis, counted from the end. The amax passes walk their tiles
-    from the end of the launch order so that the quantize pass after them, walking from the start,
-    first reads the tiles the amax pass read last, which the L2 cache still holds (the H200's 50 MB
-    hold most of a layer's 64 MB activation at d = 2048): fewer DRAM bytes, the same bits (a max does
-    not depend on the order)."""
-    return tl.num_programs(axis) - 1 - tl.program_id(axis)
 
 
 @triton.jit

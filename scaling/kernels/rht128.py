@@ -36,8 +36,8 @@ import os
 import triton
 import triton.language as tl
 
-from scaling.kernels.quantize import (_PTX, _as_float, _atomic_max, _fwht, _last_first, _scaled, _sign_word, autotuned,
-                                      tuned_choice)
+from scaling.kernels.quantize import (_PTX, _as_float, _atomic_max, _fwht, _last_first, _scaled, _sign_bit, _sign_word,
+                                      autotuned, tuned_choice)
 
 GROUP = 128
 # (the same, as constants the @jit code may read)
@@ -69,7 +69,7 @@ def _slice(x_ptr, base, rmask, col0, x_scale, word, J: tl.constexpr, HAS_SCALE: 
     cols = col0 + J * 8 + tl.arange(0, 8)
     t = _scaled(_as_float(tl.load(x_ptr + base[:, None] + cols[None, :], mask=rmask[:, None], other=0.0)), x_scale,
                 HAS_SCALE)
-    flip = (word << (31 - tl.arange(0, 8) - (J % 4) * 8).to(tl.uint32)) & 0x80000000
+    flip = _sign_bit(word, (tl.arange(0, 8) + (J % 4) * 8).to(tl.uint32))
     t = (t.to(tl.uint32, bitcast=True) ^ flip[None, :]).to(tl.float32, bitcast=True)
     return _fwht(t, t.shape[0], 8, 3, 1.0)
 
