@@ -152,13 +152,13 @@ def rounding_inputs() -> torch.Tensor:
 
 
 @triton.jit
-def _round_kernel(v_ptr, u_ptr, out_ptr, n, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr,
+def _round_kernel(v_ptr, neg_u_ptr, out_ptr, n, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr,
                   BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     v = tl.load(v_ptr + offs, mask=mask, other=0.0)
-    u = tl.load(u_ptr + offs, mask=mask, other=0.0)
-    tl.store(out_ptr + offs, quantize_kernels._round_signed(v, u, ELEM, GMAX, SR), mask=mask)
+    neg_u = tl.load(neg_u_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, quantize_kernels._round_signed(v, neg_u, ELEM, GMAX, SR), mask=mask)
 
 
 @in_process
@@ -185,7 +185,7 @@ def test_element_rounding_matches_reference_everywhere(elem, cap, rounding):
     spec_max = QuantSpec(elem=elem, cap=cap, block=None, scale="fp32").elem_max
     got = torch.empty_like(v, device=DEVICE)
     n, block = v.numel(), 1 << 16
-    _round_kernel[(triton.cdiv(n, block),)](v.to(DEVICE), u.to(DEVICE), got, n,
+    _round_kernel[(triton.cdiv(n, block),)](v.to(DEVICE), (-u).to(DEVICE), got, n,  # the kernels' SR takes -u
                                             ELEM=formats.ELEM_CODES[elem], GMAX=float(spec_max),
                                             SR=rounding == "sr", BLOCK=block)
     got = got.cpu()

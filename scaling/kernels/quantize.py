@@ -178,31 +178,34 @@ def _program_signs(seeds_ptr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: t
 
 @triton.jit
 def _centred_unit16(h, SHIFT: tl.constexpr):
-    """The 16 bits of h at SHIFT (0 or 16) as seeds' centred uniform (half + 1/2) / 2^16, built on a
-    float's bits: 1 + half / 2^23 (the half as the low mantissa bits: one mask or shift, one OR), then
-    one FMA, x 2^7 - (2^7 - 2^-17), exact (the product is, and the result has 17 significant bits).
-    No int-to-float conversion, and no shift into the mantissa's top bits with its mask (sm_90, Triton
-    3.9: nvfp4's dY pair 61.0 -> 57.6 instructions per element, ufp4's 62.5 -> 59.7; the same bits)."""
+    """The 16 bits of h at SHIFT (0 or 16) as seeds' centred uniform u = (half + 1/2) / 2^16, negated:
+    -u is what `_grid_sr` adds, and Triton's `-u` is 0 - u (an FADD a ptxas cannot fold: it differs
+    from a negation at zero), so the stream carries -u (sm_90, Triton 3.6: nvfp4's dY pair 64.5 ->
+    62.5 instructions per element). Built on a float's bits: 1 + half / 2^23 (the half as the low
+    mantissa bits: one mask or shift, one OR), then one FMA, x -2^7 + (2^7 - 2^-17), exact (the
+    product is, and the result has 17 significant bits). No int-to-float conversion, and no shift
+    into the mantissa's top bits with its mask (sm_90, Triton 3.9: nvfp4's dY pair 61.0 -> 57.6
+    instructions per element, ufp4's 62.5 -> 59.7; the same bits)."""
     half = h & 0xFFFF if SHIFT == 0 else h >> 16
     one_plus = (half | 0x3F800000).to(tl.float32, bitcast=True)
-    return tl.fma(one_plus, 128.0, -127.99999237060547)  # 2^7 - 2^-17, exact in float32
+    return tl.fma(one_plus, -128.0, 127.99999237060547)  # 2^7 - 2^-17, exact in float32
 
 
 @triton.jit
 def _paired_uniforms(rows, col0, K, key, BK: tl.constexpr, PAIRS: tl.constexpr):
-    """seeds.paired_uniforms for a tile (rows: its row indices; columns col0 .. col0 + BK - 1 of K):
-    one hash per two elements, its low half for the even row-major index, its high half for
-    the odd one."""
+    """seeds.paired_uniforms for a tile (rows: its row indices; columns col0 .. col0 + BK - 1 of K),
+    negated (`_centred_unit16`): one hash per two elements, its low half for the even row-major
+    index, its high half for the odd one."""
     if PAIRS:  # K even: a pair is two neighbours along the tile's row, hashed once
         pcols = col0 // 2 + tl.arange(0, BK // 2)
         pair = rows[:, None].to(tl.uint32) * tl.cast(K // 2, tl.uint32) + pcols[None, :].to(tl.uint32)
         h = _pair_hash(pair, key)
-        u = tl.interleave(_centred_unit16(h, 0), _centred_unit16(h, 16))
+        neg_u = tl.interleave(_centred_unit16(h, 0), _centred_unit16(h, 16))
     else:  # pairs straddle rows: one hash per element, as the reference defines it
         index = rows[:, None].to(tl.int64) * K + (col0 + tl.arange(0, BK))[None, :]
         h = _pair_hash((index >> 1).to(tl.uint32), key)
-        u = tl.where((index & 1) == 0, _centred_unit16(h, 0), _centred_unit16(h, 16))
-    return u
+        neg_u = tl.where((index & 1) == 0, _centred_unit16(h, 0), _centred_unit16(h, 16))
+    return neg_u
 
 
 # --- rounding helpers (scaling.formats) ----------------------------------------------------------
@@ -235,9 +238,9 @@ def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr):
 
 
 @triton.jit
-def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
-    """formats.round_grid_sr: the upper neighbour with probability (mag - lo) / step, saturating at
-    GMAX (a level: a saturated value is on the grid and stays)."""
+def _grid_sr(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr):
+    """formats.round_grid_sr with the uniform u given as -u: the upper neighbour with probability
+    (mag - lo) / step, saturating at GMAX (a level: a saturated value is on the grid and stays)."""
     # In units of the spacing (a power of two, so exact) y = m / step, and the level is
     # floor(y) + [u < y - floor(y)] = ceil(y - u): where y >= u, y - u is exact (u is a multiple of
     # 2^-17, so of y's ulp, for y < 2^7); where y < u, floor(y) = 0 and the rounded difference is
@@ -260,7 +263,7 @@ def _grid_sr(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr):
     else:
         inv = 1.0
         step = 1.0
-    return tl.ceil(tl.fma(m, inv, -u)) * step
+    return tl.ceil(tl.fma(m, inv, neg_u)) * step
 
 
 @triton.jit
@@ -323,26 +326,26 @@ def _e8m0_scale(amax, EMAX: tl.constexpr):
 
 
 @triton.jit
-def _round_elements(mag, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+def _round_elements(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
     if ELEM == 3:
         q = _e4m3_rtne(mag)
     elif ELEM == 4:
         q = _fp8_rtne(mag, 65536.0, 6.103515625e-05, 21, 0xFFFFF, 57344.0)
     elif SR:
-        q = _grid_sr(mag, u, ELEM, GMAX)
+        q = _grid_sr(mag, neg_u, ELEM, GMAX)
     else:
         q = _grid_rtne(mag, ELEM, GMAX)
     return q
 
 
 @triton.jit
-def _round_signed(v, u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+def _round_signed(v, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
     """formats.round_elements: |v| rounded, negative exactly where v < 0, so -0.3 gives -0.0 and
     -0.0 gives +0 (v's sign bit alone would not do: a negative product that underflows is -0.0, and
     a rotation's zeros came out +0 on the GPU where the reference's were -0.0). The sign is the
     sign bit of v + 0.0 (+0 for -0.0 and for +0; v's otherwise), set on |q| by one LOP3 that also
     clears the -0.0 `_grid_sr` may give: two instructions where a compare and two selects ran."""
-    q = _round_elements(tl.abs(v), u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True)
+    q = _round_elements(tl.abs(v), neg_u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True)
     sign = (v + 0.0).to(tl.uint32, bitcast=True) & 0x80000000
     return ((q & 0x7FFFFFFF) | sign).to(tl.float32, bitcast=True)
 
@@ -726,24 +729,27 @@ def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr,
 
 
 @triton.jit
-def _round_blocks(x4, s_b, s_enc, u4, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
-    """quant._round_blocks on a (nbr, br, nbk, bk) tile with (nbr, nbk) block scales."""
+def _round_blocks(x4, s_b, s_enc, neg_u4, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+    """quant._round_blocks on a (nbr, br, nbk, bk) tile with (nbr, nbk) block scales (SR: the negated
+    uniforms `neg_u4`)."""
     ok = s_b > 0
     factor = tl.where(ok, tl.math.div_rn(tl.zeros_like(s_b) + s_enc, tl.where(ok, s_b, 1.0)), 0.0)
-    return _round_signed(x4 * factor[:, None, :, None], u4, ELEM, GMAX, SR)
+    return _round_signed(x4 * factor[:, None, :, None], neg_u4, ELEM, GMAX, SR)
 
 
 @triton.jit
-def _block_sq_err(q4, s_b, x_enc4, NBR: tl.constexpr, NBK: tl.constexpr, LOG2N: tl.constexpr,
+def _block_sq_err(q4, s_b, neg_x_enc4, NBR: tl.constexpr, NBK: tl.constexpr, LOG2N: tl.constexpr,
                   EXACT_PRODUCT: tl.constexpr):
-    """tree_sum((q * s_b - x_enc)^2) per block, elements in quant.to_blocks order. EXACT_PRODUCT (E4M3
-    or E8M0 block scales): q (a 4- or 8-bit element, at most 4 significant bits) times s_b (at most 4;
-    an E8M0 scale's subnormal products are multiples of 2^-149 still) is exact in FP32, so
-    fma(q, s_b, -x_enc) rounds once where the subtraction did: the same bits, one instruction fewer."""
+    """tree_sum((q * s_b - x_enc)^2) per block, elements in quant.to_blocks order, given -x_enc (Triton's
+    `-t` is 0 - t, an FADD an element: sm_90, quartet2's 4/6 fprop X 54.1 -> 53.1 per element).
+    EXACT_PRODUCT (E4M3 or E8M0 block scales): q (a 4- or 8-bit element, at most 4 significant bits)
+    times s_b (at most 4; an E8M0 scale's subnormal products are multiples of 2^-149 still) is exact in
+    FP32, so fma(q, s_b, -x_enc) rounds once where the subtraction did: the same bits, one instruction
+    fewer."""
     if EXACT_PRODUCT:
-        d = tl.fma(q4, s_b[:, None, :, None], -x_enc4)
+        d = tl.fma(q4, s_b[:, None, :, None], neg_x_enc4)
     else:
-        d = q4 * s_b[:, None, :, None] - x_enc4
+        d = q4 * s_b[:, None, :, None] + neg_x_enc4
     d = tl.reshape(tl.permute(d * d, (0, 2, 1, 3)), (NBR, NBK, 1 << LOG2N))
     return _tree_sum(d, LOG2N)
 
@@ -770,18 +776,18 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
 
     # The uniforms come after the block amax, so each can be made where it is used: made before,
     # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
-    u = x  # placeholder when SR is off (never read)
+    neg_u = x  # placeholder when SR is off (never read)
     if SR:
-        u = _paired_uniforms(rows, col0, K, round_key, BK, PAIRS)
-    u4 = tl.reshape(u, (NBR, BLK_R, NBK, BLK_K))
-    q4 = _round_blocks(x4, s_b, s_enc, u4, ELEM, GMAX, SR)
+        neg_u = _paired_uniforms(rows, col0, K, round_key, BK, PAIRS)
+    neg_u4 = tl.reshape(neg_u, (NBR, BLK_R, NBK, BLK_K))
+    q4 = _round_blocks(x4, s_b, s_enc, neg_u4, ELEM, GMAX, SR)
 
     if FOUR_SIX:
         s_b4 = _block_scale(amax_b, s_enc, 4.0, SCALE, EMAX, BOUND)
-        q4_4 = _round_blocks(x4, s_b4, s_enc, u4, ELEM, GMAX, SR)
-        x_enc4 = x4 * s_enc
-        err6 = _block_sq_err(q4, s_b, x_enc4, NBR, NBK, LOG2_BLK, SCALE != 2)
-        err4 = _block_sq_err(q4_4, s_b4, x_enc4, NBR, NBK, LOG2_BLK, SCALE != 2)
+        q4_4 = _round_blocks(x4, s_b4, s_enc, neg_u4, ELEM, GMAX, SR)
+        neg_x_enc4 = x4 * (s_enc * -1.0)  # = -(x4 * s_enc), bit for bit
+        err6 = _block_sq_err(q4, s_b, neg_x_enc4, NBR, NBK, LOG2_BLK, SCALE != 2)
+        err4 = _block_sq_err(q4_4, s_b4, neg_x_enc4, NBR, NBK, LOG2_BLK, SCALE != 2)
         use4 = err4 < err6
         s_b = tl.where(use4, s_b4, s_b)
         q4 = tl.where(use4[:, None, :, None], q4_4, q4)
