@@ -156,7 +156,15 @@ def _program_signs(seeds_ptr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: t
     the index's half of the hash folds) cost ~3 instructions per element of ufp4's dY pair at its
     H200 tile (16 tokens' signs and 16 features' a thread; 71.2 -> 67.9) and ~1.7 of its pair amax's
     (17.9 -> 16.2). For RHT128 four words and the selects between them cost what the hashes do."""
-    if HALVES:
+    if HALVES and HAD > 16:  # positions 16g + j and 16g + 8 + j of a run g, as (BK / 16, 8) tiles
+        j = ((tl.arange(0, BK // 16)[:, None] * 16 + tl.arange(0, 8)[None, :]) % HAD).to(tl.uint32)
+        if RAND_SIGNS:
+            key = _stream_key(seeds_ptr, 1, 0)
+            signs_a, signs_b = _random_signs(j, key), _random_signs(j + 8, key)
+        else:
+            signs_a = tl.full((BK // 16, 8), 1.0, tl.float32)
+            signs_b = signs_a
+    elif HALVES:
         j = tl.arange(0, 8).to(tl.uint32)
         if RAND_SIGNS:
             word = _sign_word(seeds_ptr, 0, True)
@@ -396,7 +404,7 @@ def _butterfly(x, BR: tl.constexpr, BK: tl.constexpr, H: tl.constexpr):
 
 @triton.jit
 def _signed_fwht(x, signs, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr,
-                 RAND_SIGNS: tl.constexpr):
+                 RAND_SIGNS: tl.constexpr, LANES: tl.constexpr = 256):
     """transforms.rotate's steps on the tile's columns: x times the signs (a (BK,) vector of +-1), then
     the FWHT. With signs, the first stage (a s_a + b s_b, a s_a - b s_b) is t = b s_b, then
     fma(a, s_a, +-t): a product by +-1 is exact, so each FMA rounds once where the add did (the same
@@ -409,33 +417,62 @@ def _signed_fwht(x, signs, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constex
         s_a, s_b = _stage_pairs(tl.broadcast_to(signs[None, :], (BR, BK)), BR, BK, 1)
         t = b * s_b
         x = tl.reshape(tl.permute(tl.join(tl.fma(a, s_a, t), tl.fma(a, s_a, t * -1.0)), (0, 1, 3, 2)), (BR, BK))
-        x = _fwht(x, BR, BK, LOG2H, NORM, 2)
+        x = _fwht(x, BR, BK, LOG2H, NORM, 2, LANES)
     else:
         if RAND_SIGNS:
             x = x * signs[None, :]
-        x = _fwht(x, BR, BK, LOG2H, NORM)
+        x = _fwht(x, BR, BK, LOG2H, NORM, 1, LANES)
+    return x
+
+
+@triton.jit
+def _partner(y, AXIS: tl.constexpr):
+    """Each element's partner along a size-2 axis (the other of the pair), bit for bit: y ^ (a ^ b) on
+    the int view. Where the axis lies across lanes, the xor sum is a shuffle: the tile keeps its layout."""
+    i = y.to(tl.int32, bitcast=True)
+    return (i ^ tl.xor_sum(i, AXIS, keep_dims=True)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _lane_butterfly(x, BR: tl.constexpr, BK: tl.constexpr, H: tl.constexpr):
+    """`_butterfly` in x's own layout: a gets fma(a, 1, b) = a + b, b gets fma(b, -1, a) = a - b (a product
+    by +-1 is exact: one rounding, the same bits), the partner from `_partner`. For strides whose pairs
+    lie in different lanes, where `_butterfly`'s split makes Triton move the tile through shared memory."""
+    y = tl.reshape(x, (BR, BK // (2 * H), 2, H))
+    first = tl.arange(0, 2) == 0
+    y = tl.fma(y, tl.where(first, 1.0, -1.0)[None, None, :, None], _partner(y, 2))
+    return tl.reshape(y, (BR, BK))
+
+
+@triton.jit
+def _stage(x, BR: tl.constexpr, BK: tl.constexpr, H: tl.constexpr, LANES: tl.constexpr):
+    """The FWHT stage of stride H: across lanes (`_lane_butterfly`) from stride LANES on."""
+    if H >= LANES:
+        x = _lane_butterfly(x, BR, BK, H)
+    else:
+        x = _butterfly(x, BR, BK, H)
     return x
 
 
 @triton.jit
 def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr,
-          FIRST: tl.constexpr = 1):
+          FIRST: tl.constexpr = 1, LANES: tl.constexpr = 256):
     """transforms.fwht on each group of 2^LOG2H (<= 128) along the tile's columns: strides 1, 2, 4...
-    (from stride FIRST: the stages before it done)."""
+    (from stride FIRST: the stages before it done); strides from LANES on by `_lane_butterfly`."""
     if LOG2H >= 1 and FIRST <= 1:
-        x = _butterfly(x, BR, BK, 1)
-    if LOG2H >= 2:
-        x = _butterfly(x, BR, BK, 2)
-    if LOG2H >= 3:
-        x = _butterfly(x, BR, BK, 4)
-    if LOG2H >= 4:
-        x = _butterfly(x, BR, BK, 8)
+        x = _stage(x, BR, BK, 1, LANES)
+    if LOG2H >= 2 and FIRST <= 2:
+        x = _stage(x, BR, BK, 2, LANES)
+    if LOG2H >= 3 and FIRST <= 4:
+        x = _stage(x, BR, BK, 4, LANES)
+    if LOG2H >= 4 and FIRST <= 8:
+        x = _stage(x, BR, BK, 8, LANES)
     if LOG2H >= 5:
-        x = _butterfly(x, BR, BK, 16)
+        x = _stage(x, BR, BK, 16, LANES)
     if LOG2H >= 6:
-        x = _butterfly(x, BR, BK, 32)
+        x = _stage(x, BR, BK, 32, LANES)
     if LOG2H >= 7:
-        x = _butterfly(x, BR, BK, 64)
+        x = _stage(x, BR, BK, 64, LANES)
     return x * NORM
 
 
@@ -520,15 +557,19 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_
     from `_program_signs`), and its row indices. LOAD_LAYOUT: the rotated tile is laid out in
     registers as loaded (`_in_layout_of`)."""
     rows = pid_r * BR + tl.arange(0, BR)
-    if HALVES:  # along a contiguous K, in halves (rotated by RHT16), then each run's 16 put back together
+    if HALVES and HAD > 16:
+        x = _load_halves_wide(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
+                              LOG2H, NORM, HAS_SCALE)
+    elif HALVES:  # along a contiguous K, in halves (rotated by RHT16), then each run's 16 put back together
         lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
                               HAD, NORM, RAND_SIGNS, HAS_SCALE)
         x = tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (BR, BK))
     else:  # (one return: Triton compiles what follows a return inside a compile-time branch too)
         loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
-        x = _rotate(loaded, signs_a, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
         if LOAD_LAYOUT:
-            x = _in_layout_of(x, loaded, K)
+            x = _signed_fwht(loaded, signs_a, BR, BK, LOG2H, NORM, RAND_SIGNS, 8)
+        else:
+            x = _rotate(loaded, signs_a, BR, BK, HAD, LOG2H, NORM, RAND_SIGNS)
     return x, rows
 
 
@@ -581,6 +622,53 @@ def _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, signs_
     if HAD == 0:
         return lo, hi
     return (lo + hi) * NORM, (lo - hi) * NORM
+
+
+@triton.jit
+def _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
+    """`_halves_offsets` as a (BR * BK / 16, 8) tile whose rows are (tile row, run) with the run
+    fastest: Triton lays such a load's lanes along its rows, so the runs of a row lie in neighbouring
+    lanes (as a (BR, BK / 16, 8) tile the lanes took the rows and the warps the runs (Triton 3.6), or
+    load and store differed (3.9): every stride from 16 on went through shared memory)."""
+    NG: tl.constexpr = BK // 16
+    i = tl.arange(0, BR * NG)
+    rows = pid_r * BR + i // NG
+    cols = (pid_k * NG + i % NG)[:, None] * 16 + tl.arange(0, 8)[None, :]
+    offs = rows[:, None] * stride_r + cols * stride_k  # int32 unless `_wide_strides`
+    return offs, (rows[:, None] < R) & (cols < K)
+
+
+@triton.jit
+def _store_halves_wide(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
+    """Store a (BR, BK) tile of `_load_halves_wide` as it was loaded (no layout conversion)."""
+    NG: tl.constexpr = BK // 16
+    lo, hi = tl.split(tl.permute(tl.reshape(out, (BR * NG, 2, 8)), (0, 2, 1)))
+    offs, mask = _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    dtype = out_ptr.dtype.element_ty
+    tl.store(out_ptr + offs, lo.to(dtype), mask=mask)
+    tl.store(out_ptr + offs + 8 * stride_k, hi.to(dtype), mask=mask)
+
+
+@triton.jit
+def _load_halves_wide(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale,
+                      BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr,
+                      HAS_SCALE: tl.constexpr):
+    """The (BR, BK) tile along a contiguous K rotated by a Hadamard group wider than 16 (MS-EDEN's
+    RHT128), loaded as halves (`_halves_offsets`) so that a thread holds each of its runs of 16 whole:
+    the strides 1, 2, 4 inside each half, 8 between the halves, in registers; the wider strides pair
+    runs in other lanes (`_lane_butterfly`: a shuffle an element), and the tile keeps its layout. A
+    block of 16 is then one thread's: its scale is made once, where loaded whole a block spans two
+    threads, both making it. signs_a, signs_b: (BK / 16, 8) signs of the halves' positions."""
+    NG: tl.constexpr = BK // 16
+    offs, mask = _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    lo = tl.reshape(_scaled(_as_float(tl.load(x_ptr + offs, mask=mask, other=0.0)), x_scale, HAS_SCALE),
+                    (BR, NG, 8)) * signs_a[None, :, :]
+    hi = tl.reshape(_scaled(_as_float(tl.load(x_ptr + offs + 8 * stride_k, mask=mask, other=0.0)), x_scale,
+                            HAS_SCALE), (BR, NG, 8)) * signs_b[None, :, :]
+    lo = tl.reshape(_fwht(tl.reshape(lo, (BR * NG, 8)), BR * NG, 8, 3, 1.0), (BR, NG, 8))
+    hi = tl.reshape(_fwht(tl.reshape(hi, (BR * NG, 8)), BR * NG, 8, 3, 1.0), (BR, NG, 8))
+    x = tl.reshape(tl.permute(tl.join(lo + hi, lo - hi), (0, 1, 3, 2)), (BR, BK))
+    return _fwht(x, BR, BK, LOG2H, NORM, 16, 16)
 
 
 @triton.jit
@@ -870,6 +958,8 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
             out_r, out_k = _wide_strides(1, R, I64)
             offs, mask = _tile_offsets(pid_r, pid_k, R, K, out_r, out_k, BR, BK, 0)
             tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+        elif HALVES == 2 and HAD > 16:
+            _store_halves_wide(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
         elif HALVES == 2:
             _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
         else:
@@ -1115,10 +1205,12 @@ class Launch:
         # K, halves or whole (butterflies of stride 8 by warp shuffles), a pin as the quantize pass's;
         # else none (its HALVES is 0).
         rht16 = _rotates_in_halves(spec, self.stride_k)
-        if not (self.stride_k == 1 and self.cfg["BLK_K"] == 16 and self.cfg["HAD"] in (0, 16)):
+        wide = self.cfg["HAD"] > 16  # MS-EDEN's RHT128: `_load_halves_wide`
+        if not (self.stride_k == 1 and self.cfg["BLK_K"] == 16 and (self.cfg["HAD"] in (0, 16) or spec.eden)):
             self.halves = (0,)
         else:
-            self.halves = (halves,) if halves is not None else ((1, 0, 2) if rht16 else (0, 1, 2))
+            self.halves = ((halves,) if halves is not None
+                           else (2, 0, 1) if wide else (1, 0, 2) if rht16 else (0, 1, 2))
             if self.column_major:  # (stored whole: the halves' store is row-major)
                 self.halves = tuple(h for h in self.halves if h != 2) or (1,)
         self.cfg["HALVES"] = self.halves[0]
