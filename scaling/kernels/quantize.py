@@ -554,8 +554,9 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_
                   NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr, NARROW: tl.constexpr,
                   HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
     """The program's (BR, BK) tile in float32 (times x_scale where HAS_SCALE), rotated along K (signs
-    from `_program_signs`), and its row indices. LOAD_LAYOUT: the rotated tile is laid out in
-    registers as loaded (`_in_layout_of`)."""
+    from `_program_signs`), and its row indices. LOAD_LAYOUT (MS-EDEN's RHT128 loaded whole): the
+    rotation keeps the load layout, its strides from 8 on across lanes (`_lane_butterfly`). HALVES
+    with a group wider than 16 (MS-EDEN's RHT128): `_load_halves_wide`."""
     rows = pid_r * BR + tl.arange(0, BR)
     if HALVES and HAD > 16:
         x = _load_halves_wide(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
@@ -577,10 +578,12 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_
 def _in_layout_of(x, like, K):
     """x, the same bits, in the register layout of `like` (a tensor of x's shape): or-ed with like's
     bits and'ed with K >> 31, a zero the compiler cannot see (K >= 0), so one layout conversion is
-    made here. For MS-EDEN after RHT128 the compiler otherwise kept the butterflies' layout, in which
-    a thread's elements fall in many blocks: each block's scale, division and EDEN sums were made per
-    thread that touches it (sm_90, quartet2's 4096-element tile: 140 instructions per element and
-    239 registers; 78 and 96 with the conversion). Other rotations gain nothing from it (+1)."""
+    made here (the generic amax pass's RHT128 max, `_abs_rotated`). For MS-EDEN's quantize pass after
+    RHT128 the compiler otherwise kept the butterflies' layout, in which a thread's elements fall in
+    many blocks: each block's scale, division and EDEN sums were made per thread that touches it
+    (sm_90, quartet2's 4096-element tile: 140 instructions per element and 239 registers; 78 and 96
+    with the conversion). That pass now never leaves its load layout (`_lane_butterfly`,
+    `_load_halves_wide`: 42.5)."""
     zero = (K >> 31).to(tl.uint32)
     bits = x.to(tl.uint32, bitcast=True) | (like.to(tl.uint32, bitcast=True) & zero)
     return bits.to(tl.float32, bitcast=True)
@@ -790,8 +793,8 @@ def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b
                  BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr, RAND_SIGNS: tl.constexpr,
                  HALVES: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
     """What the amax pass needs of |the tile rotated, unnormalised| (`_abs_rotation`: a (BR, BK / 2)
-    tile under a rotation; with HALVES `_abs_halves`, a (BR * BK / 16, 8) tile; with LOAD_LAYOUT the whole rotated tile in the load layout) and |the tile
-    as loaded| (never read with HALVES)."""
+    tile under a rotation; with HALVES `_abs_halves`, a (BR * BK / 16, 8) tile; with LOAD_LAYOUT the
+    whole rotated tile in the load layout) and |the tile as loaded| (never read with HALVES)."""
     if HALVES:
         rotated = _abs_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK, HAD,
                               RAND_SIGNS, HAS_SCALE)
@@ -936,10 +939,11 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
                      FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr,
                      I64: tl.constexpr, ITERS: tl.constexpr, OUT_T: tl.constexpr = False):
     """One operand: load -> rotate -> _quantize_tile -> store, one (TILE // BK, BK) tile per program.
-    HALVES (blocks of 16 along a contiguous K, with no rotation or RHT16): 0 loads and stores the tile
-    whole, 1 loads it as halves (`_load_halves`) and stores it whole (Triton converts the layout through
-    shared memory), 2 loads and stores halves. Halves make a block's scale once and keep RHT16 in
-    registers, but each load or store instruction then touches every other 16 bytes: which wins
+    HALVES (blocks of 16 along a contiguous K, with no rotation, RHT16 or MS-EDEN's RHT128): 0 loads
+    and stores the tile whole, 1 loads it as halves (`_load_halves`; `_load_halves_wide` for RHT128)
+    and stores it whole (Triton converts the layout through shared memory), 2 loads and stores halves.
+    Halves make a block's scale once and keep RHT16 in registers, but each load or store instruction
+    then touches every other 16 bytes: which wins
     depends on the spec (H200: RTNE without a rotation loses ~18% with halves both ways, nvfp4's SR dY
     gains ~10%), so the tuner tries each.
     ITERS: the program quantizes ITERS consecutive tiles along R, after making once what every tile
@@ -1211,9 +1215,10 @@ class Launch:
         self.cfg = dict(_config(spec, self.K), OUT_T=self.column_major)
         # HALVES choices for the tuner, the first one the untuned launch's. The quantize pass: where a
         # block is 16 long along a contiguous K (on the H200 MX's 1x32 blocks lost 5% with halves),
-        # unpinned (`halves`) halves first for RHT16 only. The amax pass: for RHT16 along a contiguous
-        # K, halves or whole (butterflies of stride 8 by warp shuffles), a pin as the quantize pass's;
-        # else none (its HALVES is 0).
+        # unpinned (`halves`) halves first for RHT16 and MS-EDEN's RHT128 (both ways first: the H200's
+        # tuner chose them for every MS-EDEN operand, 2026-12-04), whole first otherwise. The amax
+        # pass: for RHT16 along a contiguous K, halves or whole (butterflies of stride 8 by warp
+        # shuffles), a pin as the quantize pass's; else none (its HALVES is 0).
         rht16 = _rotates_in_halves(spec, self.stride_k)
         wide = self.cfg["HAD"] > 16  # MS-EDEN's RHT128: `_load_halves_wide`
         if not (self.stride_k == 1 and self.cfg["BLK_K"] == 16 and (self.cfg["HAD"] in (0, 16) or spec.eden)):
