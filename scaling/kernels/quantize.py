@@ -642,17 +642,6 @@ def _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr
 
 
 @triton.jit
-def _store_halves_wide(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
-    """Store a (BR, BK) tile of `_load_halves_wide` as it was loaded (no layout conversion)."""
-    NG: tl.constexpr = BK // 16
-    lo, hi = tl.split(tl.permute(tl.reshape(out, (BR * NG, 2, 8)), (0, 2, 1)))
-    offs, mask = _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
-    dtype = out_ptr.dtype.element_ty
-    tl.store(out_ptr + offs, lo.to(dtype), mask=mask)
-    tl.store(out_ptr + offs + 8 * stride_k, hi.to(dtype), mask=mask)
-
-
-@triton.jit
 def _signed_pairs(t, signs, BR: tl.constexpr, NG: tl.constexpr):
     """A (BR * NG, 8) half tile times its (NG, 8) signs, then the FWHT's stride-1 stage, as
     `_signed_fwht`'s first stage: fma(a, s_a, +-b s_b), one rounding as the add's (0.5 instructions
@@ -718,14 +707,19 @@ def _halves_unpaired(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_lo, si
 
 
 @triton.jit
-def _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
-    """Store a (BR, BK) tile as `_load_halves` read it: no layout conversion before the store."""
+def _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr,
+                  WIDE: tl.constexpr = False):
+    """Store a (BR, BK) tile as `_load_halves` read it (WIDE: `_load_halves_wide`): no layout
+    conversion before the store."""
     NG: tl.constexpr = BK // 16
     lo, hi = tl.split(tl.permute(tl.reshape(out, (BR * NG, 2, 8)), (0, 2, 1)))
-    offs, mask = _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    if WIDE:
+        offs, mask = _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+    else:
+        offs, mask = _halves_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
     dtype = out_ptr.dtype.element_ty
-    tl.store(out_ptr + offs, tl.reshape(lo, (BR, NG, 8)).to(dtype), mask=mask)
-    tl.store(out_ptr + offs + 8 * stride_k, tl.reshape(hi, (BR, NG, 8)).to(dtype), mask=mask)
+    tl.store(out_ptr + offs, tl.reshape(lo, offs.shape).to(dtype), mask=mask)
+    tl.store(out_ptr + offs + 8 * stride_k, tl.reshape(hi, offs.shape).to(dtype), mask=mask)
 
 
 @triton.jit
@@ -972,10 +966,8 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
             out_r, out_k = _wide_strides(1, R, I64)
             offs, mask = _tile_offsets(pid_r, pid_k, R, K, out_r, out_k, BR, BK, 0)
             tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
-        elif HALVES == 2 and HAD > 16:
-            _store_halves_wide(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
         elif HALVES == 2:
-            _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
+            _store_halves(out_ptr, out, pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, HAD > 16)
         else:
             offs, mask = _tile_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK, NARROW)
             tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
