@@ -467,11 +467,11 @@ def _fwht(x, BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.c
         x = _stage(x, BR, BK, 4, LANES)
     if LOG2H >= 4 and FIRST <= 8:
         x = _stage(x, BR, BK, 8, LANES)
-    if LOG2H >= 5:
+    if LOG2H >= 5 and FIRST <= 16:
         x = _stage(x, BR, BK, 16, LANES)
-    if LOG2H >= 6:
+    if LOG2H >= 6 and FIRST <= 32:
         x = _stage(x, BR, BK, 32, LANES)
-    if LOG2H >= 7:
+    if LOG2H >= 7 and FIRST <= 64:
         x = _stage(x, BR, BK, 64, LANES)
     return x * NORM
 
@@ -560,7 +560,7 @@ def _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_
     rows = pid_r * BR + tl.arange(0, BR)
     if HALVES and HAD > 16:
         x = _load_halves_wide(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
-                              LOG2H, NORM, HAS_SCALE)
+                              LOG2H, NORM, RAND_SIGNS, HAS_SCALE)
     elif HALVES:  # along a contiguous K, in halves (rotated by RHT16), then each run's 16 put back together
         lo, hi = _load_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK,
                               HAD, NORM, RAND_SIGNS, HAS_SCALE)
@@ -642,20 +642,9 @@ def _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR: tl.constexpr
 
 
 @triton.jit
-def _signed_pairs(t, signs, BR: tl.constexpr, NG: tl.constexpr):
-    """A (BR * NG, 8) half tile times its (NG, 8) signs, then the FWHT's stride-1 stage, as
-    `_signed_fwht`'s first stage: fma(a, s_a, +-b s_b), one rounding as the add's (0.5 instructions
-    per element fewer than the product and the add)."""
-    a, b = tl.split(tl.reshape(t, (BR, NG, 4, 2)))
-    s_a, s_b = tl.split(tl.reshape(signs, (NG, 4, 2)))
-    p = b * s_b[None, :, :]
-    return tl.reshape(tl.join(tl.fma(a, s_a[None, :, :], p), tl.fma(a, s_a[None, :, :], p * -1.0)), (BR * NG, 8))
-
-
-@triton.jit
 def _load_halves_wide(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale,
                       BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr, NORM: tl.constexpr,
-                      HAS_SCALE: tl.constexpr):
+                      RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr):
     """The (BR, BK) tile along a contiguous K rotated by a Hadamard group wider than 16 (MS-EDEN's
     RHT128), loaded as halves (`_halves_offsets`) so that a thread holds each of its runs of 16 whole:
     the strides 1, 2, 4 inside each half, 8 between the halves, in registers; the wider strides pair
@@ -666,8 +655,9 @@ def _load_halves_wide(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, si
     offs, mask = _runs_first_offsets(pid_r, pid_k, R, K, stride_r, stride_k, BR, BK)
     lo = _scaled(_as_float(tl.load(x_ptr + offs, mask=mask, other=0.0)), x_scale, HAS_SCALE)
     hi = _scaled(_as_float(tl.load(x_ptr + offs + 8 * stride_k, mask=mask, other=0.0)), x_scale, HAS_SCALE)
-    lo = _fwht(_signed_pairs(lo, signs_a, BR, NG), BR * NG, 8, 3, 1.0, 2)
-    hi = _fwht(_signed_pairs(hi, signs_b, BR, NG), BR * NG, 8, 3, 1.0, 2)
+    # each half's runs side by side: (BR, BK / 2), the signs of its columns, strides 1, 2, 4
+    lo = _signed_fwht(tl.reshape(lo, (BR, BK // 2)), tl.reshape(signs_a, (BK // 2,)), BR, BK // 2, 3, 1.0, RAND_SIGNS)
+    hi = _signed_fwht(tl.reshape(hi, (BR, BK // 2)), tl.reshape(signs_b, (BK // 2,)), BR, BK // 2, 3, 1.0, RAND_SIGNS)
     lo, hi = tl.reshape(lo, (BR, NG, 8)), tl.reshape(hi, (BR, NG, 8))
     x = tl.reshape(tl.permute(tl.join(lo + hi, lo - hi), (0, 1, 3, 2)), (BR, BK))
     return _fwht(x, BR, BK, LOG2H, NORM, 16, 16)
