@@ -16,8 +16,9 @@ How each number is taken (docs/kernels.md says more):
   plain copy of the tensor timed both ways, the rates' yardstick at their own size
   (dim -1 for fprop X/W and dgrad dY, dim 0 for dgrad W and both wgrad operands). "amax" (the
   tensor-amax pass of two-level/per-tensor scaling) counts the bytes it reads; "quantize" (the
-  fused kernel), "transpose" (the copy with K moved last that MS-EDEN along dim 0 quantizes) and
-  "gemm_operand" (all stages, as QLinear calls them) count bytes read + written.
+  fused kernel), "transpose" (the copy with K moved last that MS-EDEN along dim 0 quantizes),
+  "transpose+amax" (that copy and its amax pass in one kernel: MS-EDEN's) and "gemm_operand" (all
+  stages, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps). Each recipe is
   timed alternately with bf16 (LINEAR_ROUNDS times, a median of 20 replays each): ms is the median of
@@ -304,10 +305,13 @@ def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Te
 
 def _stages(launch) -> dict[str, Callable[[], None]]:
     """A (Pair)Launch's kernels in the order QLinear runs them: "transpose" where it moves K last,
-    "amax" where it needs one, "quantize"."""
-    named = {"transpose": launch.run_move} if launch.needs_move else {}
-    if launch.needs_amax:
-        named["amax"] = launch.run_amax
+    "amax" where it needs one ("transpose+amax" where one kernel does both), "quantize"."""
+    if launch.moves_with_amax:
+        named = {"transpose+amax": launch.run_move_amax}
+    else:
+        named = {"transpose": launch.run_move} if launch.needs_move else {}
+        if launch.needs_amax:
+            named["amax"] = launch.run_amax
     return named | {"quantize": launch.run_quantize}
 
 

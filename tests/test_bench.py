@@ -187,11 +187,15 @@ def test_kernel_rows_carry_both_timings_of_each_stage(monkeypatch):
     calls = []
 
     class FakeLaunch:
-        def __init__(self, name, needs_move, needs_amax):
+        def __init__(self, name, needs_move, needs_amax, moves_with_amax=False):
             self.name, self.needs_move, self.needs_amax = name, needs_move, needs_amax
+            self.moves_with_amax = moves_with_amax
 
         def run_move(self):
             calls.append((self.name, "move"))
+
+        def run_move_amax(self):
+            calls.append((self.name, "move+amax"))
 
         def run_amax(self):
             calls.append((self.name, "amax"))
@@ -209,6 +213,10 @@ def test_kernel_rows_carry_both_timings_of_each_stage(monkeypatch):
     assert all(len(fns) == 2 for kind, fns in timed if kind == "back")
     calls.clear()
     bench._timed_stages([FakeLaunch("a", False, False)])
+    assert ("a", "move") not in calls and ("a", "amax") not in calls
+    calls.clear()
+    t = bench._timed_stages([FakeLaunch("a", True, True, moves_with_amax=True)])
+    assert list(t) == ["transpose+amax", "quantize", "gemm_operand"] and calls[0] == ("a", "move+amax")
     assert ("a", "move") not in calls and ("a", "amax") not in calls
     rows = bench._kernel_rows("nvfp4", "fprop.x", {"quantize": [3000.0, 3300.0]})
     assert rows == [{"name": "quantize", "recipe": "nvfp4", "operand": "fprop.x", "gbps": 3000.0,

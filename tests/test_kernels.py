@@ -282,6 +282,34 @@ def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, sc
     assert_same_bits(inv, ref_inv)
 
 
+@in_process
+@pytest.mark.parametrize("warps,iters,scaled", [(1, 1, False), (1, 4, True), (2, 1, True), (4, 4, False)])
+def test_transposing_amax_matches_copy_and_reference(warps: int, iters: int, scaled: bool):
+    """`rht128`'s transposing amax pass (MS-EDEN's dY along dim 0: the copy with K moved last and its
+    amax from one read) at each tile the tuner tries, on 384 tokens x 72 features, so the last
+    features' tile is partly past the end and, with 4 groups a program, the last program's groups are
+    too: the copy is x's transpose, and the operand quantized from it has the reference's bits, its
+    inverse tensor scale too; with a scale (a kept operand in real units) and without."""
+    from scaling.kernels import rht128
+
+    spec = SPECS["quartet2.dgrad_dy"]
+    gen = torch.Generator().manual_seed(warps * 10 + iters)
+    x = (torch.randn(384, 72, generator=gen) * 10 ** (torch.rand(1, 72, generator=gen) * 6 - 3))
+    x[:, 0] = 0.0
+    x = x.to(DEVICE, torch.bfloat16)
+    scale = torch.tensor(0.0123456, device=DEVICE) if scaled else None
+    launch = make_launch(x, spec, 0, scale=scale)
+    assert launch.moves_with_amax
+    rht128.run_move_amax(launch, warps, iters)
+    assert_same_bits(launch.buf, x.t())
+    launch.run_quantize()
+    out, inv = launch.result()
+    ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, 0, Seeds(99, 7),
+                                      torch.bfloat16)
+    assert_same_bits(out, ref)
+    assert_same_bits(inv, ref_inv)
+
+
 SPIKES = ((0, 0), (-1, -1), (-1, 0), (0, -1), (21, 77))  # corners of x and a point inside
 
 
@@ -293,7 +321,8 @@ def spiked(R: int, K: int, where: tuple[int, int]) -> torch.Tensor:
 
 
 @in_process
-@pytest.mark.parametrize("kind", ["amax along K", "amax along dim 0", "pair amax", "rht128 amax"])
+@pytest.mark.parametrize("kind", ["amax along K", "amax along dim 0", "pair amax", "rht128 amax",
+                                  "rht128 transposing amax"])
 def test_amax_passes_see_every_tile(kind: str):
     """The amax passes walk their tiles from the end (`quantize._last_first`): on a shape no tile
     divides, with several tiles a program, a single large value in a corner or inside is found
@@ -308,6 +337,16 @@ def test_amax_passes_see_every_tile(kind: str):
         if kind == "rht128 amax":
             spec, x = SPECS["quartet2.dgrad_dy"], spiked(40, 256, where)
             run_launch(make_launch(x, spec, -1), x, spec, -1, run_amax=lambda ln: rht128.run_amax(ln, 1, 4))
+            continue
+        if kind == "rht128 transposing amax":
+            spec, x = SPECS["quartet2.dgrad_dy"], spiked(256, 96, where)
+            launch = make_launch(x, spec, 0)
+            rht128.run_move_amax(launch, 1, 2)
+            launch.run_quantize()
+            out, inv = launch.result()
+            ref, ref_inv = quant.gemm_operand(x, spec, 0, Seeds(99, 7), torch.bfloat16)
+            assert_same_bits(out, ref)
+            assert_same_bits(inv, ref_inv)
             continue
         spec, dim = (SPECS["nvfp4.dgrad_dy"], -1) if kind == "amax along K" else (SPECS["nvfp4.wgrad_dy"], 0)
         x = spiked(96, 160, where)
@@ -570,14 +609,16 @@ def test_quartet2_backward_copies_only_dy(monkeypatch):
     from scaling.kernels import quantize as Q
 
     moved = []
-    real_move = Q.Launch.run_move
-    monkeypatch.setattr(Q.Launch, "run_move", lambda self: moved.append(tuple(self.x.shape)) or real_move(self))
+    for name in ("run_move", "run_move_amax"):
+        real = getattr(Q.Launch, name)
+        monkeypatch.setattr(Q.Launch, name, lambda self, real=real, name=name: moved.append((name, tuple(self.x.shape)))
+                            or real(self))
     monkeypatch.setattr(linear, "_use_kernels", lambda t: True)
     layer = linear.QLinear.from_linear(torch.nn.Linear(128, 256, bias=False), get_recipe("quartet2"), 0, 5).to(DEVICE)
     layer.set_step(1)
     x = torch.randn(128, 128, device=DEVICE, requires_grad=True)
     layer(x).square().sum().backward()
-    assert moved == [(128, 256)]  # dY (tokens, out_features)
+    assert moved == [("run_move_amax", (128, 256))]  # dY (tokens, out_features), with its amax pass
 
 
 @in_process
@@ -786,6 +827,7 @@ def test_every_tuner_can_be_made():
     for kernel in (_amax_kernel, _quantize_kernel):
         assert set(_tuner(kernel, (16,), 1).keys) <= set(kernel.arg_names)
     assert set(rht128._tuner().keys) <= set(rht128._group_amax_kernel.arg_names)
+    assert set(rht128._transposing_tuner().keys) <= set(rht128._transposing_amax_kernel.arg_names)
     for kernel in (pair._pair_kernel, pair._pair_amax_kernel):
         assert set(pair._pair_tuner(kernel, 16, (0,)).keys) <= set(kernel.arg_names)
 

@@ -237,7 +237,7 @@ _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIG
 class PairLaunch:
     """One `quantize_pair` call's kernels, ready to run (`scaling bench` times them apart)."""
 
-    needs_move = False  # (as quantize.Launch says it: the pair reads x in place, no copy with K moved last)
+    needs_move = moves_with_amax = False  # (as quantize.Launch says them: the pair reads x in place)
 
     def __init__(self, x: torch.Tensor, last: QuantSpec, last_seeds: torch.Tensor | None, first: QuantSpec,
                  first_seeds: torch.Tensor | None, dtype: torch.dtype, tile: int | None = None,

@@ -1321,6 +1321,16 @@ class Launch:
         else:
             self.buf.copy_(self.x.movedim(self.dim, -1))
 
+    @property
+    def moves_with_amax(self) -> bool:
+        """Whether the moved copy and the amax pass are one kernel (`run_move_amax`)."""
+        return rht128.serves_move_amax(self)
+
+    def run_move_amax(self) -> None:
+        """The moved copy and the amax pass from one read of x (`rht128.run_move_amax`: MS-EDEN's dY
+        along dim 0), where `moves_with_amax`."""
+        rht128.run_move_amax(self)
+
     def run_amax(self, plain: torch.Tensor | None = None) -> None:
         """The amax pass, into self.amax; with `plain` (a zero 0-d FP32 tensor), also the amax before
         the rotation into it (where `finds_plain_amax`). An atomic max: rerunning on the same input leaves
@@ -1353,10 +1363,13 @@ def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Te
     along its last axis comes out with dim 0 contiguous (`output_like`), for a later quantizer along
     dim 0 that would otherwise make a transposing copy of it (`moves_k_last`)."""
     launch = Launch(x, spec, dim, seeds, dtype, scale=scale, amax=amax, column_major=column_major)
-    if launch.needs_move:
-        launch.run_move()
-    if launch.needs_amax:
-        launch.run_amax()
+    if launch.moves_with_amax:
+        launch.run_move_amax()
+    else:
+        if launch.needs_move:
+            launch.run_move()
+        if launch.needs_amax:
+            launch.run_amax()
     launch.run_quantize()
     return launch.result()
 

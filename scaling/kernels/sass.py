@@ -104,6 +104,20 @@ def compile_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool
     return _compile_sm90(rht128._group_amax_kernel, types, constants, warps)
 
 
+def compile_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096):
+    """`rht128`'s transposing amax pass (the moved copy and its amax, a thread per feature) for an
+    RHT128 spec along dim 0 of a (T, D) x, compiled for sm_90 as `compile_quantize` (32 features a
+    warp, `iters` groups of tokens a program; D a compile-time constant, as launched)."""
+    from scaling.kernels import rht128
+
+    cfg = Q._config(spec, 4096)
+    constants = {"BR": 32 * warps, "ITERS": iters, "NORM": cfg["NORM"], "RAND_SIGNS": cfg["RAND_SIGNS"],
+                 "HAS_SCALE": False, "D": D}
+    types = {n: t for n, t in (_SIGNATURE | {"dst_ptr": "*bf16", "T": "i32"}).items()
+             if n in rht128._transposing_amax_kernel.arg_names}
+    return _compile_sm90(rht128._transposing_amax_kernel, types, constants, warps)
+
+
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
                  halves: int = 0, iters: int = 1, amax: bool = False):
     """The pair kernel (`scaling.kernels.pair`; with `amax`, its amax pass) for a (T, D) input and one
@@ -184,6 +198,13 @@ def count_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool =
     """`count` for `rht128`'s amax pass (per element read; its loop runs ITERS times)."""
     tile = 32 * warps * 128
     return _counted(compile_group_amax(spec, warps, iters, scaled), tile, 128, warps, 0, 0, iters)
+
+
+def count_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1) -> dict:
+    """`count` for `rht128`'s transposing amax pass (per element read and copied; its loop runs ITERS
+    times)."""
+    tile = 32 * warps * 128
+    return _counted(compile_transposing_amax(spec, warps, iters), tile, 128, warps, 0, 0, iters)
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
