@@ -32,7 +32,8 @@ How each number is taken (docs/kernels.md says more):
   loss as torch ops compiled by inductor (models.layers.lm_loss), soft-capped at 15 (nanochat) and
   not (llama2); gbps counts the kernels' bytes (logits read twice, their gradient written once).
 - sass (no GPU): the sm_90 machine code of each tile the tuner tries, compiled here
-  (scaling.kernels.sass): instructions per element, registers, stack bytes, barriers, shuffles.
+  (scaling.kernels.sass), per kernel ("stage": quantize, amax or transpose+amax, as in "kernels"):
+  instructions per element, registers, stack bytes, barriers, shuffles.
 - train: training steps as scaling.train runs them, under BF16 autocast on random tokens (vocabulary
   32768, the GPU corpus's): the trainer's micro-batches (64 x 1024 tokens up to 160M, 32 x 1024 at
   324M; --batch), as many per Muon + AdamW step as the trainer's batch rule gives a compute-optimal
@@ -406,9 +407,11 @@ def bench_loss(device: torch.device, tokens: int = 32768, vocab: int = 32768,
 
 def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = None,
                progress: Callable[[str], None] = print) -> list[dict]:
-    """sm_90 machine code of every tile the GPU autotuner tries for each preset operand, compiled
-    here without a GPU (scaling.kernels.sass): instructions per element, registers, stack, barriers
-    and shuffles, for the kernels' (tokens, d) input as `bench_kernels` quantizes it."""
+    """sm_90 machine code of every tile the GPU autotuner tries for each preset operand's kernels,
+    compiled here without a GPU (scaling.kernels.sass): instructions per element, registers, stack,
+    barriers and shuffles, for the kernels' (tokens, d) input as `bench_kernels` quantizes it. Each
+    row's "stage" is the kernel's, as `bench kernels` names it: "quantize", "amax" or
+    "transpose+amax"."""
     from scaling.kernels import sass
 
     done: dict = {}
@@ -416,15 +419,23 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
     for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
         K = d if dim == -1 else tokens
         if (spec, dim) not in done:
-            done[(spec, dim)] = [sass.count(spec, dim, K, *tile) for tile in sass.candidates(spec, dim, K)]
-            best = min(done[(spec, dim)], key=lambda r: r["instructions_per_element"])
-            progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}): {len(done[(spec, dim)])} tiles, "
-                     f"fewest {best['instructions_per_element']} instructions per element "
-                     f"(TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow {best['narrow']} halves {best['halves']}, "
-                     f"{best['registers']} registers)")
+            quantize = [{"stage": "quantize", **sass.count(spec, dim, K, *tile)}
+                        for tile in sass.candidates(spec, dim, K)]
+            done[(spec, dim)] = quantize + sass.amax_counts(spec, dim, K)
+            _sass_progress(f"{recipe_name}.{operand} ({spec.describe()}, dim {dim})", done[(spec, dim)], progress)
         rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
                  for r in done[(spec, dim)]]
     return rows + _sass_pairs(tokens, d, recipes or KERNEL_RECIPES, progress)
+
+
+def _sass_progress(what: str, rows: list[dict], progress: Callable[[str], None]) -> None:
+    """A line per stage of bench_sass's rows: how many tiles, and the one of fewest instructions."""
+    for stage in dict.fromkeys(r["stage"] for r in rows):
+        mine = [r for r in rows if r["stage"] == stage]
+        best = min(mine, key=lambda r: r["instructions_per_element"])
+        progress(f"  {what} {stage}: {len(mine)} tiles, fewest {best['instructions_per_element']} instructions per "
+                 f"element (TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow {best['narrow']} halves "
+                 f"{best['halves']} iters {best['iters']}, {best['registers']} registers)")
 
 
 def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -> list[dict]:
@@ -433,11 +444,10 @@ def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -
 
     rows = []
     for recipe_name, operand, last, first in _preset_pairs(recipes):
-        counts = [sass.count_pair(last, first, tokens, d, *tile) for tile in sass.pair_candidates(last, first, tokens, d)]
-        best = min(counts, key=lambda r: r["instructions_per_element"])
-        progress(f"  {recipe_name}.{operand} (pair): {len(counts)} tiles, fewest {best['instructions_per_element']} "
-                 f"instructions per element (TILE {best['tile']} BK {best['bk']} warps {best['warps']} narrow "
-                 f"{best['narrow']} halves {best['halves']} iters {best['iters']}, {best['registers']} registers)")
+        counts = [{"stage": "quantize", **sass.count_pair(last, first, tokens, d, *tile)}
+                  for tile in sass.pair_candidates(last, first, tokens, d)]
+        counts += sass.pair_amax_counts(last, first, tokens, d)
+        _sass_progress(f"{recipe_name}.{operand} (pair)", counts, progress)
         rows += [{"recipe": recipe_name, "operand": operand, **r} for r in counts]
     return rows
 

@@ -20,6 +20,18 @@ def test_later_rows_replace_only_their_keys():
     assert [r["tokens_per_s"] for r in merged] == [2, 3, 4]
 
 
+def test_sass_rows_without_a_stage_were_quantize_passes():
+    """Machine-code rows written before they named their kernel's stage are the quantize passes': a
+    new quantize row of the same tile replaces one, an amax row of the same tile does not."""
+    tile = {"recipe": "nvfp4", "operand": "fprop.x", "tile": 4096, "bk": 128, "warps": 4, "narrow": 0, "halves": 0,
+            "iters": 1}
+    old = [dict(tile, instructions_per_element=30.0)]
+    new = [dict(tile, stage="quantize", instructions_per_element=29.0), dict(tile, stage="amax",
+                                                                             instructions_per_element=5.0)]
+    assert _merge("sass", old, new) == new
+    assert _merge("sass", old, new[1:]) == old + new[1:]
+
+
 def test_committed_h200_json_has_the_documented_keys():
     bench = json.loads((ROOT / "reports" / "bench" / "h200.json").read_text())
     assert {"device", "date", "versions", "copy_gbps", "kernels", "linear", "train"} <= set(bench)

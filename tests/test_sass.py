@@ -35,6 +35,8 @@ rows |= {f"transposing_amax{n}": sass.count_transposing_amax(get_recipe("quartet
 ops = [op for _, op, _ in sass._instructions(sass.machine_code(
     sass.compile_transposing_amax(get_recipe("quartet2").dgrad_dy, 2, 1))[0])]
 rows["transposing_loads_before_store"] = ops[:ops.index("STG")].count("LDG")
+rows["amax_stages"] = {name: sorted({r["stage"] for r in sass.amax_counts(spec, dim, 4096)}) for name, spec, dim in
+                       (("eden_dim0", get_recipe("quartet2").wgrad_dy, 0), ("mx", get_recipe("mxfp4").fprop_x, -1))}
 rows |= {f"amax{n}": sass.count_amax(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, n) for n in (1, 4)}  # RHT16, dim 0
 rows["plain_amax"] = sass.count_amax(nv.fprop_x, -1, 4096, 16384, 128, 8, 0)  # no rotation
 rows["pair_amax"] = sass.count_pair_amax(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4)  # RHT16 both ways
@@ -113,6 +115,9 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
         fused = rows[f"transposing_amax{n}"]
         assert fused["stack_bytes"] == 0 and fused["instructions_per_element"] < 18
     assert rows.pop("transposing_loads_before_store") >= 128
+    # `bench sass` counts the amax pass the GPU runs for an operand: that kernel for MS-EDEN's moved
+    # copy, none for a spec without a tensor scale (MX's E8M0 blocks)
+    assert rows.pop("amax_stages") == {"eden_dim0": ["transpose+amax"], "mx": []}
 
     # An amax pass's atomic max is relaxed (an acq_rel one put 4 fences in the RHT16 pass's code), and
     # a program of 4 tiles reduces its running maxima once (barriers and atomics once per program).

@@ -54,7 +54,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
             "train": ("family", "size", "recipe", "batch_tokens", "compile_mode", "accumulate"),
-            "sass": ("recipe", "operand", "tile", "bk", "warps", "narrow", "halves", "iters"),
+            "sass": ("recipe", "operand", "stage", "tile", "bk", "warps", "narrow", "halves", "iters"),
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d"),
             "profile": ("family", "size", "recipe", "batch_tokens", "kind")}
@@ -65,10 +65,17 @@ def _items(value: str | None, default: str) -> tuple[str, ...]:
     return tuple(v for v in (value or default).split(",") if v)
 
 
+# A key a section's older rows lack, and the value it stood for (sass rows before 2026-12-04 were all
+# quantize passes).
+ROW_KEY_DEFAULTS = {"sass": {"stage": "quantize"}}
+
+
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
     """The section's old rows that no new row replaces (by ROW_KEYS), then the new rows."""
+    defaults = ROW_KEY_DEFAULTS.get(section, {})
+
     def key(row: dict) -> tuple:
-        return tuple(row.get(k) for k in ROW_KEYS[section])
+        return tuple(row.get(k, defaults.get(k)) for k in ROW_KEYS[section])
 
     fresh = {key(r) for r in new}
     return [r for r in old if key(r) not in fresh] + new

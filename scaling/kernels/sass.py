@@ -200,11 +200,11 @@ def count_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool =
     return _counted(compile_group_amax(spec, warps, iters, scaled), tile, 128, warps, 0, 0, iters)
 
 
-def count_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1) -> dict:
+def count_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096) -> dict:
     """`count` for `rht128`'s transposing amax pass (per element read and copied; its loop runs ITERS
-    times)."""
+    times) on a (T, D) input."""
     tile = 32 * warps * 128
-    return _counted(compile_transposing_amax(spec, warps, iters), tile, 128, warps, 0, 0, iters)
+    return _counted(compile_transposing_amax(spec, warps, iters, D), tile, 128, warps, 0, 0, iters)
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
@@ -221,12 +221,44 @@ def count_pair_amax(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int
     return _counted(compiled, tile, bk, warps, narrow, 0, iters, trips=iters - 1)
 
 
+def amax_counts(spec: QuantSpec, dim: int, K: int) -> list[dict]:
+    """`count`'s rows for the amax pass the GPU runs before one operand's quantize pass, one per tile
+    its tuner tries, each with its "stage": `rht128`'s transposing amax ("transpose+amax": MS-EDEN's
+    copy with K moved last and its amax), `rht128`'s amax ("amax", a thread per row's group) or
+    `_amax_kernel`'s ("amax"); none where the spec has no tensor scale."""
+    from scaling.kernels import rht128
+
+    launch = _launch(spec, dim, K)
+    if not launch.needs_amax:
+        return []
+    if launch.moves_with_amax:
+        return [{"stage": "transpose+amax", **count_transposing_amax(spec, w, n, launch.x.shape[1])}
+                for w, n in rht128._CANDIDATES]
+    if launch.by_groups_amax:
+        return [{"stage": "amax", **count_group_amax(spec, w, n)} for w, n in rht128._CANDIDATES]
+    bks = launch._amax_view()[4]
+    return [{"stage": "amax", **count_amax(spec, dim, K, tile, bk, w, f, h or 0, n)}
+            for tile, bk, w, f, h, n in Q.tile_candidates(bks, launch.cfg["BLK_R"], launch.amax_halves)]
+
+
 def pair_candidates(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[tuple[int, int, int, int, int, int]]:
     """(TILE, BK, warps, NARROW, HALVES, ITERS) of the tiles the GPU autotuner tries for a pair."""
     from scaling.kernels import pair
 
     bk = pair._pair_config(last, first, D, T)["BK"]
     return sorted(pair.pair_tiles(bk, pair.halves_choices(last)))
+
+
+def pair_amax_counts(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[dict]:
+    """`count_pair_amax`'s rows (stage "amax") for each tile the pair amax's tuner tries; none where
+    the specs have no tensor scale."""
+    from scaling.kernels import pair
+
+    cfg = pair._pair_config(last, first, D, T)
+    if not cfg["TENSOR_SCALE"]:
+        return []
+    return [{"stage": "amax", **count_pair_amax(last, first, T, D, tile, bk, w, f, n)}
+            for tile, bk, w, f, _, n in pair.pair_tiles(cfg["BK"])]
 
 
 def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int,
