@@ -114,9 +114,16 @@ def run_launch(launch, x: torch.Tensor, spec, dim: int, run_amax=None) -> None:
         launch.run_move()
     if launch.needs_amax:
         (run_amax or type(launch).run_amax)(launch)
+    quantize_and_check(launch, x, spec, dim)
+
+
+def quantize_and_check(launch, x: torch.Tensor, spec, dim: int, scale: torch.Tensor | None = None) -> None:
+    """A Launch's quantize pass (after its amax), its operand and inverse scale against the bits of
+    the reference's for x (times `scale`, where given) under Seeds(99, 7)."""
     launch.run_quantize()
     out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x, spec, dim, Seeds(99, 7), torch.bfloat16)
+    ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, dim, Seeds(99, 7),
+                                      torch.bfloat16)
     assert_same_bits(out, ref)
     assert_same_bits(inv, ref_inv)
 
@@ -271,15 +278,9 @@ def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, sc
     x[0, :32] = 0.0
     x = x.to(DEVICE, torch.bfloat16)
     scale = torch.tensor(0.0123456, device=DEVICE) if scaled else None
-    seeds = torch.tensor([99, 7], dtype=torch.int64, device=DEVICE)
-    launch = quantize_kernels.Launch(x, spec, -1, seeds, torch.bfloat16, scale=scale)
+    launch = make_launch(x, spec, -1, scale=scale)
     rht128.run_amax(launch, warps, iters)
-    launch.run_quantize()
-    out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, -1, Seeds(99, 7),
-                                      torch.bfloat16)
-    assert_same_bits(out, ref)
-    assert_same_bits(inv, ref_inv)
+    quantize_and_check(launch, x, spec, -1, scale)
 
 
 @in_process
@@ -302,12 +303,7 @@ def test_transposing_amax_matches_copy_and_reference(warps: int, iters: int, sca
     assert launch.moves_with_amax
     rht128.run_move_amax(launch, warps, iters)
     assert_same_bits(launch.buf, x.t())
-    launch.run_quantize()
-    out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, 0, Seeds(99, 7),
-                                      torch.bfloat16)
-    assert_same_bits(out, ref)
-    assert_same_bits(inv, ref_inv)
+    quantize_and_check(launch, x, spec, 0, scale)
 
 
 SPIKES = ((0, 0), (-1, -1), (-1, 0), (0, -1), (21, 77))  # corners of x and a point inside
@@ -342,11 +338,7 @@ def test_amax_passes_see_every_tile(kind: str):
             spec, x = SPECS["quartet2.dgrad_dy"], spiked(256, 96, where)
             launch = make_launch(x, spec, 0)
             rht128.run_move_amax(launch, 1, 2)
-            launch.run_quantize()
-            out, inv = launch.result()
-            ref, ref_inv = quant.gemm_operand(x, spec, 0, Seeds(99, 7), torch.bfloat16)
-            assert_same_bits(out, ref)
-            assert_same_bits(inv, ref_inv)
+            quantize_and_check(launch, x, spec, 0)
             continue
         spec, dim = (SPECS["nvfp4.dgrad_dy"], -1) if kind == "amax along K" else (SPECS["nvfp4.wgrad_dy"], 0)
         x = spiked(96, 160, where)

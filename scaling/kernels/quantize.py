@@ -1289,14 +1289,18 @@ class Launch:
         if not self.tuned:
             return {}
         R, K, _, stride_k, bks = self._amax_view()
-        if self.by_groups_amax:
+        amax_stage = "amax"
+        if self.moves_with_amax:
+            amax_stage = "transpose+amax"
+            amax = rht128.tuned_config({**self.cfg, "T": self.x.shape[0], "D": self.x.shape[1]}, transposing=True)
+        elif self.by_groups_amax:
             amax = rht128.tuned_config({**self.cfg, "R": R, "K": K})
         else:
             amax = tuned_config(_tuner(_amax_kernel, bks, self.cfg["BLK_R"], self.amax_halves), _amax_kernel,
                                 {"R": R, "K": K, "stride_k": stride_k, **self._amax_consts()})
         quantize = tuned_config(_tuner(_quantize_kernel, self.bks, self.cfg["BLK_R"], self.halves), _quantize_kernel,
                                 {"R": self.R, "K": self.K, "stride_k": self.stride_k, **self.cfg})
-        return {stage: tile for stage, tile in (("amax", amax), ("quantize", quantize)) if tile}
+        return {stage: tile for stage, tile in ((amax_stage, amax), ("quantize", quantize)) if tile}
 
     def _amax_consts(self, plain: bool = False) -> dict:
         c = self.cfg

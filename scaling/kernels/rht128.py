@@ -200,34 +200,49 @@ def serves_amax(launch) -> bool:
     return ENABLED and launch.groups and stride_k == 1 and K % GROUP == 0 and launch.cfg["HAD"] == GROUP
 
 
-# (warps, ITERS): a warp holds 32 rows. The untuned launch's is the first.
+# (warps, ITERS): a warp holds 32 rows (features, in the transposing pass). The untuned launch's is the first.
 _CANDIDATES = tuple((w, n) for w in (2, 1, 4) for n in (1, 4))
 _TUNE_KEY = ("R", "K", "HAS_SCALE")
+_TRANSPOSING_KEY = ("T", "D", "HAS_SCALE")
+
+
+def _configs() -> list:
+    return [triton.Config({"BR": 32 * w, "ITERS": n}, num_warps=w) for w, n in _CANDIDATES]
 
 
 @functools.lru_cache(maxsize=None)
 def _tuner():
-    configs = [triton.Config({"BR": 32 * w, "ITERS": n}, num_warps=w) for w, n in _CANDIDATES]
-    return autotuned(_group_amax_kernel, configs, list(_TUNE_KEY))
+    return autotuned(_group_amax_kernel, _configs(), list(_TUNE_KEY))
+
+
+@functools.lru_cache(maxsize=None)
+def _transposing_tuner():
+    return autotuned(_transposing_amax_kernel, _configs(), list(_TRANSPOSING_KEY))
+
+
+def _run(kernel, tuner, launch, args: tuple, grid, warps: int | None, iters: int) -> None:
+    """One of this module's kernels for a Launch: tuned on the GPU, else at a pinned tile (`warps`,
+    `iters`; the first candidate's warps when not given)."""
+    c = launch.cfg
+    consts = {"NORM": c["NORM"], "RAND_SIGNS": c["RAND_SIGNS"], "HAS_SCALE": c["HAS_SCALE"],
+              "enable_fp_fusion": False}
+    if launch.tuned and warps is None:
+        tuner()[grid](*args, **consts)
+    else:
+        w = warps or _CANDIDATES[0][0]
+        kernel[grid](*args, **consts, BR=32 * w, ITERS=iters, num_warps=w)
 
 
 def run_amax(launch, warps: int | None = None, iters: int = 1) -> None:
     """The amax pass of a Launch (`serves_amax`) into launch.amax (an atomic max: the tuner's reruns
     leave it as it is); `warps`, `iters` pin a tile (tests)."""
-    c = launch.cfg
     R, K, stride_r, _, _ = launch._amax_view()
-    args = (launch.buf, launch.amax, launch.seeds, launch.scale, R, K, stride_r)
-    consts = {"NORM": c["NORM"], "RAND_SIGNS": c["RAND_SIGNS"], "HAS_SCALE": c["HAS_SCALE"],
-              "enable_fp_fusion": False}
 
     def grid(meta: dict) -> tuple[int, int]:
         return triton.cdiv(R, meta["BR"] * meta["ITERS"]), K // GROUP
 
-    if launch.tuned and warps is None:
-        _tuner()[grid](*args, **consts)
-    else:
-        w = warps or _CANDIDATES[0][0]
-        _group_amax_kernel[grid](*args, **consts, BR=32 * w, ITERS=iters, num_warps=w)
+    _run(_group_amax_kernel, _tuner, launch, (launch.buf, launch.amax, launch.seeds, launch.scale, R, K, stride_r),
+         grid, warps, iters)
 
 
 def serves_move_amax(launch) -> bool:
@@ -237,34 +252,25 @@ def serves_move_amax(launch) -> bool:
             and serves_amax(launch))
 
 
-@functools.lru_cache(maxsize=None)
-def _transposing_tuner():
-    configs = [triton.Config({"BR": 32 * w, "ITERS": n}, num_warps=w) for w, n in _CANDIDATES]
-    return autotuned(_transposing_amax_kernel, configs, ["T", "D", "HAS_SCALE"])
-
-
 def run_move_amax(launch, warps: int | None = None, iters: int = 1) -> None:
     """A Launch's moved copy (launch.buf) and amax pass (into launch.amax) from one read of x, where
     `serves_move_amax`; `warps`, `iters` pin a tile (tests). (The tuner's reruns write the same copy
     and leave the atomic max as it is.)"""
-    c = launch.cfg
     src = launch.x.contiguous()
     T, D = src.shape
-    args = (src, launch.buf, launch.amax, launch.seeds, launch.scale, T, D)
-    consts = {"NORM": c["NORM"], "RAND_SIGNS": c["RAND_SIGNS"], "HAS_SCALE": c["HAS_SCALE"],
-              "enable_fp_fusion": False}
 
     def grid(meta: dict) -> tuple[int, int]:
         return triton.cdiv(D, meta["BR"]), triton.cdiv(T, GROUP * meta["ITERS"])
 
-    if launch.tuned and warps is None:
-        _transposing_tuner()[grid](*args, **consts)
-    else:
-        w = warps or _CANDIDATES[0][0]
-        _transposing_amax_kernel[grid](*args, **consts, BR=32 * w, ITERS=iters, num_warps=w)
+    _run(_transposing_amax_kernel, _transposing_tuner, launch,
+         (src, launch.buf, launch.amax, launch.seeds, launch.scale, T, D), grid, warps, iters)
 
 
-def tuned_config(values: dict) -> str | None:
-    """The tile the tuner chose for these key values, in words (None: not tuned yet)."""
+def tuned_config(values: dict, transposing: bool = False) -> str | None:
+    """The tile the tuner chose for these key values (`transposing`: the transposing pass's), in
+    words (None: not tuned yet)."""
+    if transposing:
+        c = tuned_choice(_transposing_tuner(), _transposing_amax_kernel, values, _TRANSPOSING_KEY)
+        return None if c is None else f"{c.kwargs['BR']} features x 1 group iters {c.kwargs['ITERS']}"
     c = tuned_choice(_tuner(), _group_amax_kernel, values, _TUNE_KEY)
     return None if c is None else f"{c.kwargs['BR']} rows x 1 group iters {c.kwargs['ITERS']}"

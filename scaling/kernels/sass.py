@@ -92,30 +92,29 @@ def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: i
     return _compile_sm90(Q._amax_kernel, types, constants, warps)
 
 
-def compile_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False):
-    """`rht128`'s amax pass (a thread per row's group) for an RHT128 spec, compiled for sm_90 as
-    `compile_quantize` (32 rows a warp, `iters` tiles a program, `scaled`: a kept operand's scale)."""
-    from scaling.kernels import rht128
-
+def _compile_rht128(kernel, spec: QuantSpec, warps: int, iters: int, scaled: bool, extra: dict, types: dict):
+    """One of `rht128`'s kernels for an RHT128 spec, compiled for sm_90 as `compile_quantize` (32 rows
+    or features a warp, `iters` tiles a program, `scaled`: a kept operand's scale)."""
     cfg = Q._config(spec, 4096)
     constants = {"BR": 32 * warps, "ITERS": iters, "NORM": cfg["NORM"], "RAND_SIGNS": cfg["RAND_SIGNS"],
-                 "HAS_SCALE": scaled}
-    types = {n: t for n, t in _SIGNATURE.items() if n in rht128._group_amax_kernel.arg_names}
-    return _compile_sm90(rht128._group_amax_kernel, types, constants, warps)
+                 "HAS_SCALE": scaled, **extra}
+    return _compile_sm90(kernel, {n: t for n, t in types.items() if n in kernel.arg_names}, constants, warps)
+
+
+def compile_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False):
+    """`rht128`'s amax pass (a thread per row's group), as `_compile_rht128`."""
+    from scaling.kernels import rht128
+
+    return _compile_rht128(rht128._group_amax_kernel, spec, warps, iters, scaled, {}, _SIGNATURE)
 
 
 def compile_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096):
-    """`rht128`'s transposing amax pass (the moved copy and its amax, a thread per feature) for an
-    RHT128 spec along dim 0 of a (T, D) x, compiled for sm_90 as `compile_quantize` (32 features a
-    warp, `iters` groups of tokens a program; D a compile-time constant, as launched)."""
+    """`rht128`'s transposing amax pass (the moved copy and its amax, a thread per feature) along dim 0
+    of a (T, D) x, as `_compile_rht128` (D a compile-time constant, as launched)."""
     from scaling.kernels import rht128
 
-    cfg = Q._config(spec, 4096)
-    constants = {"BR": 32 * warps, "ITERS": iters, "NORM": cfg["NORM"], "RAND_SIGNS": cfg["RAND_SIGNS"],
-                 "HAS_SCALE": False, "D": D}
-    types = {n: t for n, t in (_SIGNATURE | {"dst_ptr": "*bf16", "T": "i32"}).items()
-             if n in rht128._transposing_amax_kernel.arg_names}
-    return _compile_sm90(rht128._transposing_amax_kernel, types, constants, warps)
+    return _compile_rht128(rht128._transposing_amax_kernel, spec, warps, iters, False, {"D": D},
+                           _SIGNATURE | {"dst_ptr": "*bf16", "T": "i32"})
 
 
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
