@@ -222,7 +222,8 @@ def test_short_tiles_along_dim0_match_reference(name: str, narrow: int):
 def test_halves_layouts_match_reference(name: str, halves: int):
     """Blocks of 16 along a contiguous K: the GPU tuner tries the tile loaded whole, loaded as halves
     of each run of 16 and stored whole, and halves both ways (`_quantize_kernel`), and an RHT16 amax
-    pass whole or in halves (pinned as the quantize pass: whole for 0): the same bits."""
+    pass whole, in halves or whole with its last stage across lanes (0, 1, 2: pinned as the quantize
+    pass): the same bits."""
     spec, x = SPECS[name], tile_input(-1, 12)
     launch = make_launch(x, spec, -1, halves=halves)
     if launch.halves == (0,) and halves:
@@ -822,6 +823,45 @@ def test_every_tuner_can_be_made():
     assert set(rht128._transposing_tuner().keys) <= set(rht128._transposing_amax_kernel.arg_names)
     for kernel in (pair._pair_kernel, pair._pair_amax_kernel):
         assert set(pair._pair_tuner(kernel, 16, (0,)).keys) <= set(kernel.arg_names)
+
+
+@in_process
+def test_tuned_launches_give_every_kernel_argument_once():
+    """A tuned launch passes what its tuner's configs do not set (`untuned_args`): for every preset
+    operand's amax and quantize passes and every pair's, the call's arguments, its constants and the
+    config name each kernel argument once. (The pair amax under a transform other than RHT16 once lost
+    its HALVES this way on the GPU only: the interpreter's launches are untuned.)"""
+    from scaling.kernels import pair
+    from scaling.kernels.quantize import Launch, _tuner, untuned_args
+
+    def check(kernel, args: tuple, consts: dict, tuned) -> None:
+        given = set(kernel.arg_names[:len(args)])
+        passed, chosen = set(untuned_args(tuned, consts)), set(tuned.configs[0].kwargs)
+        assert not given & passed and not passed & chosen and not given & chosen, kernel
+        assert given | passed | chosen == set(kernel.arg_names), (kernel, set(kernel.arg_names) - given - passed - chosen)
+
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).to(DEVICE, torch.bfloat16)
+    seeds = torch.tensor([1, 2], dtype=torch.int64, device=DEVICE)
+    for name, spec in preset_specs().items():
+        for dim in (-1, 0):
+            launch = Launch(x, spec, dim, seeds, torch.bfloat16)
+            calls = []
+            launch._launch = lambda kernel, args, consts, R, K, bks, halves=(): calls.append(
+                (kernel, args, consts, _tuner(kernel, bks, launch.cfg["BLK_R"], halves)))
+            if launch.needs_amax and not launch.by_groups_amax:
+                launch.run_amax()
+            launch.run_quantize()
+            for call in calls:
+                check(*call)
+    for recipe, last, first in pair_cases():
+        r = get_recipe(recipe)
+        launch = pair.PairLaunch(x, getattr(r, last), seeds, getattr(r, first), seeds, torch.bfloat16)
+        calls = []
+        launch._launch = lambda kernel, args, consts: calls.append((kernel, args, consts, launch._tuner(kernel)))
+        launch.run_amax()
+        launch.run_quantize()
+        for call in calls:
+            check(*call)
 
 
 @in_process

@@ -39,6 +39,7 @@ rows["amax_stages"] = {name: sorted({r["stage"] for r in sass.amax_counts(spec, 
                        (("eden_dim0", get_recipe("quartet2").wgrad_dy, 0), ("mx", get_recipe("mxfp4").fprop_x, -1))}
 rows |= {f"amax{n}": sass.count_amax(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, n) for n in (1, 4)}  # RHT16, dim 0
 rows["plain_amax"] = sass.count_amax(nv.fprop_x, -1, 4096, 16384, 128, 8, 0)  # no rotation
+rows["lane_amax"] = sass.count_amax(uf.fprop_x, -1, 4096, 8192, 128, 4, 0, 2)  # RHT16 whole, last stage across lanes
 rows["pair_amax"] = sass.count_pair_amax(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4)  # RHT16 both ways
 listing = sass.machine_code(sass.compile_pair(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4, amax=True))[0]
 rows["pair_amax_prmt"] = sass.opcodes(listing)["PRMT"]
@@ -131,6 +132,11 @@ def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     # Its BF16 loads become floats by a shift and a mask (`quantize._as_float`): `.to(tl.float32)` gave
     # a PRMT per pair of loaded values besides the shifts (Triton 3.9: 18.3 -> 17.3 per element here).
     assert rows.pop("pair_amax_prmt") == 0
+    # RHT16's amax loaded whole (`_abs_lane_pairs`): its last stage across lanes by shuffles (half an
+    # element with Triton 3.6 here, one with 3.9) and no shared memory beyond the reduction's
+    lane = rows["lane_amax"]
+    assert lane["stack_bytes"] == 0 and lane["barriers"] <= rows["plain_amax"]["barriers"]
+    assert lane["shuffles"] / (8192 // 128) < 1.1
     # (and without a rotation, |x| itself: a load, a max and little else per element)
     assert rows["plain_amax"]["stack_bytes"] == 0 and rows["plain_amax"]["instructions_per_element"] < 6
 

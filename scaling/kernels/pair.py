@@ -24,11 +24,11 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_abs_halves, _abs_rotation, _atomic_max, _encode_scale, _last_first,
+from scaling.kernels.quantize import (_abs_halves, _abs_lane_pairs, _abs_rotation, _atomic_max, _encode_scale, _last_first,
                                       _load_rotated, _load_tile, _offsets_pass_int32,
                                       _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_max,
                                       _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
-                                      tuned_config)
+                                      tuned_config, untuned_args)
 from scaling.quant import QuantSpec, scale_constants
 from scaling.transforms import norm_factor
 
@@ -53,25 +53,26 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
                       TILE: tl.constexpr, BK: tl.constexpr, NARROW: tl.constexpr, I64: tl.constexpr,
                       HAD_L: tl.constexpr, LOG2H_L: tl.constexpr, NORM_L: tl.constexpr, SIGNS_L: tl.constexpr,
                       HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
-                      ITERS: tl.constexpr):
+                      ITERS: tl.constexpr, HALVES: tl.constexpr):
     """Both tensor amaxes of x (T, D): after the last axis's rotation (features) and after dim 0's
     (tokens), from one DRAM read of each (BK tokens, BR features) tile; a program takes ITERS
     consecutive tiles along the tokens, keeps each element's running maxima and ends with an atomic
     max each (as `_amax_kernel`). The tile is held as dim 0's canonical view, (BR features, BK
     tokens); without a rotation along the features its max is taken as it is (a max is exact in any
-    order), else from the tile reloaded as `_last_axis_tile` loads it (`_pair_abs`). The
-    normalisations are applied to the maxima (rounding is monotone)."""
+    order), else from the tile reloaded along the features (`_pair_abs`; under RHT16 as halves
+    for HALVES 1, whole with the last stage across lanes for 2). The normalisations are applied to the
+    maxima (rounding is monotone)."""
     BR: tl.constexpr = TILE // BK
     pid_r = _last_first(0)  # (from the end: the quantize pass then starts on what the L2 cache holds)
     stride_r, stride_k = _wide_strides(1, D, I64)
-    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16)
+    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16 and HALVES == 1)
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
     pid_k = _last_first(1) * ITERS
     most_l, most_f = _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR, BK,
-                               NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F)
+                               NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F, HALVES)
     for i in range(1, ITERS):  # (the first tile outside the loop: no max with zeros)
         tile_l, tile_f = _pair_abs(x_ptr, pid_r, pid_k + i, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR,
-                                   BK, NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F)
+                                   BK, NARROW, HAD_L, LOG2H_L, SIGNS_L, HAD_F, LOG2H_F, SIGNS_F, HALVES)
         most_l, most_f = tl.maximum(most_l, tile_l), tl.maximum(most_f, tile_f)
     _atomic_max(amax_last_ptr, _tile_max(most_l) * NORM_L)
     _atomic_max(amax_first_ptr, _tile_max(most_f) * NORM_F)
@@ -80,14 +81,19 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
 @triton.jit
 def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR: tl.constexpr,
               BK: tl.constexpr, NARROW: tl.constexpr, HAD_L: tl.constexpr, LOG2H_L: tl.constexpr,
-              SIGNS_L: tl.constexpr, HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, SIGNS_F: tl.constexpr):
+              SIGNS_L: tl.constexpr, HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, SIGNS_F: tl.constexpr,
+              HALVES: tl.constexpr):
     """What the pair amax needs of |the tile rotated along the features| and of |the tile rotated
     along the tokens|, unnormalised (`_abs_rotation`: each rotation's last stage as |a| + |b|): the
-    tile as loaded without a rotation along the features; under RHT16 from its halves
-    (`_abs_halves`, as `_last_axis_tile` loads them); under another, the (BK, BR / 2) tile."""
+    tile as loaded without a rotation along the features; under RHT16 reloaded whole, the last stage
+    across lanes (HALVES 2: `_abs_lane_pairs`), or as halves (`_abs_halves`); under another, the
+    (BK, BR / 2) tile."""
     x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
     if HAD_L == 0:
         last = tl.abs(x)
+    elif HAD_L == 16 and HALVES == 2:
+        xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
+        last = _abs_lane_pairs(xl, signs_lo, BK, BR, SIGNS_L)
     elif HAD_L == 16:
         last = _abs_halves(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
                            SIGNS_L, False)
@@ -189,6 +195,13 @@ def halves_choices(last: QuantSpec) -> tuple[int, ...]:
     return (1, 2) if rht16 else (0, 2)
 
 
+def amax_halves_choices(last: QuantSpec) -> tuple[int, ...]:
+    """The amax pass's HALVES choices for the tile reloaded along the last axis (`_pair_abs`): under
+    RHT16 whole with the last stage across lanes first (the H200's best for the single amax pass,
+    `quantize._abs_lane_pairs`), or halves; none to tune otherwise."""
+    return (2, 1) if last.transform == 16 else ()
+
+
 def _core(spec: QuantSpec) -> QuantSpec:
     """What the two specs of a pair must share: the spec without its rounding and transform."""
     return spec.but(rounding="rtne", transform=0, signs="ones")
@@ -231,7 +244,7 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
 
 
 _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIGNS_L",
-               "HAD_F", "LOG2H_F", "NORM_F", "SIGNS_F", "ITERS")
+               "HAD_F", "LOG2H_F", "NORM_F", "SIGNS_F", "ITERS", "HALVES")
 
 
 class PairLaunch:
@@ -254,6 +267,7 @@ class PairLaunch:
             self.cfg["ITERS"] = iters
         self.halves = halves_choices(last) if halves is None else (halves,)
         self.cfg["HALVES"] = self.halves[0]
+        self.amax_halves = amax_halves_choices(last) if halves is None or last.transform != 16 else (halves,)
         self.numer, self.target = scale_constants(last)
         device = x.device
         # both amaxes in one buffer: one fill for the atomic maxima to start from
@@ -280,18 +294,17 @@ class PairLaunch:
 
         if self.tuned:
             tuned = self._tuner(kernel)
-            tuned[grid](*args, **{k: v for k, v in consts.items()
-                                  if k not in ("TILE", "BK", "NARROW", "ITERS", "HALVES")}, enable_fp_fusion=False)
+            tuned[grid](*args, **untuned_args(tuned, consts), enable_fp_fusion=False)
         else:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
 
     def _tuner(self, kernel):
-        return _pair_tuner(kernel, self.cfg["BK"], self.halves if kernel is _pair_kernel else ())
+        return _pair_tuner(kernel, self.cfg["BK"], self.halves if kernel is _pair_kernel else self.amax_halves)
 
     def run_amax(self) -> None:
         """Both tensor amaxes, one read (an atomic max each: reruns leave the same values)."""
         self._launch(_pair_amax_kernel, (self.x, *self.amaxes, *self.seeds, self.D, self.T),
-                     {k: self.cfg[k] for k in _AMAX_NAMES})
+                     {k: self.cfg[k] for k in _AMAX_NAMES} | {"HALVES": (self.amax_halves or (0,))[0]})
 
     def run_quantize(self) -> None:
         self._launch(_pair_kernel, (self.x, *self.outs, *self.amaxes, *self.invs, *self.seeds, *self.factors, self.D,

@@ -761,8 +761,9 @@ def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k: tl.conste
     """Tensor amax of the (rotated) canonical view: one read (tiles in reverse launch order:
     `_last_first`), an atomic max per program of ITERS consecutive tiles along R (each element's
     running max in registers, one reduction at the end: per tile, the reduction's barriers were ~20%
-    of the H200 pair amax's stall samples in ncu). HALVES: RHT16 along a contiguous K, rotated in two
-    halves (`_load_halves`). PLAIN (not with HALVES): also the amax of the tile before the rotation,
+    of the H200 pair amax's stall samples in ncu). HALVES (RHT16 along a contiguous K): 1 rotated in two
+    halves (`_abs_halves`), 2 loaded whole with the last stage across lanes (`_abs_lane_pairs`), 0 loaded
+    whole as any other rotation. PLAIN (not with HALVES): also the amax of the tile before the rotation,
     into plain_ptr (`tensor_amaxes`). LOAD_LAYOUT: the rotated tile's max is taken in its load layout
     (`_in_layout_of`; a rotation along a contiguous K: sm_90, MS-EDEN's RHT128 at the 8192-element
     tile, 33.6 -> 25.9 instructions and 5.4 -> 1.6 shuffles per element; the max in the butterflies'
@@ -770,7 +771,7 @@ def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k: tl.conste
     BR: tl.constexpr = TILE // BK
     pid_k = _last_first(1)
     stride_r, stride_k = _wide_strides(stride_r, stride_k, I64)
-    signs_a, signs_b = _program_signs(seeds_ptr, BK, HAD, RAND_SIGNS, HALVES)
+    signs_a, signs_b = _program_signs(seeds_ptr, BK, HAD, RAND_SIGNS, HALVES == 1)
     x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
     # The rotation's normalisation is applied to the maximum, not to each element: rounding is
     # monotone, so max RN(NORM |r|) = RN(NORM max |r|) to the bit.
@@ -789,15 +790,36 @@ def _amax_kernel(x_ptr, amax_ptr, plain_ptr, R, K, stride_r, stride_k: tl.conste
 
 
 @triton.jit
+def _abs_lane_pairs(x, signs, BR: tl.constexpr, BK: tl.constexpr, RAND_SIGNS: tl.constexpr):
+    """`_abs_rotation` under RHT16 for a (BR, BK) tile along a contiguous K in its load layout (8
+    contiguous elements a thread, a run's two halves in neighbouring lanes): the strides 1, 2, 4
+    inside each thread, then the last stage's |a| + |b| (`_abs_rotation`) with each lane of a pair
+    finishing half of the run's 8 pairs: it keeps 4 of its values and takes 4 of its partner's
+    (`_partner`: a shuffle each), half a shuffle an element. Each warp load then reads 512 contiguous
+    bytes, where the halves' loads (`_abs_halves`) read every other 16 bytes of 1 KB twice: on the
+    H200 ufp4's amax ran 2783 -> 3347 GB/s at (16384, 4096), 2265 -> 2558 at (16384, 2048), each at its
+    best tile (a plain amax: 3591 and 2767); with all 8 pairs a lane, 8 shuffles, 3246 and 2521."""
+    y = tl.reshape(_signed_fwht(x, signs, BR, BK, 3, 1.0, RAND_SIGNS), (BR, BK // 16, 2, 2, 4))  # (row, run, lane, half, 4)
+    u, v = tl.split(tl.permute(y, (0, 1, 2, 4, 3)))  # each lane's first and second half
+    first = (tl.arange(0, 2) == 0)[None, None, :, None]
+    t = tl.abs(tl.where(first, u, v)) + tl.abs(_partner(tl.where(first, v, u), 2))
+    return tl.reshape(t, (BR, BK // 2))
+
+
+@triton.jit
 def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR: tl.constexpr,
                  BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr, RAND_SIGNS: tl.constexpr,
                  HALVES: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
     """What the amax pass needs of |the tile rotated, unnormalised| (`_abs_rotation`: a (BR, BK / 2)
     tile under a rotation; with HALVES `_abs_halves`, a (BR * BK / 16, 8) tile; with LOAD_LAYOUT the
     whole rotated tile in the load layout) and |the tile as loaded| (never read with HALVES)."""
-    if HALVES:
+    if HALVES == 1:
         rotated = _abs_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK, HAD,
                               RAND_SIGNS, HAS_SCALE)
+        plain = rotated  # (never read)
+    elif HALVES == 2:
+        loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
+        rotated = _abs_lane_pairs(loaded, signs_a, BR, BK, RAND_SIGNS)
         plain = rotated  # (never read)
     else:
         loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
@@ -1081,6 +1103,13 @@ def tile_candidates(bks: tuple[int, ...], min_tile: int,
             for n in ((1, ITERS_LOOPED) if tile[0] <= LOOPED_TILE else (1,))]
 
 
+def untuned_args(tuned, consts: dict) -> dict:
+    """What a launch of an autotuned kernel passes besides its config: consts less the names the
+    configs set (the tile; HALVES where it is tuned, and only there)."""
+    chosen = set(tuned.configs[0].kwargs)
+    return {k: v for k, v in consts.items() if k not in chosen}
+
+
 @functools.lru_cache(maxsize=None)
 def _tuner(kernel, bks: tuple[int, ...], min_tile: int, halves: tuple[int, ...] = ()):
     def config(t, bk, w, f, h, n):
@@ -1230,8 +1259,9 @@ class Launch:
         # block is 16 long along a contiguous K (on the H200 MX's 1x32 blocks lost 5% with halves),
         # unpinned (`halves`) halves first for RHT16 and MS-EDEN's RHT128 (both ways first: the H200's
         # tuner chose them for every MS-EDEN operand, 2026-12-04), whole first otherwise. The amax
-        # pass: for RHT16 along a contiguous K, halves or whole (butterflies of stride 8 by warp
-        # shuffles), a pin as the quantize pass's; else none (its HALVES is 0).
+        # pass: for RHT16 along a contiguous K, whole with the last stage across lanes first (the
+        # H200's best: `_abs_lane_pairs`), halves, or whole as other rotations; a pin as the
+        # quantize pass's (the same number); else none (its HALVES is 0).
         rht16 = _rotates_in_halves(spec, self.stride_k)
         wide = self.cfg["HAD"] > 16  # MS-EDEN's RHT128: `_load_halves_wide`
         if not (self.stride_k == 1 and self.cfg["BLK_K"] == 16 and (self.cfg["HAD"] in (0, 16) or spec.eden)):
@@ -1242,7 +1272,7 @@ class Launch:
             if self.column_major:  # (stored whole: the halves' store is row-major)
                 self.halves = tuple(h for h in self.halves if h != 2) or (1,)
         self.cfg["HALVES"] = self.halves[0]
-        self.amax_halves = ((1, 0) if halves is None else (int(halves > 0),)) if rht16 else ()
+        self.amax_halves = ((2, 1, 0) if halves is None else (halves,)) if rht16 else ()
         self.numer, self.target = scale_constants(spec)
         group = max(spec.k_multiple, 1)
         # BK candidates: the contiguous-K default; along a strided K also one group (not for MS-EDEN,
@@ -1310,8 +1340,7 @@ class Launch:
 
         if self.tuned:
             tuned = _tuner(kernel, bks, self.cfg["BLK_R"], halves)
-            tuned_names = ("TILE", "BK", "NARROW", "ITERS") + (("HALVES",) if halves else ())
-            tuned[grid](*args, **{k: v for k, v in consts.items() if k not in tuned_names}, enable_fp_fusion=False)
+            tuned[grid](*args, **untuned_args(tuned, consts), enable_fp_fusion=False)
         else:
             kernel[grid](*args, **consts, num_warps=8, enable_fp_fusion=False)
 

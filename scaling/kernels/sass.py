@@ -214,10 +214,10 @@ def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk:
 
 
 def count_pair_amax(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
-                    iters: int = 1) -> dict:
+                    iters: int = 1, halves: int = 0) -> dict:
     """`count` for the pair's amax pass (both tensor amaxes; per element read)."""
-    compiled = compile_pair(last, first, T, D, tile, bk, warps, narrow, 0, iters, amax=True)
-    return _counted(compiled, tile, bk, warps, narrow, 0, iters, trips=iters - 1)
+    compiled = compile_pair(last, first, T, D, tile, bk, warps, narrow, halves, iters, amax=True)
+    return _counted(compiled, tile, bk, warps, narrow, halves, iters, trips=iters - 1)
 
 
 def amax_counts(spec: QuantSpec, dim: int, K: int) -> list[dict]:
@@ -256,8 +256,8 @@ def pair_amax_counts(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[
     cfg = pair._pair_config(last, first, D, T)
     if not cfg["TENSOR_SCALE"]:
         return []
-    return [{"stage": "amax", **count_pair_amax(last, first, T, D, tile, bk, w, f, n)}
-            for tile, bk, w, f, _, n in pair.pair_tiles(cfg["BK"])]
+    return [{"stage": "amax", **count_pair_amax(last, first, T, D, tile, bk, w, f, n, h or 0)}
+            for tile, bk, w, f, h, n in pair.pair_tiles(cfg["BK"], pair.amax_halves_choices(last))]
 
 
 def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int,
