@@ -51,7 +51,7 @@ print(json.dumps(rows))
 def test_tiles_keep_the_elements_of_a_block_in_one_thread():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=env)
-    if r.returncode and "ptxas" in r.stderr.lower():
+    if r.returncode and "ptxas" in r.stderr.lower() and "CompilationError" not in r.stderr:  # (no tools, not our code)
         pytest.skip(f"this Triton cannot compile for sm_90 here: {r.stderr.strip().splitlines()[-1]}")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads(r.stdout.strip().splitlines()[-1])

@@ -59,13 +59,13 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
     consecutive tiles along the tokens, keeps each element's running maxima and ends with an atomic
     max each (as `_amax_kernel`). The tile is held as dim 0's canonical view, (BR features, BK
     tokens); without a rotation along the features its max is taken as it is (a max is exact in any
-    order), else from the tile reloaded along the features (`_pair_abs`; under RHT16 as halves
-    for HALVES 1, whole with the last stage across lanes for 2). The normalisations are applied to the
+    order), else from the tile reloaded along the features (`_pair_abs`; under RHT16 whole with
+    the last stage across lanes for HALVES 2, else as halves). The normalisations are applied to the
     maxima (rounding is monotone)."""
     BR: tl.constexpr = TILE // BK
     pid_r = _last_first(0)  # (from the end: the quantize pass then starts on what the L2 cache holds)
     stride_r, stride_k = _wide_strides(1, D, I64)
-    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16 and HALVES == 1)
+    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16 and HALVES != 2)
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
     pid_k = _last_first(1) * ITERS
     most_l, most_f = _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR, BK,
