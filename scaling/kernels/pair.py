@@ -91,15 +91,15 @@ def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi,
     x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
     if HAD_L == 0:
         last = tl.abs(x)
-    elif HAD_L == 16 and HALVES == 2:
-        xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
-        last = _abs_lane_pairs(xl, signs_lo, BK, BR, SIGNS_L)
-    elif HAD_L == 16:
+    elif HAD_L == 16 and HALVES != 2:
         last = _abs_halves(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
                            SIGNS_L, False)
     else:
         xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
-        last = _abs_rotation(xl, signs_lo, BK, BR, HAD_L, LOG2H_L, SIGNS_L)
+        if HAD_L == 16:
+            last = _abs_lane_pairs(xl, signs_lo, BK, BR, SIGNS_L)
+        else:
+            last = _abs_rotation(xl, signs_lo, BK, BR, HAD_L, LOG2H_L, SIGNS_L)
     return last, _abs_rotation(x, signs_f, BR, BK, HAD_F, LOG2H_F, SIGNS_F)
 
 
@@ -267,7 +267,7 @@ class PairLaunch:
             self.cfg["ITERS"] = iters
         self.halves = halves_choices(last) if halves is None else (halves,)
         self.cfg["HALVES"] = self.halves[0]
-        self.amax_halves = amax_halves_choices(last) if halves is None or last.transform != 16 else (halves,)
+        self.amax_halves = (amax_halves_choices(last) if halves is None else (halves,)) if last.transform == 16 else ()
         self.numer, self.target = scale_constants(last)
         device = x.device
         # both amaxes in one buffer: one fill for the atomic maxima to start from

@@ -811,19 +811,18 @@ def _abs_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b
                  BK: tl.constexpr, HAD: tl.constexpr, LOG2H: tl.constexpr, RAND_SIGNS: tl.constexpr,
                  HALVES: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr, LOAD_LAYOUT: tl.constexpr):
     """What the amax pass needs of |the tile rotated, unnormalised| (`_abs_rotation`: a (BR, BK / 2)
-    tile under a rotation; with HALVES `_abs_halves`, a (BR * BK / 16, 8) tile; with LOAD_LAYOUT the
-    whole rotated tile in the load layout) and |the tile as loaded| (never read with HALVES)."""
+    tile under a rotation; with HALVES 1 `_abs_halves`, a (BR * BK / 16, 8) tile; with HALVES 2
+    `_abs_lane_pairs`; with LOAD_LAYOUT the whole rotated tile in the load layout) and |the tile as
+    loaded| (never read with HALVES)."""
     if HALVES == 1:
         rotated = _abs_halves(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale, BR, BK, HAD,
                               RAND_SIGNS, HAS_SCALE)
         plain = rotated  # (never read)
-    elif HALVES == 2:
-        loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
-        rotated = _abs_lane_pairs(loaded, signs_a, BR, BK, RAND_SIGNS)
-        plain = rotated  # (never read)
     else:
         loaded = _load_tile(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, x_scale, BR, BK, NARROW, HAS_SCALE)
-        if LOAD_LAYOUT:  # (the halved tile has no load layout to be put in)
+        if HALVES == 2:
+            rotated = _abs_lane_pairs(loaded, signs_a, BR, BK, RAND_SIGNS)
+        elif LOAD_LAYOUT:  # (the halved tile has no load layout to be put in)
             rotated = tl.abs(_in_layout_of(_rotate(loaded, signs_a, BR, BK, HAD, LOG2H, 1.0, RAND_SIGNS), loaded, K))
         else:
             rotated = _abs_rotation(loaded, signs_a, BR, BK, HAD, LOG2H, RAND_SIGNS)
