@@ -40,8 +40,8 @@ rows["amax_stages"] = {name: sorted({r["stage"] for r in sass.amax_counts(spec, 
 rows |= {f"amax{n}": sass.count_amax(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, n) for n in (1, 4)}  # RHT16, dim 0
 rows["plain_amax"] = sass.count_amax(nv.fprop_x, -1, 4096, 16384, 128, 8, 0)  # no rotation
 rows["lane_amax"] = sass.count_amax(uf.fprop_x, -1, 4096, 8192, 128, 4, 0, 2)  # RHT16 whole, last stage across lanes
-rows["pair_amax"] = sass.count_pair_amax(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4)  # RHT16 both ways
-listing = sass.machine_code(sass.compile_pair(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4, amax=True))[0]
+rows["pair_amax"] = sass.count_pair_amax(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4, 1, 1)  # RHT16 both ways
+listing = sass.machine_code(sass.compile_pair(uf.fprop_x, uf.wgrad_x, 16384, 4096, 8192, 16, 4, 4, 1, amax=True))[0]
 rows["pair_amax_prmt"] = sass.opcodes(listing)["PRMT"]
 rows["strided"] = sass.count(nv.wgrad_x, 0, 4096, 4096, 16, 2, 4, 0, 4)  # RHT16 + RTNE along dim 0, NARROW 4
 print(json.dumps(rows))

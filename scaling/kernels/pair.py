@@ -24,7 +24,7 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_abs_halves, _abs_lane_pairs, _abs_rotation, _atomic_max, _encode_scale, _last_first,
+from scaling.kernels.quantize import (_abs_rotated, _abs_rotation, _atomic_max, _encode_scale, _last_first,
                                       _load_rotated, _load_tile, _offsets_pass_int32,
                                       _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_max,
                                       _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
@@ -59,13 +59,12 @@ def _pair_amax_kernel(x_ptr, amax_last_ptr, amax_first_ptr, seeds_last_ptr, seed
     consecutive tiles along the tokens, keeps each element's running maxima and ends with an atomic
     max each (as `_amax_kernel`). The tile is held as dim 0's canonical view, (BR features, BK
     tokens); without a rotation along the features its max is taken as it is (a max is exact in any
-    order), else from the tile reloaded along the features (`_pair_abs`; under RHT16 whole with
-    the last stage across lanes for HALVES 2, else as halves). The normalisations are applied to the
-    maxima (rounding is monotone)."""
+    order), else from the tile reloaded along the features (`_pair_abs`; HALVES as `_amax_kernel`'s).
+    The normalisations are applied to the maxima (rounding is monotone)."""
     BR: tl.constexpr = TILE // BK
     pid_r = _last_first(0)  # (from the end: the quantize pass then starts on what the L2 cache holds)
     stride_r, stride_k = _wide_strides(1, D, I64)
-    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HAD_L == 16 and HALVES != 2)
+    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HALVES == 1)
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
     pid_k = _last_first(1) * ITERS
     most_l, most_f = _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, signs_f, BR, BK,
@@ -85,21 +84,15 @@ def _pair_abs(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi,
               HALVES: tl.constexpr):
     """What the pair amax needs of |the tile rotated along the features| and of |the tile rotated
     along the tokens|, unnormalised (`_abs_rotation`: each rotation's last stage as |a| + |b|): the
-    tile as loaded without a rotation along the features; under RHT16 reloaded whole, the last stage
-    across lanes (HALVES 2: `_abs_lane_pairs`), or as halves (`_abs_halves`); under another, the
-    (BK, BR / 2) tile."""
+    tile as loaded without a rotation along the features; else the tile reloaded along them as the
+    single amax pass reads it (`_abs_rotated`, with its HALVES: under RHT16 1 as halves, 2 whole with
+    the last stage across lanes)."""
     x = _load_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, 1.0, BR, BK, NARROW, False)
     if HAD_L == 0:
         last = tl.abs(x)
-    elif HAD_L == 16 and HALVES != 2:
-        last = _abs_halves(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
-                           SIGNS_L, False)
     else:
-        xl = _load_tile(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, 1.0, BK, BR, 0, False)
-        if HAD_L == 16:
-            last = _abs_lane_pairs(xl, signs_lo, BK, BR, SIGNS_L)
-        else:
-            last = _abs_rotation(xl, signs_lo, BK, BR, HAD_L, LOG2H_L, SIGNS_L)
+        last, _ = _abs_rotated(x_ptr, pid_k, pid_r, T, D, stride_k, stride_r, signs_lo, signs_hi, 1.0, BK, BR, HAD_L,
+                               LOG2H_L, SIGNS_L, HALVES, 0, False, False)
     return last, _abs_rotation(x, signs_f, BR, BK, HAD_F, LOG2H_F, SIGNS_F)
 
 
@@ -267,7 +260,8 @@ class PairLaunch:
             self.cfg["ITERS"] = iters
         self.halves = halves_choices(last) if halves is None else (halves,)
         self.cfg["HALVES"] = self.halves[0]
-        self.amax_halves = (amax_halves_choices(last) if halves is None else (halves,)) if last.transform == 16 else ()
+        choices = amax_halves_choices(last)  # (a pinned `halves` pins the amax pass's where it has choices)
+        self.amax_halves = choices if halves is None or not choices else (halves,)
         self.numer, self.target = scale_constants(last)
         device = x.device
         # both amaxes in one buffer: one fill for the atomic maxima to start from
