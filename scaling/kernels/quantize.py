@@ -231,10 +231,14 @@ def _binade(m):
 
 
 @triton.jit
-def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr):
+def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr, s_b, neg_cs, SCALED: tl.constexpr = False):
     """formats.round_grid_rtne: nearest level, ties to the even index, saturating at GMAX (a level).
     Adding c = 2^22 x (the spacing's binade) rounds to a multiple of the spacing (c's ulp), ties to an
-    even multiple (the even index), and subtracting c is exact: 2 FADDs instead of a rint per binade."""
+    even multiple (the even index), and subtracting c is exact: 2 FADDs instead of a rint per binade.
+    SCALED (a uniform grid, `_folds_scale`): the level times the block scale s_b, as fma(m + c, s_b,
+    neg_cs) with neg_cs = -c s_b: the exact product (m + c) s_b minus the exact c s_b is the level
+    times s_b, exact in FP32 (a level of 3 and a scale of 4 significant bits), so the FMA returns it
+    unrounded: the subtraction and the multiply by s_b in one instruction, the same bits."""
     m = tl.minimum(mag, GMAX)
     if ELEM == 0:  # e2m1: spacing 0.5 below 2, 1 below 4, 2 above = 2^-1 x binade (>= 1)
         c = (_binade(m) + (22 << 23)).to(tl.float32, bitcast=True)
@@ -242,13 +246,22 @@ def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr):
         c = 2097152.0
     else:  # int4: integers = the ulp of 2^23
         c = 8388608.0
-    return (m + c) - c
+    if SCALED:
+        q = tl.fma(m + c, s_b, neg_cs)
+    else:
+        q = (m + c) - c
+    return q
 
 
 @triton.jit
-def _grid_sr(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr):
+def _grid_sr(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, s_fold=None, SCALED: tl.constexpr = False):
     """formats.round_grid_sr with the uniform u given as -u: the upper neighbour with probability
-    (mag - lo) / step, saturating at GMAX (a level: a saturated value is on the grid and stays)."""
+    (mag - lo) / step, saturating at GMAX (a level: a saturated value is on the grid and stays), as
+    (ceil, step): the level is ceil * step. SCALED (`_quantize_tile`): the step times the block
+    scale, from s_fold (`_scale_fold`), so one multiply an element makes the scaled value where two
+    ran (the level, then the level times its scale; sm_90, Triton 3.6: nvfp4's dY pair 62.5 -> 60.5
+    instructions per element at a 1024-element tile). A level (at most 3 significant bits) times an
+    E4M3 scale (4) is exact in FP32 in either order: the same bits."""
     # In units of the spacing (a power of two, so exact) y = m / step, and the level is
     # floor(y) + [u < y - floor(y)] = ceil(y - u): where y >= u, y - u is exact (u is a multiple of
     # 2^-17, so of y's ulp, for y < 2^7); where y < u, floor(y) = 0 and the rounded difference is
@@ -264,14 +277,19 @@ def _grid_sr(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr):
         # one instruction (the binade's mask and two additions before).
         inv_bits = ~tl.maximum(m, 1.0).to(tl.int32, bitcast=True) & 0x7F800000
         inv = inv_bits.to(tl.float32, bitcast=True)
-        step = (0x7F000000 - inv_bits).to(tl.float32, bitcast=True)  # binade / 2
+        # the step, binade / 2, has the bits 0x7F000000 - inv_bits; times the block scale (s_fold: its
+        # bits, a normal FP32) the exponents add: s_fold + (0x7F000000 - inv_bits) - 0x3F800000
+        if SCALED:
+            step = (s_fold - inv_bits + 0x3F800000).to(tl.float32, bitcast=True)  # (one IADD3)
+        else:
+            step = (0x7F000000 - inv_bits).to(tl.float32, bitcast=True)
     elif ELEM == 1:
         inv = 4.0
-        step = 0.25
+        step = s_fold if SCALED else 0.25
     else:
         inv = 1.0
-        step = 1.0
-    return tl.ceil(tl.fma(m, inv, neg_u)) * step
+        step = s_fold if SCALED else 1.0
+    return tl.ceil(tl.fma(m, inv, neg_u)), step
 
 
 @triton.jit
@@ -334,28 +352,54 @@ def _e8m0_scale(amax, EMAX: tl.constexpr):
 
 
 @triton.jit
-def _round_elements(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+def _round_elements(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, s_fold=None,
+                    neg_cs=None, SCALED: tl.constexpr = False):
+    """The rounded magnitudes; SCALED (RTNE on a uniform grid): times the block scale (`_scale_fold`)."""
     if ELEM == 3:
         q = _e4m3_rtne(mag)
     elif ELEM == 4:
         q = _fp8_rtne(mag, 65536.0, 6.103515625e-05, 21, 0xFFFFF, 57344.0)
     elif SR:
-        q = _grid_sr(mag, neg_u, ELEM, GMAX)
+        level, step = _grid_sr(mag, neg_u, ELEM, GMAX)
+        q = level * step
     else:
-        q = _grid_rtne(mag, ELEM, GMAX)
+        q = _grid_rtne(mag, ELEM, GMAX, s_fold, neg_cs, SCALED)
     return q
 
 
 @triton.jit
-def _round_signed(v, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+def _round_signed(v, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, s_fold=None, neg_cs=None,
+                  SCALED: tl.constexpr = False):
     """formats.round_elements: |v| rounded, negative exactly where v < 0, so -0.3 gives -0.0 and
     -0.0 gives +0 (v's sign bit alone would not do: a negative product that underflows is -0.0, and
     a rotation's zeros came out +0 on the GPU where the reference's were -0.0). The sign is the
     sign bit of v + 0.0 (+0 for -0.0 and for +0; v's otherwise), set on |q| by one LOP3 that also
     clears the -0.0 `_grid_sr` may give: two instructions where a compare and two selects ran."""
-    q = _round_elements(tl.abs(v), neg_u, ELEM, GMAX, SR).to(tl.uint32, bitcast=True)
-    sign = (v + 0.0).to(tl.uint32, bitcast=True) & 0x80000000
-    return ((q & 0x7FFFFFFF) | sign).to(tl.float32, bitcast=True)
+    signed = v + 0.0
+    if SCALED and SR:
+        level, step = _grid_sr(tl.abs(v), neg_u, ELEM, GMAX, s_fold, SCALED)
+        q = _with_sign_of(level, signed) * step  # (the step is positive)
+    else:
+        # scaled, the value goes to the BF16 conversion next: the sign set opaquely (`_with_sign_of`)
+        q = _with_sign_of(_round_elements(tl.abs(v), neg_u, ELEM, GMAX, SR, s_fold, neg_cs, SCALED), signed,
+                          SCALED)
+    return q
+
+
+@triton.jit
+def _with_sign_of(q, s, OPAQUE: tl.constexpr = False):
+    """|q| with the sign bit of s: a bit select, one LOP3. Written as integer masks LLVM finds a
+    copysign in it, and where the BF16 conversion comes right after, moves the copysign past it
+    (BF16 halves negated under predicates: sm_90, Triton 3.6, +8 instructions an element of ufp4's X
+    pair); OPAQUE: as inline assembly in PTX, which it leaves where it is. (Everywhere, the assembly
+    changed the registers ptxas allots other kernels: 4/6's 90 -> 128.)"""
+    if _PTX and OPAQUE:
+        bits = tl.inline_asm_elementwise("lop3.b32 $0, $1, $2, 0x7fffffff, 0xe4;", "=r,r,r",
+                                         [q.to(tl.uint32, bitcast=True), s.to(tl.uint32, bitcast=True)],
+                                         dtype=tl.uint32, is_pure=True, pack=1)
+    else:
+        bits = (q.to(tl.uint32, bitcast=True) & 0x7FFFFFFF) | (s.to(tl.uint32, bitcast=True) & 0x80000000)
+    return bits.to(tl.float32, bitcast=True)
 
 
 # --- tile helpers ----------------------------------------------------------------------------------
@@ -851,12 +895,33 @@ def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr,
 
 
 @triton.jit
-def _round_blocks(x4, s_b, s_enc, neg_u4, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
+def _scale_fold(s_b, ELEM: tl.constexpr, SR: tl.constexpr, SCALED: tl.constexpr):
+    """What a SCALED rounding takes of each block's scale s_b (an E4M3 value, or 0), per block: SR on
+    E2M1 its bits (`_grid_sr` adds the step's exponent to them; a zero scale as 1: its block's levels
+    are all 0 and any finite step keeps them 0), SR on a uniform grid the step times it, RTNE on one
+    s_b and -c s_b (`_grid_rtne`). Without SCALED, s_b twice (never read)."""
+    s_fold = s_b
+    neg_cs = s_b
+    if SCALED:
+        if SR and ELEM == 0:
+            s_fold = tl.where(s_b > 0, s_b, 1.0).to(tl.int32, bitcast=True)
+        elif SR:
+            s_fold = s_b * (0.25 if ELEM == 1 else 1.0)
+        else:
+            neg_cs = s_b * (-2097152.0 if ELEM == 1 else -8388608.0)
+    return s_fold, neg_cs
+
+
+@triton.jit
+def _round_blocks(x4, s_b, s_enc, neg_u4, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr,
+                  SCALED: tl.constexpr = False):
     """quant._round_blocks on a (nbr, br, nbk, bk) tile with (nbr, nbk) block scales (SR: the negated
-    uniforms `neg_u4`)."""
+    uniforms `neg_u4`); SCALED (`_folds_scale`): the levels times their block scale."""
     ok = s_b > 0
     factor = tl.where(ok, tl.math.div_rn(tl.zeros_like(s_b) + s_enc, tl.where(ok, s_b, 1.0)), 0.0)
-    return _round_signed(x4 * factor[:, None, :, None], neg_u4, ELEM, GMAX, SR)
+    s_fold, neg_cs = _scale_fold(s_b, ELEM, SR, SCALED)
+    return _round_signed(x4 * factor[:, None, :, None], neg_u4, ELEM, GMAX, SR, s_fold[:, None, :, None],
+                         neg_cs[:, None, :, None], SCALED)
 
 
 @triton.jit
@@ -902,7 +967,13 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
     if SR:
         neg_u = _paired_uniforms(rows, col0, K, round_key, BK, PAIRS)
     neg_u4 = tl.reshape(neg_u, (NBR, BLK_R, NBK, BLK_K))
-    q4 = _round_blocks(x4, s_b, s_enc, neg_u4, ELEM, GMAX, SR)
+    # SCALED: the rounding multiplies the block scale in (`_scale_fold`) instead of a pass over the
+    # levels after it: E4M3 block scales (normal in FP32, 4 significant bits: a level times a scale is
+    # exact), a uniform grid or SR on E2M1 (where that saves an instruction an element), and nothing
+    # after the rounding that needs the levels themselves (4/6's errors, MS-EDEN's correction).
+    SCALED: tl.constexpr = ((SCALE == 1) and (ELEM <= 2) and (SR or ELEM > 0) and (not PER_TENSOR)
+                            and (not FOUR_SIX) and (not EDEN))
+    q4 = _round_blocks(x4, s_b, s_enc, neg_u4, ELEM, GMAX, SR, SCALED)
 
     if FOUR_SIX:
         s_b4 = _block_scale(amax_b, s_enc, 4.0, SCALE, EMAX, BOUND)
@@ -926,7 +997,9 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
         bindex = rows[:, None].to(tl.int64) * (K // BLK_K) + bcol[None, :]
         s_b = _e4m3_sr(corrected, _uniform(bindex.to(tl.uint32), scale_key))
 
-    return tl.reshape(q4 * s_b[:, None, :, None], (BR, BK))
+    if not SCALED:
+        q4 = q4 * s_b[:, None, :, None]
+    return tl.reshape(q4, (BR, BK))
 
 
 @triton.jit
