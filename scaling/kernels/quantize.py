@@ -235,7 +235,7 @@ def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr, s_b, neg_cs, SCALED:
     """formats.round_grid_rtne: nearest level, ties to the even index, saturating at GMAX (a level).
     Adding c = 2^22 x (the spacing's binade) rounds to a multiple of the spacing (c's ulp), ties to an
     even multiple (the even index), and subtracting c is exact: 2 FADDs instead of a rint per binade.
-    SCALED (a uniform grid, `_folds_scale`): the level times the block scale s_b, as fma(m + c, s_b,
+    SCALED (a uniform grid, `_quantize_tile`): the level times the block scale s_b, as fma(m + c, s_b,
     neg_cs) with neg_cs = -c s_b: the exact product (m + c) s_b minus the exact c s_b is the level
     times s_b, exact in FP32 (a level of 3 and a scale of 4 significant bits), so the FMA returns it
     unrounded: the subtraction and the multiply by s_b in one instruction, the same bits."""
@@ -916,7 +916,7 @@ def _scale_fold(s_b, ELEM: tl.constexpr, SR: tl.constexpr, SCALED: tl.constexpr)
 def _round_blocks(x4, s_b, s_enc, neg_u4, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr,
                   SCALED: tl.constexpr = False):
     """quant._round_blocks on a (nbr, br, nbk, bk) tile with (nbr, nbk) block scales (SR: the negated
-    uniforms `neg_u4`); SCALED (`_folds_scale`): the levels times their block scale."""
+    uniforms `neg_u4`); SCALED (`_quantize_tile`): the levels times their block scale."""
     ok = s_b > 0
     factor = tl.where(ok, tl.math.div_rn(tl.zeros_like(s_b) + s_enc, tl.where(ok, s_b, 1.0)), 0.0)
     s_fold, neg_cs = _scale_fold(s_b, ELEM, SR, SCALED)
