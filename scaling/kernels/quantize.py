@@ -231,7 +231,7 @@ def _binade(m):
 
 
 @triton.jit
-def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr, s_b, neg_cs, SCALED: tl.constexpr = False):
+def _grid_rtne(mag, ELEM: tl.constexpr, GMAX: tl.constexpr, s_b=None, neg_cs=None, SCALED: tl.constexpr = False):
     """formats.round_grid_rtne: nearest level, ties to the even index, saturating at GMAX (a level).
     Adding c = 2^22 x (the spacing's binade) rounds to a multiple of the spacing (c's ulp), ties to an
     even multiple (the even index), and subtracting c is exact: 2 FADDs instead of a rint per binade.
@@ -259,7 +259,7 @@ def _grid_sr(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, s_fold=None, SC
     (mag - lo) / step, saturating at GMAX (a level: a saturated value is on the grid and stays), as
     (ceil, step): the level is ceil * step. SCALED (`_quantize_tile`): the step times the block
     scale, from s_fold (`_scale_fold`), so one multiply an element makes the scaled value where two
-    ran (the level, then the level times its scale; sm_90, Triton 3.6: nvfp4's dY pair 62.5 -> 60.5
+    ran (the level, then the level times its scale; sm_90, Triton 3.6: nvfp4's dY pair 62.5 -> 60.6
     instructions per element at a 1024-element tile). A level (at most 3 significant bits) times an
     E4M3 scale (4) is exact in FP32 in either order: the same bits."""
     # In units of the spacing (a power of two, so exact) y = m / step, and the level is
@@ -352,9 +352,7 @@ def _e8m0_scale(amax, EMAX: tl.constexpr):
 
 
 @triton.jit
-def _round_elements(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, s_fold=None,
-                    neg_cs=None, SCALED: tl.constexpr = False):
-    """The rounded magnitudes; SCALED (RTNE on a uniform grid): times the block scale (`_scale_fold`)."""
+def _round_elements(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr):
     if ELEM == 3:
         q = _e4m3_rtne(mag)
     elif ELEM == 4:
@@ -363,7 +361,7 @@ def _round_elements(mag, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.c
         level, step = _grid_sr(mag, neg_u, ELEM, GMAX)
         q = level * step
     else:
-        q = _grid_rtne(mag, ELEM, GMAX, s_fold, neg_cs, SCALED)
+        q = _grid_rtne(mag, ELEM, GMAX)
     return q
 
 
@@ -376,13 +374,13 @@ def _round_signed(v, neg_u, ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.const
     sign bit of v + 0.0 (+0 for -0.0 and for +0; v's otherwise), set on |q| by one LOP3 that also
     clears the -0.0 `_grid_sr` may give: two instructions where a compare and two selects ran."""
     signed = v + 0.0
-    if SCALED and SR:
-        level, step = _grid_sr(tl.abs(v), neg_u, ELEM, GMAX, s_fold, SCALED)
-        q = _with_sign_of(level, signed) * step  # (the step is positive)
+    if SCALED and SR:  # the sign on the level, then times the (positive) scaled step
+        level, step = _grid_sr(tl.abs(v), neg_u, ELEM, GMAX, s_fold, True)
+        q = _with_sign_of(level, signed) * step
+    elif SCALED:  # the scaled level goes to the BF16 conversion next: its sign set opaquely
+        q = _with_sign_of(_grid_rtne(tl.abs(v), ELEM, GMAX, s_fold, neg_cs, True), signed, True)
     else:
-        # scaled, the value goes to the BF16 conversion next: the sign set opaquely (`_with_sign_of`)
-        q = _with_sign_of(_round_elements(tl.abs(v), neg_u, ELEM, GMAX, SR, s_fold, neg_cs, SCALED), signed,
-                          SCALED)
+        q = _with_sign_of(_round_elements(tl.abs(v), neg_u, ELEM, GMAX, SR), signed)
     return q
 
 
