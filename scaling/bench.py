@@ -17,8 +17,9 @@ How each number is taken (docs/kernels.md says more):
   (dim -1 for fprop X/W and dgrad dY, dim 0 for dgrad W and both wgrad operands). "amax" (the
   tensor-amax pass of two-level/per-tensor scaling) counts the bytes it reads; "quantize" (the
   fused kernel), "transpose" (the copy with K moved last that MS-EDEN along dim 0 quantizes),
-  "transpose+amax" (that copy and its amax pass in one kernel: MS-EDEN's) and "gemm_operand" (all
-  stages, as QLinear calls them) count bytes read + written.
+  "transpose+amax" (that copy and its amax pass in one kernel: MS-EDEN's; operand
+  "dgrad.dy+wgrad.dy": the one that also finds dgrad dY's amax, as QLinear's backward runs it) and
+  "gemm_operand" (all stages, as QLinear calls them) count bytes read + written.
 - linear: QLinear(d, d) forward + backward on 16384 tokens, FP32 master weight, BF16 autocast,
   against nn.Linear in the same setting; replayed from a CUDA graph (no launch gaps). Each recipe is
   timed alternately with bf16 (LINEAR_ROUNDS times, a median of 20 replays each): ms is the median of
@@ -240,6 +241,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
                      + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
         measured(_kernel_rows(recipe_name, operand.replace("_", "."), done[key]))
     _bench_pairs(xs, recipes or KERNEL_RECIPES, seeds, mismatches, progress, measured)
+    _bench_rows_amaxes(xs, recipes or KERNEL_RECIPES, seeds, mismatches, progress, measured)
     if any(mismatches):
         raise RuntimeError(f"kernel and reference bits differ for {sum(m > 0 for m in mismatches)} operand(s)")
     return rows
@@ -302,6 +304,51 @@ def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Te
         progress(f"  {recipe_name}.{operand} (pair) [{tiles}]: {_rates(gbps)}"
                  + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
         measured(_kernel_rows(recipe_name, operand, gbps))
+
+
+def _rows_amax_launches(x: torch.Tensor, recipe, seeds: torch.Tensor):
+    """(wgrad dY's launch, dgrad dY's) of x where one transposing pass takes both amaxes
+    (`rht128.serves_rows_amax`: QLinear's backward under MS-EDEN), else None."""
+    from scaling.kernels import rht128
+
+    if recipe.wgrad_dy is None or recipe.dgrad_dy is None:
+        return None
+    launch, rows = _operand_launch(x, recipe.wgrad_dy, 0, seeds), _operand_launch(x, recipe.dgrad_dy, -1, seeds)
+    return (launch, rows) if rht128.serves_rows_amax(launch, rows) else None
+
+
+def _bench_rows_amaxes(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Tensor, mismatches: list[int],
+                       progress: Callable[[str], None], measured: Callable[[list[dict]], None]) -> None:
+    """bench_kernels' rows of the transposing pass that also finds dgrad dY's amax (operand
+    "dgrad.dy+wgrad.dy", "transpose+amax": x read once, its copy written), where a recipe's dY takes
+    it; bits: both operands quantized after it against the reference's."""
+    for recipe_name in recipes:
+        found = [_rows_amax_launches(xi, get_recipe(recipe_name), seeds) for xi in xs]
+        if found[0] is None:
+            continue
+        fns = [lambda ln=ln, rows=rows: ln.run_move_amax(rows) for ln, rows in found]
+        fns[0]()
+        t = {"transpose+amax": (graph_ms(fns[0]), back_to_back_ms(fns))}
+        (launch, rows), spec = found[0], get_recipe(recipe_name)
+        launch.run_quantize()
+        rows.run_quantize()
+        bad = (_bits_differing(*launch.result(), xs[0], spec.wgrad_dy, 0)
+               + _bits_differing(*rows.result(), xs[0], spec.dgrad_dy, -1))
+        mismatches.append(bad)
+        gbps = _gbps(t, xs[0], written=1)
+        tile = _rows_tile(launch)
+        progress(f"  {recipe_name}.dgrad.dy+wgrad.dy (transposing pass with both amaxes) [{tile}]: {_rates(gbps)}"
+                 + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
+        measured(_kernel_rows(recipe_name, "dgrad.dy+wgrad.dy", gbps))
+
+
+def _rows_tile(launch) -> str:
+    """The tile the tuner chose for a launch's transposing pass with the rows' amax ("" untuned)."""
+    from scaling.kernels import rht128
+
+    if not launch.tuned:
+        return ""
+    return rht128.tuned_config({**launch.cfg, "T": launch.x.shape[0], "D": launch.x.shape[1]}, True, True) or ""
 
 
 def _stages(launch) -> dict[str, Callable[[], None]]:

@@ -296,7 +296,13 @@ class _QuantizedLinearFn(torch.autograd.Function):
         # wgrad first: dX, written last, is then still in the L2 cache for the op that reads it next
         # (x.grad's accumulation, or the layer below's backward)
         if ctx.needs_input_grad[1]:  # wgrad: dW = dY^T . X, K = tokens
-            a, ia = pair[1] if pair else layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
+            if pair:
+                a, ia = pair[1]
+            elif ctx.needs_input_grad[0] and amax_wgrad_dy is None:
+                # dgrad's amax of dY from the read of wgrad's transposing pass, where one kernel takes both
+                (a, ia), amax_dgrad_dy = layer.operand_and_amax("wgrad", "dgrad", "dy", dy, dtype)
+            else:
+                a, ia = layer.operand("wgrad", "dy", dy, 0, dtype, amax=amax_wgrad_dy)
             b, ib = ((x, inv_x) if ctx.x_is_operand
                      else layer.operand("wgrad", "x", x, 0, dtype, x_scale, amax=amax_wgrad_x))
             if pair and ctx.x_is_operand:
@@ -424,6 +430,20 @@ class QLinear(nn.Linear):
         op, inv = gemm_operand(t, spec, dim, self.seeds(gemm, operand, spec), dtype, name=f"{gemm}.{operand}",
                                scale=scale, amax=amax, column_major=column_major)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
+
+    def operand_and_amax(self, gemm: str, rows_gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype):
+        """(`operand(gemm, operand, t, 0, dtype)`, the tensor amax of `rows_gemm`'s operand of t along its
+        last axis, or None): both from one read where the kernels run and one transposing pass takes
+        them (`kernels.gemm_operand_and_amax`: MS-EDEN's wgrad and dgrad dY); None: that operand finds
+        its own."""
+        spec, rows = self.recipe.spec(f"{gemm}.{operand}"), self.recipe.spec(f"{rows_gemm}.{operand}")
+        if not _use_kernels(t) or _OBSERVERS or spec is None:
+            return self.operand(gemm, operand, t, 0, dtype), None
+        from scaling import kernels
+
+        (op, inv), amax = kernels.gemm_operand_and_amax(t, spec, self.seeds(gemm, operand, spec), rows,
+                                                        self.seeds(rows_gemm, operand, rows), dtype)
+        return (op, inv if spec.has_tensor_scale else None), amax
 
     def kept_for_dim0(self, gemm: str, operand: str, t: torch.Tensor) -> bool:
         """Whether fprop's operand of t is best written column-major, where the backward's `gemm` will

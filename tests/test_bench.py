@@ -280,3 +280,18 @@ print(json.dumps([names, events]))
     assert names == ["mxfp4.fprop.x quantize", "mxfp4.dgrad.w quantize", "mxfp4.fprop.x+wgrad.x quantize",
                      "mxfp4.dgrad.dy+wgrad.dy quantize"]
     assert events == ["start", *(f"  {n}" for n in names), "stop"]
+
+
+def test_only_msedens_dy_takes_both_amaxes_in_its_transposing_pass():
+    """bench kernels times the transposing pass that also finds dgrad dY's amax where QLinear's
+    backward runs it: quartet2's dY (MS-EDEN both ways), no other preset's."""
+    import torch
+
+    from scaling import bench
+    from scaling.recipes import get_recipe, list_recipes
+
+    x, seeds = torch.empty(256, 384), torch.tensor(bench.BENCH_SEEDS)
+    found = {name for name in list_recipes() if bench._rows_amax_launches(x, get_recipe(name), seeds)}
+    assert found == {"quartet2"}
+    launch, rows = bench._rows_amax_launches(x, get_recipe("quartet2"), seeds)
+    assert (launch.dim, rows.dim) == (0, 1) and bench._rows_tile(launch) == ""

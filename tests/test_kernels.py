@@ -307,6 +307,65 @@ def test_transposing_amax_matches_copy_and_reference(warps: int, iters: int, sca
     quantize_and_check(launch, x, spec, 0, scale)
 
 
+def rows_launch(x: torch.Tensor, spec):
+    """A Launch of x along its last axis under seeds [5, 11] (not make_launch's: a kernel taking two
+    operands' amaxes must not mix up their signs)."""
+    from scaling.kernels.quantize import Launch
+
+    return Launch(x, spec, -1, torch.tensor([5, 11], dtype=torch.int64, device=DEVICE), torch.bfloat16)
+
+
+def check_rows(rows, x: torch.Tensor, spec) -> None:
+    """A rows_launch's quantize pass (after its amax) against the reference's bits under Seeds(5, 11)."""
+    rows.run_quantize()
+    out, inv = rows.result()
+    ref, ref_inv = quant.gemm_operand(x, spec, -1, Seeds(5, 11), torch.bfloat16)
+    assert_same_bits(out, ref)
+    assert_same_bits(inv, ref_inv)
+
+
+@in_process
+@pytest.mark.parametrize("warps,iters,D", [(4, 1, 256), (4, 4, 384), (8, 1, 384), (8, 4, 128)])
+def test_transposing_amax_takes_the_rows_amax(warps: int, iters: int, D: int):
+    """The transposing pass that also takes the amax along x's rows (`rht128.serves_rows_amax`:
+    MS-EDEN's dgrad dY beside its wgrad dY, under other seeds): the copy is x's transpose, the operand
+    along dim 0 has the reference's bits, and so has the one along the last axis quantized with the
+    rows' amax. 384 tokens: with 4 groups a program the last program's groups are past the end; with
+    8 warps a program takes 256 features, so at D = 384 its second group is past the end, and at D =
+    128 the whole second group."""
+    from scaling.kernels import rht128
+
+    r = get_recipe("quartet2")
+    gen = torch.Generator().manual_seed(warps * 100 + iters + D)
+    x = torch.randn(384, D, generator=gen) * 10 ** (torch.rand(1, D, generator=gen) * 6 - 3)
+    x[:, 0] = 0.0
+    x = x.to(DEVICE, torch.bfloat16)
+    launch, rows = make_launch(x, r.wgrad_dy, 0), rows_launch(x, r.dgrad_dy)
+    assert rht128.serves_rows_amax(launch, rows)
+    rht128.run_move_amax(launch, warps, iters, rows=rows)
+    assert_same_bits(launch.buf, x.t())
+    quantize_and_check(launch, x, r.wgrad_dy, 0)
+    check_rows(rows, x, r.dgrad_dy)
+
+
+@in_process
+def test_gemm_operand_and_amax():
+    """`kernels.gemm_operand_and_amax`: the operand along dim 0 with the reference's bits, and an amax
+    with which `gemm_operand` along the last axis has the reference's bits too (quartet2's dY); None
+    where the operand along dim 0 reads x in place (nvfp4's wgrad dY: no transposing pass)."""
+    r, nvfp4 = get_recipe("quartet2"), get_recipe("nvfp4")
+    x = torch.randn(256, 128, generator=torch.Generator().manual_seed(3)).to(DEVICE, torch.bfloat16)
+    (op, inv), amax = kernels.gemm_operand_and_amax(x, r.wgrad_dy, Seeds(99, 7), r.dgrad_dy, Seeds(5, 11),
+                                                    torch.bfloat16)
+    for got, want in zip((op, inv), quant.gemm_operand(x, r.wgrad_dy, 0, Seeds(99, 7), torch.bfloat16)):
+        assert_same_bits(got, want)
+    rows = kernels.gemm_operand(x, r.dgrad_dy, -1, Seeds(5, 11), torch.bfloat16, amax=amax)
+    for got, want in zip(rows, quant.gemm_operand(x, r.dgrad_dy, -1, Seeds(5, 11), torch.bfloat16)):
+        assert_same_bits(got, want)
+    assert kernels.gemm_operand_and_amax(x, nvfp4.wgrad_dy, Seeds(1, 2), nvfp4.dgrad_dy, Seeds(3, 4),
+                                         torch.bfloat16)[1] is None
+
+
 SPIKES = ((0, 0), (-1, -1), (-1, 0), (0, -1), (21, 77))  # corners of x and a point inside
 
 
@@ -319,7 +378,7 @@ def spiked(R: int, K: int, where: tuple[int, int]) -> torch.Tensor:
 
 @in_process
 @pytest.mark.parametrize("kind", ["amax along K", "amax along dim 0", "pair amax", "rht128 amax",
-                                  "rht128 transposing amax"])
+                                  "rht128 transposing amax", "rht128 transposing amax with rows"])
 def test_amax_passes_see_every_tile(kind: str):
     """The amax passes walk their tiles from the end (`quantize._last_first`): on a shape no tile
     divides, with several tiles a program, a single large value in a corner or inside is found
@@ -340,6 +399,13 @@ def test_amax_passes_see_every_tile(kind: str):
             launch = make_launch(x, spec, 0)
             rht128.run_move_amax(launch, 1, 2)
             quantize_and_check(launch, x, spec, 0)
+            continue
+        if kind == "rht128 transposing amax with rows":
+            r, x = get_recipe("quartet2"), spiked(256, 384, where)
+            launch, rows = make_launch(x, r.wgrad_dy, 0), rows_launch(x, r.dgrad_dy)
+            rht128.run_move_amax(launch, 8, 2, rows=rows)
+            quantize_and_check(launch, x, r.wgrad_dy, 0)
+            check_rows(rows, x, r.dgrad_dy)
             continue
         spec, dim = (SPECS["nvfp4.dgrad_dy"], -1) if kind == "amax along K" else (SPECS["nvfp4.wgrad_dy"], 0)
         x = spiked(96, 160, where)
@@ -597,21 +663,27 @@ def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, pairs: str, m
 def test_quartet2_backward_copies_only_dy(monkeypatch):
     """Quartet II's forward writes its X and W operands column-major (`QLinear.kept_for_dim0`), so the
     backward's MS-EDEN along their dim 0 reads them in place: of a layer's transposing copies only
-    dY's (for wgrad) is left."""
+    dY's (for wgrad) is left, and that pass also finds dgrad's amax of dY (no amax pass of its own)."""
     from scaling import linear
     from scaling.kernels import quantize as Q
 
-    moved = []
+    moved, amaxes = [], []
     for name in ("run_move", "run_move_amax"):
         real = getattr(Q.Launch, name)
-        monkeypatch.setattr(Q.Launch, name, lambda self, real=real, name=name: moved.append((name, tuple(self.x.shape)))
-                            or real(self))
+        monkeypatch.setattr(Q.Launch, name, lambda self, *args, real=real, name=name:
+                            moved.append((name, tuple(self.x.shape), args != (None,) and bool(args)))
+                            or real(self, *args))
+    real_amax = Q.Launch.run_amax
+    monkeypatch.setattr(Q.Launch, "run_amax", lambda self, *args: amaxes.append((tuple(self.x.shape), self.dim))
+                        or real_amax(self, *args))
     monkeypatch.setattr(linear, "_use_kernels", lambda t: True)
     layer = linear.QLinear.from_linear(torch.nn.Linear(128, 256, bias=False), get_recipe("quartet2"), 0, 5).to(DEVICE)
     layer.set_step(1)
     x = torch.randn(128, 128, device=DEVICE, requires_grad=True)
     layer(x).square().sum().backward()
-    assert moved == [("run_move_amax", (128, 256))]  # dY (tokens, out_features), with its amax pass
+    # dY (tokens, out_features), with its amax pass and dgrad's (the rows')
+    assert moved == [("run_move_amax", (128, 256), True)]
+    assert ((128, 256), 1) not in amaxes and ((128, 128), 0) in amaxes  # (wgrad X's: a pass of its own)
 
 
 @in_process

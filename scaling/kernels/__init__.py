@@ -256,3 +256,49 @@ def _factor(factor: torch.Tensor | None, spec: QuantSpec, name: str, device: tor
     if not spec.has_tensor_scale:
         raise ValueError(f"{name} multiplies a tensor scale; this spec has none")
     return factor.to(device=device, dtype=torch.float32).reshape(())
+
+
+torch.library.define(
+    "scaling::gemm_operand_and_amax",
+    f"(Tensor x, Tensor? seeds, Tensor? rows_seeds, ScalarType dtype, {_SPEC_SCHEMA.format(p='')}, "
+    f"{_SPEC_SCHEMA.format(p='rows_')}) -> (Tensor, Tensor, Tensor)")
+
+
+@torch.library.impl("scaling::gemm_operand_and_amax", "default")
+def _gemm_operand_and_amax_op(x, seeds, rows_seeds, dtype, *spec_args):
+    from scaling.kernels.quantize import quantize_operand_and_amax
+
+    spec, rows = _spec_from_args(*spec_args[:_N_SPEC_ARGS]), _spec_from_args(*spec_args[_N_SPEC_ARGS:])
+    return quantize_operand_and_amax(x, spec, seeds, rows, rows_seeds, dtype)
+
+
+@torch.library.register_fake("scaling::gemm_operand_and_amax")
+def _(x, seeds, rows_seeds, dtype, *spec_args):
+    from scaling.kernels.quantize import output_like
+
+    def scalar():
+        return torch.empty((), dtype=torch.float32, device=x.device)
+
+    return output_like(x, _spec_from_args(*spec_args[:_N_SPEC_ARGS]), 0, dtype), scalar(), scalar()
+
+
+def gemm_operand_and_amax(x: torch.Tensor, spec: QuantSpec, seed: int | Seeds | None, rows: QuantSpec | None,
+                          rows_seed: int | Seeds | None, dtype: torch.dtype):
+    """(`gemm_operand(x, spec, 0, seed, dtype)`, the tensor amax `rows` takes of x along its last axis
+    or None): a 2-D x's operand along dim 0, and from the same read the amax that the operand along
+    its last axis would find in a pass of its own, for its `gemm_operand(amax=)`, where the kernels
+    make the first by a transposing pass that takes both (`quantize.quantize_operand_and_amax`:
+    MS-EDEN's wgrad and dgrad dY, QLinear's backward). Elsewhere (None where the kernels do not run,
+    x is not 2-D, the operand along dim 0 reads x in place, or `rows` has no tensor scale)
+    `gemm_operand` alone and None: the other operand then finds its own amax."""
+    from scaling.kernels.quantize import moves_k_last
+
+    if not (rows is not None and rows.has_tensor_scale and x.dim() == 2 and x.numel() > 0 and enabled(x)
+            and supports(spec) and supports(rows) and moves_k_last(spec, 2, 0)):
+        return gemm_operand(x, spec, 0, seed, dtype), None
+    _check(x, spec, 0, seed)
+    _check(x, rows, 1, rows_seed)
+    op, inv, amax = torch.ops.scaling.gemm_operand_and_amax(
+        x.contiguous(), _seed_tensor(seed, x.device), _seed_tensor(rows_seed, x.device), dtype, *_spec_args(spec),
+        *_spec_args(rows))
+    return (op, inv), amax

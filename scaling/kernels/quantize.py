@@ -1460,10 +1460,22 @@ class Launch:
         """Whether the moved copy and the amax pass are one kernel (`run_move_amax`)."""
         return rht128.serves_move_amax(self)
 
-    def run_move_amax(self) -> None:
+    def run_move_amax(self, rows: "Launch | None" = None) -> None:
         """The moved copy and the amax pass from one read of x (`rht128.run_move_amax`: MS-EDEN's dY
-        along dim 0), where `moves_with_amax`."""
-        rht128.run_move_amax(self)
+        along dim 0), where `moves_with_amax`; with `rows` (`rht128.serves_rows_amax`), that Launch's
+        amax pass too (MS-EDEN's dgrad dY)."""
+        rht128.run_move_amax(self, rows=rows)
+
+    def run_move_and_amax(self) -> None:
+        """Whatever the quantize pass waits on: the moved copy where `needs_move`, the amax pass where
+        `needs_amax` (one kernel where `moves_with_amax`)."""
+        if self.moves_with_amax:
+            self.run_move_amax()
+            return
+        if self.needs_move:
+            self.run_move()
+        if self.needs_amax:
+            self.run_amax()
 
     def run_amax(self, plain: torch.Tensor | None = None) -> None:
         """The amax pass, into self.amax; with `plain` (a zero 0-d FP32 tensor), also the amax before
@@ -1497,15 +1509,29 @@ def quantize_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: torch.Te
     along its last axis comes out with dim 0 contiguous (`output_like`), for a later quantizer along
     dim 0 that would otherwise make a transposing copy of it (`moves_k_last`)."""
     launch = Launch(x, spec, dim, seeds, dtype, scale=scale, amax=amax, column_major=column_major)
-    if launch.moves_with_amax:
-        launch.run_move_amax()
-    else:
-        if launch.needs_move:
-            launch.run_move()
-        if launch.needs_amax:
-            launch.run_amax()
+    launch.run_move_and_amax()
     launch.run_quantize()
     return launch.result()
+
+
+def quantize_operand_and_amax(x: torch.Tensor, spec: QuantSpec, seeds: torch.Tensor | None, rows_spec: QuantSpec,
+                              rows_seeds: torch.Tensor | None,
+                              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`quantize_operand(x, spec, 0, seeds, dtype)` of a 2-D x, and the tensor amax `rows_spec` (with a
+    tensor scale) takes of x along its last axis, for a later `quantize_operand(amax=)`: from the
+    transposing pass's read of x where it can take both (`rht128.serves_rows_amax`: MS-EDEN's wgrad
+    and dgrad dY), else by that spec's own amax pass. (operand, 1 / tensor scale, rows' amax)."""
+    if not rows_spec.has_tensor_scale:
+        raise ValueError("rows_spec has no tensor scale: there is no tensor amax to find")
+    launch = Launch(x, spec, 0, seeds, dtype)
+    rows = Launch(x, rows_spec, -1, rows_seeds, dtype)
+    if rht128.serves_rows_amax(launch, rows):
+        launch.run_move_amax(rows)
+    else:
+        launch.run_move_and_amax()
+        rows.run_amax()
+    launch.run_quantize()
+    return (*launch.result(), rows.amax)
 
 
 def _rotates_in_halves(spec: QuantSpec, stride_k: int) -> bool:

@@ -44,9 +44,11 @@ GROUP = 128
 _GROUP_C = tl.constexpr(GROUP)
 _SLICES_C = tl.constexpr(GROUP // 8)
 # SCALING_RHT128=0 leaves these specs to the generic kernel (same bits; for A/B timing);
-# SCALING_MOVE_AMAX=0 runs the transposing copy and its amax pass as two kernels (the same).
+# SCALING_MOVE_AMAX=0 runs the transposing copy and its amax pass as two kernels (the same);
 ENABLED = os.environ.get("SCALING_RHT128", "1") != "0"
 MOVE_AMAX = os.environ.get("SCALING_MOVE_AMAX", "1") != "0"
+# SCALING_ROWS_AMAX=0: MS-EDEN's dgrad dY finds its amax in its own pass, not in wgrad dY's transposing one.
+ROWS_AMAX = os.environ.get("SCALING_ROWS_AMAX", "1") != "0"
 
 
 @triton.jit
@@ -157,9 +159,9 @@ def _group_amax_kernel(x_ptr, amax_ptr, seeds_ptr, scale_ptr, R, K, stride_r, BR
 
 
 @triton.jit
-def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, T, D: tl.constexpr, BR: tl.constexpr,
-                             NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr,
-                             ITERS: tl.constexpr):
+def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, rows_amax_ptr, rows_seeds_ptr, T,
+                             D: tl.constexpr, BR: tl.constexpr, NORM: tl.constexpr, RAND_SIGNS: tl.constexpr,
+                             HAS_SCALE: tl.constexpr, ITERS: tl.constexpr, ROWS: tl.constexpr = False):
     """The transposing copy of a row-major (T, D) x that MS-EDEN along dim 0 quantizes (dst: (D, T),
     row-major) and that copy's amax pass (RHT128 along its rows), from one read of x: a thread per
     feature loads a group of 128 tokens (`_column_runs`: a row of memory a load, lanes reading
@@ -167,8 +169,14 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, T, 
     memory, for coalesced stores) and rotates it as `_group_amax_kernel` does (`_slice`'s COLUMNS);
     ITERS consecutive groups of tokens a program. Bit for bit the copy, then `_group_amax_kernel` on
     it (the same sums of the same values). H200, (16384, 4096) BF16: 91.5 us against 121.8 for the
-    transpose and amax kernels (71.3 + 53.6 alone)."""
-    feats = _last_first(0) * BR + tl.arange(0, BR)
+    transpose and amax kernels (71.3 + 53.6 alone).
+
+    ROWS (BR a multiple of 128): also the amax pass of x along its rows (RHT128 along D, signs from
+    rows_seeds_ptr, into rows_amax_ptr: MS-EDEN's dgrad dY, which `_group_amax_kernel` would read from
+    memory again), from the same tile: a thread per token of each of the program's BR / 128 groups of
+    features reloads its group's 128 values, which the column loads just brought into the caches."""
+    f0 = _last_first(0) * BR
+    feats = f0 + tl.arange(0, BR)
     stored = feats < D
     # Loads need no masks: a feature past D reads feature D - 1 again and a group past T the last
     # group (T >= 128), values the amax sees anyway (their copies are not stored, or stored equal).
@@ -178,6 +186,15 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, T, 
     most = tl.zeros((BR,), tl.float32)
     w0, w1 = _sign_word(seeds_ptr, 0, RAND_SIGNS), _sign_word(seeds_ptr, 1, RAND_SIGNS)
     w2, w3 = _sign_word(seeds_ptr, 2, RAND_SIGNS), _sign_word(seeds_ptr, 3, RAND_SIGNS)
+    if ROWS:
+        # thread i: token i % 128 of the group of tokens, features from the program's (i // 128)-th
+        # group of 128 (one past D reads the last group again)
+        lane = tl.arange(0, BR)
+        row_col = tl.minimum(f0 + (lane // _GROUP_C) * _GROUP_C, D - _GROUP_C)
+        row_tok = lane % _GROUP_C
+        v0, v1 = _sign_word(rows_seeds_ptr, 0, RAND_SIGNS), _sign_word(rows_seeds_ptr, 1, RAND_SIGNS)
+        v2, v3 = _sign_word(rows_seeds_ptr, 2, RAND_SIGNS), _sign_word(rows_seeds_ptr, 3, RAND_SIGNS)
+        rows_most = tl.zeros((BR,), tl.float32)
     for i in range(ITERS):
         tok0 = tl.minimum((_last_first(1) * ITERS + i) * _GROUP_C, T - _GROUP_C)
         zero = (tok0 >> 31).to(tl.uint32)  # (a zero the compiler cannot see: `_per_tile`)
@@ -190,7 +207,14 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, T, 
         t = _group(x_tile, feats, stored, tok0, x_scale, _per_tile(w0, zero), _per_tile(w1, zero),
                    _per_tile(w2, zero), _per_tile(w3, zero), 0, _SLICES_C, HAS_SCALE, True, True, D)
         most = tl.maximum(most, tl.max(tl.reshape(t, (BR, _GROUP_C // 2)), axis=1))
+        if ROWS:
+            base = (tok0 + row_tok).to(tl.int64) * D + row_col
+            r = _group(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, _per_tile(v0, zero), _per_tile(v1, zero),
+                       _per_tile(v2, zero), _per_tile(v3, zero), 0, _SLICES_C, HAS_SCALE, True)
+            rows_most = tl.maximum(rows_most, tl.max(tl.reshape(r, (BR, _GROUP_C // 2)), axis=1))
     _atomic_max(amax_ptr, tl.max(most, axis=0) * NORM)
+    if ROWS:
+        _atomic_max(rows_amax_ptr, tl.max(rows_most, axis=0) * NORM)
 
 
 def serves_amax(launch) -> bool:
@@ -202,12 +226,14 @@ def serves_amax(launch) -> bool:
 
 # (warps, ITERS): a warp holds 32 rows (features, in the transposing pass). The untuned launch's is the first.
 _CANDIDATES = tuple((w, n) for w in (2, 1, 4) for n in (1, 4))
+# The transposing pass that also takes the rows' amax (ROWS): a program's features are whole groups of 128.
+_ROWS_CANDIDATES = tuple((w, n) for w in (4, 8) for n in (1, 4))
 _TUNE_KEY = ("R", "K", "HAS_SCALE")
 _TRANSPOSING_KEY = ("T", "D", "HAS_SCALE")
 
 
-def _configs() -> list:
-    return [triton.Config({"BR": 32 * w, "ITERS": n}, num_warps=w) for w, n in _CANDIDATES]
+def _configs(candidates: tuple = _CANDIDATES) -> list:
+    return [triton.Config({"BR": 32 * w, "ITERS": n}, num_warps=w) for w, n in candidates]
 
 
 @functools.lru_cache(maxsize=None)
@@ -216,20 +242,22 @@ def _tuner():
 
 
 @functools.lru_cache(maxsize=None)
-def _transposing_tuner():
-    return autotuned(_transposing_amax_kernel, _configs(), list(_TRANSPOSING_KEY))
+def _transposing_tuner(rows: bool = False):
+    return autotuned(_transposing_amax_kernel, _configs(_ROWS_CANDIDATES if rows else _CANDIDATES),
+                     list(_TRANSPOSING_KEY))
 
 
-def _run(kernel, tuner, launch, args: tuple, grid, warps: int | None, iters: int) -> None:
+def _run(kernel, tuner, launch, args: tuple, grid, warps: int | None, iters: int, first: tuple = _CANDIDATES[0],
+         **extra) -> None:
     """One of this module's kernels for a Launch: tuned on the GPU, else at a pinned tile (`warps`,
-    `iters`; the first candidate's warps when not given)."""
+    `iters`; the first candidate's warps, `first`, when not given)."""
     c = launch.cfg
     consts = {"NORM": c["NORM"], "RAND_SIGNS": c["RAND_SIGNS"], "HAS_SCALE": c["HAS_SCALE"],
-              "enable_fp_fusion": False}
+              "enable_fp_fusion": False, **extra}
     if launch.tuned and warps is None:
         tuner()[grid](*args, **consts)
     else:
-        w = warps or _CANDIDATES[0][0]
+        w = warps or first[0]
         kernel[grid](*args, **consts, BR=32 * w, ITERS=iters, num_warps=w)
 
 
@@ -252,25 +280,38 @@ def serves_move_amax(launch) -> bool:
             and serves_amax(launch))
 
 
-def run_move_amax(launch, warps: int | None = None, iters: int = 1) -> None:
+def serves_rows_amax(launch, rows) -> bool:
+    """Whether `run_move_amax` of `launch` (`serves_move_amax`) can also take the amax pass of `rows`,
+    a Launch of the same x along its last axis that `_group_amax_kernel` serves (MS-EDEN's dgrad dY
+    beside its wgrad dY), from its read of x: the same rotation's constants and neither scaled."""
+    same = all(rows.cfg[k] == launch.cfg[k] for k in ("NORM", "RAND_SIGNS"))
+    return (ROWS_AMAX and serves_move_amax(launch) and rows.x is launch.x and rows.dim == launch.x.dim() - 1
+            and rows.needs_amax and serves_amax(rows) and same
+            and not (launch.cfg["HAS_SCALE"] or rows.cfg["HAS_SCALE"]))
+
+
+def run_move_amax(launch, warps: int | None = None, iters: int = 1, rows=None) -> None:
     """A Launch's moved copy (launch.buf) and amax pass (into launch.amax) from one read of x, where
-    `serves_move_amax`; `warps`, `iters` pin a tile (tests). (The tuner's reruns write the same copy
-    and leave the atomic max as it is.)"""
+    `serves_move_amax`; with `rows` (`serves_rows_amax`), that Launch's amax pass too (into
+    rows.amax). `warps`, `iters` pin a tile (tests; with rows, 4 or 8 warps). (The tuner's reruns write
+    the same copy and leave the atomic maxima as they are.)"""
     src = launch.x.contiguous()
     T, D = src.shape
 
     def grid(meta: dict) -> tuple[int, int]:
         return triton.cdiv(D, meta["BR"]), triton.cdiv(T, GROUP * meta["ITERS"])
 
-    _run(_transposing_amax_kernel, _transposing_tuner, launch,
-         (src, launch.buf, launch.amax, launch.seeds, launch.scale, T, D), grid, warps, iters)
+    rows_amax, rows_seeds = (launch.amax, launch.seeds) if rows is None else (rows.amax, rows.seeds)
+    _run(_transposing_amax_kernel, functools.partial(_transposing_tuner, rows is not None), launch,
+         (src, launch.buf, launch.amax, launch.seeds, launch.scale, rows_amax, rows_seeds, T, D), grid, warps, iters,
+         _CANDIDATES[0] if rows is None else _ROWS_CANDIDATES[0], ROWS=rows is not None)
 
 
-def tuned_config(values: dict, transposing: bool = False) -> str | None:
-    """The tile the tuner chose for these key values (`transposing`: the transposing pass's), in
-    words (None: not tuned yet)."""
+def tuned_config(values: dict, transposing: bool = False, rows: bool = False) -> str | None:
+    """The tile the tuner chose for these key values (`transposing`: the transposing pass's; `rows`:
+    the one that also takes the rows' amax), in words (None: not tuned yet)."""
     if transposing:
-        c = tuned_choice(_transposing_tuner(), _transposing_amax_kernel, values, _TRANSPOSING_KEY)
+        c = tuned_choice(_transposing_tuner(rows), _transposing_amax_kernel, values, _TRANSPOSING_KEY)
         return None if c is None else f"{c.kwargs['BR']} features x 1 group iters {c.kwargs['ITERS']}"
     c = tuned_choice(_tuner(), _group_amax_kernel, values, _TUNE_KEY)
     return None if c is None else f"{c.kwargs['BR']} rows x 1 group iters {c.kwargs['ITERS']}"

@@ -108,13 +108,15 @@ def compile_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool
     return _compile_rht128(rht128._group_amax_kernel, spec, warps, iters, scaled, {}, _SIGNATURE)
 
 
-def compile_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096):
+def compile_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096, rows: bool = False):
     """`rht128`'s transposing amax pass (the moved copy and its amax, a thread per feature) along dim 0
-    of a (T, D) x, as `_compile_rht128` (D a compile-time constant, as launched)."""
+    of a (T, D) x, as `_compile_rht128` (D a compile-time constant, as launched); `rows`: the one that
+    also takes the amax along x's rows (ROWS)."""
     from scaling.kernels import rht128
 
-    return _compile_rht128(rht128._transposing_amax_kernel, spec, warps, iters, False, {"D": D},
-                           _SIGNATURE | {"dst_ptr": "*bf16", "T": "i32"})
+    return _compile_rht128(rht128._transposing_amax_kernel, spec, warps, iters, False, {"D": D, "ROWS": rows},
+                           _SIGNATURE | {"dst_ptr": "*bf16", "T": "i32", "rows_amax_ptr": "*fp32",
+                                         "rows_seeds_ptr": "*i64"})
 
 
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
@@ -199,11 +201,11 @@ def count_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool =
     return _counted(compile_group_amax(spec, warps, iters, scaled), tile, 128, warps, 0, 0, iters)
 
 
-def count_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096) -> dict:
+def count_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096, rows: bool = False) -> dict:
     """`count` for `rht128`'s transposing amax pass (per element read and copied; its loop runs ITERS
-    times) on a (T, D) input."""
+    times) on a (T, D) input; `rows`: with the rows' amax."""
     tile = 32 * warps * 128
-    return _counted(compile_transposing_amax(spec, warps, iters, D), tile, 128, warps, 0, 0, iters)
+    return _counted(compile_transposing_amax(spec, warps, iters, D, rows), tile, 128, warps, 0, 0, iters)
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
