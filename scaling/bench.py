@@ -472,7 +472,8 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
             _sass_progress(f"{recipe_name}.{operand} ({spec.describe()}, dim {dim})", done[(spec, dim)], progress)
         rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
                  for r in done[(spec, dim)]]
-    return rows + _sass_pairs(tokens, d, recipes or KERNEL_RECIPES, progress)
+    return (rows + _sass_pairs(tokens, d, recipes or KERNEL_RECIPES, progress)
+            + _sass_rows_amaxes(tokens, d, recipes or KERNEL_RECIPES, progress))
 
 
 def _sass_progress(what: str, rows: list[dict], progress: Callable[[str], None]) -> None:
@@ -496,6 +497,24 @@ def _sass_pairs(tokens: int, d: int, recipes, progress: Callable[[str], None]) -
         counts += sass.pair_amax_counts(last, first, tokens, d)
         _sass_progress(f"{recipe_name}.{operand} (pair)", counts, progress)
         rows += [{"recipe": recipe_name, "operand": operand, **r} for r in counts]
+    return rows
+
+
+def _sass_rows_amaxes(tokens: int, d: int, recipes, progress: Callable[[str], None]) -> list[dict]:
+    """bench_sass's rows of dY's transposing pass that also takes dgrad's amax (operand
+    "dgrad.dy+wgrad.dy", stage "transpose+amax"), where a recipe's dY takes it (`_rows_amax_launches`)."""
+    from scaling.kernels import rht128, sass
+
+    x, seeds = torch.empty(tokens, d, device="meta"), torch.tensor(BENCH_SEEDS)
+    rows = []
+    for recipe_name in recipes:
+        recipe = get_recipe(recipe_name)
+        if _rows_amax_launches(x, recipe, seeds) is None:
+            continue
+        counts = [{"stage": "transpose+amax", **sass.count_transposing_amax(recipe.wgrad_dy, w, n, d, rows=True)}
+                  for w, n in rht128._ROWS_CANDIDATES]
+        _sass_progress(f"{recipe_name}.dgrad.dy+wgrad.dy (transposing pass with both amaxes)", counts, progress)
+        rows += [{"recipe": recipe_name, "operand": "dgrad.dy+wgrad.dy", **r} for r in counts]
     return rows
 
 

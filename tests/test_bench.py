@@ -295,3 +295,21 @@ def test_only_msedens_dy_takes_both_amaxes_in_its_transposing_pass():
     assert found == {"quartet2"}
     launch, rows = bench._rows_amax_launches(x, get_recipe("quartet2"), seeds)
     assert (launch.dim, rows.dim) == (0, 1) and bench._rows_tile(launch) == ""
+
+
+def test_sass_counts_the_transposing_pass_with_both_amaxes_where_it_runs(monkeypatch):
+    """bench sass counts dY's transposing pass with dgrad's amax (rows=True) at each tile its tuner
+    tries, for quartet2 only (stage "transpose+amax", operand "dgrad.dy+wgrad.dy")."""
+    pytest.importorskip("triton")
+    from scaling import bench
+    from scaling.kernels import rht128, sass
+
+    calls = []
+    monkeypatch.setattr(sass, "count_transposing_amax",
+                        lambda spec, w, n, D, rows=False: calls.append((w, n, D, rows))
+                        or {"tile": 32 * w * 128, "bk": 128, "warps": w, "narrow": 0, "halves": 0, "iters": n,
+                            "instructions_per_element": 20.0, "registers": 128})
+    rows = bench._sass_rows_amaxes(16384, 2048, ["nvfp4", "quartet2", "ufp4"], lambda line: None)
+    assert calls == [(w, n, 2048, True) for w, n in rht128._ROWS_CANDIDATES]
+    assert {(r["recipe"], r["operand"], r["stage"]) for r in rows} == {("quartet2", "dgrad.dy+wgrad.dy",
+                                                                        "transpose+amax")}
