@@ -323,17 +323,18 @@ def _bench_rows_amaxes(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: to
     "dgrad.dy+wgrad.dy", "transpose+amax": x read once, its copy written), where a recipe's dY takes
     it; bits: both operands quantized after it against the reference's."""
     for recipe_name in recipes:
-        found = [_rows_amax_launches(xi, get_recipe(recipe_name), seeds) for xi in xs]
+        recipe = get_recipe(recipe_name)
+        found = [_rows_amax_launches(xi, recipe, seeds) for xi in xs]
         if found[0] is None:
             continue
         fns = [lambda ln=ln, rows=rows: ln.run_move_amax(rows) for ln, rows in found]
         fns[0]()
         t = {"transpose+amax": (graph_ms(fns[0]), back_to_back_ms(fns))}
-        (launch, rows), spec = found[0], get_recipe(recipe_name)
+        launch, rows = found[0]
         launch.run_quantize()
         rows.run_quantize()
-        bad = (_bits_differing(*launch.result(), xs[0], spec.wgrad_dy, 0)
-               + _bits_differing(*rows.result(), xs[0], spec.dgrad_dy, -1))
+        bad = (_bits_differing(*launch.result(), xs[0], recipe.wgrad_dy, 0)
+               + _bits_differing(*rows.result(), xs[0], recipe.dgrad_dy, -1))
         mismatches.append(bad)
         gbps = _gbps(t, xs[0], written=1)
         tile = _rows_tile(launch)

@@ -117,12 +117,13 @@ def run_launch(launch, x: torch.Tensor, spec, dim: int, run_amax=None) -> None:
     quantize_and_check(launch, x, spec, dim)
 
 
-def quantize_and_check(launch, x: torch.Tensor, spec, dim: int, scale: torch.Tensor | None = None) -> None:
+def quantize_and_check(launch, x: torch.Tensor, spec, dim: int, scale: torch.Tensor | None = None,
+                       seeds: Seeds = Seeds(99, 7)) -> None:
     """A Launch's quantize pass (after its amax), its operand and inverse scale against the bits of
-    the reference's for x (times `scale`, where given) under Seeds(99, 7)."""
+    the reference's for x (times `scale`, where given) under `seeds` (make_launch's)."""
     launch.run_quantize()
     out, inv = launch.result()
-    ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, dim, Seeds(99, 7),
+    ref, ref_inv = quant.gemm_operand(x if scale is None else quant.in_real_units(x, scale), spec, dim, seeds,
                                       torch.bfloat16)
     assert_same_bits(out, ref)
     assert_same_bits(inv, ref_inv)
@@ -307,21 +308,16 @@ def test_transposing_amax_matches_copy_and_reference(warps: int, iters: int, sca
     quantize_and_check(launch, x, spec, 0, scale)
 
 
+ROWS_SEEDS = Seeds(5, 11)
+
+
 def rows_launch(x: torch.Tensor, spec):
-    """A Launch of x along its last axis under seeds [5, 11] (not make_launch's: a kernel taking two
+    """A Launch of x along its last axis under ROWS_SEEDS (not make_launch's: a kernel taking two
     operands' amaxes must not mix up their signs)."""
     from scaling.kernels.quantize import Launch
 
-    return Launch(x, spec, -1, torch.tensor([5, 11], dtype=torch.int64, device=DEVICE), torch.bfloat16)
-
-
-def check_rows(rows, x: torch.Tensor, spec) -> None:
-    """A rows_launch's quantize pass (after its amax) against the reference's bits under Seeds(5, 11)."""
-    rows.run_quantize()
-    out, inv = rows.result()
-    ref, ref_inv = quant.gemm_operand(x, spec, -1, Seeds(5, 11), torch.bfloat16)
-    assert_same_bits(out, ref)
-    assert_same_bits(inv, ref_inv)
+    seeds = torch.tensor([ROWS_SEEDS.rounding, ROWS_SEEDS.signs], dtype=torch.int64, device=DEVICE)
+    return Launch(x, spec, -1, seeds, torch.bfloat16)
 
 
 @in_process
@@ -345,7 +341,7 @@ def test_transposing_amax_takes_the_rows_amax(warps: int, iters: int, D: int):
     rht128.run_move_amax(launch, warps, iters, rows=rows)
     assert_same_bits(launch.buf, x.t())
     quantize_and_check(launch, x, r.wgrad_dy, 0)
-    check_rows(rows, x, r.dgrad_dy)
+    quantize_and_check(rows, x, r.dgrad_dy, -1, seeds=ROWS_SEEDS)
 
 
 @in_process
@@ -674,7 +670,7 @@ def test_quartet2_backward_copies_only_dy(monkeypatch):
     for name in ("run_move", "run_move_amax"):
         real = getattr(Q.Launch, name)
         monkeypatch.setattr(Q.Launch, name, lambda self, *args, real=real, name=name:
-                            moved.append((name, tuple(self.x.shape), args != (None,) and bool(args)))
+                            moved.append((name, tuple(self.x.shape), bool(args) and args[0] is not None))
                             or real(self, *args))
     real_amax = Q.Launch.run_amax
     monkeypatch.setattr(Q.Launch, "run_amax", lambda self, *args: amaxes.append((tuple(self.x.shape), self.dim))

@@ -209,6 +209,7 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, row
         most = tl.maximum(most, tl.max(tl.reshape(t, (BR, _GROUP_C // 2)), axis=1))
         if ROWS:
             base = (tok0 + row_tok).to(tl.int64) * D + row_col
+            # (every token is in bounds, tok0 clamped: the mask `_slice` takes is all true)
             r = _group(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, _per_tile(v0, zero), _per_tile(v1, zero),
                        _per_tile(v2, zero), _per_tile(v3, zero), 0, _SLICES_C, HAS_SCALE, True)
             rows_most = tl.maximum(rows_most, tl.max(tl.reshape(r, (BR, _GROUP_C // 2)), axis=1))
@@ -247,17 +248,17 @@ def _transposing_tuner(rows: bool = False):
                      list(_TRANSPOSING_KEY))
 
 
-def _run(kernel, tuner, launch, args: tuple, grid, warps: int | None, iters: int, first: tuple = _CANDIDATES[0],
-         **extra) -> None:
+def _run(kernel, tuner, launch, args: tuple, grid, warps: int | None, iters: int,
+         candidates: tuple = _CANDIDATES, **extra) -> None:
     """One of this module's kernels for a Launch: tuned on the GPU, else at a pinned tile (`warps`,
-    `iters`; the first candidate's warps, `first`, when not given)."""
+    `iters`; the first of the tuner's `candidates` when not given)."""
     c = launch.cfg
     consts = {"NORM": c["NORM"], "RAND_SIGNS": c["RAND_SIGNS"], "HAS_SCALE": c["HAS_SCALE"],
               "enable_fp_fusion": False, **extra}
     if launch.tuned and warps is None:
         tuner()[grid](*args, **consts)
     else:
-        w = warps or first[0]
+        w = warps or candidates[0][0]
         kernel[grid](*args, **consts, BR=32 * w, ITERS=iters, num_warps=w)
 
 
@@ -301,10 +302,11 @@ def run_move_amax(launch, warps: int | None = None, iters: int = 1, rows=None) -
     def grid(meta: dict) -> tuple[int, int]:
         return triton.cdiv(D, meta["BR"]), triton.cdiv(T, GROUP * meta["ITERS"])
 
-    rows_amax, rows_seeds = (launch.amax, launch.seeds) if rows is None else (rows.amax, rows.seeds)
-    _run(_transposing_amax_kernel, functools.partial(_transposing_tuner, rows is not None), launch,
+    with_rows = rows is not None
+    rows_amax, rows_seeds = (rows.amax, rows.seeds) if with_rows else (launch.amax, launch.seeds)  # (unread)
+    _run(_transposing_amax_kernel, functools.partial(_transposing_tuner, with_rows), launch,
          (src, launch.buf, launch.amax, launch.seeds, launch.scale, rows_amax, rows_seeds, T, D), grid, warps, iters,
-         _CANDIDATES[0] if rows is None else _ROWS_CANDIDATES[0], ROWS=rows is not None)
+         _ROWS_CANDIDATES if with_rows else _CANDIDATES, ROWS=with_rows)
 
 
 def tuned_config(values: dict, transposing: bool = False, rows: bool = False) -> str | None:
