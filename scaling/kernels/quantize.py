@@ -840,11 +840,21 @@ def _abs_lane_pairs(x, signs, BR: tl.constexpr, BK: tl.constexpr, RAND_SIGNS: tl
     (`_partner`: a shuffle each), half a shuffle an element. Each warp load then reads 512 contiguous
     bytes, where the halves' loads (`_abs_halves`) read every other 16 bytes of 1 KB twice: on the
     H200 ufp4's amax ran 2783 -> 3347 GB/s at (16384, 4096), 2265 -> 2558 at (16384, 2048), each at its
-    best tile (a plain amax: 3591 and 2767); with all 8 pairs a lane, 8 shuffles, 3246 and 2521."""
-    y = tl.reshape(_signed_fwht(x, signs, BR, BK, 3, 1.0, RAND_SIGNS), (BR, BK // 16, 2, 2, 4))  # (row, run, lane, half, 4)
-    u, v = tl.split(tl.permute(y, (0, 1, 2, 4, 3)))  # each lane's first and second half
-    first = (tl.arange(0, 2) == 0)[None, None, :, None]
-    t = tl.abs(tl.where(first, u, v)) + tl.abs(_partner(tl.where(first, v, u), 2))
+    best tile (a plain amax: 3591 and 2767); with all 8 pairs a lane, 8 shuffles, 3246 and 2521.
+
+    Which 4 a lane keeps needs no select: the second lane's elements 4-7 (a run's 12-15) come in
+    negated, which turns its 8-point FWHT's output k into output k ^ 4, to the bit (the strides 1 and 2
+    give the negated values exactly, and stride 4's p + (-q) and p - (-q) are p - q and p + q). So
+    both lanes keep their outputs 0-3 and send 4-7: the first lane pairs its 0-3 with the second's
+    0-3, the second its 4-7 with the first's 4-7. The negation rides on the signs (a product by +-1,
+    made once per program): one FSEL an element fewer."""
+    j = tl.arange(0, BK) % 16
+    flips = tl.where(j >= 12, -1.0, 1.0)
+    if RAND_SIGNS:
+        flips = flips * signs
+    y = tl.reshape(_signed_fwht(x, flips, BR, BK, 3, 1.0, True), (BR, BK // 16, 2, 2, 4))  # (row, run, lane, half, 4)
+    kept, sent = tl.split(tl.permute(y, (0, 1, 2, 4, 3)))  # each lane's outputs 0-3 and 4-7
+    t = tl.abs(kept) + tl.abs(_partner(sent, 2))
     return tl.reshape(t, (BR, BK // 2))
 
 
