@@ -512,8 +512,9 @@ def _sass_rows_amaxes(tokens: int, d: int, recipes, progress: Callable[[str], No
         recipe = get_recipe(recipe_name)
         if _rows_amax_launches(x, recipe, seeds) is None:
             continue
-        counts = [{"stage": "transpose+amax", **sass.count_transposing_amax(recipe.wgrad_dy, w, n, d, rows=True)}
-                  for w, n in rht128._ROWS_CANDIDATES]
+        counts = [{"stage": "transpose+amax",
+                   **sass.count_transposing_amax(recipe.wgrad_dy, w, n, d, rows=True, lanes=lanes)}
+                  for lanes in (1, 4) for w, n in rht128._ROWS_CANDIDATES]
         _sass_progress(f"{recipe_name}.dgrad.dy+wgrad.dy (transposing pass with both amaxes)", counts, progress)
         rows += [{"recipe": recipe_name, "operand": "dgrad.dy+wgrad.dy", **r} for r in counts]
     return rows

@@ -306,10 +306,10 @@ def test_sass_counts_the_transposing_pass_with_both_amaxes_where_it_runs(monkeyp
 
     calls = []
     monkeypatch.setattr(sass, "count_transposing_amax",
-                        lambda spec, w, n, D, rows=False: calls.append((w, n, D, rows))
+                        lambda spec, w, n, D, rows=False, lanes=1: calls.append((w, n, D, rows, lanes))
                         or {"tile": 32 * w * 128, "bk": 128, "warps": w, "narrow": 0, "halves": 0, "iters": n,
-                            "instructions_per_element": 20.0, "registers": 128})
+                            "lanes": lanes, "instructions_per_element": 20.0, "registers": 128})
     rows = bench._sass_rows_amaxes(16384, 2048, ["nvfp4", "quartet2", "ufp4"], lambda line: None)
-    assert calls == [(w, n, 2048, True) for w, n in rht128._ROWS_CANDIDATES]
+    assert calls == [(w, n, 2048, True, lanes) for lanes in (1, 4) for w, n in rht128._ROWS_CANDIDATES]
     assert {(r["recipe"], r["operand"], r["stage"]) for r in rows} == {("quartet2", "dgrad.dy+wgrad.dy",
                                                                         "transpose+amax")}

@@ -265,24 +265,34 @@ def test_rht128_amax_serves_quartet2s_backward():
 
 @in_process
 @pytest.mark.parametrize("name", sorted(RHT128_SPECS))
-@pytest.mark.parametrize("warps,iters", [(1, 1), (1, 4), (2, 1), (4, 4)])
+@pytest.mark.parametrize("warps,iters,lanes", [(1, 1, 1), (1, 4, 1), (2, 1, 1), (4, 4, 1), (1, 4, 4), (4, 1, 4)])
 @pytest.mark.parametrize("scaled", [False, True])
-def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, scaled: bool):
-    """`rht128`'s amax pass at each tile the tuner tries (32 rows a warp, ITERS tiles a program), on 40
-    rows, so the last tile is partly past the end (and with 4 tiles a program, whole tiles are); with
-    a scale (a kept operand in real units) and without: the operand quantized under it has the
-    reference's bits, its inverse tensor scale too."""
+def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, lanes: int, scaled: bool):
+    """`rht128`'s amax pass at each tile the tuner tries (32 rows a warp, ITERS tiles a program, a
+    row's group a thread's or over 4 lanes), on 40 rows, so the last tile is partly past the end (and
+    with 4 tiles a program, whole tiles are); with a scale (a kept operand in real units) and without:
+    the operand quantized under it has the reference's bits, its inverse tensor scale too. Magnitudes
+    vary by row, and unscaled also by element (`wide_groups`: the butterflies' sums round, so their
+    order shows)."""
     from scaling.kernels import rht128
 
     spec = RHT128_SPECS[name]
-    gen = torch.Generator().manual_seed(warps * 10 + iters)
-    x = (torch.randn(40, 256, generator=gen) * 10 ** (torch.rand(40, 1, generator=gen) * 6 - 3))
-    x[0, :32] = 0.0
-    x = x.to(DEVICE, torch.bfloat16)
-    scale = torch.tensor(0.0123456, device=DEVICE) if scaled else None
-    launch = make_launch(x, spec, -1, scale=scale)
-    rht128.run_amax(launch, warps, iters)
-    quantize_and_check(launch, x, spec, -1, scale)
+    gen = torch.Generator().manual_seed(warps * 10 + iters + lanes)
+    by_row = torch.randn(40, 256, generator=gen) * 10 ** (torch.rand(40, 1, generator=gen) * 6 - 3)
+    by_row[0, :32] = 0.0
+    for x in (by_row.to(DEVICE, torch.bfloat16),) + (() if scaled else (wide_groups(40, 256, gen),)):
+        scale = torch.tensor(0.0123456, device=DEVICE) if scaled else None
+        launch = make_launch(x, spec, -1, scale=scale)
+        rht128.run_amax(launch, warps, iters, lanes)
+        quantize_and_check(launch, x, spec, -1, scale)
+
+
+def wide_groups(R: int, K: int, gen: torch.Generator) -> torch.Tensor:
+    """(R, K) BF16 whose elements' magnitudes span 2^-16 .. 2^16 within each group: an FWHT's sums
+    round (values of one magnitude sum exactly in FP32), so a kernel adding them in another order than
+    the reference's gets other bits."""
+    x = torch.randn(R, K, generator=gen) * 2.0 ** torch.randint(-16, 17, (R, K), generator=gen)
+    return x.to(DEVICE, torch.bfloat16)
 
 
 @in_process
@@ -321,27 +331,29 @@ def rows_launch(x: torch.Tensor, spec):
 
 
 @in_process
-@pytest.mark.parametrize("warps,iters,D", [(4, 4, 256), (8, 1, 384), (8, 4, 128)])
-def test_transposing_amax_takes_the_rows_amax(warps: int, iters: int, D: int):
+@pytest.mark.parametrize("warps,iters,D,lanes", [(4, 4, 256, 1), (8, 1, 384, 1), (8, 4, 128, 1), (4, 1, 384, 4),
+                                                 (8, 4, 256, 4)])
+def test_transposing_amax_takes_the_rows_amax(warps: int, iters: int, D: int, lanes: int):
     """The transposing pass that also takes the amax along x's rows (`rht128.serves_rows_amax`:
     MS-EDEN's dgrad dY beside its wgrad dY, under other seeds): the copy is x's transpose, the operand
     along dim 0 has the reference's bits, and so has the one along the last axis quantized with the
     rows' amax. 256 tokens: with 4 groups a program the last program's groups are past the end; with
     8 warps a program takes 256 features, so at D = 384 its second group is past the end, and at D =
-    128 the whole second group."""
+    128 the whole second group. The rows' groups a thread's or over 4 lanes (then also on elements of
+    many magnitudes, `wide_groups`)."""
     from scaling.kernels import rht128
 
     r = get_recipe("quartet2")
-    gen = torch.Generator().manual_seed(warps * 100 + iters + D)
-    x = torch.randn(256, D, generator=gen) * 10 ** (torch.rand(1, D, generator=gen) * 6 - 3)
-    x[:, 0] = 0.0
-    x = x.to(DEVICE, torch.bfloat16)
-    launch, rows = make_launch(x, r.wgrad_dy, 0), rows_launch(x, r.dgrad_dy)
-    assert rht128.serves_rows_amax(launch, rows)
-    rht128.run_move_amax(launch, warps, iters, rows=rows)
-    assert_same_bits(launch.buf, x.t())
-    quantize_and_check(launch, x, r.wgrad_dy, 0)
-    quantize_and_check(rows, x, r.dgrad_dy, -1, seeds=ROWS_SEEDS)
+    gen = torch.Generator().manual_seed(warps * 100 + iters + D + lanes)
+    by_feature = torch.randn(256, D, generator=gen) * 10 ** (torch.rand(1, D, generator=gen) * 6 - 3)
+    by_feature[:, 0] = 0.0
+    for x in (by_feature.to(DEVICE, torch.bfloat16),) + ((wide_groups(256, D, gen),) if lanes == 4 else ()):
+        launch, rows = make_launch(x, r.wgrad_dy, 0), rows_launch(x, r.dgrad_dy)
+        assert rht128.serves_rows_amax(launch, rows)
+        rht128.run_move_amax(launch, warps, iters, rows=rows, lanes=lanes)
+        assert_same_bits(launch.buf, x.t())
+        quantize_and_check(launch, x, r.wgrad_dy, 0)
+        quantize_and_check(rows, x, r.dgrad_dy, -1, seeds=ROWS_SEEDS)
 
 
 @in_process
@@ -389,6 +401,7 @@ def test_amax_passes_see_every_tile(kind: str):
         if kind == "rht128 amax":
             spec, x = SPECS["quartet2.dgrad_dy"], spiked(40, 256, where)
             run_launch(make_launch(x, spec, -1), x, spec, -1, run_amax=lambda ln: rht128.run_amax(ln, 1, 4))
+            run_launch(make_launch(x, spec, -1), x, spec, -1, run_amax=lambda ln: rht128.run_amax(ln, 1, 4, 4))
             continue
         if kind == "rht128 transposing amax":
             spec, x = SPECS["quartet2.dgrad_dy"], spiked(256, 96, where)
@@ -400,11 +413,14 @@ def test_amax_passes_see_every_tile(kind: str):
             r, x = get_recipe("quartet2"), spiked(256, 256, where)
             launch, rows = make_launch(x, r.wgrad_dy, 0), rows_launch(x, r.dgrad_dy)
             rht128.run_move_amax(launch, 4, 1, rows=rows)  # (2 x 2 programs)
+            quarters = make_launch(x, r.wgrad_dy, 0), rows_launch(x, r.dgrad_dy)
+            rht128.run_move_amax(quarters[0], 4, 1, rows=quarters[1], lanes=4)
             alone, rows_alone = make_launch(x, r.wgrad_dy, 0), rows_launch(x, r.dgrad_dy)
             rht128.run_move_amax(alone, 1, 2)
             rht128.run_amax(rows_alone, 1, 4)
             assert_same_bits(launch.amax, alone.amax)
             assert_same_bits(rows.amax, rows_alone.amax)
+            assert_same_bits(quarters[1].amax, rows_alone.amax)
             continue
         spec, dim = (SPECS["nvfp4.dgrad_dy"], -1) if kind == "amax along K" else (SPECS["nvfp4.wgrad_dy"], 0)
         x = spiked(96, 160, where)

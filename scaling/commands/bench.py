@@ -54,7 +54,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
             "train": ("family", "size", "recipe", "batch_tokens", "compile_mode", "accumulate"),
-            "sass": ("recipe", "operand", "stage", "tile", "bk", "warps", "narrow", "halves", "iters"),
+            "sass": ("recipe", "operand", "stage", "tile", "bk", "warps", "narrow", "halves", "iters", "lanes"),
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d"),
             "profile": ("family", "size", "recipe", "batch_tokens", "kind")}
@@ -66,8 +66,8 @@ def _items(value: str | None, default: str) -> tuple[str, ...]:
 
 
 # A key a section's older rows lack, and the value it stood for (sass rows before 2026-12-04 were all
-# quantize passes).
-ROW_KEY_DEFAULTS = {"sass": {"stage": "quantize"}}
+# quantize passes, and until ~20:30 that day every RHT128 group a thread's).
+ROW_KEY_DEFAULTS = {"sass": {"stage": "quantize", "lanes": 1}}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:

@@ -20,6 +20,9 @@ masks once, before the loop over tiles, and keeps them in registers (2026-12-03:
 48-byte stack at the tuned tile, 8 warps an SM; ncu: an instruction every 2.3 cycles, stalled on the
 L1; with the words, 151 registers and no stack, 2257 -> 2539 GB/s on the H200).
 
+A row's group may also lie over 4 lanes (LANES 4, `_quarters`), so that a warp load reads 8 rows, not
+32; the tuners try both (2026-12-04 ~20:30, not yet timed on the H200).
+
 Tried and not kept (2026-12-03, H200): the MS-EDEN quantize pass built the same way (block scales,
 elements, EDEN sums and the scales' SR per thread, the slices stored as loaded): 38-40 sm_90
 instructions per element against the generic kernel's 56-63, no barriers or shuffles, the same bits,
@@ -141,27 +144,65 @@ def _tile_rows(R, stride_r, i, BR: tl.constexpr, ITERS: tl.constexpr):
 
 @triton.jit
 def _group_amax_kernel(x_ptr, amax_ptr, seeds_ptr, scale_ptr, R, K, stride_r, BR: tl.constexpr, NORM: tl.constexpr,
-                       RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr, ITERS: tl.constexpr):
-    """`quantize._amax_kernel` for RHT128 along a contiguous K: ITERS tiles of BR rows (one a thread) x
-    one group, each row's running max in registers, one relaxed atomic max per program."""
+                       RAND_SIGNS: tl.constexpr, HAS_SCALE: tl.constexpr, ITERS: tl.constexpr,
+                       LANES: tl.constexpr = 1):
+    """`quantize._amax_kernel` for RHT128 along a contiguous K: ITERS tiles of BR rows x one group,
+    running maxima in registers, one relaxed atomic max per program. LANES 1: a thread per row's group
+    (`_group`); 4: a row's group over 4 lanes (`_quarters`)."""
     col0 = _last_first(1) * _GROUP_C
     x_scale = tl.load(scale_ptr) if HAS_SCALE else 1.0
-    most = tl.zeros((BR,), tl.float32)
+    most = tl.zeros((BR, 32 if LANES == 4 else 1), tl.float32)
     w0, w1 = _sign_word(seeds_ptr, 0, RAND_SIGNS), _sign_word(seeds_ptr, 1, RAND_SIGNS)
     w2, w3 = _sign_word(seeds_ptr, 2, RAND_SIGNS), _sign_word(seeds_ptr, 3, RAND_SIGNS)
     for i in range(ITERS):
         rows, base, zero = _tile_rows(R, stride_r, i, BR, ITERS)
-        t = _group(x_ptr, base, rows < R, col0, x_scale, _per_tile(w0, zero), _per_tile(w1, zero),
-                   _per_tile(w2, zero), _per_tile(w3, zero), 0, _SLICES_C, HAS_SCALE, True)
-        most = tl.maximum(most, tl.max(tl.reshape(t, (BR, _GROUP_C // 2)), axis=1))
+        if LANES == 4:
+            t = _quarters(x_ptr, base, rows < R, col0, x_scale, w0, w1, w2, w3, HAS_SCALE)
+        else:
+            t = _group(x_ptr, base, rows < R, col0, x_scale, _per_tile(w0, zero), _per_tile(w1, zero),
+                       _per_tile(w2, zero), _per_tile(w3, zero), 0, _SLICES_C, HAS_SCALE, True)
+            t = tl.max(tl.reshape(t, (BR, _GROUP_C // 2)), axis=1, keep_dims=True)
+        most = tl.maximum(most, t)
     # rounding is monotone: max RN(NORM |r|) = RN(NORM max |r|)
-    _atomic_max(amax_ptr, tl.max(most, axis=0) * NORM)
+    _atomic_max(amax_ptr, tl.max(tl.max(most, axis=1), axis=0) * NORM)
+
+
+@triton.jit
+def _quarter(x_ptr, base, rmask, col0, x_scale, word, Q: tl.constexpr, HAS_SCALE: tl.constexpr):
+    """Columns col0 + 32Q .. + 31 of the rows at `base` (offsets) as a (BR, 32) tile in its load layout
+    (8 columns a thread, a row's 32 over 4 neighbouring lanes: each warp load reads 64 contiguous bytes
+    of 8 rows), float32 (times x_scale), signed (bit b of `word`, the sign word of positions 32Q on,
+    flips column b's sign), then the FWHT's strides 1, 2, 4 inside each thread and 8, 16 across the
+    lanes (`quantize._lane_butterfly`: a shuffle an element each)."""
+    cols = col0 + Q * 32 + tl.arange(0, 32)
+    loaded = tl.load(x_ptr + base[:, None] + cols[None, :], mask=rmask[:, None], other=0.0)
+    t = _scaled(_as_float(loaded), x_scale, HAS_SCALE)
+    flip = _sign_bit(word, tl.arange(0, 32).to(tl.uint32))
+    t = (t.to(tl.uint32, bitcast=True) ^ flip[None, :]).to(tl.float32, bitcast=True)
+    return _fwht(t, t.shape[0], 32, 5, 1.0, 1, 8)
+
+
+@triton.jit
+def _quarters(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, HAS_SCALE: tl.constexpr):
+    """What an amax needs of the rows' groups at `base` rotated (unnormalised), each group over 4
+    lanes (`_quarter`): a (BR, 32) tile with the same maximum, the strides 32 and 64 joining the
+    quarters inside each thread, the last as |a| + |b| (`quantize._abs_rotation`). A warp load reads
+    64 contiguous bytes of each of 8 rows, where a thread per row's group reads 16 bytes of each of 32
+    (the L1 wavefronts of docs/kernels.md). sm_90 (Triton 3.6), 4 rows a thread, 4 tiles a program:
+    11.8 instructions per element against 10.8, two of them shuffles, 160 registers against 151. Not
+    yet timed on the H200: the tuners try it beside a thread per row's group."""
+    a = _quarter(x_ptr, base, rmask, col0, x_scale, w0, 0, HAS_SCALE)
+    b = _quarter(x_ptr, base, rmask, col0, x_scale, w1, 1, HAS_SCALE)
+    c = _quarter(x_ptr, base, rmask, col0, x_scale, w2, 2, HAS_SCALE)
+    d = _quarter(x_ptr, base, rmask, col0, x_scale, w3, 3, HAS_SCALE)
+    return tl.maximum(tl.abs(a + b) + tl.abs(c + d), tl.abs(a - b) + tl.abs(c - d))
 
 
 @triton.jit
 def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, rows_amax_ptr, rows_seeds_ptr, T,
                              D: tl.constexpr, BR: tl.constexpr, NORM: tl.constexpr, RAND_SIGNS: tl.constexpr,
-                             HAS_SCALE: tl.constexpr, ITERS: tl.constexpr, ROWS: tl.constexpr = False):
+                             HAS_SCALE: tl.constexpr, ITERS: tl.constexpr, ROWS: tl.constexpr = False,
+                             LANES: tl.constexpr = 1):
     """The transposing copy of a row-major (T, D) x that MS-EDEN along dim 0 quantizes (dst: (D, T),
     row-major) and that copy's amax pass (RHT128 along its rows), from one read of x: a thread per
     feature loads a group of 128 tokens (`_column_runs`: a row of memory a load, lanes reading
@@ -174,7 +215,8 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, row
     ROWS (BR a multiple of 128): also the amax pass of x along its rows (RHT128 along D, signs from
     rows_seeds_ptr, into rows_amax_ptr: MS-EDEN's dgrad dY, which `_group_amax_kernel` would read from
     memory again), from the same tile: a thread per token of each of the program's BR / 128 groups of
-    features reloads its group's 128 values, which the column loads just brought into the caches."""
+    features reloads its group's 128 values, which the column loads just brought into the caches;
+    LANES 4: each token's group over 4 lanes (`_quarters`), a thread holding 4 of the tokens."""
     f0 = _last_first(0) * BR
     feats = f0 + tl.arange(0, BR)
     stored = feats < D
@@ -194,7 +236,7 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, row
         row_tok = lane % _GROUP_C
         v0, v1 = _sign_word(rows_seeds_ptr, 0, RAND_SIGNS), _sign_word(rows_seeds_ptr, 1, RAND_SIGNS)
         v2, v3 = _sign_word(rows_seeds_ptr, 2, RAND_SIGNS), _sign_word(rows_seeds_ptr, 3, RAND_SIGNS)
-        rows_most = tl.zeros((BR,), tl.float32)
+        rows_most = tl.zeros((BR, 32 if LANES == 4 else 1), tl.float32)
     for i in range(ITERS):
         tok0 = tl.minimum((_last_first(1) * ITERS + i) * _GROUP_C, T - _GROUP_C)
         zero = (tok0 >> 31).to(tl.uint32)  # (a zero the compiler cannot see: `_per_tile`)
@@ -210,12 +252,16 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, row
         if ROWS:
             base = (tok0 + row_tok).to(tl.int64) * D + row_col
             # (every token is in bounds, tok0 clamped: the mask `_slice` takes is all true)
-            r = _group(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, _per_tile(v0, zero), _per_tile(v1, zero),
-                       _per_tile(v2, zero), _per_tile(v3, zero), 0, _SLICES_C, HAS_SCALE, True)
-            rows_most = tl.maximum(rows_most, tl.max(tl.reshape(r, (BR, _GROUP_C // 2)), axis=1))
+            if LANES == 4:
+                r = _quarters(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, v0, v1, v2, v3, HAS_SCALE)
+            else:
+                r = _group(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, _per_tile(v0, zero), _per_tile(v1, zero),
+                           _per_tile(v2, zero), _per_tile(v3, zero), 0, _SLICES_C, HAS_SCALE, True)
+                r = tl.max(tl.reshape(r, (BR, _GROUP_C // 2)), axis=1, keep_dims=True)
+            rows_most = tl.maximum(rows_most, r)
     _atomic_max(amax_ptr, tl.max(most, axis=0) * NORM)
     if ROWS:
-        _atomic_max(rows_amax_ptr, tl.max(rows_most, axis=0) * NORM)
+        _atomic_max(rows_amax_ptr, tl.max(tl.max(rows_most, axis=1), axis=0) * NORM)
 
 
 def serves_amax(launch) -> bool:
@@ -229,29 +275,32 @@ def serves_amax(launch) -> bool:
 _CANDIDATES = tuple((w, n) for w in (2, 1, 4) for n in (1, 4))
 # The transposing pass that also takes the rows' amax (ROWS): a program's features are whole groups of 128.
 _ROWS_CANDIDATES = tuple((w, n) for w in (4, 8) for n in (1, 4))
+# A row's group over 4 lanes (LANES 4, `_quarters`: 4 rows a thread, as many rows a tile): tried by the
+# amax pass's tuner besides _CANDIDATES, and by the ROWS pass's besides _ROWS_CANDIDATES.
+_QUARTER_CANDIDATES = ((2, 4), (4, 4), (4, 1))
 _TUNE_KEY = ("R", "K", "HAS_SCALE")
 _TRANSPOSING_KEY = ("T", "D", "HAS_SCALE")
 
 
-def _configs(candidates: tuple = _CANDIDATES) -> list:
-    return [triton.Config({"BR": 32 * w, "ITERS": n}, num_warps=w) for w, n in candidates]
+def _configs(candidates: tuple = _CANDIDATES, lanes: int = 1) -> list:
+    return [triton.Config({"BR": 32 * w, "ITERS": n, "LANES": lanes}, num_warps=w) for w, n in candidates]
 
 
 @functools.lru_cache(maxsize=None)
 def _tuner():
-    return autotuned(_group_amax_kernel, _configs(), list(_TUNE_KEY))
+    return autotuned(_group_amax_kernel, _configs() + _configs(_QUARTER_CANDIDATES, 4), list(_TUNE_KEY))
 
 
 @functools.lru_cache(maxsize=None)
 def _transposing_tuner(rows: bool = False):
-    return autotuned(_transposing_amax_kernel, _configs(_ROWS_CANDIDATES if rows else _CANDIDATES),
-                     list(_TRANSPOSING_KEY))
+    configs = _configs(_ROWS_CANDIDATES) + _configs(_ROWS_CANDIDATES, 4) if rows else _configs()
+    return autotuned(_transposing_amax_kernel, configs, list(_TRANSPOSING_KEY))
 
 
 def _run(kernel, tuner, launch, args: tuple, grid, warps: int | None, iters: int,
-         candidates: tuple = _CANDIDATES, **extra) -> None:
+         candidates: tuple = _CANDIDATES, lanes: int = 1, **extra) -> None:
     """One of this module's kernels for a Launch: tuned on the GPU, else at a pinned tile (`warps`,
-    `iters`; the first of the tuner's `candidates` when not given)."""
+    `iters`, `lanes`; the first of the tuner's `candidates` when not given)."""
     c = launch.cfg
     consts = {"NORM": c["NORM"], "RAND_SIGNS": c["RAND_SIGNS"], "HAS_SCALE": c["HAS_SCALE"],
               "enable_fp_fusion": False, **extra}
@@ -259,19 +308,19 @@ def _run(kernel, tuner, launch, args: tuple, grid, warps: int | None, iters: int
         tuner()[grid](*args, **consts)
     else:
         w = warps or candidates[0][0]
-        kernel[grid](*args, **consts, BR=32 * w, ITERS=iters, num_warps=w)
+        kernel[grid](*args, **consts, BR=32 * w, ITERS=iters, LANES=lanes, num_warps=w)
 
 
-def run_amax(launch, warps: int | None = None, iters: int = 1) -> None:
+def run_amax(launch, warps: int | None = None, iters: int = 1, lanes: int = 1) -> None:
     """The amax pass of a Launch (`serves_amax`) into launch.amax (an atomic max: the tuner's reruns
-    leave it as it is); `warps`, `iters` pin a tile (tests)."""
+    leave it as it is); `warps`, `iters`, `lanes` pin a tile (tests)."""
     R, K, stride_r, _, _ = launch._amax_view()
 
     def grid(meta: dict) -> tuple[int, int]:
         return triton.cdiv(R, meta["BR"] * meta["ITERS"]), K // GROUP
 
     _run(_group_amax_kernel, _tuner, launch, (launch.buf, launch.amax, launch.seeds, launch.scale, R, K, stride_r),
-         grid, warps, iters)
+         grid, warps, iters, lanes=lanes)
 
 
 def serves_move_amax(launch) -> bool:
@@ -291,11 +340,11 @@ def serves_rows_amax(launch, rows) -> bool:
             and not (launch.cfg["HAS_SCALE"] or rows.cfg["HAS_SCALE"]))
 
 
-def run_move_amax(launch, warps: int | None = None, iters: int = 1, rows=None) -> None:
+def run_move_amax(launch, warps: int | None = None, iters: int = 1, rows=None, lanes: int = 1) -> None:
     """A Launch's moved copy (launch.buf) and amax pass (into launch.amax) from one read of x, where
     `serves_move_amax`; with `rows` (`serves_rows_amax`), that Launch's amax pass too (into
-    rows.amax). `warps`, `iters` pin a tile (tests; with rows, 4 or 8 warps). (The tuner's reruns write
-    the same copy and leave the atomic maxima as they are.)"""
+    rows.amax). `warps`, `iters` pin a tile (tests; with rows, 4 or 8 warps, and `lanes` the rows'
+    mapping). (The tuner's reruns write the same copy and leave the atomic maxima as they are.)"""
     src = launch.x.contiguous()
     T, D = src.shape
 
@@ -306,7 +355,7 @@ def run_move_amax(launch, warps: int | None = None, iters: int = 1, rows=None) -
     rows_amax, rows_seeds = (rows.amax, rows.seeds) if with_rows else (launch.amax, launch.seeds)  # (unread)
     _run(_transposing_amax_kernel, functools.partial(_transposing_tuner, with_rows), launch,
          (src, launch.buf, launch.amax, launch.seeds, launch.scale, rows_amax, rows_seeds, T, D), grid, warps, iters,
-         _ROWS_CANDIDATES if with_rows else _CANDIDATES, ROWS=with_rows)
+         _ROWS_CANDIDATES if with_rows else _CANDIDATES, lanes, ROWS=with_rows)
 
 
 def tuned_config(values: dict, transposing: bool = False, rows: bool = False) -> str | None:
@@ -314,6 +363,11 @@ def tuned_config(values: dict, transposing: bool = False, rows: bool = False) ->
     the one that also takes the rows' amax), in words (None: not tuned yet)."""
     if transposing:
         c = tuned_choice(_transposing_tuner(rows), _transposing_amax_kernel, values, _TRANSPOSING_KEY)
-        return None if c is None else f"{c.kwargs['BR']} features x 1 group iters {c.kwargs['ITERS']}"
-    c = tuned_choice(_tuner(), _group_amax_kernel, values, _TUNE_KEY)
-    return None if c is None else f"{c.kwargs['BR']} rows x 1 group iters {c.kwargs['ITERS']}"
+        what = "features"
+    else:
+        c = tuned_choice(_tuner(), _group_amax_kernel, values, _TUNE_KEY)
+        what = "rows"
+    if c is None:
+        return None
+    lanes = ", a row's group over 4 lanes" if c.kwargs["LANES"] == 4 else ""
+    return f"{c.kwargs['BR']} {what} x 1 group iters {c.kwargs['ITERS']}{lanes}"

@@ -92,31 +92,34 @@ def compile_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: i
     return _compile_sm90(Q._amax_kernel, types, constants, warps)
 
 
-def _compile_rht128(kernel, spec: QuantSpec, warps: int, iters: int, scaled: bool, extra: dict, types: dict):
+def _compile_rht128(kernel, spec: QuantSpec, warps: int, iters: int, scaled: bool, extra: dict, types: dict,
+                    lanes: int = 1):
     """One of `rht128`'s kernels for an RHT128 spec, compiled for sm_90 as `compile_quantize` (32 rows
-    or features a warp, `iters` tiles a program, `scaled`: a kept operand's scale)."""
+    or features a warp, `iters` tiles a program, `scaled`: a kept operand's scale, `lanes`: a row's
+    group over that many lanes)."""
     cfg = Q._config(spec, 4096)
     constants = {"BR": 32 * warps, "ITERS": iters, "NORM": cfg["NORM"], "RAND_SIGNS": cfg["RAND_SIGNS"],
-                 "HAS_SCALE": scaled, **extra}
+                 "HAS_SCALE": scaled, "LANES": lanes, **extra}
     return _compile_sm90(kernel, {n: t for n, t in types.items() if n in kernel.arg_names}, constants, warps)
 
 
-def compile_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False):
-    """`rht128`'s amax pass (a thread per row's group), as `_compile_rht128`."""
+def compile_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False, lanes: int = 1):
+    """`rht128`'s amax pass (a thread per row's group, or over `lanes` 4), as `_compile_rht128`."""
     from scaling.kernels import rht128
 
-    return _compile_rht128(rht128._group_amax_kernel, spec, warps, iters, scaled, {}, _SIGNATURE)
+    return _compile_rht128(rht128._group_amax_kernel, spec, warps, iters, scaled, {}, _SIGNATURE, lanes)
 
 
-def compile_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096, rows: bool = False):
+def compile_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096, rows: bool = False,
+                             lanes: int = 1):
     """`rht128`'s transposing amax pass (the moved copy and its amax, a thread per feature) along dim 0
     of a (T, D) x, as `_compile_rht128` (D a compile-time constant, as launched); `rows`: the one that
-    also takes the amax along x's rows (ROWS)."""
+    also takes the amax along x's rows (ROWS; `lanes`: their groups' mapping)."""
     from scaling.kernels import rht128
 
     return _compile_rht128(rht128._transposing_amax_kernel, spec, warps, iters, False, {"D": D, "ROWS": rows},
                            _SIGNATURE | {"dst_ptr": "*bf16", "T": "i32", "rows_amax_ptr": "*fp32",
-                                         "rows_seeds_ptr": "*i64"})
+                                         "rows_seeds_ptr": "*i64"}, lanes)
 
 
 def compile_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
@@ -195,17 +198,20 @@ def count_amax(spec: QuantSpec, dim: int, K: int, tile: int, bk: int, warps: int
                     halves, iters, trips=iters - 1)
 
 
-def count_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False) -> dict:
+def count_group_amax(spec: QuantSpec, warps: int, iters: int = 1, scaled: bool = False, lanes: int = 1) -> dict:
     """`count` for `rht128`'s amax pass (per element read; its loop runs ITERS times)."""
     tile = 32 * warps * 128
-    return _counted(compile_group_amax(spec, warps, iters, scaled), tile, 128, warps, 0, 0, iters)
+    return _counted(compile_group_amax(spec, warps, iters, scaled, lanes), tile, 128, warps, 0, 0, iters,
+                    lanes=lanes)
 
 
-def count_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096, rows: bool = False) -> dict:
+def count_transposing_amax(spec: QuantSpec, warps: int, iters: int = 1, D: int = 4096, rows: bool = False,
+                           lanes: int = 1) -> dict:
     """`count` for `rht128`'s transposing amax pass (per element read and copied; its loop runs ITERS
-    times) on a (T, D) input; `rows`: with the rows' amax."""
+    times) on a (T, D) input; `rows`: with the rows' amax (`lanes`: their groups' mapping)."""
     tile = 32 * warps * 128
-    return _counted(compile_transposing_amax(spec, warps, iters, D, rows), tile, 128, warps, 0, 0, iters)
+    return _counted(compile_transposing_amax(spec, warps, iters, D, rows, lanes), tile, 128, warps, 0, 0, iters,
+                    lanes=lanes)
 
 
 def count_pair(last: QuantSpec, first: QuantSpec, T: int, D: int, tile: int, bk: int, warps: int, narrow: int,
@@ -236,7 +242,8 @@ def amax_counts(spec: QuantSpec, dim: int, K: int) -> list[dict]:
         return [{"stage": "transpose+amax", **count_transposing_amax(spec, w, n, launch.x.shape[1])}
                 for w, n in rht128._CANDIDATES]
     if launch.by_groups_amax:
-        return [{"stage": "amax", **count_group_amax(spec, w, n)} for w, n in rht128._CANDIDATES]
+        return ([{"stage": "amax", **count_group_amax(spec, w, n)} for w, n in rht128._CANDIDATES]
+                + [{"stage": "amax", **count_group_amax(spec, w, n, lanes=4)} for w, n in rht128._QUARTER_CANDIDATES])
     bks = launch._amax_view()[4]
     return [{"stage": "amax", **count_amax(spec, dim, K, tile, bk, w, f, h or 0, n)}
             for tile, bk, w, f, h, n in Q.tile_candidates(bks, launch.cfg["BLK_R"], launch.amax_halves)]
@@ -263,10 +270,11 @@ def pair_amax_counts(last: QuantSpec, first: QuantSpec, T: int, D: int) -> list[
 
 
 def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int, iters: int,
-             trips: int | None = None) -> dict:
+             trips: int | None = None, lanes: int = 1) -> dict:
     """The counts of a program of ITERS tiles whose loop runs `trips` times (ITERS; ITERS - 1 where
     the first tile is peeled off, as in the amax passes). A loop the compiler unrolled whole has no
-    body: its static count is the program's."""
+    body: its static count is the program's. `lanes`: the lanes a row's RHT128 group is over (`rht128`'s
+    LANES; 1 for every other kernel)."""
     sass, usage = machine_code(compiled)
     ops = opcodes(sass)
     per_thread = tile / (32 * warps)
@@ -275,6 +283,7 @@ def _counted(compiled, tile: int, bk: int, warps: int, narrow: int, halves: int,
     per_program = sum(ops.values()) + max(trips - 1, 0) * body  # the listing holds the body once
     registers, stack = (int(re.search(rf"{k}:(\d+)", usage).group(1)) for k in ("REG", "STACK"))
     return {"tile": tile, "bk": bk, "warps": warps, "narrow": narrow, "halves": halves, "iters": iters,
+            "lanes": lanes,
             "instructions_per_element": round(per_program / (iters * per_thread), 1), "registers": registers,
             "stack_bytes": stack, "barriers": ops["BAR"], "shuffles": ops["SHFL"],
             "fences": ops["MEMBAR"] + ops["ERRBAR"], "immediate_share": round(immediate_share(sass), 2)}
