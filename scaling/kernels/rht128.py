@@ -85,6 +85,14 @@ def _column_runs(x_ptr, feats, D: tl.constexpr, E0: tl.constexpr, STEP: tl.const
 
 
 @triton.jit
+def _signed(t, word, B0: tl.constexpr):
+    """t (BR, N) with column b's sign flipped where bit B0 + b of the sign word `word` is set (exact:
+    x * -1 is x with its sign bit flipped), an SHF and a LOP3 per element."""
+    flip = _sign_bit(word, (tl.arange(0, t.shape[1]) + B0).to(tl.uint32))
+    return (t.to(tl.uint32, bitcast=True) ^ flip[None, :]).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _slice(x_ptr, base, rmask, col0, x_scale, word, J: tl.constexpr, HAS_SCALE: tl.constexpr,
            COLUMNS: tl.constexpr = False, D: tl.constexpr = 0):
     """Columns col0 + 8J .. + 7 of the rows at `base` (offsets), float32 (times x_scale), each signed
@@ -99,9 +107,7 @@ def _slice(x_ptr, base, rmask, col0, x_scale, word, J: tl.constexpr, HAS_SCALE: 
         loaded = tl.load(x_ptr + base[:, None] + cols[None, :], mask=rmask[:, None], other=0.0)
     # (a loaded column's BF16 lie one a register: `.to` shifts each up, where `_as_float` would pack pairs)
     t = _scaled(loaded.to(tl.float32) if COLUMNS else _as_float(loaded), x_scale, HAS_SCALE)
-    flip = _sign_bit(word, (tl.arange(0, 8) + (J % 4) * 8).to(tl.uint32))
-    t = (t.to(tl.uint32, bitcast=True) ^ flip[None, :]).to(tl.float32, bitcast=True)
-    return _fwht(t, t.shape[0], 8, 3, 1.0)
+    return _fwht(_signed(t, word, (J % 4) * 8), t.shape[0], 8, 3, 1.0)
 
 
 @triton.jit
@@ -156,13 +162,8 @@ def _group_amax_kernel(x_ptr, amax_ptr, seeds_ptr, scale_ptr, R, K, stride_r, BR
     w2, w3 = _sign_word(seeds_ptr, 2, RAND_SIGNS), _sign_word(seeds_ptr, 3, RAND_SIGNS)
     for i in range(ITERS):
         rows, base, zero = _tile_rows(R, stride_r, i, BR, ITERS)
-        if LANES == 4:
-            t = _quarters(x_ptr, base, rows < R, col0, x_scale, w0, w1, w2, w3, HAS_SCALE)
-        else:
-            t = _group(x_ptr, base, rows < R, col0, x_scale, _per_tile(w0, zero), _per_tile(w1, zero),
-                       _per_tile(w2, zero), _per_tile(w3, zero), 0, _SLICES_C, HAS_SCALE, True)
-            t = tl.max(tl.reshape(t, (BR, _GROUP_C // 2)), axis=1, keep_dims=True)
-        most = tl.maximum(most, t)
+        most = tl.maximum(most, _groups_abs(x_ptr, base, rows < R, col0, x_scale, w0, w1, w2, w3, zero, HAS_SCALE,
+                                            LANES))
     # rounding is monotone: max RN(NORM |r|) = RN(NORM max |r|)
     _atomic_max(amax_ptr, tl.max(tl.max(most, axis=1), axis=0) * NORM)
 
@@ -177,9 +178,7 @@ def _quarter(x_ptr, base, rmask, col0, x_scale, word, Q: tl.constexpr, HAS_SCALE
     cols = col0 + Q * 32 + tl.arange(0, 32)
     loaded = tl.load(x_ptr + base[:, None] + cols[None, :], mask=rmask[:, None], other=0.0)
     t = _scaled(_as_float(loaded), x_scale, HAS_SCALE)
-    flip = _sign_bit(word, tl.arange(0, 32).to(tl.uint32))
-    t = (t.to(tl.uint32, bitcast=True) ^ flip[None, :]).to(tl.float32, bitcast=True)
-    return _fwht(t, t.shape[0], 32, 5, 1.0, 1, 8)
+    return _fwht(_signed(t, word, 0), t.shape[0], 32, 5, 1.0, 1, 8)
 
 
 @triton.jit
@@ -196,6 +195,21 @@ def _quarters(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, HAS_SCALE: tl.c
     c = _quarter(x_ptr, base, rmask, col0, x_scale, w2, 2, HAS_SCALE)
     d = _quarter(x_ptr, base, rmask, col0, x_scale, w3, 3, HAS_SCALE)
     return tl.maximum(tl.abs(a + b) + tl.abs(c + d), tl.abs(a - b) + tl.abs(c - d))
+
+
+@triton.jit
+def _groups_abs(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, zero, HAS_SCALE: tl.constexpr,
+                LANES: tl.constexpr):
+    """What an amax pass keeps of the rows' groups at `base` rotated (unnormalised): LANES 1, a thread
+    per row's group (`_group`, its words made per tile: `_per_tile`), each row's max as a (BR, 1)
+    tile; LANES 4, `_quarters`' (BR, 32) tile."""
+    if LANES == 4:
+        t = _quarters(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, HAS_SCALE)
+    else:
+        t = _group(x_ptr, base, rmask, col0, x_scale, _per_tile(w0, zero), _per_tile(w1, zero), _per_tile(w2, zero),
+                   _per_tile(w3, zero), 0, _SLICES_C, HAS_SCALE, True)
+        t = tl.max(tl.reshape(t, (base.shape[0], _GROUP_C // 2)), axis=1, keep_dims=True)
+    return t
 
 
 @triton.jit
@@ -252,13 +266,8 @@ def _transposing_amax_kernel(x_ptr, dst_ptr, amax_ptr, seeds_ptr, scale_ptr, row
         if ROWS:
             base = (tok0 + row_tok).to(tl.int64) * D + row_col
             # (every token is in bounds, tok0 clamped: the mask `_slice` takes is all true)
-            if LANES == 4:
-                r = _quarters(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, v0, v1, v2, v3, HAS_SCALE)
-            else:
-                r = _group(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, _per_tile(v0, zero), _per_tile(v1, zero),
-                           _per_tile(v2, zero), _per_tile(v3, zero), 0, _SLICES_C, HAS_SCALE, True)
-                r = tl.max(tl.reshape(r, (BR, _GROUP_C // 2)), axis=1, keep_dims=True)
-            rows_most = tl.maximum(rows_most, r)
+            rows_most = tl.maximum(rows_most, _groups_abs(x_ptr, base, row_tok < _GROUP_C, 0, x_scale, v0, v1, v2,
+                                                          v3, zero, HAS_SCALE, LANES))
     _atomic_max(amax_ptr, tl.max(most, axis=0) * NORM)
     if ROWS:
         _atomic_max(rows_amax_ptr, tl.max(tl.max(rows_most, axis=1), axis=0) * NORM)
@@ -293,7 +302,7 @@ def _tuner():
 
 @functools.lru_cache(maxsize=None)
 def _transposing_tuner(rows: bool = False):
-    configs = _configs(_ROWS_CANDIDATES) + _configs(_ROWS_CANDIDATES, 4) if rows else _configs()
+    configs = (_configs(_ROWS_CANDIDATES) + _configs(_ROWS_CANDIDATES, 4)) if rows else _configs()
     return autotuned(_transposing_amax_kernel, configs, list(_TRANSPOSING_KEY))
 
 
