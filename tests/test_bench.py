@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.commands.bench import ROW_KEYS, _merge
+from scaling.commands.bench import ROW_KEYS, _keep_copy, _merge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,6 +30,16 @@ def test_sass_rows_without_a_stage_were_quantize_passes():
                                                                              instructions_per_element=5.0)]
     assert _merge("sass", old, new) == new
     assert _merge("sass", old, new[1:]) == old + new[1:]
+
+
+def test_kernel_rows_keep_the_copy_they_were_judged_against():
+    """Before a GPU call replaces the header's copy rate, each kernel row without its own copy_gbps
+    takes the header's (the rate its share was taken against); rows with their own keep it."""
+    result = {"copy_gbps": 4100.0, "kernels": [{"name": "amax", "gbps": 3000.0},
+                                               {"name": "amax", "gbps": 2900.0, "copy_gbps": 4200.0}]}
+    _keep_copy(result)
+    assert [r["copy_gbps"] for r in result["kernels"]] == [4100.0, 4200.0]
+    _keep_copy({"copy_gbps": None, "kernels": [{"name": "amax"}]})  # a new file: nothing to keep
 
 
 def test_committed_h200_json_has_the_documented_keys():

@@ -1027,17 +1027,17 @@ def test_bench_kernels_keeps_each_checked_row_as_it_goes(monkeypatch):
     monkeypatch.setattr(bench, "back_to_back_ms", lambda fns: ([f() for f in fns], 1.0)[-1])
     saved = []
     rows = bench.bench_kernels(torch.device("cpu"), tokens=64, d=64, recipes=["mxfp4"], progress=lambda s: None,
-                               on_row=saved.append)
+                               on_row=saved.append, copy=4000.04)
     assert saved[-1] == rows and [len(s) for s in saved] == sorted(len(s) for s in saved)
     assert rows[0]["name"] == "copy" and {r["recipe"] for r in rows[1:]} == {"mxfp4"}
     assert {r["operand"] for r in rows[1:]} >= {"fprop.x", "wgrad.x", "fprop.x+wgrad.x", "dgrad.dy+wgrad.dy"}
-    assert all({"gbps", "gbps_back_to_back"} <= set(r) for r in rows)
+    assert all({"gbps", "gbps_back_to_back"} <= set(r) and r["copy_gbps"] == 4000.0 for r in rows)
 
     checked = iter([0, 1, 0, 0, 0, 0, 0, 0])  # the second spec checked (mxfp4's along dim 0) differs
     monkeypatch.setattr(bench, "_bits_differing", lambda *a: next(checked))
     saved.clear()
     with pytest.raises(RuntimeError, match="differ for 1 operand"):
         bench.bench_kernels(torch.device("cpu"), tokens=64, d=64, recipes=["mxfp4"], progress=lambda s: None,
-                            on_row=saved.append)
+                            on_row=saved.append, copy=4000.0)
     kept = {r["operand"] for r in saved[-1]}
     assert kept == {"x", "fprop.x", "fprop.w", "dgrad.dy"}  # the copy and the operands of the first spec

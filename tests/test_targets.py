@@ -14,6 +14,8 @@ def bench_file() -> dict:
         {"name": "quantize", "recipe": "nvfp4", "operand": "fprop.w", "gbps": 2900.0, "gbps_back_to_back": 3100.0},
         {"name": "amax", "recipe": "nvfp4", "operand": "fprop.x", "gbps": 2700.0},
         {"name": "gemm_operand", "recipe": "nvfp4", "operand": "fprop.x", "gbps": 1500.0},
+        # a later call's row, against its own call's copy
+        {"name": "amax", "recipe": "ufp4", "operand": "fprop.x", "gbps": 2900.0, "copy_gbps": 4200.0},
     ]
     linear = [
         {"recipe": "nvfp4", "d": 2048, "tokens": 16384, "ratio_vs_bf16": 1.28, "ratio_range": [1.26, 1.35]},
@@ -38,10 +40,12 @@ def by(rows, target_prefix):
 def test_kernels_are_shares_of_the_copy_one_row_a_launch():
     rows = by(targets.kernel_rows(bench_file()), "kernel")
     # the copy (the yardstick) and gemm_operand (every stage of an operand) are not kernels
-    assert set(rows) == {("nvfp4", "quantize fprop.x, fprop.w"), ("nvfp4", "amax fprop.x")}
+    assert set(rows) == {("nvfp4", "quantize fprop.x, fprop.w"), ("nvfp4", "amax fprop.x"), ("ufp4", "amax fprop.x")}
     quantize, amax = rows[("nvfp4", "quantize fprop.x, fprop.w")], rows[("nvfp4", "amax fprop.x")]
     assert quantize["measured"] == 0.725 and quantize["met"] == "yes" and quantize["note"] == "77.5% back to back"
     assert amax["measured"] == 0.675 and amax["met"] == "no" and amax["note"] == ""
+    # 2900 / 4200, not the header's 2900 / 4000
+    assert rows[("ufp4", "amax fprop.x")]["measured"] == 0.69 and rows[("ufp4", "amax fprop.x")]["met"] == "no"
 
 
 def test_layers_at_d_2048_with_quartet2s_own_limit_and_the_line():
@@ -62,7 +66,7 @@ def test_training_from_the_row_a_sweeps_cost_uses():
 
 def test_summary_names_what_misses():
     lines = targets.summary(targets.check(bench_file(), "b.json"))
-    assert lines[0] == "kernel >= 70% of copy: 1 of 2 met; not met: nvfp4 amax fprop.x"
+    assert lines[0] == "kernel >= 70% of copy: 1 of 3 met; not met: nvfp4 amax fprop.x; ufp4 amax fprop.x"
     assert "layer <= 1.3x bf16: 1 of 4 met; at the line: nvfp4; not met: ufp4; not measured: mxfp4_h16" in lines
 
 
@@ -80,7 +84,7 @@ def test_cli_reads_the_file_and_leaves_it_as_it_was(tmp_path):
     assert "layer <= 1.3x bf16: 1 of 4 met; at the line: nvfp4" in r.stdout
     assert path.read_text() == before
     r = run_cli("--out", str(path), "--json")
-    assert r.returncode == 0 and len(json.loads(r.stdout)["targets"]) == 2 + 5 + 5
+    assert r.returncode == 0 and len(json.loads(r.stdout)["targets"]) == 3 + 5 + 5
 
 
 def test_cli_bad_file_is_one_message(tmp_path):

@@ -81,6 +81,14 @@ def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
     return [r for r in old if key(r) not in fresh] + new
 
 
+def _keep_copy(result: dict) -> None:
+    """Give each kernel row without its own copy_gbps the header's before a new call replaces it: the
+    copy rate its share was taken against (rows before 2026-12-04 ~21:30 have none of their own)."""
+    if result.get("copy_gbps"):
+        for row in result.get("kernels", []):
+            row.setdefault("copy_gbps", result["copy_gbps"])
+
+
 def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
     try:
         import triton  # noqa: F401
@@ -146,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         from scaling import bench
 
         device = torch.device("cuda")
+        _keep_copy(result)
         result.update(bench.header(device))
         progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
         def saver(section: str):
@@ -159,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
             return save, earlier
 
         if "kernels" in gpu:
-            bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress, on_row=saver("kernels")[0])
+            bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress, on_row=saver("kernels")[0],
+                                copy=result["copy_gbps"])
         if "loss" in gpu:
             result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
 
