@@ -43,8 +43,8 @@ def kernel_rows(bench: dict) -> list[dict]:
     """Each kernel's `gbps` as a share of its call's copy rate (the row's `copy_gbps`; the header's
     where a row lacks it) (>= KERNEL_SHARE): the GPU's copy rate moves a few percent between calls,
     so a row is judged against the copy timed beside it. Operands that one launch serves (the same
-    name, recipe and rate: `bench kernels` times each distinct spec once) are one row. The
-    back-to-back share is noted where the row has it."""
+    name, recipe and rate: `bench kernels` times each distinct spec once) are one row. The note
+    names the copy rate and, where the row has it, the back-to-back share."""
     header = bench.get("copy_gbps")
     launches: dict[tuple, list[str]] = {}
     for r in bench.get("kernels", []):
@@ -55,7 +55,7 @@ def kernel_rows(bench: dict) -> list[dict]:
         launches.setdefault(key, []).append(r["operand"])
     rows = []
     for (name, recipe, gbps, back_to_back, copy), operands in launches.items():
-        note = f"{back_to_back / copy:.1%} back to back" if back_to_back else ""
+        note = f"of {copy:.0f} GB/s" + (f"; {back_to_back / copy:.1%} back to back" if back_to_back else "")
         rows.append(_row("kernel >= 70% of copy", recipe, f"{name} {', '.join(operands)}", gbps / copy,
                          KERNEL_SHARE, True, note))
     return rows
