@@ -21,7 +21,8 @@ masks once, before the loop over tiles, and keeps them in registers (2026-12-03:
 L1; with the words, 151 registers and no stack, 2257 -> 2539 GB/s on the H200).
 
 A row's group may also lie over 4 lanes (LANES 4, `_quarters`), so that a warp load reads 8 rows, not
-32; the tuners try both (2026-12-04 ~20:30, not yet timed on the H200).
+32; the tuners try both (H200, 2026-12-04 ~21:30, (16384, 4096): the amax pass kept a thread per
+group, the transposing pass with the rows' amax took LANES 4, 2334 -> 2390 GB/s).
 
 Tried and not kept (2026-12-03, H200): the MS-EDEN quantize pass built the same way (block scales,
 elements, EDEN sums and the scales' SR per thread, the slices stored as loaded): 38-40 sm_90
@@ -188,8 +189,9 @@ def _quarters(x_ptr, base, rmask, col0, x_scale, w0, w1, w2, w3, HAS_SCALE: tl.c
     quarters inside each thread, the last as |a| + |b| (`quantize._abs_rotation`). A warp load reads
     64 contiguous bytes of each of 8 rows, where a thread per row's group reads 16 bytes of each of 32
     (the L1 wavefronts of docs/kernels.md). sm_90 (Triton 3.6), 4 rows a thread, 4 tiles a program:
-    11.8 instructions per element against 10.8, two of them shuffles, 160 registers against 151. Not
-    yet timed on the H200: the tuners try it beside a thread per row's group."""
+    11.8 instructions per element against 10.8, two of them shuffles, 160 registers against 151. The
+    tuners try it beside a thread per row's group (which of them wins on the H200: the module's
+    docstring)."""
     a = _quarter(x_ptr, base, rmask, col0, x_scale, w0, 0, HAS_SCALE)
     b = _quarter(x_ptr, base, rmask, col0, x_scale, w1, 1, HAS_SCALE)
     c = _quarter(x_ptr, base, rmask, col0, x_scale, w2, 2, HAS_SCALE)
