@@ -39,16 +39,36 @@ def _points(table: pl.DataFrame) -> dict[str, Points]:
     return groups
 
 
-def _check_enough(name: str, pts: Points, kind: str) -> None:
+def _shortfall(name: str, pts: Points, kind: str) -> str | None:
+    """Why group `name` cannot carry a fit of `kind`, or None if it can."""
     need = N_PARAMS[kind] + 3
     if len(pts.logL) < need or pts.n_runs < 3:
-        what = {"chinchilla": "a chinchilla fit", "quartet": "a quartet fit",
+        what = {"chinchilla": "a chinchilla fit", "quartet": "a quartet fit", "efficiency": "an effN, effD fit",
                 "growth": "a penalty fit (effN, effD, kappaN, kappaD)"}[kind]
-        raise UserError(f"group {name!r} has {len(pts.logL)} points from {pts.n_runs} runs; {what} needs at "
-                        f"least {need} points ({N_PARAMS[kind]} parameters) from 3 runs: add runs or leave it out")
+        return (f"group {name!r} has {len(pts.logL)} points from {pts.n_runs} runs; {what} needs at least {need} "
+                f"points ({N_PARAMS[kind]} parameters) from 3 runs")
     for axis, values in (("model sizes N", pts.logN), ("token counts D", pts.logD)):
         if len(np.unique(np.round(values, 9))) < 2:
-            raise UserError(f"group {name!r} has a single value of {axis}; a scaling law needs at least 2")
+            return f"group {name!r} has a single value of {axis}; a scaling law needs at least 2"
+    return None
+
+
+def _fittable(groups: dict[str, Points], law: str, baseline: str | None) -> tuple[dict[str, Points], dict[str, str]]:
+    """The groups that can be fitted, and why each other one is left out. One group too small (a recipe
+    whose runs diverged, say) must not stop the others' fits; the baseline, which every penalty is
+    measured against, must be fittable, and so must at least one group."""
+    skipped = {}
+    for _ in range(2):  # a skipped group can leave the baseline alone: plan again without it
+        kept = {g: p for g, p in groups.items() if g not in skipped}
+        base = baseline if baseline in kept and len(kept) > 1 else None
+        for kind, g, _ in _plan(kept, law, base).values():
+            problem = _shortfall(g, kept[g], kind)
+            if problem is None or g in skipped:
+                continue
+            if g == base or len(kept) == 1:
+                raise UserError(f"{problem}: add runs or leave it out")
+            skipped[g] = problem
+    return {g: p for g, p in groups.items() if g not in skipped}, skipped
 
 
 def _plan(groups: dict[str, Points], law: str, baseline: str | None) -> dict[str, tuple]:
@@ -153,10 +173,9 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     if with_penalty and len(groups) > 1 and baseline not in groups:
         raise UserError(f"baseline recipe {baseline!r} is not in the table (recipes: {', '.join(groups)}); "
                         f"pass --baseline NAME with one of them")
+    groups, skipped = _fittable(groups, law, baseline if with_penalty else None)
     base = baseline if with_penalty and len(groups) > 1 else None
     jobs = _plan(groups, law, base)
-    for key, (kind, g, _) in jobs.items():
-        _check_enough(g, groups[g], kind)
 
     t0 = time.perf_counter()
     thetas, objectives, starts = _fit_full(groups, jobs, top)
@@ -174,7 +193,7 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
         out_groups[g] = _group_entry(g, pts, params, ci, objective)
 
     result = {"law": law, "baseline": base, "groups": out_groups, "penalty": {}, "bands": {},
-              "bootstrap": bootstrap, "seed": seed}
+              "skipped": skipped, "bootstrap": bootstrap, "seed": seed}
     for r in [g for g in groups if f"growth:{g}" in jobs]:
         lr = _lr_test(law, groups[base], groups[r], thetas[f"const:{r}"], thetas[f"growth:{r}"])
         result["penalty"][r], result["bands"][r] = _penalty(r, groups[r], thetas, reps, base, margin, extrapolate, lr)

@@ -148,9 +148,11 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str) -> str:
              f"decade of compute (likelihood-ratio test of no growth: p = {pen['p_value']:.2g})")
     m, g = pen.get("multiplier"), pen.get("gap")
     if m and g:
-        text += (f". It reaches {baseline}'s loss with {_short(m['value'][0])}× {_interval(m['ci95'][0], 3)} of "
-                 f"{baseline}'s compute at C = {m['C'][0]:.2g} FLOP and {_short(m['value'][1])}× "
-                 f"{_interval(m['ci95'][1], 3)} at {m['C'][1]:.2g} FLOP; its loss gap at equal compute is "
+        # m(C) = the baseline's compute for the recipe's loss at C, over C: below 1, the recipe's compute
+        # is worth less than the baseline's.
+        text += (f". At C = {m['C'][0]:.2g} FLOP it reaches the loss {baseline} reaches with {_short(m['value'][0])}× "
+                 f"{_interval(m['ci95'][0], 3)} of that compute, at {m['C'][1]:.2g} FLOP with "
+                 f"{_short(m['value'][1])}× {_interval(m['ci95'][1], 3)}; its loss gap at equal compute is "
                  f"{g['value'][0]:+.3g} {_interval(g['ci95'][0], 3)} and {g['value'][1]:+.3g} "
                  f"{_interval(g['ci95'][1], 3)} nats/token there")
     return text + "."
@@ -158,7 +160,10 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str) -> str:
 
 def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     s = Section("Verdict")
-    penalty = fitted.get("penalty", {})
+    penalty, skipped = fitted.get("penalty", {}), fitted.get("skipped", {})
+    left_out = "; ".join(reason for _, reason in sorted(skipped.items()))
+    if not penalty and skipped:
+        return s.omit(f"No recipe could be judged against {baseline}: {left_out}.")
     if not penalty:
         return s.omit(f"Only the baseline ({baseline}) has results, so there is no penalty to judge; "
                       "the fitted law is below.")
@@ -170,6 +175,8 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
         "below 1 means the recipe needs more compute than the baseline for the same loss."
     ))
     s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline) for r in sorted(penalty))))
+    if skipped:
+        s.add(Paragraph(f"Not judged: {left_out} (their runs are still in the tables below)."))
     rule = next(iter(penalty.values())).get("rule")
     if rule:
         s.add(Paragraph(f"The rule (docs/fits.md): {rule}."))
@@ -483,5 +490,6 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
                 "sentence": verdict_sentence(r, p, baseline).replace("**", "")}
             for r, p in sorted(fitted.get("penalty", {}).items())
         },
+        "skipped": fitted.get("skipped", {}),
         "omitted": {s.title: s.omitted for s in doc.sections if s.omitted},
     }

@@ -68,6 +68,8 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
     larger token budget) are searched in order, and `reached_in` names the budget of the run that
     got there. Their mid-run losses are read before the schedule's decay ends, so such an overhead
     is an upper bound; a recipe that reaches the target in none of its runs gets null and a note.
+    A paired run that diverged gets null and "no convergence": each pair is exactly one of reached,
+    diverged, not reached (`overhead_summary`'s columns add up to its pairs).
     """
     keys = match_keys(runs)
     same_model = [k for k in keys if k != "D"]
@@ -88,15 +90,12 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
             p = paired.row(0, named=True)
             row = {"recipe": recipe, **{k: b[k] for k in keys}, "target_loss": target, "baseline_tokens": t_base,
                    "recipe_tokens": None, "overhead_pct": None, "reached_in": None, "note": ""}
-            if p["status"] != "completed":
-                row["note"] = f"no convergence ({p['status']})"
-            if p["run_id"] not in curves:
-                row["note"] = row["note"] or "no validation curve"
+            if p["status"] != "completed" or p["run_id"] not in curves:
+                # A diverged pair is the AMD paper's "no convergence": an outcome, not an overhead.
+                row["note"] = f"no convergence ({p['status']})" if p["status"] != "completed" else "no validation curve"
                 rows.append(row)
                 continue
             candidates = mine.filter((pl.col("D") >= b["D"]) & (pl.col("status") == "completed")).sort("D")
-            if p["status"] != "completed":
-                candidates = candidates.filter(pl.col("D") > b["D"])
             for c in candidates.iter_rows(named=True):
                 curve = curves.get(c["run_id"])
                 if curve is None:
@@ -105,7 +104,7 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
                 if not math.isnan(t):
                     row.update(recipe_tokens=t, overhead_pct=(t / t_base - 1) * 100, reached_in=c["D"])
                     if c["D"] != b["D"]:
-                        row["note"] = (row["note"] + "; " if row["note"] else "") + "reached in a longer run"
+                        row["note"] = "reached in a longer run"
                     break
             else:
                 longest = candidates["D"].max() if candidates.height else b["D"]

@@ -18,6 +18,7 @@ from fits.laws import compute_optimal, from_params, predict
 from fits.penalty import curves, verdict
 from fits.synthetic import EPOCH, synthetic_table
 from scaling.cli import main
+from scaling.errors import UserError
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CHINCHILLA = SHARED / "data" / "chinchilla_svg_extracted.csv"
@@ -140,6 +141,23 @@ def test_fit_law_fits_each_group_on_its_own():
     assert ratio == pytest.approx(0.5 ** -EPOCH["alpha"], rel=0.1)
     by_column = fits.fit_law(t.with_columns(half=pl.col("recipe")), by="half")
     assert by_column["fp4"]["params"] == groups["fp4"]["params"]
+
+
+def test_a_recipe_too_small_to_fit_is_left_out_not_fatal(capsys):
+    """A recipe whose runs mostly diverged must not stop the other recipes' fits and verdicts; the
+    baseline, which every penalty needs, must still be fittable."""
+    t = synthetic_table({"bf16": {}, "flat": {"effN": 0.8}, "tiny": {"effN": 0.7}},
+                        sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.002)
+    t = pl.concat([t.filter(pl.col("recipe") != "tiny"), t.filter(pl.col("recipe") == "tiny").head(4)])
+    out = fits.analyse(t, bootstrap=0, top=10)
+    assert set(out["groups"]) == {"bf16", "flat"} and set(out["penalty"]) == {"flat"}
+    assert set(out["skipped"]) == {"tiny"} and "'tiny' has 4 points from 4 runs" in out["skipped"]["tiny"]
+    small_base = pl.concat([t.filter(pl.col("recipe") != "bf16"), t.filter(pl.col("recipe") == "bf16").head(4)])
+    with pytest.raises(UserError, match="'bf16' has 4 points"):
+        fits.analyse(small_base, bootstrap=0, top=10)
+    alone = t.filter(pl.col("recipe") != "flat")  # nothing left to judge once tiny is out: bf16's law, no penalty
+    out = fits.analyse(alone, bootstrap=0, top=10)
+    assert set(out["groups"]) == {"bf16"} and out["penalty"] == {} and set(out["skipped"]) == {"tiny"}
 
 
 def test_verdict_rule():

@@ -112,6 +112,44 @@ def test_relative_gap_and_token_overhead_on_matched_runs(tmp_path):
     # a worse recipe needs more tokens for the baseline's loss: found in a longer run of the same model
     assert reached.height > 0 and (reached["overhead_pct"] > 0).all()
     assert (reached["reached_in"] > reached["D"]).all()
+    summary = compare.overhead_summary(over)  # each pair is exactly one of reached, diverged, not reached
+    assert (summary["pairs"] == summary["reached"] + summary["diverged"] + summary["not_reached"]).all()
+    assert summary.filter(pl.col("recipe") == "mxfp4")["diverged"].item() == 1
+
+
+def test_a_diverged_pair_is_no_convergence_even_where_a_longer_run_reaches(tmp_path):
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path, noise=0.0)  # nvfp4's shortest M run diverges; its longer runs complete
+    record = sweep / "nvfp4-M-200M" / "result.json"
+    r = json.loads(record.read_text())
+    record.write_text(json.dumps({**r, "status": "diverged", "val_loss": float("nan")}))
+    study = load(sweep)
+    over = compare.token_overhead(study.runs, study.curves, "bf16")
+    row = over.filter((pl.col("recipe") == "nvfp4") & (pl.col("size") == "M") & (pl.col("D") == BUDGETS[0])).row(0, named=True)
+    assert row["note"] == "no convergence (diverged)" and row["overhead_pct"] is None and row["reached_in"] is None
+    summary = compare.overhead_summary(over).filter(pl.col("recipe") == "nvfp4").row(0, named=True)
+    assert summary["pairs"] == summary["reached"] + summary["diverged"] + summary["not_reached"]
+    assert summary["diverged"] == 1
+
+
+def test_report_judges_the_recipes_it_can_fit_and_names_the_one_it_cannot(tmp_path):
+    """A recipe with too few completed runs for a fit (its runs diverged) is named, not fatal; the
+    verdict sentence reads the multiplier the right way round (a worse recipe: below 1)."""
+    from reports import build
+
+    rows = pl.read_csv(external_csv(tmp_path))
+    rows = pl.concat([rows.filter(pl.col("recipe") != "nvfp4"), rows.filter(pl.col("recipe") == "nvfp4").head(4)])
+    csv = tmp_path / "few.csv"
+    rows.write_csv(csv)
+    summary = build(csv, tmp_path / "r", bootstrap=0, workers=1)
+    assert set(summary["verdicts"]) == {"mxfp4"} and set(summary["skipped"]) == {"nvfp4"}
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "Not judged: group 'nvfp4' has 4 points from 4 runs" in md
+    fitted = json.loads((tmp_path / "r" / "fits.json").read_text())
+    m = fitted["penalty"]["mxfp4"]["multiplier"]
+    assert m["value"][0] < 1  # effN 0.6, effD 0.8: bf16 reaches mxfp4's loss with less compute
+    assert (f"it reaches the loss bf16 reaches with {m['value'][0]:#.3g}× " in summary["verdicts"]["mxfp4"]["sentence"])
 
 
 # --- the whole report ---------------------------------------------------------------------------

@@ -75,6 +75,8 @@ def print_human(out: dict) -> None:
     if any("isoFLOP a" in r for r in rows):
         cols.append("isoFLOP a")
     print_table(rows, cols, title=f"{out['law']} law, 95% bootstrap intervals ({out['bootstrap']} replicates)")
+    for reason in out.get("skipped", {}).values():
+        print(f"left out: {reason}")
     if not out["penalty"]:
         return
     rows = []

@@ -33,6 +33,8 @@ def print_summary(summary: dict) -> None:
         print_table(rows, title=f"Does the penalty against {summary['baseline']} grow with compute? ({summary['law']} law)")
         for v in summary["verdicts"].values():
             print("  " + v["sentence"])
+        for reason in summary.get("skipped", {}).values():
+            print(f"  not judged: {reason}")
     for title, why in summary["omitted"].items():
         print(f"  [{title}] {why}")
     print(f"report: {summary['index_html']}")
