@@ -4,11 +4,21 @@ a file, and a crash leaves the previous file (or none), never a torn one. Torch-
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+
+@functools.cache
+def _new_file_mode() -> int:
+    """The mode `open()` gives a new file under the process's umask (read once: os.umask can only be
+    read by setting it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def fsync_replace(tmp: Path, path: Path) -> None:
@@ -27,6 +37,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(name)
+    # mkstemp makes the file 0600; a result on shared cluster storage must be readable as any file
+    # the user writes is (results, reports: colleagues read them).
+    os.chmod(tmp, _new_file_mode())
     try:
         yield tmp
         fsync_replace(tmp, path)
