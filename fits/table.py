@@ -67,6 +67,7 @@ def read_table(source, columns: dict[str, str] | str | None = None, drop_highest
     mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
     df = source if isinstance(source, pl.DataFrame) else _read(Path(source))
     where = "the table" if isinstance(source, pl.DataFrame) else str(source)
+    df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = _pick(df, "status", mapping)
     if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
         df = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
@@ -77,6 +78,7 @@ def read_table(source, columns: dict[str, str] | str | None = None, drop_highest
     if missing:
         raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {', '.join(df.columns)}); "
                         f"map yours with --columns \"N=...,D=...,loss=...\"")
+    df = _best_learning_rate(df, got)
     try:
         out = pl.DataFrame({
             "recipe": df[got["recipe"]].cast(pl.Utf8) if got["recipe"] else pl.Series(["all"] * df.height),
@@ -86,32 +88,52 @@ def read_table(source, columns: dict[str, str] | str | None = None, drop_highest
             "loss": df[got["loss"]].cast(pl.Float64, strict=False),
             "D": df[got["D"]].cast(pl.Float64, strict=False) if got["D"] else None,
             "C": df[got["C"]].cast(pl.Float64, strict=False) if got["C"] else None,
+            "_row": df["_row"],
         })
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     if got["D"] is None:
         out = out.with_columns(D=pl.col("C") / (6 * pl.col("N")))
-    out = out.with_columns(C=6 * pl.col("N") * pl.col("D")).select("recipe", "run_id", "N", "D", "C", "loss")
-    _validate(out, where)
+    out = out.with_columns(C=6 * pl.col("N") * pl.col("D"))
+    _validate(out, where, "line" if where.lower().endswith(".csv") else "row")
+    out = out.select("recipe", "run_id", "N", "D", "C", "loss")
     if drop_highest:
         if drop_highest < 0:
             raise UserError(f"--drop-highest must be >= 0, got {drop_highest}")
+        smallest = out.group_by("recipe").len().sort("len").row(0, named=True)
+        if drop_highest >= smallest["len"]:
+            raise UserError(f"--drop-highest {drop_highest} would drop every point of group {smallest['recipe']!r} "
+                            f"({smallest['len']} points); drop fewer")
         out = (out.with_columns(_rank=pl.col("loss").rank("ordinal", descending=True).over("recipe"))
                .filter(pl.col("_rank") > drop_highest).drop("_rank"))
     return out
 
 
-def _validate(df: pl.DataFrame, where: str) -> None:
+def _best_learning_rate(df: pl.DataFrame, got: dict[str, str | None]) -> pl.DataFrame:
+    """A sweep over learning rates (an `lr_mult` column with several values) is fitted at each point's
+    best learning rate: per recipe, N, D (and seed) the run with the lowest loss, as a tuned ladder is."""
+    if "lr_mult" not in df.columns or df["lr_mult"].n_unique() < 2:
+        return df
+    point = [c for c in (got["recipe"], got["N"], got["D"] or got["C"], "seed" if "seed" in df.columns else None) if c]
+    return (df.sort(pl.col(got["loss"]).cast(pl.Float64, strict=False), nulls_last=True)
+            .unique(subset=point, keep="first", maintain_order=True))
+
+
+def _validate(df: pl.DataFrame, where: str, unit: str) -> None:
+    """unit: "line" for a CSV file (the header is line 1), else "row" (the first data row is row 1)."""
+    def first(rows: pl.DataFrame) -> str:
+        return f"{unit} {rows['_row'][0] + (2 if unit == 'line' else 1)}"
+
     if df.height == 0:
         raise UserError(f"{where} has no rows to fit (after keeping status == 'completed' rows)")
-    bad = df.with_row_index("row").filter(
+    bad = df.filter(
         pl.any_horizontal([pl.col(c).is_null() | pl.col(c).is_nan() for c in ("N", "D", "loss")])
         | pl.col("recipe").is_null())
     if bad.height:
-        raise UserError(f"{where} has {bad.height} row(s) with a missing or NaN N, D, loss or recipe "
-                        f"(first: row {bad['row'][0]}); remove or fix them before fitting")
+        raise UserError(f"{where} has {bad.height} row(s) with a missing, NaN or non-numeric N, D, loss or recipe "
+                        f"(first: {first(bad)}); remove or fix them before fitting")
     for c in ("N", "D", "loss"):
-        nonpos = df.with_row_index("row").filter(~(pl.col(c) > 0) | pl.col(c).is_infinite())
+        nonpos = df.filter(~(pl.col(c) > 0) | pl.col(c).is_infinite())
         if nonpos.height:
             raise UserError(f"{where} has {nonpos.height} row(s) with non-positive or infinite {c} "
-                            f"(first: row {nonpos['row'][0]}, {c} = {nonpos[c][0]}); every N, D and loss must be > 0")
+                            f"(first: {first(nonpos)}, {c} = {nonpos[c][0]}); every N, D and loss must be > 0")

@@ -61,7 +61,8 @@ def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
     """The points the laws are fitted to: completed runs, final loss (one point per run)."""
     from fits import read_table
 
-    return read_table(compare.completed(runs).select("recipe", "run_id", "N", "D", "C", "loss"))
+    extra = [c for c in ("seed", "lr_mult") if c in runs.columns]  # an LR sweep: each point at its best LR
+    return read_table(compare.completed(runs).select("recipe", "run_id", "N", "D", "C", "loss", *extra))
 
 
 def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int) -> dict:

@@ -16,7 +16,7 @@ import polars as pl
 
 def match_keys(runs: pl.DataFrame) -> list[str]:
     """Columns that define a matched pair: everything about a run except its recipe."""
-    return [c for c in ("family", "size", "N", "D", "seed") if c in runs.columns]
+    return [c for c in ("family", "size", "N", "D", "seed", "lr_mult") if c in runs.columns]
 
 
 def size_keys(runs: pl.DataFrame) -> list[str]:

@@ -72,6 +72,8 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
         df = df.with_columns(pl.format("run{}", pl.int_range(pl.len())).alias("run_id"))
     if "status" not in df.columns:
         df = df.with_columns(pl.lit("completed").alias("status"))
+    if "lr_mult" in df.columns:  # records written before result.json kept it ran at the default
+        df = df.with_columns(pl.col("lr_mult").cast(pl.Float64, strict=False).fill_null(1.0))
     return df.with_columns(pl.col("recipe").cast(pl.Utf8), pl.col("run_id").cast(pl.Utf8))
 
 

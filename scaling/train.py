@@ -604,7 +604,7 @@ def result_record(config: RunConfig, status: str, final: dict, tokens_per_s: flo
         "epochs": tokens / train_tokens, "wall_s": wall_s, "vocab_size": vocab_size,
         "versions": versions(), "git_commit": git_commit(),
         # extras
-        "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len,
+        "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
     }
     return record

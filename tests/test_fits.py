@@ -160,6 +160,22 @@ def test_a_recipe_too_small_to_fit_is_left_out_not_fatal(capsys):
     assert set(out["groups"]) == {"bf16"} and out["penalty"] == {} and set(out["skipped"]) == {"tiny"}
 
 
+def test_a_learning_rate_sweep_is_fitted_at_each_points_best_rate(tmp_path):
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.0)
+    tuned = t.with_columns(lr_mult=pl.lit(1.0), seed=pl.lit(0))
+    worse = tuned.with_columns(lr_mult=pl.lit(2.0), loss=pl.col("loss") * 1.05,
+                               run_id=pl.col("run_id").cast(pl.Utf8) + "-lr2")
+    both = pl.concat([worse, tuned])
+    assert fits.read_table(both).sort("run_id").equals(fits.read_table(tuned).sort("run_id"))
+    assert fits.read_table(tuned).height == t.height  # one learning rate: nothing is chosen
+    path = tmp_path / "t.csv"  # messages name the input's own line (the header is line 1)
+    both.with_columns(loss=pl.when(pl.int_range(pl.len()) == 3).then(-1.0).otherwise(pl.col("loss"))).write_csv(path)
+    with pytest.raises(UserError, match="first: line 5, loss = -1.0"):
+        fits.read_table(path)
+    with pytest.raises(UserError, match="--drop-highest 12 would drop every point of group 'bf16'"):
+        fits.read_table(tuned, drop_highest=12)
+
+
 def test_verdict_rule():
     assert verdict(0.01, (0.8, 0.95)) == "grows"
     assert verdict(0.2, (0.8, 0.95)) == "inconclusive"  # interval below 1 but LR test not significant

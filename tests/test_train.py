@@ -59,6 +59,7 @@ def test_result_record_and_run_directory(reference):
     assert result["status"] == "completed" and result["tokens"] == BASE["tokens"]
     assert result["flops"] == 6 * result["n_params"] * result["tokens"] < result["flops_exact"]
     assert result["vocab_size"] == 4096 and result["mfu"] is None  # no peak FLOP/s for a CPU
+    assert result["lr_mult"] == 1.0  # an LR sweep's runs differ by it: collect, fits and pairs read it here
     assert json.loads((run_dir / "result.json").read_text()) == json.loads(json.dumps(result))
     assert RunConfig.from_json(run_dir / "config.json").run_id == result["run_id"] == _config().run_id
     lines = (run_dir / "metrics.csv").read_text().splitlines()
