@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from fits import penalty
-from fits.fit import (FREE, N_PARAMS, Points, bootstrap_weights, efficiency_starts, epoch_grid, fit_grid,
+from fits.fit import (BOUNDS, FREE, N_PARAMS, Points, bootstrap_weights, efficiency_starts, epoch_grid, fit_grid,
                       minimize_from, parallel_map, percentile_ci)
 from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, log_predict, to_params
@@ -153,11 +153,28 @@ def _lr_test(law: str, baseline: Points, pts: Points, const: np.ndarray, growth:
     return penalty.lr_test(null.objective, min(alt.objective, null.objective), residuals, joint.n_runs)
 
 
+def _warnings(name: str, params: dict, ci: dict) -> list[str]:
+    """Signs that the data cannot pin a group's law: a parameter at an optimiser bound, or an estimate
+    outside its own bootstrap interval (resampling the runs moves the fit to another basin)."""
+    out = []
+    for k, v in params.items():
+        lo, hi = BOUNDS.get(IDX.get(k, -1), (None, None))
+        if lo is not None and (np.isclose(v, lo, rtol=1e-6, atol=1e-9) or np.isclose(v, hi, rtol=1e-6)):
+            out.append(f"{name}: {k} = {v:.4g} is at the fit's bound [{lo:g}, {hi:g}]; the data cannot pin it "
+                       "(more model sizes or token budgets would)")
+        c_lo, c_hi = ci.get(k, (np.nan, np.nan))
+        if np.isfinite(c_lo) and np.isfinite(c_hi) and not c_lo <= v <= c_hi:
+            out.append(f"{name}: the estimate of {k}, {v:.4g}, lies outside its own 95% bootstrap interval "
+                       f"[{c_lo:.4g}, {c_hi:.4g}]; the fit is not stable under resampling the runs")
+    return out
+
+
 def _group_entry(name, pts, params, ci, objective) -> dict:
     C = 6 * np.exp(pts.logN + pts.logD)
     return {"params": params, "ci95": ci, "n_points": int(len(pts.logL)), "n_runs": pts.n_runs,
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
-            "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL))}
+            "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
+            "warnings": _warnings(name, params, ci)}
 
 
 def _run(*args) -> dict:

@@ -206,7 +206,14 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
                        f"thin lines: the fitted {fitted['law']} law along each model size; thick line: its compute-optimal "
                        f"frontier; dashed: {baseline}'s frontier."))
     s.add(_params_table(fitted["groups"]))
+    warnings = fit_warnings(fitted)
+    if warnings:
+        s.add(Paragraph("**Fit warnings** (read the laws and the verdicts with care): " + "; ".join(warnings) + "."))
     return s
+
+
+def fit_warnings(fitted: dict) -> list[str]:
+    return [w for _, g in sorted(fitted["groups"].items()) for w in g.get("warnings", [])]
 
 
 def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
@@ -492,5 +499,6 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
             for r, p in sorted(fitted.get("penalty", {}).items())
         },
         "skipped": fitted.get("skipped", {}),
+        "warnings": fit_warnings(fitted),
         "omitted": {s.title: s.omitted for s in doc.sections if s.omitted},
     }

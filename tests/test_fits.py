@@ -176,6 +176,20 @@ def test_a_learning_rate_sweep_is_fitted_at_each_points_best_rate(tmp_path):
         fits.read_table(tuned, drop_highest=12)
 
 
+def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
+    """The demo's sweep (two model sizes of ~1M, a few thousand tokens) cannot pin α: unbounded, the fit
+    ran to α = 131 and A = inf (null in fits.json, unusable by predict). Bounded, every parameter is
+    finite, the law predicts, and the group says which parameter sits at its bound."""
+    demo = Path(__file__).resolve().parents[1] / "reports" / "examples" / "demo" / "results.csv"
+    out = fits.analyse(demo, bootstrap=8, workers=1, top=10)
+    for name, g in out["groups"].items():
+        assert all(np.isfinite(v) for v in g["params"].values()), (name, g["params"])
+        assert np.isfinite(predict(g["params"], 1e6, 1e4))
+    assert any("alpha = 10 is at the fit's bound" in w for w in out["groups"]["bf16"]["warnings"])
+    table = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.002)
+    assert fits.analyse(table, bootstrap=8, workers=1, top=10)["groups"]["bf16"]["warnings"] == []  # a pinned law
+
+
 def test_verdict_rule():
     assert verdict(0.01, (0.8, 0.95)) == "grows"
     assert verdict(0.2, (0.8, 0.95)) == "inconclusive"  # interval below 1 but LR test not significant

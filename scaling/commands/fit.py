@@ -77,6 +77,9 @@ def print_human(out: dict) -> None:
     print_table(rows, cols, title=f"{out['law']} law, 95% bootstrap intervals ({out['bootstrap']} replicates)")
     for reason in out.get("skipped", {}).values():
         print(f"left out: {reason}")
+    for g in out["groups"].values():
+        for warning in g.get("warnings", []):
+            print(f"warning: {warning}")
     if not out["penalty"]:
         return
     rows = []

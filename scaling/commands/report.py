@@ -35,6 +35,8 @@ def print_summary(summary: dict) -> None:
             print("  " + v["sentence"])
         for reason in summary.get("skipped", {}).values():
             print(f"  not judged: {reason}")
+    for warning in summary.get("warnings", []):
+        print(f"  warning: {warning}")
     for title, why in summary["omitted"].items():
         print(f"  [{title}] {why}")
     print(f"report: {summary['index_html']}")
