@@ -39,7 +39,7 @@ typedef struct {
     int elem, scale, emax, block_rows, block_k, per_tensor, tensor_scale, sr, had, nk;
     uint32_t key;                         /* seeds.seed_key(rounding seed) */
     const float *signs;                   /* the transform's signs (had of them), or NULL */
-    float norm, gmax, bound, numer, target, s_enc;
+    float norm, gmax, numer, target, s_enc;
     int four_six, eden;                   /* 4/6; MS-EDEN (1-row blocks: run_refined, stretch_refined) */
     uint32_t scale_key;                   /* MS-EDEN: seeds.seed_key(rounding seed ^ quant.SCALE_STREAM) */
     float amax[64];                       /* per-thread partial tensor amax */
@@ -139,11 +139,11 @@ static float e8m0_scale(float amax_b, int emax) {
  * 4), and each block's factor s_enc / s_b (0 for a zero or NaN scale). The E4M3 and FP32 scales in
  * one loop over the blocks, which vectorizes (a call per block cost more than the block's rounding). */
 static void block_scales_for(const Job *job, const float *amax, float *s_b, float *factor, int nb, float target) {
-    const float s_enc = job->s_enc, bound = job->bound;
+    const float s_enc = job->s_enc;
     if (job->scale == S_E4M3) {
         for (int b = 0; b < nb; b++) {
             float raw = (amax[b] / target) * s_enc;
-            s_b[b] = e4m3_rtne(raw > bound ? bound : raw);  /* NaN stays NaN */
+            s_b[b] = e4m3_rtne(raw > 448.0f ? 448.0f : raw);  /* E4M3's own bound, as quant; NaN stays NaN */
         }
     } else if (job->scale == S_FP32) {
         for (int b = 0; b < nb; b++) s_b[b] = (amax[b] / target) * s_enc;
@@ -677,10 +677,10 @@ static void run_pass(Job *job, int pass, int nthreads) {
  * group, at most 128, dividing K). Returns s_enc (the tensor scale). */
 float scaling_quantize(const float *x, float *out, int64_t R, int64_t K, int k_contiguous, int out_rowmajor, int nk, int elem, int scale, int emax, int block_rows, int block_k,
                        int per_tensor, int tensor_scale, int sr, uint32_t key, int had, const float *signs,
-                       float norm, float gmax, float bound, float numer, float target, int nthreads,
+                       float norm, float gmax, float numer, float target, int nthreads,
                        int four_six, int eden, uint32_t scale_key) {
     Job job = {x, out, R, K, k_contiguous, out_rowmajor, elem, scale, emax, block_rows, block_k, per_tensor, tensor_scale,
-               sr, had, nk, key, signs, norm, gmax, bound, numer, target, 1.0f, four_six, eden, scale_key, {0}};
+               sr, had, nk, key, signs, norm, gmax, numer, target, 1.0f, four_six, eden, scale_key, {0}};
     nthreads = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : nthreads);
     if (tensor_scale) {
         run_pass(&job, 1, nthreads);

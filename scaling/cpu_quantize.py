@@ -41,7 +41,7 @@ OPTIONAL_FLAGS = (("-fopenmp", "-mprefer-vector-width=512"), ("-fopenmp",), ())
 
 # scaling_quantize's parameters, in order (cpu_quantize.c)
 _ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 11
-             + [ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_float] * 5 + [ctypes.c_int] * 3
+             + [ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_float] * 4 + [ctypes.c_int] * 3
              + [ctypes.c_uint32])
 LANES = 16  # cpu_quantize.c's L: the rows of a 2-D block it takes
 MAX_NK = 128  # the largest stretch or run unit it is given (the largest Hadamard group)
@@ -208,7 +208,7 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
         int(spec.block is None), int(spec.has_tensor_scale), int(spec.rounding == "sr"), key,
         spec.transform, None if signs is None else signs.data_ptr(),
         norm_factor(spec.transform) if spec.transform else 1.0,
-        float(spec.elem_max), float(spec.scale_bound), numer, target, torch.get_num_threads(),
+        float(spec.elem_max), numer, target, torch.get_num_threads(),
         int(spec.four_over_six), int(spec.eden), scale_key)
     inv = 1.0 / torch.tensor(s_enc, dtype=torch.float32)  # as the reference: 1.0 / its 0-d s_enc
     return out.to(dtype), inv

@@ -206,7 +206,7 @@ def e8m0_floor_scale(amax: torch.Tensor, elem_fmt: str) -> torch.Tensor:
 
 
 def e4m3_scale(value: torch.Tensor, bound: float = 448.0) -> torch.Tensor:
-    """A block scale stored in E4M3: RTNE, saturating at `bound` (448, or 256 for 4/6)."""
+    """A block scale stored in E4M3: RTNE, saturating at `bound` (E4M3's largest value, 448)."""
     return round_fp8_rtne(value, "e4m3", bound)
 
 

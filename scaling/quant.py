@@ -10,7 +10,7 @@ always run along `dim`. The steps, in this order (the Triton kernels follow the 
    elem_max / amax_tensor (per-tensor FP8 scaling); 1 when there is none. amax is taken after the
    rotation;
 4. block scales: E8M0 (OCP floor rule), E4M3 ((amax_block / target) * s_enc, RTNE, saturating at
-   scale_bound) or FP32; target = elem_max / headroom;
+   E4M3's 448) or FP32; target = elem_max / headroom;
 5. elements: v = x * (s_enc / s_block), rounded (RTNE or SR) onto the grid with saturation;
 6. options: 4/6 keeps, per block, whichever of the two candidates (amax -> 6, amax -> 4) has the
    lower squared error; MS-EDEN multiplies each Hadamard group's block scales by the EDEN
@@ -49,7 +49,8 @@ class QuantSpec:
     block: tuple[int, int] | None = (1, 16)   # (rows, along K); (16, 16) is 2-D; None = per-tensor
     scale: str = "e4m3"                       # block-scale format: e8m0 | e4m3 | fp32
     tensor_scale: bool = True                 # second-level FP32 tensor scale (NV two-level scheme)
-    scale_bound: float = 448.0                # E4M3 bound for block scales (256 with 4/6)
+    scale_bound: float = 448.0                # the block scale the tensor's amax maps to (256 with 4/6,
+                                              # leaving 4/6's amax -> 4 candidate room up to 384)
     rounding: str = "rtne"                    # rtne | sr
     transform: int = 0                        # Hadamard group size along K: 0 (none), 16, 32, 128
     signs: str = "ones"                       # ones (deterministic H) | run | step | layer_step
@@ -65,13 +66,28 @@ class QuantSpec:
             raise ValueError("; ".join(problems))
 
     def _problems(self):
+        # Types first: TOML hands strings and floats where a typo was made, and a string "no" would
+        # read as true, a float block size would fail mid-run.
+        for name in ("tensor_scale", "four_over_six", "eden"):
+            if not isinstance(getattr(self, name), bool):
+                yield f"{name} must be true or false (got {getattr(self, name)!r})"
+        for name in ("scale_bound", "headroom", *(("cap",) if self.cap is not None else ())):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                yield f"{name} must be a positive number (got {value!r})"
+                return
+        if isinstance(self.transform, bool) or not isinstance(self.transform, int):
+            yield f"transform must be an integer: 0 or a Hadamard size in {HADAMARD_SIZES} (got {self.transform!r})"
+            return
+        if self.scale == "e4m3" and self.scale_bound > 448:
+            yield f"scale_bound must be at most 448, E4M3's largest value (got {self.scale_bound!r})"
         if self.elem not in formats.ELEMENT_FORMATS:
             yield f"elem must be one of {', '.join(formats.ELEMENT_FORMATS)} (got {self.elem!r})"
             return
         if self.cap is not None and (self.elem not in formats.GRIDS or self.cap not in formats.GRIDS[self.elem]):
             yield f"cap must be a level of a 4-bit grid (got {self.cap!r} for {self.elem})"
         if self.block is not None:
-            if len(self.block) != 2 or any(int(b) != b or b < 1 for b in self.block):
+            if len(self.block) != 2 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.block):
                 yield f"block must be [rows, cols] of positive integers or absent for per-tensor (got {self.block!r})"
             elif self.block[0] not in (1, self.block[1]):
                 yield f"block must be 1xN or NxN (got {self.block[0]}x{self.block[1]})"
@@ -93,8 +109,6 @@ class QuantSpec:
             yield "4/6 is defined for the E2M1 grid"
         if self.eden and (not self.transform or self.transform % self.block_k):
             yield "MS-EDEN needs a Hadamard transform whose group is a multiple of the block"
-        if self.headroom <= 0:
-            yield f"headroom must be positive (got {self.headroom})"
 
     # ---- derived properties
     @property
@@ -364,7 +378,10 @@ def block_scale_for(amax_b: torch.Tensor, s_enc: torch.Tensor, spec: QuantSpec, 
     # target as a device tensor: PyTorch's CUDA division by a CPU scalar multiplies by its reciprocal
     # instead (one bit off now and then), which would make the reference differ between CPU and GPU.
     raw = (amax_b / _constant(target, amax_b.device)) * s_enc
-    return formats.e4m3_scale(raw, spec.scale_bound) if spec.scale == "e4m3" else raw
+    # Saturate at E4M3's own bound, not scale_bound: scale_bound sets s_enc so that the amax -> 6
+    # scales stay <= it; 4/6's amax -> 4 candidate is those times 1.5 (<= 384 under 256), as Four
+    # Over Six's reference computes it (its 256 applies to the tensor scale only).
+    return formats.e4m3_scale(raw) if spec.scale == "e4m3" else raw
 
 
 def _round_blocks(xb: torch.Tensor, s_enc: torch.Tensor, s_b: torch.Tensor, spec: QuantSpec,

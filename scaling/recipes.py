@@ -98,6 +98,8 @@ class Recipe:
             data = tomllib.loads(path.read_text())
         except FileNotFoundError:
             raise UserError(f"recipe file {path} does not exist") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read recipe file {path} ({type(e).__name__}: {e})") from None
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"{path}: not valid TOML ({e})") from None
         return recipe_from_dict(data, where=str(path))
@@ -106,7 +108,9 @@ class Recipe:
 def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
     """Build a Recipe from TOML-shaped data: top-level keys plus [fprop.x]-style operand tables.
 
-    `base = "nvfp4"` starts from a preset; an operand given as "bf16" clears it.
+    `base = "nvfp4"` starts from a preset; an operand table changes the base's operand field by field
+    (the fields it does not name keep the base's values; without a base, QuantSpec's defaults), and
+    an operand given as "bf16" clears it.
     """
     data = dict(data)
     allowed = {"name", "base", "source", "high_precision_blocks", "backward_from_forward", "fprop", "dgrad", "wgrad"}
@@ -115,11 +119,13 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
         raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise UserError(f"{where}: `name` (a string) is required")
-    base = get_recipe(data["base"]) if "base" in data else Recipe(name=data["name"])
+    if "base" in data and (not isinstance(data["base"], str) or data["base"] not in PRESETS):
+        raise UserError(f"{where}: base {data['base']!r} is not a preset; choose one of {', '.join(PRESETS)}")
+    base = PRESETS[data["base"]] if "base" in data else Recipe(name=data["name"])
     changes: dict = {"name": data["name"], "source": data.get("source", f"user recipe ({where})")}
     if "high_precision_blocks" in data:
         hp = data["high_precision_blocks"]
-        if not isinstance(hp, list) or not all(isinstance(i, int) for i in hp):
+        if not isinstance(hp, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in hp):
             raise UserError(f"{where}: high_precision_blocks must be a list of block indices, e.g. [0, -1]")
         changes["high_precision_blocks"] = tuple(hp)
     if "backward_from_forward" in data:
@@ -134,14 +140,15 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
         for key, value in table.items():
             if key not in names:
                 raise UserError(f"{where}: unknown operand {gemm}.{key}; {gemm} has {', '.join(gemm + '.' + n for n in names)}")
-            changes[names[key]] = _spec_from_toml(value, f"{where}: {gemm}.{key}")
+            changes[names[key]] = _spec_from_toml(value, f"{where}: {gemm}.{key}", getattr(base, names[key]))
     try:
         return replace(base, **changes)
     except ValueError as e:
         raise UserError(f"{where}: {e}") from None
 
 
-def _spec_from_toml(value, where: str) -> QuantSpec | None:
+def _spec_from_toml(value, where: str, base: QuantSpec | None) -> QuantSpec | None:
+    """An operand table on top of the base recipe's operand (None: QuantSpec's defaults)."""
     if value == "bf16":
         return None
     if not isinstance(value, dict):
@@ -151,7 +158,7 @@ def _spec_from_toml(value, where: str) -> QuantSpec | None:
         if key not in known:
             raise UserError(f"{where}.{key}: unknown field; QuantSpec fields are {', '.join(sorted(known))}")
     try:
-        return QuantSpec.from_dict(value)
+        return QuantSpec.from_dict({**(base.to_dict() if base else {}), **value})
     except (ValueError, TypeError) as e:
         raise UserError(f"{where}: {e}") from None
 

@@ -160,7 +160,13 @@ def uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
     n = t.numel()
     if t.device.type != "cpu" or n > 1 << 22 or torch.compiler.is_compiling():
         return uniform(seed, torch.arange(n, device=t.device).view(t.shape))
-    return _unit_float(_hash_from_first_step(_counter_hashes(tuple(t.shape), tuple(t.stride())), seed))
+    return _unit_float(_hash_from_first_step(_counter_hashes(tuple(t.shape), _dense_strides(t)), seed))
+
+
+def _dense_strides(t: torch.Tensor) -> tuple[int, ...]:
+    """t's strides where they lay it out densely, else row-major ones: the layout for a new tensor
+    shaped like t (an expanded t has stride 0: a tensor with its strides cannot be written)."""
+    return tuple(torch.empty_like(t, device="meta").stride())
 
 
 def _hash_from_first_step(stepped: torch.Tensor, seed) -> torch.Tensor:
@@ -229,8 +235,8 @@ def paired_uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
             or sys.byteorder != "little"):
         return paired_uniforms(seed, n, t.device).view(t.shape)
     R, K = t.shape
-    pairs = _hash_from_first_step(_pair_counters((R, K // 2), _pair_strides(t)), seed)
-    u = torch.empty_strided(t.shape, t.stride(), dtype=torch.float32)
+    u = torch.empty_strided(t.shape, _dense_strides(t), dtype=torch.float32)
+    pairs = _hash_from_first_step(_pair_counters((R, K // 2), _pair_strides(u)), seed)
     _halves_into_(pairs, u)
     return u.add_(0.5).mul_(1.0 / (1 << PAIR_BITS))  # (half + 1/2) / 2^16, exact
 

@@ -106,6 +106,16 @@ def test_four_over_six_matches_spec_reference(dtype):
         assert 0 < chose4 < 1  # both candidates really get picked
 
 
+def test_four_over_six_scales_the_largest_blocks_past_256():
+    """The 256 bound is the tensor scale's, so that 4/6's amax -> 4 candidate (the block scale x 1.5)
+    fits E4M3 (448): the tensor's largest block gets 384 (Four Over Six's reference). Capped at 256,
+    this block [4, 3, ..., 3] quantized to [4, 2.67, ...] instead of exactly."""
+    x = torch.tensor([[4.0] + [3.0] * 15])
+    q = quantize(x, NV.but(four_over_six=True, scale_bound=256.0))
+    assert q.tensor_scale.item() == 6 * 256 / 4 and q.block_scale.item() == 384
+    assert torch.equal(q.dequantize(), x)
+
+
 def test_adversarial_inputs_hit_the_cases_they_name():
     """The adversarial tensors really contain ties, subnormal and zero block scales, and clipping."""
     q = quantize(adversarial_nv(), NV)
@@ -386,7 +396,7 @@ def test_same_seed_same_signs_and_bits():
     ({"signs": "run"}, "random signs need a transform"),
     ({"elem": "e1m2", "four_over_six": True}, "4/6 is defined for the E2M1 grid"),
     ({"eden": True}, "MS-EDEN needs a Hadamard transform"),
-    ({"headroom": 0.0}, "headroom must be positive"),
+    ({"headroom": 0.0}, "headroom must be a positive number"),
 ])
 def test_quantspec_validation(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -405,3 +415,18 @@ def test_k_not_divisible_is_a_user_error_with_the_reason():
 def test_random_spec_without_seed_is_refused():
     with pytest.raises(ValueError, match="explicit seed"):
         quantize(torch.randn(4, 32), NV.but(rounding="sr"))
+
+
+@pytest.mark.parametrize("recipe", ["nvfp4", "mxfp4_sr", "quartet2"])
+def test_expanded_inputs_quantize_as_their_copies(recipe):
+    """A broadcast tensor (stride 0, as autograd hands a layer the gradient of a sum) quantizes to the
+    bits of its dense copy, SR and MS-EDEN included (their uniforms used to take its strides)."""
+    from scaling.quant import fake_quantize
+    from scaling.recipes import get_recipe
+
+    r = get_recipe(recipe)
+    x = torch.randn(1, 128).expand(128, 128)
+    for spec in (r.dgrad_dy, r.wgrad_dy):
+        for dim in (-1, 0):
+            got = fake_quantize(x, spec, dim, seed=5)
+            assert torch.equal(got, fake_quantize(x.contiguous(), spec, dim, seed=5)), (spec.describe(), dim)

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -69,7 +70,14 @@ def test_recipe_from_toml(tmp_path):
     ('name = "x"\n[fprop.z]\nelem = "e2m1"\n', ["fprop.z"]),
     ('name = "x"\n[wgrad.x]\ntransform = 16\nsigns = "run"\n', ["wgrad", "same transform"]),
     ('[fprop.x]\nelem = "e2m1"\n', ["name"]),
-    ('name = "x"\nbase = "nvfp5"\n', ["unknown recipe", "nvfp4"]),
+    ('name = "x"\nbase = "nvfp5"\n', ["base 'nvfp5' is not a preset", "nvfp4"]),
+    ('name = "x"\nbase = 3\n', ["base 3 is not a preset"]),
+    ('name = "x"\n[fprop.x]\nblock = [1, 16.0]\n', ["fprop.x", "block must be [rows, cols] of positive integers"]),
+    ('name = "x"\n[fprop.x]\nheadroom = "big"\n', ["fprop.x", "headroom must be a positive number"]),
+    ('name = "x"\n[fprop.x]\ntensor_scale = "no"\n', ["fprop.x", "tensor_scale must be true or false"]),
+    ('name = "x"\nbase = "nvfp4"\n[fprop.x]\nscale_bound = -3\n', ["fprop.x", "scale_bound must be a positive number"]),
+    ('name = "x"\nbase = "nvfp4"\n[fprop.x]\nscale_bound = 1e6\n', ["scale_bound must be at most 448"]),
+    ('name = "x"\nhigh_precision_blocks = [true]\n', ["high_precision_blocks must be a list of block indices"]),
     ('name = x\n', ["not valid TOML"]),
 ])
 def test_bad_toml_names_the_field(tmp_path, body, words):
@@ -79,6 +87,30 @@ def test_bad_toml_names_the_field(tmp_path, body, words):
         Recipe.from_toml(p)
     for w in words:
         assert w in str(e.value)
+
+
+def test_an_operand_table_changes_the_base_operand_field_by_field(tmp_path):
+    p = tmp_path / "q2sr.toml"
+    p.write_text('name = "q2sr"\nbase = "quartet2"\n[fprop.x]\nrounding = "sr"\n')
+    r = Recipe.from_toml(p)
+    assert r.fprop_x == get_recipe("quartet2").fprop_x.but(rounding="sr")  # 4/6 and its bound 256 kept
+
+
+def test_a_recipe_file_that_is_a_folder_is_one_message(tmp_path):
+    (tmp_path / "x.toml").mkdir()
+    with pytest.raises(UserError, match="cannot read recipe file"):
+        Recipe.from_toml(tmp_path / "x.toml")
+
+
+def test_high_precision_blocks_must_name_blocks_of_the_model():
+    from models import build_model
+    from scaling.linear import convert
+
+    model = build_model("nanochat", "0.5M")
+    n = len(model.blocks)
+    with pytest.raises(UserError, match=f"high_precision_blocks \\[{n}\\] name no block"):
+        convert(model, replace(get_recipe("nvfp4"), high_precision_blocks=(0, n)))
+    convert(model, replace(get_recipe("nvfp4"), high_precision_blocks=(0, -1)))  # -1: the last
 
 
 def test_cli_recipes_json_and_unknown_recipe():

@@ -105,7 +105,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
                  HAD_F: tl.constexpr, LOG2H_F: tl.constexpr, NORM_F: tl.constexpr, SIGNS_F: tl.constexpr,
                  SR_F: tl.constexpr, PAIRS_F: tl.constexpr,
                  BLK: tl.constexpr, LOG2_BLK: tl.constexpr, TENSOR_SCALE: tl.constexpr, SCALE: tl.constexpr,
-                 EMAX: tl.constexpr, BOUND: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
+                 EMAX: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
                  HALVES: tl.constexpr, ITERS: tl.constexpr, HAS_FACTOR_L: tl.constexpr,
                  HAS_FACTOR_F: tl.constexpr):
     """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
@@ -134,7 +134,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
         # along dim 0 (K = tokens, the tile's columns): as _quantize_kernel along dim 0
         xf = _rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, NORM_F, SIGNS_F)
         out = _quantize_tile(xf, features, pid_k * BK, T, s_enc_f, key_f, 0, target, BR, BK, 0, 1, BLK, LOG2_BLK,
-                             False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_F, PAIRS_F, False, False)
+                             False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_F, PAIRS_F, False, False)
         tl.store(first_ptr + offs, out.to(dtype), mask=mask)
 
         # along the last axis (K = features): the same tile as (BK tokens, BR features)
@@ -142,7 +142,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
         xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L,
                              LOG2H_L, NORM_L, SIGNS_L, HALVES)
         out = _quantize_tile(xl, tokens, pid_r * BR, D, s_enc_l, key_l, 0, target, BK, BR, 0, 1, BLK, LOG2_BLK,
-                             False, TENSOR_SCALE, SCALE, EMAX, BOUND, ELEM, GMAX, SR_L, PAIRS_L, False, False)
+                             False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_L, PAIRS_L, False, False)
         if HALVES == 2:  # stored as loaded
             _store_halves(last_ptr, out, pid_k, pid_r, T, D, stride_k, stride_r, BK, BR)
         else:
@@ -232,7 +232,7 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
                 SR_L=last.rounding == "sr", PAIRS_L=D % 2 == 0, SR_F=first.rounding == "sr", PAIRS_F=T % 2 == 0,
                 BLK=blk, LOG2_BLK=int(math.log2(blk)), TENSOR_SCALE=last.has_tensor_scale,
                 SCALE=formats.SCALE_CODES[last.scale], EMAX=formats.EMAX[last.elem],
-                BOUND=float(last.scale_bound), ELEM=formats.ELEM_CODES[last.elem], GMAX=float(last.elem_max),
+                ELEM=formats.ELEM_CODES[last.elem], GMAX=float(last.elem_max),
                 HAS_FACTOR_L=False, HAS_FACTOR_F=False)
 
 

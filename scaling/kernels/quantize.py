@@ -891,12 +891,12 @@ def _atomic_max(ptr, value):
 
 
 @triton.jit
-def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr):
-    """quant.block_scale_for."""
+def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr):
+    """quant.block_scale_for (E4M3 saturating at its largest value, 448, as there)."""
     if SCALE == 0:
         s = _e8m0_scale(amax_b, EMAX)
     elif SCALE == 1:
-        s = _e4m3_rtne(tl.minimum(tl.math.div_rn(amax_b, target) * s_enc, BOUND))
+        s = _e4m3_rtne(tl.minimum(tl.math.div_rn(amax_b, target) * s_enc, 448.0))
     else:
         s = tl.math.div_rn(amax_b, target) * s_enc
     return s
@@ -954,7 +954,7 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
                    BR: tl.constexpr, BK: tl.constexpr, LOG2H: tl.constexpr,
                    BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
                    PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
-                   SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
+                   SCALE: tl.constexpr, EMAX: tl.constexpr,
                    ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
                    FOUR_SIX: tl.constexpr, EDEN: tl.constexpr):
     """quant.quantize's steps 3-6 on a loaded, rotated (BR, BK) tile of the canonical (R, K) view
@@ -967,7 +967,7 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
         s_b = tl.full((NBR, NBK), 1.0, tl.float32)
     else:
         amax_b = tl.max(tl.max(tl.abs(x4), axis=3), axis=1)
-        s_b = _block_scale(amax_b, s_enc, target, SCALE, EMAX, BOUND)
+        s_b = _block_scale(amax_b, s_enc, target, SCALE, EMAX)
 
     # The uniforms come after the block amax, so each can be made where it is used: made before,
     # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
@@ -984,7 +984,7 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
     q4 = _round_blocks(x4, s_b, s_enc, neg_u4, ELEM, GMAX, SR, SCALED)
 
     if FOUR_SIX:
-        s_b4 = _block_scale(amax_b, s_enc, 4.0, SCALE, EMAX, BOUND)
+        s_b4 = _block_scale(amax_b, s_enc, 4.0, SCALE, EMAX)
         q4_4 = _round_blocks(x4, s_b4, s_enc, neg_u4, ELEM, GMAX, SR)
         neg_x_enc4 = x4 * (s_enc * -1.0)  # = -(x4 * s_enc), bit for bit
         err6 = _block_sq_err(q4, s_b, neg_x_enc4, NBR, NBK, LOG2_BLK, SCALE != 2)
@@ -1036,7 +1036,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
                      NORM: tl.constexpr, RAND_SIGNS: tl.constexpr, HALVES: tl.constexpr,
                      BLK_R: tl.constexpr, BLK_K: tl.constexpr, LOG2_BLK: tl.constexpr,
                      PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
-                     SCALE: tl.constexpr, EMAX: tl.constexpr, BOUND: tl.constexpr,
+                     SCALE: tl.constexpr, EMAX: tl.constexpr,
                      ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
                      FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, NARROW: tl.constexpr, HAS_SCALE: tl.constexpr,
                      I64: tl.constexpr, ITERS: tl.constexpr, OUT_T: tl.constexpr = False):
@@ -1083,7 +1083,7 @@ def _quantize_kernel(x_ptr, out_ptr, amax_ptr, inv_ptr, seeds_ptr, scale_ptr, R,
             x, rows = _load_rotated(x_ptr, pid_r, pid_k, R, K, stride_r, stride_k, signs_a, signs_b, x_scale,
                                     BR, BK, HAD, LOG2H, NORM, RAND_SIGNS, HALVES, NARROW, HAS_SCALE, EDEN)
         out = _quantize_tile(x, rows, pid_k * BK, K, s_enc, round_key, scale_key, target, BR, BK, LOG2H,
-                             BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX, BOUND,
+                             BLK_R, BLK_K, LOG2_BLK, PER_TENSOR, TENSOR_SCALE, SCALE, EMAX,
                              ELEM, GMAX, SR, PAIRS, FOUR_SIX, EDEN)
         if OUT_T:  # the (R, K) operand with R contiguous (`Launch`'s column_major): offsets r + k R
             out_r, out_k = _wide_strides(1, R, I64)
@@ -1228,7 +1228,7 @@ def _config(spec: QuantSpec, K: int) -> dict:
         NORM=norm_factor(had) if had else 1.0, RAND_SIGNS=bool(had) and spec.signs != "ones",
         BLK_R=blk_r, BLK_K=blk_k, LOG2_BLK=int(math.log2(blk_r * blk_k)),
         PER_TENSOR=spec.block is None, TENSOR_SCALE=spec.has_tensor_scale,
-        SCALE=formats.SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem], BOUND=float(spec.scale_bound),
+        SCALE=formats.SCALE_CODES[spec.scale], EMAX=formats.EMAX[spec.elem],
         ELEM=formats.ELEM_CODES[spec.elem], GMAX=float(elem_max), SR=spec.rounding == "sr", PAIRS=K % 2 == 0,
         FOUR_SIX=spec.four_over_six, EDEN=spec.eden, NARROW=0,
     )
