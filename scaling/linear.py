@@ -6,7 +6,9 @@ applies the two tensor scales to the output. Both operands of a GEMM share the t
 Hadamard size and signs), so the product is taken in one rotated basis.
 
 Seeds are explicit: rounding seed = mix(run seed, layer, step, operand); sign seed by the spec's
-policy (once per run, per step, or per step and layer). `set_step` computes a layer's seeds for the
+policy (once per run, per step, or per step and layer). Under gradient accumulation each micro-batch
+after the first also mixes in its index (rounding and per-layer-step signs: every backward call draws
+its own, as Quartet II asks; per-step signs stay the step's). `set_step` computes a layer's seeds for the
 step on the host, as ints, and copies them into a small device table that the GEMMs read: a compiled
 model does not recompile every step, and no device op computes a seed. (Mixing a device-side step
 and layer index took ~190 tiny kernels per eager NVFP4 layer call: on the H200 its forward and
@@ -23,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from scaling import cpu_quantize, quant
+from scaling.errors import UserError
 from scaling.kernels import scaled_gemm
 from scaling.quant import QuantSpec
 from scaling.recipes import OPERANDS, Recipe
@@ -30,7 +33,7 @@ from scaling.seeds import Seeds, mix, mix_from, name_code
 
 # Integer codes of the names mixed into seeds, computed once (set_step mixes them for every layer
 # each step); mix() gives the same value for a name and its code.
-_CODE = {n: name_code(n) for n in ("round", "signs", "fprop", "dgrad", "wgrad", "x", "w", "dy")}
+_CODE = {n: name_code(n) for n in ("round", "signs", "fprop", "dgrad", "wgrad", "x", "w", "dy", "micro")}
 
 
 def _use_kernels(t: torch.Tensor) -> bool:
@@ -370,13 +373,16 @@ class QLinear(nn.Linear):
         q.set_step(0)
         return q
 
-    def step_seeds(self, step: int) -> list[tuple[int, int]]:
-        """(rounding seed, sign seed) of each operand, in OPERANDS order, at this step: the rounding
-        seed mix(run seed, "round", layer, step, gemm, operand), the sign seed mix(run seed, "signs",
-        *policy) with policy (), (step,) or (layer, step). A seed the spec does not read is 0 (see
-        `seeds`). (Shared prefixes are folded once: every layer does this every step.)"""
+    def step_seeds(self, step: int, micro: int = 0) -> list[tuple[int, int]]:
+        """(rounding seed, sign seed) of each operand, in OPERANDS order, at this step and micro-batch:
+        the rounding seed mix(run seed, "round", layer, step, [*call,] gemm, operand), the sign seed
+        mix(run seed, "signs", *policy) with policy (), (step,) or (layer, step, [*call]), where call =
+        ("micro", micro) for micro-batches after the first (none for the first, so a run without
+        accumulation draws what it always drew). A seed the spec does not read is 0 (see `seeds`).
+        (Shared prefixes are folded once: every layer does this every step.)"""
         layer, run = self.layer_index, self.run_seed
-        policies = {"step": (step,), "layer_step": (layer, step)}
+        call = (_CODE["micro"], micro) if micro else ()
+        policies = {"step": (step,), "layer_step": (layer, step, *call)}
         round_step, signs_of, rows = None, {"run": self.run_signs}, []
         for name in OPERANDS:
             spec = getattr(self.recipe, name)
@@ -384,7 +390,7 @@ class QLinear(nn.Linear):
             rounding = signs = 0
             if spec is not None and spec.random_rounding:
                 if round_step is None:
-                    round_step = mix(run, _CODE["round"], layer, step)
+                    round_step = mix(run, _CODE["round"], layer, step, *call)
                 rounding = mix_from(round_step, _CODE[gemm], _CODE[operand])
             if spec is not None and spec.signs != "ones":
                 if spec.signs not in signs_of:
@@ -393,9 +399,10 @@ class QLinear(nn.Linear):
             rows.append((rounding, signs))
         return rows
 
-    def set_step(self, step: int) -> None:
-        """Make this step's seeds the ones the GEMMs read (an asynchronous copy to the device)."""
-        self.seed_table.copy_(torch.tensor(self.step_seeds(step), dtype=torch.int64), non_blocking=True)
+    def set_step(self, step: int, micro: int = 0) -> None:
+        """Make this step's (and micro-batch's) seeds the ones the GEMMs read (an asynchronous copy to
+        the device)."""
+        self.seed_table.copy_(torch.tensor(self.step_seeds(step, micro), dtype=torch.int64), non_blocking=True)
 
     def seeds(self, gemm: str, operand: str, spec: QuantSpec | None) -> Seeds | None:
         """The seeds one operand's quantizer reads this step: Python ints on a CPU outside compilation
@@ -518,6 +525,10 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList):
         raise ValueError("convert() expects the transformer blocks in `model.blocks` (an nn.ModuleList)")
+    outside = [i for i in recipe.high_precision_blocks if not -len(blocks) <= i < len(blocks)]
+    if outside:
+        raise UserError(f"recipe {recipe.name}: high_precision_blocks {outside} name no block of this model, "
+                        f"which has {len(blocks)} (0 to {len(blocks) - 1}, or -1 for the last)")
     keep = {i % len(blocks) for i in recipe.high_precision_blocks}
     for name, module in blocks.named_modules():
         if type(module) is nn.Linear:
@@ -536,8 +547,6 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
 def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str = "a linear layer") -> None:
     """Refuse, before any training, a layer whose GEMM K does not fit the recipe's blocks/transforms.
     (The token count, wgrad's K, is checked when the batch arrives.)"""
-    from scaling.errors import UserError
-
     ks = {"fprop_x": in_features, "fprop_w": in_features, "dgrad_dy": out_features, "dgrad_w": out_features}
     for operand, k in ks.items():
         spec = getattr(recipe, operand)
@@ -553,8 +562,9 @@ def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str 
                                 f"{spec.block_rows} for {spec.block_rows}x{spec.block_k} tiles")
 
 
-def set_step(model: nn.Module, step: int) -> None:
-    """Tell every QLinear the optimizer step (SR and per-step transform seeds derive from it)."""
+def set_step(model: nn.Module, step: int, micro: int = 0) -> None:
+    """Tell every QLinear the optimizer step and the micro-batch within it (SR and per-step transform
+    seeds derive from them)."""
     for m in model.modules():
         if isinstance(m, QLinear):
-            m.set_step(step)
+            m.set_step(step, micro)

@@ -111,6 +111,10 @@ class RunConfig:
             raise UserError(f"tokens must be positive, got {self.tokens}")
         if not isinstance(self.compile, bool) and self.compile not in COMPILE_MODES:
             raise UserError(f"compile must be true, false or one of {', '.join(COMPILE_MODES)} (got {self.compile!r})")
+        for name in ("seq_len", "batch_size", "micro_batch_size", "eval_interval", "checkpoint_interval"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise UserError(f"{name} must be a positive whole number or left unset (the rule), got {value!r}")
         vocab_size = self.vocab_size
         if self.data == "builtin" and vocab_size is None:
             from scaling.data import BUILTIN_VOCAB_SIZE
@@ -121,7 +125,10 @@ class RunConfig:
         micro_batch_size = min(batch_size, self.micro_batch_size or default_micro_batch(s.n_params, seq_len))
         if batch_size % micro_batch_size:
             raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}")
-        steps = max(1, int(self.tokens) // (batch_size * seq_len))
+        if int(self.tokens) < batch_size * seq_len:  # the run would train a whole batch: more than asked
+            raise UserError(f"tokens {int(self.tokens):,} is less than one batch ({batch_size} sequences x {seq_len} "
+                            f"tokens = {batch_size * seq_len:,}); raise tokens or set a smaller batch_size/seq_len")
+        steps = int(self.tokens) // (batch_size * seq_len)
         eval_interval = self.eval_interval or max(1, steps // 8)
         return dataclasses.replace(self, tokens=int(self.tokens), vocab_size=vocab_size, seq_len=seq_len,
                                    batch_size=batch_size, micro_batch_size=micro_batch_size,
@@ -266,10 +273,11 @@ class LanguageModel(L.LightningModule):
         step, x, y = batch
         muon, adamw = self.optimizers()
         optim.apply_schedule((muon.optimizer, adamw.optimizer), self.lr_multiplier(step))
-        set_step(self.model, step)
         zero_grads(self.model, (muon, adamw), self.config.compile)
         loss = torch.zeros((), device=x.device)
-        for xs, ys in zip(x.split(self.config.micro_batch_size), y.split(self.config.micro_batch_size)):
+        micro_batches = zip(x.split(self.config.micro_batch_size), y.split(self.config.micro_batch_size))
+        for micro, (xs, ys) in enumerate(micro_batches):
+            set_step(self.model, step, micro)  # each micro-batch's backward draws its own SR bits and signs
             begin_micro_batch(self.config.compile)
             part = self.model(xs, ys) * (len(xs) / len(x))  # gradient accumulation: mean over the batch
             if self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step:

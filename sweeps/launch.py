@@ -33,7 +33,7 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue, write_json
+from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue_for, write_json
 from scaling.errors import UserError
 
 
@@ -118,7 +118,7 @@ def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]
         "name": spec.name, "source": spec.source, "data": spec.data,
         "runs": [{"run_id": c.run_id, **config_to_dict(c)} for c in configs],
     })  # fmt: skip
-    queue = slurm_queue()
+    queue = slurm_queue_for([sweep_dir / c.run_id for c in configs])
     todo, skipped = [], {}
     for c in configs:
         state = run_state(sweep_dir / c.run_id, queue)
@@ -139,6 +139,14 @@ def _prepare(run_dir: Path, config, executor: str) -> None:
     write_json(run_dir / "job.json", {
         "executor": executor, "job_id": None, "submitted": time.time(), "config": config_to_dict(config),
     })  # fmt: skip
+
+
+def _restore_job(run_dir: Path, job: dict | None) -> None:
+    """Put back the job record a refused submission replaced (or remove the one it made)."""
+    if job is None:
+        (run_dir / "job.json").unlink(missing_ok=True)
+    else:
+        write_json(run_dir / "job.json", job)
 
 
 def _record_job_id(run_dir: Path, job_id: str | None, log: str | None = None) -> None:
@@ -225,12 +233,15 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
     ex = slurm_executor(spec, sweep_dir / ".submitit")
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
+        before = {c.run_id: read_json(sweep_dir / c.run_id / "job.json") for c in part}
         for c in part:
             _prepare(sweep_dir / c.run_id, c, "slurm")
         try:
             with ex.batch():
                 jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
         except submitit.core.utils.FailedJobError as e:
+            for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)
+                _restore_job(sweep_dir / c.run_id, before[c.run_id])
             raise UserError(f"sbatch refused the jobs: {str(e).strip().splitlines()[-1]}") from None
         for c, job in zip(part, jobs):
             _record_job_id(sweep_dir / c.run_id, job.job_id, str(job.paths.stdout))

@@ -185,7 +185,7 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     known_top = {"name", "data", "grid", "isoflop", "train", "executor"}
     _no_unknown(raw, known_top, "")
     name = _get(raw, "name", str, "", default=default_name)
-    if not name or "/" in name:
+    if not name or "/" in name or name in (".", ".."):
         raise UserError(f"name: {name!r} is not a usable folder name")
     data = _get(raw, "data", str, "", default="")
     if not data:
@@ -355,9 +355,14 @@ def _settings(cls, table: dict, prefix: str):
                 time_minutes(kwargs[key])
             except ValueError:
                 raise UserError(f"{prefix}time: {value!r} is not a SLURM time like \"4:00:00\" or \"1-00:00:00\"") from None
-        if isinstance(kwargs[key], (int, float)) and kwargs[key] < 0:
-            raise UserError(f"{prefix}{key}: must not be negative (got {value!r})")
+        if isinstance(kwargs[key], (int, float)) and kwargs[key] < (1 if key in AT_LEAST_ONE else 0):
+            raise UserError(f"{prefix}{key}: must be {'at least 1' if key in AT_LEAST_ONE else 'not negative'} "
+                            f"(got {value!r})")
     return cls(**kwargs)
+
+
+# Settings that count runs or cores: zero would run nothing (local slots) or be refused by sbatch.
+AT_LEAST_ONE = ("jobs_per_gpu", "cpu_jobs", "cpus", "array_parallelism")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -127,6 +127,14 @@ def slurm_queue() -> dict[str, str] | None:
     return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
 
 
+def slurm_queue_for(run_dirs: list[Path]) -> dict[str, str] | None:
+    """`slurm_queue()` where some run was submitted to SLURM, else None without asking: squeue waits
+    ~10 s for a controller that is down, which a local sweep's status must not."""
+    if any((read_json(Path(d) / "job.json") or {}).get("executor") == "slurm" for d in run_dirs):
+        return slurm_queue()
+    return None
+
+
 def run_state(run_dir: Path, queue: dict[str, str] | None) -> str:
     """One of STATES for a run directory (queue: `slurm_queue()`, fetched once per sweep)."""
     run_dir = Path(run_dir)
@@ -153,6 +161,17 @@ def run_dirs(sweep_dir: Path) -> list[Path]:
         if p.is_dir() and p.name not in ids and any((p / f).exists() for f in ("job.json", "config.json", "result.json"))
     ) if sweep_dir.is_dir() else []  # fmt: skip
     return [sweep_dir / i for i in ids + extra]
+
+
+def sweep_run_dirs(sweep_dir: Path) -> list[Path]:
+    """`run_dirs` of a folder that is a sweep: one with a plan (sweep.json) or run folders."""
+    dirs = run_dirs(sweep_dir)
+    if not dirs and not (Path(sweep_dir) / "sweep.json").exists():
+        from scaling.errors import UserError
+
+        raise UserError(f"{sweep_dir} is not a sweep directory (no sweep.json and no run folders in it); give the "
+                        "folder `scaling sweep launch` wrote, e.g. runs/<name>")
+    return dirs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,11 +209,12 @@ def status(sweep_dir: Path) -> SweepStatus:
         from scaling.errors import UserError
 
         raise UserError(f"sweep directory {sweep_dir} does not exist; launch the sweep first")
-    queue = slurm_queue()
+    dirs = sweep_run_dirs(sweep_dir)
+    queue = slurm_queue_for(dirs)
     now = time.time()
     plan = {r["run_id"]: r for r in (read_json(sweep_dir / "sweep.json") or {}).get("runs", [])}
     rows = []
-    for d in run_dirs(sweep_dir):
+    for d in dirs:
         state = run_state(d, queue)
         cfg = plan.get(d.name) or (read_json(d / "job.json") or {}).get("config") or read_json(d / "config.json") or {}
         result = read_json(d / "result.json") or {}
@@ -278,7 +298,7 @@ def collect(sweep_dir: Path):
 
         raise UserError(f"sweep directory {sweep_dir} does not exist; launch the sweep first")
     records = []
-    for d in run_dirs(sweep_dir):
+    for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
         if r is not None:
             records.append(r)

@@ -122,6 +122,26 @@ def test_same_seed_same_bits_different_step_different_bits():
     assert not torch.equal(g, grads(2, 5))
 
 
+def test_each_micro_batch_draws_its_own_rounding_bits_and_layer_step_signs():
+    """Under gradient accumulation every backward call gets its own SR stream and, for Quartet II's
+    per-layer-and-step signs, its own rotation; per-step signs stay the step's. The first micro-batch
+    draws what a run without accumulation draws."""
+    from scaling.seeds import mix
+
+    q2 = convert(Tiny(), get_recipe("quartet2"), seed=3).blocks[0][0]
+    first, second = q2.step_seeds(9), q2.step_seeds(9, micro=1)
+    assert first == q2.step_seeds(9, micro=0)
+    dgrad_dy = OPERANDS.index("dgrad_dy")
+    assert first[dgrad_dy][1] == mix(3, "signs", q2.layer_index, 9)  # layer_step signs, as documented
+    assert first[dgrad_dy] != second[dgrad_dy] and second[dgrad_dy] != q2.step_seeds(9, micro=2)[dgrad_dy]
+    sr = convert(Tiny(), get_recipe("nvfp4"), seed=3).blocks[0][0]  # wgrad.dy: SR after RHT16, run signs
+    i = OPERANDS.index("wgrad_dy")
+    a, b = sr.step_seeds(9)[i], sr.step_seeds(9, micro=1)[i]
+    assert a[0] != b[0] and a[1] == b[1] != 0
+    per_step = convert(Tiny(), get_recipe("mxfp4_rht"), seed=3).blocks[0][0]  # RHT16, signs redrawn per step
+    assert per_step.step_seeds(9) == per_step.step_seeds(9, micro=1) != per_step.step_seeds(10)
+
+
 def test_unread_seeds_are_zero_so_equal_operands_are_equal_calls():
     """wgrad.x under nvfp4 (RHT16 with run signs, RTNE) reads only the sign seed: every layer passes
     the same seeds, so a compiled graph can quantize a shared input (q, k, v) once."""

@@ -74,6 +74,10 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("executor.local.gpus=3", "executor.local.gpus: 3 is not \"all\" or a list of GPU indices"),
         ("grid.sizes=1", "grid.sizes: unknown key; known: family, lr_mult, recipe, seed, size, tokens, tokens_per_param"),
         ("grid.tokens_per_param=20", "grid: give exactly one of grid.tokens, grid.tokens_per_param or isoflop.budgets"),
+        ("executor.local.cpu_jobs=0", "executor.local.cpu_jobs: must be at least 1 (got 0)"),
+        ("executor.slurm.array_parallelism=0", "executor.slurm.array_parallelism: must be at least 1"),
+        ("executor.slurm.gpus=-1", "executor.slurm.gpus: must be not negative"),
+        ('name=".."', "name: '..' is not a usable folder name"),
     ],
 )
 def test_bad_spec_names_the_key_path(tmp_path, override, message):
@@ -86,6 +90,24 @@ def test_run_config_checks_reach_the_user(tmp_path):
     spec = load(tmp_path, overrides=('train.schedule="linear"',))
     with pytest.raises(UserError, match="train: unknown schedule 'linear'"):
         spec.runs()
+    with pytest.raises(UserError, match="train: seq_len must be a positive whole number"):
+        load(tmp_path, overrides=("train.seq_len=0",)).runs()
+    with pytest.raises(UserError, match=r"train: tokens 1,000 is less than one batch \(32 sequences x 64 tokens"):
+        load(tmp_path, overrides=("grid.tokens=1000", "train.batch_size=32")).runs()
+
+
+def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, capsys):
+    spec = write_spec(tmp_path)
+    for flag, value in (("--mfu", "0"), ("--mfu", "-1"), ("--mfu", "30"), ("--peak-tflops", "0")):
+        assert main(["sweep", "plan", str(spec), flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {flag} ") and "Traceback" not in err, err
+    elsewhere = tmp_path / "not-a-sweep"
+    (elsewhere / "notes").mkdir(parents=True)
+    for verb in ("status", "collect"):
+        assert main(["sweep", verb, str(elsewhere)]) == 2
+        assert "is not a sweep directory" in capsys.readouterr().err
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["notes"]  # nothing written into it
 
 
 def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):

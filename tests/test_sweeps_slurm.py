@@ -181,3 +181,20 @@ def test_arrays_are_split_above_max_array_size(tmp_path):
         assert len(first) == 1 and ids[limit].split("_")[0] not in first  # the last run: a second submission
     finally:
         subprocess.run(["scancel", *{i.split("_")[0] for i in ids}], check=False)
+
+
+def test_a_refused_submission_leaves_the_runs_as_they_were(tmp_path, capsys):
+    """sbatch refuses an unknown partition: one error, exit 2, and no job record left behind that
+    `status` would read as a failed run (the runs were never submitted: they stay missing)."""
+    from scaling.cli import main
+    from sweeps.store import status
+
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(textwrap.dedent(SPEC))
+    sweep_dir = tmp_path / "runs"
+    rc = main(["sweep", "launch", str(spec_path), "--executor", "slurm", "--sweep-dir", str(sweep_dir),
+               "--set", 'executor.slurm.partition="no-such-partition"'])  # fmt: skip
+    assert rc == 2
+    assert "error: sbatch refused the jobs" in capsys.readouterr().err
+    assert not list(sweep_dir.glob("*/job.json"))
+    assert {k: v for k, v in status(sweep_dir).counts.items() if v} == {"missing": 2}

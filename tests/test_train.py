@@ -225,3 +225,16 @@ def test_a_slow_first_step_on_a_gpu_is_explained():
     note = first_step_note(214.0, True, True)
     assert "214 s" in note and "tuning" in note and "TRITON_CACHE_DIR" in note
     assert "tuning" not in first_step_note(40.0, True, False)  # bf16: compilation only
+
+
+def test_each_micro_batch_of_a_step_gets_its_own_seeds(tmp_path, monkeypatch):
+    """With gradient accumulation the model's quantizers are told the micro-batch too (scaling.linear
+    draws each backward call's own SR bits and Quartet II signs from it)."""
+    from scaling import linear
+
+    calls = []
+    real = linear.set_step
+    monkeypatch.setattr(linear, "set_step", lambda model, step, micro=0: (calls.append((step, micro)), real(model, step, micro)))
+    config = _config(tokens=3 * 4 * 64, micro_batch_size=2, eval_interval=3, checkpoint_interval=3)
+    assert train(config, tmp_path / "run", progress=False)["status"] == "completed"
+    assert [c for c in calls if c[0] < 3] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from scaling.errors import UserError
+
 HELP = "plan, launch, watch and collect a sweep"
 
 # Assumptions behind plan's GPU-hour estimate; both can be changed on the command line.
@@ -97,6 +99,10 @@ def _bench_file(value: str) -> str | None:
 def _plan(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
 
+    if not 0 < args.mfu <= 1:
+        raise UserError(f"--mfu {args.mfu:g}: give the assumed utilisation as a fraction in (0, 1], e.g. 0.3")
+    if not args.peak_tflops > 0:
+        raise UserError(f"--peak-tflops {args.peak_tflops:g}: give the GPU's peak BF16 TFLOP/s, e.g. 989")
     spec = _load(args)
     bench = _bench_file(args.bench)
     rows = plan_rows(spec, args.mfu, args.peak_tflops, bench)
