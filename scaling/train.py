@@ -489,6 +489,8 @@ def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
             raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
                             "choose another --out directory")
     else:
+        if config.recipe.endswith(".toml"):  # what was run, should the file change or move later
+            write_atomic(run_dir / "recipe.toml", Path(config.recipe).read_bytes())
         write_atomic(path, config.resolved().to_json())
 
 
@@ -599,20 +601,24 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
 
 def result_record(config: RunConfig, status: str, final: dict, tokens_per_s: float, device: torch.device,
                   train_tokens: int, vocab_size: int, wall_s: float) -> dict:
+    from scaling.recipes import get_recipe
+
     s = config.model_size()
     tokens = config.steps * config.batch_size * config.seq_len
+    recipe = get_recipe(config.recipe).name  # a recipe file's own name (fits and reports group by it)
     per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
     peak = peak_flops(device)
     record = {
         "run_id": config.run_id, "family": config.family, "size": config.size, "n_params": s.n_params,
         "n_params_total": s.n_params_total(vocab_size), "tokens": tokens, "flops": s.flops_per_token() * tokens,
-        "flops_exact": per_token_exact * tokens, "recipe": config.recipe, "seed": config.seed, "status": status,
+        "flops_exact": per_token_exact * tokens, "recipe": recipe, "seed": config.seed, "status": status,
         "val_loss": final["val_loss"], "val_bpb": final["val_bpb"], "tokens_per_s": tokens_per_s,
         "mfu": per_token_exact * tokens_per_s / peak if peak and math.isfinite(tokens_per_s) else None,
         "epochs": tokens / train_tokens, "wall_s": wall_s, "vocab_size": vocab_size,
         "versions": versions(), "git_commit": git_commit(),
         # extras
         "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
+        **({"recipe_file": config.recipe} if recipe != config.recipe else {}),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
     }
     return record

@@ -238,3 +238,12 @@ def test_each_micro_batch_of_a_step_gets_its_own_seeds(tmp_path, monkeypatch):
     config = _config(tokens=3 * 4 * 64, micro_batch_size=2, eval_interval=3, checkpoint_interval=3)
     assert train(config, tmp_path / "run", progress=False)["status"] == "completed"
     assert [c for c in calls if c[0] < 3] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+
+
+def test_a_run_under_a_recipe_file_records_its_name_and_keeps_the_file(tmp_path):
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('name = "mine"\nbase = "nvfp4"\n[wgrad]\ndy = "bf16"\nx = "bf16"\n')
+    config = _config(recipe=str(recipe), tokens=2 * 4 * 64, eval_interval=2, checkpoint_interval=2)
+    result = train(config, tmp_path / "run", progress=False)
+    assert result["recipe"] == "mine" and result["recipe_file"] == str(recipe)  # fits group by the name
+    assert (tmp_path / "run" / "recipe.toml").read_text() == recipe.read_text()
