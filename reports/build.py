@@ -431,8 +431,8 @@ def section_provenance(study: Study) -> Section:
     tokens = runs.group_by("N").agg(pl.col("D").unique().sort()).sort("N")
     label = "size" if "size" in runs.columns else None
     for n, ds in tokens.iter_rows():
-        name = runs.filter(pl.col("N") == n)[label][0] if label else f"N = {n:.3g}"
-        items.append(f"Tokens per run, {name} (N = {n:.3g}): {', '.join(f'{d:.3g}' for d in ds)}.")
+        name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.3g})" if label else f"N = {n:.3g}"
+        items.append(f"Tokens per run, {name}: {', '.join(f'{d:.3g}' for d in ds)}.")
     items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {scaling.__version__} "
                  f"(checkout `{_this_checkout()}`), Python {platform.python_version()}, polars {pl.__version__}.")
     s.add(Bullets(tuple(items)))
