@@ -70,7 +70,12 @@ def default_micro_batch(n_params: int, seq_len: int) -> int:
 
 
 class Preempted(Exception):
-    """SIGUSR1/SIGTERM arrived; a checkpoint was saved. `scaling train` exits with PREEMPTED_EXIT_CODE."""
+    """SIGUSR1/SIGTERM (or Ctrl-C) arrived; a checkpoint was saved. `scaling train` exits with
+    PREEMPTED_EXIT_CODE (130 after Ctrl-C)."""
+
+    def __init__(self, message: str, signum: int = 0):
+        super().__init__(message)
+        self.signum = signum
 
 
 @dataclass(frozen=True)
@@ -107,8 +112,12 @@ class RunConfig:
         s = self.model_size()
         if self.schedule not in optim.SCHEDULES:
             raise UserError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(optim.SCHEDULES)}")
-        if self.tokens <= 0:
-            raise UserError(f"tokens must be positive, got {self.tokens}")
+        if isinstance(self.tokens, bool) or not isinstance(self.tokens, (int, float)) or not 0 < self.tokens < float("inf"):
+            raise UserError(f"tokens must be a positive number, got {self.tokens!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise UserError(f"seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
         if not isinstance(self.compile, bool) and self.compile not in COMPILE_MODES:
             raise UserError(f"compile must be true, false or one of {', '.join(COMPILE_MODES)} (got {self.compile!r})")
         for name in ("seq_len", "batch_size", "micro_batch_size", "eval_interval", "checkpoint_interval"):
@@ -388,7 +397,8 @@ class RunDirectory(L.Callback):
         if self.preempt_signal is not None or step % c.checkpoint_interval == 0:
             self.save(trainer)
         if self.preempt_signal is not None:
-            raise Preempted(f"received signal {self.preempt_signal}; checkpoint saved at step {step}")
+            raise Preempted(f"received {signal.Signals(self.preempt_signal).name}; checkpoint saved at step {step}",
+                            self.preempt_signal)
 
     def evaluate(self, trainer, module: LanguageModel, step: int) -> dict:
         from scaling.data import bits_per_byte
@@ -427,12 +437,15 @@ class RunDirectory(L.Callback):
         self.write_metrics()
 
     def _on_signal(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.preempt_signal == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C twice: stop now (the last periodic checkpoint stays)
         self.preempt_signal = signum
 
     def install_signal_handlers(self) -> dict:
-        """SLURM sends SIGUSR1 (with --signal=USR1@T) or SIGTERM before it preempts or times out a job."""
+        """SLURM sends SIGUSR1 (with --signal=USR1@T) or SIGTERM before it preempts or times out a job;
+        a user, Ctrl-C (SIGINT). Each ends the run at the end of its step with a checkpoint."""
         previous = {}
-        for sig in (signal.SIGUSR1, signal.SIGTERM):
+        for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
             try:
                 previous[sig] = signal.signal(sig, self._on_signal)
             except ValueError:  # not the main thread: the caller handles signals
@@ -473,25 +486,40 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+PRECISIONS = ("auto", "64-true", "32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64", "32", "16", "bf16")  # Lightning's
+
+
 def _precision(config: RunConfig) -> str:
     if config.precision != "auto":
         return config.precision
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
-def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
-    """Create run_dir with config.json, or check that an existing one holds the same run."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+def check_run_dir(config: RunConfig, run_dir: Path) -> None:
+    """UserError unless run_dir is new or holds this same run (its config, and its recipe file's
+    content as the run started: the run's id hashes the file as it is now, on both sides)."""
     path = run_dir / "config.json"
-    if path.exists():
-        existing = RunConfig.from_json(path)
-        if existing.run_id != config.run_id:
-            raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
-                            "choose another --out directory")
-    else:
-        if config.recipe.endswith(".toml"):  # what was run, should the file change or move later
-            write_atomic(run_dir / "recipe.toml", Path(config.recipe).read_bytes())
-        write_atomic(path, config.resolved().to_json())
+    if not path.exists():
+        return
+    existing = RunConfig.from_json(path)
+    if existing.run_id != config.run_id:
+        raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
+                        "choose another --out directory")
+    kept = run_dir / "recipe.toml"
+    if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != Path(config.recipe).read_bytes():
+        raise UserError(f"{config.recipe} has changed since the run in {run_dir} started (its recipe then is "
+                        f"{kept}); restore the file, or train the new recipe in another --out directory")
+
+
+def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
+    """Create run_dir with config.json (and a copy of a recipe file), or check that it holds this run."""
+    check_run_dir(config, run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if (run_dir / "config.json").exists():
+        return
+    if config.recipe.endswith(".toml"):  # what was run, should the file change or move later
+        write_atomic(run_dir / "recipe.toml", Path(config.recipe).read_bytes())
+    write_atomic(run_dir / "config.json", config.resolved().to_json())
 
 
 def repeated_data_note(tokens: int, train_tokens: int) -> str | None:
@@ -536,16 +564,17 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     when SIGUSR1/SIGTERM arrives; any other exception leaves no result.json."""
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
+    config = config.resolved()
+    check_run_dir(config, run_dir)
     if result_path.exists():
         return json.loads(result_path.read_text())
-    config = config.resolved()
     from scaling.recipes import get_recipe
 
     get_recipe(config.recipe)  # user errors (unknown recipe, missing data) before the run dir is made
     resolve_data_dir(config)
-    prepare_run_dir(config, run_dir)
     wall_start = time.perf_counter()
-    module, datamodule = build(config)
+    module, datamodule = build(config)  # its user errors too: a run dir is made only for a run that starts
+    prepare_run_dir(config, run_dir)
     meta = datamodule.meta
     note = repeated_data_note(config.tokens, meta.get("train_tokens", 0))
     if note:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from scaling.cli import main
+from scaling.errors import UserError
 from scaling.train import PREEMPTED_EXIT_CODE, RESULT_KEYS, LanguageModel, RunConfig, train, train_batch
 
 # 0.5M nanochat, 40 steps of 4 x 64 tokens: seconds on 2 CPU cores.
@@ -86,6 +87,18 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     assert (run_dir / "metrics.csv").read_text().split("\n")[0] == (ref_dir / "metrics.csv").read_text().split("\n")[0]
     val = lambda d: [line.split(",")[:4] for line in (d / "metrics.csv").read_text().splitlines()]  # noqa: E731
     assert val(run_dir) == val(ref_dir)
+
+
+def test_ctrl_c_checkpoints_at_the_end_of_the_step_and_the_same_command_resumes(reference, tmp_path):
+    run_dir = tmp_path / "interrupted"
+    proc = _start_cli(_config(), run_dir)
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "interrupted: received SIGINT; checkpoint saved at step" in err and "Traceback" not in err
+    assert not (run_dir / "result.json").exists() and 0 < _checkpoint_step(run_dir) < 40
+    assert train(_config(), run_dir, progress=False)["val_loss"] == reference[1]["val_loss"]
 
 
 def test_preemption_signal_checkpoints_and_exits_for_requeue(reference, tmp_path):
@@ -176,6 +189,8 @@ def test_compile_takes_a_mode():
     (["--data", "/nonexistent/data"], "not a prepared data dir"),
     (["--schedule", "linear"], "unknown schedule"),
     (["--compile", "fast"], "compile must be true, false or one of"),
+    (["--precision", "foo"], "precision must be one of"),
+    (["--seed", "-1"], "seed must be a whole number from 0"),
 ])
 def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
     flags = dict(zip(["--family", "--size", "--recipe", "--tokens"], ["nanochat", "0.5M", "bf16", "10k"]))
@@ -197,6 +212,21 @@ def test_cli_missing_arguments_and_foreign_run_dir(tmp_path, capsys):
     cfg.write_text(_config().to_json())
     assert main(["train", "--config", str(cfg), "--out", str(run_dir)]) == 2
     assert "holds a different run" in capsys.readouterr().err
+    (run_dir / "result.json").write_text(json.dumps({"run_id": _config(seed=5).run_id, "status": "completed"}))
+    assert main(["train", "--config", str(cfg), "--out", str(run_dir)]) == 2  # finished, but not this run
+    assert "holds a different run" in capsys.readouterr().err
+
+
+def test_a_recipe_file_changed_since_its_run_started_is_refused(tmp_path):
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('name = "mine"\nbase = "nvfp4"\n')
+    config = _config(recipe=str(recipe))
+    from scaling.train import prepare_run_dir
+
+    prepare_run_dir(config.resolved(), tmp_path / "run")  # as a run that started, then crashed
+    recipe.write_text('name = "mine"\nbase = "mxfp4"\n')
+    with pytest.raises(UserError, match="has changed since the run in"):
+        train(config, tmp_path / "run", progress=False)
 
 
 def test_train_imports_without_polars_and_submitit():

@@ -47,7 +47,7 @@ def _count(text: str) -> int:
     scale = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "t": 1e12}.get(text[-1:].lower(), 1)
     try:
         return int(float(text[:-1] if scale != 1 else text) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):  # 'abc'; 'inf', '1e400'
         raise argparse.ArgumentTypeError(f"not a token count: {text!r} (try 2M, 500k or 2000000)") from None
 
 
@@ -69,6 +69,7 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    import signal
     import sys
     from pathlib import Path
 
@@ -80,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = train(config, run_dir, progress=not args.no_progress)
     except Preempted as e:
+        if e.signum == signal.SIGINT:
+            print(f"interrupted: {e}; resume with the same command", file=sys.stderr)
+            return 130
         print(f"preempted: {e}; resume with the same command", file=sys.stderr)
         return PREEMPTED_EXIT_CODE
     if args.json:
