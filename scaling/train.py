@@ -358,8 +358,12 @@ class RunDirectory(L.Callback):
     """Evaluates every `eval_interval` steps and at the end, writes metrics.csv, checkpoints every
     `checkpoint_interval` steps, and on SIGUSR1/SIGTERM saves a checkpoint and raises `Preempted`."""
 
-    def __init__(self, run_dir: Path, config: RunConfig, bytes_per_token: float):
+    def __init__(self, run_dir: Path, config: RunConfig, bytes_per_token: float, started: float | None = None):
         self.run_dir, self.config, self.bytes_per_token = run_dir, config, bytes_per_token
+        # wall time: this process's since `started` (perf_counter), plus the earlier processes' up to
+        # the checkpoint this one resumed from (their work after it is redone, so counted here)
+        self.started = time.perf_counter() if started is None else started
+        self.wall_before = 0.0
         self.rows: list[dict] = []
         self.step_time, self.step_tokens, self.train_losses = 0.0, 0, []
         self.preempt_signal: int | None = None
@@ -429,11 +433,16 @@ class RunDirectory(L.Callback):
         with atomic_path(self.checkpoint_path) as tmp:
             trainer.save_checkpoint(tmp, weights_only=False)  # optimizer and loop state: a resume needs them
 
+    @property
+    def wall_s(self) -> float:
+        return self.wall_before + time.perf_counter() - self.started
+
     def state_dict(self) -> dict:
-        return {"rows": self.rows}
+        return {"rows": self.rows, "wall_s": self.wall_s}
 
     def load_state_dict(self, state: dict) -> None:
         self.rows = state["rows"]  # rows written after the checkpoint by a killed process are dropped
+        self.wall_before = state.get("wall_s", 0.0)
         self.write_metrics()
 
     def _on_signal(self, signum, frame) -> None:
@@ -580,7 +589,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     if note:
         print(note, file=sys.stderr, flush=True)
     bytes_per_token = meta["val_bytes"] / meta["val_tokens"] if meta.get("val_tokens") else meta["bytes_per_token"]
-    run = RunDirectory(run_dir, config, bytes_per_token)
+    run = RunDirectory(run_dir, config, bytes_per_token, started=wall_start)
     from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.pytorch.loggers import CSVLogger
 
@@ -610,7 +619,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     status = "diverged" if module.diverged else "completed"
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, status, final, run.tokens_per_s, trainer.strategy.root_device,
-                           int(meta["train_tokens"]), int(meta["vocab_size"]), time.perf_counter() - wall_start)
+                           int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s)
     write_atomic(result_path, json.dumps(_finite_or_none(result), indent=2) + "\n")
     return result
 
