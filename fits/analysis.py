@@ -163,7 +163,8 @@ def _warnings(name: str, params: dict, ci: dict) -> list[str]:
             out.append(f"{name}: {k} = {v:.4g} is at the fit's bound [{lo:g}, {hi:g}]; the data cannot pin it "
                        "(more model sizes or token budgets would)")
         c_lo, c_hi = ci.get(k, (np.nan, np.nan))
-        if np.isfinite(c_lo) and np.isfinite(c_hi) and not c_lo <= v <= c_hi:
+        slack = 1e-6 * max(abs(c_lo), abs(c_hi))  # an estimate at a bound its replicates also reach
+        if np.isfinite(c_lo) and np.isfinite(c_hi) and not c_lo - slack <= v <= c_hi + slack:
             out.append(f"{name}: the estimate of {k}, {v:.4g}, lies outside its own 95% bootstrap interval "
                        f"[{c_lo:.4g}, {c_hi:.4g}]; the fit is not stable under resampling the runs")
     return out
