@@ -139,7 +139,10 @@ class RunConfig:
                             f"tokens = {batch_size * seq_len:,}); raise tokens or set a smaller batch_size/seq_len")
         steps = int(self.tokens) // (batch_size * seq_len)
         eval_interval = self.eval_interval or max(1, steps // 8)
-        return dataclasses.replace(self, tokens=int(self.tokens), vocab_size=vocab_size, seq_len=seq_len,
+        # A recipe file by its absolute path (as sweeps name it): config.json then serves from any folder,
+        # and the run's id does not depend on how the path was spelt.
+        recipe = str(Path(self.recipe).expanduser().resolve()) if self.recipe.endswith(".toml") else self.recipe
+        return dataclasses.replace(self, recipe=recipe, tokens=int(self.tokens), vocab_size=vocab_size, seq_len=seq_len,
                                    batch_size=batch_size, micro_batch_size=micro_batch_size,
                                    eval_interval=eval_interval,
                                    checkpoint_interval=self.checkpoint_interval or eval_interval)

@@ -280,3 +280,5 @@ def test_a_run_under_a_recipe_file_records_its_name_and_keeps_the_file(tmp_path)
     result = train(config, tmp_path / "run", progress=False)
     assert result["recipe"] == "mine" and result["recipe_file"] == str(recipe)  # fits group by the name
     assert (tmp_path / "run" / "recipe.toml").read_text() == recipe.read_text()
+    assert _config(recipe=os.path.relpath(recipe), tokens=config.tokens, eval_interval=2,
+                   checkpoint_interval=2).run_id == config.run_id  # however the path is spelt
