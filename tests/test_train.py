@@ -89,34 +89,26 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     assert val(run_dir) == val(ref_dir)
 
 
-def test_ctrl_c_checkpoints_at_the_end_of_the_step_and_the_same_command_resumes(reference, tmp_path):
-    run_dir = tmp_path / "interrupted"
+@pytest.mark.parametrize("sig, code, said", [
+    (signal.SIGUSR1, PREEMPTED_EXIT_CODE, "preempted: received SIGUSR1"),  # SLURM, before preempting: requeue
+    (signal.SIGINT, 130, "interrupted: received SIGINT"),  # Ctrl-C
+])
+def test_a_signal_checkpoints_at_the_end_of_the_step_and_the_same_command_resumes(reference, tmp_path, sig, code, said):
+    run_dir = tmp_path / "stopped"
     proc = _start_cli(_config(), run_dir)
     _wait_for_checkpoint(proc, run_dir)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, err
-    assert "interrupted: received SIGINT; checkpoint saved at step" in err and "Traceback" not in err
-    assert not (run_dir / "result.json").exists() and 0 < _checkpoint_step(run_dir) < 40
-    start = time.perf_counter()
-    result = train(_config(), run_dir, progress=False)
-    assert result["val_loss"] == reference[1]["val_loss"]
-    assert result["wall_s"] > time.perf_counter() - start  # the first process's time counts too
-
-
-def test_preemption_signal_checkpoints_and_exits_for_requeue(reference, tmp_path):
-    run_dir = tmp_path / "preempted"
-    proc = _start_cli(_config(), run_dir)
-    _wait_for_checkpoint(proc, run_dir)
-    proc.send_signal(signal.SIGUSR1)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == PREEMPTED_EXIT_CODE, err
-    assert "preempted" in err and "Traceback" not in err
+    assert proc.returncode == code, err
+    assert said in err and "resume with the same command" in err and "Traceback" not in err
     assert "weights_only" not in err  # Lightning's note on every checkpoint save: the trainer says what it saves
     assert "Tip" not in err and "LeafSpec" not in err  # Lightning's cloud-logger advert, its pytree deprecation
     assert not (run_dir / "result.json").exists()
     assert 0 < _checkpoint_step(run_dir) < 40
-    assert train(_config(), run_dir, progress=False)["val_loss"] == reference[1]["val_loss"]
+    start = time.perf_counter()
+    result = train(_config(), run_dir, progress=False)
+    assert result["val_loss"] == reference[1]["val_loss"]
+    assert result["wall_s"] > time.perf_counter() - start  # the first process's time counts too
 
 
 def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
