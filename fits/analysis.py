@@ -57,17 +57,16 @@ def _fittable(groups: dict[str, Points], law: str, baseline: str | None) -> tupl
     """The groups that can be fitted, and why each other one is left out. One group too small (a recipe
     whose runs diverged, say) must not stop the others' fits; the baseline, which every penalty is
     measured against, must be fittable, and so must at least one group."""
+    base = baseline if baseline in groups and len(groups) > 1 else None
     skipped = {}
-    for _ in range(2):  # a skipped group can leave the baseline alone: plan again without it
-        kept = {g: p for g, p in groups.items() if g not in skipped}
-        base = baseline if baseline in kept and len(kept) > 1 else None
-        for kind, g, _ in _plan(kept, law, base).values():
-            problem = _shortfall(g, kept[g], kind)
-            if problem is None or g in skipped:
-                continue
-            if g == base or len(kept) == 1:
-                raise UserError(f"{problem}: add runs or leave it out")
+    for kind, g, _ in _plan(groups, law, base).values():
+        problem = None if g in skipped else _shortfall(g, groups[g], kind)
+        if problem and (g == base or len(groups) == 1):
+            raise UserError(f"{problem}: add runs or leave it out")
+        if problem:
             skipped[g] = problem
+    if len(skipped) == len(groups):
+        raise UserError(f"no group can be fitted: {'; '.join(skipped.values())}")
     return {g: p for g, p in groups.items() if g not in skipped}, skipped
 
 
