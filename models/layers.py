@@ -25,6 +25,9 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     """Rotate (B, T, H, D) by position; pairs are (i, i + D/2), as in GPT-NeoX and nanochat. On a
     CPU (float32, eager) one C pass each way, the same bits (scaling.cpu_rope)."""
     T = x.size(1)
+    if T > cos.size(1):  # (the CPU kernel would read past the table; torch would fail on the shapes)
+        raise ValueError(f"a sequence of {T} tokens is longer than the model's seq_len {cos.size(1)} (its RoPE "
+                         f"tables); build the model with seq_len >= {T}")
     cos, sin = cos[:, :T].to(x.dtype), sin[:, :T].to(x.dtype)
     if cpu_rope.serves(x, cos, sin):
         return cpu_rope.rotary(x, cos.reshape(T, -1), sin.reshape(T, -1))

@@ -502,9 +502,14 @@ PRECISIONS = ("auto", "64-true", "32-true", "16-true", "bf16-true", "16-mixed", 
 
 
 def _precision(config: RunConfig) -> str:
-    if config.precision != "auto":
-        return config.precision
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+    """Lightning's precision for the run: auto is bf16-mixed on a GPU and 32-true on a CPU, where the
+    fused CPU kernels (head + loss, RoPE, ReLU²) take float32 only."""
+    if config.precision == "auto":
+        return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+    if not torch.cuda.is_available() and config.precision not in ("32-true", "32", "64-true", "64"):
+        raise UserError(f"precision {config.precision} needs a GPU; on a CPU runs train in float32 "
+                        "(--precision auto or 32-true)")
+    return config.precision
 
 
 def check_run_dir(config: RunConfig, run_dir: Path) -> None:
@@ -578,6 +583,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     result_path = run_dir / "result.json"
     config = config.resolved()
     check_run_dir(config, run_dir)
+    _precision(config)  # a precision this machine cannot run: before anything is made
     if result_path.exists():
         return json.loads(result_path.read_text())
     from scaling.recipes import get_recipe

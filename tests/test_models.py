@@ -64,6 +64,15 @@ def test_forward_shapes_loss_and_causality(family):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_a_sequence_longer_than_the_rope_tables_is_refused(family):
+    """On a CPU the fused RoPE kernel would read past its tables (NaN, run-to-run noise)."""
+    model = build_model(family, "0.5M", vocab_size=256, seq_len=16)
+    model(torch.randint(0, 256, (1, 16)))
+    with pytest.raises(ValueError, match="a sequence of 32 tokens is longer than the model's seq_len 16"):
+        model(torch.randint(0, 256, (1, 32)))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_residual_stream_is_in_the_autocast_dtype(family):
     """As nanochat (whose embedding is BF16 on a GPU) and torchtitan's Llama, the residual stream
     under autocast is BF16, while the embedding's master weight stays FP32; without autocast

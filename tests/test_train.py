@@ -185,6 +185,8 @@ def test_compile_takes_a_mode():
     (["--schedule", "linear"], "unknown schedule"),
     (["--compile", "fast"], "compile must be true, false or one of"),
     (["--precision", "foo"], "precision must be one of"),
+    pytest.param(["--precision", "bf16-mixed"], "precision bf16-mixed needs a GPU",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a CPU-only refusal")),
     (["--seed", "-1"], "seed must be a whole number from 0"),
 ])
 def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
