@@ -71,7 +71,7 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
 
     table = fit_table(runs)
     recipes = set(table["recipe"])
-    if baseline not in recipes:
+    if baseline not in recipes and len(recipes) > 1:  # one group (a table without recipes): its law alone
         raise UserError(
             f"baseline recipe {baseline!r} has no completed runs here (recipes: {', '.join(sorted(recipes))}); "
             "pass --baseline with one of them"
@@ -165,6 +165,9 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     left_out = "; ".join(reason for _, reason in sorted(skipped.items()))
     if not penalty and skipped:
         return s.omit(f"No recipe could be judged against {baseline}: {left_out}.")
+    if not penalty and baseline not in fitted["groups"]:
+        return s.omit(f"One group ({', '.join(fitted['groups'])}) and no baseline ({baseline}): no penalty to "
+                      "judge; its fitted law is below.")
     if not penalty:
         return s.omit(f"Only the baseline ({baseline}) has results, so there is no penalty to judge; "
                       "the fitted law is below.")

@@ -91,7 +91,7 @@ def resolve_sources(patterns: Sequence[str | Path]) -> list[Path]:
             if path.is_dir():
                 continue
             if _kind(path) is None:
-                raise UserError(f"{path}: unsupported file type; use .parquet, .jsonl, .jsonl.gz or .txt")
+                raise UserError(f"{path}: unsupported file type; use .parquet, .jsonl(.gz), .ndjson(.gz) or .txt")
             paths.append(path.resolve())
     return list(dict.fromkeys(paths))
 

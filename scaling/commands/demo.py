@@ -14,6 +14,7 @@ Rerunning skips finished runs (the launcher finds them by run_id) and rebuilds t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -104,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     timings["diagnostics_s"] = time.perf_counter() - t
 
     t = _step(f"3/5 the sweep: {len(runs)} runs")
-    launch(spec, executor=args.executor, sweep_dir=out, progress=True)
+    with contextlib.redirect_stdout(sys.stderr):  # progress; stdout is the summary's (--json: JSON alone)
+        launch(spec, executor=args.executor, sweep_dir=out, progress=True)
     timings["sweep_s"] = time.perf_counter() - t
     if args.executor == "slurm":
         print(f"\nsubmitted to SLURM; when `scaling sweep status {out}` shows every run done, run\n"
