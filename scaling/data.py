@@ -126,7 +126,7 @@ def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
             try:
                 _scan(path, text_column)
             except pl.exceptions.PolarsError as e:
-                raise UserError(f"could not read {path}: {str(e).splitlines()[0]}") from None
+                raise UserError(_unreadable(path, text_column, e)) from None
 
 
 def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
@@ -144,7 +144,13 @@ def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
         for batch in batches:
             yield from (t for t in batch.to_series() if t.strip())
     except pl.exceptions.PolarsError as e:
-        raise UserError(f"could not read {path}: {str(e).splitlines()[0]}") from None
+        raise UserError(_unreadable(path, text_column, e)) from None
+
+
+def _unreadable(path: Path, text_column: str, error: Exception) -> str:
+    what = ("a parquet file" if _kind(path) == "parquet" else
+            f"JSON lines: one object per line with a {text_column!r} string field")
+    return f"could not read {path} (it should be {what}; polars said: {str(error).splitlines()[0][:200]})"
 
 
 def count_documents(path: Path) -> int | None:
@@ -384,10 +390,14 @@ def prepare(
         raise UserError(f"--vocab-size {vocab_size} must be above 256 (the byte alphabet) and at most 2**32")
     if max_docs is not None and max_docs < 1:
         raise UserError(f"--max-docs {max_docs} must be at least 1")
+    if tokenizer is None and not tokenizer_sample_bytes > 0:
+        raise UserError(f"--tokenizer-sample-mb must be positive (got {tokenizer_sample_bytes / 2**20:g})")
     check_sources(train_paths + val_paths, text_column)
     tokenizer_path = Path(tokenizer).expanduser() if tokenizer else None
+    if tokenizer_path is not None and tokenizer_path.is_dir():  # a prepared data dir: its tokenizer
+        tokenizer_path = tokenizer_path / "tokenizer.json"
     if tokenizer_path is not None and not tokenizer_path.is_file():
-        raise UserError(f"tokenizer file {tokenizer} does not exist")
+        raise UserError(f"tokenizer file {tokenizer_path} does not exist")
     request = {
         "format_version": FORMAT_VERSION,
         "sources": _source_names(train_paths),

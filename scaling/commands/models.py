@@ -19,6 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from models.ladder import FAMILIES, ladder
     from scaling.console import print_json, print_table
+    from scaling.errors import UserError
+
+    for flag, value in (("--vocab-size", args.vocab_size), ("--seq-len", args.seq_len)):
+        if value < 1:
+            raise UserError(f"{flag} must be a positive whole number, got {value}")
 
     rows = [
         {"family": s.family, "size": s.name, "depth": s.depth, "width": s.width, "heads": s.heads,
