@@ -9,7 +9,11 @@ HELP = "quantization error diagnostics per format and transform"
 
 
 def _names(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+    """'a, b,a' -> ['a', 'b']: each name once, in order; an empty list is a mistake, not 'all'."""
+    names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError(f"no names in {text!r}; give a comma-separated list, or leave the flag out")
+    return names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
