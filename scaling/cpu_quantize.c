@@ -686,7 +686,8 @@ float scaling_quantize(const float *x, float *out, int64_t R, int64_t K, int k_c
         run_pass(&job, 1, nthreads);
         float amax = 0.0f;
         for (int t = 0; t < nthreads; t++) amax = amax2(amax, job.amax[t]);
-        job.s_enc = amax > 0.0f ? numer / amax : 1.0f;  /* quant.tensor_encode_scale */
+        float q = numer / amax;
+        job.s_enc = q <= 3.4028234663852886e38f ? q : 1.0f;  /* quant.tensor_encode_scale: 1 unless finite */
     }
     run_pass(&job, 2, nthreads);
     return job.s_enc;

@@ -347,10 +347,13 @@ def _cpu_constant(value: float) -> torch.Tensor:
 
 def tensor_encode_scale(amax: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """s_enc (float32 scalar): elem_max * scale_bound / amax, or elem_max / amax for per-tensor
-    scaling; 1 when amax is 0 or there is no tensor scale."""
+    scaling; 1 where that is not finite (amax 0 or NaN, or so tiny, < ~1e-35, that the quotient
+    overflows: such a tensor then quantizes to zeros, where an infinite scale made 0 x inf = NaN)
+    and where there is no tensor scale."""
     if spec.block is not None and not spec.tensor_scale:
         return torch.ones((), dtype=torch.float32, device=amax.device)
-    return torch.where(amax > 0, _constant(_encode_numerator(spec), amax.device) / amax, 1.0)
+    s_enc = _constant(_encode_numerator(spec), amax.device) / amax
+    return torch.where(s_enc < float("inf"), s_enc, 1.0)
 
 
 def _encode_numerator(spec: QuantSpec) -> float:

@@ -113,7 +113,9 @@ def nvfp4(x: np.ndarray, block: tuple[int, int] = (1, 16), bound: float = 448.0,
     x = np.asarray(x, dtype=F32)
     R, K = x.shape
     amax_t = F32(np.abs(x).max())
-    s_enc = F32(F32(6 * bound) / amax_t) if amax_t > 0 else F32(1)
+    with np.errstate(over="ignore", divide="ignore"):
+        s_enc = F32(6 * bound) / amax_t
+    s_enc = s_enc if np.isfinite(s_enc) else F32(1)  # amax 0, or so tiny the quotient overflows
     values = np.zeros((R, K))
     scales = np.zeros((R // block[0], K // block[1]))
     for bi, bj, sl in _blocks(x, *block):

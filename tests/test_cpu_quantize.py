@@ -191,3 +191,13 @@ def test_training_steps_on_it_equal_the_reference(recipe, monkeypatch):
         results.append([p.grad for p in model.parameters()])
     for fused_grad, ref_grad in zip(*results):
         assert torch.equal(fused_grad, ref_grad)
+
+
+@pytest.mark.parametrize("name", ["nvfp4.fprop_x", "fp8.fprop_x", "ufp4.fprop_x", "quartet2.dgrad_dy"])
+def test_a_tensor_too_small_for_a_finite_scale_has_the_references_zeros(name):
+    """amax < ~1e-35: the tensor scale is 1 (not inf) here as in the reference."""
+    recipe, operand = name.split(".")
+    spec = PRESETS[recipe].spec(operand)
+    x = torch.zeros(32, 128)
+    x[0, 0], x[1, 5] = 1e-40, -3e-38
+    _check(x, spec, -1, Seeds(3, 4))

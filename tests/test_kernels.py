@@ -1041,3 +1041,16 @@ def test_bench_kernels_keeps_each_checked_row_as_it_goes(monkeypatch):
                             on_row=saved.append, copy=4000.0)
     kept = {r["operand"] for r in saved[-1]}
     assert kept == {"x", "fprop.x", "fprop.w", "dgrad.dy"}  # the copy and the operands of the first spec
+
+
+@in_process
+@pytest.mark.parametrize("name", ["nvfp4.fprop_x", "nvfp4.wgrad_dy", "fp8.fprop_x", "ufp4.fprop_x", "quartet2.dgrad_dy"])
+def test_a_tensor_too_small_for_a_finite_scale_quantizes_to_zeros(name: str):
+    """amax < ~1e-35: elem_max x bound / amax overflows FP32. The tensor scale is then 1 (as for an
+    all-zero tensor), here and in the reference, and the operand zeros; an infinite scale made the
+    reference's 0 x inf NaN and the kernels' elements +-elem_max."""
+    x = torch.zeros(32, 128)
+    x[0, 0], x[1, 5], x[7, 100] = 1e-40, -3e-38, 2e-39
+    check(x.to(DEVICE), SPECS[name], -1, 11, torch.float32)
+    ref, inv = quant.gemm_operand(x, SPECS[name], -1, 11, torch.float32)
+    assert inv.item() == 1.0 and not ref.isnan().any()

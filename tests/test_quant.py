@@ -430,3 +430,16 @@ def test_expanded_inputs_quantize_as_their_copies(recipe):
         for dim in (-1, 0):
             got = fake_quantize(x, spec, dim, seed=5)
             assert torch.equal(got, fake_quantize(x.contiguous(), spec, dim, seed=5)), (spec.describe(), dim)
+
+
+@pytest.mark.parametrize("bound", [448.0, 256.0])
+def test_a_tensor_too_small_for_a_finite_tensor_scale_quantizes_to_zeros(bound):
+    """6 x bound / amax overflows FP32 for amax < ~1e-35: the tensor scale is then 1, as for an all-zero
+    tensor (the spec reference agrees), not inf (0 x inf made NaN)."""
+    x = torch.zeros(2, 16)
+    x[0, 0], x[1, 3] = 1e-40, -2e-38
+    q = quantize(x, NV.but(scale_bound=bound))
+    values, scales, s_enc = ref.nvfp4(x.numpy(), bound=bound)
+    assert q.tensor_scale.item() == s_enc == 1.0
+    np.testing.assert_array_equal(q.values.numpy(), values)
+    assert not q.dequantize().isnan().any() and torch.equal(q.dequantize(), torch.zeros_like(x))

@@ -1017,8 +1017,8 @@ def _encode_scale(amax_ptr, inv_ptr, numer, TENSOR_SCALE: tl.constexpr, factor_p
     also stores its inverse, the GEMM's output scale, at inv_ptr (HAS_FACTOR: times the FP32 value at
     factor_ptr, the other operand's, so the GEMM's output scale needs no kernel of its own)."""
     if TENSOR_SCALE:
-        amax_t = tl.load(amax_ptr)
-        s_enc = tl.where(amax_t > 0, tl.math.div_rn(numer, amax_t), 1.0)
+        s_enc = tl.math.div_rn(numer, tl.load(amax_ptr))
+        s_enc = tl.where(s_enc < float("inf"), s_enc, 1.0)  # amax 0, NaN or too tiny: 1, as the reference
     else:
         s_enc = tl.full((), 1.0, tl.float32)
     if (tl.program_id(0) == 0) & (tl.program_id(1) == 0):
