@@ -359,7 +359,7 @@ def build(config: RunConfig) -> tuple[LanguageModel, TokenDataModule]:
 
 class RunDirectory(L.Callback):
     """Evaluates every `eval_interval` steps and at the end, writes metrics.csv, checkpoints every
-    `checkpoint_interval` steps, and on SIGUSR1/SIGTERM saves a checkpoint and raises `Preempted`."""
+    `checkpoint_interval` steps, and on SIGUSR1/SIGTERM/SIGINT saves a checkpoint and raises `Preempted`."""
 
     def __init__(self, run_dir: Path, config: RunConfig, bytes_per_token: float, started: float | None = None):
         self.run_dir, self.config, self.bytes_per_token = run_dir, config, bytes_per_token
