@@ -205,9 +205,9 @@ def e8m0_floor_scale(amax: torch.Tensor, elem_fmt: str) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(amax), exp)
 
 
-def e4m3_scale(value: torch.Tensor, bound: float = 448.0) -> torch.Tensor:
-    """A block scale stored in E4M3: RTNE, saturating at `bound` (E4M3's largest value, 448)."""
-    return round_fp8_rtne(value, "e4m3", bound)
+def e4m3_scale(value: torch.Tensor) -> torch.Tensor:
+    """A block scale stored in E4M3: RTNE, saturating at E4M3's largest value, 448."""
+    return round_fp8_rtne(value, "e4m3")
 
 
 # --- encode / decode (4-bit codes: sign << 3 | level index) --------------------------------------

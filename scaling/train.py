@@ -529,8 +529,8 @@ def check_run_dir(config: RunConfig, run_dir: Path) -> None:
 
 
 def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
-    """Create run_dir with config.json (and a copy of a recipe file), or check that it holds this run."""
-    check_run_dir(config, run_dir)
+    """Create run_dir with config.json (and a copy of a recipe file) unless it has them; `train` has
+    checked by then that it holds this run (`check_run_dir`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / "config.json").exists():
         return
@@ -583,15 +583,12 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     result_path = run_dir / "result.json"
     config = config.resolved()
     check_run_dir(config, run_dir)
-    _precision(config)  # a precision this machine cannot run: before anything is made
+    precision = _precision(config)  # a precision this machine cannot run: before anything is made
     if result_path.exists():
         return json.loads(result_path.read_text())
-    from scaling.recipes import get_recipe
-
-    get_recipe(config.recipe)  # user errors (unknown recipe, missing data) before the run dir is made
-    resolve_data_dir(config)
     wall_start = time.perf_counter()
-    module, datamodule = build(config)  # its user errors too: a run dir is made only for a run that starts
+    # user errors (unknown recipe, missing data, ...) come from here: a run dir is made only for a run that starts
+    module, datamodule = build(config)
     prepare_run_dir(config, run_dir)
     meta = datamodule.meta
     note = repeated_data_note(config.tokens, meta.get("train_tokens", 0))
@@ -609,7 +606,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     _quiet_lightning_tips()
 
     trainer = L.Trainer(
-        max_steps=config.steps, max_epochs=1, precision=_precision(config), devices=1,
+        max_steps=config.steps, max_epochs=1, precision=precision, devices=1,
         logger=CSVLogger(run_dir, name="lightning"), callbacks=[run],  # version_<n>: one per process
         plugins=[LightningEnvironment()],  # no Lightning SLURM auto-requeue: we handle preemption
         enable_checkpointing=False, limit_val_batches=0, num_sanity_val_steps=0,
@@ -627,7 +624,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
             signal.signal(sig, handler)
     status = "diverged" if module.diverged else "completed"
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
-    result = result_record(config, status, final, run.tokens_per_s, trainer.strategy.root_device,
+    result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s)
     write_atomic(result_path, json.dumps(_finite_or_none(result), indent=2) + "\n")
     return result
@@ -646,13 +643,12 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
             "up to float rounding): a run of its own, so with --out give it a new directory")
 
 
-def result_record(config: RunConfig, status: str, final: dict, tokens_per_s: float, device: torch.device,
-                  train_tokens: int, vocab_size: int, wall_s: float) -> dict:
-    from scaling.recipes import get_recipe
-
+def result_record(config: RunConfig, recipe: str, status: str, final: dict, tokens_per_s: float,
+                  device: torch.device, train_tokens: int, vocab_size: int, wall_s: float) -> dict:
+    """The result record (DESIGN.md); `recipe` is the recipe's name, also for a recipe file (fits and
+    reports group by it; the file's path goes into recipe_file)."""
     s = config.model_size()
     tokens = config.steps * config.batch_size * config.seq_len
-    recipe = get_recipe(config.recipe).name  # a recipe file's own name (fits and reports group by it)
     per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
     peak = peak_flops(device)
     record = {

@@ -254,7 +254,7 @@ def test_a_slow_first_step_on_a_gpu_is_explained():
     assert "tuning" not in first_step_note(40.0, True, False)  # bf16: compilation only
 
 
-def test_each_micro_batch_of_a_step_gets_its_own_seeds(tmp_path, monkeypatch):
+def test_the_model_is_told_each_micro_batch_of_a_step(tmp_path, monkeypatch):
     """With gradient accumulation the model's quantizers are told the micro-batch too (scaling.linear
     draws each backward call's own SR bits and Quartet II signs from it)."""
     from scaling import linear
