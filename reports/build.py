@@ -324,7 +324,8 @@ def _records_table(rows: list, caption: str) -> Table:
 
 
 DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> caption
-    "claims": "The UFP4 paper's claims about the formats, checked on these measurements (holds: true or false).",
+    "claims": "The UFP4 paper's claims about the formats, checked on these measurements (holds: true, false, "
+              "or empty where a measured number is not finite, so the claim could not be checked).",
     "gemm": "Single-GEMM output SQNR (dB) with both operands quantized along that GEMM's K, and its change "
             "under the transform (delta, dB).",
     "quant": "Per tensor, format and transform: SQNR (dB), its change under the transform, the mean (shrinkage) "

@@ -282,7 +282,9 @@ KEEPS = 0.1   # dB: a transform "keeps" a GEMM's SQNR when it loses less than th
 def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
     """Evaluate the UFP4 paper's shrinkage, RHT and single-GEMM claims (RECIPES.md, "Claims a user
     will check") on the measured rows, for whichever formats/transforms/tensors were run.
-    Each: claim, tensor (or GEMM), measured numbers, holds (bool). Reported, never tuned for."""
+    Each: claim, tensor (or GEMM), measured numbers, holds (bool; None where a measured number is
+    not finite, e.g. no interior level was hit, so the claim could not be checked). Reported, never
+    tuned for."""
     out = []
     rows = {(r["tensor"], r["format"], r["transform"]): r for r in quant_rows}
     e2m1 = GRIDS["e2m1"]
@@ -293,22 +295,23 @@ def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
             got = {f"{lvl:g}": r["level_error"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
             theory = {f"{lvl:g}": r["level_error_theory"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
             out.append({"claim": "E2M1 RTNE error negative at levels 2 and 4", "tensor": tensor,
-                        "measured": got, "theory": theory, "holds": all(v < 0 for v in got.values())})
+                        "measured": got, "theory": theory, "holds": _holds(got.values(), lambda v: v < 0)})
         if fmt == "ufp4":
             interior = [e for e, m in zip(r["level_error"][1:-1], r["level_mass"][1:-1]) if m > 0]
             worst = max((abs(e) for e in interior), default=math.nan)
             out.append({"claim": "E1M2 interior-level error ~ 0 (|err| < 0.02 grid units, step 0.25)",
                         "tensor": tensor, "measured": {"max_abs_interior": worst}, "theory": 0.0,
-                        "holds": worst < 0.02})
+                        "holds": _holds([worst], lambda v: v < 0.02)})
     for tensor in ("student_t3", "outlier_channels"):
         ufp4, nvfp4 = rows.get((tensor, "ufp4", "rht16")), rows.get((tensor, "nvfp4", "rht16"))
         if ufp4:
             out.append({"claim": "RHT16 raises E1M2 (ufp4) SQNR", "tensor": tensor,
-                        "measured": {"delta_sqnr_db": ufp4["delta_sqnr_db"]}, "holds": ufp4["delta_sqnr_db"] > 0})
+                        "measured": {"delta_sqnr_db": ufp4["delta_sqnr_db"]},
+                        "holds": _holds([ufp4["delta_sqnr_db"]], lambda v: v > 0)})
         if nvfp4:
             out.append({"claim": f"RHT16 lowers or barely moves E2M1 (nvfp4) SQNR (delta < {BARELY} dB)",
                         "tensor": tensor, "measured": {"delta_sqnr_db": nvfp4["delta_sqnr_db"]},
-                        "holds": nvfp4["delta_sqnr_db"] < BARELY})
+                        "holds": _holds([nvfp4["delta_sqnr_db"]], lambda v: v < BARELY)})
     gemms = {(r["format"], r["transform"]): r for r in gemm_rows}
     for fmt, claim, holds in (("ufp4", f"RHT16 GEMM: E1M2 keeps or improves output SQNR (delta > -{KEEPS} dB)",
                                lambda d: d > -KEEPS),
@@ -318,5 +321,13 @@ def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
             if fmt == "nvfp4" and g == "fprop":
                 continue  # the paper's claim for E2M1 is about the backward paths
             d = r[f"{g}_delta_db"]
-            out.append({"claim": claim, "tensor": f"gemm {g}", "measured": {"delta_db": d}, "holds": holds(d)})
+            out.append({"claim": claim, "tensor": f"gemm {g}", "measured": {"delta_db": d}, "holds": _holds([d], holds)})
     return out
+
+
+def _holds(measured, test) -> bool | None:
+    """test on every measured number; None (not checked) if any is not finite."""
+    measured = list(measured)
+    if not all(math.isfinite(v) for v in measured):
+        return None
+    return all(test(v) for v in measured)

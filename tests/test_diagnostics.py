@@ -118,6 +118,21 @@ def test_cli_table(tmp_path, capsys):
     assert "per grid level" in text and "nvfp4_4over6" in text and "theory" in text
 
 
+def test_cli_claim_that_cannot_be_measured(tmp_path, capsys):
+    """A tensor of ±1 puts every element on E1M2's top level: no interior level is hit, so the
+    interior-error claim is 'not measured' (holds null), not a failure."""
+    x = torch.ones(8, 64)
+    x[:, 1::2] = -1
+    torch.save(x, tmp_path / "flat.pt")
+    assert main(["diagnose", "--tensor", str(tmp_path / "flat.pt"), "--formats", "ufp4", "--transforms", "none",
+                 "--no-gemm", "--json"]) == 0
+    (claim,) = json.loads(capsys.readouterr().out)["claims"]
+    assert claim["holds"] is None and claim["measured"]["max_abs_interior"] is None  # JSON: NaN -> null
+    assert main(["diagnose", "--tensor", str(tmp_path / "flat.pt"), "--formats", "ufp4", "--transforms", "none",
+                 "--no-gemm"]) == 0
+    assert "not measured" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("make, args, message", [
     (None, ["--tensor", "missing.pt"], "does not exist"),
     (lambda p: np.save(p / "t.npy", np.zeros((4, 100), np.float32)), ["--tensor", "t.npy"], "multiple of"),

@@ -97,5 +97,5 @@ def print_tables(out: dict) -> None:
               "measured": ", ".join(f"{k}: {v:.4g}" for k, v in c["measured"].items()),
               "theory": (", ".join(f"{k}: {v:.4g}" for k, v in c["theory"].items())
                          if isinstance(c.get("theory"), dict) else c.get("theory")),
-              "holds": "yes" if c["holds"] else "NO"} for c in out["claims"]],
+              "holds": {True: "yes", False: "NO", None: "not measured"}[c["holds"]]} for c in out["claims"]],
             title="UFP4 paper claims on these tensors")
