@@ -39,16 +39,21 @@ def _row(target: str, recipe: str, what: str, measured: float | None, limit: flo
             "note": note}
 
 
+def row_copy_gbps(row: dict, bench: dict) -> float | None:
+    """The copy rate a kernel row is judged against: its own call's, else (rows from before
+    2026-12-04 ~21:30, which lack one) the file header's."""
+    return row.get("copy_gbps", bench.get("copy_gbps"))
+
+
 def kernel_rows(bench: dict) -> list[dict]:
     """Each kernel's `gbps` as a share of its call's copy rate (the row's `copy_gbps`; the header's
     where a row lacks it) (>= KERNEL_SHARE): the GPU's copy rate moves a few percent between calls,
     so a row is judged against the copy timed beside it. Operands that one launch serves (the same
     name, recipe and rate: `bench kernels` times each distinct spec once) are one row. The note
     names the copy rate and, where the row has it, the back-to-back share."""
-    header = bench.get("copy_gbps")
     launches: dict[tuple, list[str]] = {}
     for r in bench.get("kernels", []):
-        copy = r.get("copy_gbps", header)
+        copy = row_copy_gbps(r, bench)
         if r.get("name") in NOT_KERNELS or "gbps" not in r or not copy:
             continue
         key = (r["name"], r["recipe"], r["gbps"], r.get("gbps_back_to_back"), copy)

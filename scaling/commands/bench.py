@@ -84,9 +84,11 @@ def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
 def _keep_copy(result: dict) -> None:
     """Give each kernel row without its own copy_gbps the header's before a new call replaces it: the
     copy rate its share was taken against (rows before 2026-12-04 ~21:30 have none of their own)."""
-    if result.get("copy_gbps"):
-        for row in result.get("kernels", []):
-            row.setdefault("copy_gbps", result["copy_gbps"])
+    from scaling.targets import row_copy_gbps
+
+    for row in result.get("kernels", []):
+        if row_copy_gbps(row, result):
+            row["copy_gbps"] = row_copy_gbps(row, result)
 
 
 def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
