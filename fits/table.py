@@ -33,7 +33,8 @@ def parse_columns(spec: str | None) -> dict[str, str]:
     return mapping
 
 
-def _read(path: Path) -> pl.DataFrame:
+def read_file(path: Path) -> pl.DataFrame:
+    """A CSV or parquet file (by suffix; anything else is read as CSV) as it is."""
     if not path.exists():
         raise UserError(f"results file {path} does not exist; pass a results.parquet or a CSV/parquet table")
     try:
@@ -57,6 +58,33 @@ def _pick(df: pl.DataFrame, name: str, mapping: dict[str, str]) -> str | None:
     return None
 
 
+def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[str, str | None]:
+    """Which column of df holds each fit quantity (recipe, run_id, N, D, C, loss): the one `mapping`
+    names, else the canonical name, else the result record's (ALIASES); None where there is none.
+    N, loss and one of D or C must be found."""
+    got = {k: _pick(df, k, mapping) for k in ("recipe", "run_id", "N", "D", "C", "loss")}
+    missing = [k for k in ("N", "loss") if got[k] is None]
+    if got["D"] is None and got["C"] is None:
+        missing.append("D (or C)")
+    if missing:
+        raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {', '.join(df.columns)}); "
+                        f"map yours with --columns \"N=...,D=...,loss=...\"")
+    return got
+
+
+def with_compute(df: pl.DataFrame) -> pl.DataFrame:
+    """Float columns N, D and C with C = 6·N·D (N non-embedding), the compute every law and figure is
+    read against: D = C / 6N where the table gives only C; a given C is replaced."""
+    if "D" not in df.columns:
+        df = df.with_columns(D=pl.col("C") / (6 * pl.col("N")))
+    return df.with_columns(C=6 * pl.col("N") * pl.col("D"))
+
+
+def default_run_ids(height: int) -> pl.Series:
+    """Run ids for a table without them: each row its own run."""
+    return pl.Series("run_id", [f"row{i}" for i in range(height)], dtype=pl.Utf8)
+
+
 def read_table(source, columns: dict[str, str] | str | None = None, drop_highest: int = 0) -> pl.DataFrame:
     """A validated table with columns recipe, run_id, N, D, C, loss (C = 6·N·D).
 
@@ -65,36 +93,26 @@ def read_table(source, columns: dict[str, str] | str | None = None, drop_highest
     highest-loss points of each group (Epoch drops 5 from the Chinchilla data).
     """
     mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
-    df = source if isinstance(source, pl.DataFrame) else _read(Path(source))
+    df = source if isinstance(source, pl.DataFrame) else read_file(Path(source))
     where = "the table" if isinstance(source, pl.DataFrame) else str(source)
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = _pick(df, "status", mapping)
     if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
         df = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
-    got = {k: _pick(df, k, mapping) for k in ("recipe", "run_id", "N", "D", "C", "loss")}
-    missing = [k for k in ("N", "loss") if got[k] is None]
-    if got["D"] is None and got["C"] is None:
-        missing.append("D (or C)")
-    if missing:
-        raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {', '.join(df.columns)}); "
-                        f"map yours with --columns \"N=...,D=...,loss=...\"")
+    got = find_columns(df, mapping, where)
     df = _best_learning_rate(df, got)
     try:
         out = pl.DataFrame({
             "recipe": df[got["recipe"]].cast(pl.Utf8) if got["recipe"] else pl.Series(["all"] * df.height),
-            "run_id": (df[got["run_id"]].cast(pl.Utf8) if got["run_id"]
-                       else pl.Series([f"row{i}" for i in range(df.height)])),
+            "run_id": df[got["run_id"]].cast(pl.Utf8) if got["run_id"] else default_run_ids(df.height),
             "N": df[got["N"]].cast(pl.Float64, strict=False),
             "loss": df[got["loss"]].cast(pl.Float64, strict=False),
-            "D": df[got["D"]].cast(pl.Float64, strict=False) if got["D"] else None,
-            "C": df[got["C"]].cast(pl.Float64, strict=False) if got["C"] else None,
+            **{k: df[got[k]].cast(pl.Float64, strict=False) for k in ("D", "C") if got[k]},
             "_row": df["_row"],
         })
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
-    if got["D"] is None:
-        out = out.with_columns(D=pl.col("C") / (6 * pl.col("N")))
-    out = out.with_columns(C=6 * pl.col("N") * pl.col("D"))
+    out = with_compute(out)
     _validate(out, where, "line" if where.lower().endswith(".csv") else "row")
     out = out.select("recipe", "run_id", "N", "D", "C", "loss")
     if drop_highest:

@@ -35,41 +35,21 @@ class Study:
 
 
 def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.DataFrame:
-    """Give any results table the columns recipe, run_id, N, D, C, loss, status (keeping the others).
+    """Give any results table the columns recipe, run_id, N, D, C, loss, status (keeping the others),
+    found and derived as the fits find them (`fits.table`: N, D, C, loss, the result record's n_params,
+    tokens, flops, val_loss, or what `columns` maps them to; C = 6·N·D)."""
+    from fits.table import default_run_ids, find_columns, with_compute
 
-    The names are the fits' (`fits.table`): N, D, C, loss, or the result record's n_params, tokens,
-    flops, val_loss, or whatever `columns` maps them to.
-    """
-    from fits.table import ALIASES, CANONICAL
-
-    for name, col in columns.items():
-        if col not in df.columns:
-            raise UserError(f"--columns maps {name} to {col!r}, which is not a column of {source} "
-                            f"(columns: {', '.join(df.columns)})")
-    renames = dict((col, name) for name, col in columns.items() if name not in df.columns)
-    for name in CANONICAL:
-        alias = next((a for a in ALIASES.get(name, ()) if a in df.columns), None)
-        if name not in df.columns and name not in renames.values() and alias is not None:
-            renames[alias] = name
-    df = df.rename(renames)
-    missing = [c for c in ("N", "loss") if c not in df.columns]
-    if "D" not in df.columns and "C" not in df.columns:
-        missing.append("D (or C)")
-    if missing:
-        raise UserError(
-            f"{source} has no column {', '.join(missing)}; a results table needs recipe, N, D (or C) and loss "
-            "(or the result-record names n_params, tokens, val_loss)"
-        )
-    df = df.with_columns(pl.col("N").cast(pl.Float64), pl.col("loss").cast(pl.Float64, strict=False))
-    if "D" not in df.columns:
-        df = df.with_columns((pl.col("C").cast(pl.Float64) / (6 * pl.col("N"))).alias("D"))
-    df = df.with_columns(pl.col("D").cast(pl.Float64))
-    if "C" not in df.columns:
-        df = df.with_columns((6 * pl.col("N") * pl.col("D")).alias("C"))
+    got = find_columns(df, columns, str(source))
+    picked = {col: name for name, col in got.items() if col is not None and col != name}
+    # A mapped column takes its canonical name; a column already called that yields to it.
+    df = df.drop([name for name in picked.values() if name in df.columns]).rename(picked)
+    df = with_compute(df.with_columns(pl.col(c).cast(pl.Float64, strict=False) for c in ("N", "D", "C", "loss")
+                                      if c in df.columns))
     if "recipe" not in df.columns:
         df = df.with_columns(pl.lit("all").alias("recipe"))
     if "run_id" not in df.columns:
-        df = df.with_columns(pl.format("run{}", pl.int_range(pl.len())).alias("run_id"))
+        df = df.with_columns(default_run_ids(df.height))
     if "status" not in df.columns:
         df = df.with_columns(pl.lit("completed").alias("status"))
     if "lr_mult" in df.columns:  # records written before result.json kept it ran at the default
@@ -78,12 +58,11 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
 
 
 def _read_table(path: Path) -> pl.DataFrame:
+    from fits.table import read_file
+
     if path.suffix not in (".parquet", ".csv"):
         raise UserError(f"{path} is neither a sweep directory nor a .csv/.parquet results table")
-    try:
-        return pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path, infer_schema_length=10_000)
-    except Exception as e:  # polars raises several types for unreadable input
-        raise UserError(f"cannot read {path} ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    return read_file(path)
 
 
 def _read_curves(run_root: Path, run_ids: list[str]) -> dict[str, pl.DataFrame]:

@@ -282,6 +282,21 @@ def test_report_from_external_csv_omits_what_it_cannot_support_and_never_imports
     assert set(summary["verdicts"]) == {"nvfp4", "mxfp4"}
 
 
+def test_report_reads_a_table_as_the_fits_do(tmp_path):
+    """One reading of a results table: the report's runs have the fits' columns, run ids and compute
+    (C = 6·N·D even where the table's own C disagrees; a mapped column wins over one of the same name)."""
+    from fits import read_table
+    from reports.load import load
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("recipe,size,N,D,C,loss\nbf16,1e6,7,2e7,999,3.5\nbf16,2e6,7,4e7,999,3.2\n")
+    runs = load(csv, columns="N=size").runs.sort("run_id")
+    fits = read_table(csv, columns="N=size").sort("run_id")
+    for c in ("recipe", "run_id", "N", "D", "C", "loss"):
+        assert runs[c].to_list() == fits[c].to_list(), c
+    assert runs["C"].to_list() == [6 * 1e6 * 2e7, 6 * 2e6 * 4e7]
+
+
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
     from scaling.cli import main
 
