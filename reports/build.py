@@ -22,24 +22,11 @@ from reports.document import Bullets, Document, Figure, Paragraph, Section, Tabl
 from reports.load import Study, load
 from reports.render import fmt, to_html, to_markdown
 from scaling.errors import UserError
-from scaling.files import write_atomic
+from scaling.files import json_ready, write_atomic, write_json_atomic
 
 LAW_PARAMS = ("A", "B", "E", "alpha", "beta", "gamma")
 
 
-
-
-def json_ready(obj: Any) -> Any:
-    """NaN/inf -> None and arrays -> lists: strict JSON that any parser reads."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_ready(v) for v in obj]
-    if hasattr(obj, "tolist"):
-        return json_ready(obj.tolist())
-    return obj
 
 
 def _flat_table(runs: pl.DataFrame) -> pl.DataFrame:
@@ -468,7 +455,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     for old in fig_dir.glob("*.png"):  # a rebuild must not leave figures of an older report behind
         old.unlink()
     write_atomic(out_dir / "results.csv", _flat_table(study.runs).write_csv())
-    write_atomic(out_dir / "fits.json", json.dumps(json_ready(fitted), indent=2))
+    write_json_atomic(out_dir / "fits.json", fitted, indent=2)
 
     colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
     doc = Document(

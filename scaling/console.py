@@ -47,15 +47,9 @@ def _default(o: Any) -> Any:
 
 def print_json(obj: Any) -> None:
     """Print one JSON document to stdout (NaN is written as null so any parser reads it)."""
-    json.dump(_nan_to_none(obj), sys.stdout, indent=2, default=_default)
+    from scaling.files import json_ready
+
+    json.dump(json_ready(obj), sys.stdout, indent=2, default=_default)
     sys.stdout.write("\n")
 
 
-def _nan_to_none(o: Any) -> Any:
-    if isinstance(o, float) and (math.isnan(o) or math.isinf(o)):
-        return None
-    if isinstance(o, dict):
-        return {k: _nan_to_none(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_nan_to_none(v) for v in o]
-    return o

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -53,5 +54,20 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
 
 
+def json_ready(obj: Any) -> Any:
+    """NaN/inf -> None, tuples -> lists, arrays and numpy scalars -> Python: strict JSON that any
+    parser reads."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return json_ready(obj.tolist())
+    return obj
+
+
 def write_json_atomic(path: str | Path, obj: Any, indent: int = 1, default=None) -> None:
-    write_atomic(path, json.dumps(obj, indent=indent, default=default) + "\n")
+    """obj as strict JSON (`json_ready`), written atomically."""
+    write_atomic(path, json.dumps(json_ready(obj), indent=indent, default=default) + "\n")

@@ -30,7 +30,6 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import lightning as L
 import numpy as np
@@ -46,7 +45,7 @@ from scaling.compiling import (
     zero_grads,
 )
 from scaling.errors import UserError
-from scaling.files import atomic_path, write_atomic
+from scaling.files import atomic_path, write_atomic, write_json_atomic
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
@@ -626,7 +625,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s)
-    write_atomic(result_path, json.dumps(_finite_or_none(result), indent=2) + "\n")
+    write_json_atomic(result_path, result, indent=2)
     return result
 
 
@@ -667,9 +666,3 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
     return record
 
 
-def _finite_or_none(o: Any) -> Any:
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {k: _finite_or_none(v) for k, v in o.items()}
-    return o

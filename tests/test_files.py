@@ -1,5 +1,5 @@
 """scaling.files: atomic writes leave the old file or the new one, never a torn one or a stray temp,
-and the new file has the permissions any file the user writes gets (not mkstemp's 0600)."""
+and the new file has the permissions any file the user writes gets (not mkstemp's 0600); JSON is strict."""
 
 from __future__ import annotations
 
@@ -35,3 +35,15 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
             raise RuntimeError("crash mid-write")
     assert out.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fits.json"]
+
+
+def test_json_is_strict(tmp_path):
+    """Every JSON file the project writes parses anywhere: NaN and inf become null, numpy values
+    and tuples plain JSON."""
+    np = pytest.importorskip("numpy")
+    out = tmp_path / "r.json"
+    write_json_atomic(out, {"loss": float("nan"), "spike": float("inf"), "ci": (1.0, np.float64(2.5)),
+                            "n": np.int64(3), "curve": np.array([1.0, np.nan]), 4: "key"})
+    text = out.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"loss": None, "spike": None, "ci": [1.0, 2.5], "n": 3, "curve": [1.0, None], "4": "key"}

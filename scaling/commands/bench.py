@@ -44,12 +44,6 @@ def _read(path: Path) -> dict:
     return read_bench(path, "--out")
 
 
-def _write_atomic(path: Path, obj: dict) -> None:
-    from scaling.files import write_json_atomic
-
-    write_json_atomic(path, obj)
-
-
 # Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
@@ -108,6 +102,7 @@ def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
 
 def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
+    from scaling.files import write_json_atomic
 
     wanted = list(dict.fromkeys(args.what))
     only_targets = wanted == ["targets"]  # reads the file, writes nothing
@@ -166,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             def save(rows: list[dict]) -> None:
                 result[section] = _merge(section, earlier, rows)
                 if args.out:
-                    _write_atomic(args.out, result)
+                    write_json_atomic(args.out, result)
             return save, earlier
 
         if "kernels" in gpu:
@@ -197,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
                                 batch=args.batch, progress=progress, on_row=saver("profile")[0],
                                 top=25 if args.top is None else args.top)
     if args.out and not only_targets:
-        _write_atomic(args.out, result)
+        write_json_atomic(args.out, result)
     checked = _targets(result if args.out else None, args.out) if "targets" in wanted else None
     if args.json:
         print_json({"targets": checked[0]} if only_targets else

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
@@ -60,15 +59,14 @@ def _device() -> str:
 
 def _diagnostics(spec, out: Path) -> Path:
     """`scaling diagnose` on the formats of the demo's recipes, written where the report looks for it."""
-    from reports.build import json_ready
-    from scaling.files import write_atomic
+    from scaling.files import write_json_atomic
     from scaling import diagnostics as dg
 
     formats = [f for f in dg.FORMATS if f in spec.recipe] or list(dg.FORMATS)
     result = dg.run_diagnostics(formats=formats, transforms=DIAGNOSE_TRANSFORMS,
                                 progress=lambda msg: print(f"  diagnose: {msg}", file=sys.stderr, flush=True))
     path = out / "diagnostics.json"
-    write_atomic(path, json.dumps(json_ready(result), indent=1))
+    write_json_atomic(path, result)
     return path
 
 

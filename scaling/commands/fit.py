@@ -36,10 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    from scaling.console import _nan_to_none
     from scaling.files import write_json_atomic
 
-    write_json_atomic(path, _nan_to_none(obj))
+    write_json_atomic(path, obj)
 
 
 def _fmt(x: float) -> str:
