@@ -50,9 +50,6 @@ from scaling.files import atomic_path, write_atomic, write_json_atomic
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12}
-RESULT_KEYS = ("run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact",
-               "recipe", "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s",
-               "vocab_size", "versions", "git_commit")
 # Tokens per forward pass when micro_batch_size is not given (`default_micro_batch`): 64 x 1024 up to
 # this many non-embedding parameters, 32 x 1024 above. Measured on the H200 (docs/training.md): 160M at
 # 64 x 1024 peaks at 39-42 GiB in BF16 and runs 2-3% faster than at 32 x 1024 (fewer, larger GEMMs and

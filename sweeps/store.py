@@ -30,7 +30,7 @@ from scaling.files import atomic_path, write_json_atomic
 
 STATES = ("done", "diverged", "failed", "running", "queued", "missing")
 RESULT_STATES = {"completed": "done", "diverged": "diverged", "failed": "failed"}
-# The result record's keys, in DESIGN.md's order: collect's columns.
+# The result record's keys, in DESIGN.md's order (`scaling.train.result_record` writes them): collect's columns.
 RESULT_FIELDS = (
     "run_id", "family", "size", "n_params", "n_params_total", "tokens", "flops", "flops_exact", "recipe",
     "seed", "status", "val_loss", "val_bpb", "tokens_per_s", "mfu", "epochs", "wall_s", "vocab_size",

@@ -14,7 +14,8 @@ import torch
 
 from scaling.cli import main
 from scaling.errors import UserError
-from scaling.train import PREEMPTED_EXIT_CODE, RESULT_KEYS, LanguageModel, RunConfig, train, train_batch
+from scaling.train import PREEMPTED_EXIT_CODE, LanguageModel, RunConfig, train, train_batch
+from sweeps.store import RESULT_FIELDS
 
 # 0.5M nanochat, 40 steps of 4 x 64 tokens: seconds on 2 CPU cores.
 BASE = dict(family="nanochat", size="0.5M", recipe="bf16", tokens=40 * 4 * 64, seq_len=64, batch_size=4,
@@ -56,7 +57,7 @@ def _checkpoint_step(run_dir: Path) -> int:
 
 def test_result_record_and_run_directory(reference):
     run_dir, result = reference
-    assert set(RESULT_KEYS) <= set(result)
+    assert set(RESULT_FIELDS) <= set(result)
     assert result["status"] == "completed" and result["tokens"] == BASE["tokens"]
     assert result["flops"] == 6 * result["n_params"] * result["tokens"] < result["flops_exact"]
     assert result["vocab_size"] == 4096 and result["mfu"] is None  # no peak FLOP/s for a CPU
