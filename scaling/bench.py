@@ -592,15 +592,16 @@ def train_accumulation(n_params: int, micro_batch: int, seq_len: int = 1024) -> 
 def training_step(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
                   accumulate: int = 1, seq_len: int = 1024, compile_mode: str | None = "default",
                   vocab_size: int | None = None) -> Callable[[int, bool], None]:
-    """The trainer's optimizer step i as scaling.train runs it, on random tokens: `accumulate`
-    micro-batches of `batch` sequences (fwd, bwd), then (unless `optimize` is False) the Muon + AdamW
-    step; compiled by scaling.compiling (None: eager); BF16 autocast on CUDA, float32 on a CPU.
-    Vocabulary: the GPU corpus's unless given."""
+    """The trainer's optimizer step i as scaling.train runs it (`train.forward_backward`), on random
+    tokens: `accumulate` micro-batches of `batch` sequences (fwd, bwd), then (unless `optimize` is
+    False) the Muon + AdamW step; compiled by scaling.compiling (None: eager); BF16 autocast on CUDA,
+    float32 on a CPU. Vocabulary: the GPU corpus's unless given."""
     from models import build_model
     from scaling import optim
-    from scaling.compiling import begin_micro_batch, compile_model, zero_grads
+    from scaling.compiling import compile_model, zero_grads
     from scaling.data import DEFAULT_VOCAB_SIZE
-    from scaling.linear import convert, set_step
+    from scaling.linear import convert
+    from scaling.train import forward_backward
 
     vocab_size = vocab_size or DEFAULT_VOCAB_SIZE
     torch._dynamo.reset()  # each row compiles from scratch, as a run of its own would
@@ -610,18 +611,14 @@ def training_step(family: str, size: str, recipe: str, device: torch.device, bat
     if compile_mode:
         compile_model(model, compile_mode)
     optimizers = optim.build_optimizers(model, model.lm_head.in_features)
-    idx = torch.randint(0, vocab_size, (batch, seq_len + 1), device=device)
+    idx = torch.randint(0, vocab_size, (accumulate * batch, seq_len + 1), device=device)
     x, y = idx[:, :-1], idx[:, 1:]
     cuda = device.type == "cuda"
 
     def train_step(i: int, optimize: bool = True) -> None:
-        set_step(model, i)
         zero_grads(model, optimizers, compile_mode)
-        for _ in range(accumulate):
-            begin_micro_batch(compile_mode)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
-                loss = model(x, y) / accumulate
-            loss.backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+            forward_backward(model, x, y, i, batch, compile_mode)
         if optimize:
             for opt in optimizers:
                 opt.step()

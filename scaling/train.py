@@ -250,6 +250,27 @@ class TokenDataModule(L.LightningDataModule):
 # Model
 
 
+def forward_backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, step: int, micro_batch_size: int,
+                     compile_mode: str | None, backward=torch.Tensor.backward, fault: bool = False) -> torch.Tensor:
+    """One optimizer step's forward and backward passes: the batch (x, y) in micro-batches of
+    micro_batch_size sequences, each drawing its own SR bits and Hadamard signs (set_step(model,
+    step, micro)) and weighted by its share of the batch, so the gradients accumulated in the
+    parameters are the batch mean's. Returns the batch's mean loss (detached). fault: multiply the
+    loss by NaN (the divergence tests' injected fault)."""
+    from scaling.linear import set_step
+
+    loss = torch.zeros((), device=x.device)
+    for micro, (xs, ys) in enumerate(zip(x.split(micro_batch_size), y.split(micro_batch_size))):
+        set_step(model, step, micro)
+        begin_micro_batch(compile_mode)
+        part = model(xs, ys) * (len(xs) / len(x))
+        if fault:
+            part = part * float("nan")
+        backward(part)
+        loss += part.detach()
+    return loss
+
+
 class LanguageModel(L.LightningModule):
     """The model under a recipe, trained with Muon + AdamW on a step-indexed lr schedule."""
 
@@ -276,22 +297,13 @@ class LanguageModel(L.LightningModule):
         return optim.lr_multiplier(step, self.steps, c.schedule, c.warmup, c.decay, c.final_lr)
 
     def training_step(self, batch, batch_idx):
-        from scaling.linear import set_step
-
         step, x, y = batch
         muon, adamw = self.optimizers()
         optim.apply_schedule((muon.optimizer, adamw.optimizer), self.lr_multiplier(step))
         zero_grads(self.model, (muon, adamw), self.config.compile)
-        loss = torch.zeros((), device=x.device)
-        micro_batches = zip(x.split(self.config.micro_batch_size), y.split(self.config.micro_batch_size))
-        for micro, (xs, ys) in enumerate(micro_batches):
-            set_step(self.model, step, micro)  # each micro-batch's backward draws its own SR bits and signs
-            begin_micro_batch(self.config.compile)
-            part = self.model(xs, ys) * (len(xs) / len(x))  # gradient accumulation: mean over the batch
-            if self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step:
-                part = part * float("nan")
-            self.manual_backward(part)
-            loss += part.detach()
+        fault = self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step
+        loss = forward_backward(self.model, x, y, step, self.config.micro_batch_size, self.config.compile,
+                                self.manual_backward, fault)
         value = loss.item()
         self.log("train_loss", value, prog_bar=True)
         self.log("lr_mult", self.lr_multiplier(step))
