@@ -1,4 +1,5 @@
-"""Model families (Llama-2, nanochat) and their size ladder.
+"""Model families (Llama-2, nanochat) and their size ladder (`models.ladder`: torch-free, so a
+laptop can count parameters and FLOPs; the modules import torch when a model is built).
 
 ``build_model("nanochat", "4M", vocab_size=8192, seq_len=256)`` returns a module with
 ``blocks`` (nn.ModuleList of transformer blocks whose linears are plain nn.Linear),
@@ -8,9 +9,13 @@
 
 from __future__ import annotations
 
-import torch.nn as nn
+from typing import TYPE_CHECKING
 
 from models.ladder import FAMILIES, SIZES, ModelSize, ladder, model_size
+
+
+if TYPE_CHECKING:
+    import torch.nn as nn
 
 
 def build_model(family: str, size: str | ModelSize, vocab_size: int = 8192, seq_len: int = 256) -> nn.Module:

@@ -19,17 +19,18 @@ import torch
 from scaling.errors import UserError
 from scaling.formats import GRIDS, Grid
 from scaling.quant import QuantSpec, expand_blocks, quantize
+from scaling.recipes import MX4, NV, SIX_FOUR, UF
 from scaling.seeds import Seeds
 from scaling.transforms import rotate
 
-# The formats a researcher compares (element rounding RTNE; the transform is added separately).
-NV = QuantSpec(elem="e2m1", block=(1, 16), scale="e4m3", tensor_scale=True)
+# The formats a researcher compares: the presets' forward specs (element rounding RTNE; the
+# transform is added separately), and INT4 on NVFP4's scales.
 FORMATS: dict[str, QuantSpec] = {
     "nvfp4": NV,
-    "mxfp4": QuantSpec(elem="e2m1", block=(1, 32), scale="e8m0", tensor_scale=False),
-    "ufp4": NV.but(elem="e1m2"),
+    "mxfp4": MX4,
+    "ufp4": UF,
     "int4": NV.but(elem="int4"),
-    "nvfp4_4over6": NV.but(four_over_six=True, scale_bound=256.0),
+    "nvfp4_4over6": NV.but(**SIX_FOUR),
     "nvfp4_cap4": NV.but(cap=4.0),
 }
 # transform name -> (Hadamard size, sign policy); random signs come from the run seed.
