@@ -192,7 +192,7 @@ def prepare_data(spec: SweepSpec, progress: bool = True) -> None:
         if progress:
             print(f"preparing {spec.corpus} into {spec.data} (once; vocab {data.DEFAULT_VOCAB_SIZE})", flush=True)
         data.prepare([spec.corpus], spec.data, progress=progress)
-    elif spec.data != "builtin":
+    else:
         data.read_meta(spec.data)  # UserError naming `scaling data prepare` if it is not ready
 
 

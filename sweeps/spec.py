@@ -112,9 +112,10 @@ class SweepSpec:
         for fam, size, recipe, seed, lr_mult in itertools.product(
             self.family, self.size, self.recipe, self.seed, self.lr_mult
         ):
-            n = model_size(fam, size).n_params
-            if self.budgets:
-                token_list = [max(1, round(c / (6 * n))) for c in self.budgets]
+            s = model_size(fam, size)
+            n = s.n_params
+            if self.budgets:  # C = 6·N·D
+                token_list = [max(1, round(c / s.flops_per_token())) for c in self.budgets]
             elif self.tokens_per_param:
                 token_list = [max(1, round(t * n)) for t in self.tokens_per_param]
             else:
@@ -217,7 +218,9 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
             if s not in names:
                 raise UserError(f"grid.size[{i}]: {s!r} is not in the {fam} ladder; known: {', '.join(names)}")
     recipe = _axis(grid, "recipe", str)
-    known_recipes = _recipe_names()
+    from scaling.recipes import list_recipes
+
+    known_recipes = list_recipes()
     for i, r in enumerate(recipe):
         if r.endswith(".toml"):
             recipe[i] = r = str(Path(r).expanduser().resolve())
@@ -293,12 +296,6 @@ def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> 
                         check_shape(get_recipe(r), fan_in, fan_out, f"{fam} {size}")
                     except UserError as e:
                         raise UserError(f"grid: {e}; drop that size or recipe from the grid") from None
-
-
-def _recipe_names() -> list[str]:
-    from scaling.recipes import list_recipes
-
-    return [r if isinstance(r, str) else r.name for r in list_recipes()]
 
 
 def _train_settings(table: dict) -> dict[str, Any]:

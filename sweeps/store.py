@@ -278,8 +278,8 @@ def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, st
     rate = sum(rates) / len(rates)  # FLOPs/s of one run
     left = 0.0
     for r in remaining:
-        n = model_size(r.family, r.size).n_params if r.family and r.size else 0
-        left += 6 * n * r.tokens * (1 - r.progress)
+        per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
+        left += per_token * r.tokens * (1 - r.progress)
     parallel = max(1, len(running))
     return left / rate / parallel, f"finished runs' FLOP/s × {parallel} in flight"
 

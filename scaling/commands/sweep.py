@@ -76,8 +76,7 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
     speeds, source = training_speeds(bench) if bench else ([], "")
     rows = []
     for c in spec.runs():
-        n = model_size(c.family, c.size).n_params
-        flops = float(6 * n * c.tokens)
+        flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
         speed = speed_for(c.recipe, c.family, c.size, speeds, source) if bench else Speed(1.0, "")
         rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=c.recipe, tokens=c.tokens,
                          seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16,
