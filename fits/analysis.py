@@ -177,9 +177,14 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
             "warnings": _warnings(name, params, ci)}
 
 
-def _run(*args) -> dict:
+def fit_and_judge(table, *, law: str, baseline: str | None, bootstrap: int, seed: int, workers: int,
+                  top: int | None, margin: float = penalty.MARGIN, extrapolate: float = EXTRAPOLATE,
+                  with_penalty: bool, progress=None) -> dict:
+    """What `analyse` (with_penalty) and `fit_law` (without) return, with the fit's and bootstrap's
+    seconds under "timing"."""
     with single_threaded_blas():  # forked bootstrap workers inherit the setting
-        return _fit_and_judge(*args)
+        return _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate,
+                              with_penalty, progress)
 
 
 def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress):
@@ -267,13 +272,20 @@ def _penalty(r, pts, thetas, reps, base, margin, extrapolate, lr):
     return entry, bands
 
 
-def _stderr_progress(done: int, total: int, _last=[0]) -> None:
-    """One updating line on a terminal; a line per 10% in a log."""
-    if sys.stderr.isatty():
-        print(f"\rbootstrap {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
-    elif done == total or done * 10 // total != _last[0] * 10 // total:
-        print(f"bootstrap {done}/{total}", file=sys.stderr, flush=True)
-    _last[0] = done % total
+class BootstrapProgress:
+    """Bootstrap progress on stderr, as `analyse(progress=)` reports it: one updating line on a
+    terminal, a line per tenth of the way in a log. One per fit (it remembers the last tenth shown)."""
+
+    def __init__(self, indent: str = "") -> None:
+        self.indent, self.shown = indent, -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\r{self.indent}bootstrap {done}/{total}", end="\n" if done == total else "", file=sys.stderr,
+                  flush=True)
+        elif done * 10 // total > self.shown:
+            self.shown = done * 10 // total
+            print(f"{self.indent}bootstrap {done}/{total}", file=sys.stderr, flush=True)
 
 
 def analyse(table, law: str = "chinchilla", baseline: str = "bf16", bootstrap: int = 1000, seed: int = 0,
@@ -285,7 +297,8 @@ def analyse(table, law: str = "chinchilla", baseline: str = "bf16", bootstrap: i
     "bands" (per recipe: compute grid C, in_data flags, multiplier/gap/loss_baseline value, median, lo, hi).
     top: grid starts that get an L-BFGS-B run (the best `top` of the grid by objective; None = all 4,500).
     """
-    return _run(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, True, progress)
+    return fit_and_judge(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers, top=top,
+                         margin=margin, extrapolate=extrapolate, with_penalty=True, progress=progress)
 
 
 def fit_law(table, law: str = "chinchilla", by: str = "recipe", bootstrap: int = 0, seed: int = 0,
@@ -295,5 +308,5 @@ def fit_law(table, law: str = "chinchilla", by: str = "recipe", bootstrap: int =
         if not isinstance(table, pl.DataFrame) or by not in table.columns:
             raise UserError(f"cannot group by {by!r}: not a column of the table")
         table = table.with_columns(recipe=pl.col(by).cast(pl.Utf8))
-    return _run(table, law, None, bootstrap, seed, workers, top, penalty.MARGIN, EXTRAPOLATE, False,
-                progress)["groups"]
+    return fit_and_judge(table, law=law, baseline=None, bootstrap=bootstrap, seed=seed, workers=workers, top=top,
+                         with_penalty=False, progress=progress)["groups"]

@@ -7,8 +7,7 @@ import time
 
 import numpy as np
 
-from fits.analysis import _run
-from fits.penalty import MARGIN
+from fits.analysis import fit_and_judge
 from fits.synthetic import EPOCH, synthetic_table
 
 
@@ -19,7 +18,8 @@ def bench_fit(points: int = 500, bootstrap: int = 1000, workers: int = 2, seed: 
     sizes = np.geomspace(1e7, 1e10, max(1, points // n_ratios))
     table = synthetic_table(sizes=sizes, ratios=np.geomspace(2, 200, n_ratios), noise=0.005, seed=seed)
     t0, cpu0 = time.perf_counter(), os.times()
-    out = _run(table, "chinchilla", None, bootstrap, seed, workers, 50, MARGIN, 100.0, False, None)
+    out = fit_and_judge(table, law="chinchilla", baseline=None, bootstrap=bootstrap, seed=seed, workers=workers,
+                        top=50, with_penalty=False)
     wall, cpu1 = time.perf_counter() - t0, os.times()
     cpu = sum(cpu1[:4]) - sum(cpu0[:4])  # user + system, this process and its workers
     group = next(iter(out["groups"].values()))

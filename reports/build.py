@@ -10,7 +10,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -70,22 +69,7 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
         # results and the report shows the intervals and `n_replicates` that remain.
         warnings.simplefilter("ignore", RuntimeWarning)
         return fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
-                            progress=_BootstrapProgress() if bootstrap else None)
-
-
-class _BootstrapProgress:
-    """Prints bootstrap progress to stderr at every fifth of the way (long fits show progress)."""
-
-    def __init__(self) -> None:
-        self.shown = 0
-
-    def __call__(self, done: int, total: int) -> None:
-        import sys
-
-        step = max(1, total // 5)
-        if done // step > self.shown or done == total:
-            self.shown = done // step
-            print(f"  bootstrap {done}/{total}", file=sys.stderr, flush=True)
+                            progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
 
 
 def law_params(group: dict, law: str) -> dict:
@@ -382,14 +366,6 @@ def _run_configs(study: Study) -> list[dict]:
     return out
 
 
-def _this_checkout() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def section_provenance(study: Study) -> Section:
     import scaling
 
@@ -425,7 +401,7 @@ def section_provenance(study: Study) -> Section:
         name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.3g})" if label else f"N = {n:.3g}"
         items.append(f"Tokens per run, {name}: {', '.join(f'{d:.3g}' for d in ds)}.")
     items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {scaling.__version__} "
-                 f"(checkout `{_this_checkout()}`), Python {platform.python_version()}, polars {pl.__version__}.")
+                 f"(checkout `{scaling.git_commit(short=True) or 'unknown'}`), Python {platform.python_version()}, polars {pl.__version__}.")
     s.add(Bullets(tuple(items)))
     return s
 

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     table = fits.read_table(args.results, columns=args.columns, drop_highest=args.drop_highest)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
                        workers=args.workers, margin=args.margin, top=top,
-                       progress=None if args.json else fits.analysis._stderr_progress)
+                       progress=None if args.json else fits.analysis.BootstrapProgress())
     if args.out:
         _write_json(args.out, out)
     if args.json:
