@@ -4,4 +4,19 @@ Importing this package is cheap and torch-free (fits/ and reports/ rely on that)
 import the submodules you need, e.g. ``from scaling.quant import QuantSpec``.
 """
 
+from __future__ import annotations
+
 __version__ = "0.1.0"
+
+
+def git_commit(short: bool = False) -> str | None:
+    """The commit of the checkout this package runs from (None outside a git checkout)."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        out = subprocess.run(["git", "rev-parse", *(["--short"] if short else []), "HEAD"], capture_output=True,
+                             text=True, timeout=10, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None

@@ -24,7 +24,6 @@ import json
 import math
 import platform
 import signal
-import subprocess
 import sys
 import time
 import warnings
@@ -35,6 +34,7 @@ import lightning as L
 import numpy as np
 import torch
 
+import scaling
 from models import build_model
 from models.ladder import MICRO, ModelSize, model_size
 from scaling import optim
@@ -87,7 +87,7 @@ class RunConfig:
     vocab_size: int | None = None  # builtin corpus only; None -> scaling.data.BUILTIN_VOCAB_SIZE
     seq_len: int | None = None  # None -> 256 for micro sizes, 1024 otherwise
     batch_size: int | None = None  # sequences per step; None -> optim.batch_sequences (DeepSeek rule)
-    micro_batch_size: int | None = None  # sequences per forward (gradient accumulation); None -> 32k tokens
+    micro_batch_size: int | None = None  # sequences per forward (gradient accumulation); None -> default_micro_batch
     lr_mult: float = 1.0  # multiplies every base lr of scaling.optim
     schedule: str = "wsd"  # "wsd" | "cosine"
     warmup: float = 0.0  # fraction of steps (nanochat: 0)
@@ -148,8 +148,9 @@ class RunConfig:
 
     @property
     def steps(self) -> int:
+        """Optimizer steps: whole batches in `tokens` (at least one: `resolved` refuses fewer tokens)."""
         c = self.resolved()
-        return max(1, c.tokens // (c.batch_size * c.seq_len))
+        return c.tokens // (c.batch_size * c.seq_len)
 
     @property
     def run_id(self) -> str:
@@ -497,15 +498,6 @@ def versions() -> dict:
             "numpy": np.__version__, "fp4-scaling": __version__}
 
 
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 PRECISIONS = ("auto", "64-true", "32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64", "32", "16", "bf16")  # Lightning's
 
 
@@ -602,8 +594,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     note = repeated_data_note(config.tokens, meta.get("train_tokens", 0))
     if note:
         print(note, file=sys.stderr, flush=True)
-    bytes_per_token = meta["val_bytes"] / meta["val_tokens"] if meta.get("val_tokens") else meta["bytes_per_token"]
-    run = RunDirectory(run_dir, config, bytes_per_token, started=wall_start)
+    run = RunDirectory(run_dir, config, meta["bytes_per_token"], started=wall_start)  # of the validation split
     from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.pytorch.loggers import CSVLogger
 
@@ -666,7 +657,7 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
         "val_loss": final["val_loss"], "val_bpb": final["val_bpb"], "tokens_per_s": tokens_per_s,
         "mfu": per_token_exact * tokens_per_s / peak if peak and math.isfinite(tokens_per_s) else None,
         "epochs": tokens / train_tokens, "wall_s": wall_s, "vocab_size": vocab_size,
-        "versions": versions(), "git_commit": git_commit(),
+        "versions": versions(), "git_commit": scaling.git_commit(),
         # extras
         "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
         **({"recipe_file": config.recipe} if recipe != config.recipe else {}),
