@@ -6,39 +6,26 @@ does each piece of the tensor in cache, on torch's thread count (docs/kernels.md
 over 2-D tiles and SR onto FP8 (those run the reference), for 2-D tensors along either axis and any
 contiguous tensor along its last.
 
-The library is built on first use with the system C compiler (`$CC`, else `cc`) and kept under
-`$SCALING_CACHE_DIR` (default `~/.cache/fp4-scaling`), keyed by the source, the flags and the CPU.
-No compiler: one notice, and the reference runs. `SCALING_CPU_KERNEL=0` turns it off (A/B runs).
+The library is built on first use with the system C compiler (`scaling.cbuild`: `$CC`, else `cc`;
+kept under `$SCALING_CACHE`, keyed by the source, the flags and the CPU). No compiler: one notice,
+and the reference runs. `SCALING_CPU_KERNEL=0` turns it off (A/B runs).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
 from scaling import formats, quant
+from scaling.cbuild import load_library
 from scaling.quant import QuantSpec
 from scaling.seeds import Seeds, seed_key
 from scaling.transforms import norm_factor, signs_for
 
 SOURCE = Path(__file__).with_name("cpu_quantize.c")
-# No FMA contraction and no -ffast-math: every float operation stays the reference's IEEE one.
-FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c11", "-fPIC", "-shared", "-pthread")
-# Tried in this order, the first set the compiler takes: OpenMP (the library then shares torch's
-# libgomp threads; without it, pthreads) and 512-bit vectors where the CPU has AVX-512 (an x86
-# compiler's flag; 10-30% faster per operand on the development VM's Xeon, same bits).
-OPTIONAL_FLAGS = (("-fopenmp", "-mprefer-vector-width=512"), ("-fopenmp",), ())
-
 # scaling_quantize's parameters, in order (cpu_quantize.c)
 _ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 11
              + [ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_float] * 4 + [ctypes.c_int] * 3
@@ -46,74 +33,6 @@ _ARGTYPES = ([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_int] * 11
 LANES = 16  # cpu_quantize.c's L: the rows of a 2-D block it takes
 MAX_NK = 128  # the largest stretch or run unit it is given (the largest Hadamard group)
 MAXRUN = 1024  # cpu_quantize.c's MAXRUN: the longest run along a contiguous K
-
-
-def cache_dir() -> Path:
-    """Where the built library is kept: $SCALING_CACHE_DIR, else $XDG_CACHE_HOME/fp4-scaling, else
-    ~/.cache/fp4-scaling."""
-    if os.environ.get("SCALING_CACHE_DIR"):
-        return Path(os.environ["SCALING_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp4-scaling"
-
-
-def _cpu_id() -> str:
-    """What -march=native depends on: the machine and its CPU flags (a shared cache dir may serve
-    several kinds of node)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next(line for line in f if line.startswith("flags"))
-    except (OSError, StopIteration):
-        flags = platform.processor()
-    return platform.machine() + flags
-
-
-def _build(compiler: str, source: Path) -> Path:
-    """The shared library for this source, flags, compiler and CPU: built once, atomically."""
-    flags = " | ".join(" ".join(FLAGS + extra) for extra in OPTIONAL_FLAGS)
-    key = hashlib.sha256(b"\0".join([source.read_bytes(), flags.encode(), compiler.encode(),
-                                     _cpu_id().encode()])).hexdigest()[:16]
-    lib = cache_dir() / f"{source.stem}-{key}.so"
-    if lib.exists():
-        return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
-    os.close(fd)
-    try:
-        for i, extra in enumerate(OPTIONAL_FLAGS):
-            try:
-                _compile(compiler, FLAGS + extra, source, tmp)
-                break
-            except subprocess.CalledProcessError:
-                if i == len(OPTIONAL_FLAGS) - 1:
-                    raise
-        os.replace(tmp, lib)  # a concurrent build writes the same bytes
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return lib
-
-
-def _compile(compiler: str, flags: tuple[str, ...], source: Path, out: str) -> None:
-    subprocess.run([compiler, *flags, str(source), "-o", out, "-lm"], check=True, capture_output=True, text=True)
-
-
-def load_library(source: Path, what: str, fallback: str) -> ctypes.CDLL | None:
-    """A C source of this package built (once, cached) and loaded, or None, with one notice saying
-    that `what` is unavailable and `fallback` runs instead, when there is no compiler or it fails;
-    None without a notice when SCALING_CPU_KERNEL=0."""
-    if os.environ.get("SCALING_CPU_KERNEL", "1") == "0":
-        return None
-    compiler = shutil.which(os.environ.get("CC", "cc"))
-    try:
-        if compiler is None:
-            raise RuntimeError(f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH")
-        return ctypes.CDLL(str(_build(compiler, source)))
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
-        lines = (getattr(e, "stderr", "") or str(e)).strip().splitlines()
-        detail = next((line for line in lines if "error" in line), lines[-1] if lines else repr(e))
-        print(f"note: {what} is unavailable ({detail.strip()}); {fallback} runs instead (same bits, slower). "
-              "Install a C compiler (gcc) to fix.", file=sys.stderr)
-        return None
 
 
 @functools.cache
@@ -171,6 +90,8 @@ def serves(x: torch.Tensor, spec: QuantSpec, dim: int) -> bool:
         return False
     if x.dim() == 0 or x.numel() == 0 or x.numel() >= 1 << 31 or spec.block_rows not in (1, LANES):
         return False
+    if not -x.dim() <= dim < x.dim():
+        return False  # (the reference says so)
     dim %= x.dim()
     K = x.shape[dim]
     if K % spec.k_multiple or (x.numel() // K) % spec.block_rows or _unit_k(spec, K) is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from scaling.cpu_quantize import load_library
+from scaling.cbuild import load_library
 
 SOURCE = Path(__file__).with_name("cpu_relu2.c")
 

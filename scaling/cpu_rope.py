@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from scaling.cpu_quantize import load_library
+from scaling.cbuild import load_library
 
 SOURCE = Path(__file__).with_name("cpu_rope.c")
 

@@ -54,6 +54,14 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
 
 
+def cache_dir() -> Path:
+    """Where derived files live (prepared built-in and sweep corpora, built C libraries):
+    $SCALING_CACHE, else $XDG_CACHE_HOME/fp4-scaling, else ~/.cache/fp4-scaling."""
+    if os.environ.get("SCALING_CACHE"):
+        return Path(os.environ["SCALING_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp4-scaling"
+
+
 def json_ready(obj: Any) -> Any:
     """NaN/inf -> None, tuples -> lists, arrays and numpy scalars -> Python: strict JSON that any
     parser reads."""

@@ -265,7 +265,7 @@ def prepared_dir(corpus: Path) -> Path:
     $SCALING_CACHE at storage the compute nodes see."""
     import hashlib
 
-    from scaling.data import cache_dir
+    from scaling.files import cache_dir
 
     digest = hashlib.sha256(str(corpus).encode()).hexdigest()[:10]
     return cache_dir() / "data" / f"corpus-{corpus.name}-{digest}"

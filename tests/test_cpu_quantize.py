@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from scaling import cpu_quantize, linear, quant
+from scaling import cbuild, cpu_quantize, linear, quant
 from scaling.quant import QuantSpec
 from scaling.recipes import OPERANDS, PRESETS
 from scaling.seeds import Seeds
@@ -107,7 +107,7 @@ def test_what_it_does_not_serve_runs_the_reference():
 
 def test_no_compiler_means_one_note_and_the_reference(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("CC", "no-such-compiler")
-    monkeypatch.setenv("SCALING_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALING_CACHE", str(tmp_path))
     cpu_quantize.library.cache_clear()
     try:
         assert cpu_quantize.library() is None
@@ -119,8 +119,8 @@ def test_no_compiler_means_one_note_and_the_reference(monkeypatch, tmp_path, cap
 
 def test_the_build_without_optional_flags_has_the_same_bits(monkeypatch, tmp_path):
     # a compiler without OpenMP (or AVX-512 vectors) builds the pthread version of the same source
-    monkeypatch.setattr(cpu_quantize, "OPTIONAL_FLAGS", ((),))
-    monkeypatch.setenv("SCALING_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cbuild, "OPTIONAL_FLAGS", ((),))
+    monkeypatch.setenv("SCALING_CACHE", str(tmp_path))
     cpu_quantize.library.cache_clear()
     try:
         lib = cpu_quantize.library()
@@ -137,9 +137,9 @@ def test_a_compile_error_is_reported(monkeypatch, tmp_path, capsys):
     bad = tmp_path / "bad.c"
     bad.write_text("this is not C\n")
     monkeypatch.setattr(cpu_quantize, "SOURCE", bad)
-    monkeypatch.setenv("SCALING_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALING_CACHE", str(tmp_path))
     with pytest.raises(subprocess.CalledProcessError):
-        cpu_quantize._build("cc", bad)
+        cbuild._build("cc", bad)
     # through library(): the compiler's own error line in the note, the reference runs, nothing cached
     cpu_quantize.library.cache_clear()
     try:
@@ -171,6 +171,22 @@ def test_4_over_6_and_ms_eden_of_a_transposed_matrix_along_either_axis():
     for spec in (PRESETS["quartet2"].fprop_x, PRESETS["quartet2"].wgrad_dy, PRESETS["nvfp4_4over6"].fprop_x):
         for dim in (0, 1):
             _check(x, spec, dim, Seeds(5, 6))
+
+
+def test_bad_calls_are_refused_as_the_reference_refuses():
+    """A call the fused quantizer would serve but the reference refuses (a float seed: it used to be
+    truncated here) is refused here too; one it cannot serve (a dim out of range) goes to the reference."""
+    from test_quant import BAD_CALLS
+
+    spec = QuantSpec(rounding="sr")
+    served = 0
+    for make, dim, seed, error, message in BAD_CALLS:
+        x = make()
+        if cpu_quantize.serves(x, spec, dim):
+            served += 1
+            with pytest.raises(error, match=message):
+                cpu_quantize.gemm_operand(x, spec, dim, seed, torch.float32)
+    assert served == 4 or cpu_quantize.library() is None
 
 
 @pytest.mark.parametrize("recipe", ["nvfp4", "ufp4", "mxfp4_h16", "fp8", "quartet2"])
