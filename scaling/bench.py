@@ -68,7 +68,7 @@ from typing import Callable
 
 import torch
 
-from scaling.recipes import OPERANDS, get_recipe
+from scaling.recipes import OPERANDS, get_recipe, operand_name
 
 # The dim each operand is quantized along (its GEMM's K) in QLinear: (T, in) X, (out, in) W, (T, out) dY.
 OPERAND_DIM = {"fprop_x": -1, "fprop_w": -1, "dgrad_dy": -1, "dgrad_w": 0, "wgrad_dy": 0, "wgrad_x": 0}
@@ -243,7 +243,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             tiles = "; ".join(f"{k}: {v}" for k, v in launch.tuned_configs().items())
             progress(f"  {recipe_name}.{operand} ({spec.describe()}, dim {dim}) [{tiles}]: {_rates(done[key])}"
                      + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-        measured(_kernel_rows(recipe_name, operand.replace("_", "."), done[key]))
+        measured(_kernel_rows(recipe_name, operand_name(operand), done[key]))
     _bench_pairs(xs, recipes or KERNEL_RECIPES, seeds, mismatches, progress, measured)
     _bench_rows_amaxes(xs, recipes or KERNEL_RECIPES, seeds, mismatches, progress, measured)
     if any(mismatches):
@@ -286,7 +286,7 @@ def _preset_pairs(recipes):
         for last_name, first_name in PAIRS:
             last, first = getattr(recipe, last_name), getattr(recipe, first_name)
             if pairable(last, first):
-                yield recipe_name, f"{last_name}+{first_name}".replace("_", "."), last, first
+                yield recipe_name, f"{operand_name(last_name)}+{operand_name(first_name)}", last, first
 
 
 def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Tensor, mismatches: list[int],
@@ -475,7 +475,7 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
                         for tile in sass.candidates(spec, dim, K)]
             done[(spec, dim)] = quantize + sass.amax_counts(spec, dim, K)
             _sass_progress(f"{recipe_name}.{operand} ({spec.describe()}, dim {dim})", done[(spec, dim)], progress)
-        rows += [{"recipe": recipe_name, "operand": operand.replace("_", "."), "dim": dim, **r}
+        rows += [{"recipe": recipe_name, "operand": operand_name(operand), "dim": dim, **r}
                  for r in done[(spec, dim)]]
     return (rows + _sass_pairs(tokens, d, recipes or KERNEL_RECIPES, progress)
             + _sass_rows_amaxes(tokens, d, recipes or KERNEL_RECIPES, progress))
@@ -821,7 +821,7 @@ def bench_cpu_quantizer(recipes: tuple[str, ...] = ("nvfp4",), tokens: int = 409
             x = torch.randn(tokens, d, generator=gen)
             seeds = Seeds(1234, 5678) if spec.needs_seed else None
             ref = lambda: quant.gemm_operand(x, spec, dim, seeds, torch.float32)  # noqa: E731
-            row = {"recipe": recipe, "operand": operand.replace("_", "."), "tokens": tokens, "d": d,
+            row = {"recipe": recipe, "operand": operand_name(operand), "tokens": tokens, "d": d,
                    "reference_ms": round(wall_ms(ref), 3), "fused_ms": None, "speedup": None, "bits_equal": None}
             if cpu_quantize.serves(x, spec, dim):
                 fused = lambda: cpu_quantize.gemm_operand(x, spec, dim, seeds, torch.float32)  # noqa: E731

@@ -101,7 +101,7 @@ def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scaling.console import print_json, print_table
+    from scaling.console import print_json
     from scaling.files import write_json_atomic
 
     wanted = list(dict.fromkeys(args.what))
@@ -117,6 +117,25 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(line, flush=True)
 
+    _run_cpu_sections(args, wanted, recipes, result, progress)
+    if gpu:
+        _run_gpu_sections(args, gpu, recipes, result, progress)
+    if args.out and not only_targets:
+        write_json_atomic(args.out, result)
+    checked = _targets(result if args.out else None, args.out) if "targets" in wanted else None
+    if args.json:
+        print_json({"targets": checked[0]} if only_targets else
+                   result | ({"targets": checked[0]} if checked else {}))
+        return 0
+    _print_sections(wanted, gpu, result, checked)
+    if args.out and not only_targets:
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...], result: dict,
+                      progress) -> None:
+    """The sections that need no GPU (fit, sass, cpu, quantizer), into result."""
     if "fit" in wanted:
         from fits.bench import bench_fit  # the fits helper's benchmark (no torch)
 
@@ -126,90 +145,88 @@ def run(args: argparse.Namespace) -> int:
         from scaling.bench import versions
 
         result["sass_versions"] = versions()
-    if "cpu" in wanted:
+    if "cpu" in wanted or "quantizer" in wanted:
         from scaling import bench
 
-        result["cpu_machine"] = bench.cpu_header()
-        progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads")
+        result["cpu_machine"] = machine = bench.cpu_header()
+        progress(f"{machine['cpu']}, {machine['threads']} threads"
+                 + (f", quantizer: {machine['quantizer']}" if "quantizer" in wanted else ""))
+    if "cpu" in wanted:
         rows = bench.bench_cpu(families=_items(args.families, FAMILIES), sizes=_items(args.sizes, "1M"),
                                recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
         result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
     if "quantizer" in wanted:
-        from scaling import bench
-
-        result["cpu_machine"] = bench.cpu_header()
-        progress(f"{result['cpu_machine']['cpu']}, {result['cpu_machine']['threads']} threads, "
-                 f"quantizer: {result['cpu_machine']['quantizer']}")
         dims = tuple(int(d) for d in _items(args.dims, "128,512"))
         rows = bench.bench_cpu_quantizer(recipes=recipes or ("nvfp4",), dims=dims, progress=progress)
         result["quantizer"] = _merge("quantizer", result.get("quantizer", []), rows)
-    if gpu:
-        import torch
 
-        if not torch.cuda.is_available():
-            raise UserError(f"`scaling bench {' '.join(gpu)}` needs a CUDA GPU; none is visible here.")
-        from scaling import bench
 
-        device = torch.device("cuda")
-        _keep_copy(result)
-        result.update(bench.header(device))
-        progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
-        def saver(section: str):
-            """Save each finished row at once: a run cut short (a time limit) keeps what it measured."""
-            earlier = list(result[section])
+def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[str, ...], result: dict,
+                      progress) -> None:
+    """The GPU sections, into result; with --out each finished row is saved at once, so a run cut
+    short (a time limit) keeps what it measured."""
+    import torch
 
-            def save(rows: list[dict]) -> None:
-                result[section] = _merge(section, earlier, rows)
-                if args.out:
-                    write_json_atomic(args.out, result)
-            return save, earlier
+    from scaling.files import write_json_atomic
 
-        if "kernels" in gpu:
-            bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress, on_row=saver("kernels")[0],
-                                copy=result["copy_gbps"])
-        if "loss" in gpu:
-            result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
+    if not torch.cuda.is_available():
+        raise UserError(f"`scaling bench {' '.join(gpu)}` needs a CUDA GPU; none is visible here.")
+    from scaling import bench
 
-        if "linear" in gpu:
-            dims = tuple(int(d) for d in _items(args.dims, "512,1024,2048,4096"))
-            bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
-                               on_row=saver("linear")[0], top=args.top or 0)
+    device = torch.device("cuda")
+    _keep_copy(result)
+    result.update(bench.header(device))
+    progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
+
+    def saver(section: str):
+        """(a callback taking the section's rows so far, the section's rows before this call)."""
+        earlier = list(result[section])
+
+        def save(rows: list[dict]) -> None:
+            result[section] = _merge(section, earlier, rows)
+            if args.out:
+                write_json_atomic(args.out, result)
+        return save, earlier
+
+    if "kernels" in gpu:
+        bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress, on_row=saver("kernels")[0],
+                            copy=result["copy_gbps"])
+    if "loss" in gpu:
+        result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
+    if "linear" in gpu:
+        dims = tuple(int(d) for d in _items(args.dims, "512,1024,2048,4096"))
+        bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
+                           on_row=saver("linear")[0], top=args.top or 0)
+    if "train" in gpu:
         save_rows, earlier = saver("train")
+        bench.bench_train(device, families=_items(args.families, FAMILIES), sizes=_items(args.sizes, "40M,160M"),
+                          recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch,
+                          accumulate=args.accumulate, compile_mode=args.compile_mode,
+                          earlier=earlier, progress=progress, on_row=save_rows)
+    if "stages" in gpu:
+        progress("stages, once each inside the profiler's range:")
+        bench.profile_stages(device, recipes=list(recipes) or None, progress=progress)
+    if "profile" in gpu:
+        bench.bench_profile(device, families=_items(args.families, "nanochat"),
+                            sizes=_items(args.sizes, "160M"), recipes=recipes or bench.TRAIN_RECIPES,
+                            batch=args.batch, progress=progress, on_row=saver("profile")[0],
+                            top=25 if args.top is None else args.top)
 
-        if "train" in gpu:
-            sizes = _items(args.sizes, "40M,160M")
-            bench.bench_train(device, families=_items(args.families, FAMILIES), sizes=sizes,
-                              recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch,
-                              accumulate=args.accumulate,
-                              compile_mode=args.compile_mode,
-                              earlier=earlier, progress=progress, on_row=save_rows)
-        if "stages" in gpu:
-            progress("stages, once each inside the profiler's range:")
-            bench.profile_stages(device, recipes=list(recipes) or None, progress=progress)
-        if "profile" in gpu:
-            bench.bench_profile(device, families=_items(args.families, "nanochat"),
-                                sizes=_items(args.sizes, "160M"), recipes=recipes or bench.TRAIN_RECIPES,
-                                batch=args.batch, progress=progress, on_row=saver("profile")[0],
-                                top=25 if args.top is None else args.top)
-    if args.out and not only_targets:
-        write_json_atomic(args.out, result)
-    checked = _targets(result if args.out else None, args.out) if "targets" in wanted else None
-    if args.json:
-        print_json({"targets": checked[0]} if only_targets else
-                   result | ({"targets": checked[0]} if checked else {}))
-        return 0
+
+def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tuple[list[dict], str] | None) -> None:
+    """The sections run now as tables (fit as JSON), then the targets checked."""
+    from scaling.console import print_json, print_table
+
     for section in ("kernels", "loss", "linear", "train", "profile"):
         if section in gpu and result[section]:
             print_table(result[section], title=f"bench {section} ({result['device']}, copy {result['copy_gbps']} GB/s)")
     if "sass" in wanted:
         triton_version = result["sass_versions"]["triton"]
         print_table(result["sass"], title=f"bench sass (sm_90 code from Triton {triton_version}, no GPU)")
-    if "cpu" in wanted:
-        machine = result["cpu_machine"]
-        print_table(result["cpu"], title=f"bench cpu ({machine['cpu']}, {machine['threads']} threads, no GPU)")
-    if "quantizer" in wanted:
-        machine = result["cpu_machine"]
-        print_table(result["quantizer"], title=f"bench quantizer ({machine['cpu']}, {machine['threads']} threads, no GPU)")
+    machine = result.get("cpu_machine", {})
+    for section in ("cpu", "quantizer"):
+        if section in wanted:
+            print_table(result[section], title=f"bench {section} ({machine['cpu']}, {machine['threads']} threads, no GPU)")
     if "fit" in wanted:
         print_json(result["fit"])
     if checked:
@@ -219,9 +236,6 @@ def run(args: argparse.Namespace) -> int:
         print_table(rows, title=title)
         for line in summary(rows):
             print(line)
-    if args.out and not only_targets:
-        print(f"wrote {args.out}")
-    return 0
 
 
 def _targets(result: dict | None, path: Path | None) -> tuple[list[dict], str]:
