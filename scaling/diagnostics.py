@@ -192,7 +192,7 @@ def gemm_operands(seed: int, shapes: Mapping[str, int] = GEMM_SHAPES) -> dict[st
 
 
 # Each GEMM: (operand A, its K dim), (operand B, its K dim), einsum of the two (K contracted).
-GEMMS = {
+GEMM_EINSUMS = {
     "fprop": (("x", 1), ("w", 1), "tk,ok->to"),    # Y  = X . W^T,  K = d_in
     "dgrad": (("dy", 1), ("w", 0), "tk,kd->td"),   # dX = dY . W,   K = d_out
     "wgrad": (("dy", 0), ("x", 0), "ko,kd->od"),   # dW = dY^T . X, K = tokens
@@ -203,7 +203,7 @@ def gemm_sqnr(ops: Mapping[str, torch.Tensor], spec: QuantSpec, seed: int = 0) -
     """Output SQNR of fprop, dgrad and wgrad: both operands quantized along K under `spec` (same signs),
     multiplied in the transform's basis in float64, against the exact float64 product."""
     out = {}
-    for name, ((a, da), (b, db), eq) in GEMMS.items():
+    for name, ((a, da), (b, db), eq) in GEMM_EINSUMS.items():
         exact = torch.einsum(eq, ops[a].double(), ops[b].double())
         qa = quantize(ops[a], spec, dim=da, seed=_seed(seed)).dequantize(transformed=True)
         qb = quantize(ops[b], spec, dim=db, seed=_seed(seed)).dequantize(transformed=True)
@@ -259,8 +259,8 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
             for t in transforms:
                 s = base if t == "none" else gemm_sqnr(ops, specs[(f, t)], seed)
                 gemm_rows.append({"format": f, "transform": t,
-                                  **{f"{g}_sqnr_db": s[g] for g in GEMMS},
-                                  **{f"{g}_delta_db": s[g] - base[g] for g in GEMMS}})
+                                  **{f"{g}_sqnr_db": s[g] for g in GEMM_EINSUMS},
+                                  **{f"{g}_delta_db": s[g] - base[g] for g in GEMM_EINSUMS}})
 
     return {
         "config": {"formats": formats, "transforms": transforms, "size": list(size), "seed": seed,
@@ -318,7 +318,7 @@ def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
                                lambda d: d > -KEEPS),
                               ("nvfp4", "RHT16 GEMM: E2M1 output SQNR degrades (delta < 0)", lambda d: d < 0)):
         r = gemms.get((fmt, "rht16"))
-        for g in GEMMS if r else ():
+        for g in GEMM_EINSUMS if r else ():
             if fmt == "nvfp4" and g == "fprop":
                 continue  # the paper's claim for E2M1 is about the backward paths
             d = r[f"{g}_delta_db"]

@@ -162,12 +162,10 @@ def fp8_to_float32(q: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def round_fp8_rtne(mag: torch.Tensor, fmt: str, bound: float | None = None) -> torch.Tensor:
-    """Round float32 to an FP8 format (RTNE), saturating to +-max (or at `bound` above, if lower).
-    Works on signed values."""
+def round_fp8_rtne(mag: torch.Tensor, fmt: str) -> torch.Tensor:
+    """Round float32 to an FP8 format (RTNE), saturating to +-max. Works on signed values."""
     fmax = grid_max(fmt)
-    top = fmax if bound is None else min(fmax, bound)
-    return fp8_to_float32(mag.clamp(-fmax, top).to(FP8_DTYPES[fmt]))
+    return fp8_to_float32(mag.clamp(-fmax, fmax).to(FP8_DTYPES[fmt]))
 
 
 def round_fp8_sr(mag: torch.Tensor, fmt: str, u: torch.Tensor) -> torch.Tensor:

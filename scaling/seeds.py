@@ -19,7 +19,7 @@ M32 = 0xFFFFFFFF
 HASH_C1, HASH_C2 = 0x7FEB352D, 0x846CA68B
 
 
-Seed = "int | torch.Tensor"  # a Python int, or a 0-d int64 tensor (so compiled graphs need no recompiles)
+Seed = int | torch.Tensor  # a Python int, or a 0-d int64 tensor (so compiled graphs need no recompiles)
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def _lowbias32_(x: torch.Tensor, first_xorshift_done: bool = False) -> torch.Ten
     return _xorshift_(x, 16, scratch)
 
 
-def hash32(x):
+def hash32(x: Seed) -> Seed:
     """lowbias32 on Python ints or int64 tensors holding values in [0, 2^32) (the same type back)."""
     if isinstance(x, torch.Tensor):
         return _lowbias32_(_as_i32(x)).to(torch.int64) & M32
@@ -108,23 +108,23 @@ def hash32(x):
     return x ^ (x >> 16)
 
 
-def seed_key(seed):
+def seed_key(seed: Seed) -> Seed:
     """The per-stream key mixed into every index hash (an int, or a tensor for a tensor seed)."""
     return hash32((seed ^ 0x9E3779B9) & M32)
 
 
-def _keyed_bits(hashed_index: torch.Tensor, seed) -> torch.Tensor:
+def _keyed_bits(hashed_index: torch.Tensor, seed: Seed) -> torch.Tensor:
     """hash32(hashed index ^ seed_key(seed)) on int32 tensors read as uint32."""
     key = seed_key(seed)
     return _lowbias32_(hashed_index ^ _key_i32(key))
 
 
-def random_bits(seed, index: torch.Tensor) -> torch.Tensor:
+def random_bits(seed: Seed, index: torch.Tensor) -> torch.Tensor:
     """32 random bits (int64 in [0, 2^32)) for each element index under `seed`."""
     return _keyed_bits(_lowbias32_(_as_i32(index)), seed).to(torch.int64) & M32
 
 
-def uniform(seed, index: torch.Tensor) -> torch.Tensor:
+def uniform(seed: Seed, index: torch.Tensor) -> torch.Tensor:
     """float32 uniforms in [0, 1) with 24 random bits, one per index."""
     return _unit_float(_keyed_bits(_lowbias32_(_as_i32(index)), seed))
 
@@ -152,7 +152,7 @@ def _counter_hashes(shape: tuple[int, ...], strides: tuple[int, ...]) -> torch.T
     return _xorshift_(hashed, 16, torch.empty_like(hashed))
 
 
-def uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
+def uniform_like(seed: Seed, t: torch.Tensor) -> torch.Tensor:
     """`uniform(seed, i)` for the row-major index i of every element of t: float32, shaped like t
     and, on a CPU, laid out like t (elementwise work with t then reads both in one order). There
     the seed-independent half of the hash (hash32 of each index) is kept for the few shapes a
@@ -169,7 +169,7 @@ def _dense_strides(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(torch.empty_like(t, device="meta").stride())
 
 
-def _hash_from_first_step(stepped: torch.Tensor, seed) -> torch.Tensor:
+def _hash_from_first_step(stepped: torch.Tensor, seed: Seed) -> torch.Tensor:
     """hash32(v ^ seed_key(seed)) for values v given as stepped = v ^ v >> 16 (a new int32 tensor
     laid out like stepped): the first step's key side, then the rest of the hash."""
     key = seed_key(seed)
@@ -193,13 +193,13 @@ def _hash_from_first_step(stepped: torch.Tensor, seed) -> torch.Tensor:
 PAIR_BITS = 16
 
 
-def pair_bits(seed, pair_index: torch.Tensor) -> torch.Tensor:
+def pair_bits(seed: Seed, pair_index: torch.Tensor) -> torch.Tensor:
     """hash32(pair_index ^ seed_key(seed)) for int64 pair indices in [0, 2^32): the 32 bits (int64 in
     [0, 2^32)) that two neighbouring elements' SR uniforms are cut from."""
     return _pair_bits(_as_i32(pair_index), seed).to(torch.int64) & M32
 
 
-def _pair_bits(index: torch.Tensor, seed) -> torch.Tensor:
+def _pair_bits(index: torch.Tensor, seed: Seed) -> torch.Tensor:
     """pair_bits on an int32 tensor of indices (read as uint32), in place."""
     key = seed_key(seed)
     return _lowbias32_(index.bitwise_xor_(_key_i32(key)))
@@ -218,7 +218,7 @@ def _pair_halves_(hashes: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> N
     hi.bitwise_and_(0x1FFFE).bitwise_or_(1)  # the mask also clears the copied sign bits
 
 
-def paired_uniforms(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+def paired_uniforms(seed: Seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """The n element uniforms (float32, flat) of stream `seed`, as defined above."""
     pairs = _pair_bits(_as_i32(torch.arange((n + 1) // 2, device=device)), seed)  # (indices past 2^31 wrap)
     halves = torch.empty(pairs.numel(), 2, dtype=torch.int32, device=device)
@@ -226,7 +226,7 @@ def paired_uniforms(seed, n: int, device: torch.device | str = "cpu") -> torch.T
     return _halves_to_unit_(halves).view(-1)[:n]
 
 
-def paired_uniform_like(seed, t: torch.Tensor) -> torch.Tensor:
+def paired_uniform_like(seed: Seed, t: torch.Tensor) -> torch.Tensor:
     """`paired_uniforms` for the row-major index of every element of t: float32, shaped like t and, on
     a CPU, laid out like t (see `uniform_like`; for a 2-D t with an even last dimension, each pair is
     two neighbours along it)."""
@@ -270,7 +270,7 @@ def _pair_strides(t: torch.Tensor) -> tuple[int, int]:
     return (K // 2, 1) if t.stride(1) == 1 or R == 1 else (1, R)
 
 
-def random_signs(seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+def random_signs(seed: Seed, n: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """A vector of n signs in {+1, -1} (float32) from the top bit of each index's hash."""
     bits = random_bits(seed, torch.arange(n, device=device))
     return 1.0 - 2.0 * (bits >> 31).to(torch.float32)
