@@ -25,6 +25,7 @@ the GEMM's output.
 from __future__ import annotations
 
 import functools
+import numbers
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -303,11 +304,26 @@ def block_amax(t: torch.Tensor) -> torch.Tensor:
 
 # --- the reference quantizer ---------------------------------------------------------------------
 
+def operand_dim(x: torch.Tensor, dim: int) -> int:
+    """dim (the GEMM's K) as an index into x's shape. The reference, the kernels and the C quantizer
+    refuse alike what they cannot quantize: a tensor that is not floating point or has no axis, and a
+    dim outside x's (not wrapped: a caller's axis bug would quantize along the wrong K)."""
+    if not x.is_floating_point():
+        raise TypeError(f"cannot quantize a {x.dtype} tensor: pass a floating-point one")
+    if x.dim() == 0:
+        raise ValueError("cannot quantize a 0-d tensor: blocks run along an axis (K)")
+    if not -x.dim() <= dim < x.dim():
+        raise IndexError(f"dim {dim} is out of range for a {x.dim()}-d tensor (expected -{x.dim()} to {x.dim() - 1})")
+    return dim % x.dim()
+
+
 def _canonical(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.Tensor, int]:
-    dim = dim % x.dim()
-    x2 = x.to(torch.float32).movedim(dim, -1)
+    dim = operand_dim(x, dim)
+    # detach: the quantizer has no gradient of its own (QLinear's autograd Function defines the
+    # backward), and amax(out=) refuses a tensor that requires grad
+    x2 = x.detach().to(torch.float32).movedim(dim, -1)
     K = x2.shape[-1]
-    x2 = x2.reshape(-1, K)
+    x2 = x2.reshape(x2.shape[:-1].numel(), K)
     m = spec.k_multiple
     if K % m:
         raise UserError(
@@ -324,12 +340,26 @@ def _canonical(x: torch.Tensor, spec: QuantSpec, dim: int) -> tuple[torch.Tensor
 
 
 def seeds_of(seed: int | Seeds | None, spec: QuantSpec) -> Seeds | None:
-    """The Seeds a quantization call reads (an int seeds both streams); an error if spec needs one."""
+    """The Seeds a quantization call reads (an int seeds both streams); an error if spec needs one,
+    or if a seed is not an int or a one-element integer tensor (`check_seed`)."""
     if seed is None:
         if spec.needs_seed:
             raise ValueError(f"{spec.describe()} is random (SR, random signs or MS-EDEN): pass an explicit seed")
         return None
+    check_seed(seed)
     return seed if isinstance(seed, Seeds) else Seeds(rounding=seed, signs=seed)
+
+
+def check_seed(seed: int | Seeds | torch.Tensor | None) -> None:
+    """A seed is an int, a one-element integer tensor, or Seeds of those (None: none given). A float
+    would be truncated on one path and refused on another, so every path refuses it here."""
+    for s in (seed.rounding, seed.signs) if isinstance(seed, Seeds) else (seed,):
+        if isinstance(s, torch.Tensor):
+            ok = s.numel() == 1 and not (s.is_floating_point() or s.is_complex() or s.dtype == torch.bool)
+        else:
+            ok = s is None or (isinstance(s, numbers.Integral) and not isinstance(s, bool))
+        if not ok:
+            raise TypeError(f"seed {s!r}: pass an int, a one-element integer tensor, or Seeds of those")
 
 
 def _constant(value: float, device: torch.device) -> torch.Tensor:

@@ -1006,6 +1006,34 @@ def test_shape_errors_match_reference():
         kernels.gemm_operand(x, QuantSpec(), -1, None, torch.float32)
 
 
+@in_process
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", [n for n, s in SPECS.items() if s.scale == "e8m0"])
+def test_subnormal_outputs(name, dtype):
+    """MX blocks with amax near FP32's smallest normal: outputs in the subnormal range."""
+    if dtype == torch.bfloat16 and not CUDA:
+        pytest.skip("Triton's interpreter rounds FP32 subnormals stored to BF16 wrongly (docs/kernels.md, "
+                    "Exactness): only the GPU's store can be checked")
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(64, 256, generator=gen) * 2.0 ** (-126 - 8 * torch.rand(64, 1, generator=gen))
+    for dim in (-1, 0):
+        check(x.to(DEVICE), SPECS[name], dim, Seeds(11, 12), dtype)
+
+
+@in_process
+def test_bad_calls_are_refused_as_the_reference_refuses():
+    from test_quant import BAD_CALLS
+
+    spec = QuantSpec(rounding="sr")
+    for make, dim, seed, error, message in BAD_CALLS:
+        with pytest.raises(error, match=message):
+            kernels.gemm_operand(make().to(DEVICE), spec, dim, seed, torch.float32)
+    x = torch.randn(32, 64, device=DEVICE)  # a Python float scale, as quant.in_real_units takes
+    out, inv = kernels.gemm_operand(x, QuantSpec(), -1, None, torch.float32, scale=0.5)
+    ref, ref_inv = quant.gemm_operand(quant.in_real_units(x, 0.5), QuantSpec(), -1, None, torch.float32)
+    assert torch.equal(out, ref) and torch.equal(inv, ref_inv)
+
+
 @pytest.mark.skipif(CUDA, reason="checks the message shown where no GPU is visible")
 def test_bench_needs_cuda(tmp_path):
     from scaling.cli import main

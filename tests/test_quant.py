@@ -21,6 +21,7 @@ from scaling.transforms import hadamard_matrix, rotate, signs_for, unrotate
 MX = QuantSpec(elem="e2m1", block=(1, 32), scale="e8m0", tensor_scale=False)
 NV = QuantSpec(elem="e2m1", block=(1, 16), scale="e4m3", tensor_scale=True)
 NV_2D = NV.but(block=(16, 16))
+NV_SR = NV.but(rounding="sr")
 MIDPOINTS = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]  # every E2M1 tie
 DTYPES = [torch.float32, torch.bfloat16]
 
@@ -415,6 +416,43 @@ def test_k_not_divisible_is_a_user_error_with_the_reason():
 def test_random_spec_without_seed_is_refused():
     with pytest.raises(ValueError, match="explicit seed"):
         quantize(torch.randn(4, 32), NV.but(rounding="sr"))
+
+
+# Inputs the quantizer cannot take, refused alike by the reference, the kernels and the C quantizer.
+BAD_CALLS = [
+    (lambda: torch.randn(32, 64), 2, 0, IndexError, "dim 2 is out of range"),  # not wrapped to dim 0
+    (lambda: torch.randn(32, 64), -3, 0, IndexError, "dim -3 is out of range"),
+    (lambda: torch.tensor(1.0), 0, 0, ValueError, "0-d tensor"),
+    (lambda: torch.ones(32, 64, dtype=torch.int32), -1, 0, TypeError, "torch.int32 tensor"),
+    (lambda: torch.ones(32, 64, dtype=torch.complex64), -1, 0, TypeError, "complex64"),
+    (lambda: torch.randn(32, 64), -1, 1.5, TypeError, "seed 1.5"),  # one path truncated it, one refused
+    (lambda: torch.randn(32, 64), -1, torch.tensor(5.7), TypeError, "seed tensor"),
+    (lambda: torch.randn(32, 64), -1, Seeds(1, 2.0), TypeError, "seed 2.0"),
+    (lambda: torch.randn(32, 64), -1, True, TypeError, "seed True"),
+]
+
+
+@pytest.mark.parametrize("make, dim, seed, error, message", BAD_CALLS)
+def test_bad_calls_are_refused(make, dim, seed, error, message):
+    from scaling.quant import gemm_operand
+
+    with pytest.raises(error, match=message):
+        gemm_operand(make(), NV_SR, dim, seed, torch.float32)
+
+
+def test_inputs_that_require_grad_and_empty_axes():
+    """A Parameter quantizes as its data does (the quantizer has no gradient of its own); an axis of
+    length 0 gives an empty operand, as a batch of 0 rows does."""
+    from scaling.quant import gemm_operand
+
+    w = torch.nn.Linear(64, 32).weight
+    out, inv = gemm_operand(w, NV, -1, None, torch.float32)
+    ref, ref_inv = gemm_operand(w.detach(), NV, -1, None, torch.float32)
+    assert not out.requires_grad and torch.equal(out, ref) and torch.equal(inv, ref_inv)
+    for shape in ((16, 0), (0, 64)):
+        for dim in (0, -1):
+            out, inv = gemm_operand(torch.randn(shape), NV, dim, None, torch.float32)
+            assert out.shape == shape and inv.item() == 1.0
 
 
 @pytest.mark.parametrize("recipe", ["nvfp4", "mxfp4_sr", "quartet2"])

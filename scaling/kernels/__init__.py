@@ -148,6 +148,7 @@ def _check(x: torch.Tensor, spec: QuantSpec, dim: int, seed) -> None:
         quant._canonical(torch.empty(x.shape, device="meta"), spec, dim)
     if seed is None and spec.needs_seed:
         quant.seeds_of(seed, spec)
+    quant.check_seed(seed)
 
 
 def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds | None,
@@ -161,10 +162,10 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seed: int | Seeds |
     moves K last then reads it in place: `quantize.moves_k_last`); the reference's is row-major."""
     if not (enabled(x) and supports(spec)) or x.numel() == 0:
         return quant.gemm_operand(quant.in_real_units(x, scale), spec, dim, seed, dtype)
-    dim = dim % x.dim()
+    dim = quant.operand_dim(x, dim)
     _check(x, spec, dim, seed)
     if scale is not None:
-        scale = scale.to(device=x.device, dtype=torch.float32).reshape(())
+        scale = torch.as_tensor(scale).to(device=x.device, dtype=torch.float32).reshape(())
     return _gemm_operand_op(x, _seed_tensor(seed, x.device), scale, amax, dim, dtype, column_major,
                             *_spec_args(spec))
 
@@ -180,7 +181,7 @@ def shared_amaxes(x: torch.Tensor, plain: QuantSpec | None, spec: QuantSpec | No
         return None, None
     from scaling.kernels.quantize import finds_plain_amax
 
-    dim = dim % x.dim()
+    dim = quant.operand_dim(x, dim)
     if not finds_plain_amax(spec, x.shape, dim):
         return None, None
     _check(x, spec, dim, seed)
