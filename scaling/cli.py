@@ -8,6 +8,7 @@ works where polars and submitit are missing (the GPU image) and `scaling fit` ne
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -89,6 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `scaling models --json | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python flushes stdout at exit)
         return 141
+    except OSError as e:
+        if e.filename is None or e.errno not in _PATH_ERRORS:
+            raise
+        # a path the verb's own checks did not foresee (the disk filled, a folder vanished): one line
+        print(f"error: cannot use {e.filename} ({e.strerror}); check the path and free space, then run again",
+              file=sys.stderr)
+        return 2
+
+
+# OS errors that name a path the user can fix (permissions, read-only, full disk, wrong kind of path)
+_PATH_ERRORS = {getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "EISDIR", "ENOTDIR",
+                                                  "EEXIST", "ENOENT", "ENAMETOOLONG") if hasattr(errno, name)}
 
 
 if __name__ == "__main__":

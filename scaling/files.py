@@ -62,6 +62,29 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp4-scaling"
 
 
+def check_output(path: str | Path, folder: bool, flag: str = "--out") -> Path:
+    """Refuse, before any work, an output this process could not write: a folder where a file is
+    wanted or a file where a folder is, or a location whose nearest existing folder is not writable
+    (read-only file system, permissions). Returns the path. (A check, not a guarantee: the write
+    itself still goes through atomic_path.)"""
+    from scaling.errors import UserError
+
+    path = Path(path).expanduser()
+    want = "a folder" if folder else "a file"
+    if path.exists() and path.is_dir() != folder:
+        raise UserError(f"{flag} {path} is {'a folder' if path.is_dir() else 'a file'}, not {want}; "
+                        f"pass {want} path")
+    parent = path if folder and path.exists() else path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{flag} {path}: {parent} is a file, not a folder; pass {want} path under a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: cannot write in {parent} (read-only or no permission); "
+                        f"choose a writable location")
+    return path
+
+
 def json_ready(obj: Any) -> Any:
     """NaN/inf -> None, tuples -> lists, arrays and numpy scalars -> Python: strict JSON that any
     parser reads."""

@@ -34,6 +34,7 @@ import submitit
 from sweeps.spec import SweepSpec
 from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue_for, write_json
 from scaling.errors import UserError
+from scaling.files import check_output
 
 
 @dataclass
@@ -152,7 +153,7 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     """Submit (slurm) or run to completion (local) every run of the spec that is not done or in flight."""
     if executor not in ("local", "slurm"):
         raise UserError(f"--executor {executor!r}: use local or slurm")
-    sweep_dir = sweep_dir_for(spec, sweep_dir).resolve()
+    sweep_dir = check_output(sweep_dir_for(spec, sweep_dir).resolve(), folder=True, flag="sweep dir")
     chunk = max_array_size() if executor == "slurm" else 0  # also: is there a cluster at all?
     prepare_data(spec, progress)
     todo, skipped = pending(spec, sweep_dir)

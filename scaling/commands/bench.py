@@ -102,10 +102,12 @@ def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
 
 def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json
-    from scaling.files import write_json_atomic
+    from scaling.files import check_output, write_json_atomic
 
     wanted = list(dict.fromkeys(args.what))
     only_targets = wanted == ["targets"]  # reads the file, writes nothing
+    if args.out and not only_targets:
+        check_output(args.out, folder=False)
     result: dict = _read(args.out) if args.out and args.out.exists() else {}
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now

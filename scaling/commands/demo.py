@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from scaling.files import check_output
+
 HELP = "the whole path on a tiny built-in sweep: data, diagnostics, sweep, fits, report"
 DEFAULT_OUT = Path("runs") / "demo"
 DIAGNOSE_TRANSFORMS = ("none", "rht16")
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    out = args.out.resolve()
+    out = check_output(args.out.resolve(), folder=True)
     spec = load_spec(args.spec or demo_spec_path(), args.set)
     runs = spec.runs()
     print(f"demo: {len(runs)} runs ({', '.join(spec.size)} × {', '.join(spec.recipe)}), {spec.data} data, "

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from scaling.errors import UserError
+from scaling.files import check_output
 
 HELP = "fit scaling laws per recipe and test whether each recipe's penalty grows with compute"
 
@@ -105,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     if args.starts != "all" and not (args.starts.isdigit() and int(args.starts) > 0):
         raise UserError(f"--starts must be a positive integer or 'all', got {args.starts!r}")
     top = None if args.starts == "all" else int(args.starts)
+    if args.out:  # before the fit, so a fit is never lost to an unwritable --out
+        check_output(args.out, folder=False)
     table = fits.read_table(args.results, columns=args.columns, drop_highest=args.drop_highest)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
                        workers=args.workers, margin=args.margin, top=top,

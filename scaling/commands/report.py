@@ -45,7 +45,9 @@ def print_summary(summary: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     from reports import build
     from scaling.console import print_json
+    from scaling.files import check_output
 
+    check_output(args.out, folder=True)
     summary = build(args.source, args.out, baseline=args.baseline, law=args.law, bootstrap=args.bootstrap,
                     diagnostics=args.diagnostics, columns=args.columns, seed=args.seed, title=args.title)
     if args.json:

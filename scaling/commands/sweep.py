@@ -193,10 +193,12 @@ def _collect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from scaling.console import print_json, print_table
+    from scaling.files import check_output
     from sweeps.store import collect, write_parquet
 
-    df = collect(Path(args.sweep_dir))
     out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
+    df = collect(Path(args.sweep_dir))
+    check_output(out, folder=False)
     write_parquet(df, out)
     if args.json:
         print_json(df.to_dicts())

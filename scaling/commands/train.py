@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported when a run starts, not when the CLI parses
+    from scaling.train import RunConfig
 
 HELP = "train one run"
 
@@ -51,7 +55,7 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a token count: {text!r} (try 2M, 500k or 2000000)") from None
 
 
-def config_from_args(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace) -> RunConfig:
     from scaling.errors import UserError
     from scaling.train import RunConfig
 
@@ -74,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from scaling.console import print_json, print_table
+    from scaling.files import check_output
     from scaling.train import PREEMPTED_EXIT_CODE, Preempted, train
 
     config = config_from_args(args)
-    run_dir = Path(args.out) if args.out else Path("runs") / "adhoc" / config.run_id
+    run_dir = check_output(Path(args.out) if args.out else Path("runs") / "adhoc" / config.run_id, folder=True)
     try:
         result = train(config, run_dir, progress=not args.no_progress)
     except Preempted as e:
