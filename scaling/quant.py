@@ -198,6 +198,8 @@ class QuantSpec:
             raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
         d = dict(d)
         if d.get("block") is not None:
+            if not isinstance(d["block"], (list, tuple)):
+                raise ValueError(f"block must be [rows, k] (e.g. [1, 16], or [16, 16] for 2-D tiles), got {d['block']!r}")
             d["block"] = tuple(d["block"])
         return cls(**d)
 
