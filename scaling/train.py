@@ -55,6 +55,7 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e
 # 64 x 1024 peaks at 39-42 GiB in BF16 and runs 2-3% faster than at 32 x 1024 (fewer, larger GEMMs and
 # kernels); 324M needs 32 x 1024 to leave an 80 GB GPU room. The micro CPU runs need no accumulation.
 LARGE_MICRO_BATCH_MAX_PARAMS = 200_000_000
+MAX_TOKENS = 10**15  # a quadrillion training tokens: beyond any run this framework plans (a typo guard)
 METRICS_COLUMNS = ("step", "tokens", "val_loss", "val_bpb", "train_loss", "lr", "tokens_per_s")
 
 
@@ -108,8 +109,10 @@ class RunConfig:
         s = self.model_size()
         if self.schedule not in optim.SCHEDULES:
             raise UserError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(optim.SCHEDULES)}")
-        if isinstance(self.tokens, bool) or not isinstance(self.tokens, (int, float)) or not 0 < self.tokens < float("inf"):
-            raise UserError(f"tokens must be a positive number, got {self.tokens!r}")
+        if isinstance(self.tokens, bool) or not isinstance(self.tokens, (int, float)) or not 1 <= self.tokens <= MAX_TOKENS:
+            got = f"{self.tokens:.6g}" if isinstance(self.tokens, (int, float)) else repr(self.tokens)
+            raise UserError(f"tokens must be a number from 1 to {MAX_TOKENS:.0e}, got {got}")
+        self._check_ranges()
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
             raise UserError(f"seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
         if self.precision not in PRECISIONS:
@@ -142,6 +145,33 @@ class RunConfig:
                                    batch_size=batch_size, micro_batch_size=micro_batch_size,
                                    eval_interval=eval_interval,
                                    checkpoint_interval=self.checkpoint_interval or eval_interval)
+
+    def _check_ranges(self) -> None:
+        """The float settings and the sizes a rule would otherwise fill: finite and in range, or a run
+        would crash (NaN warmup), diverge at once (NaN or infinite lr) or silently mean something else
+        (a decay over more than the run, a vocabulary of 0 read as the default)."""
+        def number(name: str, lo: float, hi: float = math.inf, lo_open: bool = False) -> None:
+            v = getattr(self, name)
+            ok = (not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+                  and (v > lo if lo_open else v >= lo) and v <= hi)
+            if not ok:
+                raise UserError(f"{name} must be a finite number {'>' if lo_open else '>='} {lo:g}"
+                                + (f" and <= {hi:g}" if hi < math.inf else "") + f", got {v!r}")
+
+        number("lr_mult", 0, lo_open=True)
+        number("warmup", 0, 1)
+        number("decay", 0, 1)
+        number("final_lr", 0)
+        number("grad_clip", 0)
+        number("spike_nats", 0, lo_open=True)
+        if self.warmup + self.decay > 1:
+            raise UserError(f"warmup {self.warmup:g} + decay {self.decay:g} is more than the whole run; "
+                            "keep their sum at most 1")
+        for name in ("vocab_size", "eval_tokens", "spike_steps"):
+            v = getattr(self, name)
+            if (v is not None or name != "vocab_size") and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                raise UserError(f"{name} must be a positive whole number"
+                                + (" or left unset (the corpus's)" if name == "vocab_size" else "") + f", got {v!r}")
 
     def model_size(self) -> ModelSize:
         return model_size(self.family, self.size)
@@ -453,11 +483,14 @@ class RunDirectory(L.Callback):
         return self.wall_before + time.perf_counter() - self.started
 
     def state_dict(self) -> dict:
-        return {"rows": self.rows, "wall_s": self.wall_s}
+        # train_losses: the steps since the last evaluation, so a resumed run's next metrics row
+        # averages the same steps as an uninterrupted run's
+        return {"rows": self.rows, "wall_s": self.wall_s, "train_losses": list(self.train_losses)}
 
     def load_state_dict(self, state: dict) -> None:
         self.rows = state["rows"]  # rows written after the checkpoint by a killed process are dropped
         self.wall_before = state.get("wall_s", 0.0)
+        self.train_losses = list(state.get("train_losses", []))
         self.write_metrics()
 
     def _on_signal(self, signum, frame) -> None:
@@ -523,8 +556,11 @@ def check_run_dir(config: RunConfig, run_dir: Path) -> None:
         return
     existing = RunConfig.from_json(path)
     if existing.run_id != config.run_id:
+        started = (run_dir / "checkpoints" / "last.ckpt").exists() or (run_dir / "result.json").exists()
         raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
-                        "choose another --out directory")
+                        + ("choose another --out directory" if started else
+                           f"it stopped before its first checkpoint, so nothing of it is kept: remove {run_dir} "
+                           "or choose another --out directory"))
     kept = run_dir / "recipe.toml"
     if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != Path(config.recipe).read_bytes():
         raise UserError(f"{config.recipe} has changed since the run in {run_dir} started (its recipe then is "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported when a run starts, not when the CLI parses
@@ -50,9 +51,13 @@ def _count(text: str) -> int:
     """'2M' -> 2000000, '500k' -> 500000, '1e6' -> 1000000."""
     scale = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "t": 1e12}.get(text[-1:].lower(), 1)
     try:
-        return int(float(text[:-1] if scale != 1 else text) * scale)
+        value = float(text[:-1] if scale != 1 else text) * scale
+        count = int(value)
     except (ValueError, OverflowError):  # 'abc'; 'inf', '1e400'
         raise argparse.ArgumentTypeError(f"not a token count: {text!r} (try 2M, 500k or 2000000)") from None
+    if count < 1:  # 0.4 would otherwise read as 0
+        raise argparse.ArgumentTypeError(f"not a token count: {text!r} is less than one token (try 2M, 500k or 2000000)")
+    return count
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -75,16 +80,15 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def run(args: argparse.Namespace) -> int:
     import signal
     import sys
-    from pathlib import Path
 
     from scaling.console import print_json, print_table
     from scaling.files import check_output
-    from scaling.train import PREEMPTED_EXIT_CODE, Preempted, train
+    from scaling.train import PREEMPTED_EXIT_CODE, Preempted
 
     config = config_from_args(args)
     run_dir = check_output(Path(args.out) if args.out else Path("runs") / "adhoc" / config.run_id, folder=True)
     try:
-        result = train(config, run_dir, progress=not args.no_progress)
+        result = _train_locked(config, run_dir, not args.no_progress)
     except Preempted as e:
         if e.signum == signal.SIGINT:
             print(f"interrupted: {e}; resume with the same command", file=sys.stderr)
@@ -98,3 +102,26 @@ def run(args: argparse.Namespace) -> int:
                 "mfu", "wall_s")
         print_table([{k: result[k] for k in keys}], title=f"run {run_dir}")
     return 0
+
+
+def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
+    """`train` under the run's lock (the one a sweep's jobs take): a second copy of the same command
+    is refused while the first trains, rather than training the run twice into one folder. A folder
+    made here for a run refused before it started is removed again."""
+    from scaling.errors import UserError
+    from scaling.train import train
+    from sweeps.store import lock_holder, run_lock
+
+    made = not run_dir.exists()
+    with run_lock(run_dir) as locked:
+        if not locked:
+            holder = lock_holder(run_dir) or {}
+            raise UserError(f"{run_dir} is being trained by another process (pid {holder.get('pid', '?')} on "
+                            f"{holder.get('host', '?')}); wait for it, or choose another --out")
+        try:
+            return train(config, run_dir, progress=progress)
+        except UserError:
+            if made and [p.name for p in run_dir.iterdir()] == ["lock"]:
+                (run_dir / "lock").unlink()
+                run_dir.rmdir()
+            raise
