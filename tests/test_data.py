@@ -220,6 +220,13 @@ def test_cli_errors(tmp_path, docs, capsys):
     empty.write_text('{"text": ""}\n{"text": "  "}\n')
     assert "no documents with text" in _cli_error(["prepare", str(empty), "--out", out, "--vocab-size", "300"], capsys)
     assert "must be above 256" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", "100"], capsys)
+    assert "must be above 256" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", "0"], capsys)  # not the default
+    (tmp_path / "latin1.txt").write_bytes(("caf\xe9 au lait " * 300).encode("latin-1"))
+    assert "bytes that are not UTF-8" in _cli_error(["prepare", str(tmp_path / "latin1.txt"), "--out", out], capsys)
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 8)
+    assert "NUL bytes" in _cli_error(["prepare", str(tmp_path / "binary.txt"), "--out", out], capsys)
+    assert "--tokenizer-sample-mb must be a positive" in _cli_error(
+        ["prepare", str(src), "--out", out, "--tokenizer-sample-mb", "nan"], capsys)
     assert "both a training source and a --val source" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src)], capsys)
     assert "not both" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src), "--val-fraction", "0.1"], capsys)
     assert "no meta.json" in _cli_error(["info", str(tmp_path)], capsys)

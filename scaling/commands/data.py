@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 HELP = "prepare a corpus: tokenizer + token memmaps"
@@ -54,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     builtin_only = args.sources == ["builtin"]
-    vocab_size = args.vocab_size or (data.BUILTIN_VOCAB_SIZE if builtin_only else data.DEFAULT_VOCAB_SIZE)
+    default_vocab = data.BUILTIN_VOCAB_SIZE if builtin_only else data.DEFAULT_VOCAB_SIZE
+    vocab_size = default_vocab if args.vocab_size is None else args.vocab_size  # (0 is refused, not the default)
+    if not math.isfinite(args.tokenizer_sample_mb) or args.tokenizer_sample_mb <= 0:
+        raise UserError(f"--tokenizer-sample-mb must be a positive number of MB, got {args.tokenizer_sample_mb}")
     if args.val and args.val_fraction is not None:
         raise UserError("give either --val SOURCES or --val-fraction, not both")
     if builtin_only and args.out is None and _is_default_builtin(args):
