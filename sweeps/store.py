@@ -24,9 +24,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from scaling.files import atomic_path, write_json_atomic
+
+if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
+    import polars as pl
 
 STATES = ("done", "diverged", "failed", "running", "queued", "missing")
 RESULT_STATES = {"completed": "done", "diverged": "diverged", "failed": "failed"}
@@ -208,7 +211,9 @@ def status(sweep_dir: Path) -> SweepStatus:
     if not sweep_dir.is_dir():
         from scaling.errors import UserError
 
-        raise UserError(f"sweep directory {sweep_dir} does not exist; launch the sweep first")
+        raise UserError(f"sweep directory {sweep_dir} "
+                        + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
+                           if sweep_dir.exists() else "does not exist; launch the sweep first"))
     dirs = sweep_run_dirs(sweep_dir)
     queue = slurm_queue_for(dirs)
     now = time.time()
@@ -288,7 +293,7 @@ def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, st
 # Collect
 
 
-def collect(sweep_dir: Path):
+def collect(sweep_dir: Path) -> pl.DataFrame:
     """One row per finished run (every result.json under the sweep) with the result-record fields."""
     import polars as pl
 
@@ -296,12 +301,19 @@ def collect(sweep_dir: Path):
     if not sweep_dir.is_dir():
         from scaling.errors import UserError
 
-        raise UserError(f"sweep directory {sweep_dir} does not exist; launch the sweep first")
+        raise UserError(f"sweep directory {sweep_dir} "
+                        + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
+                           if sweep_dir.exists() else "does not exist; launch the sweep first"))
     records = []
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
         if r is not None:
             records.append(r)
+        elif (d / "result.json").exists():  # written atomically, so not by a crash: edited or damaged
+            from scaling.errors import UserError
+
+            raise UserError(f"{d / 'result.json'} is not a JSON result record; restore it, or remove it "
+                            "and relaunch the sweep to train that run again")
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
     columns = list(RESULT_FIELDS) + extra
     rows = [{c: _flat(r.get(c)) for c in columns} for r in records]
@@ -315,6 +327,6 @@ def _flat(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
 
 
-def write_parquet(df, out: Path) -> None:
+def write_parquet(df: pl.DataFrame, out: Path) -> None:
     with atomic_path(out) as tmp:
         df.write_parquet(tmp)

@@ -108,6 +108,15 @@ def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, caps
         assert main(["sweep", verb, str(elsewhere)]) == 2
         assert "is not a sweep directory" in capsys.readouterr().err
     assert sorted(p.name for p in elsewhere.iterdir()) == ["notes"]  # nothing written into it
+    for verb in ("status", "collect"):  # a file is named as one, not as a missing folder
+        assert main(["sweep", verb, str(spec)]) == 2
+        assert "is a file, not a folder" in capsys.readouterr().err
+    damaged = tmp_path / "damaged"
+    (damaged / "run1").mkdir(parents=True)
+    (damaged / "run1" / "result.json").write_text('{"run_id": "run1", "sta')
+    assert main(["sweep", "collect", str(damaged)]) == 2  # not a 0-row table that hides the run
+    assert "run1/result.json is not a JSON result record" in capsys.readouterr().err
+    assert not (damaged / "results.parquet").exists()
 
 
 def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):
