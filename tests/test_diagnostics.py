@@ -141,6 +141,8 @@ def test_cli_claim_that_cannot_be_measured(tmp_path, capsys):
     (lambda p: np.save(p / "n.npy", np.full((2, 32), np.nan, np.float32)), ["--tensor", "n.npy"], "non-finite"),
     (None, ["--formats", "fp5"], "unknown format"),
     (None, ["--transforms", "rht64"], "unknown transform"),
+    (None, ["--size", "100000000", "100000000"], "elements in all"),  # not an allocation failure
+    (None, ["--size", "0", "256"], "two positive integers"),
 ])
 def test_cli_bad_input_exits_2(tmp_path, monkeypatch, capsys, make, args, message):
     monkeypatch.chdir(tmp_path)

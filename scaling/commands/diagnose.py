@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+MAX_ELEMENTS = 2**26  # per synthetic tensor (256 MB in float32; each is copied a few times per format)
 HELP = "quantization error diagnostics per format and transform"
 
 
@@ -45,10 +46,11 @@ def run(args: argparse.Namespace) -> int:
             while name in tensors:
                 name += "'"
             tensors[name] = dg.load_tensor(p)
-    if min(args.size) < 1:
+    if min(args.size) < 1 or args.size[0] * args.size[1] > MAX_ELEMENTS:
         from scaling.errors import UserError
 
-        raise UserError(f"--size must be two positive integers (got {args.size[0]} {args.size[1]})")
+        raise UserError(f"--size must be two positive integers with at most {MAX_ELEMENTS:,} elements in all "
+                        f"(got {args.size[0]} {args.size[1]}); the default is 512 256")
     out = dg.run_diagnostics(formats=args.formats or tuple(dg.FORMATS),
                              transforms=args.transforms or dg.DEFAULT_TRANSFORMS,
                              tensors=tensors, size=tuple(args.size), seed=args.seed, gemm=not args.no_gemm,
