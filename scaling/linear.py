@@ -24,11 +24,11 @@ import os
 import torch
 import torch.nn as nn
 
-from scaling import cpu_quantize, quant
+from scaling import cpu_quantize, kernels, quant
 from scaling.errors import UserError
 from scaling.kernels import scaled_gemm
 from scaling.quant import QuantSpec
-from scaling.recipes import OPERANDS, Recipe
+from scaling.recipes import OPERANDS, Recipe, operand_name
 from scaling.seeds import Seeds, mix, mix_from, name_code
 
 # Integer codes of the names mixed into seeds, computed once (set_step mixes them for every layer
@@ -37,7 +37,9 @@ _CODE = {n: name_code(n) for n in ("round", "signs", "fprop", "dgrad", "wgrad", 
 
 
 def _use_kernels(t: torch.Tensor) -> bool:
-    return t.is_cuda and os.environ.get("SCALING_KERNELS", "1") != "0"
+    """The Triton kernels serve CUDA tensors (`kernels.enabled`; on a CPU, even under the
+    interpreter, QLinear runs the C quantizer or the reference)."""
+    return t.is_cuda and kernels.enabled(t)
 
 
 # Callbacks (name, dim, operand, QTensor) that see every quantized GEMM operand; see observe_operands.
@@ -65,8 +67,6 @@ def gemm_operand(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None
     they load. `amax`: the tensor amax from kernels.shared_amaxes (the kernels then skip their amax
     pass). `column_major`: the kernels write the operand with dim 0 contiguous (kernels.gemm_operand)."""
     if _use_kernels(x) and spec is not None and not _OBSERVERS:
-        from scaling import kernels
-
         return kernels.gemm_operand(x, spec, dim, seeds, dtype, scale, amax, column_major)
     x = quant.in_real_units(x, scale)
     if spec is None:
@@ -140,7 +140,6 @@ def gemm_operand_pair(x: torch.Tensor, last: QuantSpec | None, last_seeds: Seeds
     and v), which would otherwise keep a copy each of its wgrad operand for the backward."""
     if not _use_kernels(x) or _OBSERVERS:
         return None
-    from scaling import kernels
 
     if not kernels.pairs(x, last, first):
         return None
@@ -429,7 +428,8 @@ class QLinear(nn.Linear):
         return self.seed_table.device.type == "cpu" and not torch.compiler.is_compiling()
 
     def operand(self, gemm: str, operand: str, t: torch.Tensor, dim: int, dtype: torch.dtype,
-                scale: torch.Tensor | None = None, amax: torch.Tensor | None = None, column_major: bool = False):
+                scale: torch.Tensor | None = None, amax: torch.Tensor | None = None,
+                column_major: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One GEMM operand under this layer's recipe, of t (times `scale`, if given): (block-scaled
         values, 1/tensor scale, or None where the spec has no tensor scale). `amax`: from shared_amaxes.
         `column_major`: written with dim 0 contiguous where the kernels run (`kept_for_dim0`)."""
@@ -438,7 +438,8 @@ class QLinear(nn.Linear):
                                scale=scale, amax=amax, column_major=column_major)
         return op, (inv if spec is not None and spec.has_tensor_scale else None)
 
-    def operand_and_amax(self, gemm: str, rows_gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype):
+    def operand_and_amax(self, gemm: str, rows_gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype
+                         ) -> tuple[tuple[torch.Tensor, torch.Tensor | None], torch.Tensor | None]:
         """(`operand(gemm, operand, t, 0, dtype)`, the tensor amax of `rows_gemm`'s operand of t along its
         last axis, or None): both from one read where the kernels run and one transposing pass takes
         them (`kernels.gemm_operand_and_amax`: MS-EDEN's wgrad and dgrad dY); None: that operand finds
@@ -446,7 +447,6 @@ class QLinear(nn.Linear):
         spec, rows = self.recipe.spec(f"{gemm}.{operand}"), self.recipe.spec(f"{rows_gemm}.{operand}")
         if not _use_kernels(t) or _OBSERVERS or spec is None:
             return self.operand(gemm, operand, t, 0, dtype), None
-        from scaling import kernels
 
         (op, inv), amax = kernels.gemm_operand_and_amax(t, spec, self.seeds(gemm, operand, spec), rows,
                                                         self.seeds(rows_gemm, operand, rows), dtype)
@@ -468,7 +468,8 @@ class QLinear(nn.Linear):
         return moves_k_last(spec, 2, 0)
 
     def operand_pair(self, last_gemm: str, gemm: str, operand: str, t: torch.Tensor, dtype: torch.dtype,
-                     partner: torch.Tensor | None = None, first_partner: torch.Tensor | None = None):
+                     partner: torch.Tensor | None = None, first_partner: torch.Tensor | None = None
+                     ) -> tuple[tuple[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor | None]] | None:
         """Two GEMMs' operands of t from one read (`gemm_operand_pair`): `last_gemm`'s along t's last
         axis and `gemm`'s along dim 0, as ((values, 1/tensor scale or None), (...)); None where the
         pair kernel does not serve them (each operand is then quantized alone). `partner`
@@ -488,13 +489,13 @@ class QLinear(nn.Linear):
         return ((op_last, inv_last if last.has_tensor_scale else None),
                 (op_first, inv_first if first.has_tensor_scale else None))
 
-    def shared_amaxes(self, t: torch.Tensor, plain_gemm: str, gemm: str, operand: str):
+    def shared_amaxes(self, t: torch.Tensor, plain_gemm: str, gemm: str, operand: str
+                      ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The tensor amaxes of t for two GEMMs' operands, `plain_gemm` along K = t's last axis (a spec
         without a rotation) and `gemm` along dim 0, in one read where the kernels run and the pair fits
         (kernels.shared_amaxes); else (None, None) and each quantizer finds its own."""
         if not _use_kernels(t) or _OBSERVERS:
             return None, None
-        from scaling import kernels
 
         spec = self.recipe.spec(f"{gemm}.{operand}")
         return kernels.shared_amaxes(t, self.recipe.spec(f"{plain_gemm}.{operand}"), spec, 0,
@@ -553,10 +554,12 @@ def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str 
         if spec is not None and k % spec.k_multiple:
             raise UserError(
                 f"recipe {recipe.name!r} cannot quantize {where} ({in_features} -> {out_features}): "
-                f"{operand.replace('_', '.')} needs K = {k} to be a multiple of {spec.k_multiple} "
+                f"{operand_name(operand)} needs K = {k} to be a multiple of {spec.k_multiple} "
                 f"({spec.describe()}); pick a model size whose widths are multiples of {spec.k_multiple}")
-        if spec is not None and spec.block_rows > 1:
-            other = out_features if operand.endswith("w") and operand.startswith("fprop") else in_features
+        if spec is not None and spec.block_rows > 1 and operand.endswith("_w"):
+            # a weight's 2-D tiles span its other dimension too (an activation's span tokens, which
+            # the reference checks when the batch arrives)
+            other = out_features if operand == "fprop_w" else in_features
             if other % spec.block_rows:
                 raise UserError(f"recipe {recipe.name!r}: {where} needs both dimensions to be multiples of "
                                 f"{spec.block_rows} for {spec.block_rows}x{spec.block_k} tiles")
