@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import polars as pl
@@ -27,6 +29,7 @@ from fits.threads import single_threaded_blas
 from scaling.errors import UserError
 
 REPLICATE_GRID_STARTS = 1  # grid starts per replicate, besides the full-data optimum (a guard against basin switches)
+Progress = Callable[[int, int], None]  # (replicates done, total): BootstrapProgress, or your own
 EXTRAPOLATE = 100.0  # penalty bands run to 100x the largest compute in the recipe's data
 GRID_POINTS = 64
 
@@ -177,9 +180,9 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
             "warnings": _warnings(name, params, ci)}
 
 
-def fit_and_judge(table, *, law: str, baseline: str | None, bootstrap: int, seed: int, workers: int,
-                  top: int | None, margin: float = penalty.MARGIN, extrapolate: float = EXTRAPOLATE,
-                  with_penalty: bool, progress=None) -> dict:
+def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,
+                  workers: int, top: int | None, margin: float = penalty.MARGIN, extrapolate: float = EXTRAPOLATE,
+                  with_penalty: bool, progress: Progress | None = None) -> dict:
     """What `analyse` (with_penalty) and `fit_law` (without) return, with the fit's and bootstrap's
     seconds under "timing"."""
     with single_threaded_blas():  # forked bootstrap workers inherit the setting
@@ -288,9 +291,9 @@ class BootstrapProgress:
             print(f"{self.indent}bootstrap {done}/{total}", file=sys.stderr, flush=True)
 
 
-def analyse(table, law: str = "chinchilla", baseline: str = "bf16", bootstrap: int = 1000, seed: int = 0,
-            workers: int = 2, top: int | None = 50, margin: float = penalty.MARGIN,
-            extrapolate: float = EXTRAPOLATE, progress=None) -> dict:
+def analyse(table: pl.DataFrame | str | Path, law: str = "chinchilla", baseline: str = "bf16", bootstrap: int = 1000,
+            seed: int = 0, workers: int = 2, top: int | None = 50, margin: float = penalty.MARGIN,
+            extrapolate: float = EXTRAPOLATE, progress: Progress | None = None) -> dict:
     """Laws per group, bootstrap intervals and, per recipe against `baseline`, the penalty verdict.
 
     table: a validated table (fits.read_table) or a path. Returns the `scaling fit --json` object plus
@@ -301,8 +304,8 @@ def analyse(table, law: str = "chinchilla", baseline: str = "bf16", bootstrap: i
                          margin=margin, extrapolate=extrapolate, with_penalty=True, progress=progress)
 
 
-def fit_law(table, law: str = "chinchilla", by: str = "recipe", bootstrap: int = 0, seed: int = 0,
-            workers: int = 2, top: int | None = 50, progress=None) -> dict:
+def fit_law(table: pl.DataFrame | str | Path, law: str = "chinchilla", by: str = "recipe", bootstrap: int = 0,
+            seed: int = 0, workers: int = 2, top: int | None = 50, progress: Progress | None = None) -> dict:
     """Independent fits of `law` to each group of the table: {name: group entry} as in analyse()["groups"]."""
     if by != "recipe":
         if not isinstance(table, pl.DataFrame) or by not in table.columns:

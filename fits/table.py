@@ -85,7 +85,7 @@ def default_run_ids(height: int) -> pl.Series:
     return pl.Series("run_id", [f"row{i}" for i in range(height)], dtype=pl.Utf8)
 
 
-def read_table(source, columns: dict[str, str] | str | None = None, drop_highest: int = 0) -> pl.DataFrame:
+def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str | None = None, drop_highest: int = 0) -> pl.DataFrame:
     """A validated table with columns recipe, run_id, N, D, C, loss (C = 6·N·D).
 
     source: a path (CSV or parquet) or a polars DataFrame. columns maps canonical names to the
