@@ -138,15 +138,20 @@ def slurm_queue_for(run_dirs: list[Path]) -> dict[str, str] | None:
     return None
 
 
-def run_state(run_dir: Path, queue: dict[str, str] | None) -> str:
-    """One of STATES for a run directory (queue: `slurm_queue()`, fetched once per sweep)."""
+_UNREAD: Any = object()  # run_state's records not passed in: it reads them itself
+
+
+def run_state(run_dir: Path, queue: dict[str, str] | None, result: dict | None = _UNREAD,
+              job: dict | None = _UNREAD) -> str:
+    """One of STATES for a run directory (queue: `slurm_queue()`, fetched once per sweep; result and
+    job: its result.json and job.json where the caller has read them, None where there is none)."""
     run_dir = Path(run_dir)
-    result = read_json(run_dir / "result.json")
+    result = read_json(run_dir / "result.json") if result is _UNREAD else result
     if result is not None:
         return RESULT_STATES.get(result.get("status"), "failed")
     if lock_holder(run_dir) is not None:
         return "running"
-    job = read_json(run_dir / "job.json")
+    job = read_json(run_dir / "job.json") if job is _UNREAD else job
     if job and job.get("job_id") and queue and job["job_id"] in queue:
         return "running" if queue[job["job_id"]] in ("RUNNING", "COMPLETING") else "queued"
     if job and job.get("job_id") and queue is None and job.get("executor") == "slurm":
@@ -220,9 +225,10 @@ def status(sweep_dir: Path) -> SweepStatus:
     plan = {r["run_id"]: r for r in (read_json(sweep_dir / "sweep.json") or {}).get("runs", [])}
     rows = []
     for d in dirs:
-        state = run_state(d, queue)
-        cfg = plan.get(d.name) or (read_json(d / "job.json") or {}).get("config") or read_json(d / "config.json") or {}
-        result = read_json(d / "result.json") or {}
+        job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
+        state = run_state(d, queue, result, job)
+        job, result = job or {}, result or {}
+        cfg = plan.get(d.name) or job.get("config") or read_json(d / "config.json") or {}
         tokens = int(cfg.get("tokens") or result.get("tokens") or 0)
         seen, last_loss = _curve_end(d / "metrics.csv")
         progress = 1.0 if state in ("done", "diverged") else (min(1.0, seen / tokens) if tokens else 0.0)
@@ -237,7 +243,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
             recipe=cfg.get("recipe", result.get("recipe", "")), tokens=tokens, seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
-            job_id=(read_json(d / "job.json") or {}).get("job_id"),
+            job_id=job.get("job_id"),
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
     eta_s, method = _sweep_eta(sweep_dir, rows)
