@@ -166,6 +166,8 @@ def uniform_like(seed: Seed, t: torch.Tensor) -> torch.Tensor:
 def _dense_strides(t: torch.Tensor) -> tuple[int, ...]:
     """t's strides where they lay it out densely, else row-major ones: the layout for a new tensor
     shaped like t (an expanded t has stride 0: a tensor with its strides cannot be written)."""
+    if t.is_contiguous() or (t.dim() == 2 and t.t().is_contiguous()):  # dense already: its own (no meta tensor)
+        return tuple(t.stride())
     return tuple(torch.empty_like(t, device="meta").stride())
 
 
