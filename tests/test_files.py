@@ -40,7 +40,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
 def test_json_is_strict(tmp_path):
     """Every JSON file the project writes parses anywhere: NaN and inf become null, numpy values
     and tuples plain JSON."""
-    np = pytest.importorskip("numpy")
+    import numpy as np
     out = tmp_path / "r.json"
     write_json_atomic(out, {"loss": float("nan"), "spike": float("inf"), "ci": (1.0, np.float64(2.5)),
                             "n": np.int64(3), "curve": np.array([1.0, np.nan]), 4: "key"})

@@ -211,6 +211,13 @@ def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_token_count_below_one_is_refused_not_read_as_zero(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:  # argparse's own error for the flag
+        main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "0.4",
+              "--out", str(tmp_path / "run")])
+    assert e.value.code == 2 and "'0.4' is less than one token" in capsys.readouterr().err
+
+
 def test_cli_missing_arguments_and_foreign_run_dir(tmp_path, capsys):
     assert main(["train", "--family", "nanochat"]) == 2
     assert "missing --size, --recipe, --tokens" in capsys.readouterr().err

@@ -81,8 +81,9 @@ def _keep_copy(result: dict) -> None:
     from scaling.targets import row_copy_gbps
 
     for row in result.get("kernels", []):
-        if row_copy_gbps(row, result):
-            row["copy_gbps"] = row_copy_gbps(row, result)
+        copy = row_copy_gbps(row, result)
+        if copy:
+            row["copy_gbps"] = copy
 
 
 def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:

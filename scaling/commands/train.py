@@ -51,8 +51,7 @@ def _count(text: str) -> int:
     """'2M' -> 2000000, '500k' -> 500000, '1e6' -> 1000000."""
     scale = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "t": 1e12}.get(text[-1:].lower(), 1)
     try:
-        value = float(text[:-1] if scale != 1 else text) * scale
-        count = int(value)
+        count = int(float(text[:-1] if scale != 1 else text) * scale)
     except (ValueError, OverflowError):  # 'abc'; 'inf', '1e400'
         raise argparse.ArgumentTypeError(f"not a token count: {text!r} (try 2M, 500k or 2000000)") from None
     if count < 1:  # 0.4 would otherwise read as 0
