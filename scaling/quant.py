@@ -432,15 +432,23 @@ def _amax(t: torch.Tensor) -> torch.Tensor:
     return t.amax() if t.numel() else torch.zeros((), device=t.device)
 
 
-def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds | None = None) -> QTensor:
-    """Quantize x with blocks along `dim` (the GEMM's K). Returns grid values, block scales and
-    the tensor scale. `seed` (an int, or Seeds(rounding, signs)) is required when spec is random."""
+def rotated(x: torch.Tensor, spec: QuantSpec, dim: int, seeds: Seeds | None
+            ) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+    """x as the (rows, K) FP32 matrix the blocks are cut from (K = `dim` moved last), rotated by the
+    spec's Hadamard transform under `seeds`; the dim and the signs (None: no transform)."""
     x2, dim = _canonical(x, spec, dim)
-    seeds = seeds_of(seed, spec)
     signs = None
     if spec.transform:
         signs = signs_for(spec.signs, spec.transform, seeds.signs if seeds else None, x2.device)
         x2 = rotate(x2, spec.transform, signs)
+    return x2, dim, signs
+
+
+def quantize(x: torch.Tensor, spec: QuantSpec, dim: int = -1, seed: int | Seeds | None = None) -> QTensor:
+    """Quantize x with blocks along `dim` (the GEMM's K). Returns grid values, block scales and
+    the tensor scale. `seed` (an int, or Seeds(rounding, signs)) is required when spec is random."""
+    seeds = seeds_of(seed, spec)
+    x2, dim, signs = rotated(x, spec, dim, seeds)
     R, K = x2.shape
     u = None
     if spec.rounding == "sr":
