@@ -265,90 +265,109 @@ def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
 
 
 def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:
-    from models import model_size
+    _LocalPool(spec, todo, sweep_dir, report, progress).run()
 
-    slots = local_slots(spec)
-    work: queue_mod.Queue = queue_mod.Queue()
-    # Longest first (by 6·N·D), so that no slot is left with one long run at the end.
-    for c in sorted(todo, key=lambda c: model_size(c.family, c.size).n_params * c.tokens, reverse=True):
-        _prepare(sweep_dir / c.run_id, c, "local")
-        work.put(c)
-    lock = threading.Lock()
-    started = time.time()
-    done = [0]
-    workers: set[subprocess.Popen] = set()
-    width = len(str(len(todo)))
 
-    def finished(c, state: str, seconds: float) -> None:
-        run_dir = sweep_dir / c.run_id
-        result = read_json(run_dir / "result.json") or {}
-        with lock:
-            done[0] += 1
-            report.finished[state] = report.finished.get(state, 0) + 1
-            if progress:
-                loss = result.get("val_loss")
-                what = f"val_loss {loss:.4f}" if isinstance(loss, float) else f"see {run_dir / 'train.log'}"
-                print(f"[{done[0]:>{width}}/{len(todo)}] {state:<8} {c.family} {c.size:>5} {c.recipe:<14} "
-                      f"D={c.tokens:<9.3g} {what}  ({seconds:.0f} s; {time.time() - started:.0f} s elapsed)",
-                      flush=True)  # fmt: skip
+class _LocalPool:
+    """One long-lived worker process per slot (importing torch + Lightning costs seconds), each fed
+    one run directory per line from a shared queue, longest run first; a worker that dies is
+    replaced for the next run. Ctrl-C or SIGTERM stops the workers (train saves a checkpoint)."""
 
-    def slot(env_extra: dict[str, str]) -> None:
-        # One long-lived worker process per slot (importing torch + Lightning costs seconds), fed
-        # one run directory per line; a worker that dies is replaced for the next run.
+    def __init__(self, spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool):
+        from models import model_size
+
+        self.slots, self.sweep_dir, self.report, self.progress = local_slots(spec), sweep_dir, report, progress
+        self.total, self.done, self.started = len(todo), 0, time.time()
+        self.work: queue_mod.Queue = queue_mod.Queue()
+        # Longest first (by 6·N·D), so that no slot is left with one long run at the end.
+        for c in sorted(todo, key=lambda c: model_size(c.family, c.size).n_params * c.tokens, reverse=True):
+            _prepare(sweep_dir / c.run_id, c, "local")
+            self.work.put(c)
+        self.lock = threading.Lock()
+        self.workers: set[subprocess.Popen] = set()
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._slot, args=(env,), daemon=True) for env in self.slots]
+        if self.progress:
+            print(f"running {self.total} runs, {len(self.slots)} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
+                  flush=True)  # fmt: skip
+        for t in threads:
+            t.start()
+        try:
+            previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the workers like Ctrl-C
+        except ValueError:  # not the main thread
+            previous = None
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+        except KeyboardInterrupt:
+            self._stop()
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _slot(self, env_extra: dict[str, str]) -> None:
         worker = None
         while True:
             try:
-                c = work.get_nowait()
+                c = self.work.get_nowait()
             except queue_mod.Empty:
                 break
             if worker is None or worker.poll() is not None:
-                worker = subprocess.Popen(
-                    [sys.executable, "-m", "sweeps.launch", "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    env={**os.environ, **env_extra}, text=True, start_new_session=True,
-                )  # fmt: skip
-                with lock:
-                    workers.add(worker)
+                worker = self._start_worker(env_extra)
             t0 = time.time()
-            try:
-                worker.stdin.write(f"{sweep_dir / c.run_id}\n")
-                worker.stdin.flush()
-                reply = worker.stdout.readline()
-            except (BrokenPipeError, OSError):
-                reply = ""
-            state = run_state(sweep_dir / c.run_id, None)
-            if not reply:  # the worker died mid-run
-                worker.wait()
-            finished(c, state, time.time() - t0)
+            state = self._run(worker, c)
+            self._finished(c, state, time.time() - t0)
         if worker is not None and worker.poll() is None:
             worker.stdin.close()
             worker.wait()
 
-    threads = [threading.Thread(target=slot, args=(env,), daemon=True) for env in slots]
-    if progress:
-        print(f"running {len(todo)} runs, {len(slots)} at a time; logs in {sweep_dir}/<run_id>/train.log", flush=True)
-    for t in threads:
-        t.start()
-    try:
-        previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the workers like Ctrl-C
-    except ValueError:  # not the main thread
-        previous = None
-    try:
-        for t in threads:
-            while t.is_alive():
-                t.join(0.5)
-    except KeyboardInterrupt:
-        while not work.empty():
-            work.get_nowait()
-        with lock:  # SIGTERM: train saves a checkpoint and stops; a relaunch resumes
-            for w in workers:
+    def _start_worker(self, env_extra: dict[str, str]) -> subprocess.Popen:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "sweeps.launch", "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env={**os.environ, **env_extra}, text=True, start_new_session=True,
+        )  # fmt: skip
+        with self.lock:
+            self.workers.add(worker)
+        return worker
+
+    def _run(self, worker: subprocess.Popen, c) -> str:
+        """One run in `worker`; its state when the worker answers (or dies mid-run)."""
+        try:
+            worker.stdin.write(f"{self.sweep_dir / c.run_id}\n")
+            worker.stdin.flush()
+            reply = worker.stdout.readline()
+        except (BrokenPipeError, OSError):
+            reply = ""
+        if not reply:  # the worker died mid-run
+            worker.wait()
+        return run_state(self.sweep_dir / c.run_id, None)
+
+    def _finished(self, c, state: str, seconds: float) -> None:
+        run_dir = self.sweep_dir / c.run_id
+        result = read_json(run_dir / "result.json") or {}
+        with self.lock:
+            self.done += 1
+            self.report.finished[state] = self.report.finished.get(state, 0) + 1
+            if self.progress:
+                loss = result.get("val_loss")
+                what = f"val_loss {loss:.4f}" if isinstance(loss, float) else f"see {run_dir / 'train.log'}"
+                print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {state:<8} {c.family} {c.size:>5} "
+                      f"{c.recipe:<14} D={c.tokens:<9.3g} {what}  ({seconds:.0f} s; {time.time() - self.started:.0f} s "
+                      "elapsed)", flush=True)  # fmt: skip
+
+    def _stop(self) -> None:
+        """Drop the runs not started; SIGTERM the running ones (train checkpoints; a relaunch resumes)."""
+        while not self.work.empty():
+            self.work.get_nowait()
+        with self.lock:
+            for w in self.workers:
                 if w.poll() is None:
                     w.terminate()
-        for w in workers:
+        for w in self.workers:
             w.wait()
-        raise
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupt(signum, frame) -> None:
