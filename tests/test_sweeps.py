@@ -323,6 +323,39 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     assert [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json"))] == mtimes
 
 
+def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys):
+    """`kill` of a local launch mid-run: the launcher exits 130 once its worker has saved a checkpoint
+    and gone (no run left locked, no result.json); a relaunch resumes the run from that checkpoint."""
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 65536").replace("seed = [0, 1]", "seed = 0")
+                      .replace("eval_interval = 4", "eval_interval = 16"))
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
+           "--sweep-dir", str(sweep_dir)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.2)  # the first evaluation (step 16 of 128): the run is under way
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 130, out + err
+    (run_dir,) = sweep_dir.glob("*/metrics.csv")
+    run_dir = run_dir.parent
+    assert (run_dir / "checkpoints" / "last.ckpt").exists() and not (run_dir / "result.json").exists()
+    assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"].get("running", 0) == 0  # the worker is gone
+
+    steps_before = len((run_dir / "metrics.csv").read_text().splitlines()) - 1
+    assert main(cmd[3:]) == 0
+    assert "[1/1] done" in capsys.readouterr().out
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "completed" and result["tokens"] == 65536
+    assert steps_before < len((run_dir / "metrics.csv").read_text().splitlines()) - 1 == 8  # one row per evaluation
+
+
 def test_status_counts_progress_and_eta(tmp_path):
     from models import model_size
     from sweeps.launch import pending
