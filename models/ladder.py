@@ -65,12 +65,19 @@ class ModelSize:
     mlp: int  # MLP hidden width
 
     @property
+    def block_linears(self) -> tuple[tuple[int, int], ...]:
+        """(fan_in, fan_out) of each linear layer of a block, the GEMMs a recipe quantizes: q, k, v, o,
+        then the MLP's up (Llama's gate and up) and down."""
+        d, h = self.width, self.mlp
+        return ((d, d),) * 4 + ((d, h),) * (2 if self.family == "llama2" else 1) + ((h, d),)
+
+    @property
     def n_params(self) -> int:
         """Non-embedding parameters N: blocks (+ Llama's final norm), no embedding, no head."""
-        d, h = self.width, self.mlp
-        if self.family == "nanochat":  # q,k,v,o + up,down; norms have no parameters
-            return self.depth * (4 * d * d + 2 * d * h)
-        return self.depth * (4 * d * d + 3 * d * h + 2 * d) + d  # + gate, two norm weights, final norm
+        block = sum(fan_in * fan_out for fan_in, fan_out in self.block_linears)
+        if self.family == "nanochat":  # norms have no parameters
+            return self.depth * block
+        return self.depth * (block + 2 * self.width) + self.width  # + two norm weights a block, final norm
 
     def n_params_total(self, vocab_size: int) -> int:
         """All parameters: N + token embedding + (untied) LM head."""

@@ -291,7 +291,7 @@ def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> 
         for size in sizes:
             m = model_size(fam, size)
             for r in recipes:
-                for fan_in, fan_out in ((m.width, m.width), (m.width, m.mlp), (m.mlp, m.width)):
+                for fan_in, fan_out in sorted(set(m.block_linears)):
                     try:
                         check_shape(get_recipe(r), fan_in, fan_out, f"{fam} {size}")
                     except UserError as e:

@@ -38,6 +38,9 @@ def test_block_linears_are_plain_and_tile_quantization_blocks(family):
         multiple = 32 if s.name in MICRO else 128
         linears = [m for m in model.blocks.modules() if isinstance(m, nn.Linear)]
         assert len(linears) == s.depth * (7 if family == "llama2" else 6)
+        for block in model.blocks:  # ModelSize.block_linears: the shapes sweeps check recipes against
+            shapes = sorted((m.in_features, m.out_features) for m in block.modules() if isinstance(m, nn.Linear))
+            assert shapes == sorted(s.block_linears), (s.name, shapes)
         for m in linears:
             assert type(m) is nn.Linear and m.bias is None
             assert m.in_features % multiple == 0 and m.out_features % multiple == 0, (s.name, m)
