@@ -2,6 +2,9 @@
 several sessions), and the committed file keeps the keys scripts read."""
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -325,3 +328,22 @@ def test_sass_counts_the_transposing_pass_with_both_amaxes_where_it_runs(monkeyp
     assert calls == [(w, n, 2048, True, lanes) for lanes in (1, 4) for w, n in rht128._ROWS_CANDIDATES]
     assert {(r["recipe"], r["operand"], r["stage"]) for r in rows} == {("quartet2", "dgrad.dy+wgrad.dy",
                                                                         "transpose+amax")}
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="checks the steps' bookkeeping where no GPU runs them")
+def test_the_gpu_runbook_runs_its_steps_in_turn(tmp_path):
+    """`.ci/gpu`: a misspelt step is refused before any runs (exit 2); steps split at '+' each get a
+    log, the benchmark file is a copy of the committed one (which stays as it was) and the targets
+    are checked against it; the call's status is the first failing step's (here, no CUDA: 2)."""
+    committed = (ROOT / "reports/bench/h200.json").read_bytes()
+    env = {**os.environ, "OUT": str(tmp_path), "GPU_STEP_LIMIT_S": "120"}
+    bad = subprocess.run(["bash", ".ci/gpu", "kernels", "+", "lienar"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown step 'lienar'" in bad.stderr and not list(tmp_path.glob("*.log"))
+    r = subprocess.run(["bash", ".ci/gpu", "kernels", "--recipes", "nvfp4", "+", "kernels", "+", "linear"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["kernels: exit 2", "kernels: exit 2", "linear: exit 2"]
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == ["kernels-2.log", "kernels.log", "linear.log"]
+    assert "needs a CUDA GPU" in (tmp_path / "linear.log").read_text()
+    assert (tmp_path / "h200.json").read_bytes() == committed == (ROOT / "reports/bench/h200.json").read_bytes()
+    assert "layer <= 1.3x bf16" in (tmp_path / "targets.txt").read_text()
