@@ -279,25 +279,26 @@ class _LocalPool:
         self.slots, self.sweep_dir, self.report, self.progress = local_slots(spec), sweep_dir, report, progress
         self.total, self.done, self.started = len(todo), 0, time.time()
         self.work: queue_mod.Queue = queue_mod.Queue()
-        # Longest first (by 6·N·D), so that no slot is left with one long run at the end.
+        # Longest first (by 6·N·D), so that no slot is left with one long run at the end. A run's
+        # job.json is written when a worker takes it: until then it is `missing`, not `failed`.
         for c in sorted(todo, key=lambda c: model_size(c.family, c.size).n_params * c.tokens, reverse=True):
-            _prepare(sweep_dir / c.run_id, c, "local")
             self.work.put(c)
         self.lock = threading.Lock()
         self.workers: set[subprocess.Popen] = set()
+        self.stopping = False  # set (under the lock) by _stop: no worker starts, no run is reported
 
     def run(self) -> None:
         threads = [threading.Thread(target=self._slot, args=(env,), daemon=True) for env in self.slots]
         if self.progress:
             print(f"running {self.total} runs, {len(self.slots)} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
                   flush=True)  # fmt: skip
-        for t in threads:
-            t.start()
         try:
             previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the workers like Ctrl-C
         except ValueError:  # not the main thread
             previous = None
         try:
+            for t in threads:
+                t.start()
             for t in threads:
                 while t.is_alive():
                     t.join(0.5)
@@ -310,42 +311,55 @@ class _LocalPool:
 
     def _slot(self, env_extra: dict[str, str]) -> None:
         worker = None
-        while True:
+        while not self.stopping:
             try:
                 c = self.work.get_nowait()
             except queue_mod.Empty:
                 break
             if worker is None or worker.poll() is not None:
                 worker = self._start_worker(env_extra)
+                if worker is None:
+                    break
+            _prepare(self.sweep_dir / c.run_id, c, "local")
             t0 = time.time()
-            state = self._run(worker, c)
-            self._finished(c, state, time.time() - t0)
+            state, note = self._run(worker, c)
+            if not self.stopping:  # (a run stopped by Ctrl-C is no result: the launcher says "interrupted")
+                self._finished(c, state, note, time.time() - t0)
         if worker is not None and worker.poll() is None:
             worker.stdin.close()
             worker.wait()
 
-    def _start_worker(self, env_extra: dict[str, str]) -> subprocess.Popen:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "sweeps.launch", "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env={**os.environ, **env_extra}, text=True, start_new_session=True,
-        )  # fmt: skip
+    def _start_worker(self, env_extra: dict[str, str]) -> subprocess.Popen | None:
+        """A new worker process, or None once the pool is stopping (started under the lock, so _stop
+        sees every worker there is)."""
         with self.lock:
+            if self.stopping:
+                return None
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "sweeps.launch", "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                env={**os.environ, **env_extra}, text=True, start_new_session=True,
+            )  # fmt: skip
             self.workers.add(worker)
         return worker
 
-    def _run(self, worker: subprocess.Popen, c) -> str:
-        """One run in `worker`; its state when the worker answers (or dies mid-run)."""
+    def _run(self, worker: subprocess.Popen, c) -> tuple[str, str | None]:
+        """One run in `worker`: its state when the worker answers, and a note where the log cannot
+        say what happened (the worker died mid-run; another launcher has the run)."""
         try:
             worker.stdin.write(f"{self.sweep_dir / c.run_id}\n")
             worker.stdin.flush()
             reply = worker.stdout.readline()
         except (BrokenPipeError, OSError):
             reply = ""
-        if not reply:  # the worker died mid-run
-            worker.wait()
-        return run_state(self.sweep_dir / c.run_id, None)
+        state = run_state(self.sweep_dir / c.run_id, None)
+        if not reply:
+            code = worker.wait()
+            return state, f"its worker exited mid-run ({_exit_status(code)})"
+        if state == "running":
+            return state, "left to the launcher that holds its lock"
+        return state, None
 
-    def _finished(self, c, state: str, seconds: float) -> None:
+    def _finished(self, c, state: str, note: str | None, seconds: float) -> None:
         run_dir = self.sweep_dir / c.run_id
         result = read_json(run_dir / "result.json") or {}
         with self.lock:
@@ -353,21 +367,35 @@ class _LocalPool:
             self.report.finished[state] = self.report.finished.get(state, 0) + 1
             if self.progress:
                 loss = result.get("val_loss")
-                what = f"val_loss {loss:.4f}" if isinstance(loss, float) else f"see {run_dir / 'train.log'}"
+                what = (f"val_loss {loss:.4f}" if isinstance(loss, float) else
+                        f"{note + '; ' if note else ''}see {run_dir / 'train.log'}")
                 print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {state:<8} {c.family} {c.size:>5} "
                       f"{c.recipe:<14} D={c.tokens:<9.3g} {what}  ({seconds:.0f} s; {time.time() - self.started:.0f} s "
                       "elapsed)", flush=True)  # fmt: skip
 
     def _stop(self) -> None:
-        """Drop the runs not started; SIGTERM the running ones (train checkpoints; a relaunch resumes)."""
-        while not self.work.empty():
-            self.work.get_nowait()
+        """Drop the runs not started; SIGTERM the running ones (train checkpoints; a relaunch resumes)
+        and wait for them."""
         with self.lock:
-            for w in self.workers:
+            self.stopping = True
+            while not self.work.empty():
+                self.work.get_nowait()
+            workers = list(self.workers)
+            for w in workers:
                 if w.poll() is None:
                     w.terminate()
-        for w in self.workers:
+        for w in workers:
             w.wait()
+
+
+def _exit_status(code: int) -> str:
+    """A process's exit code in words: a signal by name, else the status."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 def _interrupt(signum, frame) -> None:
@@ -382,6 +410,7 @@ def _worker() -> int:
     from scaling.train import PREEMPTED_EXIT_CODE, Preempted
 
     reply = os.fdopen(os.dup(1), "w")
+    own = os.dup(1), os.dup(2)  # this process's own output, between runs and at exit
     for line in sys.stdin:
         run_dir = Path(line.strip())
         with open(run_dir / "train.log", "ab") as log:
@@ -403,8 +432,14 @@ def _worker() -> int:
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
-        reply.write(f"{run_state(run_dir, None)}\n")
-        reply.flush()
+                os.dup2(own[0], 1)
+                os.dup2(own[1], 2)
+        try:
+            reply.write(f"{run_state(run_dir, None)}\n")
+            reply.flush()
+        except BrokenPipeError:  # the launcher is gone (killed outright): the run in hand is done; stop
+            os.dup2(os.open(os.devnull, os.O_WRONLY), reply.fileno())  # (nothing left to flush at exit)
+            return 0
     return 0
 
 

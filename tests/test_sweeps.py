@@ -342,6 +342,7 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     finally:
         p.kill()
     assert p.returncode == 130, out + err
+    assert "interrupted" in err and "[1/1]" not in out, out + err  # a stopped run is no result to report
     (run_dir,) = sweep_dir.glob("*/metrics.csv")
     run_dir = run_dir.parent
     assert (run_dir / "checkpoints" / "last.ckpt").exists() and not (run_dir / "result.json").exists()
