@@ -333,6 +333,9 @@ def _local_settings(table: dict) -> LocalSettings:
     if gpus != "all":
         if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
             raise UserError(f"executor.local.gpus: {gpus!r} is not \"all\" or a list of GPU indices like [0, 1]")
+        if len(set(gpus)) < len(gpus):
+            raise UserError(f"executor.local.gpus: {gpus!r} names a GPU twice; list each once and set "
+                            "executor.local.jobs_per_gpu for several runs per GPU")
         gpus = tuple(gpus)
     return dataclasses.replace(settings, gpus=gpus)
 

@@ -72,6 +72,7 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("executor.slurm.cpus=1.5", "executor.slurm.cpus: expected an integer, got 1.5"),
         ('executor.slurm.time="soon"', "executor.slurm.time: 'soon' is not a SLURM time"),
         ("executor.local.gpus=3", "executor.local.gpus: 3 is not \"all\" or a list of GPU indices"),
+        ("executor.local.gpus=[0, 0]", "executor.local.gpus: [0, 0] names a GPU twice"),
         ("grid.sizes=1", "grid.sizes: unknown key; known: family, lr_mult, recipe, seed, size, tokens, tokens_per_param"),
         ("grid.tokens_per_param=20", "grid: give exactly one of grid.tokens, grid.tokens_per_param or isoflop.budgets"),
         ("executor.local.cpu_jobs=0", "executor.local.cpu_jobs: must be at least 1 (got 0)"),
