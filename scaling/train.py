@@ -399,6 +399,11 @@ def build(config: RunConfig) -> tuple[LanguageModel, TokenDataModule]:
 
 
 
+def checkpoint_path(run_dir: Path) -> Path:
+    """The run's last checkpoint, which a resume starts from."""
+    return run_dir / "checkpoints" / "last.ckpt"
+
+
 class RunDirectory(L.Callback):
     """Evaluates every `eval_interval` steps and at the end, writes metrics.csv, checkpoints every
     `checkpoint_interval` steps, and on SIGUSR1/SIGTERM/SIGINT saves a checkpoint and raises `Preempted`."""
@@ -415,7 +420,7 @@ class RunDirectory(L.Callback):
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.run_dir / "checkpoints" / "last.ckpt"
+        return checkpoint_path(self.run_dir)
 
     # tokens/s counts training steps only (not evaluation or checkpointing), in this process.
     def on_train_start(self, trainer, module):
@@ -556,7 +561,7 @@ def check_run_dir(config: RunConfig, run_dir: Path) -> None:
         return
     existing = RunConfig.from_json(path)
     if existing.run_id != config.run_id:
-        started = (run_dir / "checkpoints" / "last.ckpt").exists() or (run_dir / "result.json").exists()
+        started = checkpoint_path(run_dir).exists() or (run_dir / "result.json").exists()
         raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
                         + ("choose another --out directory" if started else
                            f"it stopped before its first checkpoint, so nothing of it is kept: remove {run_dir} "

@@ -172,11 +172,17 @@ def run_dirs(sweep_dir: Path) -> list[Path]:
 
 
 def sweep_run_dirs(sweep_dir: Path) -> list[Path]:
-    """`run_dirs` of a folder that is a sweep: one with a plan (sweep.json) or run folders."""
-    dirs = run_dirs(sweep_dir)
-    if not dirs and not (Path(sweep_dir) / "sweep.json").exists():
-        from scaling.errors import UserError
+    """`run_dirs` of a folder that is a sweep: one with a plan (sweep.json) or run folders; else
+    a UserError saying what the path is instead."""
+    from scaling.errors import UserError
 
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise UserError(f"sweep directory {sweep_dir} "
+                        + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
+                           if sweep_dir.exists() else "does not exist; launch the sweep first"))
+    dirs = run_dirs(sweep_dir)
+    if not dirs and not (sweep_dir / "sweep.json").exists():
         raise UserError(f"{sweep_dir} is not a sweep directory (no sweep.json and no run folders in it); give the "
                         "folder `scaling sweep launch` wrote, e.g. runs/<name>")
     return dirs
@@ -213,12 +219,6 @@ class SweepStatus:
 def status(sweep_dir: Path) -> SweepStatus:
     """The state of every run of a sweep, counts per state, and an ETA."""
     sweep_dir = Path(sweep_dir)
-    if not sweep_dir.is_dir():
-        from scaling.errors import UserError
-
-        raise UserError(f"sweep directory {sweep_dir} "
-                        + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
-                           if sweep_dir.exists() else "does not exist; launch the sweep first"))
     dirs = sweep_run_dirs(sweep_dir)
     queue = slurm_queue_for(dirs)
     now = time.time()
@@ -304,12 +304,6 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
     import polars as pl
 
     sweep_dir = Path(sweep_dir)
-    if not sweep_dir.is_dir():
-        from scaling.errors import UserError
-
-        raise UserError(f"sweep directory {sweep_dir} "
-                        + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
-                           if sweep_dir.exists() else "does not exist; launch the sweep first"))
     records = []
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
