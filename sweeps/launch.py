@@ -260,8 +260,16 @@ def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
         gpus = [str(g) for g in s.gpus]
     if gpus:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
-    threads = str(max(1, (os.cpu_count() or 1) // s.cpu_jobs))
+    threads = str(max(1, _usable_cpus() // s.cpu_jobs))
     return [{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}] * s.cpu_jobs
+
+
+def _usable_cpus() -> int:
+    """The cores this process may run on (a SLURM allocation or `taskset` narrows them), not the node's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
 
 
 def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:

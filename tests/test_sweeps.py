@@ -6,6 +6,7 @@ The SLURM launcher is tested against a real one-node cluster in tests/test_sweep
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -296,7 +297,7 @@ def test_relaunch_skips_done_and_running_resubmits_failed_and_missing(tmp_path):
 def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     import polars as pl
 
-    from sweeps.store import RESULT_FIELDS
+    from sweeps.store import RESULT_FIELDS, status
 
     spec = write_spec(tmp_path)
     sweep_dir = tmp_path / "runs" / "tiny"
@@ -317,11 +318,16 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     st = json.loads(capsys.readouterr().out)
     assert st["counts"]["done"] == 2 and all(r["progress"] == 1.0 for r in st["runs"])
 
-    # A second launch finds both done and runs nothing.
+    # A second launch finds both done and runs nothing, and exits 0 though the folder also holds a
+    # failed run that is no longer in the spec (not this launch's to report).
     mtimes = [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json"))]
+    stale = sweep_dir / "0000stale"
+    shutil.copytree(sorted(sweep_dir.glob("*/result.json"))[0].parent, stale)
+    (stale / "result.json").write_text(json.dumps({**json.loads((stale / "result.json").read_text()), "status": "failed"}))
     assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
     assert "skipping 2 done; local: 0 to run" in capsys.readouterr().out
-    assert [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json"))] == mtimes
+    assert status(sweep_dir).counts["failed"] == 1
+    assert [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json")) if p.parent != stale] == mtimes
 
 
 def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys):

@@ -153,12 +153,26 @@ def _launch(args: argparse.Namespace) -> int:
             if c["running"] + c["queued"] == 0:
                 break
             time.sleep(10)
-    failed = status(report.sweep_dir).counts["failed"] if executor == "local" or args.wait else 0
+    failed = _failed_here(report, executor, args.wait)
     if args.json:
         import dataclasses
 
         print_json(dataclasses.asdict(report))
     return 1 if failed else 0
+
+
+def _failed_here(report, executor: str, waited: bool) -> int:
+    """How many of the runs this launch ran failed (the exit status is 1 if any did): a local pool
+    counts its own; a SLURM launch knows only with --wait, from its submitted runs' states. Runs
+    left alone (done, running elsewhere) are not this launch's to report."""
+    from sweeps.store import status
+
+    if executor == "local":
+        return report.finished.get("failed", 0)
+    if not waited:
+        return 0
+    mine = {s["run_id"] for s in report.submitted}
+    return sum(r.state == "failed" for r in status(report.sweep_dir).runs if r.run_id in mine)
 
 
 def _status(args: argparse.Namespace) -> int:
