@@ -41,7 +41,7 @@ in_process = pytest.mark.skipif(SUBPROCESS, reason="triton was imported uninterp
 @pytest.mark.skipif(not SUBPROCESS, reason="runs in process")
 def test_in_subprocess():
     env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider", __file__],
                        env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-2000:]
 

@@ -36,7 +36,8 @@ def _cluster_problem() -> str | None:
 PROBLEM = _cluster_problem()
 if PROBLEM and os.environ.get("CI") == "true":
     raise RuntimeError(f"CI must run the SLURM tests: {PROBLEM}")
-pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")
+# One worker takes every test of this file, in turn: they share the one-node cluster's two CPUs.
+pytestmark = [pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or ""), pytest.mark.xdist_group("slurm")]
 
 # The 0.5M model, 24576 tokens in 48 steps of 8×64; a checkpoint at every 8 steps.
 SPEC = """
