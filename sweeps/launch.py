@@ -45,6 +45,15 @@ class LaunchReport:
     skipped: dict[str, list[str]] = field(default_factory=dict)  # state -> run ids left alone
     submitted: list[dict] = field(default_factory=list)  # {run_id, job_id}
     finished: dict[str, int] = field(default_factory=dict)  # local: final state -> count
+    interrupted: bool = False  # Ctrl-C or SIGTERM stopped the launch (LaunchInterrupted)
+
+
+class LaunchInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a launch, carrying what the launch had done by then (its report)."""
+
+    def __init__(self, report: LaunchReport):
+        super().__init__()
+        self.report = report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,10 +173,14 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
         print(f"{spec.name}: {report.total} runs; skipping {left}; {executor}: {len(todo)} to run", flush=True)
     if not todo:
         return report
-    if executor == "slurm":
-        _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
-    else:
-        _launch_local(spec, todo, sweep_dir, report, progress)
+    try:
+        if executor == "slurm":
+            _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
+        else:
+            _launch_local(spec, todo, sweep_dir, report, progress)
+    except KeyboardInterrupt:
+        report.interrupted = True
+        raise LaunchInterrupted(report) from None
     return report
 
 

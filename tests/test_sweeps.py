@@ -332,13 +332,14 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
 
 def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys):
     """`kill` of a local launch mid-run: the launcher exits 130 once its worker has saved a checkpoint
-    and gone (no run left locked, no result.json); a relaunch resumes the run from that checkpoint."""
+    and gone (no run left locked, no result.json), with --json printing its report so far; a relaunch
+    resumes the run from that checkpoint."""
     spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 65536").replace("seed = [0, 1]", "seed = 0")
                       .replace("eval_interval = 4", "eval_interval = 16"))
     sweep_dir = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
            "--sweep-dir", str(sweep_dir)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
@@ -349,7 +350,9 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     finally:
         p.kill()
     assert p.returncode == 130, out + err
-    assert "interrupted" in err and "[1/1]" not in out, out + err  # a stopped run is no result to report
+    report = json.loads(out)
+    assert "interrupted" in err and report["interrupted"] is True, out + err
+    assert report["finished"] == {} and report["total"] == 1, out  # a stopped run is no result to report
     (run_dir,) = sweep_dir.glob("*/metrics.csv")
     run_dir = run_dir.parent
     assert (run_dir / "checkpoints" / "last.ckpt").exists() and not (run_dir / "result.json").exists()

@@ -136,13 +136,20 @@ def _by_recipe(rows: list[dict]) -> list[dict]:
 
 
 def _launch(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from scaling.console import print_json
-    from sweeps.launch import launch
+    from sweeps.launch import LaunchInterrupted, launch
     from sweeps.store import status
 
     spec = _load(args)
     executor = args.executor or spec.default_executor
-    report = launch(spec, executor=executor, sweep_dir=args.sweep_dir, progress=not args.json)
+    try:
+        report = launch(spec, executor=executor, sweep_dir=args.sweep_dir, progress=not args.json)
+    except LaunchInterrupted as e:
+        if args.json:  # a script reading the report learns what ran before the stop (interrupted: true)
+            print_json(dataclasses.asdict(e.report))
+        raise
     if executor == "slurm" and args.wait:
         while True:
             st = status(report.sweep_dir)
@@ -155,8 +162,6 @@ def _launch(args: argparse.Namespace) -> int:
             time.sleep(10)
     failed = _failed_here(report, executor, args.wait)
     if args.json:
-        import dataclasses
-
         print_json(dataclasses.asdict(report))
     return 1 if failed else 0
 
