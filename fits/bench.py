@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from fits.analysis import fit_and_judge
+from scaling import usable_cpus
 from fits.synthetic import EPOCH, synthetic_table
 
 
@@ -23,7 +24,7 @@ def bench_fit(points: int = 500, bootstrap: int = 1000, workers: int = 2, seed: 
     wall, cpu1 = time.perf_counter() - t0, os.times()
     cpu = sum(cpu1[:4]) - sum(cpu0[:4])  # user + system, this process and its workers
     group = next(iter(out["groups"].values()))
-    return {"points": group["n_points"], "bootstrap": bootstrap, "workers": workers, "cpus": os.cpu_count(),
+    return {"points": group["n_points"], "bootstrap": bootstrap, "workers": workers, "cpus": usable_cpus(),
             "wall_s": wall, "cpu_s": cpu, "fit_s": out["timing"]["fit_s"], "bootstrap_s": out["timing"]["bootstrap_s"],
             "ms_per_replicate": 1e3 * out["timing"]["bootstrap_s"] / max(1, bootstrap),
             "truth": EPOCH, "params": group["params"], "ci95": group["ci95"]}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from fits.laws import IDX, base_theta, log_predict
+from scaling import usable_cpus
 
 DELTA = 1e-3
 FREE = {  # parameters each fit moves; the rest of θ stays where the caller put it
@@ -215,7 +215,7 @@ def parallel_map(fn, ctx, items: list, workers: int = 2, progress=None) -> list:
     `fn` must be a module-level function. With workers <= 1 or few items it runs in-process: starting
     processes costs more than a handful of small fits.
     """
-    workers = max(1, min(workers, os.cpu_count() or 1))
+    workers = max(1, min(workers, usable_cpus()))
     if workers == 1 or len(items) < 8:
         out = []
         for i, item in enumerate(items):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +19,7 @@ from reports import compare, figures
 from reports.document import Bullets, Document, Figure, Paragraph, Section, Table
 from reports.load import Study, load
 from reports.render import fmt, to_html, to_markdown
+from scaling import usable_cpus
 from scaling.errors import UserError
 from scaling.files import json_ready, write_atomic, write_json_atomic
 
@@ -424,7 +424,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     out_dir = Path(out_dir)
     fig_dir = out_dir / "figures"
     study = load(source, diagnostics, columns)
-    workers = workers or min(4, os.cpu_count() or 1)
+    workers = workers or min(4, usable_cpus())
     fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers)
 
     fig_dir.mkdir(parents=True, exist_ok=True)

@@ -20,3 +20,13 @@ def git_commit(short: bool = False) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (a SLURM allocation or `taskset` narrows them), not the node's."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1

@@ -33,6 +33,7 @@ import submitit
 
 from sweeps.spec import SweepSpec
 from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue_for, write_json
+from scaling import usable_cpus
 from scaling.errors import UserError
 from scaling.files import check_output
 
@@ -273,16 +274,8 @@ def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
         gpus = [str(g) for g in s.gpus]
     if gpus:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
-    threads = str(max(1, _usable_cpus() // s.cpu_jobs))
+    threads = str(max(1, usable_cpus() // s.cpu_jobs))
     return [{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}] * s.cpu_jobs
-
-
-def _usable_cpus() -> int:
-    """The cores this process may run on (a SLURM allocation or `taskset` narrows them), not the node's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        return os.cpu_count() or 1
 
 
 def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:

@@ -11,5 +11,6 @@ import os
 
 _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _workers > 1 and "OMP_NUM_THREADS" not in os.environ:
-    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    os.environ["OMP_NUM_THREADS"] = str(max(1, _cores // _workers))
+    from scaling import usable_cpus  # (torch-free)
+
+    os.environ["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // _workers))

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import time
 from pathlib import Path
 
+from scaling import usable_cpus
 from scaling.files import check_output
 
 HELP = "the whole path on a tiny built-in sweep: data, diagnostics, sweep, fits, report"
@@ -56,7 +56,7 @@ def _device() -> str:
 
     if torch.cuda.is_available():
         return f"{torch.cuda.device_count()} × {torch.cuda.get_device_name(0)}"
-    return f"CPU ({os.cpu_count()} cores)"
+    return f"CPU ({usable_cpus()} cores)"
 
 
 def _diagnostics(spec, out: Path) -> Path:
