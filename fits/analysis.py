@@ -152,7 +152,8 @@ def _lr_test(law: str, baseline: Points, pts: Points, const: np.ndarray, growth:
     alt = minimize_from(np.vstack([null.theta[None], growth[None]]), f"{law}+growth", joint)
     pred = log_predict(alt.theta, joint.logN, joint.logD, joint.logN0, joint.logD0, recipe=joint.recipe)
     residuals = pred - joint.logL
-    return penalty.lr_test(null.objective, min(alt.objective, null.objective), residuals, joint.n_runs)
+    return penalty.lr_test(null.objective, min(alt.objective, null.objective), residuals, joint.n_runs,
+                           N_PARAMS[f"{law}+growth"])
 
 
 def _warnings(name: str, params: dict, ci: dict) -> list[str]:

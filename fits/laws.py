@@ -68,10 +68,10 @@ def to_params(theta: np.ndarray, law: str, logN0: float = 0.0, logD0: float = 0.
     t = dict(zip(THETA, (float(x) for x in theta)))
     with np.errstate(over="ignore"):  # log A past ~709 (a degenerate fit): A = inf, which the JSON writes as null
         p = {"A": np.exp(t["a"]), "B": np.exp(t["b"]), "E": np.exp(t["e"]), "alpha": t["alpha"], "beta": t["beta"]}
+        if efficiency:  # likewise an efficiency's log
+            p["effN"], p["effD"] = np.exp(t["u"]), np.exp(t["v"])
     if law == "quartet":
         p["gamma"] = t["gamma"]
-    if efficiency:
-        p["effN"], p["effD"] = np.exp(t["u"]), np.exp(t["v"])
     if growth:
         p["kappaN"], p["kappaD"] = t["kappaN"], t["kappaD"]
         p["N0"], p["D0"] = np.exp(logN0), np.exp(logD0)

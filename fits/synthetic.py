@@ -9,18 +9,27 @@ from fits.laws import predict
 
 # Epoch AI's fit to Chinchilla's data: a realistic baseline law.
 EPOCH = {"A": 477.8, "B": 2143.0, "E": 1.817, "alpha": 0.3473, "beta": 0.3672}
+# Unit-variance noise draws: (rng, n) -> n values.
+NOISE = {
+    "normal": lambda rng, n: rng.standard_normal(n),
+    "laplace": lambda rng, n: rng.laplace(size=n) / np.sqrt(2.0),
+    "t3": lambda rng, n: rng.standard_t(3, size=n) / np.sqrt(3.0),
+}
 
 
 def synthetic_table(recipes: dict[str, dict] | None = None, sizes=None, ratios=(5, 10, 20, 40, 80),
                     checkpoints: int = 1, noise: float = 0.005, base: dict | None = None,
-                    seed: int = 0) -> pl.DataFrame:
+                    seed: int = 0, noise_dist: str = "normal") -> pl.DataFrame:
     """A sweep's table: every recipe × model size × tokens-per-parameter ratio is one run.
 
     recipes: name -> {"effN", "effD", "kappaN", "kappaD"} on top of `base` (default: one recipe
     "bf16" with none). N₀, D₀ of the growth terms are the geometric means of the sweep's N and D,
     as the fitter uses. checkpoints > 1 adds that many evenly spaced checkpoints per run (same
-    run_id). noise: standard deviation of log-normal noise on the loss, independent per point.
+    run_id). noise: standard deviation of the noise on the log loss, independent per point, drawn
+    from `noise_dist` (NOISE: normal, or the heavier-tailed laplace and t3, scaled to unit variance).
     """
+    if noise_dist not in NOISE:
+        raise ValueError(f"noise_dist {noise_dist!r}: use one of {', '.join(NOISE)}")
     rng = np.random.default_rng(seed)
     base = dict(EPOCH if base is None else base)
     recipes = {"bf16": {}} if recipes is None else recipes
@@ -31,7 +40,7 @@ def synthetic_table(recipes: dict[str, dict] | None = None, sizes=None, ratios=(
         Ns = np.array([N for N, _ in runs for k in range(checkpoints)])
         Ds = np.array([D * (k + 1) / checkpoints for _, D in runs for k in range(checkpoints)])
         params = {**base, "N0": float(np.exp(np.log(Ns).mean())), "D0": float(np.exp(np.log(Ds).mean())), **eff}
-        loss = predict(params, Ns, Ds) * np.exp(noise * rng.standard_normal(len(Ns)))
+        loss = predict(params, Ns, Ds) * np.exp(noise * NOISE[noise_dist](rng, len(Ns)))
         ids = [f"{recipe}-{i}" for i in range(len(runs)) for _ in range(checkpoints)]
         rows.append(pl.DataFrame({"recipe": recipe, "run_id": ids, "N": Ns, "D": Ds, "loss": loss}))
     return pl.concat(rows)

@@ -46,7 +46,9 @@ def read_file(path: Path) -> pl.DataFrame:
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
 
 
-def _pick(df: pl.DataFrame, name: str, mapping: dict[str, str]) -> str | None:
+def pick_column(df: pl.DataFrame, name: str, mapping: dict[str, str]) -> str | None:
+    """The column holding `name` (a CANONICAL name): the one `mapping` names, else the name itself,
+    else a result record's alias; None where there is none."""
     if name in mapping:
         if mapping[name] not in df.columns:
             raise UserError(f"--columns maps {name} to {mapping[name]!r}, which is not a column "
@@ -62,7 +64,7 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
     """Which column of df holds each fit quantity (recipe, run_id, N, D, C, loss): the one `mapping`
     names, else the canonical name, else the result record's (ALIASES); None where there is none.
     N, loss and one of D or C must be found."""
-    got = {k: _pick(df, k, mapping) for k in ("recipe", "run_id", "N", "D", "C", "loss")}
+    got = {k: pick_column(df, k, mapping) for k in ("recipe", "run_id", "N", "D", "C", "loss")}
     missing = [k for k in ("N", "loss") if got[k] is None]
     if got["D"] is None and got["C"] is None:
         missing.append("D (or C)")
@@ -95,11 +97,11 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
     df = source if isinstance(source, pl.DataFrame) else read_file(Path(source))
     where = "the table" if isinstance(source, pl.DataFrame) else str(source)
+    got = find_columns(df, mapping, where)
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
-    status = _pick(df, "status", mapping)
+    status = pick_column(df, "status", mapping)
     if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
         df = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
-    got = find_columns(df, mapping, where)
     df = _best_learning_rate(df, got)
     try:
         out = pl.DataFrame({
@@ -113,7 +115,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     out = with_compute(out)
-    _validate(out, where, "line" if where.lower().endswith(".csv") else "row")
+    _validate(out, where, "line" if where.lower().endswith(".csv") else "row", status is not None, got["run_id"] is not None)
     out = out.select("recipe", "run_id", "N", "D", "C", "loss")
     if drop_highest:
         if drop_highest < 0:
@@ -137,13 +139,14 @@ def _best_learning_rate(df: pl.DataFrame, got: dict[str, str | None]) -> pl.Data
             .unique(subset=point, keep="first", maintain_order=True))
 
 
-def _validate(df: pl.DataFrame, where: str, unit: str) -> None:
-    """unit: "line" for a CSV file (the header is line 1), else "row" (the first data row is row 1)."""
+def _validate(df: pl.DataFrame, where: str, unit: str, filtered: bool, run_ids: bool) -> None:
+    """unit: "line" for a CSV file (the header is line 1), else "row" (the first data row is row 1).
+    filtered: rows were kept by their status; run_ids: the table names its runs."""
     def first(rows: pl.DataFrame) -> str:
         return f"{unit} {rows['_row'][0] + (2 if unit == 'line' else 1)}"
 
     if df.height == 0:
-        raise UserError(f"{where} has no rows to fit (after keeping status == 'completed' rows)")
+        raise UserError(f"{where} has no rows to fit" + (" (no row has status 'completed')" if filtered else ""))
     bad = df.filter(
         pl.any_horizontal([pl.col(c).is_null() | pl.col(c).is_nan() for c in ("N", "D", "loss")])
         | pl.col("recipe").is_null())
@@ -155,3 +158,10 @@ def _validate(df: pl.DataFrame, where: str, unit: str) -> None:
         if nonpos.height:
             raise UserError(f"{where} has {nonpos.height} row(s) with non-positive or infinite {c} "
                             f"(first: {first(nonpos)}, {c} = {nonpos[c][0]}); every N, D and loss must be > 0")
+    # A repeated row would count as one more run (or a run's checkpoint twice): evidence that is not there.
+    same = [("recipe", "N", "D", "loss")] + ([("recipe", "run_id", "D")] if run_ids else [])
+    for cols in same:
+        dup = df.filter(pl.struct(*cols).is_duplicated())
+        if dup.height:
+            raise UserError(f"{where} has {dup.height} rows that repeat another row's {', '.join(cols)} (first: "
+                            f"{first(dup)}); remove the repeats: each would count as more evidence than there is")

@@ -190,6 +190,16 @@ def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
     assert fits.analyse(table, bootstrap=8, workers=1, top=10)["groups"]["bf16"]["warnings"] == []  # a pinned law
 
 
+def test_the_no_growth_test_is_calibrated_on_a_small_grid():
+    """On 3 model sizes x 3 budgets of a constant penalty, the kappa = 0 statistic has about chi2(2)'s
+    mean of 2 (`scaling bench calibration`, 40 sweeps: docs/fits.md); estimating the Huber scale from
+    the residuals' own density gave ~8, rejecting a true null in 60% of sweeps at the 5% level."""
+    from fits.calibration import calibrate
+
+    (row,) = calibrate(sweeps=8, cases=(("3x3", "normal", "constant"),), workers=1)
+    assert row["mean_stat"] < 4.0 and row["reject_5pct"] <= 0.25 and row["untestable"] == 0, row
+
+
 def test_verdict_rule():
     assert verdict(0.01, (0.8, 0.95)) == "grows"
     assert verdict(0.2, (0.8, 0.95)) == "inconclusive"  # interval below 1 but LR test not significant
@@ -253,6 +263,8 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
 @pytest.mark.parametrize("case, needle", [
     ("missing_file", "does not exist"),
     ("missing_column", "lacks column"),
+    ("repeated_row", "repeat another row's recipe, N, D, loss (first: line 5)"),
+    ("repeated_checkpoint", "repeat another row's recipe, run_id, D"),
     ("nan_row", "NaN"),
     ("nonpositive", "non-positive"),
     ("too_few", "needs at least"),
@@ -266,6 +278,10 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     extra = []
     if case == "missing_column":
         t = t.drop("loss")
+    elif case == "repeated_row":  # without run ids it would count as one more run
+        t = pl.concat([t, t[3:4]]).drop("run_id")
+    elif case == "repeated_checkpoint":  # a run's point listed twice, with another loss
+        t = pl.concat([t, t[3:4].with_columns(loss=pl.col("loss") * 1.01)])
     elif case == "nan_row":
         t = t.with_columns(loss=pl.when(pl.int_range(pl.len()) == 3).then(float("nan")).otherwise(pl.col("loss")))
     elif case == "nonpositive":

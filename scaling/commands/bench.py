@@ -1,4 +1,4 @@
-"""`scaling bench kernels|loss|linear|train|profile|stages|sass|cpu|quantizer|fit`: benchmarks written to a JSON
+"""`scaling bench kernels|loss|linear|train|profile|stages|sass|cpu|quantizer|fit|calibration`: benchmarks written to a JSON
 under reports/bench/ (stages: for a profiler, no rows);
 `scaling bench targets`: the emulation's speed targets checked against such a file (scaling.targets)."""
 
@@ -8,11 +8,14 @@ import argparse
 from pathlib import Path
 
 from scaling.compiling import COMPILE_MODES
+from scaling import usable_cpus
 from scaling.errors import UserError
 
-HELP = "benchmarks: kernels, loss, linear, train, profile, stages (GPU); sass, cpu, quantizer, fit; targets (checks a file)"
-SECTIONS = ("kernels", "loss", "linear", "train", "profile", "stages", "sass", "cpu", "quantizer", "fit", "targets")
-NO_GPU = ("sass", "cpu", "quantizer", "fit", "targets")
+HELP = ("benchmarks: kernels, loss, linear, train, profile, stages (GPU); sass, cpu, quantizer, fit, calibration; "
+        "targets (checks a file)")
+SECTIONS = ("kernels", "loss", "linear", "train", "profile", "stages", "sass", "cpu", "quantizer", "fit", "calibration",
+            "targets")
+NO_GPU = ("sass", "cpu", "quantizer", "fit", "calibration", "targets")
 FAMILIES = "nanochat,llama2"  # train's and cpu's default; profile's is nanochat
 
 
@@ -35,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="train: torch.compile mode (reduce-overhead replays CUDA graphs)")
     parser.add_argument("--top", type=int, help="linear, profile: list each layer's or recipe's top kernels by GPU "
                         "time (default: none for linear, 25 for profile)")
+    parser.add_argument("--sweeps", type=int, default=40,
+                        help="calibration: synthetic sweeps per case (default 40; each case's rate is +-~7%% at 40)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
@@ -138,11 +143,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...], result: dict,
                       progress) -> None:
-    """The sections that need no GPU (fit, sass, cpu, quantizer), into result."""
+    """The sections that need no GPU (fit, calibration, sass, cpu, quantizer), into result."""
     if "fit" in wanted:
         from fits.bench import bench_fit  # the fits helper's benchmark (no torch)
 
         result["fit"] = bench_fit()
+    if "calibration" in wanted:
+        from fits.calibration import calibrate
+
+        if args.sweeps < 1:
+            raise UserError(f"--sweeps {args.sweeps}: give at least 1 synthetic sweep per case (default 40)")
+        progress(f"calibration of the kappa = 0 test, {args.sweeps} synthetic sweeps per case:")
+        result["calibration"] = calibrate(sweeps=args.sweeps, workers=min(2, usable_cpus()), progress=progress)
     if "sass" in wanted:
         result["sass"] = _merge("sass", result.get("sass", []), _bench_sass(list(recipes) or None, progress))
         from scaling.bench import versions
@@ -232,6 +244,8 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
             print_table(result[section], title=f"bench {section} ({machine['cpu']}, {machine['threads']} threads, no GPU)")
     if "fit" in wanted:
         print_json(result["fit"])
+    if "calibration" in wanted:
+        print_table(result["calibration"], title="bench calibration (the kappa = 0 test on synthetic sweeps)")
     if checked:
         from scaling.targets import summary
 
