@@ -66,7 +66,7 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
 
     with warnings.catch_warnings():
         # Degenerate bootstrap replicates (few runs) overflow in numpy; fits drops their non-finite
-        # results and the report shows the intervals and `n_replicates` that remain.
+        # results from the intervals.
         warnings.simplefilter("ignore", RuntimeWarning)
         return fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
                             progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
@@ -112,12 +112,17 @@ VERDICT_WORDS = {
 }
 
 
-def verdict_sentence(recipe: str, pen: dict, baseline: str) -> str:
+def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> str:
     """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size."""
-    text = f"**{recipe}**: the penalty against {baseline} {VERDICT_WORDS.get(pen['verdict'], pen['verdict'])}"
+    words = ("is not judged (no bootstrap ran)" if not bootstrap else
+             VERDICT_WORDS.get(pen["verdict"], pen["verdict"]))
+    text = f"**{recipe}**: the penalty against {baseline} {words}"
     rpd = pen.get("ratio_per_decade", {})
+    p = pen["p_value"]
+    test = (f"p = {p:.2g}" if p is not None and math.isfinite(p) else
+            "not computable: the runs do not outnumber the growth model's parameters")
     text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))} {_interval(rpd.get('ci95'), 3)} per "
-             f"decade of compute (likelihood-ratio test of no growth: p = {pen['p_value']:.2g})")
+             f"decade of compute (likelihood-ratio test of no growth: {test})")
     m, g = pen.get("multiplier"), pen.get("gap")
     if m and g:
         # m(C) = the baseline's compute for the recipe's loss at C, over C: below 1, the recipe's compute
@@ -130,28 +135,36 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str) -> str:
     return text + "."
 
 
+def _left_out(fitted: dict) -> str:
+    return "; ".join(reason for _, reason in sorted(fitted.get("skipped", {}).items()))
+
+
+def no_penalty_reason(fitted: dict, baseline: str) -> str:
+    """Why no recipe has a penalty against the baseline (when none has), in a sentence."""
+    if fitted.get("skipped"):
+        return f"No recipe could be judged against {baseline}: {_left_out(fitted)}."
+    if baseline not in fitted["groups"]:
+        return f"One group ({', '.join(fitted['groups'])}) and no baseline ({baseline}): there is no penalty to judge."
+    return f"Only the baseline ({baseline}) has results, so there is no penalty to judge."
+
+
 def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     s = Section("Verdict")
     penalty, skipped = fitted.get("penalty", {}), fitted.get("skipped", {})
-    left_out = "; ".join(reason for _, reason in sorted(skipped.items()))
-    if not penalty and skipped:
-        return s.omit(f"No recipe could be judged against {baseline}: {left_out}.")
-    if not penalty and baseline not in fitted["groups"]:
-        return s.omit(f"One group ({', '.join(fitted['groups'])}) and no baseline ({baseline}): no penalty to "
-                      "judge; its fitted law is below.")
     if not penalty:
-        return s.omit(f"Only the baseline ({baseline}) has results, so there is no penalty to judge; "
-                      "the fitted law is below.")
+        return s.omit(no_penalty_reason(fitted, baseline) + " The fitted laws are below.")
     n_runs = sum(g["n_runs"] for g in fitted["groups"].values())
+    intervals = (f"intervals are 95% bootstrap intervals over {fitted['bootstrap']} replicates that resample whole runs"
+                 if fitted["bootstrap"] else "no bootstrap ran (`--bootstrap 0`), so there are no intervals and no "
+                 "recipe is judged")
     s.add(Paragraph(
         f"Does each recipe's loss penalty against **{baseline}** grow with compute? {fitted['law'].capitalize()} "
-        f"laws fitted to {n_runs} completed runs; intervals are 95% bootstrap intervals over {fitted['bootstrap']} "
-        "replicates that resample whole runs; numbers are along each law's compute-optimal allocation. A multiplier "
-        "below 1 means the recipe needs more compute than the baseline for the same loss."
+        f"laws fitted to {n_runs} completed runs; {intervals}; numbers are along each law's compute-optimal "
+        "allocation. A multiplier below 1 means the recipe needs more compute than the baseline for the same loss."
     ))
-    s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline) for r in sorted(penalty))))
+    s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"]) for r in sorted(penalty))))
     if skipped:
-        s.add(Paragraph(f"Not judged: {left_out} (their runs are still in the tables below)."))
+        s.add(Paragraph(f"Not judged: {_left_out(fitted)} (their runs are still in the tables below)."))
     rule = next(iter(penalty.values())).get("rule")
     if rule:
         s.add(Paragraph(f"The rule (docs/fits.md): {rule}."))
@@ -194,7 +207,7 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
     s = Section("Penalty vs compute")
     bands = fitted.get("bands", {})
     if not bands:
-        return s.omit("Not computed: no recipe other than the baseline, so no penalty to plot.")
+        return s.omit("Not computed. " + no_penalty_reason(fitted, baseline))
     path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
     s.add(Figure(path, f"Left: the compute multiplier, {baseline}'s compute that reaches the recipe's loss divided by the "
                        f"recipe's compute. Right: the loss gap to {baseline} at equal compute. Line: the fit; shaded: the 95% "
@@ -253,7 +266,8 @@ def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -
         "before the learning rate has decayed); no value means it was never reached."
     ))
     summary = compare.overhead_summary(table)
-    s.add(Table(("recipe", "pairs", "reached", "median overhead (%)", "min (%)", "max (%)", "diverged", "not reached"),
+    s.add(Table(("recipe", "pairs", "reached", "median overhead (%)", "min (%)", "max (%)", "diverged", "failed",
+                 "not reached"),
                 tuple(summary.iter_rows()), "Per recipe, over its matched pairs."))
     keys = compare.match_keys(table)
     s.add(Table(("recipe", *keys, "target loss", f"{baseline} tokens", "recipe tokens", "overhead (%)", "reached in run of D", "note"),
@@ -274,7 +288,7 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
         rows.append((name, p["effN_const"], _ci(ci, "effN_const"), p["effD_const"], _ci(ci, "effD_const"),
                      p["effN_const"] * p["effD_const"], p["kappaN"], _ci(ci, "kappaN"), p["kappaD"], _ci(ci, "kappaD")))
     if not rows:
-        return s.omit("Not computed: there is no recipe other than the baseline.")
+        return s.omit("Not computed. " + no_penalty_reason(fitted, baseline))
     base = ("the Chinchilla law fitted on {b} (Quartet's form with γ = 1; `--law quartet` fits γ too)"
             if fitted["law"] == "chinchilla" else "the Quartet law fitted on {b}")
     s.add(Paragraph(
@@ -327,7 +341,7 @@ def section_diagnostics(study: Study) -> Section:
 
 def section_failures(study: Study) -> Section:
     s = Section("Diverged and failed runs")
-    if not study.from_records:
+    if not study.has_status:
         s.add(Paragraph("The input has no run status column, so every row is taken as a completed run."))
         return s
     bad = study.runs.filter(pl.col("status") != "completed")
@@ -462,7 +476,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "n_runs": study.runs.height,
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
-                "sentence": verdict_sentence(r, p, baseline).replace("**", "")}
+                "sentence": verdict_sentence(r, p, baseline, bootstrap).replace("**", "")}
             for r, p in sorted(fitted.get("penalty", {}).items())
         },
         "skipped": fitted.get("skipped", {}),

@@ -68,8 +68,9 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
     larger token budget) are searched in order, and `reached_in` names the budget of the run that
     got there. Their mid-run losses are read before the schedule's decay ends, so such an overhead
     is an upper bound; a recipe that reaches the target in none of its runs gets null and a note.
-    A paired run that diverged gets null and "no convergence": each pair is exactly one of reached,
-    diverged, not reached (`overhead_summary`'s columns add up to its pairs).
+    A paired run that diverged gets null and "no convergence", one that failed (a crash: no result)
+    null and "no result": each pair is exactly one of reached, diverged, failed, not reached
+    (`overhead_summary`'s columns add up to its pairs).
     """
     keys = match_keys(runs)
     same_model = [k for k in keys if k != "D"]
@@ -91,8 +92,10 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
             row = {"recipe": recipe, **{k: b[k] for k in keys}, "target_loss": target, "baseline_tokens": t_base,
                    "recipe_tokens": None, "overhead_pct": None, "reached_in": None, "note": ""}
             if p["status"] != "completed" or p["run_id"] not in curves:
-                # A diverged pair is the AMD paper's "no convergence": an outcome, not an overhead.
-                row["note"] = f"no convergence ({p['status']})" if p["status"] != "completed" else "no validation curve"
+                # A diverged pair is the AMD paper's "no convergence": an outcome, not an overhead. A failed
+                # one (the job crashed) says nothing about the recipe.
+                row["note"] = ("no validation curve" if p["status"] == "completed" else
+                               "no convergence (diverged)" if p["status"] == "diverged" else f"no result ({p['status']})")
                 rows.append(row)
                 continue
             candidates = mine.filter((pl.col("D") >= b["D"]) & (pl.col("status") == "completed")).sort("D")
@@ -117,14 +120,15 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
 
 
 def overhead_summary(overhead: pl.DataFrame) -> pl.DataFrame:
-    """Per recipe: pairs, how many reached the target, median/min/max overhead, diverged, not reached."""
+    """Per recipe: pairs, how many reached the target, median/min/max overhead, diverged, failed, not reached."""
     reached = pl.col("overhead_pct").is_not_null()
+    diverged, failed = pl.col("note").str.starts_with("no convergence"), pl.col("note").str.starts_with("no result")
     return (
         overhead.group_by("recipe")
         .agg(pl.len().alias("pairs"), reached.sum().alias("reached"),
              pl.col("overhead_pct").median().alias("median"), pl.col("overhead_pct").min().alias("min"),
              pl.col("overhead_pct").max().alias("max"),
-             pl.col("note").str.starts_with("no convergence").sum().alias("diverged"),
-             (~reached & ~pl.col("note").str.starts_with("no convergence")).sum().alias("not_reached"))
+             diverged.sum().alias("diverged"), failed.sum().alias("failed"),
+             (~reached & ~diverged & ~failed).sum().alias("not_reached"))
         .sort("recipe")
     )

@@ -32,6 +32,7 @@ class Study:
     diagnostics: Any = None
     diagnostics_path: Path | None = None
     from_records: bool = False  # True when rows are result records (status, versions, ... known)
+    has_status: bool = False  # True when each run's status is known (records, or a table's status column)
 
 
 def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.DataFrame:
@@ -40,7 +41,7 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
     tokens, flops, val_loss, or what `columns` maps them to; C = 6·N·D)."""
     from fits.table import default_run_ids, find_columns, with_compute
 
-    got = find_columns(df, columns, str(source))
+    got = find_columns(df, columns, str(source)) | {"status": _status_column(df, columns)}
     picked = {col: name for name, col in got.items() if col is not None and col != name}
     # A mapped column takes its canonical name; a column already called that yields to it.
     df = df.drop([name for name in picked.values() if name in df.columns]).rename(picked)
@@ -52,9 +53,17 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
         df = df.with_columns(default_run_ids(df.height))
     if "status" not in df.columns:
         df = df.with_columns(pl.lit("completed").alias("status"))
+    df = df.with_columns(pl.col("status").cast(pl.Utf8))
     if "lr_mult" in df.columns:  # records written before result.json kept it ran at the default
         df = df.with_columns(pl.col("lr_mult").cast(pl.Float64, strict=False).fill_null(1.0))
     return df.with_columns(pl.col("recipe").cast(pl.Utf8), pl.col("run_id").cast(pl.Utf8))
+
+
+def _status_column(df: pl.DataFrame, columns: dict[str, str]) -> str | None:
+    """The table's column of run statuses (`status`, or what --columns maps it to), if any."""
+    from fits.table import pick_column
+
+    return pick_column(df, "status", columns)
 
 
 def _read_table(path: Path) -> pl.DataFrame:
@@ -106,10 +115,15 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
             raise UserError(f"{source} holds no finished runs (no */result.json); launch or wait for the sweep first")
         raw, run_root, sweep_dir = records, source, source
     else:
+        from fits.table import read_table
+
         raw, run_root, sweep_dir = _read_table(source), source.parent, None
+        read_table(source, columns)  # refuses what `scaling fit` refuses, naming the file's line
     # A results.parquet from `scaling sweep collect` carries the records' status and provenance too.
     from_records = sweep_dir is not None or {"status", "versions"} <= set(raw.columns)
-    study = Study(source=source, runs=_normalise(raw, source, columns), sweep_dir=sweep_dir, from_records=from_records)
+    runs = _normalise(raw, source, columns)
+    study = Study(source=source, runs=runs, sweep_dir=sweep_dir, from_records=from_records,
+                  has_status=from_records or _status_column(raw, columns) is not None)
     study.run_root = run_root
     study.curves = _read_curves(run_root, study.runs["run_id"].to_list())
     # Only a sweep's own diagnostics are picked up unasked: a CSV lying in some folder is not a sweep.

@@ -112,25 +112,28 @@ def test_relative_gap_and_token_overhead_on_matched_runs(tmp_path):
     # a worse recipe needs more tokens for the baseline's loss: found in a longer run of the same model
     assert reached.height > 0 and (reached["overhead_pct"] > 0).all()
     assert (reached["reached_in"] > reached["D"]).all()
-    summary = compare.overhead_summary(over)  # each pair is exactly one of reached, diverged, not reached
-    assert (summary["pairs"] == summary["reached"] + summary["diverged"] + summary["not_reached"]).all()
+    summary = compare.overhead_summary(over)  # each pair is exactly one of reached, diverged, failed, not reached
+    assert (summary["pairs"] == summary["reached"] + summary["diverged"] + summary["failed"] + summary["not_reached"]).all()
     assert summary.filter(pl.col("recipe") == "mxfp4")["diverged"].item() == 1
 
 
-def test_a_diverged_pair_is_no_convergence_even_where_a_longer_run_reaches(tmp_path):
+@pytest.mark.parametrize("status, note, column", [("diverged", "no convergence (diverged)", "diverged"),
+                                                  ("failed", "no result (failed)", "failed")])
+def test_a_diverged_pair_is_no_convergence_even_where_a_longer_run_reaches(tmp_path, status, note, column):
+    """A diverged pair is the recipe's "no convergence"; a failed one (a crash) is no result, not a divergence."""
     from reports.load import load
 
     sweep = make_sweep(tmp_path, noise=0.0)  # nvfp4's shortest M run diverges; its longer runs complete
     record = sweep / "nvfp4-M-200M" / "result.json"
     r = json.loads(record.read_text())
-    record.write_text(json.dumps({**r, "status": "diverged", "val_loss": float("nan")}))
+    record.write_text(json.dumps({**r, "status": status, "val_loss": float("nan")}))
     study = load(sweep)
     over = compare.token_overhead(study.runs, study.curves, "bf16")
     row = over.filter((pl.col("recipe") == "nvfp4") & (pl.col("size") == "M") & (pl.col("D") == BUDGETS[0])).row(0, named=True)
-    assert row["note"] == "no convergence (diverged)" and row["overhead_pct"] is None and row["reached_in"] is None
+    assert row["note"] == note and row["overhead_pct"] is None and row["reached_in"] is None
     summary = compare.overhead_summary(over).filter(pl.col("recipe") == "nvfp4").row(0, named=True)
-    assert summary["pairs"] == summary["reached"] + summary["diverged"] + summary["not_reached"]
-    assert summary["diverged"] == 1
+    assert summary["pairs"] == summary["reached"] + summary["diverged"] + summary["failed"] + summary["not_reached"]
+    assert summary[column] == 1 and summary["diverged" if column == "failed" else "failed"] == 0
 
 
 def test_report_judges_the_recipes_it_can_fit_and_names_the_one_it_cannot(tmp_path):
@@ -295,6 +298,54 @@ def test_report_reads_a_table_as_the_fits_do(tmp_path):
     for c in ("recipe", "run_id", "N", "D", "C", "loss"):
         assert runs[c].to_list() == fits[c].to_list(), c
     assert runs["C"].to_list() == [6 * 1e6 * 2e7, 6 * 2e6 * 4e7]
+
+
+def test_an_external_tables_statuses_are_shown_and_its_bad_rows_refused_by_line(tmp_path, capsys):
+    """A CSV's status column is read as the records' is (its diverged runs listed, not fitted); a NaN
+    loss, a repeated row or a bad N is refused as `scaling fit` refuses it, naming the file's line
+    (the report dropped NaN losses unsaid, and counted lines after dropping them)."""
+    from reports.load import load
+    from scaling.cli import main
+
+    rows = external_csv(tmp_path).read_text().splitlines()
+    csv = tmp_path / "status.csv"
+    csv.write_text("\n".join([rows[0] + ",status", *(r + ",completed" for r in rows[1:-1]),
+                              rows[-1].rsplit(",", 1)[0] + ",nan,diverged"]) + "\n")
+    study = load(csv)
+    assert study.has_status and not study.from_records
+    assert study.runs.filter(pl.col("status") == "diverged").height == 1
+    from reports.build import section_failures
+    from reports.document import Paragraph
+
+    text = " ".join(b.text for b in section_failures(study).blocks if isinstance(b, Paragraph))
+    assert "1 of 36 runs did not complete" in text, text
+
+    for name, body, needle in (
+        ("nan.csv", rows[:3] + [rows[3].rsplit(",", 1)[0] + ",nan"], "line 4"),
+        ("repeat.csv", rows[:3] + [rows[2]], "repeat another row's recipe, N, D, loss"),
+        ("negative.csv", rows[:4] + ["bf16,-5,1e9,3.0"], "line 5"),
+    ):
+        bad = tmp_path / name
+        bad.write_text("\n".join(body) + "\n")
+        assert main(["report", str(bad), "--out", str(tmp_path / "r")]) == 2, name
+        err = capsys.readouterr().err
+        assert needle in err and str(bad) in err and "_row" not in err, err
+
+
+def test_sections_say_why_there_is_no_penalty(tmp_path):
+    """Penalty and efficiency sections name the real reason (a recipe left out, no baseline), and a
+    run without a bootstrap judges no recipe and says so."""
+    from reports.build import section_efficiency, section_penalty, verdict_sentence
+
+    fitted = {"groups": {"bf16": {"params": {}}}, "skipped": {"nvfp4": "nvfp4: 2 completed runs, a law needs at least 3"},
+              "penalty": {}, "bands": {}, "law": "chinchilla", "bootstrap": 10}
+    for section in (section_penalty(fitted, "bf16", {}, tmp_path), section_efficiency(fitted, "bf16")):
+        assert "nvfp4: 2 completed runs" in section.omitted, section.omitted
+    alone = {**fitted, "groups": {"all": {"params": {}}}, "skipped": {}}
+    assert "no baseline (bf16)" in section_efficiency(alone, "bf16").omitted
+    pen = {"verdict": "inconclusive", "p_value": float("nan"), "ratio_per_decade": {"value": 1.0, "ci95": None}}
+    sentence = verdict_sentence("nvfp4", pen, "bf16", bootstrap=0)
+    assert "not judged (no bootstrap ran)" in sentence and "not computable" in sentence
 
 
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
