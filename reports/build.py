@@ -212,7 +212,9 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
     s.add(Figure(path, f"Left: the compute multiplier, {baseline}'s compute that reaches the recipe's loss divided by the "
                        f"recipe's compute. Right: the loss gap to {baseline} at equal compute. Line: the fit; shaded: the 95% "
                        "bootstrap band (cut at the axes when it is very wide: the tables give its ends); solid over "
-                       "the recipe's compute range in the data, dotted beyond."))
+                       "the recipe's compute range in the data, dotted beyond. The curves are the growth model's, "
+                       f"which gives each recipe {baseline}'s loss floor E: a recipe whose penalty is a higher floor "
+                       "shows as growth, and its dotted extrapolation carries that model's assumption."))
     rows = []
     for recipe, pen in sorted(fitted["penalty"].items()):
         m, g = pen["multiplier"], pen["gap"]
