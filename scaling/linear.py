@@ -531,9 +531,10 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
         raise UserError(f"recipe {recipe.name}: high_precision_blocks {outside} name no block of this model, "
                         f"which has {len(blocks)} (0 to {len(blocks) - 1}, or -1 for the last)")
     keep = {i % len(blocks) for i in recipe.high_precision_blocks}
-    for name, module in blocks.named_modules():
-        if type(module) is nn.Linear:
-            check_shape(recipe, module.in_features, module.out_features, f"blocks.{name}")
+    for b, block in enumerate(blocks):  # the layers it will quantize (a kept block's shapes are no concern)
+        for name, module in block.named_modules():
+            if type(module) is nn.Linear and b not in keep:
+                check_shape(recipe, module.in_features, module.out_features, f"blocks.{b}.{name}")
     layer_index = 0
     for b, block in enumerate(blocks):
         for parent in list(block.modules()):

@@ -153,7 +153,9 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
     """Read a sweep TOML, apply ``key.path=value`` overrides, validate, return the frozen spec."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"sweep spec {path} does not exist; pass a TOML file such as sweeps/demo.toml")
+        raise UserError(f"sweep spec {path} " + ("is a folder (a sweep's runs?); `sweep plan` and `launch` take the "
+                        "spec's TOML file, such as sweeps/demo.toml" if path.is_dir() else
+                        "does not exist; pass a TOML file such as sweeps/demo.toml"))
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:

@@ -2,6 +2,7 @@
 operand lies on its grid once divided by its block scales expanded along that GEMM's K."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -249,9 +250,15 @@ def test_incompatible_width_is_refused_before_training():
 
     model = nn.Module()
     model.blocks = nn.ModuleList([nn.Sequential(nn.Linear(128, 64, bias=False))])
-    with pytest.raises(UserError, match="multiple of 128"):
+    with pytest.raises(UserError, match=r"blocks\.0\.0 .*multiple of 128"):
         convert(model, get_recipe("quartet2"))  # MS-EDEN's RHT128 along dgrad's K = 64
     convert(model, get_recipe("nvfp4"))  # 1x16 blocks fit
+    # A block the recipe keeps in BF16 is not quantized, so its shapes are no reason to refuse.
+    kept = dataclasses.replace(get_recipe("quartet2"), high_precision_blocks=(0,))
+    model.blocks = nn.ModuleList([nn.Sequential(nn.Linear(128, 64, bias=False)),
+                                  nn.Sequential(nn.Linear(128, 128, bias=False))])
+    converted = convert(model, kept)
+    assert type(converted.blocks[0][0]) is nn.Linear and isinstance(converted.blocks[1][0], QLinear)
 
 
 def test_axis_free_weight_operand_is_reused_exactly():
