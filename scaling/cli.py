@@ -1,8 +1,9 @@
 """The `scaling` command.
 
-Each verb lives in ``scaling/commands/<verb>.py`` with ``HELP``, ``add_arguments(parser)`` and
-``run(args) -> int``. Verb modules are imported only when that verb runs, so that `scaling train`
-works where polars and submitit are missing (the GPU image) and `scaling fit` never loads torch.
+Each verb lives in ``scaling/commands/<verb>.py`` with ``add_arguments(parser)`` and ``run(args) -> int``;
+its one-line help is in ``VERBS`` here. Verb modules are imported only when that verb runs, so that
+`scaling train` works where polars and submitit are missing (the GPU image) and `scaling fit` never
+loads torch.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "data": ("scaling.commands.data", "prepare a corpus: tokenizer + token memmaps"),
     "train": ("scaling.commands.train", "train one run"),
     "sweep": ("scaling.commands.sweep", "plan, launch, watch and collect a sweep"),
-    "fit": ("scaling.commands.fit", "fit scaling laws per recipe and test penalty growth"),
-    "report": ("scaling.commands.report", "build the HTML/Markdown report"),
-    "bench": ("scaling.commands.bench", "benchmarks: kernels, loss, linear, train, profile, stages (GPU); sass, cpu, quantizer, fit"),
-    "demo": ("scaling.commands.demo", "the whole path on a tiny built-in sweep"),
+    "fit": ("scaling.commands.fit", "fit scaling laws per recipe and test whether each recipe's penalty grows with compute"),
+    "report": ("scaling.commands.report", "build the HTML/Markdown report of a sweep directory or a results table"),
+    "bench": ("scaling.commands.bench", "benchmarks: kernels, loss, linear, train, profile, stages (GPU); sass, cpu, "
+              "quantizer, fit, calibration; targets (checks a file)"),
+    "demo": ("scaling.commands.demo", "the whole path on a tiny built-in sweep: data, diagnostics, sweep, fits, report"),
 }
 
 

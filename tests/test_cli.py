@@ -26,3 +26,12 @@ def test_the_command_restarts_tuned_and_keeps_its_exit_code(tmp_path):
     run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 2 and "invalid choice" in run.stderr  # from the restarted command
     assert seen.read_text().split() == ["-", MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]]  # started once, restarted once
+
+
+def test_the_bench_help_names_every_section():
+    """`scaling --help` reads each verb's line from cli.VERBS (no verb module is imported for it): the
+    bench line must keep up with bench's sections."""
+    from scaling.cli import VERBS
+    from scaling.commands.bench import SECTIONS
+
+    assert all(section in VERBS["bench"][1] for section in SECTIONS), VERBS["bench"][1]

@@ -11,8 +11,6 @@ from scaling.compiling import COMPILE_MODES
 from scaling import usable_cpus
 from scaling.errors import UserError
 
-HELP = ("benchmarks: kernels, loss, linear, train, profile, stages (GPU); sass, cpu, quantizer, fit, calibration; "
-        "targets (checks a file)")
 SECTIONS = ("kernels", "loss", "linear", "train", "profile", "stages", "sass", "cpu", "quantizer", "fit", "calibration",
             "targets")
 NO_GPU = ("sass", "cpu", "quantizer", "fit", "calibration", "targets")

@@ -6,8 +6,6 @@ import argparse
 import math
 import time
 
-HELP = "prepare a corpus: tokenizer + token memmaps"
-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 from scaling import usable_cpus
 from scaling.files import check_output
 
-HELP = "the whole path on a tiny built-in sweep: data, diagnostics, sweep, fits, report"
 DEFAULT_OUT = Path("runs") / "demo"
 DIAGNOSE_TRANSFORMS = ("none", "rht16")
 

@@ -6,8 +6,6 @@ import argparse
 import sys
 
 MAX_ELEMENTS = 2**26  # per synthetic tensor (256 MB in float32; each is copied a few times per format)
-HELP = "quantization error diagnostics per format and transform"
-
 
 def _names(text: str) -> list[str]:
     """'a, b,a' -> ['a', 'b']: each name once, in order; an empty list is a mistake, not 'all'."""

@@ -12,8 +12,6 @@ from pathlib import Path
 from scaling.errors import UserError
 from scaling.files import check_output
 
-HELP = "fit scaling laws per recipe and test whether each recipe's penalty grows with compute"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", type=Path, help="results.parquet of a sweep, or a CSV/parquet with "

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "print the model size ladder"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--family", choices=["llama2", "nanochat"], action="append",

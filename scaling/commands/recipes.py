@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "list the recipe presets (what each GEMM does, source)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", help="presets or recipe .toml files to show (default: all presets)")

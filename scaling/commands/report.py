@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "build the HTML/Markdown report of a sweep directory or a results table"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="a sweep directory (runs/<sweep>/) or a results .csv/.parquet "

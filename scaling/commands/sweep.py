@@ -7,8 +7,6 @@ import time
 
 from scaling.errors import UserError
 
-HELP = "plan, launch, watch and collect a sweep"
-
 # Assumptions behind plan's GPU-hour estimate; both can be changed on the command line.
 DEFAULT_MFU = 0.30
 DEFAULT_PEAK_TFLOPS = 989.0  # H100 SXM, dense BF16 (FP4 recipes are emulated in BF16)

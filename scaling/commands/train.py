@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch is imported when a run starts, not when the CLI parses
     from scaling.train import RunConfig
 
-HELP = "train one run"
-
 # RunConfig fields settable by flag (besides family/size/recipe/tokens): flag -> (field, type, help)
 OPTIONS = {
     "--seed": ("seed", int, "run seed: init, data order, SR/RHT seeds (default 0)"),
