@@ -116,6 +116,8 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
     """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size."""
     words = ("is not judged (no bootstrap ran)" if not bootstrap else
              VERDICT_WORDS.get(pen["verdict"], pen["verdict"]))
+    if pen["verdict"] == "does not grow" and bootstrap and "margin" in pen:  # an equivalence test: say its margin
+        words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%)"
     text = f"**{recipe}**: the penalty against {baseline} {words}"
     rpd = pen.get("ratio_per_decade", {})
     p = pen["p_value"]

@@ -346,6 +346,8 @@ def test_sections_say_why_there_is_no_penalty(tmp_path):
     pen = {"verdict": "inconclusive", "p_value": float("nan"), "ratio_per_decade": {"value": 1.0, "ci95": None}}
     sentence = verdict_sentence("nvfp4", pen, "bf16", bootstrap=0)
     assert "not judged (no bootstrap ran)" in sentence and "not computable" in sentence
+    flat = {**pen, "verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
+    assert "does not grow** with compute (by more than 10% per decade" in verdict_sentence("nvfp4", flat, "bf16", 100)
 
 
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
