@@ -53,11 +53,13 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
         with single_threaded_blas():
             out = np.array(parallel_map(_one_sweep, (noise, law), items, workers), float)
         stat, p = out[:, 0], out[:, 1]
-        row = {"grid": grid, "noise": dist, "noise_sd": noise, "truth": truth, "law": law, "sweeps": sweeps,
+        testable = np.isfinite(p)
+        row = {"grid": grid, "noise_dist": dist, "noise_sd": noise, "truth": truth, "law": law, "sweeps": sweeps,
                "reject_5pct": float(np.mean(p < 0.05)), "reject_1pct": float(np.mean(p < 0.01)),
-               "mean_stat": float(np.mean(stat)), "untestable": int(np.sum(~np.isfinite(p)))}
+               "mean_stat": float(np.mean(stat[testable])) if testable.any() else None,
+               "untestable": int(np.sum(~testable))}
         rows.append(row)
         if progress:
             progress(f"  {grid} {dist:<7} {truth:<8}: rejected {row['reject_5pct']:.0%} at 5%, "
-                     f"{row['reject_1pct']:.0%} at 1% of {sweeps} sweeps; mean statistic {row['mean_stat']:.2f}")
+                     f"{row['reject_1pct']:.0%} at 1% of {sweeps} sweeps; mean statistic {row['mean_stat'] or float('nan'):.2f}")
     return rows

@@ -61,8 +61,9 @@ def curves(base: np.ndarray, recipe: np.ndarray, logC: np.ndarray, logN0: float,
 
 def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, n_runs: int, n_params: int,
             delta: float = DELTA, df: int = 2) -> tuple[float, float]:
-    """Test of κN = κD = 0 for the Huber fits: (statistic, p-value); p is NaN where the points do not
-    outnumber the alternative's parameters (nothing is left to estimate the noise from).
+    """Test of κN = κD = 0 for the Huber fits: (statistic, p-value); both NaN where no noise is left to
+    test against (an exact fit, or no more points than parameters: a guard, since a recipe is fitted
+    only with more points than that, `analysis._shortfall`).
 
     The Huber loss is not a likelihood, so twice the drop in objective is rescaled by E ψ' / E ψ²
     (ψ = ρ'): Ronchetti's drop-in-dispersion test for M-estimators, χ²(df) under the null. Both
@@ -77,11 +78,9 @@ def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, 
     """
     r = np.asarray(residuals, float)
     n = len(r)
-    if n <= n_params:
-        return 0.0, float("nan")
-    sigma = float(np.sqrt(np.sum(r**2) / (n - n_params)))
-    if sigma == 0.0:  # an exact fit: no noise to test against
-        return 0.0, float("nan")
+    sigma = float(np.sqrt(np.sum(r**2) / (n - n_params))) if n > n_params else 0.0
+    if sigma == 0.0:
+        return float("nan"), float("nan")
     z = delta / sigma
     p_in = float(erf(z / np.sqrt(2.0)))  # E ψ' = P(|e| ≤ δ)
     psi2 = sigma**2 * (p_in - 2.0 * z * float(np.exp(-z * z / 2.0)) / np.sqrt(2.0 * np.pi)) + delta**2 * (1.0 - p_in)
@@ -91,7 +90,7 @@ def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, 
 
 def verdict(p_value: float, ratio_ci: tuple[float, float], margin: float = MARGIN) -> str:
     lo, hi = ratio_ci
-    if not (np.isfinite(lo) and np.isfinite(hi)):
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(p_value)):
         return "inconclusive"
     if p_value < ALPHA and hi < 1.0:
         return "grows"

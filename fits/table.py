@@ -159,9 +159,12 @@ def _validate(df: pl.DataFrame, where: str, unit: str, filtered: bool, run_ids: 
             raise UserError(f"{where} has {nonpos.height} row(s) with non-positive or infinite {c} "
                             f"(first: {first(nonpos)}, {c} = {nonpos[c][0]}); every N, D and loss must be > 0")
     # A repeated row would count as one more run (or a run's checkpoint twice): evidence that is not there.
-    same = [("recipe", "N", "D", "loss")] + ([("recipe", "run_id", "D")] if run_ids else [])
-    for cols in same:
-        dup = df.filter(pl.struct(*cols).is_duplicated())
-        if dup.height:
-            raise UserError(f"{where} has {dup.height} rows that repeat another row's {', '.join(cols)} (first: "
-                            f"{first(dup)}); remove the repeats: each would count as more evidence than there is")
+    # With run ids a run's point is its (run_id, D); without, a row repeating another's values is a copy
+    # (two runs' losses are never equal, unless rounded, and then the runs are named).
+    cols = ("recipe", "run_id", "D") if run_ids else ("recipe", "N", "D", "loss")
+    dup = df.filter(pl.struct(*cols).is_duplicated())
+    if dup.height:
+        pair = dup.filter(pl.struct(*cols) == dup.select(pl.struct(*cols)).row(0)[0]).head(2)
+        repeats = dup.height - dup.select(pl.struct(*cols)).n_unique()
+        raise UserError(f"{where} has {repeats} row(s) that repeat another row's {', '.join(cols)} (first: {first(pair)} "
+                        f"and {first(pair[1:])}); remove the repeats: each would count as more evidence than there is")

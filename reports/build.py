@@ -68,8 +68,20 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
         # Degenerate bootstrap replicates (few runs) overflow in numpy; fits drops their non-finite
         # results from the intervals.
         warnings.simplefilter("ignore", RuntimeWarning)
-        return fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
-                            progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
+        fitted = fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
+                              progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
+    fitted["skipped"] = {**fitted.get("skipped", {}), **_never_completed(runs, recipes)}
+    return fitted
+
+
+def _never_completed(runs: pl.DataFrame, fitted_recipes: set[str]) -> dict[str, str]:
+    """The recipes with runs but no completed one, each with why (the clearest result a recipe can give:
+    it never trained to the end), as fits' `skipped` names the recipes too small to fit."""
+    out = {}
+    for (recipe,), rows in runs.filter(~pl.col("recipe").is_in(sorted(fitted_recipes))).group_by(["recipe"]):
+        states = ", ".join(f"{n} {s}" for s, n in sorted(rows.group_by("status").len().iter_rows()))
+        out[recipe] = f"{recipe}: none of its {rows.height} runs completed ({states})"
+    return dict(sorted(out.items()))
 
 
 def law_params(group: dict, law: str) -> dict:
@@ -114,15 +126,14 @@ VERDICT_WORDS = {
 
 def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> str:
     """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size."""
-    words = ("is not judged (no bootstrap ran)" if not bootstrap else
+    words = ("is **inconclusive** (no bootstrap ran: `--bootstrap 0` judges no recipe)" if not bootstrap else
              VERDICT_WORDS.get(pen["verdict"], pen["verdict"]))
     if pen["verdict"] == "does not grow" and bootstrap and "margin" in pen:  # an equivalence test: say its margin
         words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%)"
     text = f"**{recipe}**: the penalty against {baseline} {words}"
     rpd = pen.get("ratio_per_decade", {})
     p = pen["p_value"]
-    test = (f"p = {p:.2g}" if p is not None and math.isfinite(p) else
-            "not computable: the runs do not outnumber the growth model's parameters")
+    test = f"p = {p:.2g}" if p is not None and math.isfinite(p) else "not computable: the fit left no noise to test against"
     text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))} {_interval(rpd.get('ci95'), 3)} per "
              f"decade of compute (likelihood-ratio test of no growth: {test})")
     m, g = pen.get("multiplier"), pen.get("gap")

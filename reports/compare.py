@@ -69,8 +69,8 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
     got there. Their mid-run losses are read before the schedule's decay ends, so such an overhead
     is an upper bound; a recipe that reaches the target in none of its runs gets null and a note.
     A paired run that diverged gets null and "no convergence", one that failed (a crash: no result)
-    null and "no result": each pair is exactly one of reached, diverged, failed, not reached
-    (`overhead_summary`'s columns add up to its pairs).
+    null and "no result": each pair is exactly one of reached, diverged, failed, not reached (which
+    counts a completed pair without a curve) (`overhead_summary`'s columns add up to its pairs).
     """
     keys = match_keys(runs)
     same_model = [k for k in keys if k != "D"]

@@ -53,7 +53,8 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
         df = df.with_columns(default_run_ids(df.height))
     if "status" not in df.columns:
         df = df.with_columns(pl.lit("completed").alias("status"))
-    df = df.with_columns(pl.col("status").cast(pl.Utf8))
+    # a blank status cell is no completed run: listed among the failures, not dropped unsaid
+    df = df.with_columns(pl.col("status").cast(pl.Utf8).fill_null("unknown"))
     if "lr_mult" in df.columns:  # records written before result.json kept it ran at the default
         df = df.with_columns(pl.col("lr_mult").cast(pl.Float64, strict=False).fill_null(1.0))
     return df.with_columns(pl.col("recipe").cast(pl.Utf8), pl.col("run_id").cast(pl.Utf8))

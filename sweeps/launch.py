@@ -18,6 +18,7 @@ Local: long-lived worker processes (``python -m sweeps.launch --worker``) over t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue as queue_mod
 import re
@@ -307,21 +308,15 @@ class _LocalPool:
             print(f"running {self.total} runs, {len(self.slots)} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
                   flush=True)  # fmt: skip
         try:
-            previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the workers like Ctrl-C
-        except ValueError:  # not the main thread
-            previous = None
-        try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.5)
+            with interrupt_on_sigterm():  # `kill` stops the workers like Ctrl-C
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.5)
         except KeyboardInterrupt:
             self._stop()
             raise
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
 
     def _slot(self, env_extra: dict[str, str]) -> None:
         worker = None
@@ -414,6 +409,21 @@ def _exit_status(code: int) -> str:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm():
+    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does (in the main thread only;
+    elsewhere a no-op); the previous handler is restored after."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _worker() -> int:

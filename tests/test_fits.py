@@ -17,6 +17,7 @@ from fits.isoflop import isoflop_fit
 from fits.laws import compute_optimal, from_params, predict
 from fits.penalty import curves, verdict
 from fits.synthetic import EPOCH, synthetic_table
+from fits.table import read_table
 from scaling.cli import main
 from scaling.errors import UserError
 
@@ -194,6 +195,15 @@ def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
     assert fits.analyse(table, bootstrap=8, workers=1, top=10)["groups"]["bf16"]["warnings"] == []  # a pinned law
 
 
+def test_named_runs_with_equal_rounded_losses_are_distinct():
+    """Two seeds of one setting whose losses a CSV rounded alike are two runs when the table names them."""
+    t = pl.DataFrame({"recipe": ["bf16"] * 2, "run_id": ["seed0", "seed1"], "N": [1e6] * 2, "D": [1e8] * 2,
+                      "loss": [3.25] * 2})
+    assert read_table(t).height == 2
+    with pytest.raises(UserError, match="repeat another row's recipe, N, D, loss"):
+        read_table(t.drop("run_id"))
+
+
 def test_the_no_growth_test_is_calibrated_on_a_small_grid():
     """On 3 model sizes x 3 budgets of a constant penalty, the kappa = 0 statistic has about chi2(2)'s
     mean of 2 (`scaling bench calibration`, 40 sweeps: docs/fits.md); estimating the Huber scale from
@@ -267,7 +277,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
 @pytest.mark.parametrize("case, needle", [
     ("missing_file", "does not exist"),
     ("missing_column", "lacks column"),
-    ("repeated_row", "repeat another row's recipe, N, D, loss (first: line 5)"),
+    ("repeated_row", "1 row(s) that repeat another row's recipe, N, D, loss (first: line 5 and line 26)"),
     ("repeated_checkpoint", "repeat another row's recipe, run_id, D"),
     ("nan_row", "NaN"),
     ("nonpositive", "non-positive"),

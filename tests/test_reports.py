@@ -309,16 +309,17 @@ def test_an_external_tables_statuses_are_shown_and_its_bad_rows_refused_by_line(
 
     rows = external_csv(tmp_path).read_text().splitlines()
     csv = tmp_path / "status.csv"
-    csv.write_text("\n".join([rows[0] + ",status", *(r + ",completed" for r in rows[1:-1]),
+    csv.write_text("\n".join([rows[0] + ",status", *(r + ",completed" for r in rows[1:-2]), rows[-2] + ",",
                               rows[-1].rsplit(",", 1)[0] + ",nan,diverged"]) + "\n")
     study = load(csv)
     assert study.has_status and not study.from_records
     assert study.runs.filter(pl.col("status") == "diverged").height == 1
+    assert study.runs.filter(pl.col("status") == "unknown").height == 1  # a blank status: listed, not dropped
     from reports.build import section_failures
     from reports.document import Paragraph
 
     text = " ".join(b.text for b in section_failures(study).blocks if isinstance(b, Paragraph))
-    assert "1 of 36 runs did not complete" in text, text
+    assert "2 of 36 runs did not complete" in text, text
 
     for name, body, needle in (
         ("nan.csv", rows[:3] + [rows[3].rsplit(",", 1)[0] + ",nan"], "line 4"),
@@ -343,9 +344,13 @@ def test_sections_say_why_there_is_no_penalty(tmp_path):
         assert "nvfp4: 2 completed runs" in section.omitted, section.omitted
     alone = {**fitted, "groups": {"all": {"params": {}}}, "skipped": {}}
     assert "no baseline (bf16)" in section_efficiency(alone, "bf16").omitted
+    from reports.build import _never_completed
+
+    runs = pl.DataFrame({"recipe": ["bf16", "fp4", "fp4", "fp4"], "status": ["completed", "diverged", "diverged", "failed"]})
+    assert _never_completed(runs, {"bf16"}) == {"fp4": "fp4: none of its 3 runs completed (2 diverged, 1 failed)"}
     pen = {"verdict": "inconclusive", "p_value": float("nan"), "ratio_per_decade": {"value": 1.0, "ci95": None}}
     sentence = verdict_sentence("nvfp4", pen, "bf16", bootstrap=0)
-    assert "not judged (no bootstrap ran)" in sentence and "not computable" in sentence
+    assert "**inconclusive** (no bootstrap ran" in sentence and "not computable" in sentence
     flat = {**pen, "verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
     assert "does not grow** with compute (by more than 10% per decade" in verdict_sentence("nvfp4", flat, "bf16", 100)
 

@@ -330,6 +330,15 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     assert [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json")) if p.parent != stale] == mtimes
 
 
+def test_the_exit_status_counts_this_launchs_failures():
+    from scaling.commands.sweep import _failed_here
+    from sweeps.launch import LaunchReport
+
+    assert _failed_here(LaunchReport("d", "local", 3, finished={"done": 2, "failed": 1}), "local", False) == 1
+    assert _failed_here(LaunchReport("d", "local", 3, finished={"done": 3}), "local", False) == 0
+    assert _failed_here(LaunchReport("d", "slurm", 3, submitted=[{"run_id": "a", "job_id": "1"}]), "slurm", False) == 0
+
+
 def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys):
     """`kill` of a local launch mid-run: the launcher exits 130 once its worker has saved a checkpoint
     and gone (no run left locked, no result.json), with --json printing its report so far; a relaunch

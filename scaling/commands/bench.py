@@ -89,6 +89,21 @@ def _keep_copy(result: dict) -> None:
             row["copy_gbps"] = copy
 
 
+def _provenance() -> dict:
+    """When and from what code a CPU section's rows came (a GPU section's header says it for its rows)."""
+    import datetime
+    import platform
+
+    import numpy
+    import scipy
+
+    import scaling
+
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "git_commit": scaling.git_commit(), "python": platform.python_version(), "numpy": numpy.__version__,
+            "scipy": scipy.__version__}
+
+
 def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
     try:
         import triton  # noqa: F401
@@ -153,6 +168,7 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
             raise UserError(f"--sweeps {args.sweeps}: give at least 1 synthetic sweep per case (default 40)")
         progress(f"calibration of the kappa = 0 test, {args.sweeps} synthetic sweeps per case:")
         result["calibration"] = calibrate(sweeps=args.sweeps, workers=min(2, usable_cpus()), progress=progress)
+        result["calibration_provenance"] = _provenance()
     if "sass" in wanted:
         result["sass"] = _merge("sass", result.get("sass", []), _bench_sass(list(recipes) or None, progress))
         from scaling.bench import versions

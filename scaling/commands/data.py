@@ -109,7 +109,7 @@ def _print(meta: dict, out, seconds: float | None, as_json: bool) -> None:
             "vocab": meta["vocab_size"],
             "dtype": meta["dtype"],
             # the preparation's own time (meta.json), not this command's: a reused dir takes ~0.1 s to read
-            "prepared in (s)": meta.get("seconds", None if seconds is None else round(seconds, 1)),
+            "prepared in (s)": meta.get("seconds"),
         }
         for split in ("train", "val")
     ]

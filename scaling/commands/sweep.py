@@ -137,31 +137,40 @@ def _launch(args: argparse.Namespace) -> int:
     import dataclasses
 
     from scaling.console import print_json
-    from sweeps.launch import LaunchInterrupted, launch
-    from sweeps.store import status
+    from sweeps.launch import LaunchInterrupted, interrupt_on_sigterm, launch
 
     spec = _load(args)
     executor = args.executor or spec.default_executor
+    report = None
     try:
-        report = launch(spec, executor=executor, sweep_dir=args.sweep_dir, progress=not args.json)
-    except LaunchInterrupted as e:
-        if args.json:  # a script reading the report learns what ran before the stop (interrupted: true)
-            print_json(dataclasses.asdict(e.report))
+        with interrupt_on_sigterm():  # `kill` stops a launch as Ctrl-C does
+            report = launch(spec, executor=executor, sweep_dir=args.sweep_dir, progress=not args.json)
+            if executor == "slurm" and args.wait:
+                _wait(report, args.json)
+    except KeyboardInterrupt as e:  # (LaunchInterrupted carries the report of a launch stopped mid-way)
+        report = e.report if isinstance(e, LaunchInterrupted) else report
+        if args.json and report is not None:  # a script learns what ran before the stop (interrupted: true)
+            report.interrupted = True
+            print_json(dataclasses.asdict(report))
         raise
-    if executor == "slurm" and args.wait:
-        while True:
-            st = status(report.sweep_dir)
-            c = st.counts
-            if not args.json:
-                print(f"done {c['done']}  running {c['running']}  queued {c['queued']}  failed {c['failed']}  "
-                      f"diverged {c['diverged']}  missing {c['missing']}", flush=True)  # fmt: skip
-            if c["running"] + c["queued"] == 0:
-                break
-            time.sleep(10)
     failed = _failed_here(report, executor, args.wait)
     if args.json:
         print_json(dataclasses.asdict(report))
     return 1 if failed else 0
+
+
+def _wait(report, quiet: bool) -> None:
+    """Poll the submitted sweep until none of its runs is running or queued (`launch --wait`)."""
+    from sweeps.store import status
+
+    while True:
+        c = status(report.sweep_dir).counts
+        if not quiet:
+            print(f"done {c['done']}  running {c['running']}  queued {c['queued']}  failed {c['failed']}  "
+                  f"diverged {c['diverged']}  missing {c['missing']}", flush=True)  # fmt: skip
+        if c["running"] + c["queued"] == 0:
+            return
+        time.sleep(10)
 
 
 def _failed_here(report, executor: str, waited: bool) -> int:
