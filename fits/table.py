@@ -87,16 +87,18 @@ def default_run_ids(height: int) -> pl.Series:
     return pl.Series("run_id", [f"row{i}" for i in range(height)], dtype=pl.Utf8)
 
 
-def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str | None = None, drop_highest: int = 0) -> pl.DataFrame:
+def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str | None = None, drop_highest: int = 0,
+               where: str | Path | None = None) -> pl.DataFrame:
     """A validated table with columns recipe, run_id, N, D, C, loss (C = 6·N·D).
 
     source: a path (CSV or parquet) or a polars DataFrame. columns maps canonical names to the
     table's own (dict, or the CLI's "N=Model Size,C=Training FLOP"). drop_highest drops the K
-    highest-loss points of each group (Epoch drops 5 from the Chinchilla data).
+    highest-loss points of each group (Epoch drops 5 from the Chinchilla data). where: the file a
+    DataFrame was read from as it is, for messages naming its lines.
     """
     mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
     df = source if isinstance(source, pl.DataFrame) else read_file(Path(source))
-    where = "the table" if isinstance(source, pl.DataFrame) else str(source)
+    where = str(where or ("the table" if isinstance(source, pl.DataFrame) else source))
     got = find_columns(df, mapping, where)
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = pick_column(df, "status", mapping)

@@ -119,11 +119,10 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
         from fits.table import read_table
 
         raw, run_root, sweep_dir = _read_table(source), source.parent, None
-        read_table(source, columns)  # refuses what `scaling fit` refuses, naming the file's line
+        read_table(raw, columns, where=source)  # refuses what `scaling fit` refuses, naming the file's line
     # A results.parquet from `scaling sweep collect` carries the records' status and provenance too.
     from_records = sweep_dir is not None or {"status", "versions"} <= set(raw.columns)
-    runs = _normalise(raw, source, columns)
-    study = Study(source=source, runs=runs, sweep_dir=sweep_dir, from_records=from_records,
+    study = Study(source=source, runs=_normalise(raw, source, columns), sweep_dir=sweep_dir, from_records=from_records,
                   has_status=from_records or _status_column(raw, columns) is not None)
     study.run_root = run_root
     study.curves = _read_curves(run_root, study.runs["run_id"].to_list())
