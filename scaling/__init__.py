@@ -23,10 +23,50 @@ def git_commit(short: bool = False) -> str | None:
 
 
 def usable_cpus() -> int:
-    """The cores this process may run on (a SLURM allocation or `taskset` narrows them), not the node's."""
+    """The cores this process may use, not the node's: its CPU affinity (a SLURM allocation or `taskset`
+    narrows it), capped by a cgroup CPU quota (`docker --cpus`, a Kubernetes limit), whose extra cores
+    would only be throttled."""
     import os
 
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
         return os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return max(1, min(cores, quota)) if quota else cores
+
+
+def cgroup_cpu_quota(root: str = "/") -> int | None:
+    """This process's cgroup CPU quota in whole cores (rounded up), or None where it has none: cgroup v2's
+    `cpu.max` ("QUOTA PERIOD", or "max PERIOD"), else v1's `cpu.cfs_quota_us` / `cpu.cfs_period_us`, at
+    the process's own cgroup (`/proc/self/cgroup`). `root` is the filesystem root the paths are read
+    under (tests)."""
+    import math
+    from pathlib import Path
+
+    base = Path(root)
+
+    def read(path: Path) -> str | None:
+        try:
+            return path.read_text().strip()
+        except OSError:
+            return None
+
+    own = {}
+    for line in (read(base / "proc/self/cgroup") or "").splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        for c in controllers.split(","):
+            own[c] = path.lstrip("/")
+    v2 = read(base / "sys/fs/cgroup" / own.get("", "") / "cpu.max") if "" in own else None
+    if v2:
+        quota, _, period = v2.partition(" ")
+        if quota != "max" and quota.isdigit() and period.isdigit() and int(period) > 0:
+            return max(1, math.ceil(int(quota) / int(period)))
+        return None
+    for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
+        folder = base / "sys/fs/cgroup" / name / own.get("cpu", "")
+        quota, period = read(folder / "cpu.cfs_quota_us"), read(folder / "cpu.cfs_period_us")
+        if quota and period and quota.lstrip("-").isdigit() and period.isdigit():
+            q, p = int(quota), int(period)
+            return max(1, math.ceil(q / p)) if q > 0 and p > 0 else None
+    return None
