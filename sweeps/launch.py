@@ -362,8 +362,11 @@ class _LocalPool:
             reply = ""
         state = run_state(self.sweep_dir / c.run_id, None)
         if not reply:
-            code = worker.wait()
-            return state, f"its worker exited mid-run ({_exit_status(code)})"
+            note = f"its worker exited mid-run ({_exit_status(code := worker.wait())})"
+            if not self.stopping:  # the log is where `sweep status` sends a user asking why a run failed
+                with open(self.sweep_dir / c.run_id / "train.log", "a") as log:
+                    log.write(f"\n[sweep launch] {note}{'; out of memory?' if code == -signal.SIGKILL else ''}\n")
+            return state, note
         if state == "running":
             return state, "left to the launcher that holds its lock"
         return state, None

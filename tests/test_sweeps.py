@@ -6,6 +6,7 @@ The SLURM launcher is tested against a real one-node cluster in tests/test_sweep
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -374,6 +375,55 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "completed" and result["tokens"] == 65536
     assert steps_before < len((run_dir / "metrics.csv").read_text().splitlines()) - 1 == 8  # one row per evaluation
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def test_a_run_whose_worker_is_killed_fails_and_the_launch_exits_1(tmp_path):
+    """The OOM killer's SIGKILL of a local worker mid-run: that run is `failed` (no result.json, the
+    log's note says how its worker ended), a new worker runs the next run to completion, and the
+    launch exits 1 with the failure counted in --json's report; a relaunch reruns only the failed run."""
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 65536").replace("cpu_jobs = 2", "cpu_jobs = 1")
+                      .replace("eval_interval = 4", "eval_interval = 16"))
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
+           "--sweep-dir", str(sweep_dir), "--json"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.2)  # the first run is under way in the only worker
+        assert p.poll() is None, p.communicate()
+        (victim_dir,) = [m.parent for m in sweep_dir.glob("*/metrics.csv")]
+        (worker,) = _children(p.pid)
+        os.kill(worker, signal.SIGKILL)
+        out, err = p.communicate(timeout=300)
+    finally:
+        p.kill()
+    assert p.returncode == 1, out + err
+    report = json.loads(out)
+    assert report["finished"] == {"failed": 1, "done": 1} and report["total"] == 2, out
+    assert not (victim_dir / "result.json").exists()
+    assert "[sweep launch] its worker exited mid-run (killed by SIGKILL); out of memory?" in (
+        victim_dir / "train.log").read_text()
+    (other,) = [r for r in sweep_dir.glob("*/result.json")]
+    assert json.loads(other.read_text())["status"] == "completed"
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads(again.stdout)["finished"] == {"done": 1}
+    assert json.loads((victim_dir / "result.json").read_text())["status"] == "completed"
 
 
 def test_status_counts_progress_and_eta(tmp_path):
