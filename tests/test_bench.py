@@ -347,3 +347,17 @@ def test_the_gpu_runbook_runs_its_steps_in_turn(tmp_path):
     assert "needs a CUDA GPU" in (tmp_path / "linear.log").read_text()
     assert (tmp_path / "h200.json").read_bytes() == committed == (ROOT / "reports/bench/h200.json").read_bytes()
     assert "layer <= 1.3x bf16" in (tmp_path / "targets.txt").read_text()
+
+
+def test_a_gpus_rows_never_go_into_another_gpus_file(tmp_path, capsys):
+    """A bench file is one device's: adding an H100's rows to the H200's file is refused (exit 2)
+    before anything is measured, naming the file to use; each GPU's name gives its file's."""
+    from scaling.commands.bench import _same_device, device_file
+    from scaling.errors import UserError
+
+    assert device_file("NVIDIA H200") == "h200.json" and device_file("NVIDIA H100 80GB HBM3") == "h100.json"
+    _same_device({"device": "NVIDIA H200"}, "NVIDIA H200", "h200.json")
+    _same_device({}, "NVIDIA H100 80GB HBM3", "new.json")
+    with pytest.raises(UserError, match=r"holds rows measured on NVIDIA H200, and this GPU is NVIDIA H100 80GB "
+                                        r"HBM3; give a file of this device's \(e.g. reports/bench/h100.json\)"):
+        _same_device({"device": "NVIDIA H200"}, "NVIDIA H100 80GB HBM3", "reports/bench/h200.json")

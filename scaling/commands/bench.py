@@ -189,6 +189,20 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         result["quantizer"] = _merge("quantizer", result.get("quantizer", []), rows)
 
 
+def _same_device(result: dict, name: str, out) -> None:
+    """Refuse to add this GPU's rows to a file measured on another: its targets would read one device's
+    kernels against the other's copy rate and BF16 speed."""
+    if result.get("device") and result["device"] != name:
+        raise UserError(f"--out {out} holds rows measured on {result['device']}, and this GPU is {name}; "
+                        f"give a file of this device's (e.g. reports/bench/{device_file(name)}), or a new one")
+
+
+def device_file(name: str) -> str:
+    """The benchmark file's name for a GPU: 'NVIDIA H200' -> h200.json, 'NVIDIA H100 80GB HBM3' -> h100.json."""
+    words = [w for w in name.lower().replace("nvidia", "").split() if w]
+    return f"{words[0] if words else 'gpu'}.json"
+
+
 def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[str, ...], result: dict,
                       progress) -> None:
     """The GPU sections, into result; with --out each finished row is saved at once, so a run cut
@@ -202,6 +216,7 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
     from scaling import bench
 
     device = torch.device("cuda")
+    _same_device(result, torch.cuda.get_device_name(device), args.out)
     _keep_copy(result)
     result.update(bench.header(device))
     progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
