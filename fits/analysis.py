@@ -24,7 +24,7 @@ from fits.fit import (BOUNDS, FREE, N_PARAMS, Points, bootstrap_weights, efficie
                       minimize_from, parallel_map, percentile_ci)
 from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, log_predict, to_params
-from fits.table import read_table
+from fits.table import never_completed, read_file, read_table
 from fits.threads import single_threaded_blas
 from scaling.errors import UserError
 
@@ -196,7 +196,13 @@ def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str |
 def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress):
     if law not in LAWS:
         raise UserError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
-    table = read_table(table)  # validates a DataFrame too (cheap, and idempotent on its own output)
+    if not isinstance(table, pl.DataFrame):
+        table, where = read_file(Path(table)), table
+        never = never_completed(table)  # the recipes read_table drops whole: named among the skipped
+        table = read_table(table, where=where)
+    else:
+        never = never_completed(table)
+        table = read_table(table)  # validates a DataFrame too (cheap, and idempotent on its own output)
     groups = _points(table)
     if with_penalty and len(groups) > 1 and baseline not in groups:
         raise UserError(f"baseline recipe {baseline!r} is not in the table (recipes: {', '.join(groups)}); "
@@ -221,7 +227,7 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
         out_groups[g] = _group_entry(g, pts, params, ci, objective)
 
     result = {"law": law, "baseline": base, "groups": out_groups, "penalty": {}, "bands": {},
-              "skipped": skipped, "bootstrap": bootstrap, "seed": seed}
+              "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed}
     for r in [g for g in groups if f"growth:{g}" in jobs]:
         lr = _lr_test(law, groups[base], groups[r], thetas[f"const:{r}"], thetas[f"growth:{r}"])
         result["penalty"][r], result["bands"][r] = _penalty(r, groups[r], thetas, reps, base, margin, extrapolate, lr)
@@ -261,7 +267,8 @@ def _penalty(r, pts, thetas, reps, base, margin, extrapolate, lr):
         return {"value": point[name].tolist(), "median": med.tolist(), "lo": lo.tolist(), "hi": hi.tolist()}
 
     entry = {
-        "verdict": penalty.verdict(p_value, ratio_ci, margin),
+        "verdict": penalty.verdict(p_value, ratio_ci, margin, len(ok)),
+        "undecidable": penalty.undecidable(ratio_ci, len(ok)) if reps else None,
         "multiplier": at_marks("multiplier"),
         "gap": at_marks("gap"),
         "p_value": p_value,

@@ -13,7 +13,9 @@ Verdict (the rule also in docs/fits.md):
                  of ratio_per_decade lies entirely below 1 (the multiplier falls with compute);
   does not grow  otherwise, if the interval's lower end is ≥ 1 − margin (the multiplier cannot fall by
                  more than `margin` per decade of compute; default 10%);
-  inconclusive   otherwise (including when there is no bootstrap).
+  inconclusive   otherwise (including when there is no bootstrap), and whatever the numbers where the
+                 bootstrap cannot decide (`undecidable`): fewer than MIN_REPLICATES replicates fitted, or
+                 every replicate giving the same ratio (resampling the runs does not move the fit).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from fits.laws import effective_chinchilla, log_compute_optimal
 
 ALPHA = 0.05
 MARGIN = 0.10
+MIN_REPLICATES = 40  # the fewest with a replicate beyond each 2.5% end of a 95% percentile interval
 
 
 def _inner_exponent(theta: np.ndarray, logN0: float, logD0: float) -> tuple[float, float]:
@@ -88,9 +91,25 @@ def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, 
     return stat, float(chi2.sf(stat, df))
 
 
-def verdict(p_value: float, ratio_ci: tuple[float, float], margin: float = MARGIN) -> str:
+def undecidable(ratio_ci: tuple[float, float], n_replicates: int) -> str | None:
+    """Why the bootstrap cannot decide a verdict whatever its interval says, in words; None where it can."""
+    if n_replicates < MIN_REPLICATES:
+        return (f"only {n_replicates} bootstrap replicate{'s' if n_replicates != 1 else ''} fitted; a 95% interval "
+                f"needs at least {MIN_REPLICATES} (--bootstrap)")
+    lo, hi = ratio_ci
+    if np.isfinite(lo) and np.isfinite(hi) and hi - lo <= 1e-9 * max(1.0, abs(hi)):
+        return ("every bootstrap replicate gave the same ratio per decade: resampling the runs does not move "
+                "the fit, so the data do not identify the penalty (a loss that does not fall with compute?)")
+    return None
+
+
+def verdict(p_value: float, ratio_ci: tuple[float, float], margin: float = MARGIN,
+            n_replicates: int | None = None) -> str:
+    """The rule in this module's docstring; `n_replicates` (the bootstrap replicates fitted) where known."""
     lo, hi = ratio_ci
     if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(p_value)):
+        return "inconclusive"
+    if n_replicates is not None and undecidable(ratio_ci, n_replicates):
         return "inconclusive"
     if p_value < ALPHA and hi < 1.0:
         return "grows"
@@ -103,4 +122,5 @@ def rule_text(margin: float = MARGIN) -> str:
     return (f"grows: LR test of kappaN = kappaD = 0 gives p < {ALPHA} and the bootstrap 95% CI of "
             f"ratio_per_decade (multiplier at 10C / multiplier at C) lies below 1; does not grow: its lower "
             f"end is >= {1 - margin:g} (the multiplier falls by at most {margin:.0%} per decade of compute); "
-            f"else inconclusive")
+            f"else inconclusive, as also with fewer than {MIN_REPLICATES} bootstrap replicates or an interval "
+            f"of zero width")

@@ -60,6 +60,23 @@ def pick_column(df: pl.DataFrame, name: str, mapping: dict[str, str]) -> str | N
     return None
 
 
+def never_completed(df: pl.DataFrame, columns: dict[str, str] | str | None = None) -> dict[str, str]:
+    """The recipes of a table with statuses none of whose runs completed, each with why in words (the
+    clearest result a recipe can give: it never trained to the end). `read_table` keeps completed runs
+    only, so a fit would otherwise not know these recipes existed. {} for a table without statuses."""
+    mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
+    recipe, status = pick_column(df, "recipe", mapping), pick_column(df, "status", mapping)
+    if recipe is None or status is None:
+        return {}
+    states = df.select(recipe=pl.col(recipe).cast(pl.Utf8), status=pl.col(status).cast(pl.Utf8).fill_null("unknown"))
+    out = {}
+    for (name,), rows in states.group_by("recipe"):
+        if name is not None and not (rows["status"] == "completed").any():
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(rows.group_by("status").len().iter_rows()))
+            out[name] = f"{name}: none of its {rows.height} runs completed ({counts})"
+    return dict(sorted(out.items()))
+
+
 def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[str, str | None]:
     """Which column of df holds each fit quantity (recipe, run_id, N, D, C, loss): the one `mapping`
     names, else the canonical name, else the result record's (ALIASES); None where there is none.

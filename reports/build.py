@@ -54,6 +54,7 @@ def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
 def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int) -> dict:
     """`fits.analyse` on the completed runs: laws per recipe, effN/effD, penalty bands and verdicts."""
     import fits
+    from fits.table import never_completed
 
     table = fit_table(runs)
     recipes = set(table["recipe"])
@@ -70,18 +71,8 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
         warnings.simplefilter("ignore", RuntimeWarning)
         fitted = fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
                               progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
-    fitted["skipped"] = {**fitted.get("skipped", {}), **_never_completed(runs, recipes)}
+    fitted["skipped"] = {**fitted.get("skipped", {}), **never_completed(runs)}
     return fitted
-
-
-def _never_completed(runs: pl.DataFrame, fitted_recipes: set[str]) -> dict[str, str]:
-    """The recipes with runs but no completed one, each with why (the clearest result a recipe can give:
-    it never trained to the end), as fits' `skipped` names the recipes too small to fit."""
-    out = {}
-    for (recipe,), rows in runs.filter(~pl.col("recipe").is_in(sorted(fitted_recipes))).group_by(["recipe"]):
-        states = ", ".join(f"{n} {s}" for s, n in sorted(rows.group_by("status").len().iter_rows()))
-        out[recipe] = f"{recipe}: none of its {rows.height} runs completed ({states})"
-    return dict(sorted(out.items()))
 
 
 def law_params(group: dict, law: str) -> dict:
@@ -127,6 +118,7 @@ VERDICT_WORDS = {
 def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> str:
     """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size."""
     words = ("is **inconclusive** (no bootstrap ran: `--bootstrap 0` judges no recipe)" if not bootstrap else
+             f"is **inconclusive** ({pen['undecidable']})" if pen.get("undecidable") else
              VERDICT_WORDS.get(pen["verdict"], pen["verdict"]))
     if pen["verdict"] == "does not grow" and bootstrap and "margin" in pen:  # an equivalence test: say its margin
         words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%)"
@@ -167,7 +159,10 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     if not penalty:
         return s.omit(no_penalty_reason(fitted, baseline) + " The fitted laws are below.")
     n_runs = sum(g["n_runs"] for g in fitted["groups"].values())
+    short = [f"{r}'s {p['n_replicates']}" for r, p in sorted(penalty.items())
+             if p.get("n_replicates", fitted["bootstrap"]) < fitted["bootstrap"]]  # replicates whose fits failed
     intervals = (f"intervals are 95% bootstrap intervals over {fitted['bootstrap']} replicates that resample whole runs"
+                 + (f" (of which fitted: {', '.join(short)})" if short else "")
                  if fitted["bootstrap"] else "no bootstrap ran (`--bootstrap 0`), so there are no intervals and no "
                  "recipe is judged")
     s.add(Paragraph(
@@ -277,8 +272,9 @@ def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -
     s.add(Paragraph(
         f"Tokens a recipe needs to reach {baseline}'s final validation loss, relative to the tokens {baseline} needed, "
         "read off the validation curves (linear between evaluations); the AMD paper's metric. Where the paired run "
-        "never gets there, the same model's longer runs are searched (an upper bound: their mid-run losses are read "
-        "before the learning rate has decayed); no value means it was never reached."
+        "never gets there, the same model's longer runs are searched (marked: their losses are read mid-run, under "
+        "another schedule than a run of that length, so such a value is no bound on what one would need, and can fall "
+        "below the baseline's tokens); no value means it was never reached."
     ))
     summary = compare.overhead_summary(table)
     s.add(Table(("recipe", "pairs", "reached", "median overhead (%)", "min (%)", "max (%)", "diverged", "failed",

@@ -316,3 +316,33 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     assert main(["fit", str(path), "--bootstrap", "0", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
+
+
+def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
+    """A verdict needs MIN_REPLICATES fitted replicates and an interval that resampling moves: with 3
+    replicates, or on a flat loss where every replicate gives the same ratio, it is inconclusive,
+    saying why; a recipe none of whose runs completed is named among the skipped, by `scaling fit` too."""
+    from fits.penalty import MIN_REPLICATES, undecidable, verdict
+    from scaling.cli import main
+
+    assert verdict(0.5, (0.95, 1.1), n_replicates=MIN_REPLICATES) == "does not grow"
+    assert verdict(0.5, (0.95, 1.1), n_replicates=3) == "inconclusive"
+    assert "only 3 bootstrap replicates" in undecidable((0.95, 1.1), 3)
+    assert verdict(1.0, (1.0, 1.0), n_replicates=100) == "inconclusive"
+    assert undecidable((0.95, 1.1), 100) is None
+
+    rows = [("bf16", f"b{i}-{j}", n, r * n, 3.0) for i, n in enumerate((2e7, 5e7, 1e8, 2e8)) for j, r in enumerate((10, 20, 40))]
+    rows += [("fp4", f"f{k}", n, d, loss) for k, (_, _, n, d, loss) in enumerate(rows)]
+    flat = pl.DataFrame(rows, schema=["recipe", "run_id", "N", "D", "loss"], orient="row")
+    out = fits.analyse(flat, bootstrap=MIN_REPLICATES, workers=1, top=5)
+    assert out["penalty"]["fp4"]["verdict"] == "inconclusive"
+    assert "resampling the runs does not move the fit" in out["penalty"]["fp4"]["undecidable"]
+
+    table = synthetic_table({"bf16": {}, "fp4": {"effN": 0.7}}, sizes=np.geomspace(2e7, 5e8, 4), ratios=(10, 20, 40, 80))
+    path = tmp_path / "t.csv"
+    table.with_columns(status=pl.when(pl.col("recipe") == "fp4").then(pl.lit("diverged")).otherwise(pl.lit("completed"))
+                       ).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0", "--json"]) == 0
+    skipped = json.loads(capsys.readouterr().out)["skipped"]
+    assert skipped == {"fp4": "fp4: none of its 16 runs completed (16 diverged)"}
+    assert fits.analyse(path, bootstrap=0, workers=1, top=5)["skipped"] == skipped

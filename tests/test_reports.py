@@ -344,10 +344,13 @@ def test_sections_say_why_there_is_no_penalty(tmp_path):
         assert "nvfp4: 2 completed runs" in section.omitted, section.omitted
     alone = {**fitted, "groups": {"all": {"params": {}}}, "skipped": {}}
     assert "no baseline (bf16)" in section_efficiency(alone, "bf16").omitted
-    from reports.build import _never_completed
+    from fits.table import never_completed
 
     runs = pl.DataFrame({"recipe": ["bf16", "fp4", "fp4", "fp4"], "status": ["completed", "diverged", "diverged", "failed"]})
-    assert _never_completed(runs, {"bf16"}) == {"fp4": "fp4: none of its 3 runs completed (2 diverged, 1 failed)"}
+    assert never_completed(runs) == {"fp4": "fp4: none of its 3 runs completed (2 diverged, 1 failed)"}
+    undecided = {"verdict": "inconclusive", "p_value": 1.0, "ratio_per_decade": {"value": 1.0, "ci95": (1.0, 1.0)},
+                 "undecidable": "every bootstrap replicate gave the same ratio per decade"}
+    assert "**inconclusive** (every bootstrap replicate gave" in verdict_sentence("fp4", undecided, "bf16", 100)
     pen = {"verdict": "inconclusive", "p_value": float("nan"), "ratio_per_decade": {"value": 1.0, "ci95": None}}
     sentence = verdict_sentence("nvfp4", pen, "bf16", bootstrap=0)
     assert "**inconclusive** (no bootstrap ran" in sentence and "not computable" in sentence

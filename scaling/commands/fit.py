@@ -91,6 +91,9 @@ def print_human(out: dict) -> None:
                      "p (kappa=0)": p["p_value"]})
     print_table(rows, title=f"penalty against {out['baseline']} (multiplier: baseline compute for the same loss / C)")
     print(f"rule: {next(iter(out['penalty'].values()))['rule']}")
+    for recipe, p in out["penalty"].items():
+        if p.get("undecidable"):
+            print(f"{recipe}: inconclusive whatever the interval: {p['undecidable']}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,10 +109,14 @@ def run(args: argparse.Namespace) -> int:
     top = None if args.starts == "all" else int(args.starts)
     if args.out:  # before the fit, so a fit is never lost to an unwritable --out
         check_output(args.out, folder=False)
-    table = fits.read_table(args.results, columns=args.columns, drop_highest=args.drop_highest)
+    from fits.table import never_completed, read_file
+
+    raw = read_file(args.results)
+    table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
                        workers=args.workers, margin=args.margin, top=top,
                        progress=None if args.json else fits.analysis.BootstrapProgress())
+    out["skipped"] = {**out["skipped"], **never_completed(raw, args.columns)}  # recipes read_table dropped whole
     if args.out:
         _write_json(args.out, out)
     if args.json:
