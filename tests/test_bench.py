@@ -356,6 +356,7 @@ def test_a_gpus_rows_never_go_into_another_gpus_file(tmp_path, capsys):
     from scaling.errors import UserError
 
     assert device_file("NVIDIA H200") == "h200.json" and device_file("NVIDIA H100 80GB HBM3") == "h100.json"
+    assert device_file("NVIDIA GeForce RTX 4090") == "geforce-rtx-4090.json"
     _same_device({"device": "NVIDIA H200"}, "NVIDIA H200", "h200.json")
     _same_device({}, "NVIDIA H100 80GB HBM3", "new.json")
     with pytest.raises(UserError, match=r"holds rows measured on NVIDIA H200, and this GPU is NVIDIA H100 80GB "

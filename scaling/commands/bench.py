@@ -198,9 +198,13 @@ def _same_device(result: dict, name: str, out) -> None:
 
 
 def device_file(name: str) -> str:
-    """The benchmark file's name for a GPU: 'NVIDIA H200' -> h200.json, 'NVIDIA H100 80GB HBM3' -> h100.json."""
-    words = [w for w in name.lower().replace("nvidia", "").split() if w]
-    return f"{words[0] if words else 'gpu'}.json"
+    """The benchmark file's name for a GPU: its model's word ('NVIDIA H200' -> h200.json, 'NVIDIA H100 80GB
+    HBM3' -> h100.json), else its name's words joined ('NVIDIA GeForce RTX 4090' -> geforce-rtx-4090.json)."""
+    import re
+
+    words = re.findall(r"[a-z0-9]+", name.lower().replace("nvidia", ""))
+    model = next((w for w in words if re.fullmatch(r"[a-z]+[0-9]+", w)), None)
+    return f"{model or '-'.join(words) or 'gpu'}.json"
 
 
 def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[str, ...], result: dict,
