@@ -245,11 +245,16 @@ def parallel_map(fn, ctx, items: list, workers: int = 2, progress=None) -> list:
 
 
 def percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of bootstrap samples (NaN-free samples only)."""
+    """Percentile interval of bootstrap samples, NaN samples (failed replicates) left out. An infinite
+    sample (a replicate whose multiplier overflowed) is an extreme one, kept: dropped, the interval
+    would close in on the finite rest. Where there are infinities the ends are the order statistics
+    either side of each percentile (interpolating towards an infinity gives NaN or inf)."""
     s = np.asarray(samples, float)
-    s = s[np.isfinite(s)]
+    s = s[~np.isnan(s)]
     if len(s) < 2:
         return (float("nan"), float("nan"))
     q = (1 - level) / 2 * 100
+    if np.isinf(s).any():
+        return (float(np.percentile(s, q, method="lower")), float(np.percentile(s, 100 - q, method="higher")))
     lo, hi = np.percentile(s, [q, 100 - q])
     return (float(lo), float(hi))

@@ -105,7 +105,9 @@ def _interval(pair, digits: int = 4) -> str:
 
 def _short(x) -> str:
     """Three significant digits, for numbers inside sentences."""
-    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:#.3g}"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:#.3g}"
 
 
 VERDICT_WORDS = {

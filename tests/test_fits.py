@@ -346,3 +346,16 @@ def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
     skipped = json.loads(capsys.readouterr().out)["skipped"]
     assert skipped == {"fp4": "fp4: none of its 16 runs completed (16 diverged)"}
     assert fits.analyse(path, bootstrap=0, workers=1, top=5)["skipped"] == skipped
+
+
+def test_an_overflowed_replicate_keeps_the_interval_open():
+    """An infinite bootstrap sample is an extreme one: dropped, the interval would close on the rest and
+    could carry a verdict; kept, the interval reaches infinity and the verdict is inconclusive."""
+    from fits.fit import percentile_ci
+    from fits.penalty import verdict
+
+    finite = np.linspace(0.95, 1.05, 90)
+    lo, hi = percentile_ci(np.r_[finite, [np.inf] * 10, [np.nan] * 5])
+    assert lo == pytest.approx(np.percentile(np.r_[finite, [np.inf] * 10], 2.5, method="lower")) and hi == np.inf
+    assert verdict(0.5, (lo, hi), n_replicates=100) == "inconclusive"
+    assert percentile_ci(finite) == tuple(np.percentile(finite, [2.5, 97.5]))  # unchanged without infinities

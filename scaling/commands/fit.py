@@ -41,13 +41,13 @@ def _write_json(path: Path, obj: dict) -> None:
 
 
 def _fmt(x: float) -> str:
-    if x is None or not math.isfinite(x):
+    if x is None or math.isnan(x):
         return "nan"
-    return f"{x:.4g}"
+    return f"{x:.4g}"  # (inf, -inf as such: an interval open at that end)
 
 
 def _with_ci(value: float, ci) -> str:
-    if not ci or not all(math.isfinite(c) for c in ci):
+    if not ci or any(c is None or math.isnan(c) for c in ci):
         return _fmt(value)
     return f"{_fmt(value)} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
