@@ -422,11 +422,9 @@ def prepare(
         "tokenizer": _sha256(tokenizer_path) if tokenizer_path else {"vocab_size": vocab_size, "sample_bytes": tokenizer_sample_bytes},
     }
     with _locked(out):
-        meta_path = out / "meta.json"
-        if meta_path.exists() and not force:
-            meta = json.loads(meta_path.read_text())
-            if meta.get("request") == request:
-                return meta
+        meta, _ = _checked_meta(out)  # a damaged dir is prepared again
+        if meta is not None and not force and meta.get("request") == request:
+            return meta
         return _prepare(out, request, train_paths, val_paths, tokenizer_path, progress)
 
 
@@ -530,12 +528,45 @@ def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, tot
 # Reading a prepared dir
 
 
-def read_meta(data_dir: str | Path) -> dict:
-    """The meta.json of a prepared data dir (UserError if the dir is missing or incomplete)."""
-    path = Path(data_dir).expanduser() / "meta.json"
+_META_NUMBERS = ("vocab_size", "train_tokens", "val_tokens", "train_docs", "val_docs", "train_bytes", "val_bytes",
+                 "bytes_per_token")
+
+
+def _checked_meta(data_dir: Path) -> tuple[dict | None, str | None]:
+    """(meta.json's content, None) for a complete prepared dir, else (None, what is wrong): meta.json
+    missing, unreadable or lacking a field, or a token file missing or of another length than it says."""
+    path = data_dir / "meta.json"
     if not path.is_file():
-        raise UserError(f"{data_dir} is not a prepared data dir (no meta.json): run `scaling data prepare SOURCES --out {data_dir}`")
-    return json.loads(path.read_text())
+        return None, "is not a prepared data dir (no meta.json)"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"has a damaged meta.json ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+    if not isinstance(meta, dict):
+        return None, "has a damaged meta.json (not a JSON object)"
+    missing = [k for k in (*_META_NUMBERS, "dtype") if k not in meta]
+    if missing:
+        return None, f"has a meta.json without {', '.join(missing)}"
+    if meta["dtype"] not in ("uint16", "uint32") or not all(
+            isinstance(meta[k], (int, float)) and not isinstance(meta[k], bool) for k in _META_NUMBERS):
+        return None, "has a meta.json with a wrong dtype or a field that is not a number"
+    for split in ("train", "val"):
+        tokens = data_dir / f"{split}.bin"
+        size = int(meta[f"{split}_tokens"]) * np.dtype(meta["dtype"]).itemsize
+        if not tokens.is_file():
+            return None, f"has no {split}.bin"
+        if tokens.stat().st_size != size:
+            return None, f"has a {split}.bin of {tokens.stat().st_size:,} bytes where meta.json says {size:,}"
+    return meta, None
+
+
+def read_meta(data_dir: str | Path) -> dict:
+    """The meta.json of a prepared data dir (UserError, naming the fix, if the dir is missing,
+    incomplete or damaged: `_checked_meta`)."""
+    meta, problem = _checked_meta(Path(data_dir).expanduser())
+    if problem:
+        raise UserError(f"{data_dir} {problem}: prepare it with `scaling data prepare SOURCES --out {data_dir}`")
+    return meta
 
 
 def load_tokens(data_dir: str | Path, split: str) -> np.memmap:

@@ -127,9 +127,12 @@ def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
     out = tmp_path / "out"
     first = data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)
     good = (out / "train.bin").read_bytes()
-    (out / "train.bin").write_bytes(b"garbage")  # meta.json present: the same request is not redone
-    assert data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False) == first
-    assert (out / "train.bin").read_bytes() == b"garbage"
+    assert data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False) == first  # reused
+    (out / "train.bin").write_bytes(b"garbage")  # of another length than meta.json says: damaged, redone
+    with pytest.raises(UserError, match="has a train.bin of 7 bytes where meta.json says"):
+        data.read_meta(out)
+    assert data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)["request"] == first["request"]
+    assert (out / "train.bin").read_bytes() == good
     (out / "meta.json").unlink()  # as after a crash: no meta.json means incomplete, so it is redone
     with pytest.raises(UserError, match="no meta.json"):
         data.load_tokens(out, "train")
@@ -233,3 +236,26 @@ def test_cli_errors(tmp_path, docs, capsys):
     (tmp_path / "only-dirs" / "a").mkdir(parents=True)
     assert "matches no files" in _cli_error(["prepare", str(tmp_path / "only-dirs" / "*"), "--out", out], capsys)
     assert "choose a writable --out folder" in _cli_error(["prepare", str(src), "--out", str(tmp_path / "notes.csv")], capsys)
+
+
+@pytest.mark.parametrize("meta, message", [("{bad", "has a damaged meta.json (JSONDecodeError"),
+                                           ("[1, 2]", "has a damaged meta.json (not a JSON object)"),
+                                           ("{}", "has a meta.json without vocab_size, "),
+                                           (None, "has no val.bin")])
+def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, capsys, meta, message):
+    """`data info` and `train` on a prepared dir whose meta.json or token files were damaged: one line,
+    exit 2, the command that mends it, and no run folder made."""
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(prepared, bad)
+    if meta is None:
+        (bad / "val.bin").unlink()
+    else:
+        (bad / "meta.json").write_text(meta)
+    err = _cli_error(["info", str(bad)], capsys)
+    assert message in err and f"scaling data prepare SOURCES --out {bad}" in err, err
+    run = tmp_path / "run"
+    assert main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "4096",
+                 "--data", str(bad), "--out", str(run)]) == 2
+    assert message in capsys.readouterr().err and not run.exists()
