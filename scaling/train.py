@@ -657,6 +657,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         enable_model_summary=False, deterministic=False,
     )
     ckpt = run.checkpoint_path if run.checkpoint_path.exists() else None
+    if ckpt is not None:
+        check_checkpoint(ckpt)
     previous = run.install_signal_handlers()
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
@@ -671,6 +673,23 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s)
     write_json_atomic(result_path, result, indent=2)
     return result
+
+
+def check_checkpoint(path: Path) -> None:
+    """A UserError naming the way out where a run's checkpoint is not one torch wrote: checkpoints are
+    renamed into place whole, so this is a disk's or a hand's damage, which would otherwise surface as a
+    traceback deep in Lightning's restore. Reads the zip archive's directory only (cheap at any size)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        problem = None if any(n.endswith("data.pkl") for n in names) else "no pickled state in the archive"
+    except (OSError, zipfile.BadZipFile) as e:
+        problem = str(e) or type(e).__name__
+    if problem:
+        raise UserError(f"the checkpoint {path} is damaged ({problem}): to start this run over, move it away "
+                        f"(mv {path} {path}.bad) and run again")
 
 
 def out_of_memory_message(config: RunConfig, device: torch.device) -> str:

@@ -82,6 +82,13 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     proc.wait()
     assert not (run_dir / "result.json").exists()  # a crash leaves no result
     assert 0 < _checkpoint_step(run_dir) < 40
+    # a damaged checkpoint is one line naming it and the way out, not Lightning's traceback
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    good = ckpt.read_bytes()
+    ckpt.write_bytes(b"garbage")
+    with pytest.raises(UserError, match=rf"the checkpoint {ckpt} is damaged \(.*\): to start this run over, move it"):
+        train(_config(), run_dir, progress=False)
+    ckpt.write_bytes(good)
     result = train(_config(), run_dir, progress=False)
     ref_dir, ref = reference
     assert result["val_loss"] == ref["val_loss"] and result["status"] == "completed"
