@@ -9,6 +9,7 @@ then leaves out what needs more (curves, statuses, provenance) and says so.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,12 @@ def _read_curves(run_root: Path, run_ids: list[str]) -> dict[str, pl.DataFrame]:
         path = run_root / run_id / "metrics.csv"
         if not path.is_file():
             continue
-        curve = pl.read_csv(path, infer_schema_length=10_000)
+        try:
+            curve = pl.read_csv(path, infer_schema_length=10_000)
+        except (pl.exceptions.PolarsError, OSError) as e:  # damaged by hand or disk: one run's curve, not the report
+            print(f"warning: {path} cannot be read ({str(e).splitlines()[0][:160]}); that run has no validation curve "
+                  "in the report", file=sys.stderr)
+            continue
         if {"tokens", "val_loss"} <= set(curve.columns):
             curve = curve.select(pl.col("tokens").cast(pl.Float64), pl.col("val_loss").cast(pl.Float64, strict=False))
             curves[run_id] = curve.drop_nulls().sort("tokens")

@@ -51,10 +51,13 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> dict | None:
+    """The JSON object in the file, or None where there is none: no file, or one damaged (not JSON, or
+    JSON but not an object: a run's records are objects, and callers read their fields)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        obj = json.loads(Path(path).read_text())
+    except (FileNotFoundError, UnicodeDecodeError, json.JSONDecodeError):
         return None
+    return obj if isinstance(obj, dict) else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -370,3 +370,27 @@ def test_cli_report_errors_are_one_line(tmp_path, capsys):
     good = external_csv(tmp_path)
     assert main(["report", str(good), "--out", str(tmp_path / "r"), "--baseline", "fp8"]) == 2
     assert "--baseline" in capsys.readouterr().err
+
+
+def test_damaged_run_files_neither_crash_the_report_nor_sweep_status(tmp_path, capsys):
+    """A run's metrics.csv with a ragged row: the report is built, that run without its curve, and a
+    warning names the file; a result.json that is JSON but no object counts as no result (failed) in
+    `sweep status`, and `sweep collect` names it."""
+    from reports.load import _read_curves
+    from scaling.cli import main
+    from sweeps.store import run_state
+
+    sweep = make_sweep(tmp_path)
+    damaged = sorted(sweep.glob("*/metrics.csv"))[0]
+    damaged.write_text(damaged.read_text() + "1,2,3,4,5,6,7,8,9,10,11,12,13\n")
+    run_ids = [p.parent.name for p in sweep.glob("*/metrics.csv")]
+    curves = _read_curves(sweep, run_ids)
+    assert damaged.parent.name not in curves and len(curves) == len(run_ids) - 1
+    assert f"warning: {damaged} cannot be read" in capsys.readouterr().err
+
+    record = sorted(sweep.glob("*/result.json"))[0]
+    record.write_text("[1, 2]")
+    (record.parent / "job.json").write_text('{"executor": "local"}')  # a run that was launched
+    assert run_state(record.parent, None) == "failed"
+    assert main(["sweep", "collect", str(sweep)]) == 2
+    assert f"{record} is not a JSON result record" in capsys.readouterr().err
