@@ -124,6 +124,10 @@ class RunConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise UserError(f"{name} must be a positive whole number or left unset (the rule), got {value!r}")
         vocab_size = self.vocab_size
+        if self.data != "builtin" and vocab_size is not None:  # else ignored, yet a part of the run's id
+            raise UserError(f"vocab_size {vocab_size} applies to the built-in corpus only: the prepared dir {self.data} "
+                            "has its own (its meta.json); leave it unset, or prepare the corpus again with "
+                            "`scaling data prepare ... --vocab-size N`")
         if self.data == "builtin" and vocab_size is None:
             from scaling.data import BUILTIN_VOCAB_SIZE
 

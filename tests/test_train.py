@@ -206,6 +206,7 @@ def test_compile_takes_a_mode():
     (["--lr-mult", "0"], "lr_mult must be a finite number > 0"),
     (["--eval-tokens", "0"], "eval_tokens must be a positive whole number"),
     (["--vocab-size", "0"], "vocab_size must be a positive whole number"),
+    (["--data", "/nonexistent/data", "--vocab-size", "300"], "vocab_size 300 applies to the built-in corpus only"),
     (["--tokens", "1e99"], "tokens must be a number from 1 to 1e+15"),
 ])
 def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):

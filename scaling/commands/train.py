@@ -30,7 +30,8 @@ OPTIONS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="a run's config.json (instead of --family/--size/--recipe/--tokens)")
+    parser.add_argument("--config", help="a run's config.json (instead of --family/--size/--recipe/--tokens; a flag "
+                                         "given with it changes that field, which makes another run with its own id)")
     parser.add_argument("--family", help="llama2 or nanochat")
     parser.add_argument("--size", help="a ladder size name, e.g. 1M (see `scaling models`)")
     parser.add_argument("--recipe", help="a recipe preset (see `scaling recipes`) or a recipe .toml")
