@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
     """`train` under the run's lock (the one a sweep's jobs take): a second copy of the same command
     is refused while the first trains, rather than training the run twice into one folder. A folder
-    made here for a run refused before it started is removed again."""
+    made here for a run refused (or crashed) before it started is removed again."""
     from scaling.errors import UserError
     from scaling.train import train
     from sweeps.store import lock_holder, run_lock
@@ -118,7 +118,7 @@ def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
                             f"{holder.get('host', '?')}); wait for it, or choose another --out")
         try:
             return train(config, run_dir, progress=progress)
-        except UserError:
+        except Exception:  # a refusal, or a crash before the run wrote anything: no empty folder stays
             if made and [p.name for p in run_dir.iterdir()] == ["lock"]:
                 (run_dir / "lock").unlink()
                 run_dir.rmdir()
