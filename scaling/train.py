@@ -668,6 +668,11 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
     except torch.OutOfMemoryError:
         raise UserError(out_of_memory_message(config, trainer.strategy.root_device)) from None
+    except SystemExit:  # Lightning's answer to a KeyboardInterrupt: our Ctrl-C twice (`_on_signal`)
+        if run.preempt_signal == signal.SIGINT:
+            raise Preempted("received SIGINT twice; stopped at once, the last periodic checkpoint stays",
+                            signal.SIGINT) from None
+        raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
