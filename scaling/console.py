@@ -30,7 +30,8 @@ def print_table(rows: Iterable[dict], columns: Sequence[str] | None = None, titl
         table.add_column(c, overflow="fold")
     for r in rows:
         table.add_row(*(_cell(r.get(c)) for c in columns))
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    # Piped (a log, a file): as wide as the table needs, so no number is folded across lines
+    Console(width=None if sys.stdout.isatty() else 100_000).print(table)
 
 
 def _default(o: Any) -> Any:
