@@ -398,7 +398,8 @@ def section_provenance(study: Study) -> Section:
 
     s = Section("Provenance")
     runs = study.runs
-    items = [f"Source: `{study.source}` ({runs.height} runs, {len(set(runs['recipe']))} recipes)."]
+    n_recipes = len(set(runs["recipe"]))
+    items = [f"Source: `{study.source}` ({runs.height} runs, {n_recipes} recipe{'s' if n_recipes != 1 else ''})."]
     if not study.from_records:
         items.append("The source is a table of external results, not result records: versions, commits, hardware, "
                      "data and epochs are not known to this report.")
@@ -424,8 +425,10 @@ def section_provenance(study: Study) -> Section:
             items.append(f"Training time, all runs: {float(runs['wall_s'].drop_nulls().sum()) / 60:.1f} min.")
     tokens = runs.group_by("N").agg(pl.col("D").unique().sort()).sort("N")
     label = "size" if "size" in runs.columns else None
+    ns = tokens["N"].to_list()
+    digits = next((k for k in range(3, 17) if len({f"{n:.{k}g}" for n in ns}) == len(ns)), 17)  # distinct N, distinct labels
     for n, ds in tokens.iter_rows():
-        name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.3g})" if label else f"N = {n:.3g}"
+        name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.{digits}g})" if label else f"N = {n:.{digits}g}"
         items.append(f"Tokens per run, {name}: {', '.join(f'{d:.3g}' for d in ds)}.")
     items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {scaling.__version__} "
                  f"(checkout `{scaling.git_commit(short=True) or 'unknown'}`), Python {platform.python_version()}, polars {pl.__version__}.")

@@ -536,6 +536,8 @@ def _checked_meta(data_dir: Path) -> tuple[dict | None, str | None]:
     """(meta.json's content, None) for a complete prepared dir, else (None, what is wrong): meta.json
     missing, unreadable or lacking a field, or a token file missing or of another length than it says."""
     path = data_dir / "meta.json"
+    if data_dir.is_file():
+        return None, "is a file, not a prepared data dir (the folder `scaling data prepare --out DIR` makes)"
     if not path.is_file():
         return None, "is not a prepared data dir (no meta.json)"
     try:
@@ -565,7 +567,9 @@ def read_meta(data_dir: str | Path) -> dict:
     incomplete or damaged: `_checked_meta`)."""
     meta, problem = _checked_meta(Path(data_dir).expanduser())
     if problem:
-        raise UserError(f"{data_dir} {problem}: prepare it with `scaling data prepare SOURCES --out {data_dir}`")
+        fix = ("pass that folder" if Path(data_dir).expanduser().is_file() else
+               f"prepare it with `scaling data prepare SOURCES --out {data_dir}`")
+        raise UserError(f"{data_dir} {problem}: {fix}")
     return meta
 
 

@@ -212,6 +212,8 @@ def _cli_error(args: list[str], capsys) -> str:
 
 def test_cli_errors(tmp_path, docs, capsys):
     out = str(tmp_path / "out")
+    (tmp_path / "notes.txt").write_text("text")
+    assert "is a file, not a prepared data dir" in _cli_error(["info", str(tmp_path / "notes.txt")], capsys)
     assert "does not exist" in _cli_error(["prepare", str(tmp_path / "nope.parquet"), "--out", out], capsys)
     assert "matches no files" in _cli_error(["prepare", str(tmp_path / "*.parquet"), "--out", out], capsys)
     (tmp_path / "notes.csv").write_text("a,b\n")
