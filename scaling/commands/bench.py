@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     from scaling.files import check_output, write_json_atomic
 
     wanted = list(dict.fromkeys(args.what))
+    recipes = _items(args.recipes, "")
+    dims = _check_args(args, wanted, recipes)  # before any benchmark runs, so a typo costs nothing
     only_targets = wanted == ["targets"]  # reads the file, writes nothing
     if args.out and not only_targets:
         check_output(args.out, folder=False)
@@ -131,15 +133,14 @@ def run(args: argparse.Namespace) -> int:
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
         result = {"device": None, "date": None, "versions": None, "copy_gbps": None,
                   "kernels": [], "linear": [], "train": [], "profile": [], **result}
-    recipes = _items(args.recipes, "")
 
     def progress(line: str) -> None:
         if not args.json:
             print(line, flush=True)
 
-    _run_cpu_sections(args, wanted, recipes, result, progress)
+    _run_cpu_sections(args, wanted, recipes, dims, result, progress)
     if gpu:
-        _run_gpu_sections(args, gpu, recipes, result, progress)
+        _run_gpu_sections(args, gpu, recipes, dims, result, progress)
     if args.out and not only_targets:
         write_json_atomic(args.out, result)
     checked = _targets(result if args.out else None, args.out) if "targets" in wanted else None
@@ -153,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...], result: dict,
-                      progress) -> None:
+def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...], dims: dict,
+                      result: dict, progress) -> None:
     """The sections that need no GPU (fit, calibration, sass, cpu, quantizer), into result."""
     if "fit" in wanted:
         from fits.bench import bench_fit  # the fits helper's benchmark (no torch)
@@ -163,8 +164,6 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
     if "calibration" in wanted:
         from fits.calibration import calibrate
 
-        if args.sweeps < 1:
-            raise UserError(f"--sweeps {args.sweeps}: give at least 1 synthetic sweep per case (default 40)")
         progress(f"calibration of the kappa = 0 test, {args.sweeps} synthetic sweeps per case:")
         result["calibration"] = calibrate(sweeps=args.sweeps, workers=2, progress=progress)  # (fewer on fewer cores)
         result["calibration_provenance"] = _provenance()
@@ -181,12 +180,65 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
                  + (f", quantizer: {machine['quantizer']}" if "quantizer" in wanted else ""))
     if "cpu" in wanted:
         rows = bench.bench_cpu(families=_items(args.families, FAMILIES), sizes=_items(args.sizes, "1M"),
-                               recipes=recipes or ("bf16", "nvfp4"), steps=args.steps or 8, progress=progress)
+                               recipes=recipes or ("bf16", "nvfp4"), steps=8 if args.steps is None else args.steps,
+                               progress=progress)
         result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
     if "quantizer" in wanted:
-        dims = tuple(int(d) for d in _items(args.dims, "128,512"))
-        rows = bench.bench_cpu_quantizer(recipes=recipes or ("nvfp4",), dims=dims, progress=progress)
+        rows = bench.bench_cpu_quantizer(recipes=recipes or ("nvfp4",), dims=dims["quantizer"], progress=progress)
         result["quantizer"] = _merge("quantizer", result.get("quantizer", []), rows)
+
+
+# The sections that read --dims, and their widths where it is not given.
+DIMS_DEFAULTS = {"quantizer": "128,512", "linear": "512,1024,2048,4096"}
+
+
+def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """Refuse, before any benchmark runs, a count that is not one (--steps 0, --batch -1) and a
+    recipe that does not exist; returns the --dims widths of the sections that read them."""
+    for flag, value, least in (("--steps", args.steps, 1), ("--batch", args.batch, 1),
+                               ("--accumulate", args.accumulate, 1), ("--top", args.top, 0),
+                               ("--sweeps", args.sweeps, 1)):
+        if value is not None and value < least:
+            raise UserError(f"{flag} must be at least {least}, got {value}")
+    if recipes:
+        from scaling.recipes import get_recipe
+
+        for name in recipes:
+            try:
+                get_recipe(name)
+            except UserError as e:  # (it names the known ones)
+                raise UserError(f"--recipes {args.recipes}: {e}") from None
+    return {section: _dims(args.dims, default, section, recipes) for section, default in DIMS_DEFAULTS.items()
+            if section in wanted}
+
+
+def _dims(value: str | None, default: str, section: str, recipes: tuple[str, ...]) -> tuple[int, ...]:
+    """--dims as widths: positive integers, each a multiple of what the section's recipes quantize in
+    blocks of (the block and Hadamard group along K, the block's rows across it)."""
+    import math
+
+    from scaling import bench
+    from scaling.recipes import OPERANDS, get_recipe
+
+    items = _items(value, default)
+    dims = tuple(int(d) if d.strip().isdigit() else 0 for d in items)
+    bad = [d for d, n in zip(items, dims) if n < 1]
+    if bad or not dims:
+        raise UserError(f"--dims {value!r}: " + (f"{', '.join(map(repr, bad))} is not a positive integer" if bad
+                                                 else "names no width")
+                        + f"; give widths as positive integers separated by commas, e.g. --dims {default}")
+    names = recipes or {"quantizer": ("nvfp4",), "linear": bench.LINEAR_RECIPES}[section]
+    # the quantizer section quantizes activations only; linear each operand of a QLinear(d, d)
+    specs = [getattr(get_recipe(r), op) for r in names for op in OPERANDS
+             if section == "linear" or not op.endswith("_w")]
+    need = math.lcm(1, *(m for spec in specs if spec is not None for m in (spec.k_multiple, spec.block_rows)))
+    off = [d for d in dims if d % need]
+    if off:
+        given = f"--dims {value}" if value else f"{section}'s default widths"
+        raise UserError(f"{given}: {', '.join(map(str, off))} is not a multiple of {need}, which "
+                        f"{section} needs for recipes {', '.join(names)} (their quantization blocks along a "
+                        f"width); give multiples of {need}, e.g. --dims {default}")
+    return dims
 
 
 def _same_device(result: dict, name: str, out) -> None:
@@ -207,8 +259,8 @@ def device_file(name: str) -> str:
     return f"{model or '-'.join(words) or 'gpu'}.json"
 
 
-def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[str, ...], result: dict,
-                      progress) -> None:
+def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[str, ...], dims: dict,
+                      result: dict, progress) -> None:
     """The GPU sections, into result; with --out each finished row is saved at once, so a run cut
     short (a time limit) keeps what it measured."""
     import torch
@@ -241,13 +293,13 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
     if "loss" in gpu:
         result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
     if "linear" in gpu:
-        dims = tuple(int(d) for d in _items(args.dims, "512,1024,2048,4096"))
-        bench.bench_linear(device, dims=dims, recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
+        bench.bench_linear(device, dims=dims["linear"], recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
                            on_row=saver("linear")[0], top=args.top or 0)
     if "train" in gpu:
         save_rows, earlier = saver("train")
         bench.bench_train(device, families=_items(args.families, FAMILIES), sizes=_items(args.sizes, "40M,160M"),
-                          recipes=recipes or bench.TRAIN_RECIPES, steps=args.steps or 4, batch=args.batch,
+                          recipes=recipes or bench.TRAIN_RECIPES, steps=4 if args.steps is None else args.steps,
+                          batch=args.batch,
                           accumulate=args.accumulate, compile_mode=args.compile_mode,
                           earlier=earlier, progress=progress, on_row=save_rows)
     if "stages" in gpu:
