@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from scaling import usable_cpus
+from scaling.errors import UserError
 from scaling.files import check_output
 
 DEFAULT_OUT = Path("runs") / "demo"
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     from sweeps.spec import load_spec
     from sweeps.store import collect, write_parquet
 
+    if args.bootstrap < 0:  # before the runs train (minutes), not at the report after them
+        raise UserError(f"--bootstrap must be 0 or more, got {args.bootstrap}")
     started = time.perf_counter()
     timings: dict[str, float] = {}
     out = check_output(args.out.resolve(), folder=True)
