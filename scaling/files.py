@@ -62,11 +62,31 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp4-scaling"
 
 
-def check_output(path: str | Path, folder: bool, flag: str = "--out") -> Path:
+def _is_parquet(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def _is_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_bytes())
+    except ValueError:  # (JSONDecodeError, UnicodeDecodeError)
+        return False
+    return True
+
+
+# The file kinds an output may be checked for (check_output's suffix): suffix -> (name, test of an
+# existing file's bytes).
+OUTPUT_KINDS = {".parquet": ("a Parquet table", _is_parquet), ".json": ("a JSON file", _is_json)}
+
+
+def check_output(path: str | Path, folder: bool, flag: str = "--out", suffix: str | None = None) -> Path:
     """Refuse, before any work, an output this process could not write: a folder where a file is
     wanted or a file where a folder is, or a location whose nearest existing folder is not writable
-    (read-only file system, permissions). Returns the path. (A check, not a guarantee: the write
-    itself still goes through atomic_path.)"""
+    (read-only file system, permissions). With a suffix (a key of OUTPUT_KINDS: the kind of file
+    written), also a name not ending in it (out.csv for Parquet bytes), and an existing file that is
+    not of that kind (a file the user keeps, never replaced; an empty one is). Returns the path. (A
+    check, not a guarantee: the write itself still goes through atomic_path.)"""
     from scaling.errors import UserError
 
     path = Path(path).expanduser()
@@ -82,6 +102,15 @@ def check_output(path: str | Path, folder: bool, flag: str = "--out") -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UserError(f"{flag} {path}: cannot write in {parent} (read-only or no permission); "
                         f"choose a writable location")
+    if suffix is not None:
+        kind, holds = OUTPUT_KINDS[suffix]
+        if path.suffix.lower() != suffix:
+            example = path.with_name(path.stem + suffix) if path.stem else Path(f"out{suffix}")
+            raise UserError(f"{flag} {path}: the output is {kind}, so its name must end in {suffix}; "
+                            f"pass e.g. {example}")
+        if path.is_file() and path.stat().st_size and not holds(path):
+            raise UserError(f"{flag} {path} exists and is not {kind}; it is not overwritten: choose another "
+                            f"name (or remove that file first)")
     return path
 
 

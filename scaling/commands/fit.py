@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="processes for the bootstrap")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--out", type=Path, help="also write the JSON to this file (e.g. fits.json)")
+    parser.add_argument("--out", type=Path, help="also write the JSON to this file, named *.json (e.g. fits.json)")
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -102,13 +102,21 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bootstrap < 0:
         raise UserError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+    if args.workers < 1:
+        raise UserError(f"--workers must be at least 1, got {args.workers}")
+    if args.seed < 0:  # (numpy's generators take none below 0)
+        raise UserError(f"--seed must be >= 0, got {args.seed}")
     if not 0 < args.margin < 1:
         raise UserError(f"--margin must be between 0 and 1, got {args.margin}")
     if args.starts != "all" and not (args.starts.isdigit() and int(args.starts) > 0):
         raise UserError(f"--starts must be a positive integer or 'all', got {args.starts!r}")
     top = None if args.starts == "all" else int(args.starts)
+    if args.results.is_dir():  # (fits.table reads files; a folder is most often a sweep's)
+        raise UserError(f"{args.results} is a folder; pass a results table, e.g. {args.results / 'results.parquet'} "
+                        f"from `scaling sweep collect {args.results}`, or run `scaling report {args.results} --out DIR` "
+                        "on a sweep folder")
     if args.out:  # before the fit, so a fit is never lost to an unwritable --out
-        check_output(args.out, folder=False)
+        check_output(args.out, folder=False, suffix=".json")
     from fits.table import never_completed, read_file
 
     raw = read_file(args.results)

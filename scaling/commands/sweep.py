@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("collect", help="one row per finished run → results.parquet")
     p.add_argument("sweep_dir", metavar="SWEEP_DIR")
-    p.add_argument("--out", help="parquet file to write (default: SWEEP_DIR/results.parquet)")
+    p.add_argument("--out", help="Parquet file to write, named *.parquet (default: SWEEP_DIR/results.parquet)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
@@ -223,8 +223,8 @@ def _collect(args: argparse.Namespace) -> int:
     from sweeps.store import collect, write_parquet
 
     out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
+    check_output(out, folder=False, suffix=".parquet")  # before reading the runs' records
     df = collect(Path(args.sweep_dir))
-    check_output(out, folder=False)
     write_parquet(df, out)
     if args.json:
         print_json(df.to_dicts())
