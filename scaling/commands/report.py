@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from scaling.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,11 +43,30 @@ def print_summary(summary: dict) -> None:
     print(f"report: {summary['index_html']}")
 
 
+def _check_diagnostics(path: str) -> None:
+    """Refuse a --diagnostics file with no table the report could show: another command's JSON (a
+    fits.json), where the report's section would say only that the file holds no table."""
+    from reports.build import DIAGNOSTIC_TABLES
+    from reports.load import read_diagnostics
+
+    diag = read_diagnostics(Path(path))  # (refuses a missing file and one that is not JSON)
+    if not (isinstance(diag, dict) and any(
+            isinstance(v, list) and v and (k in DIAGNOSTIC_TABLES or all(isinstance(r, dict) for r in v))
+            for k, v in diag.items())):  # the tables section_diagnostics shows
+        raise UserError(f"--diagnostics {path} holds no table of diagnostics (the `gemm` and `quant` lists of "
+                        "records); pass the output of `scaling diagnose --json` (scaling diagnose --json > "
+                        "diagnostics.json), or leave --diagnostics out")
+
+
 def run(args: argparse.Namespace) -> int:
     from reports import build
     from scaling.console import print_json
     from scaling.files import check_output
 
+    if args.seed < 0:  # (numpy's generators take none below 0)
+        raise UserError(f"--seed must be >= 0, got {args.seed}")
+    if args.diagnostics:  # before the fits, not as a paragraph of the report they made
+        _check_diagnostics(args.diagnostics)
     check_output(args.out, folder=True)
     summary = build(args.source, args.out, baseline=args.baseline, law=args.law, bootstrap=args.bootstrap,
                     diagnostics=args.diagnostics, columns=args.columns, seed=args.seed, title=args.title)
