@@ -104,10 +104,10 @@ def _interval(pair, digits: int = 4) -> str:
 
 
 def _short(x) -> str:
-    """Three significant digits, for numbers inside sentences."""
+    """Three significant digits, for numbers inside sentences: 0.500, 1.00, 784 (not '784.')."""
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "−∞"
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:#.3g}"
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:#.3g}".removesuffix(".")
 
 
 VERDICT_WORDS = {
