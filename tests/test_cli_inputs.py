@@ -1,0 +1,191 @@
+"""Bad command-line input is refused in one line (exit 2, no traceback) before any work starts, and
+nothing the user has is overwritten; good input still works."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scaling.cli import main
+
+EXAMPLE_RESULTS = Path(__file__).resolve().parent.parent / "reports" / "examples" / "demo" / "results.csv"
+
+
+def _refused(argv: list[str], capsys, *words: str) -> str:
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), (argv, err)
+    return err
+
+
+@pytest.fixture
+def no_benchmarks(monkeypatch):
+    """scaling.bench's CPU benchmarks replaced: a call records its arguments and returns no rows."""
+    from scaling import bench
+
+    calls: list[dict] = []
+
+    def record(**kwargs):
+        calls.append(kwargs)
+        return []
+
+    monkeypatch.setattr(bench, "bench_cpu", lambda **kw: record(**kw))
+    monkeypatch.setattr(bench, "bench_cpu_quantizer", lambda **kw: record(**kw))
+    return calls
+
+
+# --- scaling bench ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("steps", ["-2", "0"])
+def test_bench_refuses_a_step_count_below_one(steps, capsys, no_benchmarks):
+    _refused(["bench", "cpu", "--steps", steps, "--sizes", "0.5M"], capsys, "--steps must be at least 1", steps)
+    assert no_benchmarks == []
+
+
+def test_bench_cpu_keeps_its_default_steps_and_takes_a_given_count(capsys, no_benchmarks):
+    assert main(["bench", "cpu", "--json"]) == 0
+    assert main(["bench", "cpu", "--steps", "3", "--json"]) == 0
+    assert [c["steps"] for c in no_benchmarks] == [8, 3]
+
+
+@pytest.mark.parametrize("dims, words", [("abc", ["'abc'", "positive integer"]), ("0", ["'0'", "positive integer"]),
+                                         ("128,-4", ["'-4'", "positive integer"]), (",", ["names no width"]),
+                                         ("100", ["100", "multiple of 16", "nvfp4"])])
+def test_bench_quantizer_refuses_a_width_it_cannot_use(dims, words, capsys, no_benchmarks):
+    _refused(["bench", "quantizer", f"--dims={dims}"], capsys, "--dims", *words)
+    assert no_benchmarks == []
+
+
+def test_bench_dims_must_fit_each_recipes_blocks(capsys, no_benchmarks):
+    _refused(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "16"], capsys, "multiple of 128")
+    assert main(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "128,256", "--json"]) == 0
+    assert no_benchmarks[-1]["dims"] == (128, 256)
+
+
+def test_bench_refuses_an_unknown_recipe_before_benchmarking_any(capsys, no_benchmarks):
+    _refused(["bench", "cpu", "--recipes", "bf16,nvfp5"], capsys, "--recipes", "unknown recipe 'nvfp5'", "nvfp4")
+    assert no_benchmarks == []
+
+
+@pytest.mark.parametrize("argv", [["train", "--batch", "0"], ["train", "--accumulate", "-1"],
+                                  ["linear", "--top", "-1"], ["calibration", "--sweeps", "0"]])
+def test_bench_refuses_other_counts_below_their_least(argv, capsys):
+    _refused(["bench", *argv], capsys, argv[1], "must be at least")
+
+
+# --- scaling demo -------------------------------------------------------------------------------
+
+def test_demo_refuses_a_negative_bootstrap_before_training(tmp_path, capsys, monkeypatch):
+    import sweeps.launch
+
+    monkeypatch.setattr(sweeps.launch, "launch", lambda *a, **k: pytest.fail("the demo trained"))
+    out = tmp_path / "demo"
+    _refused(["demo", "--bootstrap", "-1", "--out", str(out)], capsys, "--bootstrap", "-1")
+    assert not out.exists()
+
+
+# --- scaling fit --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, words", [(["--workers", "0"], ["--workers must be at least 1"]),
+                                         (["--workers", "-3"], ["--workers must be at least 1"]),
+                                         (["--seed", "-1"], ["--seed must be >= 0"]),
+                                         (["--drop-highest", "-1"], ["--drop-highest must be >= 0"])])
+def test_fit_refuses_bad_counts(argv, words, capsys):
+    _refused(["fit", str(EXAMPLE_RESULTS), "--bootstrap", "0", *argv], capsys, *words)
+
+
+def test_fit_on_a_folder_points_at_the_sweeps_results_table(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _refused(["fit", str(runs)], capsys, f"{runs} is a folder", str(runs / "results.parquet"), "scaling sweep collect",
+             "scaling report")
+
+
+def test_fit_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, capsys):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text('name = "tiny"\n')
+    base = ["fit", str(EXAMPLE_RESULTS), "--bootstrap", "0", "--starts", "1", "--json"]
+    _refused([*base, "--out", str(spec)], capsys, "must end in .json", "tiny.json")
+    not_json = tmp_path / "notes.json"
+    not_json.write_text("my notes, not JSON\n")
+    _refused([*base, "--out", str(not_json)], capsys, "exists and is not a JSON file")
+    assert spec.read_text() == 'name = "tiny"\n' and not_json.read_text() == "my notes, not JSON\n"
+    earlier = tmp_path / "fits.json"  # an earlier fit's output: replaced, as always
+    earlier.write_text('{"old": true}')
+    assert main([*base, "--out", str(earlier)]) == 0
+    assert "groups" in json.loads(earlier.read_text())
+
+
+# --- scaling sweep collect ----------------------------------------------------------------------
+
+@pytest.fixture
+def collected(monkeypatch):
+    """sweeps.store.collect replaced by a one-row table (no runs need to exist)."""
+    import polars as pl
+
+    import sweeps.store
+
+    monkeypatch.setattr(sweeps.store, "collect", lambda sweep_dir: pl.DataFrame({"run_id": ["a"], "val_loss": [3.0]}))
+
+
+def test_collect_out_must_be_a_parquet_file_and_never_replaces_another_kind(tmp_path, capsys, collected):
+    _refused(["sweep", "collect", str(tmp_path), "--out", str(tmp_path / "out.csv")], capsys,
+             "must end in .parquet", "out.parquet")
+    assert not (tmp_path / "out.csv").exists()
+    spec = tmp_path / "tiny.toml"
+    spec.write_text('name = "tiny"\n')
+    _refused(["sweep", "collect", str(tmp_path), "--out", str(spec)], capsys, "must end in .parquet")
+    assert spec.read_text() == 'name = "tiny"\n'
+    fake = tmp_path / "fake.parquet"
+    fake.write_text("not parquet\n")
+    _refused(["sweep", "collect", str(tmp_path), "--out", str(fake)], capsys, "exists and is not a Parquet table")
+    assert fake.read_text() == "not parquet\n"
+
+
+def test_collect_replaces_its_own_parquet_output(tmp_path, capsys, collected):
+    import polars as pl
+
+    out = tmp_path / "results.parquet"
+    pl.DataFrame({"old": [1]}).write_parquet(out)
+    assert main(["sweep", "collect", str(tmp_path), "--out", str(out), "--json"]) == 0
+    assert pl.read_parquet(out).columns == ["run_id", "val_loss"]
+
+
+# --- scaling report -----------------------------------------------------------------------------
+
+def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
+    fits_json = tmp_path / "fits.json"
+    fits_json.write_text(json.dumps({"law": "chinchilla", "groups": {}, "penalty": {}}))
+    out = tmp_path / "report"
+    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(fits_json)], capsys,
+             "--diagnostics", "holds no table", "scaling diagnose --json")
+    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--seed", "-1"], capsys, "--seed must be >= 0")
+    assert not out.exists()
+
+
+# --- scaling train --tokens ---------------------------------------------------------------------
+
+def test_train_refuses_a_fraction_of_a_token(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "1.5"])
+    assert e.value.code == 2 and "'1.5' is not a whole number of tokens" in capsys.readouterr().err
+
+
+def test_token_counts_with_a_suffix_are_exact():
+    from scaling.commands.train import _count
+
+    assert [_count(t) for t in ("1.5M", "1.1M", "500k", "2000000", "1e6", "1.0")] == [
+        1_500_000, 1_100_000, 500_000, 2_000_000, 1_000_000, 1]
+
+
+# --- reports: numbers in sentences --------------------------------------------------------------
+
+def test_short_numbers_have_no_trailing_dot():
+    from reports.build import _short
+
+    assert [_short(x) for x in (784.0, 784, 100.0, 0.5, 1.0, 123456.0)] == ["784", "784", "100", "0.500", "1.00",
+                                                                            "1.23e+05"]
+    assert [_short(x) for x in (None, float("nan"), float("inf"), -float("inf"))] == ["—", "—", "∞", "−∞"]
