@@ -331,6 +331,15 @@ DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> ca
 }
 
 
+def diagnostic_tables(diag: Any) -> list[tuple[list, str]]:
+    """The tables a diagnostics JSON holds, as (records, caption): `scaling diagnose --json`'s, else
+    (another tool's JSON) any list of records in it; [] where there is none."""
+    if not isinstance(diag, dict):
+        return []
+    tables = [(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items() if isinstance(diag.get(k), list) and diag[k]]
+    return tables or [(v, k) for k, v in diag.items() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+
+
 def section_diagnostics(study: Study) -> Section:
     s = Section("Quantization diagnostics")
     if study.diagnostics is None:
@@ -339,11 +348,7 @@ def section_diagnostics(study: Study) -> Section:
     diag = study.diagnostics
     s.add(Paragraph(f"From `{study.diagnostics_path}` (`scaling diagnose`, the reference quantizer on the same "
                     "tensors for every format; higher SQNR is better, a negative mean error is shrinkage)."))
-    tables = [_records_table(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items()
-              if isinstance(diag, dict) and isinstance(diag.get(k), list) and diag[k]]
-    if not tables and isinstance(diag, dict):  # another tool's JSON: any list of records it holds
-        tables = [_records_table(v, k) for k, v in diag.items()
-                  if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+    tables = [_records_table(rows, caption) for rows, caption in diagnostic_tables(diag)]
     if not tables:
         s.add(Paragraph("The file holds no table of records (expected the `gemm` and `quant` lists of "
                         "`scaling diagnose --json`)."))

@@ -46,13 +46,10 @@ def print_summary(summary: dict) -> None:
 def _check_diagnostics(path: str) -> None:
     """Refuse a --diagnostics file with no table the report could show: another command's JSON (a
     fits.json), where the report's section would say only that the file holds no table."""
-    from reports.build import DIAGNOSTIC_TABLES
+    from reports.build import diagnostic_tables
     from reports.load import read_diagnostics
 
-    diag = read_diagnostics(Path(path))  # (refuses a missing file and one that is not JSON)
-    if not (isinstance(diag, dict) and any(
-            isinstance(v, list) and v and (k in DIAGNOSTIC_TABLES or all(isinstance(r, dict) for r in v))
-            for k, v in diag.items())):  # the tables section_diagnostics shows
+    if not diagnostic_tables(read_diagnostics(Path(path))):  # (read_diagnostics refuses a missing file, not JSON)
         raise UserError(f"--diagnostics {path} holds no table of diagnostics (the `gemm` and `quant` lists of "
                         "records); pass the output of `scaling diagnose --json` (scaling diagnose --json > "
                         "diagnostics.json), or leave --diagnostics out")
