@@ -46,13 +46,20 @@ def read_file(path: Path) -> pl.DataFrame:
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
 
 
+def column_list(df: pl.DataFrame, width: int = 60, most: int = 20) -> str:
+    """A table's column names for a message: each cut to `width` characters and at most `most` of them
+    (a JSON-lines file read as CSV has one column named by its whole first line)."""
+    names = [n if len(n) <= width else n[: width - 1] + "…" for n in df.columns[:most]]
+    return ", ".join(names) + (f", … ({len(df.columns)} in all)" if len(df.columns) > most else "")
+
+
 def pick_column(df: pl.DataFrame, name: str, mapping: dict[str, str]) -> str | None:
     """The column holding `name` (a CANONICAL name): the one `mapping` names, else the name itself,
     else a result record's alias; None where there is none."""
     if name in mapping:
         if mapping[name] not in df.columns:
             raise UserError(f"--columns maps {name} to {mapping[name]!r}, which is not a column "
-                            f"(columns: {', '.join(df.columns)})")
+                            f"(columns: {column_list(df)})")
         return mapping[name]
     for candidate in (name, *ALIASES.get(name, ())):
         if candidate in df.columns:
@@ -86,7 +93,7 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
     if got["D"] is None and got["C"] is None:
         missing.append("D (or C)")
     if missing:
-        raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {', '.join(df.columns)}); "
+        raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {column_list(df)}); "
                         f"map yours with --columns \"N=...,D=...,loss=...\"")
     return got
 
