@@ -394,8 +394,9 @@ def test_a_run_whose_worker_is_killed_fails_and_the_launch_exits_1(tmp_path):
     """The OOM killer's SIGKILL of a local worker mid-run: that run is `failed` (no result.json, the
     log's note says how its worker ended), a new worker runs the next run to completion, and the
     launch exits 1 with the failure counted in --json's report; a relaunch reruns only the failed run."""
-    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 65536").replace("cpu_jobs = 2", "cpu_jobs = 1")
-                      .replace("eval_interval = 4", "eval_interval = 16"))
+    # the longer run goes first (longest first) and is killed; the short one then runs in a new worker
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [32768, 4096]").replace("seed = [0, 1]", "seed = 0")
+                      .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 8"))
     sweep_dir = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
            "--sweep-dir", str(sweep_dir), "--json"]
