@@ -17,7 +17,9 @@ FAMILIES = "nanochat,llama2"  # train's and cpu's default; profile's is nanochat
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", nargs="+", choices=SECTIONS, help="which benchmarks to run")
+    parser.add_argument("what", nargs="+", choices=SECTIONS,
+                        help="which benchmarks to run (sass compiles every tile of each recipe's kernels for sm_90: "
+                             "~2-3 min per recipe on 2 CPU cores; --recipes narrows it)")
     parser.add_argument("--out", type=Path, help="JSON file to write (sections not run are kept from it); "
                         "targets: the file checked (default reports/bench/h200.json)")
     parser.add_argument("--recipes", help="comma-separated recipes (default: per section)")
