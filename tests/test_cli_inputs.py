@@ -122,13 +122,13 @@ def test_fit_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, c
 # --- scaling sweep collect ----------------------------------------------------------------------
 
 @pytest.fixture
-def collected(monkeypatch):
-    """sweeps.store.collect replaced by a one-row table (no runs need to exist)."""
-    import polars as pl
-
-    import sweeps.store
-
-    monkeypatch.setattr(sweeps.store, "collect", lambda sweep_dir: pl.DataFrame({"run_id": ["a"], "val_loss": [3.0]}))
+def collected(tmp_path):
+    """A real sweep folder of one finished run (its result record), for `sweep collect` to read."""
+    run = tmp_path / "run0"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps({
+        "run_id": "run0", "family": "nanochat", "size": "0.5M", "n_params": 500_000, "tokens": 4096, "recipe": "bf16",
+        "seed": 0, "status": "completed", "val_loss": 3.0}))
 
 
 def test_collect_out_must_be_a_parquet_file_and_never_replaces_another_kind(tmp_path, capsys, collected):
@@ -151,7 +151,8 @@ def test_collect_replaces_its_own_parquet_output(tmp_path, capsys, collected):
     out = tmp_path / "results.parquet"
     pl.DataFrame({"old": [1]}).write_parquet(out)
     assert main(["sweep", "collect", str(tmp_path), "--out", str(out), "--json"]) == 0
-    assert pl.read_parquet(out).columns == ["run_id", "val_loss"]
+    table = pl.read_parquet(out)
+    assert table["run_id"].to_list() == ["run0"] and table["val_loss"].to_list() == [3.0]
 
 
 # --- scaling report -----------------------------------------------------------------------------
