@@ -331,10 +331,10 @@ def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
     assert verdict(1.0, (1.0, 1.0), n_replicates=100) == "inconclusive"
     assert undecidable((0.95, 1.1), 100) is None
 
-    rows = [("bf16", f"b{i}-{j}", n, r * n, 3.0) for i, n in enumerate((2e7, 5e7, 1e8, 2e8)) for j, r in enumerate((10, 20, 40))]
+    rows = [("bf16", f"b{i}-{j}", n, r * n, 3.0) for i, n in enumerate((2e7, 5e7, 1e8)) for j, r in enumerate((10, 20, 40))]
     rows += [("fp4", f"f{k}", n, d, loss) for k, (_, _, n, d, loss) in enumerate(rows)]
     flat = pl.DataFrame(rows, schema=["recipe", "run_id", "N", "D", "loss"], orient="row")
-    out = fits.analyse(flat, bootstrap=MIN_REPLICATES, workers=1, top=5)
+    out = fits.analyse(flat, bootstrap=MIN_REPLICATES, workers=2, top=2)
     assert out["penalty"]["fp4"]["verdict"] == "inconclusive"
     assert "resampling the runs does not move the fit" in out["penalty"]["fp4"]["undecidable"]
 
