@@ -196,13 +196,10 @@ def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str |
 def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress):
     if law not in LAWS:
         raise UserError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
-    if not isinstance(table, pl.DataFrame):
-        table, where = read_file(Path(table)), table
-        never = never_completed(table)  # the recipes read_table drops whole: named among the skipped
-        table = read_table(table, where=where)
-    else:
-        never = never_completed(table)
-        table = read_table(table)  # validates a DataFrame too (cheap, and idempotent on its own output)
+    where = None if isinstance(table, pl.DataFrame) else table
+    raw = table if where is None else read_file(Path(table))
+    never = never_completed(raw)  # the recipes read_table drops whole: named among the skipped
+    table = read_table(raw, where=where)  # validates a DataFrame too (cheap, and idempotent on its own output)
     groups = _points(table)
     if with_penalty and len(groups) > 1 and baseline not in groups:
         raise UserError(f"baseline recipe {baseline!r} is not in the table (recipes: {', '.join(groups)}); "

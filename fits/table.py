@@ -18,8 +18,11 @@ CANONICAL = ("recipe", "run_id", "N", "D", "C", "loss", "status")
 ALIASES = {"N": ("n_params",), "D": ("tokens",), "C": ("flops",), "loss": ("val_loss",)}
 
 
-def parse_columns(spec: str | None) -> dict[str, str]:
-    """'N=Model Size,C=Training FLOP' -> {'N': 'Model Size', 'C': 'Training FLOP'}."""
+def parse_columns(spec: str | dict[str, str] | None) -> dict[str, str]:
+    """'N=Model Size,C=Training FLOP' -> {'N': 'Model Size', 'C': 'Training FLOP'}; a dict is taken as
+    that mapping already (a copy), None as no mapping."""
+    if isinstance(spec, dict):
+        return dict(spec)
     mapping: dict[str, str] = {}
     for part in (spec or "").split(","):
         if not part.strip():
@@ -71,7 +74,7 @@ def never_completed(df: pl.DataFrame, columns: dict[str, str] | str | None = Non
     """The recipes of a table with statuses none of whose runs completed, each with why in words (the
     clearest result a recipe can give: it never trained to the end). `read_table` keeps completed runs
     only, so a fit would otherwise not know these recipes existed. {} for a table without statuses."""
-    mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
+    mapping = parse_columns(columns)
     recipe, status = pick_column(df, "recipe", mapping), pick_column(df, "status", mapping)
     if recipe is None or status is None:
         return {}
@@ -120,7 +123,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     highest-loss points of each group (Epoch drops 5 from the Chinchilla data). where: the file a
     DataFrame was read from as it is, for messages naming its lines.
     """
-    mapping = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
+    mapping = parse_columns(columns)
     df = source if isinstance(source, pl.DataFrame) else read_file(Path(source))
     where = str(where or ("the table" if isinstance(source, pl.DataFrame) else source))
     got = find_columns(df, mapping, where)

@@ -110,7 +110,7 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
     """
     from fits.table import parse_columns
 
-    columns = parse_columns(columns) if isinstance(columns, str) or columns is None else dict(columns)
+    columns = parse_columns(columns)
     source = Path(source)
     if not source.exists():
         raise UserError(f"{source} does not exist; pass a sweep directory (runs/<sweep>/) or a results .csv/.parquet")

@@ -176,10 +176,11 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     if not todo:
         return report
     try:
-        if executor == "slurm":
-            _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
-        else:
-            _launch_local(spec, todo, sweep_dir, report, progress)
+        with interrupt_on_sigterm():  # `kill` stops a launch (and a local pool's workers) as Ctrl-C does
+            if executor == "slurm":
+                _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
+            else:
+                _launch_local(spec, todo, sweep_dir, report, progress)
     except KeyboardInterrupt:
         report.interrupted = True
         raise LaunchInterrupted(report) from None
@@ -307,13 +308,12 @@ class _LocalPool:
         if self.progress:
             print(f"running {self.total} runs, {len(self.slots)} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
                   flush=True)  # fmt: skip
-        try:
-            with interrupt_on_sigterm():  # `kill` stops the workers like Ctrl-C
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    while t.is_alive():
-                        t.join(0.5)
+        try:  # (Ctrl-C, or `kill`: `launch` turns SIGTERM into the same)
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
         except KeyboardInterrupt:
             self._stop()
             raise

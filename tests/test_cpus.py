@@ -35,8 +35,11 @@ def test_no_cgroup_files(tmp_path):
     assert scaling.cgroup_cpu_quota(str(tmp_path)) is None
 
 
-def test_usable_cpus_within_affinity():
-    cores = scaling.usable_cpus()
-    assert 1 <= cores <= len(os.sched_getaffinity(0))
-    quota = scaling.cgroup_cpu_quota()
-    assert cores == (min(len(os.sched_getaffinity(0)), quota) if quota else len(os.sched_getaffinity(0)))
+def test_usable_cpus_is_the_affinity_capped_by_the_quota(monkeypatch):
+    affinity = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(scaling, "cgroup_cpu_quota", lambda: None)
+    assert scaling.usable_cpus() == affinity
+    monkeypatch.setattr(scaling, "cgroup_cpu_quota", lambda: 1)
+    assert scaling.usable_cpus() == 1
+    monkeypatch.setattr(scaling, "cgroup_cpu_quota", lambda: affinity + 64)  # a quota above the cores allowed
+    assert scaling.usable_cpus() == affinity

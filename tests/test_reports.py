@@ -373,8 +373,8 @@ def test_cli_report_errors_are_one_line(tmp_path, capsys):
 
 
 def test_damaged_run_files_neither_crash_the_report_nor_sweep_status(tmp_path, capsys):
-    """A run's metrics.csv with a ragged row: the report is built, that run without its curve, and a
-    warning names the file; a result.json that is JSON but no object counts as no result (failed) in
+    """A run's metrics.csv with a ragged row: the report's curve reader leaves that run out (the others
+    read) and a warning names the file; a result.json that is JSON but no object counts as no result (failed) in
     `sweep status`, and `sweep collect` names it."""
     from reports.load import _read_curves
     from scaling.cli import main
