@@ -76,6 +76,17 @@ def test_bench_refuses_other_counts_below_their_least(argv, capsys):
     _refused(["bench", *argv], capsys, argv[1], "must be at least")
 
 
+
+def test_bench_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, capsys, no_benchmarks):
+    base = ["bench", "cpu", "--sizes", "0.5M", "--json"]
+    _refused([*base, "--out", str(tmp_path / "cpu.csv")], capsys, "must end in .json", "cpu.json")
+    notes = tmp_path / "notes.json"
+    notes.write_text("my notes, not JSON\n")
+    _refused([*base, "--out", str(notes)], capsys, "exists and is not a JSON file")
+    assert notes.read_text() == "my notes, not JSON\n" and not (tmp_path / "cpu.csv").exists()
+    assert no_benchmarks == []
+    assert main([*base, "--out", str(tmp_path / "cpu.json")]) == 0 and len(no_benchmarks) == 1
+
 # --- scaling demo -------------------------------------------------------------------------------
 
 def test_demo_refuses_a_negative_bootstrap_before_training(tmp_path, capsys, monkeypatch):

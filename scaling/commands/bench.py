@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     dims = _check_args(args, wanted, recipes)  # before any benchmark runs, so a typo costs nothing
     only_targets = wanted == ["targets"]  # reads the file, writes nothing
     if args.out and not only_targets:
-        check_output(args.out, folder=False)
+        check_output(args.out, folder=False, suffix=".json")
     result: dict = _read(args.out) if args.out and args.out.exists() else {}
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
