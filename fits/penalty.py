@@ -8,14 +8,20 @@ is a power of C: log m(C) = const + (a_r/a_b − 1)·log C with a = α'β'/(α'+
 compute-optimal inner term), so "the penalty grows" means a_r < a_b, i.e. m falls as C grows.
 With κN = κD = 0, m(C) = effN₀·effD₀ at every C. `ratio_per_decade` = m(10C)/m(C) = 10^(a_r/a_b − 1).
 
-Verdict (the rule also in docs/fits.md):
-  grows          p < 0.05 in the likelihood-ratio test of κN = κD = 0, AND the bootstrap 95% interval
-                 of ratio_per_decade lies entirely below 1 (the multiplier falls with compute);
+Verdict (the rule also in docs/fits.md), with p the likelihood-ratio test's of κN = κD = 0, Holm-adjusted
+over the recipes judged together in one analysis (`holm`: each is tested at 0.05, so with 5 recipes a
+false "grows" somewhere would otherwise come ~23% of the time under the null):
+  inconclusive   whatever the numbers where the bootstrap cannot decide (`undecidable`: fewer than
+                 MIN_REPLICATES replicates fitted, or every replicate giving the same ratio; resampling
+                 the runs does not move the fit) or where p or the interval is not finite (no bootstrap);
+  grows          p < 0.05 AND the bootstrap 95% interval of ratio_per_decade lies entirely below 1 (the
+                 multiplier falls with compute);
+  shrinks        p < 0.05 AND the interval lies entirely above 1 (the multiplier rises with compute: the
+                 recipe gains ground on the baseline);
   does not grow  otherwise, if the interval's lower end is ≥ 1 − margin (the multiplier cannot fall by
                  more than `margin` per decade of compute; default 10%);
-  inconclusive   otherwise (including when there is no bootstrap), and whatever the numbers where the
-                 bootstrap cannot decide (`undecidable`): fewer than MIN_REPLICATES replicates fitted, or
-                 every replicate giving the same ratio (resampling the runs does not move the fit).
+  inconclusive   otherwise.
+The intervals are each recipe's own 95% intervals; only the test is adjusted for the family.
 """
 
 from __future__ import annotations
@@ -103,9 +109,29 @@ def undecidable(ratio_ci: tuple[float, float], n_replicates: int) -> str | None:
     return None
 
 
+def holm(p_values: dict[str, float]) -> dict[str, float]:
+    """Holm–Bonferroni step-down adjusted p-values: {name: adjusted p}.
+
+    The recipes of one analysis are judged together against one baseline, each at ALPHA; the chance
+    of at least one false "grows" among them then exceeds ALPHA (~23% for 5 recipes under the null).
+    Holm's adjustment holds that family-wise error at ALPHA with no assumption on how the tests
+    depend on each other (they share the baseline's points, so they do). Sorted ascending, the i-th
+    (from 0) becomes max over j ≤ i of min(1, (m − j)·p_(j)), m the number of finite p-values; a
+    non-finite p (an untestable recipe) is left out of the family and comes back unchanged.
+    """
+    finite = sorted((p, name) for name, p in p_values.items() if np.isfinite(p))
+    out = dict(p_values)
+    running = 0.0
+    for j, (p, name) in enumerate(finite):
+        running = max(running, min(1.0, (len(finite) - j) * p))  # the max keeps the order of the raw p's
+        out[name] = running
+    return out
+
+
 def verdict(p_value: float, ratio_ci: tuple[float, float], margin: float = MARGIN,
             n_replicates: int | None = None) -> str:
-    """The rule in this module's docstring; `n_replicates` (the bootstrap replicates fitted) where known."""
+    """The rule in this module's docstring; `p_value` the test's p as the rule reads it (Holm-adjusted
+    where several recipes are judged together), `n_replicates` (the bootstrap replicates fitted) where known."""
     lo, hi = ratio_ci
     if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(p_value)):
         return "inconclusive"
@@ -113,14 +139,17 @@ def verdict(p_value: float, ratio_ci: tuple[float, float], margin: float = MARGI
         return "inconclusive"
     if p_value < ALPHA and hi < 1.0:
         return "grows"
+    if p_value < ALPHA and lo > 1.0:
+        return "shrinks"
     if lo >= 1.0 - margin:
         return "does not grow"
     return "inconclusive"
 
 
 def rule_text(margin: float = MARGIN) -> str:
-    return (f"grows: LR test of kappaN = kappaD = 0 gives p < {ALPHA} and the bootstrap 95% CI of "
-            f"ratio_per_decade (multiplier at 10C / multiplier at C) lies below 1; does not grow: its lower "
+    return (f"grows: LR test of kappaN = kappaD = 0 gives p < {ALPHA}, Holm-adjusted over the recipes judged "
+            f"together, and the bootstrap 95% CI of ratio_per_decade (multiplier at 10C / multiplier at C) lies "
+            f"below 1; shrinks: that adjusted p < {ALPHA} and the CI lies above 1; does not grow: the CI's lower "
             f"end is >= {1 - margin:g} (the multiplier falls by at most {margin:.0%} per decade of compute); "
-            f"else inconclusive, as also with fewer than {MIN_REPLICATES} bootstrap replicates or an interval "
-            f"of zero width")
+            f"the CIs are each recipe's own 95% intervals; else inconclusive, as also with fewer than "
+            f"{MIN_REPLICATES} bootstrap replicates or an interval of zero width")

@@ -113,6 +113,7 @@ def _short(x) -> str:
 VERDICT_WORDS = {
     "grows": "**grows** with compute",
     "does not grow": "**does not grow** with compute",
+    "shrinks": "**shrinks** with compute (the recipe gains ground on the baseline as compute grows)",
     "inconclusive": "is **inconclusive** (the data cannot tell whether it grows)",
 }
 
@@ -126,10 +127,8 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
         words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%)"
     text = f"**{recipe}**: the penalty against {baseline} {words}"
     rpd = pen.get("ratio_per_decade", {})
-    p = pen["p_value"]
-    test = f"p = {p:.2g}" if p is not None and math.isfinite(p) else "not computable: the fit left no noise to test against"
     text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))} {_interval(rpd.get('ci95'), 3)} per "
-             f"decade of compute (likelihood-ratio test of no growth: {test})")
+             f"decade of compute (likelihood-ratio test of no growth: {_test_words(pen)})")
     m, g = pen.get("multiplier"), pen.get("gap")
     if m and g:
         # m(C) = the baseline's compute for the recipe's loss at C, over C: below 1, the recipe's compute
@@ -140,6 +139,18 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
                  f"{g['value'][0]:+.3g} {_interval(g['ci95'][0], 3)} and {g['value'][1]:+.3g} "
                  f"{_interval(g['ci95'][1], 3)} nats/token there")
     return text + "."
+
+
+def _test_words(pen: dict) -> str:
+    """The LR test's p, with the Holm-adjusted p the verdict reads where several recipes were judged
+    together (a fits.json from before the adjustment has neither key: its p is the one it was judged by)."""
+    p, family = pen["p_value"], pen.get("family", 1)
+    if p is None or not math.isfinite(p):
+        return "not computable: the fit left no noise to test against"
+    adjusted = pen.get("p_adjusted")
+    if family > 1 and adjusted is not None:
+        return f"p = {p:.2g}, {adjusted:.2g} Holm-adjusted over {family} recipes"
+    return f"p = {p:.2g}"
 
 
 def _left_out(fitted: dict) -> str:
@@ -235,10 +246,12 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
                 "The multiplier and the loss gap at the ends of the data's compute range and of the extrapolation."))
     rows = [(r, p["verdict"], p["ratio_per_decade"]["value"], _interval(p["ratio_per_decade"]["ci95"]),
              p["kappaN"]["value"], _interval(p["kappaN"]["ci95"]), p["kappaD"]["value"], _interval(p["kappaD"]["ci95"]),
-             p["p_value"]) for r, p in sorted(fitted["penalty"].items())]
-    s.add(Table(("recipe", "verdict", "multiplier ratio per decade", "95% CI", "κN", "95% CI", "κD", "95% CI", "p (κ = 0)"),
+             p["p_value"], p.get("p_adjusted", p["p_value"])) for r, p in sorted(fitted["penalty"].items())]
+    s.add(Table(("recipe", "verdict", "multiplier ratio per decade", "95% CI", "κN", "95% CI", "κD", "95% CI", "p (κ = 0)",
+                 "p, Holm-adjusted"),
                 tuple(rows), "What decides the verdict: how the multiplier changes per decade of compute, the growth "
-                             "exponents of effN and effD, and the likelihood-ratio test of κN = κD = 0."))
+                             "exponents of effN and effD, and the likelihood-ratio test of κN = κD = 0 (the verdict "
+                             "reads its p Holm-adjusted over the recipes judged together)."))
     return s
 
 
@@ -497,6 +510,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "n_runs": study.runs.height,
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
+                "p_adjusted": p.get("p_adjusted", p.get("p_value")),
                 "sentence": verdict_sentence(r, p, baseline, bootstrap).replace("**", "")}
             for r, p in sorted(fitted.get("penalty", {}).items())
         },

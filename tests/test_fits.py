@@ -15,7 +15,7 @@ import fits
 from fits.fit import Points, objective_at
 from fits.isoflop import isoflop_fit
 from fits.laws import compute_optimal, from_params, predict
-from fits.penalty import curves, verdict
+from fits.penalty import curves, holm, verdict
 from fits.synthetic import EPOCH, synthetic_table
 from fits.table import read_table
 from scaling.cli import main
@@ -90,6 +90,9 @@ def test_recovers_efficiencies_growth_and_verdicts():
     assert penalty["grows"]["verdict"] == "grows", penalty["grows"]
     assert penalty["grows"]["p_value"] < 0.05 and penalty["grows"]["ratio_per_decade"]["ci95"][1] < 1
     assert penalty["flat"]["verdict"] == "does not grow", penalty["flat"]
+    for p in penalty.values():  # both recipes are one Holm family; raw p kept as it was
+        assert p["family"] == len(penalty) and p["p_adjusted"] >= p["p_value"], p
+    assert {r: p["p_adjusted"] for r, p in penalty.items()} == holm({r: p["p_value"] for r, p in penalty.items()})
     # κ = 0: the multiplier is effN·effD at every compute
     m = penalty["flat"]["multiplier"]
     for value, (lo, hi) in zip(m["value"], m["ci95"]):
@@ -220,6 +223,33 @@ def test_verdict_rule():
     assert verdict(0.5, (0.95, 1.04)) == "does not grow"
     assert verdict(0.5, (0.85, 1.04)) == "inconclusive"
     assert verdict(0.5, (float("nan"), float("nan"))) == "inconclusive"
+    # shrinks: significant, interval above 1; not significant, the same interval does not grow
+    assert verdict(0.01, (1.05, 1.3)) == "shrinks"
+    assert verdict(0.2, (1.05, 1.3)) == "does not grow"
+    assert verdict(0.01, (1.0, 1.3)) == "does not grow"  # touching 1 is not "entirely above"
+    assert verdict(0.01, (0.5, 1.3)) == "inconclusive"  # significant but the direction is not established
+    # undecidable and non-finite come first, whatever the rest says
+    assert verdict(0.01, (1.05, 1.3), n_replicates=3) == "inconclusive"
+    assert verdict(float("nan"), (1.05, 1.3)) == "inconclusive"
+    assert verdict(0.01, (0.8, 0.95), n_replicates=3) == "inconclusive"
+
+
+def test_holm_adjusts_over_the_family():
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03})  # sorted a, c, b: 3 x 0.01, 2 x 0.03, max(0.06, 1 x 0.04)
+    assert adjusted == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
+    with_nan = holm({"a": 0.01, "b": 0.04, "c": 0.03, "x": float("nan")})
+    assert np.isnan(with_nan.pop("x")) and with_nan == pytest.approx(adjusted)  # NaN: not in the family
+    assert holm({"a": 0.2}) == {"a": 0.2} and holm({}) == {}
+    raw = {"a": 0.3, "b": 0.001, "c": 0.6, "d": 0.02, "e": 0.02}
+    out = holm(raw)
+    order = sorted(raw, key=raw.get)
+    assert all(out[x] <= out[y] for x, y in zip(order, order[1:]))  # monotone in the raw p
+    assert all(raw[k] <= out[k] <= 1.0 for k in raw)  # never below the raw p
+    assert holm({"a": 0.6, "b": 0.7}) == {"a": 1.0, "b": 1.0}  # 2 x 0.6 capped at 1, and b not below a
+    # two recipes each significant alone are not after the adjustment: no "grows" for either
+    two = holm({"a": 0.03, "b": 0.04})
+    assert [verdict(p, (0.8, 0.95)) for p in (0.03, 0.04)] == ["grows", "grows"]
+    assert [verdict(two[k], (0.8, 0.95)) for k in "ab"] == ["inconclusive", "inconclusive"]
 
 
 def test_isoflop_approach_2():
@@ -268,10 +298,11 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     assert {"effN", "effD", "kappaN", "kappaD", "effN_const", "effD_const"} <= set(out["groups"]["grows"]["params"])
     assert set(out["penalty"]) == {"flat", "grows"}
     for p in out["penalty"].values():
-        assert p["verdict"] in ("grows", "does not grow", "inconclusive")
-        assert {"multiplier", "gap", "p_value"} <= set(p)
+        assert p["verdict"] in ("grows", "shrinks", "does not grow", "inconclusive")
+        assert {"multiplier", "gap", "p_value", "p_adjusted"} <= set(p) and p["family"] == 2
     assert main(["fit", str(path), "--bootstrap", "0", "--starts", "10"]) == 0  # the human table
-    assert "penalty against bf16" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "penalty against bf16" in printed and "p Holm-adjusted" in printed and "Holm-adjusted over" in printed
 
 
 @pytest.mark.parametrize("case, needle", [

@@ -246,6 +246,10 @@ def test_report_from_sweep_dir(tmp_path):
     assert set(fitted["groups"]) == set(RECIPES) and set(fitted["penalty"]) == {"nvfp4", "mxfp4"}
     assert set(summary["verdicts"]) == {"nvfp4", "mxfp4"}
     assert summary["omitted"] == {}
+    for recipe, pen in fitted["penalty"].items():  # the two recipes are one Holm family
+        assert pen["family"] == 2 and pen["p_adjusted"] >= pen["p_value"]
+        assert summary["verdicts"][recipe]["p_adjusted"] == pytest.approx(pen["p_adjusted"])
+        assert "Holm-adjusted over 2 recipes" in summary["verdicts"][recipe]["sentence"]
 
     html = (out / "index.html").read_text()
     assert _sections(html) == ["verdict", "loss-vs-compute", "penalty-vs-compute", "relative-loss-gap-per-model-size",
@@ -356,6 +360,21 @@ def test_sections_say_why_there_is_no_penalty(tmp_path):
     assert "**inconclusive** (no bootstrap ran" in sentence and "not computable" in sentence
     flat = {**pen, "verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
     assert "does not grow** with compute (by more than 10% per decade" in verdict_sentence("nvfp4", flat, "bf16", 100)
+    assert "(likelihood-ratio test of no growth: p = 0.4)" in verdict_sentence("nvfp4", flat, "bf16", 100)  # no p_adjusted: an old fits.json
+
+
+def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
+    from reports.build import verdict_sentence
+
+    pen = {"verdict": "shrinks", "p_value": 0.01, "p_adjusted": 0.03, "family": 3, "margin": 0.1,
+           "ratio_per_decade": {"value": 1.2, "ci95": (1.05, 1.4)}}
+    sentence = verdict_sentence("nvfp4", pen, "bf16", 100)
+    assert "the penalty against bf16 **shrinks** with compute (the recipe gains ground" in sentence
+    assert "(likelihood-ratio test of no growth: p = 0.01, 0.03 Holm-adjusted over 3 recipes)" in sentence
+    alone = {**pen, "p_adjusted": 0.01, "family": 1}  # a family of one: the adjustment changes nothing, not said
+    assert "(likelihood-ratio test of no growth: p = 0.01)" in verdict_sentence("nvfp4", alone, "bf16", 100)
+    untestable = {**pen, "p_value": float("nan"), "p_adjusted": float("nan"), "verdict": "inconclusive"}
+    assert "not computable" in verdict_sentence("nvfp4", untestable, "bf16", 100)
 
 
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
