@@ -9,17 +9,26 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
-def git_commit(short: bool = False) -> str | None:
-    """The commit of the checkout this package runs from (None outside a git checkout)."""
+def git_commit(short: bool = False, where: str | None = None) -> str | None:
+    """The commit of the checkout this package runs from (or of the checkout holding `where`), with
+    "-dirty" appended where its tracked files differ from that commit (as `git describe --dirty`):
+    the commit alone would not reproduce what ran. None outside a git checkout."""
     import subprocess
     from pathlib import Path
 
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                              cwd=where or Path(__file__).resolve().parent)
+
     try:
-        out = subprocess.run(["git", "rev-parse", *(["--short"] if short else []), "HEAD"], capture_output=True,
-                             text=True, timeout=10, cwd=Path(__file__).resolve().parent)
+        out = git("rev-parse", *(["--short"] if short else []), "HEAD")
+        if out.returncode != 0 or not out.stdout.strip():
+            return None
+        changed = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+    dirty = changed.returncode == 0 and changed.stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def usable_cpus() -> int:

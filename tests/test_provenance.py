@@ -1,0 +1,28 @@
+"""scaling.git_commit: the commit a run came from, marked -dirty where tracked files differ from it."""
+
+import subprocess
+
+import scaling
+
+
+def _git(repo, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_a_changed_tracked_file_marks_the_commit_dirty(tmp_path):
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "model.py").write_text("width = 64\n")
+    _git(tmp_path, "add", "model.py")
+    _git(tmp_path, "commit", "-qm", "one")
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    assert scaling.git_commit(where=tmp_path) == head
+    (tmp_path / "notes.txt").write_text("untracked: not part of what ran\n")
+    assert scaling.git_commit(where=tmp_path) == head
+    (tmp_path / "model.py").write_text("width = 128\n")
+    assert scaling.git_commit(where=tmp_path) == head + "-dirty"
+    assert scaling.git_commit(short=True, where=tmp_path) == _git(tmp_path, "rev-parse", "--short", "HEAD") + "-dirty"
+
+
+def test_outside_a_checkout_there_is_no_commit(tmp_path):
+    assert scaling.git_commit(where=tmp_path) is None
