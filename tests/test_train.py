@@ -219,6 +219,18 @@ def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+
+def test_a_refused_run_leaves_no_empty_runs_folder(tmp_path, monkeypatch, capsys):
+    """Without --out a run goes under runs/adhoc/: a refusal makes none of those folders stay behind,
+    and a runs/ folder that was there already is kept."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "recipes/nope.toml", "--tokens", "10k"]
+    assert main(argv) == 2 and "does not exist" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "runs").mkdir()
+    assert main(argv) == 2
+    assert [p.name for p in tmp_path.rglob("*")] == ["runs"]
+
 def test_a_token_count_below_one_is_refused_not_read_as_zero(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:  # argparse's own error for the flag
         main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "0.4",

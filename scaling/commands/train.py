@@ -118,7 +118,7 @@ def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
     from scaling.train import train
     from sweeps.store import lock_holder, run_lock
 
-    made = not run_dir.exists()
+    made = _first_missing(run_dir)  # the topmost folder this call makes (runs/ on a first run), or None
     with run_lock(run_dir) as locked:
         if not locked:
             holder = lock_holder(run_dir) or {}
@@ -129,5 +129,21 @@ def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
         except Exception:  # a refusal, or a crash before the run wrote anything: no empty folder stays
             if made and [p.name for p in run_dir.iterdir()] == ["lock"]:
                 (run_dir / "lock").unlink()
-                run_dir.rmdir()
+                for folder in (run_dir, *run_dir.parents):  # and the empty parents made for it (runs/adhoc)
+                    try:
+                        folder.rmdir()
+                    except OSError:  # another run's folder appeared there meanwhile
+                        break
+                    if folder == made:
+                        break
             raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The topmost of path and its parents that does not exist yet; None if path exists."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return missing
+        missing = folder
+    return missing
