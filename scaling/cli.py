@@ -36,9 +36,32 @@ def _load(verb: str):
     return importlib.import_module(VERBS[verb][0])
 
 
+class _HelpWithDefaults(argparse.HelpFormatter):
+    """--help shows each option's default where it has one and its help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default is None or default is False or default == argparse.SUPPRESS
+                or default == []
+                or "default" in text
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            return text
+        shown = default.name if hasattr(default, "name") and not isinstance(default, str) else default
+        return f"{text} (default: {str(shown).replace('%', '%%')})"
+
+
+class _VerbParser(argparse.ArgumentParser):
+    """A verb's parser (and its sub-verbs', which inherit the class): help with defaults."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpWithDefaults)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scaling", description="FP4 training recipes: scaling-law studies.")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_VerbParser)
     # Only the verb being run is imported (plus all of them for `scaling --help`).
     wanted = [a for a in argv if a in VERBS][:1] or list(VERBS)
     for verb, (_, help_text) in VERBS.items():

@@ -37,3 +37,22 @@ def test_the_bench_help_names_every_section():
     import re
 
     assert set(SECTIONS) <= set(re.findall(r"\w+", VERBS["bench"][1])), VERBS["bench"][1]
+
+
+def test_help_shows_each_default_once(capsys):
+    import pytest
+
+    from scaling.cli import main
+
+    def help_of(*verb: str) -> str:
+        with pytest.raises(SystemExit):
+            main([*verb, "--help"])
+        return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+    fit = help_of("fit")
+    assert "(default: 1000)" in fit and "(default: chinchilla)" in fit and "(default: 0)" in fit
+    assert "--json print the result as JSON --out" in fit  # a flag off by default says nothing
+    train = help_of("train")
+    assert "(default 0)" in train and "(default: 0)" not in train  # help that gives its default is kept
+    assert "(default: [])" not in help_of("sweep", "launch")  # an empty list is no default
+    assert "(default: 0.3)" in help_of("sweep", "plan")  # a verb's sub-verbs show theirs too

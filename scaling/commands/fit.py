@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--columns", help='map column names, e.g. "N=Model Size,C=Training FLOP"')
     parser.add_argument("--drop-highest", type=int, default=0, metavar="K",
                         help="drop the K highest-loss points of each group (Epoch drops 5 of Chinchilla's)")
-    parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla")
+    parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla",
+                        help="E + A/N^alpha + B/D^beta, or Quartet's form with gamma and effN, effD (docs/fits.md)")
     parser.add_argument("--baseline", default="bf16", help="the recipe every other is compared with")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="R",
                         help="bootstrap replicates (whole runs resampled); 0 for point estimates only")
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--starts", default="50", metavar="K|all",
                         help="L-BFGS-B runs from the K best points of Epoch's grid of starts (ranked by objective), "
                              "or from all 4,500 of them (slow: ~40 s per law)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap's resampling")
     parser.add_argument("--workers", type=int, default=2, help="processes for the bootstrap")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--out", type=Path, help="also write the JSON to this file, named *.json (e.g. fits.json)")

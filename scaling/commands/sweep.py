@@ -24,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("plan", help="print the runs, total FLOPs and estimated GPU-hours")
     spec_args(p)
-    p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help=f"assumed model FLOPs utilisation ({DEFAULT_MFU})")
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="assumed model FLOPs utilisation")
     p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
-                   help=f"assumed GPU peak, TFLOP/s ({DEFAULT_PEAK_TFLOPS:g}: H100 dense BF16)")
+                   help=f"assumed GPU peak, TFLOP/s (default {DEFAULT_PEAK_TFLOPS:g}: H100 dense BF16)")
     p.add_argument("--bench", default="default", metavar="FILE",
                    help="benchmark JSON whose `train` rows give each recipe's speed against BF16 (default: "
                         "reports/bench/h200.json; none: every recipe at BF16's speed)")
