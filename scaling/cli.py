@@ -47,8 +47,7 @@ class _HelpWithDefaults(argparse.HelpFormatter):
                 or "default" in text
                 or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
             return text
-        shown = default.name if hasattr(default, "name") and not isinstance(default, str) else default
-        return f"{text} (default: {str(shown).replace('%', '%%')})"
+        return f"{text} (default: {str(default).replace('%', '%%')})"
 
 
 class _VerbParser(argparse.ArgumentParser):
