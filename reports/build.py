@@ -149,7 +149,7 @@ def _test_words(pen: dict) -> str:
         return "not computable: the fit left no noise to test against"
     adjusted = pen.get("p_adjusted")
     if family > 1 and adjusted is not None:
-        return f"p = {p:.2g}, {adjusted:.2g} Holm-adjusted over {family} recipes"
+        return f"p = {p:.2g}, or {adjusted:.2g} after Holm's adjustment over {family} recipes"
     return f"p = {p:.2g}"
 
 

@@ -249,7 +249,7 @@ def test_report_from_sweep_dir(tmp_path):
     for recipe, pen in fitted["penalty"].items():  # the two recipes are one Holm family
         assert pen["family"] == 2 and pen["p_adjusted"] >= pen["p_value"]
         assert summary["verdicts"][recipe]["p_adjusted"] == pytest.approx(pen["p_adjusted"])
-        assert "Holm-adjusted over 2 recipes" in summary["verdicts"][recipe]["sentence"]
+        assert "after Holm's adjustment over 2 recipes" in summary["verdicts"][recipe]["sentence"]
 
     html = (out / "index.html").read_text()
     assert _sections(html) == ["verdict", "loss-vs-compute", "penalty-vs-compute", "relative-loss-gap-per-model-size",
@@ -370,7 +370,7 @@ def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
            "ratio_per_decade": {"value": 1.2, "ci95": (1.05, 1.4)}}
     sentence = verdict_sentence("nvfp4", pen, "bf16", 100)
     assert "the penalty against bf16 **shrinks** with compute (the recipe gains ground" in sentence
-    assert "(likelihood-ratio test of no growth: p = 0.01, 0.03 Holm-adjusted over 3 recipes)" in sentence
+    assert "(likelihood-ratio test of no growth: p = 0.01, or 0.03 after Holm's adjustment over 3 recipes)" in sentence
     alone = {**pen, "p_adjusted": 0.01, "family": 1}  # a family of one: the adjustment changes nothing, not said
     assert "(likelihood-ratio test of no growth: p = 0.01)" in verdict_sentence("nvfp4", alone, "bf16", 100)
     untestable = {**pen, "p_value": float("nan"), "p_adjusted": float("nan"), "verdict": "inconclusive"}
