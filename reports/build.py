@@ -19,7 +19,7 @@ from reports import compare, figures
 from reports.document import Bullets, Document, Figure, Paragraph, Section, Table
 from reports.load import Study, load
 from reports.render import fmt, to_html, to_markdown
-from scaling import usable_cpus
+from scaling import __version__, git_commit, usable_cpus
 from scaling.errors import UserError
 from scaling.files import json_ready, write_atomic, write_json_atomic
 
@@ -411,9 +411,7 @@ def _run_configs(study: Study) -> list[dict]:
     return out
 
 
-def section_provenance(study: Study) -> Section:
-    import scaling
-
+def section_provenance(study: Study, checkout: str | None) -> Section:
     s = Section("Provenance")
     runs = study.runs
     n_recipes = len(set(runs["recipe"]))
@@ -448,8 +446,8 @@ def section_provenance(study: Study) -> Section:
     for n, ds in tokens.iter_rows():
         name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.{digits}g})" if label else f"N = {n:.{digits}g}"
         items.append(f"Tokens per run, {name}: {', '.join(f'{d:.3g}' for d in ds)}.")
-    items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {scaling.__version__} "
-                 f"(checkout `{scaling.git_commit(short=True) or 'unknown'}`), Python {platform.python_version()}, polars {pl.__version__}.")
+    items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {__version__} "
+                 f"(checkout `{checkout or 'unknown'}`), Python {platform.python_version()}, polars {pl.__version__}.")
     s.add(Bullets(tuple(items)))
     return s
 
@@ -471,6 +469,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         raise UserError(f"--bootstrap must be 0 or more, got {bootstrap}")
     out_dir = Path(out_dir)
     fig_dir = out_dir / "figures"
+    checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
     workers = workers or min(4, usable_cpus())
     fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers)
@@ -495,7 +494,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
             section_efficiency(fitted, baseline),
             section_diagnostics(study),
             section_failures(study),
-            section_provenance(study),
+            section_provenance(study, checkout),
         ],
     )
     write_atomic(out_dir / "index.html", to_html(doc))
