@@ -8,7 +8,8 @@ the stored result if the run already finished.
 SLURM: arrays are split to fit the cluster's MaxArraySize. Before a timeout SLURM sends USR1
 (``--signal``), on preemption SIGTERM: train() checkpoints at the end of the step and raises
 ``Preempted``; the job then takes submitit's own path (its USR2 handler): ``RunJob.checkpoint()``
-resubmits the same run and submitit requeues the job, which resumes from the checkpoint.
+resubmits the same run and submitit requeues the job, which resumes from the checkpoint. A
+``scancel`` (SIGTERM too) is told apart (``_cancelled``) and not requeued: a relaunch resumes the run.
 Lightning's own SLURM auto-requeue is off in train (it runs with ``LightningEnvironment``), so
 only submitit requeues.
 
@@ -81,13 +82,38 @@ class RunJob(submitit.helpers.Checkpointable):
             except Preempted as e:
                 print(f"{e}", flush=True)
                 if os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
-                    _requeue_through_submitit()
+                    if e.signum == signal.SIGTERM and _cancelled():
+                        print("the job was cancelled (scancel), so it is not requeued; its checkpoint stays, and "
+                              "`scaling sweep launch` with the same spec resumes the run", flush=True)
+                    else:
+                        _requeue_through_submitit()
                 raise
 
     def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
         # Timeout or preemption: resubmit the same run; train() resumes from its last checkpoint.
         print(f"requeueing {self.run_dir}", flush=True)
         return submitit.helpers.DelayedSubmission(RunJob(self.config, self.run_dir))
+
+
+def _cancelled() -> bool:
+    """Whether SLURM's SIGTERM ends this job for good (`scancel`) rather than requeueing it. While a
+    job handles SIGTERM, `scontrol show job` reads COMPLETING either way; what differs is that a
+    requeue (`scontrol requeue`, preemption in REQUEUE mode) has already counted a restart beyond
+    the one this job started as, and a preemption sets PreemptTime. Neither: cancelled. Where
+    scontrol cannot tell, False (the job is requeued, as before)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return False
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
+    if out.returncode != 0 or "Restarts" not in fields:
+        return False
+    requeued = int(fields["Restarts"]) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    preempted = fields.get("PreemptTime", "None") not in ("None", "Unknown")
+    return not requeued and not preempted
 
 
 def _requeue_through_submitit() -> None:

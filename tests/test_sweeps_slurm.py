@@ -166,6 +166,35 @@ def test_requeued_job_resumes_with_the_same_result(finished_sweep, tmp_path):
     assert resumed["val_loss"] == uninterrupted["val_loss"]
 
 
+
+def test_a_cancelled_job_stays_cancelled_and_a_relaunch_resumes_it(finished_sweep, tmp_path):
+    """`scancel` ends a run for good (the job does not requeue itself, as it does on a preemption or
+    `scontrol requeue`); its checkpoint stays, and launching the sweep again resumes it to the
+    uninterrupted run's result."""
+    from sweeps.launch import launch
+
+    _, baseline_dir, _ = finished_sweep
+    spec = load(tmp_path, "grid.seed=0")
+    sweep_dir = tmp_path / "runs"
+    (sub,) = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False).submitted
+    run_dir, job_id = sweep_dir / sub["run_id"], sub["job_id"]
+    wait_for("the first checkpoint", lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), sweep_dir, every=0.1)
+    assert subprocess.run(["scancel", job_id]).returncode == 0
+    wait_for("the job to leave the queue", lambda: job_state(job_id) is None, sweep_dir, every=0.2)
+    time.sleep(3)  # a requeued job would be back in the queue (PENDING, held ~2 minutes) by now
+    assert job_state(job_id) is None and not (run_dir / "result.json").exists()
+    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
+    assert "checkpoint saved at step" in log and "is not requeued" in log, log
+    assert "requeueing" not in log, log  # submitit's requeue path was not taken
+
+    again = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+    assert [s["run_id"] for s in again.submitted] == [run_dir.name]
+    wait_done(sweep_dir, [run_dir.name])
+    resumed = json.loads((run_dir / "result.json").read_text())
+    assert resumed["val_loss"] == json.loads((baseline_dir / run_dir.name / "result.json").read_text())["val_loss"]
+    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{again.submitted[0]['job_id']}_*log*"))
+    assert "Restoring states from the checkpoint" in log, log
+
 def test_arrays_are_split_above_max_array_size(tmp_path):
     from sweeps.launch import launch, max_array_size
 
