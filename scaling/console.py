@@ -8,6 +8,11 @@ import sys
 from typing import Any, Iterable, Sequence
 
 
+def count(n: int, noun: str) -> str:
+    """'1 run', '2 runs': a count with its noun (a regular plural)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):

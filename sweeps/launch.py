@@ -36,6 +36,7 @@ import submitit
 from sweeps.spec import SweepSpec
 from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue_for, write_json
 from scaling import usable_cpus
+from scaling.console import count
 from scaling.errors import UserError
 from scaling.files import check_output
 
@@ -198,7 +199,7 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
                           skipped=skipped)  # fmt: skip
     if progress:
         left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
-        print(f"{spec.name}: {report.total} runs; skipping {left}; {executor}: {len(todo)} to run", flush=True)
+        print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run", flush=True)
     if not todo:
         return report
     try:
@@ -280,7 +281,7 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
             report.submitted.append({"run_id": c.run_id, "job_id": job.job_id})
         if progress:
             ids = jobs[0].job_id.split("_")[0]
-            print(f"submitted {len(part)} runs as SLURM job {ids} ({start + len(part)}/{len(todo)})", flush=True)
+            print(f"submitted {count(len(part), 'run')} as SLURM job {ids} ({start + len(part)}/{len(todo)})", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,7 +333,7 @@ class _LocalPool:
     def run(self) -> None:
         threads = [threading.Thread(target=self._slot, args=(env,), daemon=True) for env in self.slots]
         if self.progress:
-            print(f"running {self.total} runs, {len(self.slots)} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
+            print(f"running {count(self.total, 'run')}, {len(self.slots)} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
                   flush=True)  # fmt: skip
         try:  # (Ctrl-C, or `kill`: `launch` turns SIGTERM into the same)
             for t in threads:

@@ -208,6 +208,7 @@ class RunStatus:
     val_loss: float | None
     eta_s: float | None  # this run's remaining time, for running runs
     job_id: str | None
+    resumable: bool = False  # failed with a checkpoint (killed, cancelled, crashed): a relaunch resumes it
 
 
 @dataclass
@@ -246,7 +247,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
             recipe=cfg.get("recipe", result.get("recipe", "")), tokens=tokens, seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
-            job_id=job.get("job_id"),
+            job_id=job.get("job_id"), resumable=state == "failed" and (d / "checkpoints" / "last.ckpt").exists(),
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
     eta_s, method = _sweep_eta(sweep_dir, rows)
@@ -282,6 +283,10 @@ def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, st
     if not remaining:
         return 0.0, "nothing left"
     running = [r for r in rows if r.state == "running"]
+    if not running and not any(r.state == "queued" for r in remaining):
+        n = len(remaining)
+        return None, (f"nothing running or queued: `scaling sweep launch` again to train the {n} remaining "
+                      f"run{'s' if n != 1 else ''}")
     if not rates:
         etas = [r.eta_s for r in running if r.eta_s is not None]
         if etas and len(etas) == len(remaining):

@@ -291,6 +291,29 @@ def test_relaunch_skips_done_and_running_resubmits_failed_and_missing(tmp_path):
         p.wait()
 
 
+
+def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, capsys):
+    """A run that stopped after a checkpoint (killed, cancelled) is failed but resumable, and with
+    nothing running or queued the ETA says the sweep needs launching again, not a time."""
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)  # writes the plan (sweep.json)
+    stopped, died, missing = (sweep_dir / c.run_id for c in spec.runs())
+    for d in (stopped, died):
+        write_json(d / "job.json", {"executor": "local", "job_id": None})
+    (stopped / "checkpoints").mkdir()
+    (stopped / "checkpoints" / "last.ckpt").write_bytes(b"a checkpoint")
+    st = status(sweep_dir)
+    assert {r.run_id: (r.state, r.resumable) for r in st.runs} == {
+        stopped.name: ("failed", True), died.name: ("failed", False), missing.name: ("missing", False)}
+    assert st.eta_s is None and "nothing running or queued" in st.eta_method and "3 remaining runs" in st.eta_method
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "failed (resumable)" in out and "launching the sweep again resumes it" in out and "ETA: unknown" in out
+
 # ---------------------------------------------------------------------------------------------
 # Local executor: launch, status, collect, relaunch
 

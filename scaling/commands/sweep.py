@@ -94,7 +94,7 @@ def _bench_file(value: str) -> str | None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from scaling.console import print_json, print_table
+    from scaling.console import count, print_json, print_table
 
     if not 0 < args.mfu <= 1:
         raise UserError(f"--mfu {args.mfu:g}: give the assumed utilisation as a fraction in (0, 1], e.g. 0.3")
@@ -114,7 +114,7 @@ def _plan(args: argparse.Namespace) -> int:
                        "gpu_hours"], title=f"sweep {spec.name}")
     if bench:
         print_table(_by_recipe(rows), title="per recipe (speed against BF16 from the benchmark's training rows)")
-    print(f"{len(rows)} runs, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
+    print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
           f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
           + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
     return 0
@@ -198,13 +198,18 @@ def _status(args: argparse.Namespace) -> int:
         print_json(dataclasses.asdict(st))
         return 0
     if args.runs:
-        rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s) if r.state == "running" else "") for r in st.runs]
+        rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s) if r.state == "running" else "",
+                     state=f"{r.state} (resumable)" if r.resumable else r.state) for r in st.runs]
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
     row = {s: st.counts[s] for s in STATES} | {"total": total, "eta": _duration(st.eta_s)}
     print_table([row], list(row), title=f"sweep {st.sweep_dir}")
     print(f"ETA: {_duration(st.eta_s)} ({st.eta_method})")
+    resumable = sum(r.resumable for r in st.runs)
+    if resumable:
+        print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
+              f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
     return 0
 
 
@@ -218,7 +223,7 @@ def _duration(seconds: float | None) -> str:
 def _collect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from scaling.console import print_json, print_table
+    from scaling.console import count, print_json, print_table
     from scaling.files import check_output
     from sweeps.store import collect, write_parquet
 
@@ -231,6 +236,6 @@ def _collect(args: argparse.Namespace) -> int:
         return 0
     cols = [c for c in ("run_id", "family", "size", "recipe", "tokens", "seed", "status", "val_loss", "val_bpb", "wall_s")
             if c in df.columns]  # fmt: skip
-    print_table(df.select(cols).to_dicts(), cols, title=f"{df.height} runs")
+    print_table(df.select(cols).to_dicts(), cols, title=count(df.height, "run"))
     print(f"wrote {out} ({df.height} rows)")
     return 0
