@@ -199,7 +199,10 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
                           skipped=skipped)  # fmt: skip
     if progress:
         left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
-        print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run", flush=True)
+        resuming = sum((sweep_dir / c.run_id / "checkpoints" / "last.ckpt").exists() for c in todo)
+        resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
+        print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
+              flush=True)
     if not todo:
         return report
     try:

@@ -390,11 +390,13 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     run_dir = run_dir.parent
     assert (run_dir / "checkpoints" / "last.ckpt").exists() and not (run_dir / "result.json").exists()
     assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["counts"].get("running", 0) == 0  # the worker is gone
+    st = json.loads(capsys.readouterr().out)
+    assert st["counts"].get("running", 0) == 0 and st["runs"][0]["resumable"] is True  # the worker is gone
 
     steps_before = len((run_dir / "metrics.csv").read_text().splitlines()) - 1
     assert main(cmd[3:]) == 0
-    assert "[1/1] done" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "local: 1 to run (1 from its checkpoint)" in out and "[1/1] done" in out, out
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "completed" and result["tokens"] == 65536
     assert steps_before < len((run_dir / "metrics.csv").read_text().splitlines()) - 1 == 8  # one row per evaluation
