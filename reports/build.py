@@ -455,6 +455,19 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
 # --- the whole report ---------------------------------------------------------------------------
 
 
+def _sweep_name(study: Study) -> str | None:
+    """The sweep's own name, from its plan (sweep.json), where the report reads a sweep folder (whose
+    folder name may be any --sweep-dir); None elsewhere or where the plan names none."""
+    if study.sweep_dir is None:
+        return None
+    try:
+        plan = json.loads((Path(study.sweep_dir) / "sweep.json").read_text())
+    except (OSError, ValueError):
+        return None
+    name = plan.get("name") if isinstance(plan, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: str = "chinchilla",
           bootstrap: int = 200, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None,
           seed: int = 0, workers: int | None = None, title: str | None = None) -> dict:
@@ -482,7 +495,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
 
     colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
     doc = Document(
-        title=title or f"FP4 scaling report: {study.source.name}",
+        title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
         subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; baseline `{baseline}`; "
                  f"law `{law}`.",
         sections=[

@@ -234,6 +234,7 @@ def test_report_from_sweep_dir(tmp_path):
     (sweep / "diagnostics.json").write_text(json.dumps(
         {"formats": [{"format": "nvfp4", "sqnr_db": 19.4, "mean_error": -0.002},
                      {"format": "mxfp4", "sqnr_db": 16.1, "mean_error": -0.004}]}))
+    (sweep / "sweep.json").write_text(json.dumps({"name": "fp4-ladder", "runs": []}))  # the plan names the sweep
     out = tmp_path / "report"
     summary = build(sweep, out, baseline="bf16", bootstrap=16, workers=2)
 
@@ -266,6 +267,7 @@ def test_report_from_sweep_dir(tmp_path):
         assert summary["verdicts"][recipe]["sentence"] in text
     md = (out / "report.md").read_text()
     assert "![penalty_vs_compute](figures/penalty_vs_compute.png)" in md
+    assert md.startswith("# FP4 scaling report: fp4-ladder\n")  # the sweep's name, not its folder's
     check_in_browser(out / "index.html", tmp_path)
 
 
