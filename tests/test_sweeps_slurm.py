@@ -195,6 +195,42 @@ def test_a_cancelled_job_stays_cancelled_and_a_relaunch_resumes_it(finished_swee
     log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{again.submitted[0]['job_id']}_*log*"))
     assert "Restoring states from the checkpoint" in log, log
 
+
+def _urgent_partition() -> bool:
+    out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout.split()
+    return "urgent" in out
+
+
+def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
+    """Preemption (.ci/slurm-up: partition `urgent` preempts `debug` in CANCEL mode) also sends
+    SIGTERM; the job tells it from a cancel (PreemptTime is set), requeues itself through submitit and
+    resumes from its checkpoint to the uninterrupted run's result."""
+    from sweeps.launch import launch
+
+    if not _urgent_partition():
+        pytest.skip("no `urgent` partition to preempt with (a cluster not set up by .ci/slurm-up)")
+    _, baseline_dir, _ = finished_sweep
+    spec = load(tmp_path, "grid.seed=0")
+    sweep_dir = tmp_path / "runs"
+    (sub,) = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False).submitted
+    run_dir, job_id = sweep_dir / sub["run_id"], sub["job_id"]
+    wait_for("the first checkpoint", lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), sweep_dir, every=0.1)
+    cpus = os.cpu_count() or 1  # the whole node: the run's job must make way
+    urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-c", str(cpus), "--wrap", "sleep 1"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    wait_for("the preempted job to be pending again", lambda: job_state(job_id) == "PENDING", sweep_dir, every=0.2)
+    assert not (run_dir / "result.json").exists(), "the run ended before the preemption: make it longer"
+    wait_for("the urgent job to finish", lambda: job_state(urgent) is None, sweep_dir, every=0.2)
+    subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], check=True)  # skip the ~2 min hold
+    wait_done(sweep_dir, [run_dir.name])
+
+    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
+    assert "DUE TO PREEMPTION" in log and "checkpoint saved at step" in log, log
+    assert "is not requeued" not in log and "requeueing" in log, log  # submitit's requeue path
+    assert "Restoring states from the checkpoint" in log, log
+    resumed = json.loads((run_dir / "result.json").read_text())
+    assert resumed["val_loss"] == json.loads((baseline_dir / run_dir.name / "result.json").read_text())["val_loss"]
+
 def test_arrays_are_split_above_max_array_size(tmp_path):
     from sweeps.launch import launch, max_array_size
 
