@@ -216,8 +216,8 @@ def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
     run_dir, job_id = sweep_dir / sub["run_id"], sub["job_id"]
     wait_for("the first checkpoint", lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), sweep_dir, every=0.1)
     cpus = os.cpu_count() or 1  # the whole node: the run's job must make way
-    urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-c", str(cpus), "--wrap", "sleep 1"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-c", str(cpus), "-o", str(tmp_path / "urgent.out"),
+                             "--wrap", "sleep 1"], capture_output=True, text=True, check=True).stdout.strip()
     wait_for("the preempted job to be pending again", lambda: job_state(job_id) == "PENDING", sweep_dir, every=0.2)
     assert not (run_dir / "result.json").exists(), "the run ended before the preemption: make it longer"
     wait_for("the urgent job to finish", lambda: job_state(urgent) is None, sweep_dir, every=0.2)
