@@ -100,7 +100,8 @@ def _cancelled() -> bool:
     """Whether SLURM's SIGTERM ends this job for good (`scancel`) rather than requeueing it. While a
     job handles SIGTERM, `scontrol show job` reads COMPLETING either way; what differs is that a
     requeue (`scontrol requeue`, preemption in REQUEUE mode) has already counted a restart beyond
-    the one this job started as, and a preemption sets PreemptTime. Neither: cancelled. Where
+    the one this job started as, a preemption sets PreemptTime, and a time limit ends the job at
+    StartTime + TimeLimit (where the USR1 before it came too late). None of these: cancelled. Where
     scontrol cannot tell, False (the job is requeued, as before)."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
@@ -110,11 +111,29 @@ def _cancelled() -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
-    if out.returncode != 0 or "Restarts" not in fields:
+    if out.returncode != 0 or not fields.get("Restarts", "").isdigit():
         return False
     requeued = int(fields["Restarts"]) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     preempted = fields.get("PreemptTime", "None") not in ("None", "Unknown")
-    return not requeued and not preempted
+    return not requeued and not preempted and not _at_time_limit(fields)
+
+
+def _at_time_limit(fields: dict[str, str]) -> bool:
+    """Whether `scontrol show job`'s fields put the job's end at its time limit (within 10 s); True
+    where the times cannot be read (then the job is not taken for cancelled)."""
+    from datetime import datetime
+
+    limit = fields.get("TimeLimit", "UNLIMITED")
+    if limit in ("UNLIMITED", "Partition_Limit"):
+        return False
+    try:
+        days, _, clock = limit.rpartition("-")
+        parts = [int(x) for x in clock.split(":")]
+        seconds = int(days or 0) * 86400 + sum(v * 60 ** i for i, v in enumerate(reversed(parts)))
+        ran = datetime.fromisoformat(fields["EndTime"]) - datetime.fromisoformat(fields["StartTime"])
+    except (KeyError, ValueError):
+        return True
+    return ran.total_seconds() >= seconds - 10
 
 
 def _requeue_through_submitit() -> None:
