@@ -20,6 +20,7 @@ from reports.document import Bullets, Document, Figure, Paragraph, Section, Tabl
 from reports.load import Study, load
 from reports.render import fmt, to_html, to_markdown
 from scaling import __version__, git_commit, usable_cpus
+from scaling.console import count
 from scaling.errors import UserError
 from scaling.files import json_ready, write_atomic, write_json_atomic
 
@@ -246,7 +247,7 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
                 "The multiplier and the loss gap at the ends of the data's compute range and of the extrapolation."))
     rows = [(r, p["verdict"], p["ratio_per_decade"]["value"], _interval(p["ratio_per_decade"]["ci95"]),
              p["kappaN"]["value"], _interval(p["kappaN"]["ci95"]), p["kappaD"]["value"], _interval(p["kappaD"]["ci95"]),
-             p["p_value"], p.get("p_adjusted", p["p_value"])) for r, p in sorted(fitted["penalty"].items())]
+             p["p_value"], p["p_adjusted"]) for r, p in sorted(fitted["penalty"].items())]
     s.add(Table(("recipe", "verdict", "multiplier ratio per decade", "95% CI", "κN", "95% CI", "κD", "95% CI", "p (κ = 0)",
                  "p, Holm-adjusted"),
                 tuple(rows), "What decides the verdict: how the multiplier changes per decade of compute, the growth "
@@ -414,8 +415,7 @@ def _run_configs(study: Study) -> list[dict]:
 def section_provenance(study: Study, checkout: str | None) -> Section:
     s = Section("Provenance")
     runs = study.runs
-    n_recipes = len(set(runs["recipe"]))
-    items = [f"Source: `{study.source}` ({runs.height} runs, {n_recipes} recipe{'s' if n_recipes != 1 else ''})."]
+    items = [f"Source: `{study.source}` ({count(runs.height, 'run')}, {count(len(set(runs['recipe'])), 'recipe')})."]
     if not study.from_records:
         items.append("The source is a table of external results, not result records: versions, commits, hardware, "
                      "data and epochs are not known to this report.")
@@ -522,7 +522,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "n_runs": study.runs.height,
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
-                "p_adjusted": p.get("p_adjusted", p.get("p_value")),
+                "p_adjusted": p.get("p_adjusted"),
                 "sentence": verdict_sentence(r, p, baseline, bootstrap).replace("**", "")}
             for r, p in sorted(fitted.get("penalty", {}).items())
         },

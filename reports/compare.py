@@ -67,7 +67,8 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
     When the recipe's paired run never reaches the target, its longer runs (same size and seed,
     larger token budget) are searched in order, and `reached_in` names the budget of the run that
     got there. Their mid-run losses are read under another schedule than a run of that length (before
-    its decay), so such an overhead bounds nothing (it can fall below the baseline's tokens); a recipe that reaches the target in none of its runs gets null and a note.
+    its decay), so such an overhead bounds nothing (it can fall below the baseline's tokens); a recipe
+    that reaches the target in none of its runs gets null and a note.
     A paired run that diverged gets null and "no convergence", one that failed (a crash: no result)
     null and "no result": each pair is exactly one of reached, diverged, failed, not reached (which
     counts a completed pair without a curve) (`overhead_summary`'s columns add up to its pairs).

@@ -62,6 +62,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp4-scaling"
 
 
+def checkpoint_path(run_dir: Path) -> Path:
+    """A run's last checkpoint, which a resume starts from (here, torch-free: sweeps read it too)."""
+    return Path(run_dir) / "checkpoints" / "last.ckpt"
+
+
 def _is_parquet(path: Path) -> bool:
     with open(path, "rb") as f:
         return f.read(4) == b"PAR1"

@@ -45,7 +45,7 @@ from scaling.compiling import (
     zero_grads,
 )
 from scaling.errors import UserError
-from scaling.files import atomic_path, write_atomic, write_json_atomic
+from scaling.files import atomic_path, checkpoint_path, write_atomic, write_json_atomic
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
@@ -401,11 +401,6 @@ def build(config: RunConfig) -> tuple[LanguageModel, TokenDataModule]:
 # Run directory: evaluation, metrics.csv, checkpoints, preemption
 
 
-
-
-def checkpoint_path(run_dir: Path) -> Path:
-    """The run's last checkpoint, which a resume starts from."""
-    return run_dir / "checkpoints" / "last.ckpt"
 
 
 class RunDirectory(L.Callback):

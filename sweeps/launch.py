@@ -38,7 +38,7 @@ from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_qu
 from scaling import usable_cpus
 from scaling.console import count
 from scaling.errors import UserError
-from scaling.files import check_output
+from scaling.files import check_output, checkpoint_path
 
 
 @dataclass
@@ -218,7 +218,7 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
                           skipped=skipped)  # fmt: skip
     if progress:
         left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
-        resuming = sum((sweep_dir / c.run_id / "checkpoints" / "last.ckpt").exists() for c in todo)
+        resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo)
         resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
         print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
               flush=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from scaling.files import atomic_path, write_json_atomic
+from scaling.files import atomic_path, checkpoint_path, write_json_atomic
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
     import polars as pl
@@ -247,7 +247,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
             recipe=cfg.get("recipe", result.get("recipe", "")), tokens=tokens, seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
-            job_id=job.get("job_id"), resumable=state == "failed" and (d / "checkpoints" / "last.ckpt").exists(),
+            job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
     eta_s, method = _sweep_eta(sweep_dir, rows)

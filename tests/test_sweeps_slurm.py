@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from scaling.files import checkpoint_path
 from sweeps.store import read_json
 
 
@@ -87,6 +88,27 @@ def wait_done(sweep_dir: Path, run_ids: list[str]) -> None:
     wait_for(f"results of {run_ids}", lambda: all((sweep_dir / r / "result.json").exists() for r in run_ids), sweep_dir)
 
 
+def launch_to_first_checkpoint(tmp_path: Path):
+    """(spec, sweep dir, run dir, job id) of the finished sweep's seed-0 run launched alone, once its
+    first checkpoint is on disk (long before it ends)."""
+    from sweeps.launch import launch
+
+    spec = load(tmp_path, "grid.seed=0")
+    sweep_dir = tmp_path / "runs"
+    (sub,) = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False).submitted
+    run_dir = sweep_dir / sub["run_id"]
+    wait_for("the first checkpoint", lambda: checkpoint_path(run_dir).exists(), sweep_dir, every=0.1)
+    return spec, sweep_dir, run_dir, sub["job_id"]
+
+
+def job_log(sweep_dir: Path, job_id: str) -> str:
+    return "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
+
+
+def val_loss(run_dir: Path) -> float:
+    return json.loads((run_dir / "result.json").read_text())["val_loss"]
+
+
 @pytest.fixture(scope="module")
 def finished_sweep(tmp_path_factory):
     """The two-run sweep, launched through SLURM and finished without interruption."""
@@ -137,14 +159,7 @@ def test_requeued_job_resumes_with_the_same_result(finished_sweep, tmp_path):
     from sweeps.launch import launch
 
     _, baseline_dir, _ = finished_sweep
-    spec = load(tmp_path, "grid.seed=0")
-    sweep_dir = tmp_path / "runs"
-    report = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
-    (sub,) = report.submitted
-    run_dir, job_id = sweep_dir / sub["run_id"], sub["job_id"]
-
-    # Requeue as soon as the first checkpoint is on disk, long before the run ends.
-    wait_for("the first checkpoint", lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), sweep_dir, every=0.1)
+    spec, sweep_dir, run_dir, job_id = launch_to_first_checkpoint(tmp_path)
     assert subprocess.run(["scontrol", "requeue", job_id]).returncode == 0
     assert not (run_dir / "result.json").exists(), "the run ended before the requeue: make it longer"
     # SLURM holds a requeued job back ~2 minutes (BeginTime); let it start at once.
@@ -155,15 +170,13 @@ def test_requeued_job_resumes_with_the_same_result(finished_sweep, tmp_path):
     subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], check=True)
     wait_done(sweep_dir, [run_dir.name])
 
-    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
+    log = job_log(sweep_dir, job_id)
     assert "checkpoint saved at step" in log, log  # train saved on SIGTERM...
     assert "requeueing" in log, log  # ...handed over to submitit (RunJob.checkpoint)...
     assert "Restoring states from the checkpoint" in log, log  # ...and the requeued job resumed
     assert log.count("Starting with JobEnvironment") == 2, log
-    resumed = json.loads((run_dir / "result.json").read_text())
-    uninterrupted = json.loads((baseline_dir / run_dir.name / "result.json").read_text())
-    assert resumed["status"] == "completed"
-    assert resumed["val_loss"] == uninterrupted["val_loss"]
+    assert json.loads((run_dir / "result.json").read_text())["status"] == "completed"
+    assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
 
 
 
@@ -174,25 +187,20 @@ def test_a_cancelled_job_stays_cancelled_and_a_relaunch_resumes_it(finished_swee
     from sweeps.launch import launch
 
     _, baseline_dir, _ = finished_sweep
-    spec = load(tmp_path, "grid.seed=0")
-    sweep_dir = tmp_path / "runs"
-    (sub,) = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False).submitted
-    run_dir, job_id = sweep_dir / sub["run_id"], sub["job_id"]
-    wait_for("the first checkpoint", lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), sweep_dir, every=0.1)
+    spec, sweep_dir, run_dir, job_id = launch_to_first_checkpoint(tmp_path)
     assert subprocess.run(["scancel", job_id]).returncode == 0
     wait_for("the job to leave the queue", lambda: job_state(job_id) is None, sweep_dir, every=0.2)
     time.sleep(3)  # a requeued job would be back in the queue (PENDING, held ~2 minutes) by now
     assert job_state(job_id) is None and not (run_dir / "result.json").exists()
-    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
+    log = job_log(sweep_dir, job_id)
     assert "checkpoint saved at step" in log and "is not requeued" in log, log
     assert "requeueing" not in log, log  # submitit's requeue path was not taken
 
     again = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
     assert [s["run_id"] for s in again.submitted] == [run_dir.name]
     wait_done(sweep_dir, [run_dir.name])
-    resumed = json.loads((run_dir / "result.json").read_text())
-    assert resumed["val_loss"] == json.loads((baseline_dir / run_dir.name / "result.json").read_text())["val_loss"]
-    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{again.submitted[0]['job_id']}_*log*"))
+    assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
+    log = job_log(sweep_dir, again.submitted[0]["job_id"])
     assert "Restoring states from the checkpoint" in log, log
 
 
@@ -205,16 +213,10 @@ def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
     """Preemption (.ci/slurm-up: partition `urgent` preempts `debug` in CANCEL mode) also sends
     SIGTERM; the job tells it from a cancel (PreemptTime is set), requeues itself through submitit and
     resumes from its checkpoint to the uninterrupted run's result."""
-    from sweeps.launch import launch
-
     if not _urgent_partition():
         pytest.skip("no `urgent` partition to preempt with (a cluster not set up by .ci/slurm-up)")
     _, baseline_dir, _ = finished_sweep
-    spec = load(tmp_path, "grid.seed=0")
-    sweep_dir = tmp_path / "runs"
-    (sub,) = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False).submitted
-    run_dir, job_id = sweep_dir / sub["run_id"], sub["job_id"]
-    wait_for("the first checkpoint", lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), sweep_dir, every=0.1)
+    _, sweep_dir, run_dir, job_id = launch_to_first_checkpoint(tmp_path)
     cpus = os.cpu_count() or 1  # the whole node: the run's job must make way
     urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-c", str(cpus), "-o", str(tmp_path / "urgent.out"),
                              "--wrap", "sleep 1"], capture_output=True, text=True, check=True).stdout.strip()
@@ -224,12 +226,11 @@ def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
     subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], check=True)  # skip the ~2 min hold
     wait_done(sweep_dir, [run_dir.name])
 
-    log = "".join(p.read_text() for p in (sweep_dir / ".submitit").glob(f"{job_id}_*log*"))
+    log = job_log(sweep_dir, job_id)
     assert "DUE TO PREEMPTION" in log and "checkpoint saved at step" in log, log
     assert "is not requeued" not in log and "requeueing" in log, log  # submitit's requeue path
     assert "Restoring states from the checkpoint" in log, log
-    resumed = json.loads((run_dir / "result.json").read_text())
-    assert resumed["val_loss"] == json.loads((baseline_dir / run_dir.name / "result.json").read_text())["val_loss"]
+    assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
 
 def test_arrays_are_split_above_max_array_size(tmp_path):
     from sweeps.launch import launch, max_array_size

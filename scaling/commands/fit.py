@@ -90,7 +90,7 @@ def print_human(out: dict) -> None:
                      "ratio per decade": _with_ci(p["ratio_per_decade"]["value"], p["ratio_per_decade"]["ci95"]),
                      "gap @data max (nats)": _with_ci(gap["value"][1], gap["ci95"][1]),
                      "p (kappa=0)": p["p_value"],
-                     "p Holm-adjusted": p.get("p_adjusted", p["p_value"])})  # what the verdict reads
+                     "p Holm-adjusted": p["p_adjusted"]})  # what the verdict reads
     print_table(rows, title=f"penalty against {out['baseline']} (multiplier: baseline compute for the same loss / C)")
     print(f"rule: {next(iter(out['penalty'].values()))['rule']}")
     for recipe, p in out["penalty"].items():

@@ -30,7 +30,7 @@ def print_summary(summary: dict) -> None:
     from scaling.console import print_table
 
     rows = [{"recipe": r, "verdict": v["verdict"], "p (no growth)": v["p_value"],
-             "p Holm-adjusted": v.get("p_adjusted", v["p_value"])} for r, v in summary["verdicts"].items()]
+             "p Holm-adjusted": v["p_adjusted"]} for r, v in summary["verdicts"].items()]
     if rows:
         print_table(rows, title=f"Does the penalty against {summary['baseline']} grow with compute? ({summary['law']} law)")
         for v in summary["verdicts"].values():

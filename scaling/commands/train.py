@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,13 +130,10 @@ def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
         except Exception:  # a refusal, or a crash before the run wrote anything: no empty folder stays
             if made and [p.name for p in run_dir.iterdir()] == ["lock"]:
                 (run_dir / "lock").unlink()
-                for folder in (run_dir, *run_dir.parents):  # and the empty parents made for it (runs/adhoc)
-                    try:
+                made_here = [run_dir, *run_dir.parents]
+                with contextlib.suppress(OSError):  # another run's folder appeared in a parent meanwhile
+                    for folder in made_here[: made_here.index(made) + 1]:  # and the parents made (runs/adhoc)
                         folder.rmdir()
-                    except OSError:  # another run's folder appeared there meanwhile
-                        break
-                    if folder == made:
-                        break
             raise
 
 
