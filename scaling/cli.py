@@ -50,7 +50,15 @@ class _HelpWithDefaults(argparse.HelpFormatter):
         return f"{text} (default: {str(default).replace('%', '%%')})"
 
 
-class _VerbParser(argparse.ArgumentParser):
+class _Parser(argparse.ArgumentParser):
+    """A bad command line gets one line (the verb, what is wrong, where to look), exit 2: argparse's
+    usage block above it would bury the message under a screen of flags."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
+
+
+class _VerbParser(_Parser):
     """A verb's parser (and its sub-verbs', which inherit the class): help with defaults."""
 
     def __init__(self, *args, **kwargs) -> None:
@@ -59,7 +67,7 @@ class _VerbParser(argparse.ArgumentParser):
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scaling", description="FP4 training recipes: scaling-law studies.")
+    parser = _Parser(prog="scaling", description="FP4 training recipes: scaling-law studies.")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_VerbParser)
     # Only the verb being run is imported (plus all of them for `scaling --help`).
     wanted = [a for a in argv if a in VERBS][:1] or list(VERBS)

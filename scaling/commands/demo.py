@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from scaling import usable_cpus
-from scaling.errors import UserError
+from scaling.options import integer
 from scaling.files import check_output
 
 DEFAULT_OUT = Path("runs") / "demo"
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", type=Path, default=None, help="another sweep spec (default: sweeps/demo.toml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a spec key, as `scaling sweep launch --set` (repeatable)")
-    parser.add_argument("--bootstrap", type=int, default=100, metavar="R", help="bootstrap replicates (default 100)")
+    parser.add_argument("--bootstrap", type=integer(0), default=100, metavar="R", help="bootstrap replicates (default 100)")
     parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla", help="law behind the verdict")
     parser.add_argument("--json", action="store_true", help="print the summary (timings, verdicts, paths) as JSON")
 
@@ -80,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
     from sweeps.spec import load_spec
     from sweeps.store import collect, write_parquet
 
-    if args.bootstrap < 0:  # before the runs train (minutes), not at the report after them
-        raise UserError(f"--bootstrap must be 0 or more, got {args.bootstrap}")
     started = time.perf_counter()
     timings: dict[str, float] = {}
     out = check_output(args.out.resolve(), folder=True)

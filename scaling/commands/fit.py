@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from scaling.errors import UserError
+from scaling.options import integer
 from scaling.files import check_output
 
 
@@ -17,20 +18,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", type=Path, help="results.parquet of a sweep, or a CSV/parquet with "
                         "columns recipe, N, D (or C = 6ND), loss [, run_id]")
     parser.add_argument("--columns", help='map column names, e.g. "N=Model Size,C=Training FLOP"')
-    parser.add_argument("--drop-highest", type=int, default=0, metavar="K",
+    parser.add_argument("--drop-highest", type=integer(0), default=0, metavar="K",
                         help="drop the K highest-loss points of each group (Epoch drops 5 of Chinchilla's)")
     parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla",
                         help="E + A/N^alpha + B/D^beta, or Quartet's form with gamma and effN, effD (docs/fits.md)")
     parser.add_argument("--baseline", default="bf16", help="the recipe every other is compared with")
-    parser.add_argument("--bootstrap", type=int, default=1000, metavar="R",
+    parser.add_argument("--bootstrap", type=integer(0), default=1000, metavar="R",
                         help="bootstrap replicates (whole runs resampled); 0 for point estimates only")
     parser.add_argument("--margin", type=float, default=0.1,
                         help="'does not grow' if the multiplier falls by at most this fraction per decade")
     parser.add_argument("--starts", default="50", metavar="K|all",
                         help="L-BFGS-B runs from the K best points of Epoch's grid of starts (ranked by objective), "
                              "or from all 4,500 of them (slow: ~40 s per law)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap's resampling")
-    parser.add_argument("--workers", type=int, default=2, help="processes for the bootstrap")
+    parser.add_argument("--seed", type=integer(0), default=0, help="seed of the bootstrap's resampling")
+    parser.add_argument("--workers", type=integer(1), default=2, help="processes for the bootstrap")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--out", type=Path, help="also write the JSON to this file, named *.json (e.g. fits.json)")
 
@@ -102,12 +103,6 @@ def run(args: argparse.Namespace) -> int:
     import fits
     from scaling.console import print_json
 
-    if args.bootstrap < 0:
-        raise UserError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    if args.workers < 1:
-        raise UserError(f"--workers must be at least 1, got {args.workers}")
-    if args.seed < 0:  # (numpy's generators take none below 0)
-        raise UserError(f"--seed must be >= 0, got {args.seed}")
     if not 0 < args.margin < 1:
         raise UserError(f"--margin must be between 0 and 1, got {args.margin}")
     if args.starts != "all" and not (args.starts.isdigit() and int(args.starts) > 0):

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from scaling.errors import UserError
+from scaling.options import integer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,13 +16,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default="bf16", help="the recipe every other one is compared with (default bf16)")
     parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla",
                         help="the scaling law behind the verdict (default chinchilla; effN/effD always use quartet)")
-    parser.add_argument("--bootstrap", type=int, default=200, metavar="R",
+    parser.add_argument("--bootstrap", type=integer(0), default=200, metavar="R",
                         help="bootstrap replicates for the intervals (default 200)")
     parser.add_argument("--diagnostics", metavar="JSON",
                         help="output of `scaling diagnose --json` (default: diagnostics.json in the sweep directory)")
     parser.add_argument("--columns", metavar="MAP", help='map fit names to the table\'s columns, as `scaling fit`: '
                                                          '"N=Model Size,C=Training FLOP"')
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--seed", type=integer(0), default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--title", help="the report's title")
     parser.add_argument("--json", action="store_true", help="print the summary (paths, verdicts) as JSON")
 
@@ -61,8 +62,6 @@ def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json
     from scaling.files import check_output
 
-    if args.seed < 0:  # (numpy's generators take none below 0)
-        raise UserError(f"--seed must be >= 0, got {args.seed}")
     if args.diagnostics:  # before the fits, not as a paragraph of the report they made
         _check_diagnostics(args.diagnostics)
     check_output(args.out, folder=True)
