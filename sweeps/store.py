@@ -276,9 +276,15 @@ def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:
 
 
 def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, str]:
-    """Remaining tokens-weighted work ÷ throughput measured on finished runs, × runs in flight."""
-    finished = [read_json(sweep_dir / r.run_id / "result.json") or {} for r in rows if r.state in ("done", "diverged")]
-    rates = [f["flops"] / f["wall_s"] for f in finished if f.get("flops") and f.get("wall_s")]
+    """Remaining FLOPs ÷ the FLOP/s measured on finished runs (of the run's own recipe where one has
+    finished: an FP4 recipe's runs are slower than bf16's), × runs in flight."""
+    by_recipe: dict[str, list[float]] = {}
+    for r in rows:
+        if r.state in ("done", "diverged"):
+            f = read_json(sweep_dir / r.run_id / "result.json") or {}
+            if f.get("flops") and f.get("wall_s"):
+                by_recipe.setdefault(r.recipe, []).append(f["flops"] / f["wall_s"])
+    rates = [rate for recipe_rates in by_recipe.values() for rate in recipe_rates]
     remaining = [r for r in rows if r.state in ("running", "queued", "missing", "failed")]
     if not remaining:
         return 0.0, "nothing left"
@@ -294,13 +300,21 @@ def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, st
         return None, "unknown until a run finishes"
     from models import model_size
 
-    rate = sum(rates) / len(rates)  # FLOPs/s of one run
-    left = 0.0
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    rate = {recipe: mean(v) for recipe, v in by_recipe.items()}  # FLOP/s of one run
+    overall = mean(rates)
+    seconds = 0.0
     for r in remaining:
         per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
-        left += per_token * r.tokens * (1 - r.progress)
+        seconds += per_token * r.tokens * (1 - r.progress) / rate.get(r.recipe, overall)
     parallel = max(1, len(running))
-    return left / rate / parallel, f"finished runs' FLOP/s × {parallel} in flight"
+    unseen = sorted({r.recipe for r in remaining} - set(rate))
+    how = f"finished runs' FLOP/s per recipe × {parallel} in flight"
+    if unseen:
+        how += f"; {', '.join(unseen)} at all recipes' mean until one of its runs finishes"
+    return seconds / parallel, how
 
 
 # ---------------------------------------------------------------------------------------------
