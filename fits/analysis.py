@@ -276,7 +276,7 @@ def _penalty(r, pts, thetas, reps, base, margin, extrapolate, test):
 
     entry = {
         "verdict": penalty.verdict(p_adjusted, ratio_ci, margin, len(ok)),
-        "undecidable": penalty.undecidable(ratio_ci, len(ok)) if reps else None,
+        "undecidable": penalty.undecidable(ratio_ci, len(ok)) if reps else penalty.NO_BOOTSTRAP,
         "multiplier": at_marks("multiplier"),
         "gap": at_marks("gap"),
         "p_value": p_value,

@@ -9,8 +9,8 @@ compute-optimal inner term), so "the penalty grows" means a_r < a_b, i.e. m fall
 With κN = κD = 0, m(C) = effN₀·effD₀ at every C. `ratio_per_decade` = m(10C)/m(C) = 10^(a_r/a_b − 1).
 
 Verdict (the rule also in docs/fits.md), with p the likelihood-ratio test's of κN = κD = 0, Holm-adjusted
-over the recipes judged together in one analysis (`holm`: each is tested at 0.05, so with 5 recipes a
-false "grows" somewhere would otherwise come ~23% of the time under the null):
+over the recipes judged together in one analysis (`holm`: each is tested at 0.05, so with 5 independent
+tests under the null at least one would otherwise reject κ = 0 ~23% of the time):
   inconclusive   whatever the numbers where the bootstrap cannot decide (`undecidable`: fewer than
                  MIN_REPLICATES replicates fitted, or every replicate giving the same ratio; resampling
                  the runs does not move the fit) or where p or the interval is not finite (no bootstrap);
@@ -97,6 +97,9 @@ def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, 
     return stat, float(chi2.sf(stat, df))
 
 
+NO_BOOTSTRAP = "no bootstrap ran (--bootstrap 0), so there is no interval to judge by"
+
+
 def undecidable(ratio_ci: tuple[float, float], n_replicates: int) -> str | None:
     """Why the bootstrap cannot decide a verdict whatever its interval says, in words; None where it can."""
     if n_replicates < MIN_REPLICATES:
@@ -113,7 +116,8 @@ def holm(p_values: dict[str, float]) -> dict[str, float]:
     """Holm–Bonferroni step-down adjusted p-values: {name: adjusted p}.
 
     The recipes of one analysis are judged together against one baseline, each at ALPHA; the chance
-    of at least one false "grows" among them then exceeds ALPHA (~23% for 5 recipes under the null).
+    of at least one false rejection of κ = 0 among them then exceeds ALPHA (~23% for 5 independent tests
+    under the null).
     Holm's adjustment holds that family-wise error at ALPHA with no assumption on how the tests
     depend on each other (they share the baseline's points, so they do). Sorted ascending, the i-th
     (from 0) becomes max over j ≤ i of min(1, (m − j)·p_(j)), m the number of finite p-values; a

@@ -155,6 +155,9 @@ def test_a_recipe_too_small_to_fit_is_left_out_not_fatal(capsys):
     t = pl.concat([t.filter(pl.col("recipe") != "tiny"), t.filter(pl.col("recipe") == "tiny").head(4)])
     out = fits.analyse(t, bootstrap=0, top=10)
     assert set(out["groups"]) == {"bf16", "flat"} and set(out["penalty"]) == {"flat"}
+    # without a bootstrap there is no interval: inconclusive, and the entry says why
+    assert out["penalty"]["flat"]["verdict"] == "inconclusive"
+    assert "--bootstrap 0" in out["penalty"]["flat"]["undecidable"]
     assert set(out["skipped"]) == {"tiny"} and "'tiny' has 4 points from 4 runs" in out["skipped"]["tiny"]
     small_base = pl.concat([t.filter(pl.col("recipe") != "bf16"), t.filter(pl.col("recipe") == "bf16").head(4)])
     with pytest.raises(UserError, match="'bf16' has 4 points"):
