@@ -298,13 +298,12 @@ def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, st
         if etas and len(etas) == len(remaining):
             return max(etas), "from the running runs' progress"
         return None, "unknown until a run finishes"
+    from statistics import fmean
+
     from models import model_size
 
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values)
-
-    rate = {recipe: mean(v) for recipe, v in by_recipe.items()}  # FLOP/s of one run
-    overall = mean(rates)
+    rate = {recipe: fmean(v) for recipe, v in by_recipe.items()}  # FLOP/s of one run
+    overall = fmean(rates)
     seconds = 0.0
     for r in remaining:
         per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from scaling import usable_cpus
-from scaling.options import integer
 from scaling.files import check_output
+from scaling.options import integer
 
 DEFAULT_OUT = Path("runs") / "demo"
 DIAGNOSE_TRANSFORMS = ("none", "rht16")

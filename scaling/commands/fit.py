@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 
 from scaling.errors import UserError
-from scaling.options import integer
 from scaling.files import check_output
+from scaling.options import integer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
