@@ -100,11 +100,17 @@ def malloc_reexec(environ: dict[str, str], platform: str = sys.platform) -> dict
     return {**environ, **MALLOC_ENV}
 
 
+# The restarted command. `python -c` (as `-m`) puts the working directory first on sys.path; taken out,
+# so a folder named reports/, models/, fits/, sweeps/ or scaling/ where the user stands (`scaling report
+# --out reports/a` makes one) cannot stand in for this package's modules.
+RESTART = "import sys; del sys.path[0]; from scaling.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the `scaling` command itself (not a call from Python): restart once, tuned
         env = malloc_reexec(dict(os.environ))
         if env is not None:
-            os.execve(sys.executable, [sys.executable, "-m", "scaling.cli", *sys.argv[1:]], env)
+            os.execve(sys.executable, [sys.executable, "-c", RESTART, *sys.argv[1:]], env)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)

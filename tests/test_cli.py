@@ -28,6 +28,21 @@ def test_the_command_restarts_tuned_and_keeps_its_exit_code(tmp_path):
     assert seen.read_text().split() == ["-", MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]]  # started once, restarted once
 
 
+def test_folders_named_like_our_packages_where_the_user_stands_do_not_hide_them(tmp_path):
+    """The restarted command must not import reports/, models/, fits/, sweeps/ or scaling/ from the working
+    directory (`scaling report --out reports/a` makes such a folder; a second report then crashed)."""
+    for name in ("reports", "models", "fits", "sweeps", "scaling"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise SystemExit('imported from the working directory')\n")
+    env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV and k != "SCALING_MALLOC_TUNING"}
+    probe = "import sys; sys.argv = ['scaling', 'models', '--family', 'nanochat']; from scaling.cli import main; sys.exit(main())"
+    # (-c puts the working directory on this probe's own path too: it imports scaling.cli from elsewhere first)
+    run = subprocess.run([sys.executable, "-c", f"import sys; del sys.path[0]; {probe}"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "working directory" not in run.stderr, run.stderr
+    assert "nanochat" in run.stdout
+
+
 def test_the_bench_help_names_every_section():
     """`scaling --help` reads each verb's line from cli.VERBS (no verb module is imported for it): the
     bench line must keep up with bench's sections."""
