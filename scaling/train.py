@@ -176,6 +176,9 @@ class RunConfig:
             if (v is not None or name != "vocab_size") and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                 raise UserError(f"{name} must be a positive whole number"
                                 + (" or left unset (the corpus's)" if name == "vocab_size" else "") + f", got {v!r}")
+        v = self.fault_nan_at_step
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise UserError(f"fault_nan_at_step must be a step number (0 or more) or left unset, got {v!r}")
 
     def model_size(self) -> ModelSize:
         return model_size(self.family, self.size)
@@ -628,12 +631,13 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     check_run_dir(config, run_dir)
     precision = _precision(config)  # a precision this machine cannot run: before anything is made
     if result_path.exists():
-        return json.loads(result_path.read_text())
+        return _finished_record(result_path)
     wall_start = time.perf_counter()
     # user errors (unknown recipe, missing data, ...) come from here: a run dir is made only for a run that starts
     module, datamodule = build(config)
     prepare_run_dir(config, run_dir)
     meta = datamodule.meta
+    check_run_data(run_dir, meta, config.data)
     note = repeated_data_note(config.tokens, meta.get("train_tokens", 0))
     if note:
         print(note, file=sys.stderr, flush=True)
@@ -677,6 +681,48 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s)
     write_json_atomic(result_path, result, indent=2)
     return result
+
+
+def _finished_record(path: Path) -> dict:
+    """A finished run's record; a UserError naming the way out where the file is not one (written
+    atomically, so a hand's or a disk's damage, not a crash's)."""
+    try:
+        record = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        record, problem = None, f"not JSON: {e}"
+    else:
+        problem = None if isinstance(record, dict) and "status" in record else "not a run's result record"
+    if problem:
+        raise UserError(f"{path} is damaged ({problem}): move it away (mv {path} {path}.bad) and run again, "
+                        "which trains the run's last steps again from its checkpoint")
+    return record
+
+
+# What identifies a prepared corpus to a run: a data folder prepared again (other sources, another
+# vocabulary) under a run that has started would otherwise be trained on silently, mixing two corpora
+# in one result, or fail deep in the checkpoint's restore (an embedding of another size).
+DATA_IDENTITY = ("vocab_size", "dtype", "eot_id", "train_tokens", "val_tokens", "train_docs", "val_docs",
+                 "sources", "val_sources", "text_column", "val_fraction", "seed")
+
+
+def check_run_data(run_dir: Path, meta: dict, data: str) -> None:
+    """Record the corpus a run trains on (run_dir/data.json) when it starts; refuse to go on with
+    another one when it resumes."""
+    identity = {k: meta.get(k) for k in DATA_IDENTITY}
+    path = run_dir / "data.json"
+    try:
+        started = json.loads(path.read_text())
+    except FileNotFoundError:  # a new run (or one from before runs kept this): record it
+        write_json_atomic(path, identity, indent=2)
+        return
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise UserError(f"{path} is damaged: move it away (mv {path} {path}.bad) to resume without the "
+                        "check that the corpus is the one the run started on") from None
+    changed = [f"{k} {started.get(k)!r} then, {identity[k]!r} now" for k in DATA_IDENTITY
+               if started.get(k) != identity[k]]
+    if changed:
+        raise UserError(f"the data {data} is not the corpus the run in {run_dir} started on ({'; '.join(changed[:2])}): "
+                        "prepare it again as it was, or train on the new data in another --out directory")
 
 
 def check_checkpoint(path: Path) -> None:

@@ -72,6 +72,14 @@ def test_result_record_and_run_directory(reference):
     start = time.perf_counter()
     assert train(_config(), run_dir) == json.loads((run_dir / "result.json").read_text())
     assert time.perf_counter() - start < 5
+    # a result.json damaged by hand or disk: one line with the way out, not a traceback
+    record = (run_dir / "result.json").read_bytes()
+    try:
+        (run_dir / "result.json").write_text('{"run_id": "3599')
+        with pytest.raises(UserError, match=r"result.json is damaged \(not JSON: .*\): move it away \(mv "):
+            train(_config(), run_dir)
+    finally:
+        (run_dir / "result.json").write_bytes(record)
 
 
 def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
@@ -89,6 +97,13 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     with pytest.raises(UserError, match=rf"the checkpoint {ckpt} is damaged \(.*\): to start this run over, move it"):
         train(_config(), run_dir, progress=False)
     ckpt.write_bytes(good)
+    # a data folder prepared again differently since the run started: refused, not trained on
+    started = json.loads((run_dir / "data.json").read_text())
+    assert started["vocab_size"] == 4096 and started["train_tokens"] > 0
+    (run_dir / "data.json").write_text(json.dumps({**started, "vocab_size": 300}))
+    with pytest.raises(UserError, match="is not the corpus the run in .* started on \\(vocab_size 300 then, 4096 now\\)"):
+        train(_config(), run_dir, progress=False)
+    (run_dir / "data.json").write_text(json.dumps(started))
     result = train(_config(), run_dir, progress=False)
     ref_dir, ref = reference
     assert result["val_loss"] == ref["val_loss"] and result["status"] == "completed"
@@ -185,6 +200,11 @@ def test_compile_takes_a_mode():
     cudagraphs = parse("--compile", "reduce-overhead")
     assert cudagraphs.compile == "reduce-overhead" and cudagraphs.resolved().compile == "reduce-overhead"
     assert RunConfig.from_dict(json.loads(cudagraphs.to_json())) == cudagraphs
+
+
+def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
+    with pytest.raises(UserError, match="fault_nan_at_step must be a step number"):
+        _config(fault_nan_at_step="x").resolved()
 
 
 @pytest.mark.parametrize("args, message", [
