@@ -6,8 +6,9 @@
       <run_id>/lock           flock-ed by the process training this run (holder info inside)
       <run_id>/config.json, metrics.csv, result.json, checkpoints/   written by `scaling train`
 
-A run is done/diverged/failed once result.json says so; running while its lock is held; queued
-while its SLURM job is in squeue; missing otherwise. The lock is an flock: the kernel drops it
+A run is done/diverged/failed once result.json says so; running while its lock is held or squeue
+says its job runs; queued while its job is pending in squeue; failed where a submitted job is neither;
+missing otherwise. The lock is an flock: the kernel drops it
 when the holder dies, so a crashed job never leaves a lock that blocks a relaunch.
 """
 
