@@ -129,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python flushes stdout at exit)
         return 141
     except OSError as e:
+        if e.filename is None and e.errno in _SPACE_ERRORS:  # a write that named no path (a stream's flush)
+            print(f"error: {e.strerror}; free space where the command writes (its --out), then run again",
+                  file=sys.stderr)
+            return 2
         if e.filename is None or e.errno not in _PATH_ERRORS:
             raise
         # a path the verb's own checks did not foresee (the disk filled, a folder vanished): one line
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+_SPACE_ERRORS = {getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name)}
 # OS errors that name a path the user can fix (permissions, read-only, full disk, wrong kind of path)
 _PATH_ERRORS = {getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "EISDIR", "ENOTDIR",
                                                   "EEXIST", "ENOENT", "ENAMETOOLONG") if hasattr(errno, name)}

@@ -128,7 +128,7 @@ def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
 
             try:
                 _scan(path, text_column)
-            except pl.exceptions.PolarsError as e:
+            except (pl.exceptions.PolarsError, OSError, EOFError) as e:  # OSError: a truncated .gz
                 raise UserError(_unreadable(path, text_column, e)) from None
 
 
@@ -159,7 +159,7 @@ def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
         batches = _scan(path, text_column).select(pl.col(text_column)).drop_nulls().collect_batches(chunk_size=READ_BATCH_ROWS)
         for batch in batches:
             yield from (t for t in batch.to_series() if t.strip())
-    except pl.exceptions.PolarsError as e:
+    except (pl.exceptions.PolarsError, OSError, EOFError) as e:
         raise UserError(_unreadable(path, text_column, e)) from None
 
 

@@ -71,3 +71,18 @@ def test_help_shows_each_default_once(capsys):
     assert "(default 0)" in train and "(default: 0)" not in train  # help that gives its default is kept
     assert "(default: [])" not in help_of("sweep", "launch")  # an empty list is no default
     assert "(default: 0.3)" in help_of("sweep", "plan")  # a verb's sub-verbs show theirs too
+
+
+def test_a_full_disk_is_one_line_whether_or_not_the_error_names_a_path(monkeypatch, capsys):
+    import errno
+
+    from scaling.cli import main
+    from scaling.commands import models
+
+    for error in (OSError(errno.ENOSPC, "No space left on device"),  # a stream's flush names no file
+                  OSError(errno.ENOSPC, "No space left on device", "/data/out/train.bin")):
+        monkeypatch.setattr(models, "run", lambda args, e=error: (_ for _ in ()).throw(e))
+        assert main(["models"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "No space left on device" in err, err
+        assert "free space" in err

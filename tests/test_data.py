@@ -233,6 +233,10 @@ def test_cli_errors(tmp_path, docs, capsys):
     assert "--tokenizer-sample-mb must be a positive" in _cli_error(
         ["prepare", str(src), "--out", out, "--tokenizer-sample-mb", "nan"], capsys)
     assert "both a training source and a --val source" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src)], capsys)
+    whole = gzip.compress(b'{"text": "a document"}\n' * 50)
+    (tmp_path / "cut.jsonl.gz").write_bytes(whole[:10])  # a download cut short
+    err = _cli_error(["prepare", str(tmp_path / "cut.jsonl.gz"), "--out", out], capsys)
+    assert "could not read" in err and "cut.jsonl.gz" in err
     assert "not both" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src), "--val-fraction", "0.1"], capsys)
     assert "no meta.json" in _cli_error(["info", str(tmp_path)], capsys)
     (tmp_path / "only-dirs" / "a").mkdir(parents=True)
