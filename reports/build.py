@@ -350,8 +350,12 @@ def diagnostic_tables(diag: Any) -> list[tuple[list, str]]:
     (another tool's JSON) any list of records in it; [] where there is none."""
     if not isinstance(diag, dict):
         return []
-    tables = [(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items() if isinstance(diag.get(k), list) and diag[k]]
-    return tables or [(v, k) for k, v in diag.items() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+
+    def records(v: Any) -> bool:
+        return isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
+
+    tables = [(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items() if records(diag.get(k))]
+    return tables or [(v, k) for k, v in diag.items() if records(v)]
 
 
 def section_diagnostics(study: Study) -> Section:

@@ -43,7 +43,15 @@ def read_bench(path: str | Path, option: str) -> dict:
     if not isinstance(bench, dict):
         raise UserError(f"{option}: {path} is not a benchmark JSON (an object with device, kernels, linear, "
                         "train, ...)")
+    wrong = [k for k in BENCH_SECTIONS if k in bench and not isinstance(bench[k], list)]
+    if wrong:
+        raise UserError(f"{option}: {path} is not a benchmark JSON: its {', '.join(wrong)} must be a list of "
+                        "rows; give a file `scaling bench` wrote")
     return bench
+
+
+# The sections of a benchmark JSON that hold rows (`scaling bench`'s, and `notes`)
+BENCH_SECTIONS = ("kernels", "linear", "train", "profile", "sass", "cpu", "quantizer", "loss", "notes")
 
 
 def training_speeds(path: str | Path) -> tuple[list[dict], str]:

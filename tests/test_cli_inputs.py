@@ -179,6 +179,9 @@ def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
     out = tmp_path / "report"
     _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(fits_json)], capsys,
              "--diagnostics", "holds no table", "scaling diagnose --json")
+    (tmp_path / "numbers.json").write_text(json.dumps({"gemm": [1], "quant": [2]}))  # lists, but not of records
+    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "numbers.json")],
+             capsys, "holds no table")
     _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--seed", "-1"], capsys, "--seed: must be 0 or more",
              "scaling report --help")
     assert not out.exists()

@@ -227,6 +227,9 @@ def test_plan_refuses_a_benchmark_file_it_cannot_read(tmp_path, capsys):
     (tmp_path / "list.json").write_text("[]")
     assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "list.json")]) == 2
     assert "is not a benchmark JSON" in capsys.readouterr().err
+    (tmp_path / "rows.json").write_text('{"train": 5}')  # valid JSON, a section not a list of rows
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "rows.json")]) == 2
+    assert "its train must be a list of rows" in capsys.readouterr().err
 
 
 def test_shipped_specs_validate(capsys):
