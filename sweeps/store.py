@@ -329,19 +329,37 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
     records = []
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
-        if r is not None:
-            records.append(r)
-        elif (d / "result.json").exists():  # written atomically, so not by a crash: edited or damaged
+        problem = _record_problem(r) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
+        if problem:  # written atomically, so not by a crash: edited or damaged
             from scaling.errors import UserError
 
-            raise UserError(f"{d / 'result.json'} is not a JSON result record; restore it, or remove it "
+            raise UserError(f"{d / 'result.json'} is not a result record ({problem}); restore it, or remove it "
                             "and relaunch the sweep to train that run again")
+        if r is not None:
+            records.append(r)
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
     columns = list(RESULT_FIELDS) + extra
     rows = [{c: _flat(r.get(c)) for c in columns} for r in records]
     if not rows:
         return pl.DataFrame(schema={c: pl.Utf8 for c in columns})
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+# The record's numbers: a text or a list here would turn a column of results.parquet into strings
+NUMERIC_FIELDS = ("n_params", "n_params_total", "tokens", "flops", "flops_exact", "seed", "val_loss", "val_bpb",
+                  "tokens_per_s", "mfu", "epochs", "wall_s", "vocab_size")
+
+
+def _record_problem(record: Any) -> str | None:
+    """What makes a result.json's content no result record (a fault to name, not a row of nulls); None if it is one."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    missing = [k for k in ("run_id", "status", "recipe") if not isinstance(record.get(k), str)]
+    if missing:
+        return f"no {', '.join(missing)}"
+    wrong = [k for k in NUMERIC_FIELDS if record.get(k) is not None
+             and (isinstance(record[k], bool) or not isinstance(record[k], (int, float)))]
+    return f"{', '.join(wrong)} not a number" if wrong else None
 
 
 def _flat(value: Any) -> Any:

@@ -414,4 +414,4 @@ def test_damaged_run_files_neither_crash_the_report_nor_sweep_status(tmp_path, c
     (record.parent / "job.json").write_text('{"executor": "local"}')  # a run that was launched
     assert run_state(record.parent, None) == "failed"
     assert main(["sweep", "collect", str(sweep)]) == 2
-    assert f"{record} is not a JSON result record" in capsys.readouterr().err
+    assert f"{record} is not a result record (not a JSON object)" in capsys.readouterr().err

@@ -118,7 +118,14 @@ def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, caps
     (damaged / "run1").mkdir(parents=True)
     (damaged / "run1" / "result.json").write_text('{"run_id": "run1", "sta')
     assert main(["sweep", "collect", str(damaged)]) == 2  # not a 0-row table that hides the run
-    assert "run1/result.json is not a JSON result record" in capsys.readouterr().err
+    assert "run1/result.json is not a result record (not a JSON object)" in capsys.readouterr().err
+    assert not (damaged / "results.parquet").exists()
+    for content, problem in (("{}", "no run_id, status, recipe"),  # not a row of nulls
+                             ('{"run_id": "run1", "status": "completed", "recipe": "bf16", "val_loss": "abc"}',
+                              "val_loss not a number")):  # not a column of strings
+        (damaged / "run1" / "result.json").write_text(content)
+        assert main(["sweep", "collect", str(damaged)]) == 2
+        assert f"is not a result record ({problem})" in capsys.readouterr().err
     assert not (damaged / "results.parquet").exists()
 
 
