@@ -102,7 +102,8 @@ def load_tensor(path: str | Path) -> torch.Tensor:
     """A user tensor from .pt (a tensor) or .npy, as float32 (-1, last dim)."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"tensor file {path} does not exist; pass a .pt or .npy file with --tensor")
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise UserError(f"tensor file {path} {what}; pass a .pt or .npy file with --tensor")
     try:
         if path.suffix == ".npy":
             import numpy as np
@@ -114,8 +115,10 @@ def load_tensor(path: str | Path) -> torch.Tensor:
             raise UserError(f"tensor file {path} must end in .pt, .pth or .npy")
     except UserError:
         raise
-    except Exception as e:  # unreadable or corrupt file
-        raise UserError(f"could not read tensor file {path}: {e}") from e
+    except Exception as e:  # unreadable or corrupt file (torch says little: "105", a byte it did not expect)
+        saver = "numpy.save(path, a)" if path.suffix == ".npy" else "torch.save(t, path)"
+        raise UserError(f"could not read tensor file {path} ({type(e).__name__}: {str(e)[:120]}); pass a file "
+                        f"{saver} wrote") from e
     if not isinstance(t, torch.Tensor):
         raise UserError(f"{path} holds a {type(t).__name__}, not a tensor; save one tensor with torch.save(t, path)")
     if t.dim() == 0 or t.numel() == 0 or not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):

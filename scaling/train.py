@@ -220,7 +220,8 @@ class RunConfig:
         try:
             return cls.from_dict(json.loads(Path(path).read_text()))
         except (OSError, json.JSONDecodeError) as e:
-            raise UserError(f"cannot read run config {path}: {e}") from None
+            raise UserError(f"cannot read run config {path} ({e}); give the config.json a run wrote (a run "
+                            "directory's own is its resolved config: restore it, or train into another --out)") from None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -163,11 +163,26 @@ def run_state(run_dir: Path, queue: dict[str, str] | None, result: dict | None =
     return "failed" if job else "missing"
 
 
+def read_plan(sweep_dir: Path) -> dict:
+    """The sweep's plan (sweep.json, written by each launch); {} where there is none. A damaged one is a
+    UserError: read as none, status and collect would drop the planned runs not yet started, unsaid."""
+    path = Path(sweep_dir) / "sweep.json"
+    plan = read_json(path)
+    if plan is None and not path.exists():
+        return {}
+    runs = plan.get("runs") if isinstance(plan, dict) else None
+    if not (isinstance(runs, list) and all(isinstance(r, dict) and isinstance(r.get("run_id"), str) for r in runs)):
+        from scaling.errors import UserError
+
+        raise UserError(f"{path} is damaged (not the plan `scaling sweep launch` writes); launch the sweep again "
+                        "with its spec and --sweep-dir to write it anew (finished runs are kept and skipped)")
+    return plan
+
+
 def run_dirs(sweep_dir: Path) -> list[Path]:
     """The runs of a sweep: those in its plan (sweep.json), then any other run folder found."""
     sweep_dir = Path(sweep_dir)
-    plan = read_json(sweep_dir / "sweep.json") or {}
-    ids = [r["run_id"] for r in plan.get("runs", [])]
+    ids = [r["run_id"] for r in read_plan(sweep_dir).get("runs", [])]
     extra = sorted(
         p.name for p in sweep_dir.iterdir()
         if p.is_dir() and p.name not in ids and any((p / f).exists() for f in ("job.json", "config.json", "result.json"))
@@ -227,7 +242,7 @@ def status(sweep_dir: Path) -> SweepStatus:
     dirs = sweep_run_dirs(sweep_dir)
     queue = slurm_queue_for(dirs)
     now = time.time()
-    plan = {r["run_id"]: r for r in (read_json(sweep_dir / "sweep.json") or {}).get("runs", [])}
+    plan = {r["run_id"]: r for r in read_plan(sweep_dir).get("runs", [])}
     rows = []
     for d in dirs:
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run

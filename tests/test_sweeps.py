@@ -127,6 +127,10 @@ def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, caps
         assert main(["sweep", "collect", str(damaged)]) == 2
         assert f"is not a result record ({problem})" in capsys.readouterr().err
     assert not (damaged / "results.parquet").exists()
+    (damaged / "sweep.json").write_text("{")  # a damaged plan is said, not read as no plan
+    for verb in ("status", "collect"):
+        assert main(["sweep", verb, str(damaged)]) == 2
+        assert "sweep.json is damaged" in capsys.readouterr().err
 
 
 def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):
