@@ -425,6 +425,10 @@ def prepare(
         meta, _ = _checked_meta(out)  # a damaged dir is prepared again
         if meta is not None and not force and meta.get("request") == request:
             return meta
+        if meta is not None and progress and meta.get("request") != request:
+            changed = sorted(k for k in request if (meta.get("request") or {}).get(k) != request[k])
+            print(f"replacing the data in {out}, prepared with another {', '.join(changed)} (a run that trained on "
+                  "it refuses to resume on the new data)", file=sys.stderr, flush=True)
         return _prepare(out, request, train_paths, val_paths, tokenizer_path, progress)
 
 
