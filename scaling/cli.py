@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+# A full disk or quota: one line whether or not the failed write named its file
 _SPACE_ERRORS = {getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name)}
 # OS errors that name a path the user can fix (permissions, read-only, full disk, wrong kind of path)
 _PATH_ERRORS = {getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "EISDIR", "ENOTDIR",
