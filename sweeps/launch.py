@@ -13,7 +13,7 @@ resubmits the same run and submitit requeues the job, which resumes from the che
 Lightning's own SLURM auto-requeue is off in train (it runs with ``LightningEnvironment``), so
 only submitit requeues.
 
-Local: long-lived worker processes (``python -m sweeps.launch --worker``) over the visible GPUs,
+Local: long-lived worker processes (``WORKER_COMMAND``, as ``python -m sweeps.launch --worker``) over the visible GPUs,
 ``jobs_per_gpu`` per GPU, or ``cpu_jobs`` at once on CPU with the cores split between them.
 """
 
@@ -23,6 +23,7 @@ import contextlib
 import os
 import queue as queue_mod
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -265,7 +266,11 @@ def max_array_size() -> int:
 
 def slurm_executor(spec: SweepSpec, folder: Path) -> submitit.SlurmExecutor:
     s = spec.slurm
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=s.max_timeouts)
+    # A job runs `python -u -m submitit.core._submit` in the folder the sweep was launched from, which
+    # `-m` puts first on sys.path; -P (Python 3.11+) keeps it off, so a models/ or sweeps/ folder there
+    # cannot stand in for ours (WORKER_COMMAND does the same for local workers).
+    python = f"{shlex.quote(sys.executable)} -P" if sys.version_info >= (3, 11) else None
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=s.max_timeouts, python=python)
     params = dict(
         job_name=spec.name, time=s.time_min, nodes=1, ntasks_per_node=1, cpus_per_task=s.cpus,
         array_parallelism=s.array_parallelism,
@@ -394,7 +399,7 @@ class _LocalPool:
             if self.stopping:
                 return None
             worker = subprocess.Popen(
-                [sys.executable, "-m", "sweeps.launch", "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                WORKER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 env={**os.environ, **env_extra}, text=True, start_new_session=True,
             )  # fmt: skip
             self.workers.add(worker)
@@ -476,6 +481,13 @@ def interrupt_on_sigterm():
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+# A local worker: `-c`, as `-m`, puts the working directory first on sys.path; taken out (as for the
+# scaling command: scaling.cli.RESTART), so a folder named models/, sweeps/, ... where the user launched
+# the sweep cannot stand in for this package's modules.
+WORKER_COMMAND = [sys.executable, "-c",
+                  "import sys; del sys.path[0]; from sweeps.launch import _worker; sys.exit(_worker())"]
 
 
 def _worker() -> int:

@@ -43,6 +43,16 @@ def test_folders_named_like_our_packages_where_the_user_stands_do_not_hide_them(
     assert "nanochat" in run.stdout
 
 
+def test_a_local_sweep_worker_does_not_import_from_the_working_directory(tmp_path):
+    from sweeps.launch import WORKER_COMMAND
+
+    for name in ("reports", "models", "fits", "sweeps", "scaling"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("raise SystemExit('imported from the working directory')\n")
+    run = subprocess.run(WORKER_COMMAND, cwd=tmp_path, input="", capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "working directory" not in run.stderr, run.stderr
+
+
 def test_the_bench_help_names_every_section():
     """`scaling --help` reads each verb's line from cli.VERBS (no verb module is imported for it): the
     bench line must keep up with bench's sections."""
