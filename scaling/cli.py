@@ -100,17 +100,20 @@ def malloc_reexec(environ: dict[str, str], platform: str = sys.platform) -> dict
     return {**environ, **MALLOC_ENV}
 
 
-# The restarted command. `python -c` (as `-m`) puts the working directory first on sys.path; taken out,
-# so a folder named reports/, models/, fits/, sweeps/ or scaling/ where the user stands (`scaling report
-# --out reports/a` makes one) cannot stand in for this package's modules.
-RESTART = "import sys; del sys.path[0]; from scaling.cli import main; sys.exit(main(sys.argv[1:]))"
+def python_command(statement: str) -> list[str]:
+    """`python -c statement` without the working directory on sys.path (`-c`, as `-m`, puts it first):
+    a folder named reports/, models/, fits/, sweeps/ or scaling/ where the user stands (`scaling report
+    --out reports/a` makes one) cannot stand in for this package's modules. For the restarted command
+    and the local sweep workers."""
+    return [sys.executable, "-c", f"import sys; del sys.path[0]; {statement}"]
 
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the `scaling` command itself (not a call from Python): restart once, tuned
         env = malloc_reexec(dict(os.environ))
         if env is not None:
-            os.execve(sys.executable, [sys.executable, "-c", RESTART, *sys.argv[1:]], env)
+            restart = python_command("from scaling.cli import main; sys.exit(main(sys.argv[1:]))")
+            os.execve(sys.executable, [*restart, *sys.argv[1:]], env)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)

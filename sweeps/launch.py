@@ -37,6 +37,7 @@ import submitit
 from sweeps.spec import SweepSpec
 from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue_for, write_json
 from scaling import usable_cpus
+from scaling.cli import python_command
 from scaling.console import count
 from scaling.errors import UserError
 from scaling.files import check_output, checkpoint_path
@@ -483,11 +484,8 @@ def interrupt_on_sigterm():
             signal.signal(signal.SIGTERM, previous)
 
 
-# A local worker: `-c`, as `-m`, puts the working directory first on sys.path; taken out (as for the
-# scaling command: scaling.cli.RESTART), so a folder named models/, sweeps/, ... where the user launched
-# the sweep cannot stand in for this package's modules.
-WORKER_COMMAND = [sys.executable, "-c",
-                  "import sys; del sys.path[0]; from sweeps.launch import _worker; sys.exit(_worker())"]
+# A local worker, kept off the working directory's modules (scaling.cli.python_command)
+WORKER_COMMAND = python_command("from sweeps.launch import _worker; sys.exit(_worker())")
 
 
 def _worker() -> int:

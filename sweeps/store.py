@@ -243,11 +243,12 @@ def status(sweep_dir: Path) -> SweepStatus:
     queue = slurm_queue_for(dirs)
     now = time.time()
     plan = {r["run_id"]: r for r in read_plan(sweep_dir).get("runs", [])}
-    rows = []
+    rows, results = [], {}
     for d in dirs:
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
         state = run_state(d, queue, result, job)
         job, result = job or {}, result or {}
+        results[d.name] = result
         cfg = plan.get(d.name) or job.get("config") or read_json(d / "config.json") or {}
         tokens = int(cfg.get("tokens") or result.get("tokens") or 0)
         seen, last_loss = _curve_end(d / "metrics.csv")
@@ -266,7 +267,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
-    eta_s, method = _sweep_eta(sweep_dir, rows)
+    eta_s, method = _sweep_eta(rows, results)
     return SweepStatus(str(sweep_dir), counts, rows, eta_s, method)
 
 
@@ -291,13 +292,14 @@ def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:
     return int(num("tokens") or 0), num("val_loss")
 
 
-def _sweep_eta(sweep_dir: Path, rows: list[RunStatus]) -> tuple[float | None, str]:
+def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float | None, str]:
     """Remaining FLOPs ÷ the FLOP/s measured on finished runs (of the run's own recipe where one has
-    finished: an FP4 recipe's runs are slower than bf16's), × runs in flight."""
+    finished: an FP4 recipe's runs are slower than bf16's), × runs in flight. `results`: each run's
+    result.json by run id ({} where it has none), as status read them."""
     by_recipe: dict[str, list[float]] = {}
     for r in rows:
         if r.state in ("done", "diverged"):
-            f = read_json(sweep_dir / r.run_id / "result.json") or {}
+            f = results.get(r.run_id) or {}
             if f.get("flops") and f.get("wall_s"):
                 by_recipe.setdefault(r.recipe, []).append(f["flops"] / f["wall_s"])
     rates = [rate for recipe_rates in by_recipe.values() for rate in recipe_rates]
@@ -344,7 +346,7 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
     records = []
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
-        problem = _record_problem(r) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
+        problem = record_problem(r) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
         if problem:  # written atomically, so not by a crash: edited or damaged
             from scaling.errors import UserError
 
@@ -365,7 +367,7 @@ NUMERIC_FIELDS = ("n_params", "n_params_total", "tokens", "flops", "flops_exact"
                   "tokens_per_s", "mfu", "epochs", "wall_s", "vocab_size")
 
 
-def _record_problem(record: Any) -> str | None:
+def record_problem(record: Any) -> str | None:
     """What makes a result.json's content no result record (a fault to name, not a row of nulls); None if it is one."""
     if not isinstance(record, dict):
         return "not a JSON object"

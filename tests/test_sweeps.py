@@ -496,23 +496,22 @@ def test_status_counts_progress_and_eta(tmp_path):
     assert st.eta_s == pytest.approx(1.5 * flops / (flops / 10.0))
 
 
-def test_eta_prices_each_recipe_at_its_own_finished_runs_speed(tmp_path):
+def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
     """A remaining nvfp4 run is priced at nvfp4's measured FLOP/s, not at a mean dragged up by bf16's;
     a recipe with no finished run at the mean of all, and the method says which."""
     from models import model_size
-    from sweeps.store import RunStatus, _sweep_eta, write_json
+    from sweeps.store import RunStatus, _sweep_eta
 
     flops = 6 * model_size("nanochat", "0.5M").n_params * 4096
 
     def row(name: str, recipe: str, state: str, progress: float = 0.0) -> RunStatus:
         return RunStatus(name, "nanochat", "0.5M", recipe, 4096, 0, state, progress, None, None, None)
 
-    for name, wall_s in (("bf16-done", 10.0), ("nvfp4-done", 30.0)):
-        (tmp_path / name).mkdir()
-        write_json(tmp_path / name / "result.json", {"status": "completed", "flops": flops, "wall_s": wall_s})
+    results = {name: {"status": "completed", "flops": flops, "wall_s": wall_s}
+               for name, wall_s in (("bf16-done", 10.0), ("nvfp4-done", 30.0))}
     rows = [row("bf16-done", "bf16", "done", 1.0), row("nvfp4-done", "nvfp4", "done", 1.0),
             row("nvfp4-left", "nvfp4", "running", 0.5), row("mxfp4-left", "mxfp4", "queued")]
-    eta, how = _sweep_eta(tmp_path, rows)
+    eta, how = _sweep_eta(rows, results)
     # half an nvfp4 run at 30 s a run, a whole mxfp4 run at the mean rate (flops / 15 s), one in flight
     assert eta == pytest.approx(0.5 * 30.0 + flops / ((flops / 10.0 + flops / 30.0) / 2))
     assert "per recipe" in how and "mxfp4 at all recipes' mean" in how
