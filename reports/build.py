@@ -464,11 +464,9 @@ def _sweep_name(study: Study) -> str | None:
     folder name may be any --sweep-dir); None elsewhere or where the plan names none."""
     if study.sweep_dir is None:
         return None
-    try:
-        plan = json.loads((Path(study.sweep_dir) / "sweep.json").read_text())
-    except (OSError, ValueError):
-        return None
-    name = plan.get("name") if isinstance(plan, dict) else None
+    from sweeps.store import read_plan  # (load has read the folder through it: a damaged plan is refused there)
+
+    name = read_plan(study.sweep_dir).get("name")
     return name if isinstance(name, str) and name else None
 
 
