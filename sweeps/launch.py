@@ -159,6 +159,17 @@ def sweep_dir_for(spec: SweepSpec, sweep_dir: str | Path | None) -> Path:
     return Path(sweep_dir) if sweep_dir else Path("runs") / spec.name
 
 
+def check_sweep_dir(path: str | Path, flag: str = "sweep dir") -> Path:
+    """The resolved sweep folder, refused (UserError) where it could not be written or where it is one
+    run's folder (`scaling train --out`: its config.json): a sweep there would mix its runs, plan and
+    report into that run's files."""
+    path = check_output(Path(path).expanduser().resolve(), folder=True, flag=flag)
+    if (path / "config.json").is_file() and not (path / "sweep.json").exists():
+        raise UserError(f"{flag} {path} is a single run's folder (it holds that run's config.json), not a sweep's; "
+                        f"pass a new folder, or the sweep folder above it ({path.parent})")
+    return path
+
+
 def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]]]:
     """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json."""
     configs = spec.runs()
@@ -212,7 +223,7 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     """Submit (slurm) or run to completion (local) every run of the spec that is not done or in flight."""
     if executor not in ("local", "slurm"):
         raise UserError(f"--executor {executor!r}: use local or slurm")
-    sweep_dir = check_output(sweep_dir_for(spec, sweep_dir).resolve(), folder=True, flag="sweep dir")
+    sweep_dir = check_sweep_dir(sweep_dir_for(spec, sweep_dir))
     chunk = max_array_size() if executor == "slurm" else 0  # also: is there a cluster at all?
     prepare_data(spec, progress)
     todo, skipped = pending(spec, sweep_dir)

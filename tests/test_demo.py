@@ -34,3 +34,19 @@ def test_demo_reports_a_bad_spec_in_one_line(tmp_path, capsys):
     assert main(["demo", "--spec", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "missing.toml" in err and "Traceback" not in err
+
+
+def test_demo_and_launch_refuse_a_run_folder(tmp_path, capsys):
+    """A run's folder (`scaling train --out DIR`: its config.json) is not a sweep's: the demo and a
+    launch into it are refused before writing anything there."""
+    from scaling.cli import main
+
+    run_dir = tmp_path / "one-run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text('{"family": "nanochat"}')
+    assert main(["demo", "--out", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out ") and "is a single run's folder" in err and "Traceback" not in err, err
+    assert main(["sweep", "launch", str(demo_spec_path()), "--executor", "local", "--sweep-dir", str(run_dir)]) == 2
+    assert "is a single run's folder" in capsys.readouterr().err
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json"]

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from scaling import usable_cpus
-from scaling.files import check_output
 from scaling.options import integer
 
 DEFAULT_OUT = Path("runs") / "demo"
@@ -76,13 +75,13 @@ def run(args: argparse.Namespace) -> int:
     from reports import build
     from scaling.console import print_json
     from scaling.commands.report import print_summary
-    from sweeps.launch import launch
+    from sweeps.launch import check_sweep_dir, launch
     from sweeps.spec import load_spec
     from sweeps.store import collect, write_parquet
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    out = check_output(args.out.resolve(), folder=True)
+    out = check_sweep_dir(args.out, flag="--out")
     spec = load_spec(args.spec or demo_spec_path(), args.set)
     runs = spec.runs()
     print(f"demo: {len(runs)} runs ({', '.join(spec.size)} × {', '.join(spec.recipe)}), {spec.data} data, "

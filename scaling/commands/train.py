@@ -18,7 +18,7 @@ OPTIONS = {
     "--vocab-size": ("vocab_size", int, "builtin corpus vocabulary (default 4096)"),
     "--seq-len": ("seq_len", int, "context length (default 256 for micro sizes, 1024 otherwise)"),
     "--batch-size": ("batch_size", int, "sequences per step (default: DeepSeek's B_opt(C), see docs/training.md)"),
-    "--micro-batch-size": ("micro_batch_size", int, "sequences per forward pass (default: 65536 tokens' worth up to 200M parameters, 32768 above)"),
+    "--micro-batch-size": ("micro_batch_size", int, "at most this many sequences per forward pass: gradient accumulation when below the batch size, none when at or above it (default: 65536 tokens' worth up to 200M parameters, 32768 above)"),
     "--lr-mult": ("lr_mult", float, "multiplies every base learning rate (default 1)"),
     "--schedule": ("schedule", str, "wsd or cosine (default wsd)"),
     "--warmup": ("warmup", float, "warmup fraction of the steps (default 0)"),
