@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import errno
 import hashlib
 import io
 import json
 import math
+import os
 import platform
+import shutil
 import signal
 import sys
 import time
@@ -621,6 +624,27 @@ def _quiet_lightning_tips() -> None:
         log.addFilter(_not_a_tip)
 
 
+class DirectCheckpointIO(L.pytorch.plugins.TorchCheckpointIO):
+    """torch.save straight to the path given. RunDirectory.save already writes through a temp file
+    beside the checkpoint and renames it (atomic_path); Lightning's own atomic save would first hold
+    the whole checkpoint in memory and then stage it in the system temp folder (/tmp: often small on
+    cluster nodes, where a full disk then names a file the user never chose)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        try:
+            torch.save(checkpoint, path)
+        except RuntimeError as e:
+            # torch's zip writer reports a failed write as a RuntimeError with no errno: a full disk
+            # is said as one (the CLI's one-line message) where the folder has next to no room left
+            folder = Path(path).parent
+            if shutil.disk_usage(folder).free < FULL_DISK_BYTES:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder)) from e
+            raise
+
+
+FULL_DISK_BYTES = 16 << 20  # less free space than this after a failed checkpoint write: the disk is full
+
+
 def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict:
     """Train one run in `run_dir` (resuming from its checkpoint) and return the result record.
 
@@ -655,7 +679,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     trainer = L.Trainer(
         max_steps=config.steps, max_epochs=1, precision=precision, devices=1,
         logger=CSVLogger(run_dir, name="lightning"), callbacks=[run],  # version_<n>: one per process
-        plugins=[LightningEnvironment()],  # no Lightning SLURM auto-requeue: we handle preemption
+        # LightningEnvironment: no Lightning SLURM auto-requeue (we handle preemption)
+        plugins=[LightningEnvironment(), DirectCheckpointIO()],
         enable_checkpointing=False, limit_val_batches=0, num_sanity_val_steps=0,
         log_every_n_steps=max(1, min(50, config.steps // 50)), enable_progress_bar=progress,
         enable_model_summary=False, deterministic=False,
