@@ -6,12 +6,16 @@ nothing is typed in. Sections the data cannot support are kept, with one line sa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import platform
+import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import polars as pl
 
@@ -470,6 +474,33 @@ def _sweep_name(study: Study) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+REPORT_FILES = ("results.csv", "fits.json", "report.md", "index.html")  # index.html last: the report is whole
+
+
+@contextlib.contextmanager
+def _staging(out_dir: Path) -> Iterator[Path]:
+    """A fresh folder beside out_dir to build the report in; removed afterwards, whatever happened."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.building-"))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _publish(stage: Path, out_dir: Path) -> None:
+    """Move a whole report from its staging folder into out_dir (renames on one file system: no new
+    space needed), replacing the report files and figures of an earlier build and nothing else there."""
+    fig_dir = out_dir / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    for old in fig_dir.glob("*.png"):  # a rebuild must not leave figures of an older report behind
+        old.unlink()
+    for png in (stage / "figures").glob("*.png"):
+        os.replace(png, fig_dir / png.name)
+    for name in REPORT_FILES:
+        os.replace(stage / name, out_dir / name)
+
+
 def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: str = "chinchilla",
           bootstrap: int = 200, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None,
           seed: int = 0, workers: int | None = None, title: str | None = None) -> dict:
@@ -483,37 +514,37 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     if bootstrap < 0:
         raise UserError(f"--bootstrap must be 0 or more, got {bootstrap}")
     out_dir = Path(out_dir)
-    fig_dir = out_dir / "figures"
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
     workers = workers or min(4, usable_cpus())
     fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers)
 
-    fig_dir.mkdir(parents=True, exist_ok=True)
-    for old in fig_dir.glob("*.png"):  # a rebuild must not leave figures of an older report behind
-        old.unlink()
-    write_atomic(out_dir / "results.csv", _flat_table(study.runs).write_csv())
-    write_json_atomic(out_dir / "fits.json", fitted, indent=2)
-
     colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
-    doc = Document(
-        title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
-        subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; baseline `{baseline}`; "
-                 f"law `{law}`.",
-        sections=[
-            section_verdict(fitted, baseline, study),
-            section_loss_vs_compute(study, fitted, baseline, colors, fig_dir),
-            section_penalty(fitted, baseline, colors, fig_dir),
-            section_gaps(study, baseline, colors, fig_dir),
-            section_overhead(study, baseline, colors, fig_dir),
-            section_efficiency(fitted, baseline),
-            section_diagnostics(study),
-            section_failures(study),
-            section_provenance(study, checkout),
-        ],
-    )
-    write_atomic(out_dir / "index.html", to_html(doc))
-    write_atomic(out_dir / "report.md", to_markdown(doc, out_dir))
+    with _staging(out_dir) as stage:  # a failure (a full disk) leaves the folder as it was
+        fig_dir = stage / "figures"
+        fig_dir.mkdir()
+        write_atomic(stage / "results.csv", _flat_table(study.runs).write_csv())
+        write_json_atomic(stage / "fits.json", fitted, indent=2)
+        doc = Document(
+            title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
+            subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; "
+                     f"baseline `{baseline}`; law `{law}`.",
+            sections=[
+                section_verdict(fitted, baseline, study),
+                section_loss_vs_compute(study, fitted, baseline, colors, fig_dir),
+                section_penalty(fitted, baseline, colors, fig_dir),
+                section_gaps(study, baseline, colors, fig_dir),
+                section_overhead(study, baseline, colors, fig_dir),
+                section_efficiency(fitted, baseline),
+                section_diagnostics(study),
+                section_failures(study),
+                section_provenance(study, checkout),
+            ],
+        )
+        write_atomic(stage / "index.html", to_html(doc))
+        write_atomic(stage / "report.md", to_markdown(doc, stage))
+        _publish(stage, out_dir)
+    fig_dir = out_dir / "figures"
     return {
         "out_dir": str(out_dir),
         "index_html": str(out_dir / "index.html"),

@@ -8,9 +8,24 @@ otherwise run a thread per core in every worker. Set before any test module impo
 from __future__ import annotations
 
 import os
+import subprocess
+
+import pytest
 
 _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _workers > 1 and "OMP_NUM_THREADS" not in os.environ:
     from scaling import usable_cpus  # (torch-free)
 
     os.environ["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // _workers))
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real 1 MiB file system (tmpfs; needs root, as on CI's machine) to fill, unmounted afterwards."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)

@@ -155,6 +155,23 @@ def test_report_judges_the_recipes_it_can_fit_and_names_the_one_it_cannot(tmp_pa
     assert (f"it reaches the loss bf16 reaches with {m['value'][0]:#.3g}× " in summary["verdicts"]["mxfp4"]["sentence"])
 
 
+def test_a_report_that_cannot_be_written_leaves_the_earlier_one(tmp_path, full_disk):
+    """The report is built beside its folder and moved in whole: a full disk ends the build with the
+    earlier report's files as they were and no staging folder left behind."""
+    from reports import build
+
+    out = full_disk / "report"
+    (out / "figures").mkdir(parents=True)
+    (out / "index.html").write_text("<p>the earlier report</p>")
+    (out / "figures" / "loss_vs_compute.png").write_bytes(b"earlier figure")
+    (full_disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 64 * 1024))  # room left for less than a report
+    with pytest.raises(OSError, match="No space left on device"):
+        build(external_csv(tmp_path), out, bootstrap=0, workers=1)
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler", "report"]
+    assert (out / "index.html").read_text() == "<p>the earlier report</p>"
+    assert sorted(p.name for p in out.rglob("*")) == ["figures", "index.html", "loss_vs_compute.png"]
+
+
 # --- the whole report ---------------------------------------------------------------------------
 
 

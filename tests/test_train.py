@@ -165,18 +165,6 @@ def test_out_of_memory_says_which_micro_batch_to_take(tmp_path, capsys, monkeypa
     assert not (run_dir / "result.json").exists() and _checkpoint_step(run_dir) == 5
 
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A real 1 MiB file system (tmpfs; needs root, as on CI's machine), unmounted afterwards."""
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if made.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
 def test_a_full_disk_is_one_line_naming_the_checkpoint_folder(full_disk, tmp_path, capsys):
     """The first checkpoint does not fit: one line naming the run's checkpoint folder (not a temp file
     elsewhere: checkpoints are written in place, never staged in /tmp), exit 2, no result.json."""
