@@ -44,6 +44,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         fsync_replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.filename in (None, str(tmp)):  # name the file the user asked for, not its hidden temp name
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

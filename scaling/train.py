@@ -636,9 +636,8 @@ class DirectCheckpointIO(L.pytorch.plugins.TorchCheckpointIO):
         except RuntimeError as e:
             # torch's zip writer reports a failed write as a RuntimeError with no errno: a full disk
             # is said as one (the CLI's one-line message) where the folder has next to no room left
-            folder = Path(path).parent
-            if shutil.disk_usage(folder).free < FULL_DISK_BYTES:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder)) from e
+            if shutil.disk_usage(Path(path).parent).free < FULL_DISK_BYTES:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from e
             raise
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import fcntl
+import io
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from scaling.files import atomic_path, checkpoint_path, write_json_atomic
+from scaling.files import checkpoint_path, write_atomic, write_json_atomic
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
     import polars as pl
@@ -385,5 +386,8 @@ def _flat(value: Any) -> Any:
 
 
 def write_parquet(df: pl.DataFrame, out: Path) -> None:
-    with atomic_path(out) as tmp:
-        df.write_parquet(tmp)
+    # Serialised in memory (a sweep's table is small), then written: polars reports a failed write to
+    # a file as a parquet format error, where a plain write says "no space left" and names the file.
+    buffer = io.BytesIO()
+    df.write_parquet(buffer)
+    write_atomic(out, buffer.getvalue())

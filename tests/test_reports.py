@@ -172,6 +172,18 @@ def test_a_report_that_cannot_be_written_leaves_the_earlier_one(tmp_path, full_d
     assert sorted(p.name for p in out.rglob("*")) == ["figures", "index.html", "loss_vs_compute.png"]
 
 
+def test_collect_onto_a_full_disk_is_one_line_naming_the_table(tmp_path, full_disk, capsys):
+    from scaling.cli import main
+
+    (full_disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 4096))
+    out = full_disk / "results.parquet"
+    assert main(["sweep", "collect", str(make_sweep(tmp_path)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (f"error: cannot use {out} (No space left on device); check the path and "
+                                            "free space, then run again"), err
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]
+
+
 # --- the whole report ---------------------------------------------------------------------------
 
 

@@ -165,14 +165,14 @@ def test_out_of_memory_says_which_micro_batch_to_take(tmp_path, capsys, monkeypa
     assert not (run_dir / "result.json").exists() and _checkpoint_step(run_dir) == 5
 
 
-def test_a_full_disk_is_one_line_naming_the_checkpoint_folder(full_disk, tmp_path, capsys):
-    """The first checkpoint does not fit: one line naming the run's checkpoint folder (not a temp file
+def test_a_full_disk_is_one_line_naming_the_checkpoint(full_disk, tmp_path, capsys):
+    """The first checkpoint does not fit: one line naming the run's checkpoint (not a temp file
     elsewhere: checkpoints are written in place, never staged in /tmp), exit 2, no result.json."""
     path, run_dir = tmp_path / "config.json", full_disk / "run"
     path.write_text(_config().to_json())
     assert main(["train", "--config", str(path), "--out", str(run_dir), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == (f"error: cannot use {run_dir / 'checkpoints'} (No space left on device); check the path "
+    assert err.strip() == (f"error: cannot use {run_dir / 'checkpoints' / 'last.ckpt'} (No space left on device); check the path "
                            "and free space, then run again"), err
     assert not (run_dir / "result.json").exists() and list((run_dir / "checkpoints").iterdir()) == []
 
