@@ -180,10 +180,11 @@ def read_plan(sweep_dir: Path) -> dict:
     return plan
 
 
-def run_dirs(sweep_dir: Path) -> list[Path]:
-    """The runs of a sweep: those in its plan (sweep.json), then any other run folder found."""
+def run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
+    """The runs of a sweep: those in its plan (sweep.json, or `plan` where the caller read it), then
+    any other run folder found."""
     sweep_dir = Path(sweep_dir)
-    ids = [r["run_id"] for r in read_plan(sweep_dir).get("runs", [])]
+    ids = [r["run_id"] for r in (read_plan(sweep_dir) if plan is None else plan).get("runs", [])]
     extra = sorted(
         p.name for p in sweep_dir.iterdir()
         if p.is_dir() and p.name not in ids and any((p / f).exists() for f in ("job.json", "config.json", "result.json"))
@@ -191,9 +192,8 @@ def run_dirs(sweep_dir: Path) -> list[Path]:
     return [sweep_dir / i for i in ids + extra]
 
 
-def sweep_run_dirs(sweep_dir: Path) -> list[Path]:
-    """`run_dirs` of a folder that is a sweep: one with a plan (sweep.json) or run folders; else
-    a UserError saying what the path is instead."""
+def sweep_plan(sweep_dir: Path) -> dict:
+    """`read_plan` of a path that must be a folder (else a UserError saying what it is instead)."""
     from scaling.errors import UserError
 
     sweep_dir = Path(sweep_dir)
@@ -201,7 +201,16 @@ def sweep_run_dirs(sweep_dir: Path) -> list[Path]:
         raise UserError(f"sweep directory {sweep_dir} "
                         + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
                            if sweep_dir.exists() else "does not exist; launch the sweep first"))
-    dirs = run_dirs(sweep_dir)
+    return read_plan(sweep_dir)
+
+
+def sweep_run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
+    """`run_dirs` of a folder that is a sweep: one with a plan (sweep.json) or run folders; else
+    a UserError saying what the path is instead. `plan`: its `sweep_plan`, where the caller has it."""
+    from scaling.errors import UserError
+
+    sweep_dir = Path(sweep_dir)
+    dirs = run_dirs(sweep_dir, sweep_plan(sweep_dir) if plan is None else plan)
     if not dirs and not (sweep_dir / "sweep.json").exists():
         raise UserError(f"{sweep_dir} is not a sweep directory (no sweep.json and no run folders in it); give the "
                         "folder `scaling sweep launch` wrote, e.g. runs/<name>")
@@ -240,10 +249,11 @@ class SweepStatus:
 def status(sweep_dir: Path) -> SweepStatus:
     """The state of every run of a sweep, counts per state, and an ETA."""
     sweep_dir = Path(sweep_dir)
-    dirs = sweep_run_dirs(sweep_dir)
+    plan_read = sweep_plan(sweep_dir)
+    dirs = sweep_run_dirs(sweep_dir, plan_read)
     queue = slurm_queue_for(dirs)
     now = time.time()
-    plan = {r["run_id"]: r for r in read_plan(sweep_dir).get("runs", [])}
+    plan = {r["run_id"]: r for r in plan_read.get("runs", [])}
     rows, results = [], {}
     for d in dirs:
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
