@@ -278,16 +278,17 @@ def max_array_size() -> int:
 
 def slurm_executor(spec: SweepSpec, folder: Path) -> submitit.SlurmExecutor:
     s = spec.slurm
-    # A job runs `python -u -m submitit.core._submit` in the folder the sweep was launched from, which
-    # `-m` puts first on sys.path; -P (Python 3.11+) keeps it off, so a models/ or sweeps/ folder there
-    # cannot stand in for ours (WORKER_COMMAND does the same for local workers).
-    python = f"{shlex.quote(sys.executable)} -P" if sys.version_info >= (3, 11) else None
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=s.max_timeouts, python=python)
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=s.max_timeouts)
     params = dict(
         job_name=spec.name, time=s.time_min, nodes=1, ntasks_per_node=1, cpus_per_task=s.cpus,
         array_parallelism=s.array_parallelism,
-        # torch would start a thread per core of the node; keep to the CPUs SLURM gave the job.
-        setup=["export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1} MKL_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}"],
+        # torch would start a thread per core of the node; keep to the CPUs SLURM gave the job. A job
+        # runs `python -u -m submitit.core._submit`, and `-m` puts the working directory first on
+        # sys.path: started in submitit's own folder (every path a job uses is absolute), not the one
+        # the sweep was launched from, a models/ or sweeps/ folder there cannot stand in for ours, on
+        # any Python (WORKER_COMMAND keeps local workers off it too).
+        setup=["export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1} MKL_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}",
+               f"cd {shlex.quote(str(Path(folder).resolve()))}"],
         # --requeue: requeueable even where the cluster sets JobRequeue=0. --signal: USR1 goes to
         # train(), which checkpoints at the end of the step and hands over to submitit (RunJob).
         additional_parameters={"requeue": True, "signal": f"USR1@{s.signal_delay_s}"},

@@ -117,8 +117,18 @@ def finished_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("slurm")
     spec = load(tmp)
     sweep_dir = tmp / "runs"
+    # launched from a folder whose models/, sweeps/ and scaling/ are not ours: the jobs must not import them
+    decoys = tmp / "elsewhere"
+    for name in ("models", "sweeps", "scaling"):
+        (decoys / name).mkdir(parents=True)
+        (decoys / name / "__init__.py").write_text("raise SystemExit('imported from the launch folder')\n")
     t0 = time.time()
-    report = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+    here = os.getcwd()
+    os.chdir(decoys)
+    try:
+        report = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+    finally:
+        os.chdir(here)
     assert len(report.submitted) == 2 and report.skipped == {}
     wait_done(sweep_dir, [s["run_id"] for s in report.submitted])
     print(f"2-run SLURM sweep finished in {time.time() - t0:.1f} s")
