@@ -129,7 +129,10 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
              f"is **inconclusive** ({pen['undecidable']})" if pen.get("undecidable") else
              VERDICT_WORDS.get(pen["verdict"], pen["verdict"]))
     if pen["verdict"] == "does not grow" and bootstrap and "margin" in pen:  # an equivalence test: say its margin
-        words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%)"
+        family = pen.get("family", 1)
+        # the interval is this recipe's own (fits.penalty): unlike the test, not adjusted over the family
+        alone = f" for this recipe alone, not adjusted over the {family} recipes" if family > 1 else ""
+        words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%{alone})"
     text = f"**{recipe}**: the penalty against {baseline} {words}"
     rpd = pen.get("ratio_per_decade", {})
     text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))} {_interval(rpd.get('ci95'), 3)} per "

@@ -392,6 +392,10 @@ def test_sections_say_why_there_is_no_penalty(tmp_path):
     flat = {**pen, "verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
     assert "does not grow** with compute (by more than 10% per decade" in verdict_sentence("nvfp4", flat, "bf16", 100)
     assert "(likelihood-ratio test of no growth: p = 0.4)" in verdict_sentence("nvfp4", flat, "bf16", 100)  # no p_adjusted: an old fits.json
+    assert "at 95%)" in verdict_sentence("nvfp4", flat, "bf16", 100)  # a family of one: nothing to adjust
+    in_family = {**flat, "p_adjusted": 0.8, "family": 3}  # the test is adjusted over the family, the interval is not
+    assert ("(by more than 10% per decade of compute, at 95% for this recipe alone, not adjusted over the 3 recipes)"
+            in verdict_sentence("nvfp4", in_family, "bf16", 100))
 
 
 def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
