@@ -15,6 +15,7 @@ import os
 import sys
 
 from scaling.errors import UserError
+from scaling.files import SPACE_ERRORS
 
 # verb -> (module, one-line help). Order is the order `scaling --help` lists them.
 VERBS: dict[str, tuple[str, str]] = {
@@ -132,20 +133,18 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python flushes stdout at exit)
         return 141
     except OSError as e:
-        if e.filename is None and e.errno in _SPACE_ERRORS:  # a write that named no path (a stream's flush)
+        if e.filename is None and e.errno in SPACE_ERRORS:  # a write that named no path (a stream's flush)
             print(f"error: {e.strerror}; free space where the command writes (its --out), then run again",
                   file=sys.stderr)
             return 2
         if e.filename is None or e.errno not in _PATH_ERRORS:
             raise
         # a path the verb's own checks did not foresee (the disk filled, a folder vanished): one line
-        print(f"error: cannot use {e.filename} ({e.strerror}); check the path and free space, then run again",
-              file=sys.stderr)
+        fix = "free space there" if e.errno in SPACE_ERRORS else "check the path"
+        print(f"error: cannot use {e.filename} ({e.strerror}); {fix}, then run again", file=sys.stderr)
         return 2
 
 
-# A full disk or quota: one line whether or not the failed write named its file
-_SPACE_ERRORS = {getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name)}
 # OS errors that name a path the user can fix (permissions, read-only, full disk, wrong kind of path)
 _PATH_ERRORS = {getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "EISDIR", "ENOTDIR",
                                                   "EEXIST", "ENOENT", "ENAMETOOLONG") if hasattr(errno, name)}

@@ -4,6 +4,7 @@ a file, and a crash leaves the previous file (or none), never a torn one. Torch-
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import math
@@ -11,6 +12,9 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+# A full disk or quota: the errors after which every further write to that file system fails too
+SPACE_ERRORS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name))
 
 
 @functools.cache

@@ -209,6 +209,9 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
+        if not isinstance(d, dict):
+            raise UserError(f"a run config is a JSON object of named fields (family, size, recipe, tokens, ...), "
+                            f"not {type(d).__name__ if d is not None else 'null'}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -216,13 +219,17 @@ class RunConfig:
         missing = [n for n in ("family", "size", "recipe", "tokens") if n not in d]
         if missing:
             raise UserError(f"run config lacks {', '.join(missing)}")
+        # names and paths are text (the numbers are checked by `resolved`, with their ranges)
+        for f in dataclasses.fields(cls):
+            if f.type == "str" and f.name in d and not isinstance(d[f.name], str):
+                raise UserError(f"run config field {f.name} must be text (a name or a path), got {d[f.name]!r}")
         return cls(**d)
 
     @classmethod
     def from_json(cls, path: str | Path) -> "RunConfig":
         try:
             return cls.from_dict(json.loads(Path(path).read_text()))
-        except (OSError, json.JSONDecodeError) as e:
+        except (OSError, json.JSONDecodeError, UserError) as e:
             raise UserError(f"cannot read run config {path} ({e}); give the config.json a run wrote (a run "
                             "directory's own is its resolved config: restore it, or train into another --out)") from None
 

@@ -40,7 +40,7 @@ from scaling import usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
 from scaling.errors import UserError
-from scaling.files import check_output, checkpoint_path
+from scaling.files import SPACE_ERRORS, check_output, checkpoint_path
 
 
 @dataclass
@@ -369,6 +369,7 @@ class _LocalPool:
         self.lock = threading.Lock()
         self.workers: set[subprocess.Popen] = set()
         self.stopping = False  # set (under the lock) by _stop: no worker starts, no run is reported
+        self.error: OSError | None = None  # the sweep folder could not be written (a full disk): stop, say it
 
     def run(self) -> None:
         threads = [threading.Thread(target=self._slot, args=(env,), daemon=True) for env in self.slots]
@@ -384,23 +385,30 @@ class _LocalPool:
         except KeyboardInterrupt:
             self._stop()
             raise
+        if self.error is not None:  # (the CLI's one line; finished runs are kept, a relaunch resumes the rest)
+            raise self.error
 
     def _slot(self, env_extra: dict[str, str]) -> None:
         worker = None
-        while not self.stopping:
-            try:
-                c = self.work.get_nowait()
-            except queue_mod.Empty:
-                break
-            if worker is None or worker.poll() is not None:
-                worker = self._start_worker(env_extra)
-                if worker is None:
+        try:
+            while not self.stopping:
+                try:
+                    c = self.work.get_nowait()
+                except queue_mod.Empty:
                     break
-            _prepare(self.sweep_dir / c.run_id, c, "local")
-            t0 = time.time()
-            state, note = self._run(worker, c)
-            if not self.stopping:  # (a run stopped by Ctrl-C is no result: the launcher says "interrupted")
-                self._finished(c, state, note, time.time() - t0)
+                if worker is None or worker.poll() is not None:
+                    worker = self._start_worker(env_extra)
+                    if worker is None:
+                        break
+                _prepare(self.sweep_dir / c.run_id, c, "local")
+                t0 = time.time()
+                state, note = self._run(worker, c)
+                if not self.stopping:  # (a run stopped by Ctrl-C is no result: the launcher says "interrupted")
+                    self._finished(c, state, note, time.time() - t0)
+        except OSError as e:  # here or in the run (_run): every run after it would fail the same way
+            with self.lock:
+                self.error = self.error or e
+            self._stop()
         if worker is not None and worker.poll() is None:
             worker.stdin.close()
             worker.wait()
@@ -420,13 +428,18 @@ class _LocalPool:
 
     def _run(self, worker: subprocess.Popen, c) -> tuple[str, str | None]:
         """One run in `worker`: its state when the worker answers, and a note where the log cannot
-        say what happened (the worker died mid-run; another launcher has the run)."""
+        say what happened (the worker died mid-run; another launcher has the run). Raises the
+        OSError of a run that found no space to write (the worker's reply names it)."""
         try:
             worker.stdin.write(f"{self.sweep_dir / c.run_id}\n")
             worker.stdin.flush()
             reply = worker.stdout.readline()
         except (BrokenPipeError, OSError):
             reply = ""
+        _, *space = reply.rstrip("\n").split("\t")
+        if space:
+            code, filename = int(space[0]), space[1]
+            raise OSError(code, os.strerror(code), filename)
         state = run_state(self.sweep_dir / c.run_id, None)
         if not reply:
             note = f"its worker exited mid-run ({_exit_status(code := worker.wait())})"
@@ -500,17 +513,31 @@ def interrupt_on_sigterm():
 WORKER_COMMAND = python_command("from sweeps.launch import _worker; sys.exit(_worker())")
 
 
+def _flush_into_log() -> None:
+    """Flush what the run printed into its log (fds 1 and 2); what a full disk refuses is dropped
+    rather than left in the buffers for the worker's own output."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            with contextlib.suppress(OSError):
+                stream.flush()
+
+
 def _worker() -> int:
     """`python -m sweeps.launch --worker`: run the run directories named on stdin, one per line.
 
-    Each run's output (fd 1 and 2) goes to <run_dir>/train.log; the reply line "<state>" goes to
-    the original stdout, which the launcher reads."""
+    Each run's output (fd 1 and 2) goes to <run_dir>/train.log; the reply line "<state>" (with
+    "\t<errno>\t<path>" after it where the run found no space to write) goes to the original stdout,
+    which the launcher reads."""
     from scaling.train import PREEMPTED_EXIT_CODE, Preempted
 
     reply = os.fdopen(os.dup(1), "w")
     own = os.dup(1), os.dup(2)  # this process's own output, between runs and at exit
     for line in sys.stdin:
         run_dir = Path(line.strip())
+        no_space = ""  # "\t<errno>\t<path>" where the run found no space to write: the launcher stops
         with open(run_dir / "train.log", "ab") as log:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -523,17 +550,19 @@ def _worker() -> int:
                 RunJob(RunConfig.from_dict(job["config"]), run_dir)()
             except Preempted:
                 return PREEMPTED_EXIT_CODE
-            except Exception:  # the run failed; its log says why, the next run goes on
+            except Exception as e:  # the run failed; its log says why, the next run goes on
                 import traceback
 
-                traceback.print_exc()
+                if isinstance(e, OSError) and e.errno in SPACE_ERRORS:
+                    no_space = f"\t{e.errno}\t{e.filename or run_dir}"
+                with contextlib.suppress(OSError):  # (the log may be on the disk that is full)
+                    traceback.print_exc()
             finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
+                _flush_into_log()
                 os.dup2(own[0], 1)
                 os.dup2(own[1], 2)
         try:
-            reply.write(f"{run_state(run_dir, None)}\n")
+            reply.write(f"{run_state(run_dir, None)}{no_space}\n")
             reply.flush()
         except BrokenPipeError:  # the launcher is gone (killed outright): the run in hand is done; stop
             os.dup2(os.open(os.devnull, os.O_WRONLY), reply.fileno())  # (nothing left to flush at exit)

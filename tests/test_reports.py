@@ -179,8 +179,8 @@ def test_collect_onto_a_full_disk_is_one_line_naming_the_table(tmp_path, full_di
     out = full_disk / "results.parquet"
     assert main(["sweep", "collect", str(make_sweep(tmp_path)), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1] == (f"error: cannot use {out} (No space left on device); check the path and "
-                                            "free space, then run again"), err
+    assert err.strip().splitlines()[-1] == (f"error: cannot use {out} (No space left on device); free space there, "
+                                            "then run again"), err
     assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]
 
 

@@ -6,6 +6,7 @@ The SLURM launcher is tested against a real one-node cluster in tests/test_sweep
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -330,6 +331,23 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
 
 # ---------------------------------------------------------------------------------------------
 # Local executor: launch, status, collect, relaunch
+
+
+def test_a_local_sweep_that_fills_the_disk_stops_with_one_line(tmp_path, full_disk, capfd):
+    """The runs' first checkpoints do not fit: the launch stops (every further run would fail the
+    same way) with one line naming the file, exit 2, no traceback, and no run recorded as a result."""
+    from sweeps.store import status
+
+    spec = write_spec(tmp_path)
+    sweep_dir = full_disk / "tiny"
+    (full_disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 160 * 1024))  # room for the plan and logs
+    assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 2
+    err = capfd.readouterr().err  # (capfd: the workers' own output too)
+    assert "Traceback" not in err, err
+    assert re.fullmatch(rf"error: cannot use {sweep_dir}/\w+/\S+ \(No space left on device\); free space there, "
+                        r"then run again", err.strip().splitlines()[-1]), err
+    counts = status(sweep_dir).counts  # no result written: a relaunch with room trains them
+    assert counts["failed"] + counts["missing"] == 2, counts
 
 
 def test_local_launch_collect_and_relaunch(tmp_path, capsys):

@@ -172,8 +172,8 @@ def test_a_full_disk_is_one_line_naming_the_checkpoint(full_disk, tmp_path, caps
     path.write_text(_config().to_json())
     assert main(["train", "--config", str(path), "--out", str(run_dir), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == (f"error: cannot use {run_dir / 'checkpoints' / 'last.ckpt'} (No space left on device); check the path "
-                           "and free space, then run again"), err
+    assert err.strip() == (f"error: cannot use {run_dir / 'checkpoints' / 'last.ckpt'} (No space left on device); free space "
+                           "there, then run again"), err
     assert not (run_dir / "result.json").exists() and list((run_dir / "checkpoints").iterdir()) == []
 
 
@@ -283,6 +283,28 @@ def test_cli_missing_arguments_and_foreign_run_dir(tmp_path, capsys):
     (run_dir / "result.json").write_text(json.dumps({"run_id": _config(seed=5).run_id, "status": "completed"}))
     assert main(["train", "--config", str(cfg), "--out", str(run_dir)]) == 2  # finished, but not this run
     assert "holds a different run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[1, 2]", "a run config is a JSON object of named fields (family, size, recipe, tokens, ...), not list"),
+    ("null", "a run config is a JSON object of named fields (family, size, recipe, tokens, ...), not null"),
+    ('{"family": "nanochat", "size": "0.5M", "recipe": ["bf16"], "tokens": 4096}',
+     "run config field recipe must be text (a name or a path), got ['bf16']"),
+    ('{"family": "nanochat", "size": "0.5M", "recipe": "bf16", "tokens": 4096, "data": 5}',
+     "run config field data must be text (a name or a path), got 5"),
+])
+def test_a_config_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, said):
+    """As --config, and as a run folder's own config.json when the run is started again."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(text)
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot read run config {cfg} ({said}") and "Traceback" not in err, err
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(text)
+    assert main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "4096",
+                 "--out", str(tmp_path / "run")]) == 2
+    assert f"cannot read run config {tmp_path / 'run' / 'config.json'} ({said}" in capsys.readouterr().err
 
 
 def test_a_run_that_never_checkpointed_says_it_can_be_removed(tmp_path, capsys):
