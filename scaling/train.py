@@ -435,7 +435,8 @@ class RunDirectory(L.Callback):
     def checkpoint_path(self) -> Path:
         return checkpoint_path(self.run_dir)
 
-    # tokens/s counts training steps only (not evaluation or checkpointing), in this process.
+    # tokens/s counts training steps only (not evaluation or checkpointing, nor each process's first
+    # step), over the run: a resumed run carries its earlier processes' timed steps up to its checkpoint.
     def on_train_start(self, trainer, module):
         self.first_step = True  # the first step of a process pays for warm-up (and compilation)
 
@@ -503,11 +504,14 @@ class RunDirectory(L.Callback):
     def state_dict(self) -> dict:
         # train_losses: the steps since the last evaluation, so a resumed run's next metrics row
         # averages the same steps as an uninterrupted run's
-        return {"rows": self.rows, "wall_s": self.wall_s, "train_losses": list(self.train_losses)}
+        return {"rows": self.rows, "wall_s": self.wall_s, "train_losses": list(self.train_losses),
+                "step_time": self.step_time, "step_tokens": self.step_tokens}
 
     def load_state_dict(self, state: dict) -> None:
         self.rows = state["rows"]  # rows written after the checkpoint by a killed process are dropped
         self.wall_before = state.get("wall_s", 0.0)
+        # (a run resumed at its last step times no step of its own: its rate is the earlier processes')
+        self.step_time, self.step_tokens = state.get("step_time", 0.0), state.get("step_tokens", 0)
         self.train_losses = list(state.get("train_losses", []))
         self.write_metrics()
 

@@ -82,6 +82,21 @@ def test_result_record_and_run_directory(reference):
         (run_dir / "result.json").write_bytes(record)
 
 
+def test_a_run_resumed_at_its_last_step_keeps_its_training_rate(reference, tmp_path):
+    """Stopped after its last step's checkpoint, before result.json (a preemption then): the relaunch
+    times no step of its own, and reports the rate its earlier process measured, not NaN."""
+    import shutil
+
+    run_dir, result = reference
+    again = tmp_path / "again"
+    shutil.copytree(run_dir, again)
+    (again / "result.json").unlink()
+    assert _checkpoint_step(again) == 40  # the last step
+    resumed = train(_config(), again, progress=False)
+    assert resumed["tokens_per_s"] == result["tokens_per_s"] > 0
+    assert resumed["val_loss"] == result["val_loss"]
+
+
 def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     run_dir = tmp_path / "killed"
     proc = _start_cli(_config(), run_dir)
