@@ -283,9 +283,14 @@ class TokenDataModule(L.LightningDataModule):
 
         self.config, self.meta = config, read_meta(data_dir)
         self.train_tokens = load_tokens(data_dir, "train")
-        self.val = val_windows(load_tokens(data_dir, "val"), config.eval_tokens, config.seq_len)
+        val = load_tokens(data_dir, "val")
         if len(self.train_tokens) <= config.seq_len + 1:
             raise UserError(f"{data_dir} holds only {len(self.train_tokens)} training tokens; need more than seq_len={config.seq_len}")
+        if len(val) < config.seq_len + 1:  # a shorter window would be scored, not one of seq_len tokens
+            raise UserError(f"{data_dir}'s validation split holds only {len(val)} tokens, less than one window of "
+                            f"seq_len + 1 = {config.seq_len + 1}; use a shorter --seq-len, or prepare the data again "
+                            "with a larger --val-fraction (or more --val text)")
+        self.val = val_windows(val, config.eval_tokens, config.seq_len)
 
     def train_dataloader(self) -> torch.utils.data.DataLoader:
         # Called after Lightning restored a checkpoint, so global_step is where to continue.

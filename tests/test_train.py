@@ -255,6 +255,9 @@ def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     (["--vocab-size", "0"], "vocab_size must be a positive whole number"),
     (["--data", "/nonexistent/data", "--vocab-size", "300"], "vocab_size 300 applies to the built-in corpus only"),
     (["--tokens", "1e99"], "tokens must be a number from 1 to 1e+15"),
+    # a window longer than the built-in corpus's validation split (220,566 tokens), not its training split
+    (["--tokens", "3e5", "--seq-len", "250000", "--batch-size", "1"],
+     "validation split holds only 220566 tokens, less than one window of seq_len + 1 = 250001"),
 ])
 def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
     flags = dict(zip(["--family", "--size", "--recipe", "--tokens"], ["nanochat", "0.5M", "bf16", "10k"]))
