@@ -35,7 +35,7 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import RESULT_STATES, read_json, run_lock, run_state, slurm_queue_for, write_json
+from sweeps.store import RESULT_STATES, read_json, record_problem, run_lock, run_state, slurm_queue_for, write_json
 from scaling import usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -190,12 +190,16 @@ def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]
 
 
 def _prepare(run_dir: Path, config, executor: str) -> None:
-    """Record the submission; move a failed result aside so train() runs again (it resumes)."""
+    """Record the submission; move a failed or damaged result aside (result.failed-<n>.json,
+    result.damaged-<n>.json: kept, never read as a result) so train() runs again (it resumes)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    result = read_json(run_dir / "result.json")
-    if result is not None and RESULT_STATES.get(result.get("status")) == "failed":
-        n = len(list(run_dir.glob("result.failed-*.json")))
-        os.replace(run_dir / "result.json", run_dir / f"result.failed-{n}.json")
+    path = run_dir / "result.json"
+    result = read_json(path)
+    damaged = path.exists() and (result is None or record_problem(result) is not None)
+    if damaged or (result is not None and RESULT_STATES.get(result.get("status")) == "failed"):
+        kind = "damaged" if damaged else "failed"
+        n = len(list(run_dir.glob(f"result.{kind}-*.json")))
+        os.replace(path, run_dir / f"result.{kind}-{n}.json")
     write_json(run_dir / "job.json", {
         "executor": executor, "job_id": None, "submitted": time.time(), "config": config.to_dict(),
     })  # fmt: skip

@@ -152,8 +152,8 @@ def run_state(run_dir: Path, queue: dict[str, str] | None, result: dict | None =
     job: its result.json and job.json where the caller has read them, None where there is none)."""
     run_dir = Path(run_dir)
     result = read_json(run_dir / "result.json") if result is _UNREAD else result
-    if result is not None:
-        return RESULT_STATES.get(result.get("status"), "failed")
+    if result is not None:  # (a damaged record is no result: a relaunch moves it aside and trains the run)
+        return "failed" if record_problem(result) else RESULT_STATES.get(result.get("status"), "failed")
     if lock_holder(run_dir) is not None:
         return "running"
     job = read_json(run_dir / "job.json") if job is _UNREAD else job

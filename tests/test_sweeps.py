@@ -291,7 +291,7 @@ def test_relaunch_skips_done_and_running_resubmits_failed_and_missing(tmp_path):
     done, failed, running, missing = (sweep_dir / c.run_id for c in runs)
     for d in (done, failed, running):
         d.mkdir(parents=True)
-    write_json(done / "result.json", {"status": "completed", "val_loss": 5.0})
+    write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0})
     write_json(failed / "job.json", {"executor": "local", "job_id": None})  # started, died without a result
     p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
     try:
@@ -384,6 +384,17 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     assert "skipping 2 done; local: 0 to run" in capsys.readouterr().out
     assert status(sweep_dir).counts["failed"] == 1
     assert [p.stat().st_mtime for p in sorted(sweep_dir.glob("*/result.json")) if p.parent != stale] == mtimes
+
+    # A result.json damaged by hand or disk is no result: counted failed, and a relaunch moves it aside
+    # (kept) and trains the run again from its checkpoint.
+    shutil.rmtree(stale)
+    damaged = sorted(sweep_dir.glob("*/result.json"))[0]
+    damaged.write_text("{bad")
+    assert status(sweep_dir).counts == {**status(sweep_dir).counts, "done": 1, "failed": 1}
+    assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
+    assert "[1/1] done" in capsys.readouterr().out
+    assert (damaged.parent / "result.damaged-0.json").read_text() == "{bad"
+    assert status(sweep_dir).counts["done"] == 2
 
 
 def test_the_exit_status_counts_this_launchs_failures():
@@ -495,7 +506,8 @@ def test_status_counts_progress_and_eta(tmp_path):
     done, running, missing = (sweep_dir / c.run_id for c in spec.runs())
     flops = 6 * model_size("nanochat", "0.5M").n_params * 4096
     done.mkdir()
-    write_json(done / "result.json", {"status": "completed", "val_loss": 5.0, "flops": flops, "wall_s": 10.0})
+    write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0,
+                                      "flops": flops, "wall_s": 10.0})
     running.mkdir()
     (running / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n4,1024,7.0,2.4\n8,2048,6.5,2.2\n")
     p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
