@@ -25,7 +25,7 @@ import math
 import os
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from glob import glob
 from itertools import chain, islice
@@ -341,6 +341,9 @@ def _batches(docs: Iterator[_Doc]) -> Iterator[list[_Doc]]:
 
 @contextmanager
 def _locked(directory: Path):
+    """Hold `directory/.lock` for the block. A folder made here for a preparation that failed is
+    removed again (where it holds nothing but its lock): a refused request leaves nothing behind."""
+    made = not directory.exists()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         lock = open(directory / ".lock", "w")
@@ -351,6 +354,12 @@ def _locked(directory: Path):
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
+        except BaseException:
+            if made and [p.name for p in directory.iterdir()] == [".lock"]:
+                with suppress(OSError):
+                    (directory / ".lock").unlink()
+                    directory.rmdir()
+            raise
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 

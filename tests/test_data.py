@@ -242,6 +242,7 @@ def test_cli_errors(tmp_path, docs, capsys):
     (tmp_path / "only-dirs" / "a").mkdir(parents=True)
     assert "matches no files" in _cli_error(["prepare", str(tmp_path / "only-dirs" / "*"), "--out", out], capsys)
     assert "choose a writable --out folder" in _cli_error(["prepare", str(src), "--out", str(tmp_path / "notes.csv")], capsys)
+    assert not Path(out).exists()  # no refusal left an output folder (or its lock) behind
 
 
 @pytest.mark.parametrize("meta, message", [("{bad", "has a damaged meta.json (JSONDecodeError"),
