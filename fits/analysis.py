@@ -180,7 +180,19 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
     return {"params": params, "ci95": ci, "n_points": int(len(pts.logL)), "n_runs": pts.n_runs,
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
-            "warnings": _warnings(name, params, ci)}
+            "warnings": _warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))}
+
+
+# Epoch's start grid places E at most e ≈ 2.7 and LM losses in nats/token stay below ln(vocab) (~12 at
+# a 256k vocabulary); far larger losses are in other units, where the starts lie far from the optimum.
+LARGEST_NATS = 30.0
+
+
+def _units_warning(name: str, largest_loss: float) -> list[str]:
+    if largest_loss <= LARGEST_NATS:
+        return []
+    return [f"{name}: losses reach {largest_loss:.4g}, not nats per token (the fit's starts assume at most "
+            f"~{LARGEST_NATS:g}); its optimiser may stop far from the best law: give the losses in nats per token"]
 
 
 def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,

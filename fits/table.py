@@ -98,6 +98,11 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
     if missing:
         raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {column_list(df)}); "
                         f"map yours with --columns \"N=...,D=...,loss=...\"")
+    for column in {c for c in got.values() if c is not None}:  # one column as two quantities (N=D): nonsense fitted
+        both = [k for k, c in got.items() if c == column]
+        if len(both) > 1:
+            raise UserError(f"{where}: the column {column!r} would be read as both {' and '.join(both)}; map each "
+                            f"with --columns to a column of its own")
     return got
 
 

@@ -318,6 +318,8 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("too_few", "needs at least"),
     ("no_baseline", "baseline recipe"),
     ("bad_columns", "--columns"),
+    ("one_column_twice", "the column 'D' would be read as both N and D"),
+    ("too_many_starts", "--starts 4501 is more than the 4,500 starts of the chinchilla grid"),
     ("unreadable", "cannot read"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -340,6 +342,10 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         extra = ["--baseline", "fp8"]
     elif case == "bad_columns":
         extra = ["--columns", "Q=whatever"]
+    elif case == "one_column_twice":
+        extra = ["--columns", "N=D"]
+    elif case == "too_many_starts":
+        extra = ["--starts", "4501"]
     if case == "unreadable":
         path = tmp_path / "t.parquet"
         path.write_text("not a parquet file")
@@ -350,6 +356,15 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     assert main(["fit", str(path), "--bootstrap", "0", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
+
+
+def test_losses_far_above_nats_per_token_are_warned_of():
+    """Epoch's starts assume losses in nats per token: a table in other units (x1e4) is fitted with a
+    warning naming its largest loss; the same table in nats is not."""
+    t = synthetic_table(sizes=np.geomspace(1e7, 8e7, 4), ratios=(10, 20, 40))
+    assert fits.analyse(t, bootstrap=0)["groups"]["bf16"]["warnings"] == []
+    big = fits.analyse(t.with_columns(loss=pl.col("loss") * 1e4), bootstrap=0)["groups"]["bf16"]["warnings"]
+    assert any("not nats per token" in w and "losses reach" in w for w in big), big
 
 
 def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):

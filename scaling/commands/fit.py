@@ -108,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
     if args.starts != "all" and not (args.starts.isdigit() and int(args.starts) > 0):
         raise UserError(f"--starts must be a positive integer or 'all', got {args.starts!r}")
     top = None if args.starts == "all" else int(args.starts)
+    grid = len(fits.fit.epoch_grid(args.law))
+    if top is not None and top > grid:  # (more would not fit more: the grid has no more starts)
+        raise UserError(f"--starts {top} is more than the {grid:,} starts of the {args.law} grid; pass at most "
+                        f"{grid}, or all")
     if args.results.is_dir():  # (fits.table reads files; a folder is most often a sweep's)
         raise UserError(f"{args.results} is a folder; pass a results table, e.g. {args.results / 'results.parquet'} "
                         f"from `scaling sweep collect {args.results}`, or run `scaling report {args.results} --out DIR` "
