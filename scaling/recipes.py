@@ -119,6 +119,11 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
         raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise UserError(f"{where}: `name` (a string) is required")
+    if data["name"] in PRESETS:  # results, fits and reports name runs by it: they would pass for the preset's
+        raise UserError(f"{where}: name {data['name']!r} is a preset's; give the recipe a name of its own "
+                        f"(e.g. {data['name']}_mine)")
+    if "source" in data and not isinstance(data["source"], str):
+        raise UserError(f"{where}: source must be a string (where the recipe comes from), got {data['source']!r}")
     if "base" in data and (not isinstance(data["base"], str) or data["base"] not in PRESETS):
         raise UserError(f"{where}: base {data['base']!r} is not a preset; choose one of {', '.join(PRESETS)}")
     base = PRESETS[data["base"]] if "base" in data else Recipe(name=data["name"])

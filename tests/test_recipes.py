@@ -79,6 +79,8 @@ def test_recipe_from_toml(tmp_path):
     ('name = "x"\nbase = "nvfp4"\n[fprop.x]\nscale_bound = 1e6\n', ["scale_bound must be at most 448"]),
     ('name = "x"\nhigh_precision_blocks = [true]\n', ["high_precision_blocks must be a list of block indices"]),
     ('name = x\n', ["not valid TOML"]),
+    ('name = "nvfp4"\nbase = "bf16"\n', ["name 'nvfp4' is a preset's", "nvfp4_mine"]),
+    ('name = "x"\nsource = 12\n', ["source must be a string"]),
 ])
 def test_bad_toml_names_the_field(tmp_path, body, words):
     p = tmp_path / "bad.toml"
