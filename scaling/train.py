@@ -727,14 +727,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
 def _finished_record(path: Path) -> dict:
     """A finished run's record; a UserError naming the way out where the file is not one (written
     atomically, so a hand's or a disk's damage, not a crash's)."""
-    from sweeps.store import record_problem  # (torch-free: what `sweep collect` also checks)
+    from sweeps.store import read_result  # (torch-free: the check `sweep launch` makes too)
 
-    try:
-        record = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        record, problem = None, f"not JSON: {e}"
-    else:
-        problem = record_problem(record)
+    record, problem = read_result(path)
     if problem:
         raise UserError(f"{path} is damaged ({problem}): move it away (mv {path} {path}.bad) and run again, "
                         "which trains the run's last steps again from its checkpoint")

@@ -35,7 +35,7 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import RESULT_STATES, read_json, record_problem, run_lock, run_state, slurm_queue_for, write_json
+from sweeps.store import RESULT_STATES, read_json, read_result, run_lock, run_state, slurm_queue_for, write_json
 from scaling import usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -194,8 +194,7 @@ def _prepare(run_dir: Path, config, executor: str) -> None:
     result.damaged-<n>.json: kept, never read as a result) so train() runs again (it resumes)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "result.json"
-    result = read_json(path)
-    damaged = path.exists() and (result is None or record_problem(result) is not None)
+    result, damaged = read_result(path)
     if damaged or (result is not None and RESULT_STATES.get(result.get("status")) == "failed"):
         kind = "damaged" if damaged else "failed"
         n = len(list(run_dir.glob(f"result.{kind}-*.json")))

@@ -192,8 +192,8 @@ def run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
     return [sweep_dir / i for i in ids + extra]
 
 
-def sweep_plan(sweep_dir: Path) -> dict:
-    """`read_plan` of a path that must be a folder (else a UserError saying what it is instead)."""
+def check_sweep_folder(sweep_dir: Path) -> None:
+    """A UserError saying what the path is where it is not a folder (a file, or nothing)."""
     from scaling.errors import UserError
 
     sweep_dir = Path(sweep_dir)
@@ -201,6 +201,11 @@ def sweep_plan(sweep_dir: Path) -> dict:
         raise UserError(f"sweep directory {sweep_dir} "
                         + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
                            if sweep_dir.exists() else "does not exist; launch the sweep first"))
+
+
+def sweep_plan(sweep_dir: Path) -> dict:
+    """`read_plan` of a path that must be a folder (`check_sweep_folder`)."""
+    check_sweep_folder(sweep_dir)
     return read_plan(sweep_dir)
 
 
@@ -376,6 +381,19 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
 # The record's numbers: a text or a list here would turn a column of results.parquet into strings
 NUMERIC_FIELDS = ("n_params", "n_params_total", "tokens", "flops", "flops_exact", "seed", "val_loss", "val_bpb",
                   "tokens_per_s", "mfu", "epochs", "wall_s", "vocab_size")
+
+
+def read_result(path: Path) -> tuple[dict | None, str | None]:
+    """A run's result.json as (record, problem): (record, None) for a result record, (None, None) where
+    there is no file, (None, what is wrong) for a damaged one (not JSON, or not a result record)."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None, None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"not JSON: {e}"
+    problem = record_problem(record)
+    return (None, problem) if problem else (record, None)
 
 
 def record_problem(record: Any) -> str | None:

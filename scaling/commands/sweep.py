@@ -225,9 +225,9 @@ def _collect(args: argparse.Namespace) -> int:
 
     from scaling.console import count, print_json, print_table
     from scaling.files import check_output
-    from sweeps.store import collect, sweep_plan, write_parquet
+    from sweeps.store import check_sweep_folder, collect, write_parquet
 
-    sweep_plan(Path(args.sweep_dir))  # a path that is no sweep folder is named as one, not as --out's
+    check_sweep_folder(Path(args.sweep_dir))  # a path that is no sweep folder is named as one, not as --out's
     out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
     check_output(out, folder=False, suffix=".parquet")  # before reading the runs' records
     df = collect(Path(args.sweep_dir))
