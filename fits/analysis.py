@@ -197,25 +197,29 @@ def _units_warning(name: str, largest_loss: float) -> list[str]:
 
 def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,
                   workers: int, top: int | None, margin: float = penalty.MARGIN, extrapolate: float = EXTRAPOLATE,
-                  with_penalty: bool, progress: Progress | None = None) -> dict:
+                  with_penalty: bool, progress: Progress | None = None, absent: dict[str, str] | None = None) -> dict:
     """What `analyse` (with_penalty) and `fit_law` (without) return, with the fit's and bootstrap's
-    seconds under "timing"."""
+    seconds under "timing". `absent`: where `table` was read already, the recipes its reading dropped
+    whole (`fits.table.never_completed` of the raw table), named among the skipped."""
     with single_threaded_blas():  # forked bootstrap workers inherit the setting
         return _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate,
-                              with_penalty, progress)
+                              with_penalty, progress, absent or {})
 
 
-def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress):
+def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress,
+                   absent):
     if law not in LAWS:
         raise UserError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     where = None if isinstance(table, pl.DataFrame) else table
     raw = table if where is None else read_file(Path(table))
-    never = never_completed(raw)  # the recipes read_table drops whole: named among the skipped
+    never = {**never_completed(raw), **absent}  # the recipes read_table drops whole: named among the skipped
     table = read_table(raw, where=where)  # validates a DataFrame too (cheap, and idempotent on its own output)
     groups = _points(table)
     if with_penalty and len(groups) > 1 and baseline not in groups:
-        raise UserError(f"baseline recipe {baseline!r} is not in the table (recipes: {', '.join(groups)}); "
-                        f"pass --baseline NAME with one of them")
+        where_not = (f"has no completed run in the table ({never[baseline].split(': ', 1)[1]})" if baseline in never
+                     else "is not in the table")
+        raise UserError(f"baseline recipe {baseline!r} {where_not}; the recipes with completed runs: "
+                        f"{', '.join(groups)}; pass --baseline NAME with one of them")
     groups, skipped = _fittable(groups, law, baseline if with_penalty else None)
     base = baseline if with_penalty and len(groups) > 1 else None
     jobs = _plan(groups, law, base)
@@ -324,15 +328,18 @@ class BootstrapProgress:
 
 def analyse(table: pl.DataFrame | str | Path, law: str = "chinchilla", baseline: str = "bf16", bootstrap: int = 1000,
             seed: int = 0, workers: int = 2, top: int | None = 50, margin: float = penalty.MARGIN,
-            extrapolate: float = EXTRAPOLATE, progress: Progress | None = None) -> dict:
+            extrapolate: float = EXTRAPOLATE, progress: Progress | None = None,
+            absent: dict[str, str] | None = None) -> dict:
     """Laws per group, bootstrap intervals and, per recipe against `baseline`, the penalty verdict.
 
     table: a validated table (fits.read_table) or a path. Returns the `scaling fit --json` object plus
     "bands" (per recipe: compute grid C, in_data flags, multiplier/gap/loss_baseline value, median, lo, hi).
     top: grid starts that get an L-BFGS-B run (the best `top` of the grid by objective; None = all 4,500).
+    absent: for a validated table, the recipes none of whose runs completed (`fits.table.never_completed`
+    of the table as read): skipped with why, and named if one is the baseline.
     """
     return fit_and_judge(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers, top=top,
-                         margin=margin, extrapolate=extrapolate, with_penalty=True, progress=progress)
+                         margin=margin, extrapolate=extrapolate, with_penalty=True, progress=progress, absent=absent)
 
 
 def fit_law(table: pl.DataFrame | str | Path, law: str = "chinchilla", by: str = "recipe", bootstrap: int = 0,

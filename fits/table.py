@@ -36,16 +36,21 @@ def parse_columns(spec: str | dict[str, str] | None) -> dict[str, str]:
     return mapping
 
 
+PARQUET_SUFFIXES = (".parquet", ".pq")  # read as parquet (any case); every other file as CSV
+
+
 def read_file(path: Path) -> pl.DataFrame:
     """A CSV or parquet file (by suffix; anything else is read as CSV) as it is."""
     if not path.exists():
         raise UserError(f"results file {path} does not exist; pass a results.parquet or a CSV/parquet table")
+    parquet = path.suffix.lower() in PARQUET_SUFFIXES
+    if path.is_file() and path.stat().st_size == 0:
+        raise UserError(f"results file {path} is empty; pass a table with a header row (recipe, N, D or C, loss) "
+                        "and one row per run")
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            return pl.read_parquet(path)
-        return pl.read_csv(path, infer_schema_length=10000)
+        return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
     except Exception as e:  # polars raises several types for unreadable input
-        raise UserError(f"cannot read {path} as {'parquet' if path.suffix == '.parquet' else 'CSV'} "
+        raise UserError(f"cannot read {path} as {'parquet' if parquet else 'CSV'} "
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
 
 

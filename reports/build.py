@@ -62,12 +62,6 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
     from fits.table import never_completed
 
     table = fit_table(runs)
-    recipes = set(table["recipe"])
-    if baseline not in recipes and len(recipes) > 1:  # one group (a table without recipes): its law alone
-        raise UserError(
-            f"baseline recipe {baseline!r} has no completed runs here (recipes: {', '.join(sorted(recipes))}); "
-            "pass --baseline with one of them"
-        )
     import warnings
 
     with warnings.catch_warnings():
@@ -75,8 +69,8 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
         # results from the intervals.
         warnings.simplefilter("ignore", RuntimeWarning)
         fitted = fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
-                              progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
-    fitted["skipped"] = {**fitted.get("skipped", {}), **never_completed(runs)}
+                              progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None,
+                              absent=never_completed(runs))  # a baseline among them is named as such
     return fitted
 
 
@@ -427,6 +421,10 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
     s = Section("Provenance")
     runs = study.runs
     items = [f"Source: `{study.source}` ({count(runs.height, 'run')}, {count(len(set(runs['recipe'])), 'recipe')})."]
+    if study.earlier_rows:
+        items.append(f"The table holds several rows for some runs (checkpoints): each run's row with the most tokens is "
+                     f"its point, and {count(study.earlier_rows, 'earlier row')} are set aside (`scaling fit` on the "
+                     "table would fit every row).")
     if not study.from_records:
         items.append("The source is a table of external results, not result records: versions, commits, hardware, "
                      "data and epochs are not known to this report.")

@@ -34,6 +34,7 @@ class Study:
     diagnostics_path: Path | None = None
     from_records: bool = False  # True when rows are result records (status, versions, ... known)
     has_status: bool = False  # True when each run's status is known (records, or a table's status column)
+    earlier_rows: int = 0  # a table's rows set aside as earlier checkpoints of a run (`_final_rows`)
 
 
 def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.DataFrame:
@@ -61,6 +62,17 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
     return df.with_columns(pl.col("recipe").cast(pl.Utf8), pl.col("run_id").cast(pl.Utf8))
 
 
+def _final_rows(runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per run: where a table has several rows of one run_id (its checkpoints), the one with
+    the most tokens. A run's mid-training losses are not points of the law (its learning rate has not
+    decayed there), and the report counts, pairs and lists runs; `scaling fit` on such a table fits
+    every row, resampled by run."""
+    if runs["run_id"].n_unique() == runs.height:
+        return runs
+    last = runs.with_row_index("_row").sort("D", maintain_order=True).group_by("run_id").last()
+    return last.sort("_row").select(runs.columns)  # in the table's order
+
+
 def _status_column(df: pl.DataFrame, columns: dict[str, str]) -> str | None:
     """The table's column of run statuses (`status`, or what --columns maps it to), if any."""
     from fits.table import pick_column
@@ -69,9 +81,9 @@ def _status_column(df: pl.DataFrame, columns: dict[str, str]) -> str | None:
 
 
 def _read_table(path: Path) -> pl.DataFrame:
-    from fits.table import read_file
+    from fits.table import PARQUET_SUFFIXES, read_file
 
-    if path.suffix not in (".parquet", ".csv"):
+    if path.suffix.lower() not in (".csv", *PARQUET_SUFFIXES):  # the suffixes `scaling fit` reads as such
         raise UserError(f"{path} is neither a sweep directory nor a .csv/.parquet results table")
     return read_file(path)
 
@@ -128,8 +140,11 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
         read_table(raw, columns, where=source)  # refuses what `scaling fit` refuses, naming the file's line
     # A results.parquet from `scaling sweep collect` carries the records' status and provenance too.
     from_records = sweep_dir is not None or {"status", "versions"} <= set(raw.columns)
-    study = Study(source=source, runs=_normalise(raw, source, columns), sweep_dir=sweep_dir, from_records=from_records,
-                  has_status=from_records or _status_column(raw, columns) is not None)
+    runs = _normalise(raw, source, columns)
+    final = _final_rows(runs)
+    study = Study(source=source, runs=final, sweep_dir=sweep_dir, from_records=from_records,
+                  has_status=from_records or _status_column(raw, columns) is not None,
+                  earlier_rows=runs.height - final.height)
     study.run_root = run_root
     study.curves = _read_curves(run_root, study.runs["run_id"].to_list())
     # Only a sweep's own diagnostics are picked up unasked: a CSV lying in some folder is not a sweep.

@@ -395,6 +395,14 @@ def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
     skipped = json.loads(capsys.readouterr().out)["skipped"]
     assert skipped == {"fp4": "fp4: none of its 16 runs completed (16 diverged)"}
     assert fits.analyse(path, bootstrap=0, workers=1, top=5)["skipped"] == skipped
+    # the baseline's runs all diverged: said so (not "not in the table", which sent users to another baseline)
+    three = pl.concat([table, table.filter(pl.col("recipe") == "fp4").with_columns(recipe=pl.lit("fp4c"),
+                                                                                      run_id=pl.col("run_id") + "c")])
+    three.with_columns(status=pl.when(pl.col("recipe") == "bf16").then(pl.lit("diverged")).otherwise(pl.lit("completed"))
+                       ).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0"]) == 2
+    assert ("baseline recipe 'bf16' has no completed run in the table (none of its 16 runs completed (16 diverged)); "
+            "the recipes with completed runs: fp4, fp4c; pass --baseline NAME") in capsys.readouterr().err
 
 
 def test_an_overflowed_replicate_keeps_the_interval_open():

@@ -335,6 +335,29 @@ def test_report_reads_a_table_as_the_fits_do(tmp_path):
     assert runs["C"].to_list() == [6 * 1e6 * 2e7, 6 * 2e6 * 4e7]
 
 
+def test_a_tables_checkpoint_rows_give_one_point_per_run_its_last(tmp_path):
+    """Several rows of one run_id (checkpoints): the report counts runs, not rows, and fits each run's
+    row with the most tokens (mid-training losses are not points of the law), saying so."""
+    from fits.synthetic import synthetic_table
+    from reports import build
+    from reports.load import load
+
+    table = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=(1e6, 2e6, 4e6, 8e6), ratios=(10, 20, 40),
+                            checkpoints=3, seed=1)
+    shuffled = tmp_path / "ckpt.PQ"  # a suffix `scaling fit` reads as parquet, in any case
+    table.sample(fraction=1.0, shuffle=True, seed=3).write_parquet(shuffled)
+    study = load(shuffled)
+    assert study.runs.height == 24 == table["run_id"].n_unique() and study.earlier_rows == 48
+    last = table.sort("D").group_by("run_id").last()
+    assert dict(study.runs.select("run_id", "D").iter_rows()) == dict(last.select("run_id", "D").iter_rows())
+    summary = build(shuffled, tmp_path / "r", bootstrap=0, workers=1)
+    assert summary["n_runs"] == 24
+    fitted = json.loads((tmp_path / "r" / "fits.json").read_text())
+    assert {g["n_points"] for g in fitted["groups"].values()} == {12} == {g["n_runs"] for g in fitted["groups"].values()}
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "24 runs" in md and "48 earlier rows are set aside" in md and "72 runs" not in md
+
+
 def test_an_external_tables_statuses_are_shown_and_its_bad_rows_refused_by_line(tmp_path, capsys):
     """A CSV's status column is read as the records' is (its diverged runs listed, not fitted); a NaN
     loss, a repeated row or a bad N is refused as `scaling fit` refuses it, naming the file's line
@@ -424,6 +447,12 @@ def test_cli_report_errors_are_one_line(tmp_path, capsys):
     good = external_csv(tmp_path)
     assert main(["report", str(good), "--out", str(tmp_path / "r"), "--baseline", "fp8"]) == 2
     assert "--baseline" in capsys.readouterr().err
+    (tmp_path / "empty.csv").write_text("")
+    assert main(["report", str(tmp_path / "empty.csv"), "--out", str(tmp_path / "r")]) == 2
+    assert "empty.csv is empty; pass a table with a header row" in capsys.readouterr().err
+    (tmp_path / "t.json").write_text("{}")
+    assert main(["report", str(tmp_path / "t.json"), "--out", str(tmp_path / "r")]) == 2
+    assert "neither a sweep directory nor a .csv/.parquet results table" in capsys.readouterr().err
 
 
 def test_damaged_run_files_neither_crash_the_report_nor_sweep_status(tmp_path, capsys):

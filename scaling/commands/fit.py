@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
     table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
                        workers=args.workers, margin=args.margin, top=top,
-                       progress=None if args.json else fits.analysis.BootstrapProgress())
-    out["skipped"] = {**out["skipped"], **never_completed(raw, args.columns)}  # recipes read_table dropped whole
+                       progress=None if args.json else fits.analysis.BootstrapProgress(),
+                       absent=never_completed(raw, args.columns))  # recipes read_table dropped whole
     if args.out:
         _write_json(args.out, out)
     if args.json:
