@@ -145,8 +145,8 @@ class RunConfig:
                             f"tokens = {batch_size * seq_len:,}); raise tokens or set a smaller batch_size/seq_len")
         steps = int(self.tokens) // (batch_size * seq_len)
         eval_interval = self.eval_interval or max(1, steps // 8)
-        # A recipe file by its absolute path (as sweeps name it): config.json then serves from any folder,
-        # and the run's id does not depend on how the path was spelt.
+        # A recipe file by its absolute path (as sweeps name it): config.json then serves from any folder.
+        # (The run's id hashes the file's content instead: `run_id`.)
         recipe = str(Path(self.recipe).expanduser().resolve()) if self.recipe.endswith(".toml") else self.recipe
         return dataclasses.replace(self, recipe=recipe, tokens=int(self.tokens), vocab_size=vocab_size, seq_len=seq_len,
                                    batch_size=batch_size, micro_batch_size=micro_batch_size,
@@ -196,7 +196,10 @@ class RunConfig:
     def run_id(self) -> str:
         """Stable short hash of the resolved config (sorted JSON, sha256)."""
         fields = self.resolved().to_dict()
-        if self.recipe.endswith(".toml") and Path(self.recipe).is_file():  # the recipe's content, not its path
+        if self.recipe.endswith(".toml") and Path(self.recipe).is_file():
+            # the recipe's content, not its path: the same file moved, or a checkout at another path (a
+            # laptop's, a cluster's), keeps its runs' ids
+            fields["recipe"] = "file"
             fields["recipe_sha256"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
         blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]

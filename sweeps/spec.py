@@ -230,6 +230,7 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
         elif r not in known_recipes:
             raise UserError(f"grid.recipe[{i}]: unknown recipe {r!r}; known: {', '.join(known_recipes)}"
                             " (or a path to a recipe .toml)")
+    _check_recipe_names(recipe)
     _check_shapes(family, size, recipe)
     seed = _axis(grid, "seed", int, default=[0], check=lambda v: v >= 0, what="a non-negative integer")
     lr_mult = _axis(grid, "lr_mult", float, default=[1.0], check=lambda v: v > 0, what="a positive number")
@@ -280,6 +281,23 @@ def _check_recipe_file(path: str, where: str) -> None:
         Recipe.from_toml(path)
     except UserError as e:
         raise UserError(f"{where}: {e}") from None
+
+
+def _check_recipe_names(recipes: list[str]) -> None:
+    """Two recipe files of one name but different content would pool two recipes under that name in
+    results, fits and reports (they group runs by name). Two files of the same content are one recipe
+    (their runs have one id)."""
+    from scaling.recipes import Recipe
+
+    files: dict[str, str] = {}
+    for r in recipes:
+        if not r.endswith(".toml"):
+            continue
+        name = Recipe.from_toml(r).name
+        other = files.setdefault(name, r)
+        if other != r and Path(other).read_bytes() != Path(r).read_bytes():
+            raise UserError(f"grid.recipe: {other} and {r} are both named {name!r} but differ; results, fits and "
+                            "reports group runs by recipe name, so give each file a name of its own")
 
 
 def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> None:

@@ -359,7 +359,7 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
     import polars as pl
 
     sweep_dir = Path(sweep_dir)
-    records = []
+    records, recipe_files = [], {}
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
         problem = record_problem(r) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
@@ -370,12 +370,30 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
                             "and relaunch the sweep to train that run again")
         if r is not None:
             records.append(r)
+            if (d / "recipe.toml").is_file():
+                recipe_files.setdefault(r["recipe"], {}).setdefault((d / "recipe.toml").read_bytes(), []).append(d)
+    _check_one_recipe_per_name(recipe_files)
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
     columns = list(RESULT_FIELDS) + extra
     rows = [{c: _flat(r.get(c)) for c in columns} for r in records]
     if not rows:
         return pl.DataFrame(schema={c: pl.Utf8 for c in columns})
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _check_one_recipe_per_name(recipe_files: dict[str, dict[bytes, list[Path]]]) -> None:
+    """UserError where runs of one recipe name were trained under different recipe files (their copies,
+    <run>/recipe.toml, differ: the file was edited between launches, or two files share a name): fits
+    and reports group runs by name and would pool two recipes."""
+    from scaling.errors import UserError
+
+    for name, versions in recipe_files.items():
+        if len(versions) > 1:
+            groups = "; ".join(f"{', '.join(d.name for d in dirs[:3])}{' ...' if len(dirs) > 3 else ''} "
+                               f"({len(dirs)} run{'s' if len(dirs) > 1 else ''})" for dirs in versions.values())
+            raise UserError(f"the runs of recipe {name!r} were trained under {len(versions)} different versions of its "
+                            f"file (their recipe.toml copies differ): {groups}; move the runs of the versions you do "
+                            "not want out of the sweep folder, or give each version a name of its own and relaunch")
 
 
 # The record's numbers: a text or a list here would turn a column of results.parquet into strings

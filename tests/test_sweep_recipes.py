@@ -38,3 +38,54 @@ def test_incompatible_size_and_recipe_is_refused(tmp_path):
     with pytest.raises(UserError, match="nanochat 0.5M.*multiple of 128"):
         _load(tmp_path, '["0.5M", "1M"]', '["bf16", "quartet2"]')
     _load(tmp_path, '["1M"]', '["bf16", "quartet2"]')
+
+
+def test_a_recipe_files_runs_are_named_by_its_content_not_its_path(tmp_path):
+    """The same file at another path (moved, or a checkout elsewhere) keeps its runs' ids; an edit
+    makes another run."""
+    from scaling.train import RunConfig
+
+    text = 'name = "mine"\nbase = "ufp4"\n[wgrad]\ndy = "bf16"\nx = "bf16"\n'
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "mine.toml").write_text(text)
+    (tmp_path / "b" / "mine.toml").write_text(text)
+    run = lambda path: RunConfig(family="nanochat", size="1M", recipe=str(path), tokens=4096 * 8).run_id  # noqa: E731
+    assert run(tmp_path / "a" / "mine.toml") == run(tmp_path / "b" / "mine.toml")
+    (tmp_path / "b" / "mine.toml").write_text(text.replace('dy = "bf16"\n', ""))
+    assert run(tmp_path / "a" / "mine.toml") != run(tmp_path / "b" / "mine.toml")
+
+
+def test_two_recipe_files_of_one_name_must_be_one_recipe(tmp_path):
+    """Fits and reports group runs by recipe name: two different files of one name in a grid are
+    refused; two copies of one file are one recipe (one run per grid point)."""
+    text = 'name = "mine"\nbase = "ufp4"\nhigh_precision_blocks = [0]\n'
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "mine.toml").write_text(text)
+    a, b = tmp_path / "a" / "mine.toml", tmp_path / "b" / "mine.toml"
+    assert len(_load(tmp_path, '"1M"', f'["{a}", "{b}"]').runs()) == 1
+    b.write_text(text.replace("[0]", "[0, -1]"))
+    with pytest.raises(UserError, match=rf"grid.recipe: {a} and {b} are both named 'mine' but differ; .* a name of its own"):
+        _load(tmp_path, '"1M"', f'["{a}", "{b}"]')
+
+
+def test_collect_refuses_runs_of_one_recipe_name_under_two_versions_of_its_file(tmp_path):
+    """A recipe file edited between two launches: the sweep holds runs of both versions under one name,
+    which a table, a fit and a report would pool. collect (and so report and demo) names them."""
+    import json
+
+    from sweeps.store import collect
+
+    sweep = tmp_path / "sweep"
+    for i, hp in enumerate(("[0]", "[0, -1]", "[0, -1]")):
+        d = sweep / f"run{i}"
+        d.mkdir(parents=True)
+        (d / "recipe.toml").write_text(f'name = "mine"\nbase = "ufp4"\nhigh_precision_blocks = {hp}\n')
+        (d / "result.json").write_text(json.dumps({"run_id": d.name, "recipe": "mine", "status": "completed",
+                                                   "val_loss": 4.0 + i, "recipe_file": "/x/mine.toml"}))
+    with pytest.raises(UserError, match=r"recipe 'mine' were trained under 2 different versions of its file "
+                                        r"\(their recipe.toml copies differ\): run0 \(1 run\); run1, run2 \(2 runs\); move"):
+        collect(sweep)
+    (sweep / "run0" / "recipe.toml").write_text((sweep / "run1" / "recipe.toml").read_text())
+    assert collect(sweep).height == 3
