@@ -180,7 +180,18 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
     return {"params": params, "ci95": ci, "n_points": int(len(pts.logL)), "n_runs": pts.n_runs,
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
-            "warnings": _warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))}
+            "warnings": (_warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))
+                         + _one_ratio_warning(name, pts))}
+
+
+def _one_ratio_warning(name: str, pts: Points) -> list[str]:
+    """Every point at one tokens-per-parameter ratio: N and D move together, so the law's N and D
+    terms (α against β, A against B) cannot be told apart, whatever the fit prints."""
+    ratio = pts.logD - pts.logN
+    if len(ratio) < 2 or np.ptp(ratio) > 0.01:  # D/N within 1% across the points
+        return []
+    return [f"{name}: every point has about one tokens-per-parameter ratio (D/N = {np.exp(ratio.mean()):.3g}), so N "
+            "and D move together and the fit cannot tell alpha from beta nor A from B; add token budgets per size"]
 
 
 # Epoch's start grid places E at most e ≈ 2.7 and LM losses in nats/token stay below ln(vocab) (~12 at

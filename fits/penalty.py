@@ -68,10 +68,15 @@ def curves(base: np.ndarray, recipe: np.ndarray, logC: np.ndarray, logN0: float,
                 "ratio_per_decade": float(10 ** (a_r / a_b - 1))}
 
 
+# Residual scale (log loss) below which a fit is exact: float32 resolves a loss to ~1e-7 of itself, so
+# no measured loss fits closer; what is left there is the optimiser's round-off, not noise to test by.
+EXACT_SIGMA = 1e-7
+
+
 def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, n_runs: int, n_params: int,
             delta: float = DELTA, df: int = 2) -> tuple[float, float]:
     """Test of κN = κD = 0 for the Huber fits: (statistic, p-value); both NaN where no noise is left to
-    test against (an exact fit, or no more points than parameters: a guard, since a recipe is fitted
+    test against (an exact fit, residuals below EXACT_SIGMA, or no more points than parameters: a guard, since a recipe is fitted
     only with more points than that, `analysis._shortfall`).
 
     The Huber loss is not a likelihood, so twice the drop in objective is rescaled by E ψ' / E ψ²
@@ -88,7 +93,7 @@ def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, 
     r = np.asarray(residuals, float)
     n = len(r)
     sigma = float(np.sqrt(np.sum(r**2) / (n - n_params))) if n > n_params else 0.0
-    if sigma == 0.0:
+    if sigma < EXACT_SIGMA:
         return float("nan"), float("nan")
     z = delta / sigma
     p_in = float(erf(z / np.sqrt(2.0)))  # E ψ' = P(|e| ≤ δ)

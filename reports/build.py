@@ -214,7 +214,7 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     path = figures.loss_vs_compute(compare.completed(study.runs), laws, baseline, colors, fig_dir / "loss_vs_compute.png")
     s.add(Figure(path, f"Final validation loss of every completed run against its training compute, one panel per recipe; "
                        f"thin lines: the fitted {fitted['law']} law along each model size; thick line: its compute-optimal "
-                       f"frontier; dashed: {baseline}'s frontier."))
+                       f"frontier" + (f"; dashed: {baseline}'s frontier." if baseline in laws and len(laws) > 1 else ".")))
     s.add(_params_table(fitted["groups"]))
     warnings = fit_warnings(fitted)
     if warnings:
@@ -529,7 +529,8 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         doc = Document(
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
             subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; "
-                     f"baseline `{baseline}`; law `{law}`.",
+                     + (f"baseline `{baseline}`" if baseline in set(study.runs["recipe"]) else f"no baseline (`{baseline}`)")
+                     + f"; law `{law}`.",
             sections=[
                 section_verdict(fitted, baseline, study),
                 section_loss_vs_compute(study, fitted, baseline, colors, fig_dir),

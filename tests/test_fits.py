@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,29 @@ def test_a_recipe_too_small_to_fit_is_left_out_not_fatal(capsys):
     alone = t.filter(pl.col("recipe") != "flat")  # nothing left to judge once tiny is out: bf16's law, no penalty
     out = fits.analyse(alone, bootstrap=0, top=10)
     assert set(out["groups"]) == {"bf16"} and out["penalty"] == {} and set(out["skipped"]) == {"tiny"}
+
+
+def test_an_exact_fit_has_no_noise_to_test_against():
+    """Noise-free losses: what the fit leaves is round-off (~1e-11 in log loss), not noise; the LR test
+    is NaN (and the verdict inconclusive), not a p-value of round-off's making."""
+    from fits.penalty import EXACT_SIGMA, lr_test
+
+    t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.7}}, sizes=np.geomspace(2e7, 5e8, 4), ratios=(10, 20, 40, 80),
+                        noise=0.0)
+    pen = fits.analyse(t, bootstrap=0, workers=1, top=10)["penalty"]["fp4"]
+    assert math.isnan(pen["p_value"]) and math.isnan(pen["lr_stat"]) and pen["verdict"] == "inconclusive"
+    r = np.full(20, EXACT_SIGMA / 2)
+    assert math.isnan(lr_test(1.0, 0.5, r, 20, 9)[1])
+    assert 0.0 <= lr_test(1.0, 1.0 - 1e-4, r * 1e4, 20, 9)[1] <= 1.0  # measured noise: a p-value
+
+
+def test_points_at_one_tokens_per_parameter_ratio_are_warned_of():
+    """N and D moving together cannot separate the law's two terms: the fit says so."""
+    one_ratio = synthetic_table({"bf16": {}}, sizes=np.geomspace(2e7, 5e8, 8), ratios=(20,), noise=0.002)
+    warned = fits.analyse(one_ratio, bootstrap=0, workers=1, top=10)["groups"]["bf16"]["warnings"]
+    assert any("one tokens-per-parameter ratio (D/N = 20)" in w for w in warned)
+    two = synthetic_table({"bf16": {}}, sizes=np.geomspace(2e7, 5e8, 4), ratios=(10, 40), noise=0.002)
+    assert not any("tokens-per-parameter" in w for w in fits.analyse(two, bootstrap=0, workers=1, top=10)["groups"]["bf16"]["warnings"])
 
 
 def test_a_learning_rate_sweep_is_fitted_at_each_points_best_rate(tmp_path):

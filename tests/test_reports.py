@@ -358,6 +358,18 @@ def test_a_tables_checkpoint_rows_give_one_point_per_run_its_last(tmp_path):
     assert "24 runs" in md and "48 earlier rows are set aside" in md and "72 runs" not in md
 
 
+def test_a_table_without_recipes_is_not_said_to_have_a_baseline(tmp_path):
+    """One group (no recipe column): its law alone; no baseline named as if it were in the data."""
+    from fits.synthetic import synthetic_table
+    from reports import build
+
+    csv = tmp_path / "one.csv"
+    synthetic_table({"bf16": {}}, sizes=(1e6, 2e6, 4e6), ratios=(10, 20, 40), seed=2).drop("recipe").write_csv(csv)
+    build(csv, tmp_path / "r", bootstrap=0, workers=1)
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "no baseline (`bf16`)" in md and "baseline `bf16`" not in md and "bf16's frontier" not in md
+
+
 def test_an_external_tables_statuses_are_shown_and_its_bad_rows_refused_by_line(tmp_path, capsys):
     """A CSV's status column is read as the records' is (its diverged runs listed, not fitted); a NaN
     loss, a repeated row or a bad N is refused as `scaling fit` refuses it, naming the file's line
