@@ -312,13 +312,19 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     """Remaining FLOPs ÷ the FLOP/s measured on finished runs (of the run's own recipe where one has
     finished: an FP4 recipe's runs are slower than bf16's), × runs in flight. `results`: each run's
     result.json by run id ({} where it has none), as status read them."""
+    from statistics import fmean
+
+    from models import model_size
+
+    def flops_left(r: RunStatus) -> float:
+        return (model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0) * r.tokens * (1 - r.progress)
+
     by_recipe: dict[str, list[float]] = {}
     for r in rows:
         if r.state in ("done", "diverged"):
             f = results.get(r.run_id) or {}
             if f.get("flops") and f.get("wall_s"):
                 by_recipe.setdefault(r.recipe, []).append(f["flops"] / f["wall_s"])
-    rates = [rate for recipe_rates in by_recipe.values() for rate in recipe_rates]
     remaining = [r for r in rows if r.state in ("running", "queued", "missing", "failed")]
     if not remaining:
         return 0.0, "nothing left"
@@ -327,24 +333,20 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
         n = len(remaining)
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the {n} remaining "
                       f"run{'s' if n != 1 else ''}")
-    if not rates:
-        etas = [r.eta_s for r in running if r.eta_s is not None]
-        if etas and len(etas) == len(remaining):
-            return max(etas), "from the running runs' progress"
-        return None, "unknown until a run finishes"
-    from statistics import fmean
-
-    from models import model_size
-
+    source = "finished runs'"
+    if not by_recipe:  # before any run finishes: the running runs' FLOP/s so far (their own ETA's rate)
+        source = "running runs'"
+        for r in running:
+            if r.eta_s and flops_left(r) > 0:
+                by_recipe.setdefault(r.recipe, []).append(flops_left(r) / r.eta_s)
+        if not by_recipe:
+            return None, "unknown until a run finishes or reports progress"
     rate = {recipe: fmean(v) for recipe, v in by_recipe.items()}  # FLOP/s of one run
-    overall = fmean(rates)
-    seconds = 0.0
-    for r in remaining:
-        per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
-        seconds += per_token * r.tokens * (1 - r.progress) / rate.get(r.recipe, overall)
+    overall = fmean([x for v in by_recipe.values() for x in v])
+    seconds = sum(flops_left(r) / rate.get(r.recipe, overall) for r in remaining)
     parallel = max(1, len(running))
     unseen = sorted({r.recipe for r in remaining} - set(rate))
-    how = f"finished runs' FLOP/s per recipe × {parallel} in flight"
+    how = f"{source} FLOP/s per recipe × {parallel} in flight"
     if unseen:
         how += f"; {', '.join(unseen)} at all recipes' mean until one of its runs finishes"
     return seconds / parallel, how

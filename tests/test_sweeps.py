@@ -545,6 +545,13 @@ def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
     # half an nvfp4 run at 30 s a run, a whole mxfp4 run at the mean rate (flops / 15 s), one in flight
     assert eta == pytest.approx(0.5 * 30.0 + flops / ((flops / 10.0 + flops / 30.0) / 2))
     assert "per recipe" in how and "mxfp4 at all recipes' mean" in how
+    # before any run finishes: the running runs' FLOP/s so far prices the waiting runs too (was "unknown"
+    # while any run waited for a slot)
+    first = [RunStatus("nvfp4-a", "nanochat", "0.5M", "nvfp4", 4096, 0, "running", 0.5, None, 15.0, None),
+             row("nvfp4-b", "nvfp4", "queued"), row("bf16-c", "bf16", "missing")]
+    eta, how = _sweep_eta(first, {})
+    # nvfp4 at half a run per 15 s (30 s a run): half + one whole nvfp4 run, and bf16 at that mean too
+    assert eta == pytest.approx(15.0 + 30.0 + 30.0) and how.startswith("running runs' FLOP/s per recipe × 1 in flight")
 
 
 def test_raw_corpus_is_prepared_once_into_the_cache(tmp_path, monkeypatch):
