@@ -278,7 +278,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             eta = elapsed * (1 - progress) / progress
         rows.append(RunStatus(
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
-            recipe=cfg.get("recipe", result.get("recipe", "")), tokens=tokens, seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
+            recipe=result.get("recipe") or recipe_label(cfg.get("recipe", ""), d / "recipe.toml"), tokens=tokens, seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
             job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
         ))  # fmt: skip
@@ -306,6 +306,24 @@ def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:
             return None
 
     return int(num("tokens") or 0), num("val_loss")
+
+
+def recipe_label(recipe: str, copy: Path | None = None) -> str:
+    """A run's recipe as results, fits and reports name it: a preset's name, or a recipe file's `name`
+    (read from `copy`, the run folder's recipe.toml, where there is one; else from the file). The path
+    itself where neither can be read. Torch-free (status and plan run without it)."""
+    if not recipe.endswith(".toml"):
+        return recipe
+    import tomllib
+
+    for path in (copy, Path(recipe)):
+        try:
+            name = tomllib.loads(path.read_text()).get("name") if path is not None else None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        if isinstance(name, str) and name:
+            return name
+    return recipe
 
 
 def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float | None, str]:

@@ -1,6 +1,7 @@
 """Recipe presets match RECIPES.md's table; TOML recipes; errors name the field."""
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -124,3 +125,17 @@ def test_cli_recipes_json_and_unknown_recipe():
     bad = subprocess.run([sys.executable, "-m", "scaling.cli", "recipes", "nvfp5"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown recipe 'nvfp5'" in bad.stderr and "quartet2" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_cli_recipes_shows_the_blocks_a_recipe_leaves_in_bf16(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text('name = "mine"\nbase = "ufp4"\nhigh_precision_blocks = [0, -1]\n')
+    env = {**os.environ, "COLUMNS": "400"}
+    out = subprocess.run([sys.executable, "-m", "scaling.cli", "recipes", str(path), "nvfp4"], capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "BF16 blocks" in out.stdout
+    mine, nvfp4 = (next(line for line in out.stdout.splitlines() if f" {name} " in line) for name in ("mine", "nvfp4"))
+    assert "0, -1" in mine and "none" in nvfp4
+    plain = subprocess.run([sys.executable, "-m", "scaling.cli", "recipes", "nvfp4"], capture_output=True, text=True, env=env)
+    assert "BF16 blocks" not in plain.stdout  # no column of "none"s for the presets

@@ -89,3 +89,19 @@ def test_collect_refuses_runs_of_one_recipe_name_under_two_versions_of_its_file(
         collect(sweep)
     (sweep / "run0" / "recipe.toml").write_text((sweep / "run1" / "recipe.toml").read_text())
     assert collect(sweep).height == 3
+
+
+def test_plan_and_status_name_a_recipe_file_by_its_name(tmp_path):
+    """As collect, fits and reports do (not by its absolute path); status reads the run folder's copy,
+    so a file moved or edited since still gives the name the run trained under."""
+    from scaling.commands.sweep import plan_rows
+    from sweeps.store import recipe_label
+
+    r = tmp_path / "mine_file.toml"
+    r.write_text('name = "mine"\nbase = "ufp4"\n')
+    spec = _load(tmp_path, '"1M"', f'["bf16", "{r}"]')
+    assert sorted(row["recipe"] for row in plan_rows(spec)) == ["bf16", "mine"]
+    copy = tmp_path / "copy.toml"
+    copy.write_text('name = "mine_then"\n')
+    assert recipe_label(str(r), copy) == "mine_then" and recipe_label(str(r)) == "mine"
+    assert recipe_label(str(tmp_path / "gone.toml")) == str(tmp_path / "gone.toml") and recipe_label("nvfp4") == "nvfp4"

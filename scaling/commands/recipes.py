@@ -20,5 +20,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     rows = [{"recipe": r.name, "fprop X·Wᵀ": r.describe_gemm("fprop"), "dgrad dY·W": r.describe_gemm("dgrad"),
              "wgrad dYᵀ·X": r.describe_gemm("wgrad"), "source": r.source} for r in recipes]
+    if any(r.high_precision_blocks for r in recipes):  # transformer blocks the recipe leaves in BF16
+        for row, r in zip(rows, recipes):
+            row["BF16 blocks"] = ", ".join(map(str, r.high_precision_blocks)) or "none"
     print_table(rows, title="Recipes (operand: quantization along that GEMM's K)")
     return 0

@@ -70,13 +70,14 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
     None: every recipe at BF16's speed)."""
     from models import model_size
     from sweeps.cost import Speed, gpu_hours, speed_for, training_speeds
+    from sweeps.store import recipe_label
 
     speeds, source = training_speeds(bench) if bench else ([], "")
     rows = []
     for c in spec.runs():
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
         speed = speed_for(c.recipe, c.family, c.size, speeds, source) if bench else Speed(1.0, "")
-        rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=c.recipe, tokens=c.tokens,
+        rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=recipe_label(c.recipe), tokens=c.tokens,
                          seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16,
                          speed_from=speed.source, gpu_hours=gpu_hours(flops, mfu, peak_tflops, speed)))  # fmt: skip
     return rows
