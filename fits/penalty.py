@@ -76,8 +76,8 @@ EXACT_SIGMA = 1e-7
 def lr_test(objective_null: float, objective_alt: float, residuals: np.ndarray, n_runs: int, n_params: int,
             delta: float = DELTA, df: int = 2) -> tuple[float, float]:
     """Test of κN = κD = 0 for the Huber fits: (statistic, p-value); both NaN where no noise is left to
-    test against (an exact fit, residuals below EXACT_SIGMA, or no more points than parameters: a guard, since a recipe is fitted
-    only with more points than that, `analysis._shortfall`).
+    test against (an exact fit, residuals below EXACT_SIGMA, or no more points than parameters: a
+    guard, since a recipe is fitted only with more points than that, `analysis._shortfall`).
 
     The Huber loss is not a likelihood, so twice the drop in objective is rescaled by E ψ' / E ψ²
     (ψ = ρ'): Ronchetti's drop-in-dispersion test for M-estimators, χ²(df) under the null. Both

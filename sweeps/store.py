@@ -278,7 +278,8 @@ def status(sweep_dir: Path) -> SweepStatus:
             eta = elapsed * (1 - progress) / progress
         rows.append(RunStatus(
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
-            recipe=result.get("recipe") or recipe_label(cfg.get("recipe", ""), d / "recipe.toml"), tokens=tokens, seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
+            recipe=result.get("recipe") or recipe_label(cfg.get("recipe", ""), d / "recipe.toml"), tokens=tokens,
+            seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
             job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
         ))  # fmt: skip
@@ -335,7 +336,8 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     from models import model_size
 
     def flops_left(r: RunStatus) -> float:
-        return (model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0) * r.tokens * (1 - r.progress)
+        per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
+        return per_token * r.tokens * (1 - r.progress)
 
     by_recipe: dict[str, list[float]] = {}
     for r in rows:
