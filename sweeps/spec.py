@@ -251,7 +251,7 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     default_executor = _get(executor, "default", str, "executor.", default="local")
     if default_executor not in ("local", "slurm"):
         raise UserError(f"executor.default: {default_executor!r} is not local or slurm")
-    slurm = _settings(SlurmSettings, _table(executor, "slurm", "executor."), "executor.slurm.")
+    slurm = _check_time_limit(_settings(SlurmSettings, _table(executor, "slurm", "executor."), "executor.slurm."))
     local = _local_settings(_table(executor, "local", "executor."))
     return SweepSpec(
         name=name, data=data, family=tuple(family), size=tuple(size), recipe=tuple(recipe),
@@ -379,6 +379,20 @@ def _settings(cls, table: dict, prefix: str):
             raise UserError(f"{prefix}{key}: must be {'at least 1' if key in AT_LEAST_ONE else 'not negative'} "
                             f"(got {value!r})")
     return cls(**kwargs)
+
+
+def _check_time_limit(slurm: SlurmSettings) -> SlurmSettings:
+    """A job's time limit must outlast the warning before it: SLURM sends USR1 signal_delay_s before the
+    limit and the run checkpoints and requeues, so a shorter limit requeues every job before its first
+    step, up to max_timeouts times. 0 is SLURM's "no limit", which would never requeue a run at all."""
+    if re.fullmatch(r"[0:\-]+", slurm.time.strip()):
+        raise UserError(f"executor.slurm.time: {slurm.time!r} is SLURM's 'no limit'; give the jobs a limit (e.g. "
+                        "\"24:00:00\"): at it each run checkpoints and requeues")
+    if slurm.time_min * 60 <= slurm.signal_delay_s:
+        raise UserError(f"executor.slurm.time: {slurm.time!r} ({slurm.time_min} min) is not longer than signal_delay_s "
+                        f"({slurm.signal_delay_s} s), the warning a job gets before its limit to checkpoint and requeue: "
+                        "every job would requeue before training; raise time or lower signal_delay_s")
+    return slurm
 
 
 # Settings that count runs or cores: zero would run nothing (local slots) or be refused by sbatch.

@@ -74,6 +74,10 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("train.recipe='bf16'", "train.recipe: set it as grid.recipe, not in [train]"),
         ("executor.slurm.cpus=1.5", "executor.slurm.cpus: expected an integer, got 1.5"),
         ('executor.slurm.time="soon"', "executor.slurm.time: 'soon' is not a SLURM time"),
+        # a limit within the warning before it requeued every job before its first step, 50 times (QA)
+        ("executor.slurm.time=1", "executor.slurm.time: '1' (1 min) is not longer than signal_delay_s (120 s)"),
+        ('executor.slurm.time="0:01:30"', "executor.slurm.time: '0:01:30' (2 min) is not longer than signal_delay_s"),
+        ("executor.slurm.time=0", "executor.slurm.time: '0' is SLURM's 'no limit'; give the jobs a limit"),
         ("executor.local.gpus=3", "executor.local.gpus: 3 is not \"all\" or a list of GPU indices"),
         ("executor.local.gpus=[0, 0]", "executor.local.gpus: [0, 0] names a GPU twice"),
         ("grid.sizes=1", "grid.sizes: unknown key; known: family, lr_mult, recipe, seed, size, tokens, tokens_per_param"),

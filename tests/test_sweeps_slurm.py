@@ -249,7 +249,7 @@ def test_arrays_are_split_above_max_array_size(tmp_path):
     if limit > 8:
         pytest.skip(f"MaxArraySize={limit}: this test wants the small limit of .ci/slurm-up")
     seeds = list(range(limit + 1))
-    spec = load(tmp_path, f"grid.seed={seeds}", "executor.slurm.time=1")
+    spec = load(tmp_path, f"grid.seed={seeds}", "executor.slurm.time=5")
     report = launch(spec, executor="slurm", sweep_dir=tmp_path / "runs", progress=False)
     try:
         ids = [s["job_id"] for s in report.submitted]
