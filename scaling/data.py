@@ -129,6 +129,9 @@ def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
             try:
                 _scan(path, text_column)
             except (pl.exceptions.PolarsError, OSError, EOFError) as e:  # OSError: a truncated .gz
+                if _kind(path) == "jsonl":  # our own reading names the line (polars: "Syntax at character 0")
+                    for _ in _jsonl_documents(path, text_column):
+                        pass
                 raise UserError(_unreadable(path, text_column, e)) from None
 
 
@@ -155,11 +158,41 @@ def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
         if text.strip():
             yield text
         return
+    if kind == "jsonl":
+        yield from _jsonl_documents(path, text_column)
+        return
     try:
         batches = _scan(path, text_column).select(pl.col(text_column)).drop_nulls().collect_batches(chunk_size=READ_BATCH_ROWS)
         for batch in batches:
             yield from (t for t in batch.to_series() if t.strip())
     except (pl.exceptions.PolarsError, OSError, EOFError) as e:
+        raise UserError(_unreadable(path, text_column, e)) from None
+
+
+def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
+    """The non-empty `text_column` strings of a JSON-lines file, parsed here line by line: polars turns
+    a field that is a number or an object in some rows into its JSON text, which would be trained on
+    as prose. A row without the field, or with null, holds no document (as in parquet)."""
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as lines:
+            for n, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UserError(f"{path}, line {n}: not JSON ({e.msg} at column {e.colno}); fix or drop that line")
+                text = row.get(text_column) if isinstance(row, dict) else None
+                if not isinstance(row, dict) or not isinstance(text, (str, type(None))):
+                    got = type(text).__name__ if isinstance(row, dict) else f"a JSON {type(row).__name__}, not an object"
+                    raise UserError(f"{path}, line {n}: {text_column!r} is {got}, not a string; every document's "
+                                    f"{text_column!r} must be text (fix or drop the rows that are not)")
+                if text and text.strip():
+                    yield text
+    except (OSError, EOFError, UnicodeDecodeError) as e:  # a truncated .gz, bytes that are not UTF-8
         raise UserError(_unreadable(path, text_column, e)) from None
 
 
@@ -430,6 +463,7 @@ def prepare(
         "seed": seed,
         "tokenizer": _sha256(tokenizer_path) if tokenizer_path else {"vocab_size": vocab_size, "sample_bytes": tokenizer_sample_bytes},
     }
+    _check_own_folder(out, tokenizer_path)
     with _locked(out):
         meta, _ = _checked_meta(out)  # a damaged dir is prepared again
         if meta is not None and not force and meta.get("request") == request:
@@ -439,6 +473,28 @@ def prepare(
             print(f"replacing the data in {out}, prepared with another {', '.join(changed)} (a run that trained on "
                   "it refuses to resume on the new data)", file=sys.stderr, flush=True)
         return _prepare(out, request, train_paths, val_paths, tokenizer_path, progress)
+
+
+# What `prepare` writes into its folder (besides its lock and hidden temp files)
+PREPARED_FILES = ("meta.json", "tokenizer.json", "train.bin", "val.bin")
+
+
+def _check_own_folder(out: Path, tokenizer_path: Path | None) -> None:
+    """UserError where an existing `out` holds files prepare did not write (a user's tokenizer.json,
+    other files, a sweep's folder): it would overwrite them. A prepared dir (meta.json), one a killed
+    preparation left (its token files, or nothing but hidden temp files), or one holding just the
+    tokenizer.json it is asked to use is prepare's own."""
+    if not out.is_dir():
+        return
+    names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    foreign = sorted(names - set(PREPARED_FILES))
+    given = tokenizer_path is not None and tokenizer_path.resolve() == (out / "tokenizer.json").resolve()
+    if not foreign and ("meta.json" in names or "train.bin" in names or names <= ({"tokenizer.json"} if given else set())):
+        return
+    shown = ", ".join(foreign[:3]) + (" ..." if len(foreign) > 3 else "") if foreign else ", ".join(sorted(names))
+    raise UserError(f"{out} holds files `scaling data prepare` did not write ({shown}) and would overwrite its own "
+                    "names there; give a new or empty --out folder (to tokenize with a tokenizer.json, pass it with "
+                    "--tokenizer)")
 
 
 def _source_names(paths: list[Path]) -> list[str]:

@@ -244,6 +244,25 @@ def test_cli_errors(tmp_path, docs, capsys):
     assert "choose a writable --out folder" in _cli_error(["prepare", str(src), "--out", str(tmp_path / "notes.csv")], capsys)
     assert not Path(out).exists()  # no refusal left an output folder (or its lock) behind
 
+    # a JSON-lines field that is not a string in some rows: refused by line (polars made it JSON text)
+    (tmp_path / "mixed.jsonl").write_text('{"text": "a document"}\n{"text": {"secret": 1}}\n')
+    assert "mixed.jsonl, line 2: 'text' is dict, not a string" in _cli_error(
+        ["prepare", str(tmp_path / "mixed.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
+    (tmp_path / "cut.jsonl").write_text('{"text": "a document"}\n' * 3 + '{"text": "cut sh')
+    assert "cut.jsonl, line 4: not JSON (Unterminated string" in _cli_error(
+        ["prepare", str(tmp_path / "cut.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
+    assert not Path(out).exists()
+    # an --out holding files prepare did not write is refused, not overwritten
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "tokenizer.json").write_text("my own")
+    err = _cli_error(["prepare", str(src), "--out", str(mine), "--vocab-size", "300"], capsys)
+    assert "holds files `scaling data prepare` did not write (tokenizer.json)" in err and "--tokenizer" in err
+    (mine / "notes.txt").write_text("keep")
+    assert "did not write (notes.txt)" in _cli_error(["prepare", str(src), "--out", str(mine)], capsys)
+    assert (mine / "tokenizer.json").read_text() == "my own" and sorted(p.name for p in mine.iterdir()) == [
+        "notes.txt", "tokenizer.json"]
+
 
 @pytest.mark.parametrize("meta, message", [("{bad", "has a damaged meta.json (JSONDecodeError"),
                                            ("[1, 2]", "has a damaged meta.json (not a JSON object)"),
