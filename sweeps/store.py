@@ -123,16 +123,28 @@ def _slurm_job_id() -> str | None:
 
 
 def slurm_queue() -> dict[str, str] | None:
-    """Job id → SLURM state for every job in the queue (array tasks one per line); None without squeue."""
+    """Job id → SLURM state for every job in the queue (array tasks one per line), a pending job's
+    with squeue's reason: "PENDING (PartitionConfig)"; None without squeue."""
     if shutil.which("squeue") is None:
         return None
     try:
         out = subprocess.run(
-            ["squeue", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True, check=True, timeout=30
+            ["squeue", "-h", "-r", "-o", "%i|%T|%r"], capture_output=True, text=True, check=True, timeout=30
         ).stdout
     except (subprocess.SubprocessError, OSError):
         return None
-    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+    queue = {}
+    for line in out.splitlines():
+        job_id, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        if state:
+            queue[job_id] = f"{state} ({reason})" if state == "PENDING" and reason not in ("", "None") else state
+    return queue
+
+
+def pending_reason(job: dict | None, queue: dict[str, str] | None) -> str | None:
+    """squeue's reason a queued run's job waits ("Priority", "Resources", "PartitionConfig", ...)."""
+    state = (queue or {}).get((job or {}).get("job_id") or "", "")
+    return state[len("PENDING (") : -1] if state.startswith("PENDING (") else None
 
 
 def slurm_queue_for(run_dirs: list[Path]) -> dict[str, str] | None:
@@ -240,6 +252,7 @@ class RunStatus:
     eta_s: float | None  # this run's remaining time, for running runs
     job_id: str | None
     resumable: bool = False  # failed with a checkpoint (killed, cancelled, crashed): a relaunch resumes it
+    waiting: str | None = None  # a queued SLURM job's pending reason (squeue's %r)
 
 
 @dataclass
@@ -282,10 +295,33 @@ def status(sweep_dir: Path) -> SweepStatus:
             seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
             job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
+            waiting=pending_reason(job, queue) if state == "queued" else None,
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
     eta_s, method = _sweep_eta(rows, results)
-    return SweepStatus(str(sweep_dir), counts, rows, eta_s, method)
+    return SweepStatus(str(sweep_dir), counts, rows, eta_s, method + _waiting_note(rows))
+
+
+# squeue reasons a pending job never leaves by itself: no node or partition can meet the request
+NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "ReqNodeNotAvail", "BadConstraints",
+                "InvalidQOS", "InvalidAccount")
+
+
+def _waiting_note(rows: list[RunStatus]) -> str:
+    """Where no run is running: why SLURM holds the queued jobs, and what to do where they never start."""
+    if any(r.state == "running" for r in rows):
+        return ""
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if r.waiting:
+            reasons[r.waiting] = reasons.get(r.waiting, 0) + 1
+    if not reasons:
+        return ""
+    note = "; SLURM holds the queued jobs for " + ", ".join(f"{why} ({n})" for why, n in sorted(reasons.items()))
+    if any(why.split(",")[0] in NEVER_STARTS for why in reasons):
+        note += (": no node can run such a job as asked, so scancel its jobs and launch again with other "
+                 "executor.slurm settings (partition, cpus, mem, gpus, time, constraint)")
+    return note
 
 
 def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:

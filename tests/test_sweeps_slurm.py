@@ -275,3 +275,26 @@ def test_a_refused_submission_leaves_the_runs_as_they_were(tmp_path, capsys):
     assert "error: sbatch refused the jobs" in capsys.readouterr().err
     assert not list(sweep_dir.glob("*/job.json"))
     assert {k: v for k, v in status(sweep_dir).counts.items() if v} == {"missing": 2}
+
+
+def test_status_says_why_slurm_holds_jobs_that_can_never_start(tmp_path):
+    """More CPUs than any node has: sbatch takes the jobs and they wait forever; status names squeue's
+    reason and the way out instead of an ETA of 'unknown'."""
+    from sweeps.launch import launch
+    from sweeps.store import status
+
+    spec = load(tmp_path, "executor.slurm.cpus=999")
+    report = launch(spec, executor="slurm", sweep_dir=tmp_path / "runs", progress=False)
+    ids = {s["job_id"].split("_")[0] for s in report.submitted}
+    try:
+        deadline = time.time() + 30
+        while True:
+            st = status(tmp_path / "runs")
+            if all(r.waiting for r in st.runs) or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        assert {r.state for r in st.runs} == {"queued"} and {r.waiting for r in st.runs} == {"PartitionConfig"}
+        assert "SLURM holds the queued jobs for PartitionConfig (2)" in st.eta_method
+        assert "scancel its jobs and launch again with other executor.slurm settings" in st.eta_method
+    finally:
+        subprocess.run(["scancel", *ids], check=False)

@@ -200,7 +200,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     if args.runs:
         rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s) if r.state == "running" else "",
-                     state=f"{r.state} (resumable)" if r.resumable else r.state) for r in st.runs]
+                     state=f"{r.state} (resumable)" if r.resumable else f"queued ({r.waiting})" if r.waiting else r.state)
+                for r in st.runs]
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
