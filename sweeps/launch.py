@@ -24,6 +24,7 @@ import os
 import queue as queue_mod
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,6 +190,31 @@ def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]
     return todo, skipped
 
 
+# sbatch's words for a setting it refused -> the spec's key that made it
+SBATCH_KEYS = (("partition", "partition"), ("--mem", "mem"), ("gres", "gpus"), ("feature", "constraint"),
+               ("--time", "time"), ("--cpus-per-task", "cpus"), ("qos", "qos"), ("account", "account"))
+
+
+def sbatch_refusal(error: str) -> str:
+    """One line for a refused submission: sbatch's last words, and the executor.slurm key behind them
+    (with the partitions sinfo lists, where it was the partition)."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    said = lines[-1] if lines else "no reason given"
+    text = " ".join(lines).lower()
+    key = next((k for word, k in SBATCH_KEYS if word in text), None)
+    if key is None:
+        return f"sbatch refused the jobs: {said}"
+    hint = f"; check executor.slurm.{key} in the spec (or --set executor.slurm.{key}=...)"
+    if key == "partition" and shutil.which("sinfo"):
+        try:
+            names = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=30).stdout.split()
+        except (subprocess.SubprocessError, OSError):
+            names = []
+        if names:
+            hint += f"; this cluster's partitions: {', '.join(n.rstrip('*') for n in names)}"
+    return f"sbatch refused the jobs: {said}{hint}"
+
+
 def _prepare(run_dir: Path, config, executor: str) -> None:
     """Record the submission; move a failed or damaged result aside (result.failed-<n>.json,
     result.damaged-<n>.json: kept, never read as a result) so train() runs again (it resumes)."""
@@ -318,7 +344,7 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
         except submitit.core.utils.FailedJobError as e:
             for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)
                 _restore_job(sweep_dir / c.run_id, before[c.run_id])
-            raise UserError(f"sbatch refused the jobs: {str(e).strip().splitlines()[-1]}") from None
+            raise UserError(sbatch_refusal(str(e))) from None
         for c, job in zip(part, jobs):
             _record_job_id(sweep_dir / c.run_id, job.job_id, str(job.paths.stdout))
             report.submitted.append({"run_id": c.run_id, "job_id": job.job_id})

@@ -575,3 +575,14 @@ def test_raw_corpus_is_prepared_once_into_the_cache(tmp_path, monkeypatch):
     assert (again.corpus, again.data) == ("", spec.data)
     with pytest.raises(UserError, match="data: .*nowhere does not exist"):
         load(tmp_path, overrides=(f"data='{tmp_path / 'nowhere'}'",))
+
+
+def test_a_refused_submission_names_the_setting_behind_it():
+    from sweeps.launch import sbatch_refusal
+
+    said = sbatch_refusal("Command 'sbatch' failed\nsbatch: error: Invalid --mem specification\n")
+    assert said == ("sbatch refused the jobs: sbatch: error: Invalid --mem specification; check executor.slurm.mem "
+                    "in the spec (or --set executor.slurm.mem=...)")
+    assert "executor.slurm.gpus" in sbatch_refusal("sbatch: error: Invalid generic resource (gres) specification")
+    assert "executor.slurm.constraint" in sbatch_refusal("sbatch: error: Batch job submission failed: Invalid feature specification")
+    assert sbatch_refusal("sbatch: error: something else") == "sbatch refused the jobs: sbatch: error: something else"

@@ -272,7 +272,9 @@ def test_a_refused_submission_leaves_the_runs_as_they_were(tmp_path, capsys):
     rc = main(["sweep", "launch", str(spec_path), "--executor", "slurm", "--sweep-dir", str(sweep_dir),
                "--set", 'executor.slurm.partition="no-such-partition"'])  # fmt: skip
     assert rc == 2
-    assert "error: sbatch refused the jobs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error: sbatch refused the jobs" in err
+    assert "check executor.slurm.partition in the spec" in err and "this cluster's partitions: debug" in err
     assert not list(sweep_dir.glob("*/job.json"))
     assert {k: v for k, v in status(sweep_dir).counts.items() if v} == {"missing": 2}
 
