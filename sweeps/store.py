@@ -81,6 +81,7 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
         holder = {
             "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
             "slurm_job_id": _slurm_job_id(),
+            "tokens_at_start": _curve_end(run_dir / "metrics.csv")[0],  # a resumed run's earlier progress
         }  # fmt: skip
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
@@ -285,10 +286,10 @@ def status(sweep_dir: Path) -> SweepStatus:
         eta = None
         holder = lock_holder(d) if state == "running" else None
         if holder and holder.get("started") and 0 < progress < 1:
-            # The whole curve over this holder's time: after a resume it credits the holder with
-            # earlier progress too, so just after a resume the ETA is optimistic.
-            elapsed = now - holder["started"]
-            eta = elapsed * (1 - progress) / progress
+            # this holder's own progress: a resumed run's earlier tokens came in another process's time
+            start = min(1.0, (holder.get("tokens_at_start") or 0) / tokens) if tokens else 0.0
+            if progress > start:
+                eta = (now - holder["started"]) * (1 - progress) / (progress - start)
         rows.append(RunStatus(
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
             recipe=result.get("recipe") or recipe_label(cfg.get("recipe", ""), d / "recipe.toml"), tokens=tokens,

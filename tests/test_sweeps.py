@@ -513,10 +513,13 @@ def test_status_counts_progress_and_eta(tmp_path):
     write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0,
                                       "flops": flops, "wall_s": 10.0})
     running.mkdir()
-    (running / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n4,1024,7.0,2.4\n8,2048,6.5,2.2\n")
+    (running / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n4,1024,7.0,2.4\n")  # before a resume
     p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "True"
+        assert status(sweep_dir).runs[1].eta_s is None  # no progress of this process's own yet
+        with open(running / "metrics.csv", "a") as f:
+            f.write("8,2048,6.5,2.2\n")
         time.sleep(0.2)
         st = status(sweep_dir)
     finally:
@@ -525,7 +528,9 @@ def test_status_counts_progress_and_eta(tmp_path):
     assert {k: v for k, v in st.counts.items() if v} == {"done": 1, "running": 1, "missing": 1}
     rows = {r.run_id: r for r in st.runs}
     assert rows[running.name].progress == 0.5 and rows[running.name].val_loss == 6.5
-    assert rows[running.name].eta_s is not None and rows[running.name].eta_s > 0
+    # the resumed process did a quarter of the run (0.25 -> 0.5) in its time: the half left takes twice that
+    started = json.loads((running / "lock").read_text())["started"]
+    assert 2 * (time.time() - started) * 0.99 - 1 < rows[running.name].eta_s <= 2 * (time.time() - started) + 0.01
     # Left: half of the running run + all of the missing one, at the finished run's FLOP/s, one in flight.
     assert st.eta_s == pytest.approx(1.5 * flops / (flops / 10.0))
 
