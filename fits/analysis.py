@@ -227,7 +227,7 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     table = read_table(raw, where=where)  # validates a DataFrame too (cheap, and idempotent on its own output)
     groups = _points(table)
     if with_penalty and len(groups) > 1 and baseline not in groups:
-        where_not = (f"has no completed run in the table ({never[baseline].split(': ', 1)[1]})" if baseline in never
+        where_not = (f"has no completed run in the table ({never[baseline][len(baseline) + 2:]})" if baseline in never
                      else "is not in the table")
         raise UserError(f"baseline recipe {baseline!r} {where_not}; the recipes with completed runs: "
                         f"{', '.join(groups)}; pass --baseline NAME with one of them")

@@ -529,7 +529,8 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         doc = Document(
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
             subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; "
-                     + (f"baseline `{baseline}`" if baseline in set(study.runs["recipe"]) else f"no baseline (`{baseline}`)")
+                     + (f"baseline `{baseline}`" if baseline in fitted["groups"] and len(fitted["groups"]) > 1
+                        else f"no baseline (`{baseline}`)")
                      + f"; law `{law}`.",
             sections=[
                 section_verdict(fitted, baseline, study),

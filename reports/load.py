@@ -67,9 +67,9 @@ def _final_rows(runs: pl.DataFrame) -> pl.DataFrame:
     the most tokens. A run's mid-training losses are not points of the law (its learning rate has not
     decayed there), and the report counts, pairs and lists runs; `scaling fit` on such a table fits
     every row, resampled by run."""
-    if runs["run_id"].n_unique() == runs.height:
+    if runs.select("recipe", "run_id").n_unique() == runs.height:  # a run is (recipe, run_id), as in the fits
         return runs
-    last = runs.with_row_index("_row").sort("D", maintain_order=True).group_by("run_id").last()
+    last = runs.with_row_index("_row").sort("D", maintain_order=True).group_by("recipe", "run_id").last()
     return last.sort("_row").select(runs.columns)  # in the table's order
 
 

@@ -175,7 +175,7 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
     as prose. A row without the field, or with null, holds no document (as in parquet)."""
     import gzip
 
-    opener = gzip.open if path.name.endswith(".gz") else open
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as lines:
             for n, line in enumerate(lines, 1):
@@ -193,7 +193,8 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
                 if text and text.strip():
                     yield text
     except (OSError, EOFError, UnicodeDecodeError) as e:  # a truncated .gz, bytes that are not UTF-8
-        raise UserError(_unreadable(path, text_column, e)) from None
+        raise UserError(f"could not read {path} as JSON lines ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+                        ) from None
 
 
 def _unreadable(path: Path, text_column: str, error: Exception) -> str:
@@ -463,7 +464,8 @@ def prepare(
         "seed": seed,
         "tokenizer": _sha256(tokenizer_path) if tokenizer_path else {"vocab_size": vocab_size, "sample_bytes": tokenizer_sample_bytes},
     }
-    _check_own_folder(out, tokenizer_path)
+    if out.is_dir() and _checked_meta(out)[0] is None:  # (a prepared dir's files are its own, whatever lies beside)
+        _check_own_folder(out, tokenizer_path)  # before the lock: a refused folder gets no .lock either
     with _locked(out):
         meta, _ = _checked_meta(out)  # a damaged dir is prepared again
         if meta is not None and not force and meta.get("request") == request:
@@ -480,16 +482,15 @@ PREPARED_FILES = ("meta.json", "tokenizer.json", "train.bin", "val.bin")
 
 
 def _check_own_folder(out: Path, tokenizer_path: Path | None) -> None:
-    """UserError where an existing `out` holds files prepare did not write (a user's tokenizer.json,
-    other files, a sweep's folder): it would overwrite them. A prepared dir (meta.json), one a killed
-    preparation left (its token files, or nothing but hidden temp files), or one holding just the
-    tokenizer.json it is asked to use is prepare's own."""
-    if not out.is_dir():
-        return
+    """UserError where `out`, not a prepared dir, holds files prepare did not write (a user's
+    tokenizer.json, other files, a sweep's folder): it would overwrite them. One a killed preparation
+    left (its token files, or its tokenizer.json beside the hidden temp files), or one holding just the
+    tokenizer.json it is asked to use, is prepare's own."""
     names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
     foreign = sorted(names - set(PREPARED_FILES))
-    given = tokenizer_path is not None and tokenizer_path.resolve() == (out / "tokenizer.json").resolve()
-    if not foreign and ("meta.json" in names or "train.bin" in names or names <= ({"tokenizer.json"} if given else set())):
+    ours = (tokenizer_path is not None and tokenizer_path.resolve() == (out / "tokenizer.json").resolve()
+            or any((out / f".{split}.bin.tmp").exists() for split in ("train", "val")))
+    if not foreign and ("meta.json" in names or "train.bin" in names or names <= ({"tokenizer.json"} if ours else set())):
         return
     shown = ", ".join(foreign[:3]) + (" ..." if len(foreign) > 3 else "") if foreign else ", ".join(sorted(names))
     raise UserError(f"{out} holds files `scaling data prepare` did not write ({shown}) and would overwrite its own "

@@ -585,13 +585,15 @@ def check_run_dir(config: RunConfig, run_dir: Path) -> None:
     if not path.exists():
         return
     existing = RunConfig.from_json(path)
+    kept = run_dir / "recipe.toml"
+    if existing.recipe.endswith(".toml") and not Path(existing.recipe).is_file() and kept.is_file():
+        existing = dataclasses.replace(existing, recipe=str(kept))  # the file moved: its id is its content's
     if existing.run_id != config.run_id:
         started = checkpoint_path(run_dir).exists() or (run_dir / "result.json").exists()
         raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
                         + ("choose another --out directory" if started else
                            f"it stopped before its first checkpoint, so nothing of it is kept: remove {run_dir} "
                            "or choose another --out directory"))
-    kept = run_dir / "recipe.toml"
     if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != Path(config.recipe).read_bytes():
         raise UserError(f"{config.recipe} has changed since the run in {run_dir} started (its recipe then is "
                         f"{kept}); restore the file, or train the new recipe in another --out directory")

@@ -191,8 +191,9 @@ def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]
 
 
 # sbatch's words for a setting it refused -> the spec's key that made it
-SBATCH_KEYS = (("partition", "partition"), ("--mem", "mem"), ("gres", "gpus"), ("feature", "constraint"),
-               ("--time", "time"), ("--cpus-per-task", "cpus"), ("qos", "qos"), ("account", "account"))
+SBATCH_KEYS = (("account", "account"), ("qos", "qos"), ("partition", "partition"), ("--mem", "mem"), ("memory", "mem"),
+               ("gres", "gpus"), ("feature", "constraint"), ("--time", "time"), ("time limit", "time"),
+               ("--cpus-per-task", "cpus"))
 
 
 def sbatch_refusal(error: str) -> str:
@@ -200,8 +201,7 @@ def sbatch_refusal(error: str) -> str:
     (with the partitions sinfo lists, where it was the partition)."""
     lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
     said = lines[-1] if lines else "no reason given"
-    text = " ".join(lines).lower()
-    key = next((k for word, k in SBATCH_KEYS if word in text), None)
+    key = next((k for word, k in SBATCH_KEYS if word in said.lower()), None)  # in what is quoted, not elsewhere
     if key is None:
         return f"sbatch refused the jobs: {said}"
     hint = f"; check executor.slurm.{key} in the spec (or --set executor.slurm.{key}=...)"

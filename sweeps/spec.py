@@ -62,9 +62,12 @@ class SlurmSettings:
 
 
 def time_minutes(text: str | int) -> int:
-    """SLURM time ("D-HH:MM:SS", "HH:MM:SS", "MM", or an int of minutes) in whole minutes."""
-    if isinstance(text, int):
-        return text
+    """SLURM time ("D-HH:MM:SS", "HH:MM:SS", "MM", or an int of minutes) in whole minutes (rounded up)."""
+    return text if isinstance(text, int) else max(1, -(-time_seconds(text) // 60))
+
+
+def time_seconds(text: str) -> int:
+    """SLURM time ("D-HH:MM:SS", "HH:MM:SS", "MM:SS", "MM") in seconds; ValueError for other text."""
     m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
     if not m:
         raise ValueError(text)
@@ -75,7 +78,7 @@ def time_minutes(text: str | int) -> int:
         h, mi, sec = (a, b, 0) if m.group(1) else (0, a, b)
     else:
         h, mi, sec = (a, 0, 0) if m.group(1) else (0, a, 0)
-    return max(1, d * 1440 + h * 60 + mi + (1 if sec else 0))
+    return (d * 1440 + h * 60 + mi) * 60 + sec
 
 
 @dataclass(frozen=True)
@@ -385,11 +388,11 @@ def _check_time_limit(slurm: SlurmSettings) -> SlurmSettings:
     """A job's time limit must outlast the warning before it: SLURM sends USR1 signal_delay_s before the
     limit and the run checkpoints and requeues, so a shorter limit requeues every job before its first
     step, up to max_timeouts times. 0 is SLURM's "no limit", which would never requeue a run at all."""
-    if re.fullmatch(r"[0:\-]+", slurm.time.strip()):
+    if time_seconds(slurm.time) == 0:
         raise UserError(f"executor.slurm.time: {slurm.time!r} is SLURM's 'no limit'; give the jobs a limit (e.g. "
                         "\"24:00:00\"): at it each run checkpoints and requeues")
-    if slurm.time_min * 60 <= slurm.signal_delay_s:
-        raise UserError(f"executor.slurm.time: {slurm.time!r} ({slurm.time_min} min) is not longer than signal_delay_s "
+    if time_seconds(slurm.time) <= slurm.signal_delay_s:
+        raise UserError(f"executor.slurm.time: {slurm.time!r} ({time_seconds(slurm.time)} s) is not longer than signal_delay_s "
                         f"({slurm.signal_delay_s} s), the warning a job gets before its limit to checkpoint and requeue: "
                         "every job would requeue before training; raise time or lower signal_delay_s")
     return slurm

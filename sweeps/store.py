@@ -292,7 +292,8 @@ def status(sweep_dir: Path) -> SweepStatus:
                 eta = (now - holder["started"]) * (1 - progress) / (progress - start)
         rows.append(RunStatus(
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
-            recipe=result.get("recipe") or recipe_label(cfg.get("recipe", ""), d / "recipe.toml"), tokens=tokens,
+            recipe=(result["recipe"] if isinstance(result.get("recipe"), str) and result["recipe"]
+                    else recipe_label(str(cfg.get("recipe", "")), d / "recipe.toml")), tokens=tokens,
             seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
             job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
@@ -304,8 +305,8 @@ def status(sweep_dir: Path) -> SweepStatus:
 
 
 # squeue reasons a pending job never leaves by itself: no node or partition can meet the request
-NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "ReqNodeNotAvail", "BadConstraints",
-                "InvalidQOS", "InvalidAccount")
+NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints", "InvalidQOS",
+                "InvalidAccount")  # (not ReqNodeNotAvail: drained or reserved nodes come back)
 
 
 def _waiting_note(rows: list[RunStatus]) -> str:

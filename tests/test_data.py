@@ -144,6 +144,8 @@ def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
         data.prepare([src], out, vocab_size=400, val_fraction=1e-9, progress=False)
     assert data.read_meta(out) == meta and (out / "train.bin").read_bytes() == good
     assert (out / "tokenizer.json").read_bytes() == tokenizer
+    (out / "README.md").write_text("notes of mine")  # beside a prepared dir's files: the same request is reused
+    assert data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)["request"] == first["request"]
 
 
 def test_concurrent_prepares_wait_for_each_other(tmp_path, docs):

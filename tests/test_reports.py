@@ -356,6 +356,12 @@ def test_a_tables_checkpoint_rows_give_one_point_per_run_its_last(tmp_path):
     assert {g["n_points"] for g in fitted["groups"].values()} == {12} == {g["n_runs"] for g in fitted["groups"].values()}
     md = (tmp_path / "r" / "report.md").read_text()
     assert "24 runs" in md and "48 earlier rows are set aside" in md and "72 runs" not in md
+    # a run is (recipe, run_id), as in the fits: ids that repeat across recipes are not checkpoints
+    shared = tmp_path / "shared.csv"
+    pl.DataFrame({"recipe": ["bf16"] * 4 + ["nvfp4"] * 4, "run_id": [f"r{i}" for i in range(4)] * 2,
+                  "N": [1e6, 1e6, 2e6, 2e6] * 2, "D": [2e7, 4e7, 2e7, 4e7] * 2, "loss": [4.0, 3.8, 3.7, 3.5] * 2}).write_csv(shared)
+    both = load(shared)
+    assert both.runs.height == 8 and both.earlier_rows == 0
 
 
 def test_a_table_without_recipes_is_not_said_to_have_a_baseline(tmp_path):

@@ -105,3 +105,26 @@ def test_plan_and_status_name_a_recipe_file_by_its_name(tmp_path):
     copy.write_text('name = "mine_then"\n')
     assert recipe_label(str(r), copy) == "mine_then" and recipe_label(str(r)) == "mine"
     assert recipe_label(str(tmp_path / "gone.toml")) == str(tmp_path / "gone.toml") and recipe_label("nvfp4") == "nvfp4"
+
+
+def test_a_run_whose_recipe_file_moved_resumes_in_its_folder(tmp_path):
+    """The run's config.json names the old path; its folder's recipe.toml copy gives the id the run
+    started under, which the moved file's content gives again."""
+    import shutil
+
+    from scaling.train import RunConfig, check_run_dir, prepare_run_dir
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    old = tmp_path / "a" / "mine.toml"
+    old.write_text('name = "mine"\nbase = "ufp4"\n')
+    config = lambda path: RunConfig(family="nanochat", size="1M", recipe=str(path), tokens=4096 * 8)  # noqa: E731
+    run_dir = tmp_path / "runs" / config(old).run_id
+    prepare_run_dir(config(old).resolved(), run_dir)
+    shutil.move(old, tmp_path / "b" / "mine.toml")
+    moved = config(tmp_path / "b" / "mine.toml")
+    assert moved.run_id == run_dir.name
+    check_run_dir(moved, run_dir)  # the same run: no refusal
+    (tmp_path / "b" / "mine.toml").write_text('name = "mine"\nbase = "nvfp4"\n')
+    with pytest.raises(UserError, match="holds a different run"):
+        check_run_dir(config(tmp_path / "b" / "mine.toml"), run_dir)

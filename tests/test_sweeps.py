@@ -75,9 +75,10 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("executor.slurm.cpus=1.5", "executor.slurm.cpus: expected an integer, got 1.5"),
         ('executor.slurm.time="soon"', "executor.slurm.time: 'soon' is not a SLURM time"),
         # a limit within the warning before it requeued every job before its first step, 50 times (QA)
-        ("executor.slurm.time=1", "executor.slurm.time: '1' (1 min) is not longer than signal_delay_s (120 s)"),
-        ('executor.slurm.time="0:01:30"', "executor.slurm.time: '0:01:30' (2 min) is not longer than signal_delay_s"),
+        ("executor.slurm.time=1", "executor.slurm.time: '1' (60 s) is not longer than signal_delay_s (120 s)"),
+        ('executor.slurm.time="0:01:30"', "executor.slurm.time: '0:01:30' (90 s) is not longer than signal_delay_s"),
         ("executor.slurm.time=0", "executor.slurm.time: '0' is SLURM's 'no limit'; give the jobs a limit"),
+        ('executor.slurm={time="0:02:01", signal_delay_s=150}', "'0:02:01' (121 s) is not longer than signal_delay_s (150 s)"),
         ("executor.local.gpus=3", "executor.local.gpus: 3 is not \"all\" or a list of GPU indices"),
         ("executor.local.gpus=[0, 0]", "executor.local.gpus: [0, 0] names a GPU twice"),
         ("grid.sizes=1", "grid.sizes: unknown key; known: family, lr_mult, recipe, seed, size, tokens, tokens_per_param"),
@@ -535,6 +536,22 @@ def test_status_counts_progress_and_eta(tmp_path):
     assert st.eta_s == pytest.approx(1.5 * flops / (flops / 10.0))
 
 
+def test_status_reads_a_damaged_records_recipe_from_the_plan(tmp_path):
+    """A result.json whose recipe is not text (edited by hand) is a failed run, and its row keeps the
+    plan's recipe: a list there crashed the ETA (unhashable)."""
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    damaged = sweep_dir / spec.runs()[0].run_id
+    damaged.mkdir()
+    write_json(damaged / "result.json", {"run_id": damaged.name, "recipe": ["bf16"], "status": "completed"})
+    st = status(sweep_dir)
+    assert [r.recipe for r in st.runs] == ["bf16", "bf16"] and st.runs[0].state == "failed"
+
+
 def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
     """A remaining nvfp4 run is priced at nvfp4's measured FLOP/s, not at a mean dragged up by bf16's;
     a recipe with no finished run at the mean of all, and the method says which."""
@@ -591,3 +608,7 @@ def test_a_refused_submission_names_the_setting_behind_it():
     assert "executor.slurm.gpus" in sbatch_refusal("sbatch: error: Invalid generic resource (gres) specification")
     assert "executor.slurm.constraint" in sbatch_refusal("sbatch: error: Batch job submission failed: Invalid feature specification")
     assert sbatch_refusal("sbatch: error: something else") == "sbatch refused the jobs: sbatch: error: something else"
+    assert "executor.slurm.account" in sbatch_refusal("sbatch: error: Invalid account or account/partition combination specified")
+    assert "executor.slurm.qos" in sbatch_refusal("sbatch: warning: --cpus-per-task ignored\nsbatch: error: Invalid qos specification")
+    assert "executor.slurm.time" in sbatch_refusal("sbatch: error: Requested time limit is invalid (missing or exceeds some limit)")
+    assert "executor.slurm.mem" in sbatch_refusal("sbatch: error: Memory specification can not be satisfied")
