@@ -226,14 +226,15 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     from scaling.recipes import list_recipes
 
     known_recipes = list_recipes()
+    file_names = {}  # recipe file -> its recipe's name
     for i, r in enumerate(recipe):
         if r.endswith(".toml"):
             recipe[i] = r = str(Path(r).expanduser().resolve())
-            _check_recipe_file(r, f"grid.recipe[{i}]")
+            file_names[r] = _check_recipe_file(r, f"grid.recipe[{i}]")
         elif r not in known_recipes:
             raise UserError(f"grid.recipe[{i}]: unknown recipe {r!r}; known: {', '.join(known_recipes)}"
                             " (or a path to a recipe .toml)")
-    _check_recipe_names(recipe)
+    _check_recipe_names(file_names)
     _check_shapes(family, size, recipe)
     seed = _axis(grid, "seed", int, default=[0], check=lambda v: v >= 0, what="a non-negative integer")
     lr_mult = _axis(grid, "lr_mult", float, default=[1.0], check=lambda v: v > 0, what="a positive number")
@@ -277,26 +278,22 @@ def prepared_dir(corpus: Path) -> Path:
     return cache_dir() / "data" / f"corpus-{corpus.name}-{digest}"
 
 
-def _check_recipe_file(path: str, where: str) -> None:
+def _check_recipe_file(path: str, where: str) -> str:
+    """The recipe file's name, or a UserError saying where in the spec it was named."""
     from scaling.recipes import Recipe
 
     try:
-        Recipe.from_toml(path)
+        return Recipe.from_toml(path).name
     except UserError as e:
         raise UserError(f"{where}: {e}") from None
 
 
-def _check_recipe_names(recipes: list[str]) -> None:
-    """Two recipe files of one name but different content would pool two recipes under that name in
-    results, fits and reports (they group runs by name). Two files of the same content are one recipe
-    (their runs have one id)."""
-    from scaling.recipes import Recipe
-
+def _check_recipe_names(file_names: dict[str, str]) -> None:
+    """Two recipe files (file -> recipe name) of one name but different content would pool two recipes
+    under that name in results, fits and reports (they group runs by name). Two files of the same
+    content are one recipe (their runs have one id)."""
     files: dict[str, str] = {}
-    for r in recipes:
-        if not r.endswith(".toml"):
-            continue
-        name = Recipe.from_toml(r).name
+    for r, name in file_names.items():
         other = files.setdefault(name, r)
         if other != r and Path(other).read_bytes() != Path(r).read_bytes():
             raise UserError(f"grid.recipe: {other} and {r} are both named {name!r} but differ; results, fits and "
