@@ -78,6 +78,16 @@ class Preempted(Exception):
         self.signum = signum
 
 
+class StepInterrupted(Exception):
+    """A stop was asked for between two micro-batches of step `step` (0-based): its gradients are
+    dropped, and the run's checkpoint is the state after step - 1, so a resume redoes the whole step
+    (the same windows, SR bits and signs: they are functions of the step and micro-batch)."""
+
+    def __init__(self, step: int, micro: int, micros: int):
+        super().__init__(f"step {step + 1} stopped after {micro} of its {micros} micro-batches")
+        self.step, self.micro, self.micros = step, micro, micros
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run. ``None`` fields are filled by `resolved()` from the size rules."""
@@ -311,16 +321,22 @@ class TokenDataModule(L.LightningDataModule):
 
 
 def forward_backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, step: int, micro_batch_size: int,
-                     compile_mode: str | None, backward=torch.Tensor.backward, fault: bool = False) -> torch.Tensor:
+                     compile_mode: str | None, backward=torch.Tensor.backward, fault: bool = False,
+                     stop=None) -> torch.Tensor:
     """One optimizer step's forward and backward passes: the batch (x, y) in micro-batches of
     micro_batch_size sequences, each drawing its own SR bits and Hadamard signs (set_step(model,
     step, micro)) and weighted by its share of the batch, so the gradients accumulated in the
     parameters are the batch mean's. Returns the batch's mean loss (detached). fault: multiply the
-    loss by NaN (the divergence tests' injected fault)."""
+    loss by NaN (the divergence tests' injected fault). stop: a callable asked before each
+    micro-batch after the first; when it answers True, raises `StepInterrupted` (a step of many
+    micro-batches can outlast SLURM's warning before it kills the job)."""
     from scaling.linear import set_step
 
     loss = torch.zeros((), device=x.device)
+    micros = -(-len(x) // micro_batch_size)
     for micro, (xs, ys) in enumerate(zip(x.split(micro_batch_size), y.split(micro_batch_size))):
+        if micro > 0 and stop is not None and stop():
+            raise StepInterrupted(step, micro, micros)
         set_step(model, step, micro)
         begin_micro_batch(compile_mode)
         part = model(xs, ys) * (len(xs) / len(x))
@@ -348,6 +364,7 @@ class LanguageModel(L.LightningModule):
             compile_model(self.model, config.compile)
         self.steps = config.steps
         self.running_min, self.spike_count, self.diverged = math.inf, 0, False
+        self.stop_requested = None  # set by train(): a signal asked the run to stop (see forward_backward)
 
     def configure_optimizers(self):
         return list(optim.build_optimizers(self.model, self.size.width, self.config.lr_mult))
@@ -363,7 +380,7 @@ class LanguageModel(L.LightningModule):
         zero_grads(self.model, (muon, adamw), self.config.compile)
         fault = self.config.fault_nan_at_step is not None and step >= self.config.fault_nan_at_step
         loss = forward_backward(self.model, x, y, step, self.config.micro_batch_size, self.config.compile,
-                                self.manual_backward, fault)
+                                self.manual_backward, fault, self.stop_requested)
         value = loss.item()
         self.log("train_loss", value, prog_bar=True)
         self.log("lr_mult", self.lr_multiplier(step))
@@ -427,7 +444,8 @@ def build(config: RunConfig) -> tuple[LanguageModel, TokenDataModule]:
 
 class RunDirectory(L.Callback):
     """Evaluates every `eval_interval` steps and at the end, writes metrics.csv, checkpoints every
-    `checkpoint_interval` steps, and on SIGUSR1/SIGTERM/SIGINT saves a checkpoint and raises `Preempted`."""
+    `checkpoint_interval` steps, and on SIGUSR1/SIGTERM/SIGINT saves a checkpoint and raises `Preempted`
+    (at the end of the step, or at the next micro-batch boundary of a step of several)."""
 
     def __init__(self, run_dir: Path, config: RunConfig, bytes_per_token: float, started: float | None = None):
         self.run_dir, self.config, self.bytes_per_token = run_dir, config, bytes_per_token
@@ -475,6 +493,15 @@ class RunDirectory(L.Callback):
         if self.preempt_signal is not None:
             raise Preempted(f"received {signal.Signals(self.preempt_signal).name}; checkpoint saved at step {step}",
                             self.preempt_signal)
+
+    def on_exception(self, trainer, module, exception: BaseException) -> None:
+        # a signal stopped a step between its micro-batches: the weights and optimizer are still
+        # those after the step before (the checkpoint a resume redoes the step from)
+        if isinstance(exception, StepInterrupted):
+            self.save(trainer)
+
+    def stop_requested(self) -> bool:
+        return self.preempt_signal is not None
 
     def evaluate(self, trainer, module: LanguageModel, step: int) -> dict:
         from scaling.data import bits_per_byte
@@ -709,8 +736,12 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     if ckpt is not None:
         check_checkpoint(ckpt)
     previous = run.install_signal_handlers()
+    module.stop_requested = run.stop_requested
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
+    except StepInterrupted as e:
+        raise Preempted(f"received {signal.Signals(run.preempt_signal).name}; {e}, which a resume redoes; "
+                        f"checkpoint saved at step {e.step}", run.preempt_signal) from None
     except torch.OutOfMemoryError:
         raise UserError(out_of_memory_message(config, trainer.strategy.root_device)) from None
     except SystemExit:  # Lightning's answer to a KeyboardInterrupt: our Ctrl-C twice (`_on_signal`)

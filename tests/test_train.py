@@ -14,7 +14,7 @@ import torch
 
 from scaling.cli import main
 from scaling.errors import UserError
-from scaling.train import PREEMPTED_EXIT_CODE, LanguageModel, RunConfig, train, train_batch
+from scaling.train import PREEMPTED_EXIT_CODE, LanguageModel, Preempted, RunConfig, train, train_batch
 from sweeps.store import RESULT_FIELDS
 
 # 0.5M nanochat, 40 steps of 4 x 64 tokens: seconds on 2 CPU cores.
@@ -149,6 +149,39 @@ def test_a_signal_checkpoints_at_the_end_of_the_step_and_the_same_command_resume
     result = train(_config(), run_dir, progress=False)
     assert result["val_loss"] == reference[1]["val_loss"]
     assert result["wall_s"] > time.perf_counter() - start  # the first process's time counts too
+
+
+def test_a_signal_during_a_step_of_micro_batches_stops_at_the_next_one_and_resumes_to_the_bit(tmp_path, monkeypatch):
+    """A step of many micro-batches can outlast SLURM's warning (120 s) before the kill: the stop comes
+    at the next micro-batch, the checkpoint is the step before's, and the resume redoes the step."""
+    config = _config(tokens=12 * 4 * 64, micro_batch_size=1, eval_interval=6, checkpoint_interval=100)
+    straight = train(config, tmp_path / "straight", progress=False)
+    step = LanguageModel.training_step
+
+    def signal_in_step_8s_first_micro_batch(self, batch, batch_idx):
+        if int(batch[0]) == 7:
+            forward = self.model.forward
+
+            def forward_then_signal(*args, **kwargs):
+                self.model.forward = forward
+                os.kill(os.getpid(), signal.SIGUSR1)  # as SLURM's warning would, mid-step
+                return forward(*args, **kwargs)
+
+            self.model.forward = forward_then_signal
+        return step(self, batch, batch_idx)
+
+    run_dir, handler = tmp_path / "stopped", signal.getsignal(signal.SIGUSR1)
+    with monkeypatch.context() as m:
+        m.setattr(LanguageModel, "training_step", signal_in_step_8s_first_micro_batch)
+        with pytest.raises(Preempted, match=r"received SIGUSR1; step 8 stopped after 1 of its 4 micro-batches, "
+                                            r"which a resume redoes; checkpoint saved at step 7"):
+            train(config, run_dir, progress=False)
+    assert _checkpoint_step(run_dir) == 7 and not (run_dir / "result.json").exists()
+    assert signal.getsignal(signal.SIGUSR1) == handler  # train() put the handlers back
+    resumed = train(config, run_dir, progress=False)
+    assert resumed["val_loss"] == straight["val_loss"] and resumed["status"] == "completed"
+    val = lambda d: [line.split(",")[:6] for line in (d / "metrics.csv").read_text().splitlines()]  # noqa: E731
+    assert val(run_dir) == val(tmp_path / "straight")
 
 
 def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
