@@ -174,6 +174,10 @@ def test_builtin_corpus_cli_and_cache(tmp_path, monkeypatch, capsys):
     assert data.unigram_entropy(directory) < math.log(data.BUILTIN_VOCAB_SIZE)
     mtime = (directory / "meta.json").stat().st_mtime_ns
     assert data.builtin_data_dir() == directory and (directory / "meta.json").stat().st_mtime_ns == mtime
+    # `data info builtin` shows that dir (as `--data builtin` names it), not "builtin is not a prepared dir"
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "info", "builtin", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"dir": str(directory), **meta}
     # Once prepared, loading it needs neither polars nor tokenizers (`scaling train` runs where they are absent).
     code = ("import sys; from scaling import data; d = data.builtin_data_dir(); data.load_tokens(d, 'train'); "
             "print(d, [m for m in ('polars', 'tokenizers', 'pandas') if m in sys.modules])")

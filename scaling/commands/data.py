@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
 
 
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print meta.json instead of the table")
 
     i = sub.add_parser("info", help="show a prepared data dir", description="Show the meta.json of a prepared data dir.")
-    i.add_argument("dir", metavar="DIR")
+    i.add_argument("dir", metavar="DIR", help="a prepared data dir, or `builtin` (the built-in corpus' cache dir)")
     i.add_argument("--json", action="store_true", help="print meta.json instead of the table")
 
 
@@ -47,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from scaling.errors import UserError
 
     if args.action == "info":
-        meta = data.read_meta(args.dir)
-        _print(meta, args.dir, None, args.json)
+        # `builtin` (where no folder of that name is here) is the built-in corpus, as in `--data builtin`
+        folder = data.builtin_data_dir() if args.dir == "builtin" and not Path(args.dir).exists() else args.dir
+        _print(data.read_meta(folder), folder, None, args.json)
         return 0
 
     start = time.perf_counter()
