@@ -647,6 +647,16 @@ def repeated_data_note(tokens: int, train_tokens: int) -> str | None:
             "largest budget (`scaling data prepare`, docs/data.md).")
 
 
+def cpu_compile_note(compile_mode: bool | str | None, on_gpu: bool) -> str | None:
+    """What to tell a user who asked for torch.compile on a CPU, else None: there tracing costs minutes
+    before the first step, for a gain never measured (docs/training.md, "Cost on a CPU")."""
+    if not compile_mode or on_gpu:
+        return None
+    return ("note: --compile on a CPU: dynamo and inductor trace the model for minutes before the first step (over "
+            "12 for nvfp4's 1M model, docs/training.md 'Cost on a CPU'), and the compiled step's speed on a CPU "
+            "was never measured; leave it off for CPU runs")
+
+
 def first_step_note(seconds: float, on_gpu: bool, quantized: bool) -> str | None:
     """What to tell a user whose first step took long (over 30 s), else None: on a GPU the step compiles
     the model and, under a quantized recipe, compiles and tunes the quantizer kernels for each of the
@@ -710,9 +720,10 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     prepare_run_dir(config, run_dir)
     meta = datamodule.meta
     check_run_data(run_dir, meta, config.data)
-    note = repeated_data_note(config.tokens, meta.get("train_tokens", 0))
-    if note:
-        print(note, file=sys.stderr, flush=True)
+    for note in (repeated_data_note(config.tokens, meta.get("train_tokens", 0)),
+                 cpu_compile_note(config.compile, torch.cuda.is_available())):
+        if note:
+            print(note, file=sys.stderr, flush=True)
     run = RunDirectory(run_dir, config, meta["bytes_per_token"], started=wall_start)  # of the validation split
     from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.pytorch.loggers import CSVLogger

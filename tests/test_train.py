@@ -416,6 +416,18 @@ def test_repeated_data_is_pointed_out():
     assert "3.0 times" in note and "memorization" in note and "scaling data prepare" in note
 
 
+def test_compile_on_a_cpu_is_pointed_out(tmp_path, monkeypatch, capsys):
+    """--compile on a CPU costs minutes of tracing and no speed: one note says so, and the run goes on."""
+    import scaling.train
+    from scaling.train import cpu_compile_note
+
+    assert cpu_compile_note(None, False) is None and cpu_compile_note("reduce-overhead", True) is None
+    monkeypatch.setattr(scaling.train, "compile_model", lambda model, mode: None)  # the note, not the minutes
+    result = train(_config(tokens=2 * 4 * 64, compile=True), tmp_path / "run", progress=False)
+    assert result["status"] == "completed"
+    assert "note: --compile on a CPU" in capsys.readouterr().err
+
+
 def test_a_slow_first_step_on_a_gpu_is_explained():
     from scaling.train import first_step_note
 
