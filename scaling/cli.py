@@ -109,6 +109,30 @@ def python_command(statement: str) -> list[str]:
     return [sys.executable, "-c", f"import sys; del sys.path[0]; {statement}"]
 
 
+def empty_option(argv: list[str], parser: argparse.ArgumentParser) -> str | None:
+    """The first option given an empty value (`--out ""`, `--out=`, as a shell variable left unset
+    makes), else None. No option of this CLI means anything by an empty string."""
+    takes_value = _value_options(parser)
+    for before, arg in zip(["", *argv], argv):
+        if arg.startswith("--") and arg.endswith("=") and arg[:-1] in takes_value:
+            return arg[:-1]
+        if arg == "" and before in takes_value:
+            return before
+    return None
+
+
+def _value_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The option strings of `parser` and its sub-verbs' parsers that take a value."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _value_options(sub)
+        elif action.option_strings and action.nargs != 0:
+            found.update(action.option_strings)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the `scaling` command itself (not a call from Python): restart once, tuned
         env = malloc_reexec(dict(os.environ))
@@ -120,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.verb:
         parser.print_help()
+        return 2
+    empty = empty_option(argv, parser)
+    if empty:  # (`--out ""` would otherwise be taken as no --out: the default folder, silently)
+        print(f"error: {empty} is given an empty value: give one, or leave {empty} out for its default", file=sys.stderr)
         return 2
     try:
         return int(_load(args.verb).run(args) or 0)

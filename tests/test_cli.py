@@ -1,10 +1,12 @@
-"""The `scaling` command restarts itself once with glibc's allocator kept from returning memory."""
+"""The `scaling` command itself: its restart with glibc's allocator kept from returning memory, help, errors."""
 
 import os
 import subprocess
 import sys
 
-from scaling.cli import MALLOC_ENV, malloc_reexec
+import pytest
+
+from scaling.cli import MALLOC_ENV, main, malloc_reexec
 
 
 def test_malloc_settings_are_added_once_and_can_be_turned_off():
@@ -96,3 +98,24 @@ def test_a_full_disk_is_one_line_whether_or_not_the_error_names_a_path(monkeypat
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and "No space left on device" in err, err
         assert "free space" in err
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["train", "--family", "nanochat", "--size", "1M", "--out", ""], "--out"),  # was: runs/adhoc/<id>, silently
+    (["fit", "results.parquet", "--out="], "--out"),
+    (["sweep", "collect", "sweeps/x", "--out", ""], "--out"),
+    (["data", "prepare", "builtin", "--tokenizer", ""], "--tokenizer"),
+])
+def test_an_option_given_an_empty_value_is_refused(tmp_path, monkeypatch, capsys, argv, option):
+    """`--out "$DIR"` with DIR unset: one line naming the option, exit 2, nothing made."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (f"error: {option} is given an empty value: give one, or leave {option} out "
+                                       "for its default\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_positional_after_a_flag_is_not_blamed_on_the_flag(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "info", "--json", ""]) == 2
+    assert "--json" not in capsys.readouterr().err
