@@ -123,9 +123,17 @@ def _slurm_job_id() -> str | None:
 # Run states
 
 
-def slurm_queue() -> dict[str, str] | None:
-    """Job id → SLURM state for every job in the queue (array tasks one per line), a pending job's
-    with squeue's reason: "PENDING (PartitionConfig)"; None without squeue."""
+@dataclass(frozen=True)
+class QueuedJob:
+    """A job in SLURM's queue: its state (squeue's %T) and, while pending, why (%r: "Priority",
+    "Resources", "PartitionConfig", ...; None where squeue gives none)."""
+
+    state: str
+    reason: str | None = None
+
+
+def slurm_queue() -> dict[str, QueuedJob] | None:
+    """Job id → its `QueuedJob` for every job in the queue (array tasks one per line); None without squeue."""
     if shutil.which("squeue") is None:
         return None
     try:
@@ -138,17 +146,17 @@ def slurm_queue() -> dict[str, str] | None:
     for line in out.splitlines():
         job_id, state, reason = (line.split("|", 2) + ["", ""])[:3]
         if state:
-            queue[job_id] = f"{state} ({reason})" if state == "PENDING" and reason not in ("", "None") else state
+            queue[job_id] = QueuedJob(state, reason if state == "PENDING" and reason not in ("", "None") else None)
     return queue
 
 
-def pending_reason(job: dict | None, queue: dict[str, str] | None) -> str | None:
+def pending_reason(job: dict | None, queue: dict[str, QueuedJob] | None) -> str | None:
     """squeue's reason a queued run's job waits ("Priority", "Resources", "PartitionConfig", ...)."""
-    state = (queue or {}).get((job or {}).get("job_id") or "", "")
-    return state[len("PENDING (") : -1] if state.startswith("PENDING (") else None
+    queued = (queue or {}).get((job or {}).get("job_id") or "")
+    return queued.reason if queued is not None else None
 
 
-def slurm_queue_for(run_dirs: list[Path]) -> dict[str, str] | None:
+def slurm_queue_for(run_dirs: list[Path]) -> dict[str, QueuedJob] | None:
     """`slurm_queue()` where some run was submitted to SLURM, else None without asking: squeue waits
     ~10 s for a controller that is down, which a local sweep's status must not."""
     if any((read_json(Path(d) / "job.json") or {}).get("executor") == "slurm" for d in run_dirs):
@@ -159,7 +167,7 @@ def slurm_queue_for(run_dirs: list[Path]) -> dict[str, str] | None:
 _UNREAD: Any = object()  # run_state's records not passed in: it reads them itself
 
 
-def run_state(run_dir: Path, queue: dict[str, str] | None, result: dict | None = _UNREAD,
+def run_state(run_dir: Path, queue: dict[str, QueuedJob] | None, result: dict | None = _UNREAD,
               job: dict | None = _UNREAD) -> str:
     """One of STATES for a run directory (queue: `slurm_queue()`, fetched once per sweep; result and
     job: its result.json and job.json where the caller has read them, None where there is none)."""
@@ -171,7 +179,7 @@ def run_state(run_dir: Path, queue: dict[str, str] | None, result: dict | None =
         return "running"
     job = read_json(run_dir / "job.json") if job is _UNREAD else job
     if job and job.get("job_id") and queue and job["job_id"] in queue:
-        return "running" if queue[job["job_id"]] in ("RUNNING", "COMPLETING") else "queued"
+        return "running" if queue[job["job_id"]].state in ("RUNNING", "COMPLETING") else "queued"
     if job and job.get("job_id") and queue is None and job.get("executor") == "slurm":
         return "queued"  # no squeue here: trust the record rather than submit twice
     return "failed" if job else "missing"
