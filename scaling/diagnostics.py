@@ -129,6 +129,24 @@ def load_tensor(path: str | Path) -> torch.Tensor:
     return t
 
 
+FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+def _check_range(name: str, x: torch.Tensor, transforms: Iterable[str]) -> None:
+    """A size-n transform adds up groups of n values in float32 before its 1/sqrt(n): a group whose
+    magnitudes sum past float32's largest value overflows to inf, and every measurement to NaN."""
+    for t in transforms:
+        n = TRANSFORMS[t][0]
+        if not n:
+            continue
+        worst = x.double().abs().unflatten(-1, (-1, n)).sum(-1).max().item()
+        if worst > FLOAT32_MAX:
+            raise UserError(f"tensor {name} is too large for transform {t}: its {n} values in a group sum to "
+                            f"{worst:.3g} in magnitude, past float32's {FLOAT32_MAX:.3g}, so the transform "
+                            "overflows; scale the tensor down by a power of two (no SQNR or grid-unit error "
+                            f"changes), or leave {t} out of --transforms")
+
+
 def _check_k(name: str, x: torch.Tensor, specs: Iterable[QuantSpec]) -> None:
     need = math.lcm(*(s.k_multiple for s in specs))
     if x.shape[-1] % need:
@@ -146,6 +164,8 @@ def sqnr_db(x: torch.Tensor, y: torch.Tensor) -> float:
     signal = (x ** 2).sum().item()
     if noise == 0:
         return math.inf
+    if math.isinf(noise):  # y overflowed: nothing of x is left
+        return -math.inf
     return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
 
 
@@ -239,6 +259,7 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
         tensors = {k: synthetic_tensor(k, size[0], size[1], seed) for k in SYNTHETIC}
     for name, x in tensors.items():
         _check_k(name, x, specs.values())
+        _check_range(name, x, transforms)
 
     quant_rows = []
     for name, x in tensors.items():

@@ -25,6 +25,7 @@ def test_sqnr_db():
     x = torch.ones(100)
     assert dg.sqnr_db(x, 0.9 * x) == pytest.approx(20.0)
     assert dg.sqnr_db(x, x) == math.inf
+    assert dg.sqnr_db(x, torch.full((100,), math.inf)) == -math.inf  # an overflowed y: no traceback
 
 
 @pytest.mark.parametrize("elem", ["e2m1", "e1m2"])
@@ -139,6 +140,11 @@ def test_cli_claim_that_cannot_be_measured(tmp_path, capsys):
     (lambda p: torch.save({"a": torch.ones(2, 32)}, p / "d.pt"), ["--tensor", "d.pt"], "not a tensor"),
     (lambda p: (p / "t.txt").write_text("1 2"), ["--tensor", "t.txt"], "must end in"),
     (lambda p: np.save(p / "n.npy", np.full((2, 32), np.nan, np.float32)), ["--tensor", "n.npy"], "non-finite"),
+    # finite, but a Hadamard group's sum overflows float32 (it printed NaN, or crashed in log10)
+    (lambda p: torch.save(torch.full((2, 128), 1e38), p / "big.pt"), ["--tensor", "big.pt"],
+     "too large for transform h16"),
+    (lambda p: torch.save(torch.randn(2, 128) * 1e37, p / "big.pt"), ["--tensor", "big.pt", "--transforms",
+                                                                         "none,rht128"], "leave rht128 out"),
     (None, ["--formats", "fp5"], "unknown format"),
     (None, ["--transforms", "rht64"], "unknown transform"),
     (None, ["--size", "100000000", "100000000"], "elements in all"),  # not an allocation failure
