@@ -145,6 +145,9 @@ def test_cli_claim_that_cannot_be_measured(tmp_path, capsys):
      "too large for transform h16"),
     (lambda p: torch.save(torch.randn(2, 128) * 1e37, p / "big.pt"), ["--tensor", "big.pt", "--transforms",
                                                                          "none,rht128"], "leave rht128 out"),
+    # finite in float64, past float32 (it was called "non-finite")
+    (lambda p: torch.save(torch.full((2, 32), 1e300, dtype=torch.float64), p / "f64.pt"), ["--tensor", "f64.pt"],
+     "beyond float32"),
     (None, ["--formats", "fp5"], "unknown format"),
     (None, ["--transforms", "rht64"], "unknown transform"),
     (None, ["--size", "100000000", "100000000"], "elements in all"),  # not an allocation failure
