@@ -174,6 +174,11 @@ def sqnr_db(x: torch.Tensor, y: torch.Tensor) -> float:
     return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
 
 
+def _delta(db: float, base: float) -> float:
+    """An SQNR change: 0 where both are the same, exact (inf) ones included (inf - inf is NaN)."""
+    return 0.0 if db == base else db - base
+
+
 def _seed(seed: int) -> Seeds:
     return Seeds(rounding=seed, signs=seed)
 
@@ -202,7 +207,7 @@ def analyse_tensor(x: torch.Tensor, spec: QuantSpec, seed: int = 0) -> dict:
         "sqnr_db": sqnr,
         "mean_error": err.mean().item() if err.numel() else math.nan,
         "levels_used": int((mass >= MASS_THRESHOLD).sum()),
-        "level_entropy_bits": float(-(nz * nz.log2()).sum()),
+        "level_entropy_bits": float(-(nz * nz.log2()).sum()) + 0.0,  # (one level: 0, not -0)
         "level_mass": mass.tolist(),
         "level_error": [(s / c).item() if c > 0 else math.nan for s, c in zip(err_sum, count)],
         "level_error_theory": level_error_theory(levels),
@@ -276,7 +281,7 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
                 base = r["sqnr_db"] if t == "none" else base
                 if t in transforms:
                     quant_rows.append({"tensor": name, "format": f, "transform": t, **r,
-                                       "delta_sqnr_db": r["sqnr_db"] - base})
+                                       "delta_sqnr_db": _delta(r["sqnr_db"], base)})
 
     gemm_rows = []
     if gemm:
@@ -289,7 +294,7 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
                 s = base if t == "none" else gemm_sqnr(ops, specs[(f, t)], seed)
                 gemm_rows.append({"format": f, "transform": t,
                                   **{f"{g}_sqnr_db": s[g] for g in GEMM_EINSUMS},
-                                  **{f"{g}_delta_db": s[g] - base[g] for g in GEMM_EINSUMS}})
+                                  **{f"{g}_delta_db": _delta(s[g], base[g]) for g in GEMM_EINSUMS}})
 
     return {
         "config": {"formats": formats, "transforms": transforms, "size": list(size), "seed": seed,

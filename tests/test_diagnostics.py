@@ -134,6 +134,20 @@ def test_cli_claim_that_cannot_be_measured(tmp_path, capsys):
     assert "not measured" in capsys.readouterr().out
 
 
+def test_cli_exact_tensor_has_no_nan_delta(tmp_path, capsys):
+    """All zeros (or ±1) quantize exactly with and without a transform: SQNR inf, and its change 0,
+    not NaN (inf - inf); one used level has entropy 0, not -0."""
+    torch.save(torch.zeros(4, 128), tmp_path / "z.pt")
+    assert main(["diagnose", "--tensor", str(tmp_path / "z.pt"), "--formats", "nvfp4,mxfp4", "--transforms",
+                 "none,h16", "--no-gemm"]) == 0
+    text = capsys.readouterr().out
+    assert "-0 " not in text
+    out = dg.run_diagnostics(formats=("mxfp4",), transforms=("none", "h16"), tensors={"z": torch.zeros(4, 128)},
+                             gemm=False)
+    assert [r["delta_sqnr_db"] for r in out["quant"]] == [0.0, 0.0]
+    assert all(r["sqnr_db"] == math.inf and math.copysign(1, r["level_entropy_bits"]) == 1 for r in out["quant"])
+
+
 @pytest.mark.parametrize("make, args, message", [
     (None, ["--tensor", "missing.pt"], "does not exist"),
     (lambda p: np.save(p / "t.npy", np.zeros((4, 100), np.float32)), ["--tensor", "t.npy"], "multiple of"),
