@@ -18,7 +18,7 @@ import torch
 
 from scaling.errors import UserError
 from scaling.formats import GRIDS, Grid
-from scaling.quant import QuantSpec, expand_blocks, quantize
+from scaling.quant import QuantSpec, expand_blocks, quantize, to_blocks
 from scaling.recipes import MX4, NV, SIX_FOUR, UF
 from scaling.seeds import Seeds
 from scaling.transforms import rotate
@@ -192,7 +192,9 @@ def analyse_tensor(x: torch.Tensor, spec: QuantSpec, seed: int = 0) -> dict:
     # The block-scaled domain: v = x' * s_enc / s_b, the value the element rounding sees.
     xr = rotate(x, spec.transform, q.signs) if spec.transform else x
     scale = expand_blocks(q.block_scale, spec, q.values.shape).double()
-    live = scale > 0  # all-zero (or underflowed) blocks carry no element information
+    # all-zero (or underflowed) blocks carry no element information; an E8M0 scale is never 0, so
+    # a zero block is found by its values (else MX would count zero blocks that NV leaves out)
+    live = (scale > 0) & _nonzero_blocks(xr, spec, q.values.shape)
     v = xr.double() * q.tensor_scale.double() / torch.where(live, scale, 1.0)
     mag_q, mag_v = q.values.abs()[live].double(), v.abs()[live]
     err = mag_q - mag_v
@@ -212,6 +214,13 @@ def analyse_tensor(x: torch.Tensor, spec: QuantSpec, seed: int = 0) -> dict:
         "level_error": [(s / c).item() if c > 0 else math.nan for s, c in zip(err_sum, count)],
         "level_error_theory": level_error_theory(levels),
     }
+
+
+def _nonzero_blocks(x: torch.Tensor, spec: QuantSpec, shape: torch.Size) -> torch.Tensor:
+    """Per element of x (R, K): whether its block holds a non-zero value."""
+    if spec.block is None:
+        return torch.full(shape, bool(x.any()))
+    return expand_blocks(to_blocks(x, spec).abs().amax(-1) > 0, spec, shape)
 
 
 def gemm_operands(seed: int, shapes: Mapping[str, int] = GEMM_SHAPES) -> dict[str, torch.Tensor]:

@@ -148,6 +148,19 @@ def test_cli_exact_tensor_has_no_nan_delta(tmp_path, capsys):
     assert all(r["sqnr_db"] == math.inf and math.copysign(1, r["level_entropy_bits"]) == 1 for r in out["quant"])
 
 
+def test_zero_blocks_are_left_out_in_every_format():
+    """docs/numerics.md: the shrinkage and grid use are over the elements of non-zero blocks. An MX
+    (E8M0) scale is never 0, so zero rows counted at level 0 for mxfp4 and not for nvfp4."""
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(0))
+    x[0] = 0
+    for fmt in ("nvfp4", "mxfp4"):
+        spec = dg.spec_for(fmt, "none")
+        with_zeros, without = dg.analyse_tensor(x, spec), dg.analyse_tensor(x[1:], spec)
+        assert with_zeros["level_mass"] == pytest.approx(without["level_mass"]), fmt
+        assert with_zeros["mean_error"] == pytest.approx(without["mean_error"]), fmt
+    assert math.isnan(dg.analyse_tensor(torch.zeros(2, 32), dg.spec_for("mxfp4", "none"))["mean_error"])
+
+
 @pytest.mark.parametrize("make, args, message", [
     (None, ["--tensor", "missing.pt"], "does not exist"),
     (lambda p: np.save(p / "t.npy", np.zeros((4, 100), np.float32)), ["--tensor", "t.npy"], "multiple of"),
