@@ -43,11 +43,15 @@ def read_bench(path: str | Path, option: str) -> dict:
     if not isinstance(bench, dict):
         raise UserError(f"{option}: {path} is not a benchmark JSON (an object with device, kernels, linear, "
                         "train, ...)")
-    wrong = [k for k in BENCH_SECTIONS if k in bench and not isinstance(bench[k], list)]
+    wrong = [k for k in BENCH_SECTIONS if k in bench and not _rows(bench[k], str if k == "notes" else dict)]
     if wrong:
         raise UserError(f"{option}: {path} is not a benchmark JSON: its {', '.join(wrong)} must be a list of "
-                        "rows; give a file `scaling bench` wrote")
+                        "rows (objects; notes: strings); give a file `scaling bench` wrote")
     return bench
+
+
+def _rows(section, kind: type) -> bool:
+    return isinstance(section, list) and all(isinstance(r, kind) for r in section)
 
 
 # The sections of a benchmark JSON that hold rows (`scaling bench`'s, and `notes`)

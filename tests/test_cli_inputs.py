@@ -91,6 +91,18 @@ def test_bench_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path,
     assert no_benchmarks == []
     assert main([*base, "--out", str(tmp_path / "cpu.json")]) == 0 and len(no_benchmarks) == 1
 
+@pytest.mark.parametrize("content, section", [('{"kernels": [1, 2]}', "kernels"), ('{"train": [[]]}', "train"),
+                                              ('{"notes": [{"a": 1}]}', "notes")])
+def test_bench_targets_refuses_rows_that_are_not_rows(tmp_path, capsys, content, section):
+    """A section of numbers (not row objects) crashed the targets check (AttributeError), and `bench
+    fit --out` merged into such a file and wrote it back."""
+    path = tmp_path / "odd.json"
+    path.write_text(content)
+    _refused(["bench", "targets", "--out", str(path)], capsys, f"its {section} must be a list of rows")
+    _refused(["bench", "fit", "--out", str(path)], capsys, f"its {section} must be a list of rows")
+    assert path.read_text() == content
+
+
 # --- scaling demo -------------------------------------------------------------------------------
 
 def test_demo_refuses_a_negative_bootstrap_before_training(tmp_path, capsys, monkeypatch):
