@@ -482,7 +482,10 @@ REPORT_FILES = ("results.csv", "fits.json", "report.md", "index.html")  # index.
 def _staging(out_dir: Path) -> Iterator[Path]:
     """A fresh folder beside out_dir to build the report in; removed afterwards, whatever happened."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.building-"))
+    try:
+        stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.building-"))
+    except OSError as e:  # (a folder that takes no new one: /proc, /sys) the user's --out, not the stage's name
+        raise OSError(e.errno, e.strerror, str(out_dir)) from e
     try:
         yield stage
     finally:

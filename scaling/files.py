@@ -39,7 +39,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     and is removed when it raises."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:  # (a folder that takes no new file: /proc) the user's path, not the temp name
+        raise OSError(e.errno, e.strerror, str(path)) from e
     os.close(fd)
     tmp = Path(name)
     # mkstemp makes the file 0600; a result on shared cluster storage must be readable as any file

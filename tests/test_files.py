@@ -37,6 +37,22 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fits.json"]
 
 
+def test_a_folder_that_takes_no_temp_file_is_named_as_the_users_path(tmp_path, monkeypatch):
+    """mkstemp's refusal (/proc takes no new file: `scaling fit --out /proc/x.json`) named the hidden
+    temp file (`cannot use /proc/.x.json.1zqp2q6w.tmp`), not the user's --out."""
+    import errno
+    import tempfile
+
+    def refuse(dir, prefix, suffix):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", f"{dir}/{prefix}abc{suffix}")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(OSError) as e:
+        write_atomic(tmp_path / "x.json", "{}")
+    assert e.value.filename == str(tmp_path / "x.json") and e.value.errno == errno.ENOENT
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_json_is_strict(tmp_path):
     """Every JSON file the project writes parses anywhere: NaN and inf become null, numpy values
     and tuples plain JSON."""

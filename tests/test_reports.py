@@ -495,3 +495,21 @@ def test_damaged_run_files_neither_crash_the_report_nor_sweep_status(tmp_path, c
     assert run_state(record.parent, None) == "failed"
     assert main(["sweep", "collect", str(sweep)]) == 2
     assert f"{record} is not a result record (not a JSON object)" in capsys.readouterr().err
+
+
+def test_an_out_folder_beside_which_no_stage_can_be_made_is_named_as_given(tmp_path, monkeypatch):
+    """mkdtemp's refusal (`scaling report ... --out /sys/rep`: Operation not permitted) named the
+    hidden staging folder (/sys/.rep.building-bd47mjn5), not the user's --out."""
+    import errno
+    import tempfile
+
+    from reports.build import _staging
+
+    def refuse(dir, prefix):
+        raise PermissionError(errno.EPERM, "Operation not permitted", f"{dir}/{prefix}abc")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    with pytest.raises(OSError) as e:
+        with _staging(tmp_path / "rep"):
+            pass
+    assert e.value.filename == str(tmp_path / "rep") and e.value.errno == errno.EPERM
