@@ -106,8 +106,10 @@ def check_output(path: str | Path, folder: bool, flag: str = "--out", suffix: st
     check, not a guarantee: the write itself still goes through atomic_path.)"""
     from scaling.errors import UserError
 
-    path = Path(path).expanduser()
     want = "a folder" if folder else "a file"
+    if str(path) == "":  # Path("") is the working directory: a report would land among its files
+        raise UserError(f"{flag} is empty; pass {want} path (e.g. {'reports/NAME' if folder else 'out.json'})")
+    path = Path(path).expanduser()
     if path.exists() and path.is_dir() != folder:
         raise UserError(f"{flag} {path} is {'a folder' if path.is_dir() else 'a file'}, not {want}; "
                         f"pass {want} path")

@@ -185,6 +185,17 @@ def test_collect_replaces_its_own_parquet_output(tmp_path, capsys, collected):
 
 # --- scaling report -----------------------------------------------------------------------------
 
+@pytest.mark.parametrize("out", [""])
+def test_report_refuses_an_empty_out_before_writing_into_the_working_folder(tmp_path, monkeypatch, capsys, out):
+    """`--out ""` was the working folder: the report's files replaced any of the same names there
+    (a report.md, results.csv or fits.json of the user's), and its figures/*.png were deleted."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "report.md").write_text("my notes\n")
+    _refused(["report", str(EXAMPLE_RESULTS), "--bootstrap", "0", "--out", out], capsys, "--out is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+    assert (tmp_path / "report.md").read_text() == "my notes\n"
+
+
 def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
     fits_json = tmp_path / "fits.json"
     fits_json.write_text(json.dumps({"law": "chinchilla", "groups": {}, "penalty": {}}))
