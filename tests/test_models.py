@@ -114,6 +114,11 @@ def test_scaling_models_json(capsys):
     assert all(r["family"] == "llama2" and r["n_params_total"] > r["n_params"] for r in rows)
 
 
+def test_scaling_models_lists_a_repeated_family_once(capsys):
+    assert main(["models", "--family", "llama2", "--family", "llama2", "--json"]) == 0
+    assert [r["size"] for r in json.loads(capsys.readouterr().out)] == list(SIZES)  # (it listed each twice)
+
+
 @pytest.mark.parametrize("cap", [None, 15.0])
 def test_cpu_head_loss_matches_autograds_composition(cap, monkeypatch):
     """lm_head_loss's CPU function (chunks of tokens; never the whole logits) gives the loss and the

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
          "mlp": s.mlp, "n_params": s.n_params, "n_params_total": s.n_params_total(args.vocab_size),
          "flops_per_token": s.flops_per_token(),
          "flops_per_token_exact": s.flops_per_token_exact(args.vocab_size, args.seq_len)}
-        for family in (args.family or FAMILIES) for s in ladder(family)
+        for family in dict.fromkeys(args.family or FAMILIES) for s in ladder(family)  # (each family once)
     ]
     if args.json:
         print_json(rows)
