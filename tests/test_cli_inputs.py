@@ -191,7 +191,7 @@ def test_report_refuses_an_empty_out_before_writing_into_the_working_folder(tmp_
     (a report.md, results.csv or fits.json of the user's), and its figures/*.png were deleted."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "report.md").write_text("my notes\n")
-    _refused(["report", str(EXAMPLE_RESULTS), "--bootstrap", "0", "--out", out], capsys, "--out is empty")
+    _refused(["report", str(EXAMPLE_RESULTS), "--bootstrap", "0", "--out", out], capsys, "--out is given an empty value")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
     assert (tmp_path / "report.md").read_text() == "my notes\n"
 
