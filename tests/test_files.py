@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from scaling.files import atomic_path, write_atomic, write_json_atomic
+from scaling.errors import UserError
+from scaling.files import atomic_path, check_output, write_atomic, write_json_atomic
 
 
 def _mode(path) -> int:
@@ -63,3 +64,10 @@ def test_json_is_strict(tmp_path):
     text = out.read_text()
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text) == {"loss": None, "spike": None, "ci": [1.0, 2.5], "n": 3, "curve": [1.0, None], "4": "key"}
+
+
+@pytest.mark.parametrize("folder", [True, False])
+def test_an_empty_output_path_is_refused_not_taken_as_the_working_folder(folder):
+    """(Path("") is "."; a report built there replaces the user's files of its names.)"""
+    with pytest.raises(UserError, match="--out is empty; pass a (folder|file) path"):
+        check_output("", folder=folder)
