@@ -119,9 +119,16 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
         raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise UserError(f"{where}: `name` (a string) is required")
-    if data["name"] in PRESETS:  # results, fits and reports name runs by it: they would pass for the preset's
-        raise UserError(f"{where}: name {data['name']!r} is a preset's; give the recipe a name of its own "
-                        f"(e.g. {data['name']}_mine)")
+    if data["name"] != data["name"].strip() or not data["name"].isprintable():
+        raise UserError(f"{where}: name {data['name']!r} has spaces around it or unprintable characters; "
+                        "results, fits and reports show it as it is: write it plainly")
+    # results, fits and reports name runs by it: they would pass for the preset's, or in another case
+    # be taken for a typo of it
+    preset = {n.lower(): n for n in PRESETS}.get(data["name"].lower())
+    if preset is not None:
+        said = "a preset's" if preset == data["name"] else f"preset {preset}'s in other letter case"
+        raise UserError(f"{where}: name {data['name']!r} is {said}; give the recipe a name of its own "
+                        f"(e.g. {preset}_mine)")
     if "source" in data and not isinstance(data["source"], str):
         raise UserError(f"{where}: source must be a string (where the recipe comes from), got {data['source']!r}")
     if "base" in data and (not isinstance(data["base"], str) or data["base"] not in PRESETS):

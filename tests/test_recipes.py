@@ -81,6 +81,9 @@ def test_recipe_from_toml(tmp_path):
     ('name = "x"\nhigh_precision_blocks = [true]\n', ["high_precision_blocks must be a list of block indices"]),
     ('name = x\n', ["not valid TOML"]),
     ('name = "nvfp4"\nbase = "bf16"\n', ["name 'nvfp4' is a preset's", "nvfp4_mine"]),
+    ('name = "NVFP4"\n', ["name 'NVFP4' is preset nvfp4's in other letter case", "nvfp4_mine"]),
+    ('name = " mine"\n', ["name ' mine' has spaces around it"]),
+    ('name = "a\\tb"\n', ["unprintable"]),
     ('name = "x"\nsource = 12\n', ["source must be a string"]),
 ])
 def test_bad_toml_names_the_field(tmp_path, body, words):
