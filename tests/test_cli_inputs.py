@@ -63,6 +63,22 @@ def test_bench_quantizer_refuses_a_width_it_cannot_use(dims, words, capsys, no_b
     assert no_benchmarks == []
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["cpu", "--sizes", ",,"], ["--sizes ',,' names nothing"]),  # ran nothing, exit 0
+    (["cpu", "--families", ","], ["--families ',' names nothing"]),
+    (["quantizer", "--recipes", ",,"], ["--recipes ',,' names nothing"]),  # ran the defaults
+    (["quantizer", "--recipes", "bf16"], ["these recipes quantize none", "nvfp4"]),  # an empty table, exit 0
+])
+def test_bench_refuses_a_list_that_names_nothing_to_run(argv, words, capsys, no_benchmarks):
+    _refused(["bench", *argv], capsys, *words)
+    assert no_benchmarks == []
+
+
+def test_bench_list_items_may_have_spaces_after_the_commas(capsys, no_benchmarks):
+    assert main(["bench", "quantizer", "--recipes", "nvfp4, mxfp4", "--json"]) == 0
+    assert no_benchmarks[-1]["recipes"] == ("nvfp4", "mxfp4")
+
+
 def test_bench_dims_must_fit_each_recipes_blocks(capsys, no_benchmarks):
     _refused(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "16"], capsys, "multiple of 128")
     assert main(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "128,256", "--json"]) == 0

@@ -59,8 +59,17 @@ ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", 
 
 
 def _items(value: str | None, default: str) -> tuple[str, ...]:
-    """A comma-separated option's items, or the default's."""
-    return tuple(v for v in (value or default).split(",") if v)
+    """A comma-separated option's items (spaces around them dropped), or the default's."""
+    return tuple(v.strip() for v in (value or default).split(",") if v.strip())
+
+
+def _check_lists(args: argparse.Namespace) -> None:
+    """A list option given but naming nothing (`--sizes ,,`) is refused: it ran nothing, or the defaults."""
+    for flag in ("--recipes", "--families", "--sizes"):  # (--dims: `_dims`)
+        value = getattr(args, flag[2:], None)
+        if value is not None and not _items(value, ""):
+            raise UserError(f"{flag} {value!r} names nothing; give items separated by commas, or leave {flag} out "
+                            "for the section's defaults")
 
 
 # A key a section's older rows lack, and the value it stood for (sass rows before 2026-12-04 were all
@@ -197,6 +206,7 @@ DIMS_DEFAULTS = {"quantizer": "128,512", "linear": "512,1024,2048,4096"}
 def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     """Refuse, before any benchmark runs, a count that is not one (--steps 0, --batch -1) and a
     recipe that does not exist; returns the --dims widths of the sections that read them."""
+    _check_lists(args)
     for flag, value, least in (("--steps", args.steps, 1), ("--batch", args.batch, 1),
                                ("--accumulate", args.accumulate, 1), ("--top", args.top, 0),
                                ("--sweeps", args.sweeps, 1)):
@@ -210,6 +220,9 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
                 get_recipe(name)
             except UserError as e:  # (it names the known ones)
                 raise UserError(f"--recipes {args.recipes}: {e}") from None
+        if "quantizer" in wanted and not any(get_recipe(r).is_quantized for r in recipes):
+            raise UserError(f"--recipes {args.recipes}: the quantizer section times the quantized operands, and "
+                            "these recipes quantize none; give an FP4 recipe (e.g. nvfp4)")
     return {section: _dims(args.dims, default, section, recipes) for section, default in DIMS_DEFAULTS.items()
             if section in wanted}
 
