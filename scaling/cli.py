@@ -121,6 +121,14 @@ def empty_option(argv: list[str], parser: argparse.ArgumentParser) -> str | None
     return None
 
 
+def _parser_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the verb (and sub-verb: `data prepare`) that `args` chose."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
+            return _parser_of(action.choices[getattr(args, action.dest)], args)
+    return parser
+
+
 def _value_options(parser: argparse.ArgumentParser) -> set[str]:
     """The option strings of `parser` and its sub-verbs' parsers that take a value."""
     found: set[str] = set()
@@ -141,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             os.execve(sys.executable, [*restart, *sys.argv[1:]], env)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the verb's own parser says it, pointing to its help (not `scaling --help`)
+        _parser_of(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not args.verb:
         parser.print_help()
         return 2

@@ -119,3 +119,14 @@ def test_an_empty_positional_after_a_flag_is_not_blamed_on_the_flag(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     assert main(["data", "info", "--json", ""]) == 2
     assert "--json" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, verb, unknown", [
+    (["models", "--size", "3Q"], "scaling models", "--size 3Q"),
+    (["data", "prepare", "builtin", "--bogus"], "scaling data prepare", "--bogus"),
+])
+def test_an_unknown_option_points_to_the_verbs_own_help(argv, verb, unknown, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == f"error: {verb}: unrecognized arguments: {unknown}; see `{verb} --help`\n"
