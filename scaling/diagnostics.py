@@ -207,6 +207,7 @@ def analyse_tensor(x: torch.Tensor, spec: QuantSpec, seed: int = 0) -> dict:
     nz = mass[mass > 0]
     return {
         "sqnr_db": sqnr,
+        "exact": sqnr == math.inf,  # (JSON writes inf as null, as it does NaN)
         "mean_error": err.mean().item() if err.numel() else math.nan,
         "levels_used": int((mass >= MASS_THRESHOLD).sum()),
         "level_entropy_bits": float(-(nz * nz.log2()).sum()) + 0.0,  # (one level: 0, not -0)
@@ -274,7 +275,8 @@ def run_diagnostics(formats: Iterable[str] = tuple(FORMATS), transforms: Iterabl
 def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.Tensor] | None,
          size: tuple[int, int], seed: int, gemm: bool, say: Callable[[str], None]) -> dict:
     specs = {(f, t): spec_for(f, t) for f in formats for t in transforms}
-    if tensors is None:
+    synthetic = tensors is None
+    if synthetic:
         tensors = {k: synthetic_tensor(k, size[0], size[1], seed) for k in SYNTHETIC}
     for name, x in tensors.items():
         _check_k(name, x, specs.values())
@@ -306,8 +308,10 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
                                   **{f"{g}_delta_db": _delta(s[g], base[g]) for g in GEMM_EINSUMS}})
 
     return {
-        "config": {"formats": formats, "transforms": transforms, "size": list(size), "seed": seed,
-                   "tensors": list(tensors), "gemm_shapes": dict(GEMM_SHAPES) if gemm else None},
+        # size: the synthetic tensors' (None where --tensor gave them; shapes: each tensor's as measured)
+        "config": {"formats": formats, "transforms": transforms, "size": list(size) if synthetic else None,
+                   "seed": seed, "tensors": list(tensors), "shapes": {k: list(x.shape) for k, x in tensors.items()},
+                   "gemm_shapes": dict(GEMM_SHAPES) if gemm else None},
         "formats": {f: {"spec": FORMATS[f].to_dict(), "describe": FORMATS[f].describe(),
                         "levels": list(levels_of(FORMATS[f])),
                         "level_error_theory": level_error_theory(levels_of(FORMATS[f]))} for f in formats},

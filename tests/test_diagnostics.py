@@ -67,6 +67,7 @@ def test_run_diagnostics_shape_and_consistency():
                              size=(64, 256), seed=1)
     assert set(out) == {"config", "formats", "quant", "gemm", "claims"}
     assert out["config"]["tensors"] == list(dg.SYNTHETIC) and out["config"]["size"] == [64, 256]
+    assert out["config"]["shapes"] == {k: [64, 256] for k in dg.SYNTHETIC}
     assert len(out["quant"]) == 4 * 4 * 3 and len(out["gemm"]) == 4 * 3
     rows = {(r["tensor"], r["format"], r["transform"]): r for r in out["quant"]}
     for r in out["quant"]:
@@ -110,6 +111,8 @@ def test_cli_user_tensor_json(tmp_path, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["config"]["tensors"] == ["acts"] and len(out["quant"]) == 4 and out["gemm"] == []
+    # the tensor measured, flattened to rows of its last axis; no synthetic size (it was 512 x 256 here)
+    assert out["config"]["shapes"] == {"acts": [32, 64]} and out["config"]["size"] is None
 
 
 def test_cli_table(tmp_path, capsys):
@@ -146,6 +149,13 @@ def test_cli_exact_tensor_has_no_nan_delta(tmp_path, capsys):
                              gemm=False)
     assert [r["delta_sqnr_db"] for r in out["quant"]] == [0.0, 0.0]
     assert all(r["sqnr_db"] == math.inf and math.copysign(1, r["level_entropy_bits"]) == 1 for r in out["quant"])
+    # in JSON the inf is a null, as an undefined SQNR is: `exact` tells them apart
+    assert main(["diagnose", "--tensor", str(tmp_path / "z.pt"), "--formats", "mxfp4", "--transforms", "none",
+                 "--no-gemm", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["quant"][0]
+    assert row["sqnr_db"] is None and row["exact"] is True
+    assert dg.run_diagnostics(formats=("mxfp4",), transforms=("none",), tensors={"r": torch.randn(4, 128)},
+                              gemm=False)["quant"][0]["exact"] is False
 
 
 def test_zero_blocks_are_left_out_in_every_format():
