@@ -43,6 +43,9 @@ def read_bench(path: str | Path, option: str) -> dict:
     if not isinstance(bench, dict):
         raise UserError(f"{option}: {path} is not a benchmark JSON (an object with device, kernels, linear, "
                         "train, ...)")
+    if bench and not set(bench) & {"device", *BENCH_SECTIONS}:  # (an empty one is a new file's start)
+        raise UserError(f"{option}: {path} is not a benchmark JSON: it has none of its keys (device, kernels, "
+                        f"linear, train, ...) but {', '.join(sorted(bench)[:5])}; give a file `scaling bench` wrote")
     wrong = [k for k in BENCH_SECTIONS if k in bench and not _rows(bench[k], str if k == "notes" else dict)]
     if wrong:
         raise UserError(f"{option}: {path} is not a benchmark JSON: its {', '.join(wrong)} must be a list of "

@@ -107,6 +107,7 @@ def test_bench_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path,
     assert no_benchmarks == []
     assert main([*base, "--out", str(tmp_path / "cpu.json")]) == 0 and len(no_benchmarks) == 1
 
+
 @pytest.mark.parametrize("content, section", [('{"kernels": [1, 2]}', "kernels"), ('{"train": [[]]}', "train"),
                                               ('{"notes": [{"a": 1}]}', "notes")])
 def test_bench_targets_refuses_rows_that_are_not_rows(tmp_path, capsys, content, section):
@@ -117,6 +118,15 @@ def test_bench_targets_refuses_rows_that_are_not_rows(tmp_path, capsys, content,
     _refused(["bench", "targets", "--out", str(path)], capsys, f"its {section} must be a list of rows")
     _refused(["bench", "fit", "--out", str(path)], capsys, f"its {section} must be a list of rows")
     assert path.read_text() == content
+
+
+def test_bench_refuses_a_json_with_none_of_a_benchmarks_keys(tmp_path, capsys):
+    """{"foo": 1} passed as a benchmark file ("0 of 4 met; not measured"), and `bench fit` merged into it."""
+    path = tmp_path / "other.json"
+    path.write_text('{"foo": 1}')
+    for verb in ("targets", "fit"):
+        _refused(["bench", verb, "--out", str(path)], capsys, "has none of its keys", "but foo")
+    assert path.read_text() == '{"foo": 1}'
 
 
 # --- scaling demo -------------------------------------------------------------------------------
