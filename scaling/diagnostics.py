@@ -121,8 +121,8 @@ def load_tensor(path: str | Path) -> torch.Tensor:
                         f"{saver} wrote") from e
     if not isinstance(t, torch.Tensor):
         raise UserError(f"{path} holds a {type(t).__name__}, not a tensor; save one tensor with torch.save(t, path)")
-    if t.dim() == 0 or t.numel() == 0 or not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
-        raise UserError(f"{path} holds a {t.dtype} tensor of shape {tuple(t.shape)}; need a non-empty float tensor")
+    if t.dim() == 0 or t.numel() == 0 or t.is_complex() or t.dtype == torch.bool:  # (any int or float dtype)
+        raise UserError(f"{path} holds a {t.dtype} tensor of shape {tuple(t.shape)}; need a non-empty tensor of floats or integers")
     if not torch.isfinite(t).all():
         raise UserError(f"{path} holds non-finite values (inf or nan); diagnostics need finite tensors")
     wide = t

@@ -12,6 +12,7 @@ import torch
 
 from scaling import diagnostics as dg
 from scaling.cli import main
+from scaling.errors import UserError
 from scaling.quant import QuantSpec, fake_quantize
 
 
@@ -197,3 +198,17 @@ def test_cli_bad_input_exits_2(tmp_path, monkeypatch, capsys, make, args, messag
     assert main(["diagnose", "--no-gemm", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.float16])
+def test_any_integer_or_float_tensor_is_read(tmp_path, dtype):
+    """(int32/int64 were read, int8/uint8/int16 refused as "need a float tensor")"""
+    torch.save(torch.arange(-8, 120).reshape(2, 64).to(dtype), tmp_path / "t.pt")
+    t = dg.load_tensor(tmp_path / "t.pt")
+    assert t.dtype == torch.float32 and t.shape == (2, 64)
+
+
+def test_a_bool_tensor_is_refused(tmp_path):
+    torch.save(torch.ones(2, 64, dtype=torch.bool), tmp_path / "b.pt")
+    with pytest.raises(UserError, match="torch.bool tensor of shape \\(2, 64\\); need a non-empty tensor of floats or integers"):
+        dg.load_tensor(tmp_path / "b.pt")
