@@ -30,6 +30,7 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -322,7 +323,7 @@ class TokenDataModule(L.LightningDataModule):
 
 def forward_backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, step: int, micro_batch_size: int,
                      compile_mode: str | None, backward=torch.Tensor.backward, fault: bool = False,
-                     stop=None) -> torch.Tensor:
+                     stop: Callable[[], bool] | None = None) -> torch.Tensor:
     """One optimizer step's forward and backward passes: the batch (x, y) in micro-batches of
     micro_batch_size sequences, each drawing its own SR bits and Hadamard signs (set_step(model,
     step, micro)) and weighted by its share of the batch, so the gradients accumulated in the
