@@ -387,7 +387,8 @@ def section_failures(study: Study) -> Section:
     if bad.height == 0:
         s.add(Paragraph(f"None: all {study.runs.height} runs completed."))
         return s
-    cols = [c for c in ("run_id", "recipe", "family", "size", "N", "D", "seed", "status", "loss") if c in bad.columns]
+    cols = [c for c in ("run_id", "recipe", "family", "size", "N", "D", "seed", "status", "diverged_at_step", "steps", "loss")
+            if c in bad.columns]
     s.add(Paragraph(f"{bad.height} of {study.runs.height} runs did not complete; they are data (a recipe that diverges "
                     "has failed), and are left out of the fits."))
     s.add(Table(tuple(cols), tuple(bad.select(cols).iter_rows())))

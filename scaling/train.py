@@ -365,6 +365,7 @@ class LanguageModel(L.LightningModule):
             compile_model(self.model, config.compile)
         self.steps = config.steps
         self.running_min, self.spike_count, self.diverged = math.inf, 0, False
+        self.diverged_at_step: int | None = None  # (1-based, as metrics.csv's steps) the step that tripped the rule
         self.stop_requested = None  # set by train(): a signal asked the run to stop (see forward_backward)
 
     def configure_optimizers(self):
@@ -386,7 +387,7 @@ class LanguageModel(L.LightningModule):
         self.log("train_loss", value, prog_bar=True)
         self.log("lr_mult", self.lr_multiplier(step))
         if self._diverging(value):  # before the optimizer step: the weights stay finite
-            self.diverged = True
+            self.diverged, self.diverged_at_step = True, step + 1
             self.trainer.should_stop = True
             return loss
         if self.config.grad_clip > 0:
@@ -767,7 +768,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     status = "diverged" if module.diverged else "completed"
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
-                           int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s)
+                           int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step)
     write_json_atomic(result_path, result, indent=2)
     return result
 
@@ -842,9 +843,11 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
 
 
 def result_record(config: RunConfig, recipe: str, status: str, final: dict, tokens_per_s: float,
-                  device: torch.device, train_tokens: int, vocab_size: int, wall_s: float) -> dict:
+                  device: torch.device, train_tokens: int, vocab_size: int, wall_s: float,
+                  diverged_at_step: int | None = None) -> dict:
     """The result record (DESIGN.md); `recipe` is the recipe's name, also for a recipe file (fits and
-    reports group by it; the file's path goes into recipe_file)."""
+    reports group by it; the file's path goes into recipe_file). tokens, flops and epochs are the run's
+    budget (its grid point), also for a diverged run, which stopped at `diverged_at_step` of `steps`."""
     s = config.model_size()
     tokens = config.steps * config.batch_size * config.seq_len
     per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
@@ -859,6 +862,7 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
         "versions": versions(), "git_commit": scaling.git_commit(),
         # extras
         "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
+        "diverged_at_step": diverged_at_step,
         **({"recipe_file": config.recipe} if recipe != config.recipe else {}),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
     }

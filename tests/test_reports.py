@@ -33,7 +33,7 @@ def law_loss(N: float, D: float, effN: float = 1.0, effD: float = 1.0) -> float:
 
 
 def write_run(sweep: Path, run_id: str, recipe: str, size: str, tokens: float, loss: float, status: str,
-              curve: list[tuple[float, float]]) -> None:
+              curve: list[tuple[float, float]], **extra) -> None:
     d = sweep / run_id
     d.mkdir(parents=True)
     N = SIZES[size]
@@ -42,7 +42,7 @@ def write_run(sweep: Path, run_id: str, recipe: str, size: str, tokens: float, l
         "tokens": int(tokens), "flops": 6 * N * tokens, "flops_exact": 6.4 * N * tokens, "recipe": recipe, "seed": 0,
         "status": status, "val_loss": loss, "val_bpb": loss / math.log(2) / 4.2, "tokens_per_s": 5.0e4, "mfu": 0.3,
         "epochs": tokens / 1.0e9, "wall_s": tokens / 5.0e4, "vocab_size": 8192,
-        "versions": {"torch": "2.13.0", "fp4-scaling": "0.1.0"}, "git_commit": "abc1234",
+        "versions": {"torch": "2.13.0", "fp4-scaling": "0.1.0"}, "git_commit": "abc1234", **extra,
     }  # fmt: skip
     (d / "result.json").write_text(json.dumps(record))
     (d / "config.json").write_text(json.dumps({"family": "nanochat", "size": size, "recipe": recipe,
@@ -63,11 +63,11 @@ def make_sweep(root: Path, noise: float = 0.003) -> Path:
                 # mid-run losses sit above a finished run's (the learning rate has not decayed yet)
                 curve = [(t, final * (law_loss(N, t, effN, effD) / law_loss(N, D, effN, effD)) * (1 + 0.01 * (1 - t / D)))
                          for t in ts]
-                status = "completed"
+                status, extra = "completed", {"steps": 12, "diverged_at_step": None}
                 if recipe == "mxfp4" and size == "XL" and D == BUDGETS[-1]:
-                    status, final = "diverged", float("nan")
+                    status, final, extra = "diverged", float("nan"), {"steps": 12, "diverged_at_step": 7}
                     curve = curve[:6]
-                write_run(sweep, f"{recipe}-{size}-{int(D / 1e6)}M", recipe, size, D, final, status, curve)
+                write_run(sweep, f"{recipe}-{size}-{int(D / 1e6)}M", recipe, size, D, final, status, curve, **extra)
     return sweep
 
 
@@ -82,6 +82,16 @@ def external_csv(root: Path) -> Path:
 
 
 # --- comparisons computed from the data ---------------------------------------------------------
+
+
+def test_the_failures_section_says_where_a_diverged_run_stopped(tmp_path):
+    from reports.build import section_failures
+    from reports.document import Table
+    from reports.load import load
+
+    table = next(b for b in section_failures(load(make_sweep(tmp_path))).blocks if isinstance(b, Table))
+    row = dict(zip(table.columns, table.rows[0]))
+    assert row["status"] == "diverged" and row["diverged_at_step"] == 7 and row["steps"] == 12
 
 
 def test_tokens_to_reach_interpolates_and_reports_never():

@@ -62,6 +62,7 @@ def test_result_record_and_run_directory(reference):
     assert result["flops"] == 6 * result["n_params"] * result["tokens"] < result["flops_exact"]
     assert result["vocab_size"] == 4096 and result["mfu"] is None  # no peak FLOP/s for a CPU
     assert result["lr_mult"] == 1.0  # an LR sweep's runs differ by it: collect, fits and pairs read it here
+    assert result["diverged_at_step"] is None
     assert json.loads((run_dir / "result.json").read_text()) == json.loads(json.dumps(result))
     assert RunConfig.from_json(run_dir / "config.json").run_id == result["run_id"] == _config().run_id
     lines = (run_dir / "metrics.csv").read_text().splitlines()
@@ -190,6 +191,8 @@ def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
     assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--no-progress", "--json"]) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["status"] == "diverged" and result["val_loss"] is None
+    # where it stopped (its 8th step's loss was NaN: fault_nan_at_step counts from 0); its budget stays
+    assert result["diverged_at_step"] == 8 and result["tokens"] == BASE["tokens"] and result["steps"] == 40
     assert json.loads(capsys.readouterr().out)["status"] == "diverged"
 
 
