@@ -362,3 +362,19 @@ def test_a_gpus_rows_never_go_into_another_gpus_file(tmp_path, capsys):
     with pytest.raises(UserError, match=r"holds rows measured on NVIDIA H200, and this GPU is NVIDIA H100 80GB "
                                         r"HBM3; give a file of this device's \(e.g. reports/bench/h100.json\)"):
         _same_device({"device": "NVIDIA H200"}, "NVIDIA H100 80GB HBM3", "reports/bench/h200.json")
+
+
+def test_bench_fit_prints_a_table_and_json_on_request(monkeypatch, capsys):
+    """(It printed its JSON without --json: every verb prints a table by default, DESIGN.md)"""
+    import fits.bench
+    from scaling.cli import main
+
+    truth = {"A": 477.8, "B": 2143.0, "E": 1.817, "alpha": 0.3473, "beta": 0.3672}
+    fit = {"points": 500, "bootstrap": 1000, "workers": 2, "wall_s": 5.8, "ms_per_replicate": 5.3, "truth": truth,
+           "params": {**truth, "A": 516.6}, "ci95": {k: [v * 0.99, v * 1.01] for k, v in truth.items()}}
+    monkeypatch.setattr(fits.bench, "bench_fit", lambda: fit)
+    assert main(["bench", "fit"]) == 0
+    table = capsys.readouterr().out
+    assert "truth inside" in table and "516.6" in table and "{" not in table
+    assert main(["bench", "fit", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fit"] == fit

@@ -330,6 +330,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     assert main(["fit", str(path), "--bootstrap", "0", "--starts", "10"]) == 0  # the human table
     printed = capsys.readouterr().out
     assert "penalty against bf16" in printed and "p Holm-adjusted" in printed and "Holm-adjusted over" in printed
+    assert "point estimates (no bootstrap: --bootstrap 0)" in printed and "bootstrap intervals" not in printed
 
 
 @pytest.mark.parametrize("case, needle", [

@@ -328,7 +328,7 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
 
 
 def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tuple[list[dict], str] | None) -> None:
-    """The sections run now as tables (fit as JSON), then the targets checked."""
+    """The sections run now as tables, then the targets checked."""
     from scaling.console import print_json, print_table
 
     for section in ("kernels", "loss", "linear", "train", "profile"):
@@ -342,7 +342,10 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
         if section in wanted:
             print_table(result[section], title=f"bench {section} ({machine['cpu']}, {machine['threads']} threads, no GPU)")
     if "fit" in wanted:
-        print_json(result["fit"])
+        fit = result["fit"]
+        print_table(_fit_rows(fit), title=f"bench fit ({fit['points']} points, {fit['bootstrap']} bootstrap replicates "
+                    f"on {fit['workers']} workers: {fit['wall_s']:.1f} s, {fit['ms_per_replicate']:.1f} ms a replicate; "
+                    "--json for all)")
     if "calibration" in wanted:
         print_table(result["calibration"], title="bench calibration (the kappa = 0 test on synthetic sweeps)")
     if checked:
@@ -352,6 +355,13 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
         print_table(rows, title=title)
         for line in summary(rows):
             print(line)
+
+
+def _fit_rows(fit: dict) -> list[dict]:
+    """bench fit's law, one row a parameter: the truth it was drawn from, the fit and its interval."""
+    return [{"parameter": k, "truth": fit["truth"][k], "fitted": fit["params"][k], "ci95 low": fit["ci95"][k][0],
+             "ci95 high": fit["ci95"][k][1], "truth inside": fit["ci95"][k][0] <= fit["truth"][k] <= fit["ci95"][k][1]}
+            for k in fit["truth"]]
 
 
 def _targets(result: dict | None, path: Path | None) -> tuple[list[dict], str]:

@@ -74,7 +74,9 @@ def print_human(out: dict) -> None:
     cols = ["group", "points", "runs", *used, "objective"]
     if any("isoFLOP a" in r for r in rows):
         cols.append("isoFLOP a")
-    print_table(rows, cols, title=f"{out['law']} law, 95% bootstrap intervals ({out['bootstrap']} replicates)")
+    intervals = (f"95% bootstrap intervals ({out['bootstrap']} replicates)" if out["bootstrap"]
+                 else "point estimates (no bootstrap: --bootstrap 0)")
+    print_table(rows, cols, title=f"{out['law']} law, {intervals}")
     for reason in out.get("skipped", {}).values():
         print(f"left out: {reason}")
     for g in out["groups"].values():
