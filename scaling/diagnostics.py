@@ -123,10 +123,10 @@ def load_tensor(path: str | Path) -> torch.Tensor:
         raise UserError(f"{path} holds a {type(t).__name__}, not a tensor; save one tensor with torch.save(t, path)")
     if t.dim() == 0 or t.numel() == 0 or t.is_complex() or t.dtype == torch.bool:  # (any int or float dtype)
         raise UserError(f"{path} holds a {t.dtype} tensor of shape {tuple(t.shape)}; need a non-empty tensor of floats or integers")
-    if not torch.isfinite(t).all():
+    wide = t.double()  # (every dtype has a float64 view; FP8 dtypes have no isfinite of their own)
+    if not torch.isfinite(wide).all():
         raise UserError(f"{path} holds non-finite values (inf or nan); diagnostics need finite tensors")
-    wide = t
-    t = t.to(torch.float32).reshape(-1, t.shape[-1])
+    t = wide.to(torch.float32).reshape(-1, t.shape[-1])
     if not torch.isfinite(t).all():  # finite in float64, past float32's range
         raise UserError(f"{path} holds values up to {wide.abs().max().item():.3g}, beyond float32's "
                         f"{FLOAT32_MAX:.3g} (the diagnostics run in float32); scale the tensor down by a power "

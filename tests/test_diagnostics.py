@@ -200,9 +200,10 @@ def test_cli_bad_input_exits_2(tmp_path, monkeypatch, capsys, make, args, messag
     assert err.startswith("error: ") and message in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.float16,
+                                   torch.float8_e4m3fn, torch.float8_e5m2])
 def test_any_integer_or_float_tensor_is_read(tmp_path, dtype):
-    """(int32/int64 were read, int8/uint8/int16 refused as "need a float tensor")"""
+    """(int32/int64 were read, int8/uint8/int16 refused as "need a float tensor"; FP8 has no isfinite)"""
     torch.save(torch.arange(-8, 120).reshape(2, 64).to(dtype), tmp_path / "t.pt")
     t = dg.load_tensor(tmp_path / "t.pt")
     assert t.dtype == torch.float32 and t.shape == (2, 64)
