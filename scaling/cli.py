@@ -81,6 +81,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
                 if len(wanted) == 1:
                     raise
                 p.description = f"{help_text} (unavailable here: {e})"
+    refuse_empty_values(parser)
     return parser
 
 
@@ -109,16 +110,28 @@ def python_command(statement: str) -> list[str]:
     return [sys.executable, "-c", f"import sys; del sys.path[0]; {statement}"]
 
 
-def empty_option(argv: list[str], parser: argparse.ArgumentParser) -> str | None:
-    """The first option given an empty value (`--out ""`, `--out=`, as a shell variable left unset
-    makes), else None. No option of this CLI means anything by an empty string."""
-    takes_value = _value_options(parser)
-    for before, arg in zip(["", *argv], argv):
-        if arg.startswith("--") and arg.endswith("=") and arg[:-1] in takes_value:
-            return arg[:-1]
-        if arg == "" and before in takes_value:
-            return before
-    return None
+def refuse_empty_values(parser: argparse.ArgumentParser) -> None:
+    """Make every option of `parser` and its sub-verbs' parsers that takes a value refuse an empty one
+    (`--out ""`, `--out=`, `--ou ""`, an empty item of a list option), as a shell variable left unset
+    gives: `--out ""` would otherwise read as no --out (or as Path("") = the working folder). argparse
+    then names the option. No option of this CLI defaults to an empty string, or means anything by one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                refuse_empty_values(sub)
+        elif action.option_strings and action.nargs != 0:
+            action.type = _not_empty(action.type)
+
+
+def _not_empty(convert):
+    def checked(value: str):
+        if value == "":
+            raise argparse.ArgumentTypeError("empty value: give one, or leave the option out for its default")
+        return value if convert is None else convert(value)
+
+    # argparse names the type in its own messages ("invalid int value: 'x'")
+    checked.__name__ = getattr(convert, "__name__", "str") if convert is not None else "str"
+    return checked
 
 
 def _parser_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -127,18 +140,6 @@ def _parser_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> arg
         if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
             return _parser_of(action.choices[getattr(args, action.dest)], args)
     return parser
-
-
-def _value_options(parser: argparse.ArgumentParser) -> set[str]:
-    """The option strings of `parser` and its sub-verbs' parsers that take a value."""
-    found: set[str] = set()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found |= _value_options(sub)
-        elif action.option_strings and action.nargs != 0:
-            found.update(action.option_strings)
-    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,14 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args, unknown = parser.parse_known_args(argv)
-    if unknown:  # the verb's own parser says it, pointing to its help (not `scaling --help`)
-        _parser_of(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:  # the verb's own parser says it, pointing to its help, where they came after the verb
+        before_verb = args.verb is None or argv.index(unknown[0]) < argv.index(args.verb)
+        (parser if before_verb else _parser_of(parser, args)).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not args.verb:
         parser.print_help()
-        return 2
-    empty = empty_option(argv, parser)
-    if empty:  # (`--out ""` would otherwise be taken as no --out: the default folder, silently)
-        print(f"error: {empty} is given an empty value: give one, or leave {empty} out for its default", file=sys.stderr)
         return 2
     try:
         return int(_load(args.verb).run(args) or 0)

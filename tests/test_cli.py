@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from scaling.cli import MALLOC_ENV, main, malloc_reexec
+from scaling.cli import MALLOC_ENV, build_parser, main, malloc_reexec
 
 
 def test_malloc_settings_are_added_once_and_can_be_turned_off():
@@ -102,17 +102,22 @@ def test_a_full_disk_is_one_line_whether_or_not_the_error_names_a_path(monkeypat
 
 @pytest.mark.parametrize("argv, option", [
     (["train", "--family", "nanochat", "--size", "1M", "--out", ""], "--out"),  # was: runs/adhoc/<id>, silently
-    (["fit", "results.parquet", "--out="], "--out"),
+    (["train", "--family", "nanochat", "--size", "1M", "--ou", ""], "--out"),  # (an abbreviation)
+    (["fit", "results.parquet", "--out="], "--out"),  # (a Path option: Path("") is the working folder)
     (["sweep", "collect", "sweeps/x", "--out", ""], "--out"),
     (["data", "prepare", "builtin", "--tokenizer", ""], "--tokenizer"),
+    (["data", "prepare", "a.txt", "--val", "b.txt", ""], "--val"),  # an empty item of a list option
+    (["data", "prepare", "builtin", "--vocab-size", ""], "--vocab-size"),
 ])
 def test_an_option_given_an_empty_value_is_refused(tmp_path, monkeypatch, capsys, argv, option):
     """`--out "$DIR"` with DIR unset: one line naming the option, exit 2, nothing made."""
     monkeypatch.chdir(tmp_path)
-    assert main(argv) == 2
-    assert capsys.readouterr().err == (f"error: {option} is given an empty value: give one, or leave {option} out "
-                                       "for its default\n")
-    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: empty value: give one, or leave the option out for its default; see `scaling " in err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
 
 
 def test_an_empty_positional_after_a_flag_is_not_blamed_on_the_flag(tmp_path, monkeypatch, capsys):
@@ -121,8 +126,14 @@ def test_an_empty_positional_after_a_flag_is_not_blamed_on_the_flag(tmp_path, mo
     assert "--json" not in capsys.readouterr().err
 
 
+def test_options_keep_their_types_and_defaults():
+    args = build_parser(["models"]).parse_args(["models", "--vocab-size", "300"])
+    assert args.vocab_size == 300 and args.seq_len == 1024
+
+
 @pytest.mark.parametrize("argv, verb, unknown", [
     (["models", "--size", "3Q"], "scaling models", "--size 3Q"),
+    (["--bogus", "models"], "scaling", "--bogus"),  # before the verb: the top-level parser's
     (["data", "prepare", "builtin", "--bogus"], "scaling data prepare", "--bogus"),
 ])
 def test_an_unknown_option_points_to_the_verbs_own_help(argv, verb, unknown, capsys):
