@@ -500,6 +500,9 @@ class RunDirectory(L.Callback):
         # a signal stopped a step between its micro-batches: the weights and optimizer are still
         # those after the step before (the checkpoint a resume redoes the step from)
         if isinstance(exception, StepInterrupted):
+            # Lightning counts a step for its logger on a restart from a checkpoint saved neither at a
+            # step's end nor after the last: take it back, or the resumed log's steps run one ahead
+            trainer.fit_loop.epoch_loop._batches_that_stepped -= 1
             self.save(trainer)
 
     def stop_requested(self) -> bool:
@@ -559,7 +562,8 @@ class RunDirectory(L.Callback):
 
     def install_signal_handlers(self) -> dict:
         """SLURM sends SIGUSR1 (with --signal=USR1@T) or SIGTERM before it preempts or times out a job;
-        a user, Ctrl-C (SIGINT). Each ends the run at the end of its step with a checkpoint."""
+        a user, Ctrl-C (SIGINT). Each ends the run with a checkpoint at the end of its step, or at the
+        step's next micro-batch where it has several (`forward_backward`'s stop)."""
         previous = {}
         for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
             try:

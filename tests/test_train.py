@@ -183,6 +183,19 @@ def test_a_signal_during_a_step_of_micro_batches_stops_at_the_next_one_and_resum
     assert resumed["val_loss"] == straight["val_loss"] and resumed["status"] == "completed"
     val = lambda d: [line.split(",")[:6] for line in (d / "metrics.csv").read_text().splitlines()]  # noqa: E731
     assert val(run_dir) == val(tmp_path / "straight")
+    # Lightning's per-step log (train_loss, lr_mult) of the two processes: each step once, as straight through
+    assert _lightning_steps(run_dir) == _lightning_steps(tmp_path / "straight") == list(range(12))
+
+
+def _lightning_steps(run_dir: Path) -> list[int]:
+    """The steps Lightning's CSVLogger logged train_loss at, over the run's processes (versions)."""
+    import csv
+
+    steps = []
+    for version in sorted((run_dir / "lightning").glob("version_*")):
+        with open(version / "metrics.csv") as f:
+            steps += [int(r["step"]) for r in csv.DictReader(f) if r.get("train_loss")]
+    return steps
 
 
 def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
