@@ -23,6 +23,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager, suppress
@@ -51,6 +52,9 @@ DEFAULT_TOKENIZER_SAMPLE_BYTES = 64 << 20
 ENCODE_BATCH_BYTES = 2 << 20  # text per encode_batch call (multi-threaded inside); its Encodings take ~25x that
 ENCODE_BATCH_DOCS = 2048
 READ_BATCH_ROWS = 256
+# A JSON "\\ud800" escape with no partner decodes to a lone surrogate, which is no UTF-8 text: the
+# tokenizer cannot take it (a traceback). Such a character becomes U+FFFD, as undecodable bytes of a .txt do.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # suffix -> reader; ".jsonl.gz" is matched before ".gz" would be.
 SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".jsonl.gz": "jsonl", ".ndjson.gz": "jsonl", ".txt": "txt"}
 
@@ -191,7 +195,7 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
                     raise UserError(f"{path}, line {n}: {text_column!r} is {got}, not a string; every document's "
                                     f"{text_column!r} must be text (fix or drop the rows that are not)")
                 if text and text.strip():
-                    yield text
+                    yield LONE_SURROGATE.sub("\ufffd", text)
     except (OSError, EOFError, UnicodeDecodeError) as e:  # a truncated .gz, bytes that are not UTF-8
         raise UserError(f"could not read {path} as JSON lines ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
                         ) from None

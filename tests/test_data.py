@@ -291,3 +291,15 @@ def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, ca
     assert main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "4096",
                  "--data", str(bad), "--out", str(run)]) == 2
     assert message in capsys.readouterr().err and not run.exists()
+
+
+def test_a_json_escape_of_a_lone_surrogate_becomes_a_replacement_character(tmp_path, prepared):
+    """'\\ud800' with no partner is valid JSON but no UTF-8 text: the tokenizer's training and its
+    encoding both raised (a traceback); it becomes U+FFFD, as a .txt's undecodable bytes do."""
+    src = tmp_path / "lone.jsonl"
+    src.write_text('{"text": "a lone \\ud800 surrogate"}\n{"text": "a pair \\ud83c\\udf89 kept"}\n' * 20)
+    for tokenizer in (None, prepared / "tokenizer.json"):
+        out = tmp_path / f"out-{tokenizer is None}"
+        data.prepare([src], out, vocab_size=300, tokenizer=tokenizer, val_fraction=0.5, progress=False)
+        docs = split_documents(out, "train") + split_documents(out, "val")
+        assert set(docs) == {"a lone \ufffd surrogate", "a pair \U0001f389 kept"}
