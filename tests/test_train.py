@@ -476,3 +476,22 @@ def test_a_run_under_a_recipe_file_records_its_name_and_keeps_the_file(tmp_path)
     assert (tmp_path / "run" / "recipe.toml").read_text() == recipe.read_text()
     assert _config(recipe=os.path.relpath(recipe), tokens=config.tokens, eval_interval=2,
                    checkpoint_interval=2).run_id == config.run_id  # however the path is spelt
+
+
+def test_a_second_ctrl_c_while_the_process_exits_stops_it_without_a_traceback(tmp_path):
+    """After Ctrl-C's checkpoint, the user who sees 'interrupted: ...' and presses Ctrl-C again while
+    the process is still exiting got a KeyboardInterrupt traceback from torch's exit handler."""
+    script = f"""
+import atexit, os, signal, sys, time
+import scaling.train
+from scaling.cli import main
+def stopped(*args, **kwargs):
+    raise scaling.train.Preempted("received SIGINT; checkpoint saved at step 3", signal.SIGINT)
+scaling.train.train = stopped
+atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(1)))  # Ctrl-C during the exit
+sys.exit(main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "40k",
+               "--out", {str(tmp_path / "run")!r}]))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "interrupted: received SIGINT" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == -signal.SIGINT  # killed by the second Ctrl-C (a shell shows 130)

@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     except Preempted as e:
         if e.signum == signal.SIGINT:
             print(f"interrupted: {e}; resume with the same command", file=sys.stderr)
+            # another Ctrl-C while the process exits (torch's teardown takes a moment): stop at once,
+            # not with a KeyboardInterrupt's traceback from an exit handler
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             return 130
         print(f"preempted: {e}; resume with the same command", file=sys.stderr)
         return PREEMPTED_EXIT_CODE
