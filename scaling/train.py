@@ -206,14 +206,18 @@ class RunConfig:
     @property
     def run_id(self) -> str:
         """Stable short hash of the resolved config (sorted JSON, sha256)."""
+        blob = json.dumps(self.identity(), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def identity(self) -> dict:
+        """What `run_id` hashes: the resolved fields, a recipe file by its content."""
         fields = self.resolved().to_dict()
         if self.recipe.endswith(".toml") and Path(self.recipe).is_file():
             # the recipe's content, not its path: the same file moved, or a checkout at another path (a
             # laptop's, a cluster's), keeps its runs' ids
             fields["recipe"] = "file"
             fields["recipe_sha256"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
-        blob = json.dumps(fields, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return fields
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -623,13 +627,23 @@ def check_run_dir(config: RunConfig, run_dir: Path) -> None:
         existing = dataclasses.replace(existing, recipe=str(kept))  # the file moved: its id is its content's
     if existing.run_id != config.run_id:
         started = checkpoint_path(run_dir).exists() or (run_dir / "result.json").exists()
-        raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}); "
+        raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}: "
+                        f"{_differences(existing, config)}); "
                         + ("choose another --out directory" if started else
                            f"it stopped before its first checkpoint, so nothing of it is kept: remove {run_dir} "
                            "or choose another --out directory"))
     if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != Path(config.recipe).read_bytes():
         raise UserError(f"{config.recipe} has changed since the run in {run_dir} started (its recipe then is "
                         f"{kept}); restore the file, or train the new recipe in another --out directory")
+
+
+def _differences(there: RunConfig, here: RunConfig) -> str:
+    """What sets two runs apart, as a user reads it: the fields their ids hash that differ, in
+    RunConfig's order (family, size, recipe, tokens first; the ones a rule derives from them later)."""
+    a, b = there.identity(), here.identity()
+    keys = [f.name for f in dataclasses.fields(RunConfig)] + ["recipe_sha256"]
+    return "; ".join("the recipe file's content" if k == "recipe_sha256" else f"{k} {a.get(k)!r} there, {b.get(k)!r} here"
+                     for k in keys if a.get(k) != b.get(k))
 
 
 def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:

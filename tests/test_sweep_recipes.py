@@ -126,5 +126,5 @@ def test_a_run_whose_recipe_file_moved_resumes_in_its_folder(tmp_path):
     assert moved.run_id == run_dir.name
     check_run_dir(moved, run_dir)  # the same run: no refusal
     (tmp_path / "b" / "mine.toml").write_text('name = "mine"\nbase = "nvfp4"\n')
-    with pytest.raises(UserError, match="holds a different run"):
+    with pytest.raises(UserError, match=r"holds a different run \(\w+, not \w+: the recipe file's content\)"):
         check_run_dir(config(tmp_path / "b" / "mine.toml"), run_dir)
