@@ -623,6 +623,10 @@ def check_run_dir(config: RunConfig, run_dir: Path) -> None:
         return
     existing = RunConfig.from_json(path)
     kept = run_dir / "recipe.toml"
+    if config.recipe == existing.recipe and existing.recipe.endswith(".toml") and not Path(existing.recipe).is_file() \
+            and kept.is_file():  # (the same path as the run's: its id would hash the path, not the content)
+        raise UserError(f"the recipe file {config.recipe} this run started with no longer exists; {kept} is its copy: "
+                        f"pass --recipe {kept} (with --config too) to go on with the same run, or restore the file")
     if existing.recipe.endswith(".toml") and not Path(existing.recipe).is_file() and kept.is_file():
         existing = dataclasses.replace(existing, recipe=str(kept))  # the file moved: its id is its content's
     if existing.run_id != config.run_id:

@@ -128,3 +128,8 @@ def test_a_run_whose_recipe_file_moved_resumes_in_its_folder(tmp_path):
     (tmp_path / "b" / "mine.toml").write_text('name = "mine"\nbase = "nvfp4"\n')
     with pytest.raises(UserError, match=r"holds a different run \(\w+, not \w+: the recipe file's content\)"):
         check_run_dir(config(tmp_path / "b" / "mine.toml"), run_dir)
+    # relaunched from its config.json, which names the path it started at: the copy is the way on
+    with pytest.raises(UserError, match=f"the recipe file {old} this run started with no longer exists; "
+                                        f"{run_dir / 'recipe.toml'} is its copy: pass --recipe"):
+        check_run_dir(RunConfig.from_json(run_dir / "config.json"), run_dir)
+    check_run_dir(config(run_dir / "recipe.toml"), run_dir)  # the same run: no refusal
