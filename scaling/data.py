@@ -136,6 +136,7 @@ def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
                 if _kind(path) == "jsonl":  # our own reading names the line (polars: "Syntax at character 0")
                     for _ in _jsonl_documents(path, text_column):
                         pass
+                    continue  # ours reads it (a leading BOM polars refuses), and it is ours that prepare uses
                 raise UserError(_unreadable(path, text_column, e)) from None
 
 
@@ -144,7 +145,7 @@ def _utf8_text(path: Path) -> str:
     U+FFFD; a file with NUL bytes or with more than 1% of its characters undecodable is refused, since
     its tokens would be noise (a binary file, or another encoding)."""
     raw = path.read_bytes()
-    text = raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8-sig", errors="replace")  # (-sig: a Windows editor's leading BOM is no text)
     bad = text.count("\ufffd") - raw.count("\ufffd".encode())
     if b"\0" in raw or bad > max(16, len(text) // 100):
         what = "holds NUL bytes (a binary file?)" if b"\0" in raw else f"has {bad:,} bytes that are not UTF-8"
@@ -181,7 +182,7 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
 
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as lines:
+        with opener(path, "rt", encoding="utf-8-sig") as lines:  # (a leading BOM, as Windows tools write, is skipped)
             for n, line in enumerate(lines, 1):
                 if not line.strip():
                     continue

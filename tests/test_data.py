@@ -303,3 +303,17 @@ def test_a_json_escape_of_a_lone_surrogate_becomes_a_replacement_character(tmp_p
         data.prepare([src], out, vocab_size=300, tokenizer=tokenizer, val_fraction=0.5, progress=False)
         docs = split_documents(out, "train") + split_documents(out, "val")
         assert set(docs) == {"a lone \ufffd surrogate", "a pair \U0001f389 kept"}
+
+
+@pytest.mark.parametrize("name", ["bom.jsonl", "bom.txt"])
+def test_a_leading_utf8_bom_is_no_text(tmp_path, name):
+    """Windows tools (PowerShell, Notepad) start UTF-8 files with a BOM: a JSON-lines file was refused
+    ('line 1: not JSON (Unexpected UTF-8 BOM') and a .txt trained U+FEFF as its first character."""
+    text = "a document of a few words, " * 20
+    body = "".join(json.dumps({"text": f"{text}{i}"}) + "\n" for i in range(20)) if name.endswith("jsonl") else text
+    (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + body.encode())
+    (tmp_path / "other.txt").write_text("another document " * 30)
+    out = tmp_path / "out"
+    data.prepare([tmp_path / name, tmp_path / "other.txt"], out, vocab_size=300, val_fraction=0.5, progress=False)
+    docs = split_documents(out, "train") + split_documents(out, "val")
+    assert not any("\ufeff" in d for d in docs) and (text in docs if name.endswith("txt") else f"{text}0" in docs)
