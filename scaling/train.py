@@ -60,6 +60,9 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e
 # kernels); 324M needs 32 x 1024 to leave an 80 GB GPU room. The micro CPU runs need no accumulation.
 LARGE_MICRO_BATCH_MAX_PARAMS = 200_000_000
 MAX_TOKENS = 10**15  # a quadrillion training tokens: beyond any run this framework plans (a typo guard)
+# lr_mult's ceiling: far beyond any lr that trains (1e6 already trains at chance), and far below where
+# an optimizer's float32 step size overflows (~1e38: torch's Adam raised, a traceback, not a divergence)
+MAX_LR_MULT = 1e9
 METRICS_COLUMNS = ("step", "tokens", "val_loss", "val_bpb", "train_loss", "lr", "tokens_per_s")
 
 
@@ -176,7 +179,7 @@ class RunConfig:
                 raise UserError(f"{name} must be a finite number {'>' if lo_open else '>='} {lo:g}"
                                 + (f" and <= {hi:g}" if hi < math.inf else "") + f", got {v!r}")
 
-        number("lr_mult", 0, lo_open=True)
+        number("lr_mult", 0, MAX_LR_MULT, lo_open=True)
         number("warmup", 0, 1)
         number("decay", 0, 1)
         number("final_lr", 0)

@@ -300,6 +300,7 @@ def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     (["--warmup", "0.9"], "is more than the whole run"),
     (["--lr-mult", "inf"], "lr_mult must be a finite number > 0"),
     (["--lr-mult", "0"], "lr_mult must be a finite number > 0"),
+    (["--lr-mult", "1e300"], "lr_mult must be a finite number > 0 and <= 1e+09"),  # Adam's overflow: a traceback
     (["--eval-tokens", "0"], "eval_tokens must be a positive whole number"),
     (["--vocab-size", "0"], "vocab_size must be a positive whole number"),
     (["--data", "/nonexistent/data", "--vocab-size", "300"], "vocab_size 300 applies to the built-in corpus only"),
