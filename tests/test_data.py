@@ -317,3 +317,19 @@ def test_a_leading_utf8_bom_is_no_text(tmp_path, name):
     data.prepare([tmp_path / name, tmp_path / "other.txt"], out, vocab_size=300, val_fraction=0.5, progress=False)
     docs = split_documents(out, "train") + split_documents(out, "val")
     assert not any("\ufeff" in d for d in docs) and (text in docs if name.endswith("txt") else f"{text}0" in docs)
+
+
+def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(tmp_path, docs, prepared, monkeypatch):
+    """A document longer than an encode batch (a corpus in one .txt) was encoded at once: its Encoding
+    took ~120x its text (a 26 MB .txt peaked at 4.3 GB). Its pieces, cut before a word's space, give
+    the whole text's ids."""
+    text = "  ".join(docs[:8]) + " tail,  with  double spaces\n\nand 12,345 numbers don't change it"
+    (tmp_path / "book.txt").write_text(text)
+    (tmp_path / "other.txt").write_text(docs[9])
+    tok = data.load_tokenizer(prepared)
+    monkeypatch.setattr(data, "ENCODE_BATCH_BYTES", 800)  # pieces of ~100 characters
+    assert len(data._encode_long(tok, text)) > 0 and list(data._encode(tok, [text])[0]) == tok.encode(text).ids
+    out = tmp_path / "out"
+    data.prepare([tmp_path / "book.txt"], out, val_sources=[tmp_path / "other.txt"],
+                 tokenizer=prepared / "tokenizer.json", progress=False)
+    assert text in split_documents(out, "train")
