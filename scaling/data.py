@@ -55,6 +55,10 @@ READ_BATCH_ROWS = 256
 # A JSON "\\ud800" escape with no partner decodes to a lone surrogate, which is no UTF-8 text: the
 # tokenizer cannot take it (a traceback). Such a character becomes U+FFFD, as undecodable bytes of a .txt do.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# Where a long document may be cut (to encode it, or to train the tokenizer on it): a space between two
+# non-spaces, which begins one of GPT-2's pre-tokens (" word") and ends none: the pieces' ids and word
+# counts are the whole text's.
+PIECE_CUT = re.compile(r"(?<=\S) (?=\S)")
 # suffix -> reader; ".jsonl.gz" is matched before ".gz" would be.
 SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".jsonl.gz": "jsonl", ".ndjson.gz": "jsonl", ".txt": "txt"}
 
@@ -360,7 +364,10 @@ def _tokenizer_sample(train_paths: list[Path], text_column: str, split: bool, va
         for text in docs:
             if split and in_val(text, val_fraction, seed):
                 continue
-            yield text
+            # A document over the file's whole share (a corpus in one .txt) gives its head, in pieces cut
+            # where the pre-tokenizer cuts (the same word counts): as one string, the trainer held
+            # ~120x it (a 26 MB .txt at --tokenizer-sample-mb 1 peaked at 3.2 GB)
+            yield from _pieces(text[:per_group], ENCODE_BATCH_BYTES // 8)
             taken += len(text)
             if taken >= per_group:
                 break
@@ -599,11 +606,6 @@ def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, tot
             bar.update(task, advance=len(batch), tokens=train.tokens + val.tokens)
 
 
-# Where a long document may be cut for encoding: a space between two non-spaces, which begins one of
-# GPT-2's pre-tokens (" word") and ends none, so the pieces' ids are the whole text's.
-PIECE_CUT = re.compile(r"(?<=\S) (?=\S)")
-
-
 def _encode(tok, texts: list[str]) -> list[Sequence[int]]:
     """Each text's token ids. A text longer than ENCODE_BATCH_BYTES (a book-sized .txt, a corpus in
     one file) is encoded in pieces of about that size, cut where the pre-tokenizer cuts: at once its
@@ -612,14 +614,18 @@ def _encode(tok, texts: list[str]) -> list[Sequence[int]]:
     return [next(short).ids if len(t) <= ENCODE_BATCH_BYTES else _encode_long(tok, t) for t in texts]
 
 
+def _pieces(text: str, size: int) -> Iterator[str]:
+    """`text` in pieces of about `size` characters, cut at PIECE_CUT (where the pre-tokenizer cuts)."""
+    start = 0
+    while cut := len(text) - start > size and PIECE_CUT.search(text, start + size):
+        yield text[start : cut.start()]
+        start = cut.start()
+    yield text[start:]
+
+
 def _encode_long(tok, text: str) -> np.ndarray:
     """Pieces of ~1/8 of a batch, encoded 8 at a time (multi-threaded, as a batch of documents is)."""
-    bounds, start = [0], 0
-    while cut := len(text) - start > ENCODE_BATCH_BYTES // 8 and PIECE_CUT.search(text, start + ENCODE_BATCH_BYTES // 8):
-        start = cut.start()
-        bounds.append(start)
-    bounds.append(len(text))
-    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    pieces = list(_pieces(text, ENCODE_BATCH_BYTES // 8))
     return np.concatenate([np.array(e.ids, dtype=np.int64) for i in range(0, len(pieces), 8)
                            for e in tok.encode_batch_fast(pieces[i : i + 8], add_special_tokens=False)])
 
