@@ -329,7 +329,7 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
 
 def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tuple[list[dict], str] | None) -> None:
     """The sections run now as tables, then the targets checked."""
-    from scaling.console import print_json, print_table
+    from scaling.console import print_table
 
     for section in ("kernels", "loss", "linear", "train", "profile"):
         if section in gpu and result[section]:
