@@ -648,9 +648,15 @@ def _differences(there: RunConfig, here: RunConfig) -> str:
     """What sets two runs apart, as a user reads it: the fields their ids hash that differ, in
     RunConfig's order (family, size, recipe, tokens first; the ones a rule derives from them later)."""
     a, b = there.identity(), here.identity()
-    keys = [f.name for f in dataclasses.fields(RunConfig)] + ["recipe_sha256"]
-    return "; ".join("the recipe file's content" if k == "recipe_sha256" else f"{k} {a.get(k)!r} there, {b.get(k)!r} here"
-                     for k in keys if a.get(k) != b.get(k))
+    said = []
+    for k in (f.name for f in dataclasses.fields(RunConfig)):
+        if k == "recipe" and a[k] != b[k]:  # (a preset and a file: each as given, not as "file")
+            said.append(f"recipe {there.recipe!r} there, {here.recipe!r} here")
+        elif k == "recipe" and a.get("recipe_sha256") != b.get("recipe_sha256"):  # two files
+            said.append("the recipe file's content")
+        elif a.get(k) != b.get(k):
+            said.append(f"{k} {a.get(k)!r} there, {b.get(k)!r} here")
+    return "; ".join(said)
 
 
 def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:

@@ -352,6 +352,10 @@ def test_cli_missing_arguments_and_foreign_run_dir(tmp_path, capsys):
     assert main(["train", "--config", str(run_dir / "config.json"), "--tokens", "5000", "--lr-mult", "2",
                  "--out", str(run_dir)]) == 2
     assert "tokens 10240 there, 5000 here; lr_mult 1.0 there, 2.0 here);" in capsys.readouterr().err
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('name = "mine"\nbase = "nvfp4"\n')
+    assert main(["train", "--config", str(run_dir / "config.json"), "--recipe", str(recipe), "--out", str(run_dir)]) == 2
+    assert f"recipe 'bf16' there, '{recipe}' here);" in capsys.readouterr().err  # (not "'file' here")
     (run_dir / "result.json").write_text(json.dumps({"run_id": _config(seed=5).run_id, "status": "completed"}))
     assert main(["train", "--config", str(cfg), "--out", str(run_dir)]) == 2  # finished, but not this run
     assert "holds a different run" in capsys.readouterr().err
