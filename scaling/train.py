@@ -31,6 +31,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -748,37 +749,43 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     if result_path.exists():
         return _finished_record(result_path)
     wall_start = time.perf_counter()
-    # user errors (unknown recipe, missing data, ...) come from here: a run dir is made only for a run that starts
-    module, datamodule = build(config)
-    prepare_run_dir(config, run_dir)
-    meta = datamodule.meta
-    check_run_data(run_dir, meta, config.data)
-    for note in (repeated_data_note(config.tokens, meta.get("train_tokens", 0)),
-                 cpu_compile_note(config.compile, torch.cuda.is_available())):
-        if note:
-            print(note, file=sys.stderr, flush=True)
-    run = RunDirectory(run_dir, config, meta["bytes_per_token"], started=wall_start)  # of the validation split
-    from lightning.fabric.plugins.environments import LightningEnvironment
-    from lightning.pytorch.loggers import CSVLogger
+    # SLURM's warning (or its preemption's SIGTERM) may come while the run is being built: recorded, and
+    # the run stops before its first step (the signal's default action would kill the process unsaid)
+    with _signals_recorded((signal.SIGUSR1, signal.SIGTERM)) as early:
+        # user errors (unknown recipe, missing data, ...) come from here: a run dir is made only for a run that starts
+        module, datamodule = build(config)
+        prepare_run_dir(config, run_dir)
+        meta = datamodule.meta
+        check_run_data(run_dir, meta, config.data)
+        for note in (repeated_data_note(config.tokens, meta.get("train_tokens", 0)),
+                     cpu_compile_note(config.compile, torch.cuda.is_available())):
+            if note:
+                print(note, file=sys.stderr, flush=True)
+        run = RunDirectory(run_dir, config, meta["bytes_per_token"], started=wall_start)  # of the validation split
+        from lightning.fabric.plugins.environments import LightningEnvironment
+        from lightning.pytorch.loggers import CSVLogger
 
-    # Lightning's hint to use `srun` is wrong here (one process per run, by design); its advert for a
-    # cloud logger and its own use of a pytree API torch deprecates are nothing a user can act on.
-    warnings.filterwarnings("ignore", message="The `srun` command is available")
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
-    _quiet_lightning_tips()
+        # Lightning's hint to use `srun` is wrong here (one process per run, by design); its advert for a
+        # cloud logger and its own use of a pytree API torch deprecates are nothing a user can act on.
+        warnings.filterwarnings("ignore", message="The `srun` command is available")
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+        _quiet_lightning_tips()
 
-    trainer = L.Trainer(
-        max_steps=config.steps, max_epochs=1, precision=precision, devices=1,
-        logger=CSVLogger(run_dir, name="lightning"), callbacks=[run],  # version_<n>: one per process
-        # LightningEnvironment: no Lightning SLURM auto-requeue (we handle preemption)
-        plugins=[LightningEnvironment(), DirectCheckpointIO()],
-        enable_checkpointing=False, limit_val_batches=0, num_sanity_val_steps=0,
-        log_every_n_steps=max(1, min(50, config.steps // 50)), enable_progress_bar=progress,
-        enable_model_summary=False, deterministic=False,
-    )
-    ckpt = run.checkpoint_path if run.checkpoint_path.exists() else None
-    if ckpt is not None:
-        check_checkpoint(ckpt)
+        trainer = L.Trainer(
+            max_steps=config.steps, max_epochs=1, precision=precision, devices=1,
+            logger=CSVLogger(run_dir, name="lightning"), callbacks=[run],  # version_<n>: one per process
+            # LightningEnvironment: no Lightning SLURM auto-requeue (we handle preemption)
+            plugins=[LightningEnvironment(), DirectCheckpointIO()],
+            enable_checkpointing=False, limit_val_batches=0, num_sanity_val_steps=0,
+            log_every_n_steps=max(1, min(50, config.steps // 50)), enable_progress_bar=progress,
+            enable_model_summary=False, deterministic=False,
+        )
+        ckpt = run.checkpoint_path if run.checkpoint_path.exists() else None
+        if ckpt is not None:
+            check_checkpoint(ckpt)
+    if early:
+        raise Preempted(f"received {signal.Signals(early[0]).name} while the run was being built, before its "
+                        "first step; nothing was trained (its last checkpoint, if any, stays)", early[0])
     previous = run.install_signal_handlers()
     module.stop_requested = run.stop_requested
     try:
@@ -802,6 +809,23 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step)
     write_json_atomic(result_path, result, indent=2)
     return result
+
+
+@contextmanager
+def _signals_recorded(signals: tuple[signal.Signals, ...]):
+    """Record which of `signals` arrive (into the list it yields) instead of their default action."""
+    got: list[int] = []
+    previous = {}
+    for sig in signals:
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: got.append(signum))
+        except ValueError:  # not the main thread: the caller handles signals
+            pass
+    try:
+        yield got
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _finished_record(path: Path) -> dict:

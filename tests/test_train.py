@@ -198,6 +198,28 @@ def _lightning_steps(run_dir: Path) -> list[int]:
     return steps
 
 
+def test_a_signal_while_the_run_is_built_stops_it_before_its_first_step(reference, tmp_path, monkeypatch):
+    """SLURM's SIGTERM (a preemption) or warning during the seconds the run takes to build: recorded, and
+    the run stops before training, exit 75 (requeue), instead of dying by the signal's default action."""
+    import scaling.train
+
+    build = scaling.train.build
+
+    def build_then_signal(config):
+        built = build(config)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return built
+
+    run_dir, handler = tmp_path / "run", signal.getsignal(signal.SIGTERM)
+    with monkeypatch.context() as m:
+        m.setattr(scaling.train, "build", build_then_signal)
+        with pytest.raises(Preempted, match="received SIGTERM while the run was being built, before its first step") as e:
+            train(_config(), run_dir, progress=False)
+    assert e.value.signum == signal.SIGTERM and signal.getsignal(signal.SIGTERM) == handler
+    assert not (run_dir / "result.json").exists() and not (run_dir / "checkpoints" / "last.ckpt").exists()
+    assert train(_config(), run_dir, progress=False)["val_loss"] == reference[1]["val_loss"]  # the relaunch trains it
+
+
 def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(_config(fault_nan_at_step=7).to_json())
