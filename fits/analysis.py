@@ -226,7 +226,9 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     never = {**never_completed(raw), **absent}  # the recipes read_table drops whole: named among the skipped
     table = read_table(raw, where=where)  # validates a DataFrame too (cheap, and idempotent on its own output)
     groups = _points(table)
-    if with_penalty and len(groups) > 1 and baseline not in groups:
+    # A multi-recipe table whose baseline never completed is one too, though one recipe is left to fit
+    # (counting the completed ones only, a two-recipe table fitted its other recipe alone and exited 0).
+    if with_penalty and len({*groups, *never}) > 1 and baseline not in groups:
         where_not = (f"has no completed run in the table ({never[baseline][len(baseline) + 2:]})" if baseline in never
                      else "is not in the table")
         raise UserError(f"baseline recipe {baseline!r} {where_not}; the recipes with completed runs: "

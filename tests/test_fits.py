@@ -428,6 +428,12 @@ def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
     assert main(["fit", str(path), "--bootstrap", "0"]) == 2
     assert ("baseline recipe 'bf16' has no completed run in the table (none of its 16 runs completed (16 diverged)); "
             "the recipes with completed runs: fp4, fp4c; pass --baseline NAME") in capsys.readouterr().err
+    # ... and so with one other recipe, which alone would otherwise be fitted with no penalty and exit 0
+    table.with_columns(status=pl.when(pl.col("recipe") == "bf16").then(pl.lit("diverged")).otherwise(pl.lit("completed"))
+                       ).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0"]) == 2
+    assert ("baseline recipe 'bf16' has no completed run in the table (none of its 16 runs completed (16 diverged)); "
+            "the recipes with completed runs: fp4; pass --baseline NAME") in capsys.readouterr().err
 
 
 def test_an_overflowed_replicate_keeps_the_interval_open():
