@@ -31,9 +31,12 @@ STYLE = {
 
 def recipe_colors(recipes: list[str], baseline: str) -> dict[str, str]:
     """Baseline in black, every other recipe its own colour, stable across all figures."""
-    palette = plt.get_cmap("tab10").colors
     others = [r for r in recipes if r != baseline]
-    colors = {r: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, r in enumerate(others)}
+    # tab10 while it lasts; past 10 recipes it repeated (r0, r10, r20 one blue: a legend that names none
+    # of them), so more get tab20, and past 20 evenly spaced colours of a continuous map
+    palette = (plt.get_cmap("tab10").colors if len(others) <= 10 else plt.get_cmap("tab20").colors if len(others) <= 20
+               else plt.get_cmap("turbo")(np.linspace(0.05, 0.95, len(others))))
+    colors = {r: matplotlib.colors.to_hex(palette[i]) for i, r in enumerate(others)}
     colors[baseline] = "#000000"
     return colors
 

@@ -523,3 +523,14 @@ def test_an_out_folder_beside_which_no_stage_can_be_made_is_named_as_given(tmp_p
         with _staging(tmp_path / "rep"):
             pass
     assert e.value.filename == str(tmp_path / "rep") and e.value.errno == errno.EPERM
+
+
+def test_every_recipe_has_its_own_colour():
+    """Past tab10's 10 colours the figures repeated them (r0, r10, r20 alike in one legend)."""
+    from reports.figures import recipe_colors
+
+    for n in (3, 10, 11, 20, 30):
+        recipes = ["bf16", *(f"r{i}" for i in range(n))]
+        colors = recipe_colors(recipes, "bf16")
+        assert colors["bf16"] == "#000000" and len(set(colors.values())) == n + 1, n
+    assert recipe_colors(["bf16", "fp4"], "bf16")["fp4"] == "#1f77b4"  # few recipes: tab10 as before
