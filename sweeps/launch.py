@@ -220,7 +220,7 @@ def _prepare(run_dir: Path, config, executor: str) -> None:
     result.damaged-<n>.json: kept, never read as a result) so train() runs again (it resumes)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "result.json"
-    result, damaged = read_result(path)
+    result, damaged = read_result(path, run_dir.name)
     if damaged or (result is not None and RESULT_STATES.get(result.get("status")) == "failed"):
         kind = "damaged" if damaged else "failed"
         n = len(list(run_dir.glob(f"result.{kind}-*.json")))

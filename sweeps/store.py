@@ -174,7 +174,7 @@ def run_state(run_dir: Path, queue: dict[str, QueuedJob] | None, result: dict | 
     run_dir = Path(run_dir)
     result = read_json(run_dir / "result.json") if result is _UNREAD else result
     if result is not None:  # (a damaged record is no result: a relaunch moves it aside and trains the run)
-        return "failed" if record_problem(result) else RESULT_STATES.get(result.get("status"), "failed")
+        return "failed" if record_problem(result, run_dir.name) else RESULT_STATES.get(result.get("status"), "failed")
     if lock_holder(run_dir) is not None:
         return "running"
     job = read_json(run_dir / "job.json") if job is _UNREAD else job
@@ -430,7 +430,7 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
     records, recipe_files = [], {}
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
-        problem = record_problem(r) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
+        problem = record_problem(r, d.name) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
         if problem:  # written atomically, so not by a crash: edited or damaged
             from scaling.errors import UserError
 
@@ -469,26 +469,33 @@ NUMERIC_FIELDS = ("n_params", "n_params_total", "tokens", "flops", "flops_exact"
                   "tokens_per_s", "mfu", "epochs", "wall_s", "vocab_size")
 
 
-def read_result(path: Path) -> tuple[dict | None, str | None]:
+def read_result(path: Path, run_id: str | None = None) -> tuple[dict | None, str | None]:
     """A run's result.json as (record, problem): (record, None) for a result record, (None, None) where
-    there is no file, (None, what is wrong) for a damaged one (not JSON, or not a result record)."""
+    there is no file, (None, what is wrong) for a damaged one (not JSON, or not a result record; or,
+    given `run_id`, the record of another run)."""
     try:
         record = json.loads(Path(path).read_text())
     except FileNotFoundError:
         return None, None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return None, f"not JSON: {e}"
-    problem = record_problem(record)
+    problem = record_problem(record, run_id)
     return (None, problem) if problem else (record, None)
 
 
-def record_problem(record: Any) -> str | None:
-    """What makes a result.json's content no result record (a fault to name, not a row of nulls); None if it is one."""
+def record_problem(record: Any, run_id: str | None = None) -> str | None:
+    """What makes a result.json's content no result record (a fault to name, not a row of nulls); None if it is one.
+    `run_id`: the run whose folder holds it (a sweep's run folder is named by its run id), where known: another
+    run's record there (copied in by hand) would count that run twice and this one with the other's loss."""
     if not isinstance(record, dict):
         return "not a JSON object"
     missing = [k for k in ("run_id", "status", "recipe") if not isinstance(record.get(k), str)]
     if missing:
         return f"no {', '.join(missing)}"
+    if record["status"] not in RESULT_STATES:  # run_state would count it failed, but a relaunch would keep it
+        return f"status {record['status']!r} is not one of {', '.join(RESULT_STATES)}"
+    if run_id is not None and record["run_id"] != run_id:
+        return f"run_id {record['run_id']!r} is another run's (this folder is run {run_id!r})"
     wrong = [k for k in NUMERIC_FIELDS if record.get(k) is not None
              and (isinstance(record[k], bool) or not isinstance(record[k], (int, float)))]
     return f"{', '.join(wrong)} not a number" if wrong else None

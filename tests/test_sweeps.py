@@ -128,7 +128,11 @@ def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, caps
     assert not (damaged / "results.parquet").exists()
     for content, problem in (("{}", "no run_id, status, recipe"),  # not a row of nulls
                              ('{"run_id": "run1", "status": "completed", "recipe": "bf16", "val_loss": "abc"}',
-                              "val_loss not a number")):  # not a column of strings
+                              "val_loss not a number"),  # not a column of strings
+                             ('{"run_id": "run1", "status": "weird", "recipe": "bf16", "val_loss": 5.0}',
+                              "status 'weird' is not one of completed, diverged, failed"),  # a relaunch moves it aside
+                             ('{"run_id": "run2", "status": "completed", "recipe": "bf16", "val_loss": 5.0}',
+                              "run_id 'run2' is another run's (this folder is run 'run1')")):  # a copied record: that run counted twice
         (damaged / "run1" / "result.json").write_text(content)
         assert main(["sweep", "collect", str(damaged)]) == 2
         assert f"is not a result record ({problem})" in capsys.readouterr().err
@@ -400,6 +404,16 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     assert "[1/1] done" in capsys.readouterr().out
     assert (damaged.parent / "result.damaged-0.json").read_text() == "{bad"
     assert status(sweep_dir).counts["done"] == 2
+    # So is a record edited to a status train never writes, or another run's record copied in: a relaunch
+    # moved neither aside (it kept failing, or kept the other run's loss under this run as done).
+    for edit in ({"status": "weird"}, {"run_id": "0000other"}):
+        record = json.loads(damaged.read_text())
+        damaged.write_text(json.dumps({**record, **edit}))
+        assert status(sweep_dir).counts["failed"] == 1
+        assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
+        assert "[1/1] done" in capsys.readouterr().out
+        assert json.loads(damaged.read_text())["run_id"] == damaged.parent.name
+    assert len(list(damaged.parent.glob("result.damaged-*.json"))) == 3 and status(sweep_dir).counts["done"] == 2
 
 
 def test_the_exit_status_counts_this_launchs_failures():
