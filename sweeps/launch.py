@@ -36,7 +36,8 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import RESULT_STATES, read_json, read_result, run_lock, run_state, slurm_queue_for, write_json
+from sweeps.store import (RESULT_STATES, read_json, read_result, recipe_label, run_lock, run_state, slurm_queue_for,
+                          write_json)
 from scaling import usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -490,8 +491,13 @@ class _LocalPool:
                 loss = result.get("val_loss")
                 what = (f"val_loss {loss:.4f}" if isinstance(loss, float) else
                         f"{note + '; ' if note else ''}see {run_dir / 'train.log'}")
+                # the recipe as results name it (a file's `name`, not its path); seed and lr_mult where they
+                # tell an LR sweep's or a seed sweep's lines apart
+                defaults = type(c).__dataclass_fields__
+                extra = "".join(f" {k}={getattr(c, k):g}" for k in ("seed", "lr_mult") if getattr(c, k) != defaults[k].default)
+                label = recipe_label(c.recipe, run_dir / "recipe.toml")
                 print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {state:<8} {c.family} {c.size:>5} "
-                      f"{c.recipe:<14} D={c.tokens:<9.3g} {what}  ({seconds:.0f} s; {time.time() - self.started:.0f} s "
+                      f"{label:<14} D={c.tokens:<9.3g}{extra} {what}  ({seconds:.0f} s; {time.time() - self.started:.0f} s "
                       "elapsed)", flush=True)  # fmt: skip
 
     def _stop(self) -> None:

@@ -370,6 +370,7 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
     out = capsys.readouterr().out
     assert "2 to run" in out and "[2/2] done" in out, out
+    assert out.count(" seed=1 ") == 1 and " seed=0 " not in out, out  # the two seeds' lines told apart
     print(f"local launch of 2 tiny runs: {time.time() - t0:.1f} s")
 
     assert main(["sweep", "collect", str(sweep_dir)]) == 0
