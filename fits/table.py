@@ -141,7 +141,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     status = pick_column(df, "status", mapping)
     if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
         df = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
-    df = _best_learning_rate(df, got)
+    df = best_learning_rate(df, got)
     try:
         out = pl.DataFrame({
             "recipe": df[got["recipe"]].cast(pl.Utf8) if got["recipe"] else pl.Series(["all"] * df.height),
@@ -168,9 +168,11 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     return out
 
 
-def _best_learning_rate(df: pl.DataFrame, got: dict[str, str | None]) -> pl.DataFrame:
+def best_learning_rate(df: pl.DataFrame, got: dict[str, str | None]) -> pl.DataFrame:
     """A sweep over learning rates (an `lr_mult` column with several values) is fitted at each point's
-    best learning rate: per recipe, N, D (and seed) the run with the lowest loss, as a tuned ladder is."""
+    best learning rate: per recipe, N, D (and seed) the run with the lowest loss, as a tuned ladder is.
+    `got`: the columns holding recipe, N, D or C, and loss (`find_columns`). (The report's note on the
+    choice calls this too.)"""
     if "lr_mult" not in df.columns or df["lr_mult"].n_unique() < 2:
         return df
     point = [c for c in (got["recipe"], got["N"], got["D"] or got["C"], "seed" if "seed" in df.columns else None) if c]

@@ -425,10 +425,13 @@ def learning_rate_note(runs: pl.DataFrame) -> str | None:
     done = compare.completed(runs)
     if "lr_mult" not in done.columns or done["lr_mult"].n_unique() < 2:
         return None
+    from fits.table import best_learning_rate
+
     point = [c for c in ("recipe", "N", "D", "seed") if c in done.columns]
-    per = (done.group_by(point).agg(best=pl.col("lr_mult").sort_by("loss").first(), lo=pl.col("lr_mult").min(),
-                                    hi=pl.col("lr_mult").max(), tried=pl.col("lr_mult").n_unique())
-           .filter(pl.col("tried") > 1))
+    best = best_learning_rate(done, {"recipe": "recipe", "N": "N", "D": "D", "C": None, "loss": "loss"})  # the fits' choice
+    tried = done.group_by(point).agg(lo=pl.col("lr_mult").min(), hi=pl.col("lr_mult").max(),
+                                     tried=pl.col("lr_mult").n_unique())
+    per = best.select(*point, best=pl.col("lr_mult")).join(tried, on=point).filter(pl.col("tried") > 1)
     chosen = per.group_by("best").len().sort("best")
     text = (f"Learning rate: a sweep over lr_mult {', '.join(f'{v:g}' for v in sorted(done['lr_mult'].unique()))}; "
             f"each point ({', '.join(point)}) is fitted at its run of lowest loss, which took lr_mult "

@@ -572,13 +572,7 @@ class RunDirectory(L.Callback):
         """SLURM sends SIGUSR1 (with --signal=USR1@T) or SIGTERM before it preempts or times out a job;
         a user, Ctrl-C (SIGINT). Each ends the run with a checkpoint at the end of its step, or at the
         step's next micro-batch where it has several (`forward_backward`'s stop)."""
-        previous = {}
-        for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
-            try:
-                previous[sig] = signal.signal(sig, self._on_signal)
-            except ValueError:  # not the main thread: the caller handles signals
-                pass
-        return previous
+        return _install_handlers((signal.SIGUSR1, signal.SIGTERM, signal.SIGINT), self._on_signal)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -801,8 +795,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                             signal.SIGINT) from None
         raise
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore_handlers(previous)
     status = "diverged" if module.diverged else "completed"
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
@@ -815,17 +808,27 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
 def _signals_recorded(signals: tuple[signal.Signals, ...]):
     """Record which of `signals` arrive (into the list it yields) instead of their default action."""
     got: list[int] = []
-    previous = {}
-    for sig in signals:
-        try:
-            previous[sig] = signal.signal(sig, lambda signum, frame: got.append(signum))
-        except ValueError:  # not the main thread: the caller handles signals
-            pass
+    previous = _install_handlers(signals, lambda signum, frame: got.append(signum))
     try:
         yield got
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore_handlers(previous)
+
+
+def _install_handlers(signals, handler) -> dict:
+    """`handler` for each of `signals`; returns the handlers it replaced (for `_restore_handlers`)."""
+    previous = {}
+    for sig in signals:
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: the caller handles signals
+            pass
+    return previous
+
+
+def _restore_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def _finished_record(path: Path) -> dict:

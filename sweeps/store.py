@@ -174,7 +174,7 @@ def run_state(run_dir: Path, queue: dict[str, QueuedJob] | None, result: dict | 
     run_dir = Path(run_dir)
     result = read_json(run_dir / "result.json") if result is _UNREAD else result
     if result is not None:  # (a damaged record is no result: a relaunch moves it aside and trains the run)
-        return "failed" if record_problem(result, run_dir.name) else RESULT_STATES.get(result.get("status"), "failed")
+        return "failed" if record_problem(result, run_dir.name) else RESULT_STATES[result["status"]]  # (a known status)
     if lock_holder(run_dir) is not None:
         return "running"
     job = read_json(run_dir / "job.json") if job is _UNREAD else job
