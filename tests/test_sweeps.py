@@ -195,6 +195,27 @@ def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     assert "2 runs" in out and "GPU-hours at 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
 
 
+def test_plan_of_a_large_grid_groups_its_table_by_family_size_and_recipe(tmp_path, capsys, monkeypatch):
+    """Thousands of runs take a terminal minutes to draw: beyond PLAN_TABLE_RUNS, one row per family, size
+    and recipe (their runs, token budgets, FLOPs and GPU-hours); --runs still prints every run."""
+    from scaling.commands import sweep
+
+    monkeypatch.setattr(sweep, "PLAN_TABLE_RUNS", 3)
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [4096, 8192]"))
+    assert main(["sweep", "plan", str(spec), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["run_list"]
+    assert len(runs) == 4  # 2 seeds x 2 budgets: over the (patched) limit
+    assert main(["sweep", "plan", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs by family, size and recipe" in out and "4,096–8,192 (2 budgets)" in out
+    assert not any(r["run_id"] in out for r in runs)
+    grouped = f"{sum(r['flops'] for r in runs):.4g}"
+    assert grouped in out  # the group's FLOPs: every run's
+    assert main(["sweep", "plan", str(spec), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert all(r["run_id"] in out for r in runs)
+
+
 def _bench_file(tmp_path: Path, rows: list[dict]) -> Path:
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"device": "test", "train": rows}))

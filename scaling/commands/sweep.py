@@ -10,6 +10,7 @@ from scaling.errors import UserError
 # Assumptions behind plan's GPU-hour estimate; both can be changed on the command line.
 DEFAULT_MFU = 0.30
 DEFAULT_PEAK_TFLOPS = 989.0  # H100 SXM, dense BF16 (FP4 recipes are emulated in BF16)
+PLAN_TABLE_RUNS = 200  # beyond this many runs, `plan` groups its table by family, size and recipe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--bench", default="default", metavar="FILE",
                    help="benchmark JSON whose `train` rows give each recipe's speed against BF16 (default: "
                         "reports/bench/h200.json; none: every recipe at BF16's speed)")
+    p.add_argument("--runs", action="store_true",
+                   help=f"one row per run however many (beyond {PLAN_TABLE_RUNS} runs the table has one row per "
+                        "family, size and recipe)")
 
     p = sub.add_parser("launch", help="submit every run that is not done or in flight")
     spec_args(p)
@@ -111,14 +115,35 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**summary, "run_list": rows})
         return 0
-    print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
-                       "gpu_hours"], title=f"sweep {spec.name}")
+    if args.runs or len(rows) <= PLAN_TABLE_RUNS:
+        print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
+                           "gpu_hours"], title=f"sweep {spec.name}")
+    else:  # thousands of rows take a terminal minutes to draw and nobody reads them
+        print_table(_by_model(rows), title=f"sweep {spec.name}: {len(rows)} runs by family, size and recipe "
+                                           "(--runs: one row per run; --json: every run's fields)")
     if bench:
         print_table(_by_recipe(rows), title="per recipe (speed against BF16 from the benchmark's training rows)")
     print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
           f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
           + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
     return 0
+
+
+def _by_model(rows: list[dict]) -> list[dict]:
+    """The runs grouped by family, size and recipe: how many, their token budgets, FLOPs and GPU-hours."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["family"], r["size"], r["recipe"])
+        entry = out.setdefault(key, dict(family=key[0], size=key[1], recipe=key[2], runs=0, tokens=set(), flops=0.0,
+                                         gpu_hours=0.0))  # fmt: skip
+        entry["runs"] += 1
+        entry["tokens"].add(r["tokens"])
+        entry["flops"] += r["flops"]
+        entry["gpu_hours"] += r["gpu_hours"]
+    for entry in out.values():
+        low, high = min(entry["tokens"]), max(entry["tokens"])
+        entry["tokens"] = f"{low:,}" if low == high else f"{low:,}–{high:,} ({len(entry['tokens'])} budgets)"
+    return list(out.values())
 
 
 def _by_recipe(rows: list[dict]) -> list[dict]:
