@@ -171,13 +171,44 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
 def best_learning_rate(df: pl.DataFrame, got: dict[str, str | None]) -> pl.DataFrame:
     """A sweep over learning rates (an `lr_mult` column with several values) is fitted at each point's
     best learning rate: per recipe, N, D (and seed) the run with the lowest loss, as a tuned ladder is.
-    `got`: the columns holding recipe, N, D or C, and loss (`find_columns`). (The report's note on the
-    choice calls this too.)"""
+    `got`: the columns holding recipe, N, D or C, and loss (`find_columns`)."""
     if "lr_mult" not in df.columns or df["lr_mult"].n_unique() < 2:
         return df
-    point = [c for c in (got["recipe"], got["N"], got["D"] or got["C"], "seed" if "seed" in df.columns else None) if c]
     return (df.sort(pl.col(got["loss"]).cast(pl.Float64, strict=False), nulls_last=True)
-            .unique(subset=point, keep="first", maintain_order=True))
+            .unique(subset=_lr_point(df, got), keep="first", maintain_order=True))
+
+
+def _lr_point(df: pl.DataFrame, got: dict[str, str | None]) -> list[str]:
+    """The columns naming a point of an LR sweep: recipe, N, D (or C) and seed, where the table has them."""
+    return [c for c in (got["recipe"], got["N"], got["D"] or got["C"], "seed" if "seed" in df.columns else None) if c]
+
+
+def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | None = None) -> str | None:
+    """What `best_learning_rate` chose for an LR sweep's completed runs: which lr_mult the points took,
+    and how many took the lowest or highest they tried, where the sweep does not bracket the optimum
+    (their losses may lie above a tuned run's). None without several lr_mult values. `scaling fit` prints
+    it and the report's provenance says it."""
+    mapping = parse_columns(columns)
+    got = find_columns(source, mapping, "the table")
+    status = pick_column(source, "status", mapping)
+    done = source if status is None else source.filter(pl.col(status).cast(pl.Utf8) == "completed")
+    if "lr_mult" not in done.columns or done["lr_mult"].n_unique() < 2:
+        return None
+    point = _lr_point(done, got)
+    tried = done.group_by(point).agg(lo=pl.col("lr_mult").min(), hi=pl.col("lr_mult").max(),
+                                     tried=pl.col("lr_mult").n_unique())
+    best = best_learning_rate(done, got).select(*point, best=pl.col("lr_mult"))
+    per = best.join(tried, on=point).filter(pl.col("tried") > 1)
+    chosen = per.group_by("best").len().sort("best")
+    text = (f"Learning rate: a sweep over lr_mult {', '.join(f'{v:g}' for v in sorted(done['lr_mult'].unique()))}; "
+            f"each point ({', '.join(point)}) is fitted at its run of lowest loss, which took lr_mult "
+            + ", ".join(f"{b:g} at {n} point{'' if n == 1 else 's'}" for b, n in chosen.iter_rows()) + ".")
+    edge = per.filter((pl.col("best") == pl.col("lo")) | (pl.col("best") == pl.col("hi")))
+    if edge.height:
+        text += (f" {edge.height} of {per.height} point{'' if per.height == 1 else 's'} took the lowest or highest "
+                 "lr_mult they tried: the sweep does not bracket their best learning rate, so their losses may lie "
+                 "above a tuned run's.")
+    return text
 
 
 def _validate(df: pl.DataFrame, where: str, unit: str, filtered: bool, run_ids: bool) -> None:

@@ -418,31 +418,6 @@ def _run_configs(study: Study) -> list[dict]:
     return out
 
 
-def learning_rate_note(runs: pl.DataFrame) -> str | None:
-    """An LR sweep's choice, as the fits make it (`fits.table`: per recipe, N, D and seed, the completed run
-    of lowest loss): which lr_mult the points took, and how many took the lowest or highest they tried,
-    where the sweep does not bracket the optimum. None without several lr_mult values."""
-    done = compare.completed(runs)
-    if "lr_mult" not in done.columns or done["lr_mult"].n_unique() < 2:
-        return None
-    from fits.table import best_learning_rate
-
-    point = [c for c in ("recipe", "N", "D", "seed") if c in done.columns]
-    best = best_learning_rate(done, {"recipe": "recipe", "N": "N", "D": "D", "C": None, "loss": "loss"})  # the fits' choice
-    tried = done.group_by(point).agg(lo=pl.col("lr_mult").min(), hi=pl.col("lr_mult").max(),
-                                     tried=pl.col("lr_mult").n_unique())
-    per = best.select(*point, best=pl.col("lr_mult")).join(tried, on=point).filter(pl.col("tried") > 1)
-    chosen = per.group_by("best").len().sort("best")
-    text = (f"Learning rate: a sweep over lr_mult {', '.join(f'{v:g}' for v in sorted(done['lr_mult'].unique()))}; "
-            f"each point ({', '.join(point)}) is fitted at its run of lowest loss, which took lr_mult "
-            + ", ".join(f"{b:g} at {count(n, 'point')}" for b, n in chosen.iter_rows()) + ".")
-    edge = per.filter((pl.col("best") == pl.col("lo")) | (pl.col("best") == pl.col("hi")))
-    if edge.height:
-        text += (f" {edge.height} of {count(per.height, 'point')} took the lowest or highest lr_mult they tried: the "
-                 "sweep does not bracket their best learning rate, so their losses may lie above a tuned run's.")
-    return text
-
-
 def section_provenance(study: Study, checkout: str | None) -> Section:
     s = Section("Provenance")
     runs = study.runs
@@ -451,7 +426,9 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
         items.append(f"The table holds several rows for some runs (checkpoints): each run's row with the most tokens is "
                      f"its point, and {count(study.earlier_rows, 'earlier row')} are set aside (`scaling fit` on the "
                      "table would fit every row).")
-    lr = learning_rate_note(runs)
+    from fits.table import learning_rate_note
+
+    lr = learning_rate_note(compare.completed(runs))  # the fits' own choice, said in their words
     if lr:
         items.append(lr)
     if not study.from_records:

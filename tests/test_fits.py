@@ -207,6 +207,35 @@ def test_a_learning_rate_sweep_is_fitted_at_each_points_best_rate(tmp_path):
         fits.read_table(tuned, drop_highest=12)
 
 
+def test_an_lr_sweep_says_which_learning_rate_each_point_took_and_where_the_grid_does_not_bracket_it():
+    from fits.table import learning_rate_note
+
+    rows = []
+    for D in (1e6, 2e6):  # at 1e6 tokens the middle lr_mult wins; at 2e6 the highest (the grid's edge)
+        for lr, loss in ((0.5, 3.2), (1.0, 3.0 if D == 1e6 else 3.1), (2.0, 3.1 if D == 1e6 else 2.9)):
+            rows.append({"recipe": "bf16", "N": 1e6, "D": D, "seed": 0, "lr_mult": lr, "loss": loss, "status": "completed"})
+    rows.append({**rows[-1], "lr_mult": 4.0, "loss": 2.0, "status": "diverged"})  # not completed: not a choice
+    note = learning_rate_note(pl.DataFrame(rows))
+    assert note.startswith("Learning rate: a sweep over lr_mult 0.5, 1, 2; each point (recipe, N, D, seed) is fitted "
+                           "at its run of lowest loss, which took lr_mult 1 at 1 point, 2 at 1 point."), note
+    assert "1 of 2 points took the lowest or highest lr_mult they tried" in note
+    assert learning_rate_note(pl.DataFrame(rows).filter(pl.col("lr_mult") == 1.0)) is None
+
+
+def test_scaling_fit_says_which_learning_rate_each_point_took(tmp_path, capsys):
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.0)
+    tuned = t.with_columns(lr_mult=pl.lit(1.0), seed=pl.lit(0))
+    worse = tuned.with_columns(lr_mult=pl.lit(2.0), loss=pl.col("loss") * 1.05,
+                               run_id=pl.col("run_id").cast(pl.Utf8) + "-lr2")
+    path = tmp_path / "lr.csv"
+    pl.concat([worse, tuned]).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "10"]) == 0
+    assert "each point (recipe, N, D, seed) is fitted at its run of lowest loss, which took lr_mult 1 at 12 points." \
+        in capsys.readouterr().out
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "10", "--json"]) == 0
+    assert "12 of 12 points took the lowest" in json.loads(capsys.readouterr().out)["learning_rate_note"]
+
+
 def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
     """The demo's sweep (two model sizes of ~1M, a few thousand tokens) cannot pin α: unbounded, the fit
     ran to α = 131 and A = inf (null in fits.json, unusable by predict). Bounded, every parameter is

@@ -94,21 +94,6 @@ def test_the_failures_section_says_where_a_diverged_run_stopped(tmp_path):
     assert row["status"] == "diverged" and row["diverged_at_step"] == 7 and row["steps"] == 12
 
 
-def test_an_lr_sweep_says_which_learning_rate_each_point_took_and_where_the_grid_does_not_bracket_it():
-    from reports.build import learning_rate_note
-
-    rows = []
-    for D in (1e6, 2e6):  # at 1e6 tokens the middle lr_mult wins; at 2e6 the highest (the grid's edge)
-        for lr, loss in ((0.5, 3.2), (1.0, 3.0 if D == 1e6 else 3.1), (2.0, 3.1 if D == 1e6 else 2.9)):
-            rows.append({"recipe": "bf16", "N": 1e6, "D": D, "seed": 0, "lr_mult": lr, "loss": loss, "status": "completed"})
-    rows.append({**rows[-1], "lr_mult": 4.0, "loss": 2.0, "status": "diverged"})  # not completed: not a choice
-    note = learning_rate_note(pl.DataFrame(rows))
-    assert note.startswith("Learning rate: a sweep over lr_mult 0.5, 1, 2; each point (recipe, N, D, seed) is fitted "
-                           "at its run of lowest loss, which took lr_mult 1 at 1 point, 2 at 1 point."), note
-    assert "1 of 2 points took the lowest or highest lr_mult they tried" in note
-    assert learning_rate_note(pl.DataFrame(rows).filter(pl.col("lr_mult") == 1.0)) is None
-
-
 def test_tokens_to_reach_interpolates_and_reports_never():
     tokens = np.array([100.0, 200.0, 300.0])
     loss = np.array([3.0, 2.5, 2.0])
