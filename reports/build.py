@@ -454,7 +454,8 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
                              + (" (some runs repeat data)" if ep.max() > 1 else " (no run repeats data)"))
         if "wall_s" in runs.columns and runs["wall_s"].drop_nulls().len():
             items.append(f"Training time, all runs: {float(runs['wall_s'].drop_nulls().sum()) / 60:.1f} min.")
-    tokens = runs.group_by("N").agg(pl.col("D").unique().sort()).sort("N")
+    # A failed run's record may hold no n_params or tokens (it crashed before they were known): no budget to list.
+    tokens = runs.drop_nulls(["N", "D"]).group_by("N").agg(pl.col("D").unique().sort()).sort("N")
     label = "size" if "size" in runs.columns else None
     ns = tokens["N"].to_list()
     digits = next((k for k in range(3, 17) if len({f"{n:.{k}g}" for n in ns}) == len(ns)), 17)  # distinct N, distinct labels

@@ -534,3 +534,18 @@ def test_every_recipe_has_its_own_colour():
         colors = recipe_colors(recipes, "bf16")
         assert colors["bf16"] == "#000000" and len(set(colors.values())) == n + 1, n
     assert recipe_colors(["bf16", "fp4"], "bf16")["fp4"] == "#1f77b4"  # few recipes: tab10 as before
+
+
+def test_provenance_lists_budgets_of_runs_whose_size_and_tokens_are_known(tmp_path):
+    """A failed run's record may hold no tokens (it crashed before): the tokens-per-run lines skip it
+    rather than formatting None (a TypeError that stopped the whole report)."""
+    from reports.build import section_provenance
+    from reports.document import Bullets
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    record = json.loads((sweep / "bf16-S-200M" / "result.json").read_text())
+    (sweep / "bf16-S-200M" / "result.json").write_text(json.dumps({**record, "status": "failed", "val_loss": None,
+                                                                   "tokens": None, "flops": None}))
+    items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
+    assert "Tokens per run, S (N = 2e+06): 2e+08, 5e+08, 1.2e+09." in items  # the other recipes' S runs of 2e8
