@@ -48,10 +48,25 @@ def read_file(path: Path) -> pl.DataFrame:
         raise UserError(f"results file {path} is empty; pass a table with a header row (recipe, N, D or C, loss) "
                         "and one row per run")
     try:
-        return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
+        df = pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
     except Exception as e:  # polars raises several types for unreadable input
         raise UserError(f"cannot read {path} as {'parquet' if parquet else 'CSV'} "
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    _check_separator(df, path)
+    return df
+
+
+def _check_separator(df: pl.DataFrame, path: Path) -> None:
+    """A CSV saved with ';' or tabs (a spreadsheet in a comma-decimal locale) reads as one column named by
+    the whole header line; the missing-column message would then list that one name as if it were
+    several, without saying the separator is the problem."""
+    if df.width != 1:
+        return
+    sep = next((s for s in (";", "\t", "|") if s in df.columns[0]), None)
+    if sep is not None:
+        shown = {"\t": "tab", ";": "';'", "|": "'|'"}[sep]
+        raise UserError(f"{path} is {shown}-separated (its header reads as one column: {df.columns[0][:60]!r}); "
+                        "save it comma-separated (CSV with ','), with '.' as the decimal point")
 
 
 def column_list(df: pl.DataFrame, width: int = 60, most: int = 20) -> str:

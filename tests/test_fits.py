@@ -375,6 +375,8 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("one_column_twice", "the column 'D' would be read as both N and D"),
     ("too_many_starts", "--starts 4501 is more than the 4,500 starts of the chinchilla grid"),
     ("unreadable", "cannot read"),
+    ("semicolons", "is ';'-separated (its header reads as one column: 'recipe;run_id;N;D;loss'); save it comma-separated"),
+    ("tabs", "is tab-separated"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
@@ -403,6 +405,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     if case == "unreadable":
         path = tmp_path / "t.parquet"
         path.write_text("not a parquet file")
+    elif case in ("semicolons", "tabs"):  # a spreadsheet's export in a comma-decimal locale
+        t.write_csv(path, separator=";" if case == "semicolons" else "\t")
     elif case != "missing_file":
         t.write_csv(path)
     else:
