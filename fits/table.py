@@ -169,7 +169,8 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     out = with_compute(out)
-    _validate(out, where, "line" if where.lower().endswith(".csv") else "row", status is not None, got["run_id"] is not None)
+    _validate(out, where, "line" if where.lower().endswith(".csv") else "row", status is not None, got["run_id"] is not None,
+              None if got["D"] else got["C"])
     out = out.select("recipe", "run_id", "N", "D", "C", "loss")
     if drop_highest:
         if drop_highest < 0:
@@ -226,9 +227,10 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
     return text
 
 
-def _validate(df: pl.DataFrame, where: str, unit: str, filtered: bool, run_ids: bool) -> None:
+def _validate(df: pl.DataFrame, where: str, unit: str, filtered: bool, run_ids: bool, c_column: str | None) -> None:
     """unit: "line" for a CSV file (the header is line 1), else "row" (the first data row is row 1).
-    filtered: rows were kept by their status; run_ids: the table names its runs."""
+    filtered: rows were kept by their status; run_ids: the table names its runs; c_column: the column
+    D was computed from (D = C / 6N), None where the table gives D."""
     def first(rows: pl.DataFrame) -> str:
         return f"{unit} {rows['_row'][0] + (2 if unit == 'line' else 1)}"
 
@@ -243,8 +245,11 @@ def _validate(df: pl.DataFrame, where: str, unit: str, filtered: bool, run_ids: 
     for c in ("N", "D", "loss"):
         nonpos = df.filter(~(pl.col(c) > 0) | pl.col(c).is_infinite())
         if nonpos.height:
+            # A D computed from C would name a column the table does not have and a value it does not hold.
+            value = (f"{c} = {nonpos[c][0]}" if c != "D" or c_column is None
+                     else f"{c_column!r} = {nonpos['C'][0]:g}, so D = C / 6N = {nonpos[c][0]:g}")
             raise UserError(f"{where} has {nonpos.height} row(s) with non-positive or infinite {c} "
-                            f"(first: {first(nonpos)}, {c} = {nonpos[c][0]}); every N, D and loss must be > 0")
+                            f"(first: {first(nonpos)}, {value}); every N, D (or C) and loss must be > 0")
     # A repeated row would count as one more run (or a run's checkpoint twice): evidence that is not there.
     # With run ids a run's point is its (run_id, D); without, a row repeating another's values is a copy
     # (two runs' losses are never equal, unless rounded, and then the runs are named).

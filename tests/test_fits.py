@@ -369,6 +369,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("repeated_checkpoint", "repeat another row's recipe, run_id, D"),
     ("nan_row", "NaN"),
     ("nonpositive", "non-positive"),
+    ("nonpositive_compute", "non-positive or infinite D (first: line 4, 'FLOP' = -1e+19, so D = C / 6N = "),
     ("too_few", "needs at least"),
     ("no_baseline", "baseline recipe"),
     ("bad_columns", "--columns"),
@@ -392,6 +393,9 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.with_columns(loss=pl.when(pl.int_range(pl.len()) == 3).then(float("nan")).otherwise(pl.col("loss")))
     elif case == "nonpositive":
         t = t.with_columns(N=pl.when(pl.int_range(pl.len()) == 2).then(0.0).otherwise(pl.col("N")))
+    elif case == "nonpositive_compute":  # the table gives C, not D: the message names its column and value
+        t = t.with_columns(FLOP=pl.when(pl.int_range(pl.len()) == 2).then(-1e19).otherwise(6 * pl.col("N") * pl.col("D")))
+        t, extra = t.drop("D"), ["--columns", "C=FLOP"]
     elif case == "too_few":
         t = t.head(5)
     elif case == "no_baseline":
