@@ -323,6 +323,18 @@ def _penalty(r, pts, thetas, reps, base, margin, extrapolate, test):
     return entry, bands
 
 
+LARGE_TABLE = 20_000  # points: about 10 s of full fit on 2 cores, before the bootstrap's first progress line
+
+
+def size_notice(points: int) -> str | None:
+    """A line to print before fitting a large table, else None. The full fit shows no progress and its time
+    grows with the points (a 300,000-point CSV sat silent for ~4 min on 2 cores before its first line)."""
+    if points < LARGE_TABLE:
+        return None
+    return (f"fitting {points:,} points: the full fit alone takes minutes at this size (its time grows with the "
+            "points) and shows no progress; every bootstrap replicate refits them")
+
+
 class BootstrapProgress:
     """Bootstrap progress on stderr, as `analyse(progress=)` reports it: one updating line on a
     terminal, a line per tenth of the way in a log. One per fit (it remembers the last tenth shown)."""

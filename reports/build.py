@@ -12,6 +12,7 @@ import math
 import os
 import platform
 import shutil
+import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,6 +63,9 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
     from fits.table import never_completed
 
     table = fit_table(runs)
+    notice = fits.analysis.size_notice(table.height)
+    if notice:
+        print(f"  {notice}", file=sys.stderr, flush=True)
     import warnings
 
     with warnings.catch_warnings():

@@ -484,3 +484,18 @@ def test_an_overflowed_replicate_keeps_the_interval_open():
     assert lo == pytest.approx(np.percentile(np.r_[finite, [np.inf] * 10], 2.5, method="lower")) and hi == np.inf
     assert verdict(0.5, (lo, hi), n_replicates=100) == "inconclusive"
     assert percentile_ci(finite) == tuple(np.percentile(finite, [2.5, 97.5]))  # unchanged without infinities
+
+
+def test_a_large_table_is_announced_before_its_silent_full_fit(tmp_path, capsys, monkeypatch):
+    """The full fit shows no progress and its time grows with the points: a 300,000-point CSV sat silent
+    for ~4 min. `scaling fit` says first what it is fitting and that it takes a while; a small table
+    fits without the line."""
+    from scaling.cli import main
+
+    path = tmp_path / "t.csv"
+    synthetic_table(sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80)).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5"]) == 0
+    assert "fitting" not in capsys.readouterr().err
+    monkeypatch.setattr(fits.analysis, "LARGE_TABLE", 12)
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5"]) == 0
+    assert capsys.readouterr().err.startswith("fitting 12 points: the full fit alone takes minutes")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from scaling.errors import UserError
@@ -126,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
 
     raw = read_file(args.results)
     table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
+    notice = fits.analysis.size_notice(table.height)
+    if notice and not args.json:
+        print(notice, file=sys.stderr, flush=True)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
                        workers=args.workers, margin=args.margin, top=top,
                        progress=None if args.json else fits.analysis.BootstrapProgress(),
