@@ -107,6 +107,27 @@ def never_completed(df: pl.DataFrame, columns: dict[str, str] | str | None = Non
     return dict(sorted(out.items()))
 
 
+# What a table without each optional column is taken to mean: a misspelt one is read as absent, silently.
+OPTIONAL_MEANING = {"recipe": "every row is fitted as one group, 'all', whatever its recipe",
+                    "run_id": "every row is its own run, so a run's checkpoints are resampled apart",
+                    "status": "every row counts as a completed run, diverged ones included"}
+
+
+def _refuse_near_miss(df: pl.DataFrame, name: str, where: str) -> None:
+    """UserError where df lacks the optional column `name` but has one spelt almost like it (`Recipe`,
+    `recipe `, `runid`): read as absent, a two-recipe table was fitted as one group and exited 0."""
+    import difflib
+
+    simple = {c.strip().lower().replace(" ", "_"): c for c in df.columns}
+    close = difflib.get_close_matches(name, list(simple), n=1, cutoff=0.8)
+    if close:
+        column = simple[close[0]]
+        # (--columns strips spaces, so a name with spaces around it can only be renamed)
+        mapped = "" if column != column.strip() else f", or map it with --columns \"{name}={column}\""
+        raise UserError(f"{where} has no {name!r} column but has {column!r}; rename it to {name}{mapped} "
+                        f"(without a {name} column {OPTIONAL_MEANING[name]})")
+
+
 def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[str, str | None]:
     """Which column of df holds each fit quantity (recipe, run_id, N, D, C, loss): the one `mapping`
     names, else the canonical name, else the result record's (ALIASES); None where there is none.
@@ -118,6 +139,9 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
     if missing:
         raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {column_list(df)}); "
                         f"map yours with --columns \"N=...,D=...,loss=...\"")
+    for name in OPTIONAL_MEANING:
+        if got.get(name, pick_column(df, name, mapping)) is None:
+            _refuse_near_miss(df, name, where)
     for column in {c for c in got.values() if c is not None}:  # one column as two quantities (N=D): nonsense fitted
         both = [k for k, c in got.items() if c == column]
         if len(both) > 1:

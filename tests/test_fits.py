@@ -369,6 +369,10 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("repeated_checkpoint", "repeat another row's recipe, run_id, D"),
     ("nan_row", "NaN"),
     ("nonpositive", "non-positive"),
+    ("recipe_capitalised", "has no 'recipe' column but has 'Recipe'; rename it to recipe, or map it with --columns "
+                           "\"recipe=Recipe\" (without a recipe column every row is fitted as one group, 'all'"),
+    ("run_id_misspelt", "has no 'run_id' column but has 'runid'"),
+    ("status_capitalised", "has no 'status' column but has 'Status '; rename it to status (without"),
     ("nonpositive_compute", "non-positive or infinite D (first: line 4, 'FLOP' = -1e+19, so D = C / 6N = "),
     ("too_few", "needs at least"),
     ("no_baseline", "baseline recipe"),
@@ -396,6 +400,12 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     elif case == "nonpositive_compute":  # the table gives C, not D: the message names its column and value
         t = t.with_columns(FLOP=pl.when(pl.int_range(pl.len()) == 2).then(-1e19).otherwise(6 * pl.col("N") * pl.col("D")))
         t, extra = t.drop("D"), ["--columns", "C=FLOP"]
+    elif case == "recipe_capitalised":  # read as absent, every row was fitted as one group and exited 0
+        t = t.rename({"recipe": "Recipe"})
+    elif case == "run_id_misspelt":
+        t = t.rename({"run_id": "runid"})
+    elif case == "status_capitalised":
+        t = t.with_columns(pl.lit("completed").alias("Status "))
     elif case == "too_few":
         t = t.head(5)
     elif case == "no_baseline":
