@@ -516,6 +516,15 @@ def _publish(stage: Path, out_dir: Path) -> None:
         os.replace(stage / name, out_dir / name)
 
 
+def _refuse_replacing_source(source: Path, out_dir: Path) -> None:
+    """UserError where the source table is a file this build writes (`--out` holding the input as
+    results.csv): the report's own results.csv, under the fits' column names and one row per run, replaced
+    the user's table, whose other names and earlier checkpoints were then gone."""
+    if source.is_file() and source.name in REPORT_FILES and source.resolve().parent == out_dir.resolve():
+        raise UserError(f"{source} is the {source.name} this report writes in --out {out_dir}, so the build would "
+                        "replace the table it reads; pass another --out, or move the table out of that folder")
+
+
 def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: str = "chinchilla",
           bootstrap: int = 200, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None,
           seed: int = 0, workers: int | None = None, title: str | None = None) -> dict:
@@ -529,6 +538,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     if bootstrap < 0:
         raise UserError(f"--bootstrap must be 0 or more, got {bootstrap}")
     out_dir = Path(out_dir)
+    _refuse_replacing_source(Path(source), out_dir)
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
     workers = workers or min(4, usable_cpus())

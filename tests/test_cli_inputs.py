@@ -224,6 +224,16 @@ def test_report_refuses_an_empty_out_before_writing_into_the_working_folder(tmp_
     assert (tmp_path / "report.md").read_text() == "my notes\n"
 
 
+def test_report_refuses_to_replace_the_table_it_reads(tmp_path, capsys):
+    """A table named results.csv in --out was replaced by the report's own results.csv (the fits' column
+    names, one row per run): the user's column names and earlier checkpoints were gone."""
+    table = tmp_path / "results.csv"
+    table.write_bytes(EXAMPLE_RESULTS.read_bytes())
+    _refused(["report", str(table), "--out", str(tmp_path), "--bootstrap", "0"], capsys,
+             "is the results.csv this report writes in --out", "pass another --out")
+    assert table.read_bytes() == EXAMPLE_RESULTS.read_bytes() and sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
+
+
 def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
     fits_json = tmp_path / "fits.json"
     fits_json.write_text(json.dumps({"law": "chinchilla", "groups": {}, "penalty": {}}))
