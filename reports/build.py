@@ -553,7 +553,8 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         doc = Document(
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
             subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; "
-                     + (f"baseline `{baseline}`" if baseline in fitted["groups"] and len(fitted["groups"]) > 1
+                     # (the study's recipes, not the fitted ones: with the others left out, it is still the baseline)
+                     + (f"baseline `{baseline}`" if baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1
                         else f"no baseline (`{baseline}`)")
                      + f"; law `{law}`.",
             sections=[

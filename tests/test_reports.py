@@ -549,3 +549,16 @@ def test_provenance_lists_budgets_of_runs_whose_size_and_tokens_are_known(tmp_pa
                                                                    "tokens": None, "flops": None}))
     items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
     assert "Tokens per run, S (N = 2e+06): 2e+08, 5e+08, 1.2e+09." in items  # the other recipes' S runs of 2e8
+
+
+def test_the_subtitle_names_the_baseline_when_the_other_recipes_are_left_out(tmp_path):
+    """With every other recipe too small to fit, the subtitle said "no baseline (`bf16`)" of a table
+    whose baseline is bf16, beside a verdict naming the recipes left out against it."""
+    import reports
+
+    table = pl.read_csv(external_csv(tmp_path))
+    table = pl.concat([table.filter(pl.col("recipe") == "bf16"), table.filter(pl.col("recipe") == "nvfp4").head(2)])
+    table.write_csv(tmp_path / "few.csv")
+    reports.build(tmp_path / "few.csv", tmp_path / "r", bootstrap=0)
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "recipes bf16, nvfp4; baseline `bf16`; law" in md and "No recipe could be judged against bf16" in md
