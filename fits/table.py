@@ -47,26 +47,28 @@ def read_file(path: Path) -> pl.DataFrame:
     if path.is_file() and path.stat().st_size == 0:
         raise UserError(f"results file {path} is empty; pass a table with a header row (recipe, N, D or C, loss) "
                         "and one row per run")
+    if not parquet and path.is_file():
+        _check_separator(path)
     try:
-        df = pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
+        return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
     except Exception as e:  # polars raises several types for unreadable input
         raise UserError(f"cannot read {path} as {'parquet' if parquet else 'CSV'} "
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
-    _check_separator(df, path)
-    return df
 
 
-def _check_separator(df: pl.DataFrame, path: Path) -> None:
+def _check_separator(path: Path) -> None:
     """A CSV saved with ';' or tabs (a spreadsheet in a comma-decimal locale) reads as one column named by
-    the whole header line; the missing-column message would then list that one name as if it were
-    several, without saying the separator is the problem."""
-    if df.width != 1:
+    the whole header line, or fails on its decimal commas as "more fields than defined": neither
+    message says the separator is the problem. Read from the header line, before polars."""
+    with open(path, "rb") as f:
+        header = f.readline(100_000).decode("utf-8", "replace")
+    if "," in header:
         return
-    sep = next((s for s in (";", "\t", "|") if s in df.columns[0]), None)
+    sep = next((s for s in (";", "\t", "|") if s in header), None)
     if sep is not None:
         shown = {"\t": "tab", ";": "';'", "|": "'|'"}[sep]
-        raise UserError(f"{path} is {shown}-separated (its header reads as one column: {df.columns[0][:60]!r}); "
-                        "save it comma-separated (CSV with ','), with '.' as the decimal point")
+        raise UserError(f"{path} is {shown}-separated (its header line: {header.strip()[:60]!r}); save it "
+                        "comma-separated (CSV with ','), with '.' as the decimal point")
 
 
 def column_list(df: pl.DataFrame, width: int = 60, most: int = 20) -> str:

@@ -380,7 +380,8 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("one_column_twice", "the column 'D' would be read as both N and D"),
     ("too_many_starts", "--starts 4501 is more than the 4,500 starts of the chinchilla grid"),
     ("unreadable", "cannot read"),
-    ("semicolons", "is ';'-separated (its header reads as one column: 'recipe;run_id;N;D;loss'); save it comma-separated"),
+    ("semicolons", "is ';'-separated (its header line: 'recipe;run_id;N;D;loss'); save it comma-separated"),
+    ("decimal_commas", "is ';'-separated"),
     ("tabs", "is tab-separated"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -421,6 +422,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         path.write_text("not a parquet file")
     elif case in ("semicolons", "tabs"):  # a spreadsheet's export in a comma-decimal locale
         t.write_csv(path, separator=";" if case == "semicolons" else "\t")
+    elif case == "decimal_commas":  # the same with its decimal commas: polars failed on "more fields"
+        t.with_columns(pl.col("loss").cast(pl.Utf8).str.replace(".", ",", literal=True)).write_csv(path, separator=";")
     elif case != "missing_file":
         t.write_csv(path)
     else:
