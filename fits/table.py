@@ -73,8 +73,11 @@ def _check_separator(path: Path) -> None:
 
 def column_list(df: pl.DataFrame, width: int = 60, most: int = 20) -> str:
     """A table's column names for a message: each cut to `width` characters and at most `most` of them
-    (a JSON-lines file read as CSV has one column named by its whole first line)."""
-    names = [n if len(n) <= width else n[: width - 1] + "…" for n in df.columns[:most]]
+    (a JSON-lines file read as CSV has one column named by its whole first line), quoted where spaces or
+    control characters surround them."""
+    # A name with spaces or a stray carriage return around it is quoted: printed bare, 'loss\r' read as loss.
+    names = [n if n == n.strip() else repr(n) for n in df.columns[:most]]
+    names = [n if len(n) <= width else n[: width - 1] + "…" for n in names]
     return ", ".join(names) + (f", … ({len(df.columns)} in all)" if len(df.columns) > most else "")
 
 

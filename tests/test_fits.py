@@ -365,6 +365,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
 @pytest.mark.parametrize("case, needle", [
     ("missing_file", "does not exist"),
     ("missing_column", "lacks column"),
+    ("padded_column", "lacks column(s) loss (columns: recipe, run_id, N, D, 'loss\\r')"),
     ("repeated_row", "1 row(s) that repeat another row's recipe, N, D, loss (first: line 5 and line 26)"),
     ("repeated_checkpoint", "repeat another row's recipe, run_id, D"),
     ("nan_row", "NaN"),
@@ -390,6 +391,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     extra = []
     if case == "missing_column":
         t = t.drop("loss")
+    elif case == "padded_column":  # a CRLF file converted twice: its last name ends in '\r', invisible when printed
+        t = t.rename({"loss": "loss\r"})
     elif case == "repeated_row":  # without run ids it would count as one more run
         t = pl.concat([t, t[3:4]]).drop("run_id")
     elif case == "repeated_checkpoint":  # a run's point listed twice, with another loss
