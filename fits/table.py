@@ -179,7 +179,10 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     """
     mapping = parse_columns(columns)
     df = source if isinstance(source, pl.DataFrame) else read_file(Path(source))
-    where = str(where or ("the table" if isinstance(source, pl.DataFrame) else source))
+    file = where or (None if isinstance(source, pl.DataFrame) else source)
+    where = str(file or "the table")
+    # Every file but a parquet one is read as CSV (read_file), so its rows are lines of text (a .txt too)
+    unit = "line" if file is not None and Path(file).suffix.lower() not in PARQUET_SUFFIXES else "row"
     got = find_columns(df, mapping, where)
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = pick_column(df, "status", mapping)
@@ -198,7 +201,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     out = with_compute(out)
-    _validate(out, where, "line" if where.lower().endswith(".csv") else "row", status is not None, got["run_id"] is not None,
+    _validate(out, where, unit, status is not None, got["run_id"] is not None,
               None if got["D"] else got["C"])
     out = out.select("recipe", "run_id", "N", "D", "C", "loss")
     if drop_highest:

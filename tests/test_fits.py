@@ -369,6 +369,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("repeated_row", "1 row(s) that repeat another row's recipe, N, D, loss (first: line 5 and line 26)"),
     ("repeated_checkpoint", "repeat another row's recipe, run_id, D"),
     ("nan_row", "NaN"),
+    ("nan_row_txt", "t.txt has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 5)"),
     ("nonpositive", "non-positive"),
     ("recipe_capitalised", "has no 'recipe' column but has 'Recipe'; rename it to recipe, or map it with --columns "
                            "\"recipe=Recipe\" (without a recipe column every row is fitted as one group, 'all'"),
@@ -397,8 +398,9 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = pl.concat([t, t[3:4]]).drop("run_id")
     elif case == "repeated_checkpoint":  # a run's point listed twice, with another loss
         t = pl.concat([t, t[3:4].with_columns(loss=pl.col("loss") * 1.01)])
-    elif case == "nan_row":
+    elif case in ("nan_row", "nan_row_txt"):  # (a .txt is read as CSV: its rows are lines, the header line 1)
         t = t.with_columns(loss=pl.when(pl.int_range(pl.len()) == 3).then(float("nan")).otherwise(pl.col("loss")))
+        path = tmp_path / ("t.txt" if case == "nan_row_txt" else "t.csv")
     elif case == "nonpositive":
         t = t.with_columns(N=pl.when(pl.int_range(pl.len()) == 2).then(0.0).otherwise(pl.col("N")))
     elif case == "nonpositive_compute":  # the table gives C, not D: the message names its column and value
