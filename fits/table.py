@@ -48,7 +48,7 @@ def read_file(path: Path) -> pl.DataFrame:
         raise UserError(f"results file {path} is empty; pass a table with a header row (recipe, N, D or C, loss) "
                         "and one row per run")
     if not parquet and path.is_file():
-        _check_separator(path)
+        _check_header(path)
     try:
         return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
     except Exception as e:  # polars raises several types for unreadable input
@@ -56,12 +56,20 @@ def read_file(path: Path) -> pl.DataFrame:
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
 
 
-def _check_separator(path: Path) -> None:
-    """A CSV saved with ';' or tabs (a spreadsheet in a comma-decimal locale) reads as one column named by
-    the whole header line, or fails on its decimal commas as "more fields than defined": neither
-    message says the separator is the problem. Read from the header line, before polars."""
+def _check_header(path: Path) -> None:
+    """What polars reads without a word from a CSV's header line. A CSV saved with ';' or tabs (a spreadsheet
+    in a comma-decimal locale) reads as one column named by the whole line, or fails on its decimal commas
+    as "more fields than defined": neither message says the separator is the problem. A name given twice
+    (two `loss` columns) is renamed `loss_duplicated_0` and the first one fitted, whichever was meant."""
+    import csv
+
     with open(path, "rb") as f:
-        header = f.readline(100_000).decode("utf-8", "replace")
+        header = f.readline(100_000).decode("utf-8-sig", "replace")
+    names = next(csv.reader([header]), [])
+    twice = sorted({n.strip() for n in names if n.strip() and sum(m.strip() == n.strip() for m in names) > 1})
+    if twice:
+        raise UserError(f"{path} has several columns named {', '.join(map(repr, twice))}; rename them so that each "
+                        "name is one column's (or drop the ones not meant), then run again")
     if "," in header:
         return
     sep = next((s for s in (";", "\t", "|") if s in header), None)

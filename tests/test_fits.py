@@ -384,6 +384,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("unreadable", "cannot read"),
     ("semicolons", "is ';'-separated (its header line: 'recipe;run_id;N;D;loss'); save it comma-separated"),
     ("decimal_commas", "is ';'-separated"),
+    ("column_twice", "t.csv has several columns named 'loss'; rename them"),
     ("tabs", "is tab-separated"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -427,6 +428,9 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         path.write_text("not a parquet file")
     elif case in ("semicolons", "tabs"):  # a spreadsheet's export in a comma-decimal locale
         t.write_csv(path, separator=";" if case == "semicolons" else "\t")
+    elif case == "column_twice":  # polars renamed the second loss_duplicated_0 and fitted the first
+        t.with_columns(val=pl.col("loss") * 1.1).write_csv(path)
+        path.write_text(path.read_text().replace(",val\n", ",loss\n", 1))
     elif case == "decimal_commas":  # the same with its decimal commas: polars failed on "more fields"
         t.with_columns(pl.col("loss").cast(pl.Utf8).str.replace(".", ",", literal=True)).write_csv(path, separator=";")
     elif case != "missing_file":
