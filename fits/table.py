@@ -195,7 +195,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = pick_column(df, "status", mapping)
     if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
-        df = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
+        df = _completed(df, status, where)
     df = best_learning_rate(df, got)
     try:
         out = pl.DataFrame({
@@ -222,6 +222,18 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
         out = (out.with_columns(_rank=pl.col("loss").rank("ordinal", descending=True).over("recipe"))
                .filter(pl.col("_rank") > drop_highest).drop("_rank"))
     return out
+
+
+def _completed(df: pl.DataFrame, status: str, where: str) -> pl.DataFrame:
+    """The rows whose status is `completed`; where there are rows but none is, a UserError naming the
+    statuses there are ("Completed", "done" or "diverged" throughout: "no row completed" alone hid which)."""
+    kept = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
+    if kept.height or not df.height:
+        return kept
+    counts = df.group_by(pl.col(status).cast(pl.Utf8).fill_null("(blank)")).len().sort("len", descending=True)
+    found = ", ".join(f"{n} {s!r}" for s, n in counts.head(5).iter_rows())
+    raise UserError(f"{where} has no rows to fit: no row has status 'completed' (its {status!r} column holds {found}); "
+                    "only completed runs are fitted")
 
 
 def best_learning_rate(df: pl.DataFrame, got: dict[str, str | None]) -> pl.DataFrame:

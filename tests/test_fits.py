@@ -384,6 +384,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("unreadable", "cannot read"),
     ("semicolons", "is ';'-separated (its header line: 'recipe;run_id;N;D;loss'); save it comma-separated"),
     ("decimal_commas", "is ';'-separated"),
+    ("no_status_completed", "has no rows to fit: no row has status 'completed' (its 'status' column holds 24 'Completed')"),
     ("column_twice", "t.csv has several columns named 'loss'; rename them"),
     ("tabs", "is tab-separated"),
 ])
@@ -413,6 +414,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.rename({"run_id": "runid"})
     elif case == "status_capitalised":
         t = t.with_columns(pl.lit("completed").alias("Status "))
+    elif case == "no_status_completed":  # "no row has status 'completed'" alone did not say what they have
+        t = t.with_columns(status=pl.lit("Completed"))
     elif case == "too_few":
         t = t.head(5)
     elif case == "no_baseline":
