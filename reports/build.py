@@ -458,18 +458,34 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
                              + (" (some runs repeat data)" if ep.max() > 1 else " (no run repeats data)"))
         if "wall_s" in runs.columns and runs["wall_s"].drop_nulls().len():
             items.append(f"Training time, all runs: {float(runs['wall_s'].drop_nulls().sum()) / 60:.1f} min.")
-    # A failed run's record may hold no n_params or tokens (it crashed before they were known): no budget to list.
-    tokens = runs.drop_nulls(["N", "D"]).group_by("N").agg(pl.col("D").unique().sort()).sort("N")
-    label = "size" if "size" in runs.columns else None
-    ns = tokens["N"].to_list()
-    digits = next((k for k in range(3, 17) if len({f"{n:.{k}g}" for n in ns}) == len(ns)), 17)  # distinct N, distinct labels
-    for n, ds in tokens.iter_rows():
-        name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.{digits}g})" if label else f"N = {n:.{digits}g}"
-        items.append(f"Tokens per run, {name}: {', '.join(f'{d:.3g}' for d in ds)}.")
+    items += _tokens_per_run(runs)
     items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {__version__} "
                  f"(checkout `{checkout or 'unknown'}`), Python {platform.python_version()}, polars {pl.__version__}.")
     s.add(Bullets(tuple(items)))
     return s
+
+
+TOKENS_LISTED_SIZES = 12  # beyond this many model sizes, the provenance gives their range, not each one's budgets
+
+
+def _tokens_per_run(runs: pl.DataFrame) -> list[str]:
+    """Each model size's token budgets, one line per size; their ranges where there are more sizes than
+    a reader would read (a table read off a paper's figure has a slightly different N at every point)."""
+    # A failed run's record may hold no n_params or tokens (it crashed before they were known): no budget to list.
+    known = runs.drop_nulls(["N", "D"])
+    tokens = known.group_by("N").agg(pl.col("D").unique().sort()).sort("N")
+    ns = tokens["N"].to_list()
+    if len(ns) > TOKENS_LISTED_SIZES:
+        low, high = (f"{float(v):.3g}" for v in (known["D"].min(), known["D"].max()))
+        return [f"Tokens per run: {len(ns)} model sizes, N = {ns[0]:.3g} to {ns[-1]:.3g}, trained on "
+                f"{low if low == high else f'{low} to {high}'} tokens (each run's N and D: results.csv)."]
+    label = "size" if "size" in runs.columns else None
+    digits = next((k for k in range(3, 17) if len({f"{n:.{k}g}" for n in ns}) == len(ns)), 17)  # distinct N, distinct labels
+    lines = []
+    for n, ds in tokens.iter_rows():
+        name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.{digits}g})" if label else f"N = {n:.{digits}g}"
+        lines.append(f"Tokens per run, {name}: {', '.join(f'{d:.3g}' for d in ds)}.")
+    return lines
 
 
 # --- the whole report ---------------------------------------------------------------------------

@@ -551,6 +551,18 @@ def test_provenance_lists_budgets_of_runs_whose_size_and_tokens_are_known(tmp_pa
     assert "Tokens per run, S (N = 2e+06): 2e+08, 5e+08, 1.2e+09." in items  # the other recipes' S runs of 2e8
 
 
+def test_provenance_gives_the_range_of_budgets_where_there_are_many_sizes():
+    """A table read off a paper's figure has a slightly different N at every point: ~150 lines of
+    "Tokens per run, N = ..." became one line with the sizes' and budgets' ranges."""
+    from reports.build import TOKENS_LISTED_SIZES, _tokens_per_run
+
+    many = pl.DataFrame({"N": [1e7 * (1 + i / 100) for i in range(TOKENS_LISTED_SIZES + 1)],
+                         "D": [2e8 * (1 + i) for i in range(TOKENS_LISTED_SIZES + 1)]})
+    assert _tokens_per_run(many) == [f"Tokens per run: {TOKENS_LISTED_SIZES + 1} model sizes, N = 1e+07 to 1.12e+07, "
+                                     "trained on 2e+08 to 2.6e+09 tokens (each run's N and D: results.csv)."]
+    assert len(_tokens_per_run(many.head(TOKENS_LISTED_SIZES))) == TOKENS_LISTED_SIZES  # few: each size's line
+
+
 def test_the_subtitle_names_the_baseline_when_the_other_recipes_are_left_out(tmp_path):
     """With every other recipe too small to fit, the subtitle said "no baseline (`bf16`)" of a table
     whose baseline is bf16, beside a verdict naming the recipes left out against it."""
