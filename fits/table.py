@@ -209,7 +209,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     out = with_compute(out)
-    _validate(out, where, unit, status is not None, got["run_id"] is not None,
+    _validate(out, where, unit, got["run_id"] is not None,
               None if got["D"] else got["C"])
     out = out.select("recipe", "run_id", "N", "D", "C", "loss")
     if drop_highest:
@@ -279,15 +279,16 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
     return text
 
 
-def _validate(df: pl.DataFrame, where: str, unit: str, filtered: bool, run_ids: bool, c_column: str | None) -> None:
+def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: str | None) -> None:
     """unit: "line" for a CSV file (the header is line 1), else "row" (the first data row is row 1).
-    filtered: rows were kept by their status; run_ids: the table names its runs; c_column: the column
+    run_ids: the table names its runs; c_column: the column
     D was computed from (D = C / 6N), None where the table gives D."""
     def first(rows: pl.DataFrame) -> str:
         return f"{unit} {rows['_row'][0] + (2 if unit == 'line' else 1)}"
 
     if df.height == 0:
-        raise UserError(f"{where} has no rows to fit" + (" (no row has status 'completed')" if filtered else ""))
+        # (a table whose rows are none of them completed is refused by `_completed`, naming their statuses)
+        raise UserError(f"{where} has no rows to fit: the table is empty")
     bad = df.filter(
         pl.any_horizontal([pl.col(c).is_null() | pl.col(c).is_nan() for c in ("N", "D", "loss")])
         | pl.col("recipe").is_null())

@@ -387,6 +387,7 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("no_status_completed", "has no rows to fit: no row has status 'completed' (its 'status' column holds 24 'Completed')"),
     ("column_twice", "t.csv has several columns named 'loss'; rename them"),
     ("tabs", "is tab-separated"),
+    ("empty", "t.csv has no rows to fit: the table is empty"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
@@ -418,6 +419,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.with_columns(status=pl.lit("Completed"))
     elif case == "too_few":
         t = t.head(5)
+    elif case == "empty":  # a sweep collected before any run finished, say: the header alone
+        t = t.head(0).with_columns(status=pl.lit("completed"))
     elif case == "no_baseline":
         extra = ["--baseline", "fp8"]
     elif case == "bad_columns":
