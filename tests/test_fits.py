@@ -236,6 +236,19 @@ def test_scaling_fit_says_which_learning_rate_each_point_took(tmp_path, capsys):
     assert "12 of 12 points took the lowest" in json.loads(capsys.readouterr().out)["learning_rate_note"]
 
 
+def test_a_fit_from_every_start_says_first_that_it_shows_no_progress(tmp_path, capsys, monkeypatch):
+    """--starts all sat silent for ~40 s on Chinchilla's table before its first line: it now says so first."""
+    small = fits.fit.epoch_grid("chinchilla")[:30]  # (the whole grid's 4,500 starts take tens of seconds)
+    monkeypatch.setattr(fits.fit, "epoch_grid", lambda law="chinchilla": small)
+    monkeypatch.setattr(fits.analysis, "epoch_grid", lambda law="chinchilla": small)
+    path = tmp_path / "t.csv"
+    synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.002).write_csv(path)
+    assert main(["fit", str(path), "--starts", "all", "--bootstrap", "0"]) == 0
+    assert "fitting from all 30 starts of the chinchilla grid: tens of seconds a group" in capsys.readouterr().err
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "10"]) == 0
+    assert "starts" not in capsys.readouterr().err
+
+
 def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
     """The demo's sweep (two model sizes of ~1M, a few thousand tokens) cannot pin α: unbounded, the fit
     ran to α = 131 and A = inf (null in fits.json, unusable by predict). Bounded, every parameter is

@@ -128,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     raw = read_file(args.results)
     table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
     notice = fits.analysis.size_notice(table.height)
+    if top is None:  # L-BFGS-B from every start, before any progress line
+        notice = " ".join(filter(None, [notice, f"fitting from all {grid:,} starts of the {args.law} grid: tens of "
+                                                "seconds a group (more with more points), without progress"]))
     if notice and not args.json:
         print(notice, file=sys.stderr, flush=True)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
