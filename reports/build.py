@@ -49,6 +49,10 @@ def _flat_table(runs: pl.DataFrame) -> pl.DataFrame:
 # --- fitting ------------------------------------------------------------------------------------
 
 
+def _stage(what: str) -> None:
+    print(f"  {what}", file=sys.stderr, flush=True)
+
+
 def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
     """The points the laws are fitted to: completed runs, final loss (one point per run)."""
     from fits import read_table
@@ -65,7 +69,7 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
     table = fit_table(runs)
     notice = fits.analysis.size_notice(table.height)
     if notice:
-        print(f"  {notice}", file=sys.stderr, flush=True)
+        _stage(notice)
     import warnings
 
     with warnings.catch_warnings():
@@ -558,8 +562,11 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
     workers = workers or min(4, usable_cpus())
+    # Each stage takes seconds to minutes on a laptop: say which one it is in (stderr; --json keeps stdout)
+    _stage(f"fitting the {law} law to {count(compare.completed(study.runs).height, 'completed run')} "
+           f"({count(bootstrap, 'bootstrap replicate')}, {count(workers, 'worker')})")
     fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers)
-
+    _stage("drawing the figures and writing the report")
     colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
     with _staging(out_dir) as stage:  # a failure (a full disk) leaves the folder as it was
         fig_dir = stage / "figures"

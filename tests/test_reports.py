@@ -328,6 +328,8 @@ def test_report_from_external_csv_omits_what_it_cannot_support_and_never_imports
     assert "the input has no validation curves" in html
     assert "table of external results" in html
     assert set(summary["verdicts"]) == {"nvfp4", "mxfp4"}
+    # each stage says on stderr what it is doing (the fit and the figures take seconds to minutes)
+    assert "fitting the chinchilla law to" in proc.stderr and "drawing the figures" in proc.stderr
 
 
 def test_report_reads_a_table_as_the_fits_do(tmp_path):
