@@ -181,7 +181,7 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
             "warnings": (_warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))
-                         + _one_ratio_warning(name, pts))}
+                         + _count_units_warning(name, pts) + _one_ratio_warning(name, pts))}
 
 
 def _one_ratio_warning(name: str, pts: Points) -> list[str]:
@@ -204,6 +204,21 @@ def _units_warning(name: str, largest_loss: float) -> list[str]:
         return []
     return [f"{name}: losses reach {largest_loss:.4g}, not nats per token (the fit's starts assume at most "
             f"~{LARGEST_NATS:g}); its optimiser may stop far from the best law: give the losses in nats per token"]
+
+
+# The smallest counts a real run has (a 0.5M-parameter model; a few batches of tokens): a table whose
+# largest N or D is below them gives them in other units (millions of parameters, billions of tokens).
+SMALLEST_COUNTS = {"N": 1e4, "D": 1e3}
+
+
+def _count_units_warning(name: str, pts: Points) -> list[str]:
+    """N or D in millions or billions fit the same α, β and E, but A, B, the compute C = 6·N·D and
+    every compute the report names are then in those units: said, not guessed at."""
+    largest = {"N": float(np.exp(pts.logN.max())), "D": float(np.exp(pts.logD.max()))}
+    return [f"{name}: {k} reaches only {v:.4g}, not a count of {'parameters' if k == 'N' else 'tokens'}: in millions "
+            f"or billions? The exponents and E are the same in any unit, but {'A' if k == 'N' else 'B'} and every "
+            f"compute (C = 6·N·D) are in the table's; give {k} as a count (e.g. 7e7, not 70)"
+            for k, v in largest.items() if v < SMALLEST_COUNTS[k]]
 
 
 def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,

@@ -470,6 +470,18 @@ def test_losses_far_above_nats_per_token_are_warned_of():
     assert any("not nats per token" in w and "losses reach" in w for w in big), big
 
 
+def test_n_or_d_in_millions_or_billions_are_warned_of():
+    """N in millions fits the same exponents and E, but A and every compute are in the table's units: the
+    group says so, naming the column and its largest value."""
+    t = synthetic_table(sizes=np.geomspace(1e7, 8e7, 4), ratios=(10, 20, 40))
+    millions = fits.analyse(t.with_columns(N=pl.col("N") / 1e6), bootstrap=0, workers=1, top=10)
+    warned = millions["groups"]["bf16"]["warnings"]
+    assert any(w.startswith("bf16: N reaches only 80, not a count of parameters") for w in warned), warned
+    assert not any("D reaches only" in w for w in warned)
+    billions = fits.analyse(t.with_columns(D=pl.col("D") / 1e9), bootstrap=0, workers=1, top=10)
+    assert any("D reaches only 3.2, not a count of tokens" in w for w in billions["groups"]["bf16"]["warnings"])
+
+
 def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
     """A verdict needs MIN_REPLICATES fitted replicates and an interval that resampling moves: with 3
     replicates, or on a flat loss where every replicate gives the same ratio, it is inconclusive,
