@@ -114,12 +114,23 @@ def _cancelled() -> bool:
         out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return False
-    fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
+    fields = _own_record(out.stdout, job)
     if out.returncode != 0 or not fields.get("Restarts", "").isdigit():
         return False
     requeued = int(fields["Restarts"]) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     preempted = fields.get("PreemptTime", "None") not in ("None", "Unknown")
     return not requeued and not preempted and not _at_time_limit(fields)
+
+
+def _own_record(scontrol_out: str, job: str) -> dict[str, str]:
+    """This job's fields in `scontrol show job -o JOB`'s output. The job that carries an array's
+    id (its last task) is shown with every other task of the array, one line each: reading them
+    all as one record took another task's Restarts and times (a requeue read as a cancel)."""
+    for line in scontrol_out.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if fields.get("JobId") == job:
+            return fields
+    return {}
 
 
 def _at_time_limit(fields: dict[str, str]) -> bool:

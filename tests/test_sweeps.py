@@ -447,6 +447,26 @@ def test_the_exit_status_counts_this_launchs_failures():
     assert _failed_here(LaunchReport("d", "slurm", 3, submitted=[{"run_id": "a", "job_id": "1"}]), "slurm", False) == 0
 
 
+def test_a_requeued_array_task_is_not_taken_for_cancelled(monkeypatch):
+    """The task that carries its array's id (74_3 is job 74) is shown by `scontrol show job -o 74`
+    with every other task of the array: its SIGTERM must be judged on its own line (requeued:
+    Restarts=1), not on the last line's (74_0, finished, Restarts=0, which read as a cancel)."""
+    from sweeps import launch as launch_mod
+
+    own = ("JobId=74 ArrayJobId=74 ArrayTaskId=3 JobState=COMPLETING Restarts=1 PreemptTime=None "
+           "TimeLimit=00:30:00 StartTime=2026-12-06T03:41:13 EndTime=2026-12-06T03:41:29")
+    other = ("JobId=77 ArrayJobId=74 ArrayTaskId=0 JobState=COMPLETED Restarts=0 PreemptTime=None "
+             "TimeLimit=00:30:00 StartTime=2026-12-06T03:40:40 EndTime=2026-12-06T03:40:55")
+    out = subprocess.CompletedProcess([], 0, stdout=f"{own}\n{other}\n", stderr="")
+    monkeypatch.setattr(launch_mod.subprocess, "run", lambda *a, **k: out)
+    monkeypatch.setenv("SLURM_JOB_ID", "74")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    assert not launch_mod._cancelled()
+    # the same task cancelled (no restart counted) is still a cancel
+    out = subprocess.CompletedProcess([], 0, stdout=f"{own.replace('Restarts=1', 'Restarts=0')}\n{other}\n", stderr="")
+    assert launch_mod._cancelled()
+
+
 def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys):
     """`kill` of a local launch mid-run: the launcher exits 130 once its worker has saved a checkpoint
     and gone (no run left locked, no result.json), with --json printing its report so far; a relaunch
