@@ -526,10 +526,7 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList):
         raise ValueError("convert() expects the transformer blocks in `model.blocks` (an nn.ModuleList)")
-    outside = [i for i in recipe.high_precision_blocks if not -len(blocks) <= i < len(blocks)]
-    if outside:
-        raise UserError(f"recipe {recipe.name}: high_precision_blocks {outside} name no block of this model, "
-                        f"which has {len(blocks)} (0 to {len(blocks) - 1}, or -1 for the last)")
+    check_blocks(recipe, len(blocks))
     keep = {i % len(blocks) for i in recipe.high_precision_blocks}
     for b, block in enumerate(blocks):  # the layers it will quantize (a kept block's shapes are no concern)
         for name, module in block.named_modules():
@@ -544,6 +541,14 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
                         setattr(parent, name, QLinear.from_linear(child, recipe, layer_index, seed))
                     layer_index += 1
     return model
+
+
+def check_blocks(recipe: Recipe, depth: int, where: str = "this model") -> None:
+    """Refuse a recipe whose high_precision_blocks name a block the model does not have."""
+    outside = [i for i in recipe.high_precision_blocks if not -depth <= i < depth]
+    if outside:
+        raise UserError(f"recipe {recipe.name}: high_precision_blocks {outside} name no block of {where}, "
+                        f"which has {depth} (0 to {depth - 1}, or -1 for the last)")
 
 
 def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str = "a linear layer") -> None:

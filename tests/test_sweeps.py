@@ -95,6 +95,18 @@ def test_bad_spec_names_the_key_path(tmp_path, override, message):
     assert message in str(err.value)
 
 
+def test_high_precision_blocks_beyond_a_sizes_depth_are_refused_at_plan(tmp_path):
+    """A recipe file keeping block 7 in BF16 fits the 0.5M model (10 blocks) but not 1M (5): plan
+    refused nothing and every 1M job failed on the cluster when convert() met it (QA)."""
+    recipe = tmp_path / "keep7.toml"
+    recipe.write_text('name = "keep7"\nbase = "nvfp4"\nhigh_precision_blocks = [0, 7]\n')
+    grid = f'grid.recipe=["bf16", "{recipe}"]'
+    load(tmp_path, overrides=(grid,))  # 0.5M alone: fine
+    with pytest.raises(UserError, match=r"grid: recipe keep7: high_precision_blocks \[7\] name no block of "
+                                        r"nanochat 1M, which has 5 .*drop that size or recipe"):
+        load(tmp_path, overrides=(grid, 'grid.size=["0.5M", "1M"]'))
+
+
 def test_run_config_checks_reach_the_user(tmp_path):
     spec = load(tmp_path, overrides=('train.schedule="linear"',))
     with pytest.raises(UserError, match="train: unknown schedule 'linear'"):
