@@ -391,14 +391,18 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
             f = results.get(r.run_id) or {}
             if f.get("flops") and f.get("wall_s"):
                 by_recipe.setdefault(r.recipe, []).append(f["flops"] / f["wall_s"])
-    remaining = [r for r in rows if r.state in ("running", "queued", "missing", "failed")]
-    if not remaining:
+    left = [r for r in rows if r.state in ("running", "queued", "missing", "failed")]
+    if not left:
         return 0.0, "nothing left"
     running = [r for r in rows if r.state == "running"]
-    if not running and not any(r.state == "queued" for r in remaining):
-        n = len(remaining)
+    if not running and not any(r.state == "queued" for r in left):
+        n = len(left)
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the {n} remaining "
                       f"run{'s' if n != 1 else ''}")
+    # A failed run is trained by no one until the sweep is launched again: its FLOPs are not in the time
+    # (an ETA that counted them promised an end that never came), and the line says so.
+    remaining = [r for r in left if r.state != "failed"]
+    failed = len(left) - len(remaining)
     source = "finished runs'"
     if not by_recipe:  # before any run finishes: the running runs' FLOP/s so far (their own ETA's rate)
         source = "running runs'"
@@ -415,6 +419,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     how = f"{source} FLOP/s per recipe × {parallel} in flight"
     if unseen:
         how += f"; {', '.join(unseen)} at all recipes' mean until one of its runs finishes"
+    if failed:
+        how += (f"; not counting {failed} failed run{'s' if failed != 1 else ''}, which only "
+                "`scaling sweep launch` again trains")
     return seconds / parallel, how
 
 

@@ -646,6 +646,11 @@ def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
     eta, how = _sweep_eta(first, {})
     # nvfp4 at half a run per 15 s (30 s a run): half + one whole nvfp4 run, and bf16 at that mean too
     assert eta == pytest.approx(15.0 + 30.0 + 30.0) and how.startswith("running runs' FLOP/s per recipe × 1 in flight")
+    # a failed run waits for a relaunch, not for a slot: it is left out of the time, and the line says so
+    # (the ETA counted its FLOPs and promised an end nothing would bring)
+    eta, how = _sweep_eta(rows + [row("bf16-failed", "bf16", "failed")], results)
+    assert eta == pytest.approx(0.5 * 30.0 + flops / ((flops / 10.0 + flops / 30.0) / 2))
+    assert how.endswith("not counting 1 failed run, which only `scaling sweep launch` again trains")
 
 
 def test_raw_corpus_is_prepared_once_into_the_cache(tmp_path, monkeypatch):
