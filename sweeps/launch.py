@@ -52,7 +52,7 @@ class LaunchReport:
     total: int
     skipped: dict[str, list[str]] = field(default_factory=dict)  # state -> run ids left alone
     submitted: list[dict] = field(default_factory=list)  # {run_id, job_id}
-    finished: dict[str, int] = field(default_factory=dict)  # local: final state -> count
+    finished: dict[str, int] = field(default_factory=dict)  # final state -> count (local; slurm with --wait)
     interrupted: bool = False  # Ctrl-C or SIGTERM stopped the launch (LaunchInterrupted)
 
 

@@ -454,9 +454,32 @@ def test_the_exit_status_counts_this_launchs_failures():
     from scaling.commands.sweep import _failed_here
     from sweeps.launch import LaunchReport
 
-    assert _failed_here(LaunchReport("d", "local", 3, finished={"done": 2, "failed": 1}), "local", False) == 1
-    assert _failed_here(LaunchReport("d", "local", 3, finished={"done": 3}), "local", False) == 0
-    assert _failed_here(LaunchReport("d", "slurm", 3, submitted=[{"run_id": "a", "job_id": "1"}]), "slurm", False) == 0
+    assert _failed_here(LaunchReport("d", "local", 3, finished={"done": 2, "failed": 1})) == 1
+    assert _failed_here(LaunchReport("d", "local", 3, finished={"done": 3})) == 0
+    assert _failed_here(LaunchReport("d", "slurm", 3, submitted=[{"run_id": "a", "job_id": "1"}])) == 0  # no --wait
+
+
+def test_a_waited_slurm_launch_reports_what_became_of_its_runs(monkeypatch, capsys):
+    """`launch --executor slurm --wait --json` exited 1 for a cancelled run but printed "finished": {}:
+    a script could not tell which state its runs ended in. It reports its own submitted runs' states
+    (not another launch's run in the same folder) and exits 1 on the failed one."""
+    import types
+
+    import sweeps.store
+    from scaling.commands import sweep as sweep_cmd
+    from sweeps.launch import LaunchReport
+    from sweeps.store import RunStatus
+
+    def run(run_id: str, state: str) -> RunStatus:
+        return RunStatus(run_id, "nanochat", "0.5M", "bf16", 4096, 0, state, 1.0, None, None, None)
+
+    runs = [run("a", "done"), run("b", "failed"), run("elsewhere", "failed")]
+    counts = {"done": 1, "running": 0, "queued": 0, "failed": 2, "diverged": 0, "missing": 0}
+    monkeypatch.setattr(sweeps.store, "status", lambda d: types.SimpleNamespace(counts=counts, runs=runs))
+    report = LaunchReport("d", "slurm", 2, submitted=[{"run_id": "a", "job_id": "1_0"}, {"run_id": "b", "job_id": "1_1"}])
+    sweep_cmd._wait(report, quiet=True)
+    assert report.finished == {"done": 1, "failed": 1}
+    assert sweep_cmd._failed_here(report) == 1
 
 
 def test_a_requeued_array_task_is_not_taken_for_cancelled(monkeypatch):

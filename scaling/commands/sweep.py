@@ -179,7 +179,7 @@ def _launch(args: argparse.Namespace) -> int:
             report.interrupted = True
             print_json(dataclasses.asdict(report))
         raise
-    failed = _failed_here(report, executor, args.wait)
+    failed = _failed_here(report)
     if args.json:
         print_json(dataclasses.asdict(report))
     return 1 if failed else 0
@@ -195,22 +195,22 @@ def _wait(report, quiet: bool) -> None:
             print(f"done {c['done']}  running {c['running']}  queued {c['queued']}  failed {c['failed']}  "
                   f"diverged {c['diverged']}  missing {c['missing']}", flush=True)  # fmt: skip
         if c["running"] + c["queued"] == 0:
-            return
+            break
         time.sleep(10)
-
-
-def _failed_here(report, executor: str, waited: bool) -> int:
-    """How many of the runs this launch ran failed (the exit status is 1 if any did): a local pool
-    counts its own; a SLURM launch knows only with --wait, from its submitted runs' states. Runs
-    left alone (done, running elsewhere) are not this launch's to report."""
-    from sweeps.store import status
-
-    if executor == "local":
-        return report.finished.get("failed", 0)
-    if not waited:
-        return 0
+    # What became of the runs this launch submitted, as a local launch reports its own (`--json`'s
+    # "finished", and the exit status): without it a waited launch exited 1 with "finished": {}.
     mine = {s["run_id"] for s in report.submitted}
-    return sum(r.state == "failed" for r in status(report.sweep_dir).runs if r.run_id in mine)
+    for r in status(report.sweep_dir).runs:
+        if r.run_id in mine:
+            report.finished[r.state] = report.finished.get(r.state, 0) + 1
+
+
+def _failed_here(report) -> int:
+    """How many of the runs this launch ran failed (the exit status is 1 if any did), from its
+    report's `finished`: a local pool counts its own; a SLURM launch knows only with --wait (`_wait`
+    fills it from its submitted runs' states). Runs left alone (done, running elsewhere) are not
+    this launch's to report."""
+    return report.finished.get("failed", 0)
 
 
 def _status(args: argparse.Namespace) -> int:
