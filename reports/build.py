@@ -393,14 +393,28 @@ def section_failures(study: Study) -> Section:
     nonfinite = study.runs.filter((pl.col("status") == "completed") & ~pl.col("loss").is_finite())
     bad = pl.concat([bad, nonfinite], how="diagonal_relaxed")
     if bad.height == 0:
-        s.add(Paragraph(f"None: all {study.runs.height} runs completed."))
-        return s
-    cols = [c for c in ("run_id", "recipe", "family", "size", "N", "D", "seed", "status", "diverged_at_step", "steps", "loss")
-            if c in bad.columns]
-    s.add(Paragraph(f"{bad.height} of {study.runs.height} runs did not complete; they are data (a recipe that diverges "
-                    "has failed), and are left out of the fits."))
-    s.add(Table(tuple(cols), tuple(bad.select(cols).iter_rows())))
+        s.add(Paragraph(f"None: all {study.runs.height} runs completed." if not study.unfinished
+                        else f"None of the {study.runs.height} runs with a result diverged or failed."))
+    else:
+        cols = [c for c in ("run_id", "recipe", "family", "size", "N", "D", "seed", "status", "diverged_at_step", "steps",
+                            "loss") if c in bad.columns]
+        s.add(Paragraph(f"{bad.height} of {study.runs.height} runs did not complete; they are data (a recipe that "
+                        "diverges has failed), and are left out of the fits."))
+        s.add(Table(tuple(cols), tuple(bad.select(cols).iter_rows())))
+    _add_unfinished(s, study.unfinished)
     return s
+
+
+def _add_unfinished(s: Section, unfinished: list[dict]) -> None:
+    """A sweep's runs with no result at all: not in any table or fit of this report, so named here."""
+    if not unfinished:
+        return
+    n = len(unfinished)
+    s.add(Paragraph(f"{n} run{'s' if n != 1 else ''} of the sweep {'have' if n != 1 else 'has'} no result (the job was "
+                    "killed, cancelled or crashed, or is still queued or running): not in this report's fits, tables or "
+                    "counts. `scaling sweep status` shows them; `scaling sweep launch` again trains or resumes them."))
+    cols = tuple(unfinished[0])
+    s.add(Table(cols, tuple(tuple(u[c] for c in cols) for u in unfinished)))
 
 
 def _distinct(runs: pl.DataFrame, col: str) -> list:

@@ -35,6 +35,7 @@ class Study:
     from_records: bool = False  # True when rows are result records (status, versions, ... known)
     has_status: bool = False  # True when each run's status is known (records, or a table's status column)
     earlier_rows: int = 0  # a table's rows set aside as earlier checkpoints of a run (`_final_rows`)
+    unfinished: list[dict] = field(default_factory=list)  # a sweep's runs without a result: run_id, recipe, ..., state
 
 
 def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.DataFrame:
@@ -78,6 +79,17 @@ def _status_column(df: pl.DataFrame, columns: dict[str, str]) -> str | None:
     from fits.table import pick_column
 
     return pick_column(df, "status", columns)
+
+
+def _unfinished(sweep_dir: Path) -> list[dict]:
+    """The sweep's runs that have no result (killed, cancelled, crashed, still queued or running, never
+    submitted): collect has no row for them, and a report silent about them reads as a whole sweep."""
+    from sweeps.store import status  # torch-free, as collect
+
+    return [{"run_id": r.run_id, "recipe": r.recipe, "family": r.family, "size": r.size, "tokens": r.tokens,
+             "seed": r.seed, "state": f"{r.state} (resumable)" if r.resumable else r.state,
+             "progress": f"{r.progress:.0%}"}
+            for r in status(sweep_dir).runs if r.state not in ("done", "diverged")]
 
 
 def _read_table(path: Path) -> pl.DataFrame:
@@ -146,6 +158,8 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
                   has_status=from_records or _status_column(raw, columns) is not None,
                   earlier_rows=runs.height - final.height)
     study.run_root = run_root
+    if sweep_dir is not None:
+        study.unfinished = _unfinished(sweep_dir)
     study.curves = _read_curves(run_root, study.runs["run_id"].to_list())
     # Only a sweep's own diagnostics are picked up unasked: a CSV lying in some folder is not a sweep.
     found = run_root / DIAGNOSTICS_NAME

@@ -94,6 +94,33 @@ def test_the_failures_section_says_where_a_diverged_run_stopped(tmp_path):
     assert row["status"] == "diverged" and row["diverged_at_step"] == 7 and row["steps"] == 12
 
 
+def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
+    """A job killed or cancelled mid-run leaves no result.json: the report said "None: all 35 runs completed"
+    of a 36-run sweep, as if it were whole. It names such runs, with their state."""
+    from reports.build import section_failures
+    from reports.document import Paragraph, Table
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    killed = sweep / "nvfp4-XL-1200M-seed1"
+    killed.mkdir()
+    (killed / "config.json").write_text(json.dumps({"family": "nanochat", "size": "XL", "recipe": "nvfp4",
+                                                    "tokens": 1_200_000_000, "seed": 1, "data": "builtin"}))
+    (killed / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n1,300000000,3.1,1.0\n")
+    (killed / "job.json").write_text(json.dumps({"executor": "local", "job_id": None}))  # launched, then killed
+    study = load(sweep)
+    assert [u["run_id"] for u in study.unfinished] == [killed.name] and study.unfinished[0]["state"] == "failed"
+    blocks = section_failures(study).blocks
+    text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
+    assert "1 run of the sweep has no result" in text and "all 36 runs completed" not in text
+    table = [b for b in blocks if isinstance(b, Table)][-1]
+    assert dict(zip(table.columns, table.rows[0])) == {"run_id": killed.name, "recipe": "nvfp4", "family": "nanochat",
+                                                       "size": "XL", "tokens": 1_200_000_000, "seed": 1,
+                                                       "state": "failed", "progress": "25%"}
+    shutil.rmtree(killed)
+    assert load(sweep).unfinished == []
+
+
 def test_tokens_to_reach_interpolates_and_reports_never():
     tokens = np.array([100.0, 200.0, 300.0])
     loss = np.array([3.0, 2.5, 2.0])
