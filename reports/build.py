@@ -627,4 +627,5 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "skipped": fitted.get("skipped", {}),
         "warnings": fit_warnings(fitted),
         "omitted": {s.title: s.omitted for s in doc.sections if s.omitted},
+        "unfinished": {u["run_id"]: u["state"] for u in study.unfinished},  # a sweep's runs with no result
     }

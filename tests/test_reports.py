@@ -121,6 +121,15 @@ def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
     assert load(sweep).unfinished == []
 
 
+def test_the_report_command_says_a_sweep_has_runs_without_a_result(capsys):
+    from scaling.commands.report import print_summary
+
+    print_summary({"verdicts": {}, "omitted": {}, "index_html": "r/index.html", "baseline": "bf16",
+                   "law": "chinchilla", "unfinished": {"0d626ff6cc44": "failed (resumable)"}})
+    assert ("1 run of the sweep has no result (0d626ff6cc44: failed (resumable)) and is not in the report: "
+            "`scaling sweep status` shows them") in capsys.readouterr().out
+
+
 def test_tokens_to_reach_interpolates_and_reports_never():
     tokens = np.array([100.0, 200.0, 300.0])
     loss = np.array([3.0, 2.5, 2.0])
@@ -312,7 +321,7 @@ def test_report_from_sweep_dir(tmp_path):
     fitted = json.loads((out / "fits.json").read_text())
     assert set(fitted["groups"]) == set(RECIPES) and set(fitted["penalty"]) == {"nvfp4", "mxfp4"}
     assert set(summary["verdicts"]) == {"nvfp4", "mxfp4"}
-    assert summary["omitted"] == {}
+    assert summary["omitted"] == {} and summary["unfinished"] == {}
     for recipe, pen in fitted["penalty"].items():  # the two recipes are one Holm family
         assert pen["family"] == 2 and pen["p_adjusted"] >= pen["p_value"]
         assert summary["verdicts"][recipe]["p_adjusted"] == pytest.approx(pen["p_adjusted"])

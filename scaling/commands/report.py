@@ -42,6 +42,11 @@ def print_summary(summary: dict) -> None:
         print(f"  warning: {warning}")
     for title, why in summary["omitted"].items():
         print(f"  [{title}] {why}")
+    unfinished = summary.get("unfinished", {})
+    if unfinished:  # the report reads as a whole sweep otherwise
+        print(f"  {len(unfinished)} run{'s' if len(unfinished) != 1 else ''} of the sweep {'have' if len(unfinished) != 1 else 'has'} "
+              f"no result ({', '.join(f'{r}: {s}' for r, s in unfinished.items())}) and {'are' if len(unfinished) != 1 else 'is'} "
+              "not in the report: `scaling sweep status` shows them")
     print(f"report: {summary['index_html']}")
 
 
