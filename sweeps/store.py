@@ -399,6 +399,10 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
         n = len(left)
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the {n} remaining "
                       f"run{'s' if n != 1 else ''}")
+    queued = [r for r in left if r.state == "queued"]
+    if not running and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):
+        # squeue's reason says no node can run them as asked: a time would promise an end that never comes
+        return None, "none of the queued jobs can start"
     # A failed run is trained by no one until the sweep is launched again: its FLOPs are not in the time
     # (an ETA that counted them promised an end that never came), and the line says so.
     remaining = [r for r in left if r.state != "failed"]

@@ -5,6 +5,7 @@ The SLURM launcher is tested against a real one-node cluster in tests/test_sweep
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import os
@@ -674,6 +675,10 @@ def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
     eta, how = _sweep_eta(rows + [row("bf16-failed", "bf16", "failed")], results)
     assert eta == pytest.approx(0.5 * 30.0 + flops / ((flops / 10.0 + flops / 30.0) / 2))
     assert how.endswith("not counting 1 failed run, which only `scaling sweep launch` again trains")
+    # jobs SLURM holds for a request no node can meet (more CPUs than any has) never start: no time
+    stuck = dataclasses.replace(row("mxfp4-left", "mxfp4", "queued"), waiting="PartitionConfig")
+    assert _sweep_eta(rows[:2] + [stuck], results) == (None, "none of the queued jobs can start")
+    assert _sweep_eta(rows[:2] + [dataclasses.replace(stuck, waiting="Resources")], results)[0] > 0
 
 
 def test_raw_corpus_is_prepared_once_into_the_cache(tmp_path, monkeypatch):
