@@ -56,6 +56,20 @@ def _shortfall(name: str, pts: Points, kind: str) -> str | None:
     return None
 
 
+def shortfalls(table: pl.DataFrame, law: str = "chinchilla", baseline: str | None = "bf16") -> dict[str, str]:
+    """Why each recipe of a table (recipe, run_id, N, D, loss: `read_table`'s columns; the losses are not
+    read) could not be fitted, as `analyse` would leave it out: `scaling sweep plan` asks before the
+    compute is spent."""
+    groups = _points(table)
+    base = baseline if baseline in groups and len(groups) > 1 else None
+    out: dict[str, str] = {}
+    for kind, g, _ in _plan(groups, law, base).values():
+        problem = None if g in out else _shortfall(g, groups[g], kind)
+        if problem:
+            out[g] = problem
+    return out
+
+
 def _fittable(groups: dict[str, Points], law: str, baseline: str | None) -> tuple[dict[str, Points], dict[str, str]]:
     """The groups that can be fitted, and why each other one is left out. One group too small (a recipe
     whose runs diverged, say) must not stop the others' fits; the baseline, which every penalty is

@@ -229,6 +229,21 @@ def test_plan_of_a_large_grid_groups_its_table_by_family_size_and_recipe(tmp_pat
     assert all(r["run_id"] in out for r in runs)
 
 
+def test_plan_warns_of_recipes_whose_runs_are_too_few_to_fit(tmp_path, capsys):
+    """Two sizes and two budgets give a recipe 4 points: `scaling fit` refused them only after the sweep
+    had run. The plan says so before the compute is spent (a warning: more runs may follow)."""
+    spec = write_spec(tmp_path, TINY.replace('size = "0.5M"', 'size = ["0.5M", "1M"]')
+                      .replace("tokens = 4096", "tokens = [4096, 8192]").replace("seed = [0, 1]", "seed = 0"))
+    assert main(["sweep", "plan", str(spec)]) == 0
+    assert ("warning: when every run completes, `scaling fit` will leave it out: group 'bf16' has 4 points from 4 "
+            "runs; a chinchilla fit needs at least 8 points") in capsys.readouterr().out
+    from scaling.commands.sweep import plan_rows, unfittable
+    from sweeps.spec import load_spec
+
+    enough = load_spec(spec, ["grid.tokens=[4096, 8192, 16384, 32768]"])  # 2 sizes x 4 budgets: 8 points
+    assert unfittable(plan_rows(enough)) == {}
+
+
 def _bench_file(tmp_path: Path, rows: list[dict]) -> Path:
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"device": "test", "train": rows}))

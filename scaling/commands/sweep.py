@@ -126,7 +126,23 @@ def _plan(args: argparse.Namespace) -> int:
     print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
           f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
           + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
+    for problem in unfittable(rows).values():
+        print(f"warning: when every run completes, `scaling fit` will leave it out: {problem}")
     return 0
+
+
+def unfittable(rows: list[dict]) -> dict[str, str]:
+    """The recipes whose planned runs, all completed, are still too few for the fits (too few points or
+    runs, one model size or one budget), and why: said before the compute is spent, not after."""
+    import polars as pl
+
+    from fits.analysis import shortfalls
+    from models import model_size
+
+    points = pl.DataFrame([dict(recipe=r["recipe"], run_id=r["run_id"], N=float(model_size(r["family"], r["size"]).n_params),
+                                D=float(r["tokens"]), seed=r["seed"], loss=1.0) for r in rows])  # fmt: skip
+    points = points.unique(subset=["recipe", "N", "D", "seed"], keep="first")  # an LR sweep: one point per best LR
+    return shortfalls(points)
 
 
 def _by_model(rows: list[dict]) -> list[dict]:
