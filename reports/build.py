@@ -486,6 +486,11 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
 TOKENS_LISTED_SIZES = 12  # beyond this many model sizes, the provenance gives their range, not each one's budgets
 
 
+def _token_count(d: float) -> str:
+    """A token budget as a reader reads it: a small run's whole (4,096, not 4.1e+03), a large one's 3 digits."""
+    return f"{d:,.0f}" if d < 1e6 else f"{d:.3g}"
+
+
 def _tokens_per_run(runs: pl.DataFrame) -> list[str]:
     """Each model size's token budgets, one line per size; their ranges where there are more sizes than
     a reader would read (a table read off a paper's figure has a slightly different N at every point)."""
@@ -494,7 +499,7 @@ def _tokens_per_run(runs: pl.DataFrame) -> list[str]:
     tokens = known.group_by("N").agg(pl.col("D").unique().sort()).sort("N")
     ns = tokens["N"].to_list()
     if len(ns) > TOKENS_LISTED_SIZES:
-        low, high = (f"{float(v):.3g}" for v in (known["D"].min(), known["D"].max()))
+        low, high = (_token_count(float(v)) for v in (known["D"].min(), known["D"].max()))
         return [f"Tokens per run: {len(ns)} model sizes, N = {ns[0]:.3g} to {ns[-1]:.3g}, trained on "
                 f"{low if low == high else f'{low} to {high}'} tokens (each run's N and D: results.csv)."]
     label = "size" if "size" in runs.columns else None
@@ -502,7 +507,7 @@ def _tokens_per_run(runs: pl.DataFrame) -> list[str]:
     lines = []
     for n, ds in tokens.iter_rows():
         name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.{digits}g})" if label else f"N = {n:.{digits}g}"
-        lines.append(f"Tokens per run, {name}: {', '.join(f'{d:.3g}' for d in ds)}.")
+        lines.append(f"Tokens per run, {name}: {', '.join(_token_count(d) for d in ds)}.")
     return lines
 
 

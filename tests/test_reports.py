@@ -599,6 +599,8 @@ def test_provenance_gives_the_range_of_budgets_where_there_are_many_sizes():
     assert _tokens_per_run(many) == [f"Tokens per run: {TOKENS_LISTED_SIZES + 1} model sizes, N = 1e+07 to 1.12e+07, "
                                      "trained on 2e+08 to 2.6e+09 tokens (each run's N and D: results.csv)."]
     assert len(_tokens_per_run(many.head(TOKENS_LISTED_SIZES))) == TOKENS_LISTED_SIZES  # few: each size's line
+    small = pl.DataFrame({"N": [5e5, 5e5], "D": [4096.0, 2e6]})  # a CPU run's budget in full, not 4.1e+03
+    assert _tokens_per_run(small) == ["Tokens per run, N = 5e+05: 4,096, 2e+06."]
 
 
 def test_the_subtitle_names_the_baseline_when_the_other_recipes_are_left_out(tmp_path):
