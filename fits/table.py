@@ -209,8 +209,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     out = with_compute(out)
-    _validate(out, where, unit, got["run_id"] is not None,
-              None if got["D"] else got["C"])
+    _validate(out, where, unit, got["run_id"] is not None, None if got["D"] else got["C"])
     out = out.select("recipe", "run_id", "N", "D", "C", "loss")
     if drop_highest:
         if drop_highest < 0:
@@ -224,10 +223,14 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     return out
 
 
+def _completed_rows(df: pl.DataFrame, status: str) -> pl.DataFrame:
+    return df.filter(pl.col(status).cast(pl.Utf8) == "completed")
+
+
 def _completed(df: pl.DataFrame, status: str, where: str) -> pl.DataFrame:
     """The rows whose status is `completed`; where there are rows but none is, a UserError naming the
     statuses there are ("Completed", "done" or "diverged" throughout: "no row completed" alone hid which)."""
-    kept = df.filter(pl.col(status).cast(pl.Utf8) == "completed")
+    kept = _completed_rows(df, status)
     if kept.height or not df.height:
         return kept
     counts = df.group_by(pl.col(status).cast(pl.Utf8).fill_null("(blank)")).len().sort("len", descending=True)
@@ -259,7 +262,7 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
     mapping = parse_columns(columns)
     got = find_columns(source, mapping, "the table")
     status = pick_column(source, "status", mapping)
-    done = source if status is None else source.filter(pl.col(status).cast(pl.Utf8) == "completed")
+    done = source if status is None else _completed_rows(source, status)
     if "lr_mult" not in done.columns or done["lr_mult"].n_unique() < 2:
         return None
     point = _lr_point(done, got)
@@ -281,8 +284,8 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
 
 def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: str | None) -> None:
     """unit: "line" for a CSV file (the header is line 1), else "row" (the first data row is row 1).
-    run_ids: the table names its runs; c_column: the column
-    D was computed from (D = C / 6N), None where the table gives D."""
+    run_ids: the table names its runs; c_column: the column D was computed from (D = C / 6N), None
+    where the table gives D."""
     def first(rows: pl.DataFrame) -> str:
         return f"{unit} {rows['_row'][0] + (2 if unit == 'line' else 1)}"
 

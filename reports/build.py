@@ -405,16 +405,21 @@ def section_failures(study: Study) -> Section:
     return s
 
 
+UNFINISHED_LISTED = 50  # a sweep in progress may have hundreds queued: the report lists these many, status all
+
+
 def _add_unfinished(s: Section, unfinished: list[dict]) -> None:
     """A sweep's runs with no result at all: not in any table or fit of this report, so named here."""
     if not unfinished:
         return
     n = len(unfinished)
-    s.add(Paragraph(f"{n} run{'s' if n != 1 else ''} of the sweep {'have' if n != 1 else 'has'} no result (the job was "
+    listed = f" (the first {UNFINISHED_LISTED} below)" if n > UNFINISHED_LISTED else ""
+    s.add(Paragraph(f"{count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result{listed} (the job was "
                     "killed, cancelled or crashed, or is still queued or running): not in this report's fits, tables or "
-                    "counts. `scaling sweep status` shows them; `scaling sweep launch` again trains or resumes them."))
+                    "counts. `scaling sweep status --runs` shows them all; `scaling sweep launch` again trains or "
+                    "resumes them."))
     cols = tuple(unfinished[0])
-    s.add(Table(cols, tuple(tuple(u[c] for c in cols) for u in unfinished)))
+    s.add(Table(cols, tuple(tuple(u[c] for c in cols) for u in unfinished[:UNFINISHED_LISTED])))
 
 
 def _distinct(runs: pl.DataFrame, col: str) -> list:

@@ -121,6 +121,18 @@ def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
     assert load(sweep).unfinished == []
 
 
+def test_a_sweep_in_progress_lists_its_first_runs_without_a_result():
+    """Hundreds of queued runs would be hundreds of rows: the report lists UNFINISHED_LISTED, status all."""
+    from reports.build import UNFINISHED_LISTED, _add_unfinished
+    from reports.document import Paragraph, Section, Table
+
+    s = Section("Diverged and failed runs")
+    _add_unfinished(s, [{"run_id": f"r{i}", "state": "queued"} for i in range(UNFINISHED_LISTED + 10)])
+    text = next(b.text for b in s.blocks if isinstance(b, Paragraph))
+    assert text.startswith(f"{UNFINISHED_LISTED + 10} runs of the sweep have no result (the first {UNFINISHED_LISTED} below)")
+    assert len(next(b for b in s.blocks if isinstance(b, Table)).rows) == UNFINISHED_LISTED
+
+
 def test_the_report_command_says_a_sweep_has_runs_without_a_result(capsys):
     from scaling.commands.report import print_summary
 

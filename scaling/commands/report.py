@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def print_summary(summary: dict) -> None:
-    from scaling.console import print_table
+    from scaling.console import count, print_table
 
     rows = [{"recipe": r, "verdict": v["verdict"], "p (no growth)": v["p_value"],
              "p Holm-adjusted": v["p_adjusted"]} for r, v in summary["verdicts"].items()]
@@ -44,9 +44,11 @@ def print_summary(summary: dict) -> None:
         print(f"  [{title}] {why}")
     unfinished = summary.get("unfinished", {})
     if unfinished:  # the report reads as a whole sweep otherwise
-        print(f"  {len(unfinished)} run{'s' if len(unfinished) != 1 else ''} of the sweep {'have' if len(unfinished) != 1 else 'has'} "
-              f"no result ({', '.join(f'{r}: {s}' for r, s in unfinished.items())}) and {'are' if len(unfinished) != 1 else 'is'} "
-              "not in the report: `scaling sweep status` shows them")
+        n = len(unfinished)
+        shown = ", ".join(f"{r}: {s}" for r, s in list(unfinished.items())[:5]) + (", …" if n > 5 else "")
+        has, is_ = ("has", "is") if n == 1 else ("have", "are")
+        print(f"  {count(n, 'run')} of the sweep {has} no result ({shown}) and {is_} not in the report: "
+              "`scaling sweep status` shows them")
     print(f"report: {summary['index_html']}")
 
 
