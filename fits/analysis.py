@@ -61,7 +61,10 @@ def shortfalls(table: pl.DataFrame, law: str = "chinchilla", baseline: str | Non
     read) could not be fitted, as `analyse` would leave it out: `scaling sweep plan` asks before the
     compute is spent."""
     groups = _points(table)
-    base = baseline if baseline in groups and len(groups) > 1 else None
+    return _shortfalls(groups, law, baseline if baseline in groups and len(groups) > 1 else None)
+
+
+def _shortfalls(groups: dict[str, Points], law: str, base: str | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for kind, g, _ in _plan(groups, law, base).values():
         problem = None if g in out else _shortfall(g, groups[g], kind)
@@ -75,13 +78,10 @@ def _fittable(groups: dict[str, Points], law: str, baseline: str | None) -> tupl
     whose runs diverged, say) must not stop the others' fits; the baseline, which every penalty is
     measured against, must be fittable, and so must at least one group."""
     base = baseline if baseline in groups and len(groups) > 1 else None
-    skipped = {}
-    for kind, g, _ in _plan(groups, law, base).values():
-        problem = None if g in skipped else _shortfall(g, groups[g], kind)
-        if problem and (g == base or len(groups) == 1):
+    skipped = _shortfalls(groups, law, base)
+    for g, problem in skipped.items():
+        if g == base or len(groups) == 1:
             raise UserError(f"{problem}: add runs or leave it out")
-        if problem:
-            skipped[g] = problem
     if len(skipped) == len(groups):
         raise UserError(f"no group can be fitted: {'; '.join(skipped.values())}")
     return {g: p for g, p in groups.items() if g not in skipped}, skipped
