@@ -2,7 +2,7 @@
 measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
 
 On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes around BF16 GEMMs), so
-its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.67x
+its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.73x
 for quartet2 (reports/bench/h200.json). A run takes the speed measured for its recipe at the nearest
 model size, preferring its own family; the plan shows which measurement each run used, and a recipe
 the file has not measured (a recipe file of your own) is counted at BF16's speed and said so.
