@@ -743,6 +743,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     if result_path.exists():
         return _finished_record(result_path)
     wall_start = time.perf_counter()
+    # the code this process imports now is what trains: a commit or pull into the checkout during the run
+    # must not relabel it (read at the end, it did)
+    commit = scaling.git_commit()
     # SLURM's warning (or its preemption's SIGTERM) may come while the run is being built: recorded, and
     # the run stops before its first step (the signal's default action would kill the process unsaid)
     with _signals_recorded((signal.SIGUSR1, signal.SIGTERM)) as early:
@@ -799,7 +802,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     status = "diverged" if module.diverged else "completed"
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
-                           int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step)
+                           int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step,
+                           commit)
     write_json_atomic(result_path, result, indent=2)
     return result
 
@@ -902,10 +906,11 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
 
 def result_record(config: RunConfig, recipe: str, status: str, final: dict, tokens_per_s: float,
                   device: torch.device, train_tokens: int, vocab_size: int, wall_s: float,
-                  diverged_at_step: int | None = None) -> dict:
+                  diverged_at_step: int | None = None, git_commit: str | None = None) -> dict:
     """The result record (DESIGN.md); `recipe` is the recipe's name, also for a recipe file (fits and
     reports group by it; the file's path goes into recipe_file). tokens, flops and epochs are the run's
-    budget (its grid point), also for a diverged run, which stopped at `diverged_at_step` of `steps`."""
+    budget (its grid point), also for a diverged run, which stopped at `diverged_at_step` of `steps`.
+    `git_commit` is the checkout's when the run's process started (`train` reads it before building)."""
     s = config.model_size()
     tokens = config.steps * config.batch_size * config.seq_len
     per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
@@ -917,7 +922,7 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
         "val_loss": final["val_loss"], "val_bpb": final["val_bpb"], "tokens_per_s": tokens_per_s,
         "mfu": per_token_exact * tokens_per_s / peak if peak and math.isfinite(tokens_per_s) else None,
         "epochs": tokens / train_tokens, "wall_s": wall_s, "vocab_size": vocab_size,
-        "versions": versions(), "git_commit": scaling.git_commit(),
+        "versions": versions(), "git_commit": git_commit,
         # extras
         "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
         "diverged_at_step": diverged_at_step,

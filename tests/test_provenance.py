@@ -26,3 +26,23 @@ def test_a_changed_tracked_file_marks_the_commit_dirty(tmp_path):
 
 def test_outside_a_checkout_there_is_no_commit(tmp_path):
     assert scaling.git_commit(where=tmp_path) is None
+
+
+def test_a_run_records_the_commit_it_started_from_not_the_one_checked_out_when_it_ends(tmp_path, monkeypatch):
+    """The process runs the code it imported at the start: a `git pull` or commit during a long run
+    must not relabel it (it recorded the checkout's commit at the end)."""
+    import scaling.train as train_module
+
+    checkout = {"head": "started-at"}
+    monkeypatch.setattr(scaling, "git_commit", lambda *a, **k: checkout["head"])
+    build = train_module.build
+
+    def build_then_commit(config):
+        built = build(config)
+        checkout["head"] = "committed-during-the-run"
+        return built
+
+    monkeypatch.setattr(train_module, "build", build_then_commit)
+    config = train_module.RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=2 * 4 * 64, seq_len=64,
+                                    batch_size=4, eval_tokens=256)
+    assert train_module.train(config, tmp_path / "run", progress=False)["git_commit"] == "started-at"
