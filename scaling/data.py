@@ -186,8 +186,13 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
 
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig") as lines:  # (a leading BOM, as Windows tools write, is skipped)
-            for n, line in enumerate(lines, 1):
+        with opener(path, "rb") as lines:  # bytes, decoded per line: an undecodable line is named
+            for n, raw in enumerate(lines, 1):
+                try:
+                    line = raw.decode("utf-8-sig" if n == 1 else "utf-8")  # (-sig: a Windows tool's leading BOM)
+                except UnicodeDecodeError as e:
+                    raise UserError(f"{path}, line {n}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1}); "
+                                    "convert the file (e.g. `iconv -f latin1 -t utf-8`) or drop that line") from None
                 if not line.strip():
                     continue
                 try:
@@ -201,7 +206,7 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
                                     f"{text_column!r} must be text (fix or drop the rows that are not)")
                 if text and text.strip():
                     yield LONE_SURROGATE.sub("\ufffd", text)
-    except (OSError, EOFError, UnicodeDecodeError) as e:  # a truncated .gz, bytes that are not UTF-8
+    except (OSError, EOFError) as e:  # a truncated .gz
         raise UserError(f"could not read {path} as JSON lines ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
                         ) from None
 
