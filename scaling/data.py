@@ -542,6 +542,9 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
             print(f"training a {vocab_size}-token BPE on ≤ {budget / 2**20:.0f} MB of text", file=sys.stderr)
         sample = _tokenizer_sample(train_paths, text_column, not val_paths, val_fraction, seed, budget, request["max_docs"])
         tok = train_tokenizer(sample, vocab_size, progress)
+        if tok.get_vocab_size() < vocab_size:  # BPE ran out of pairs to merge: said, as meta.json's vocab is smaller
+            print(f"note: the text sample has merges for {tok.get_vocab_size()} tokens only, not {vocab_size}: the "
+                  "vocabulary is that size (a larger corpus, or --tokenizer-sample-mb, gives more)", file=sys.stderr)
     vocab_size = max(tok.get_vocab(with_added_tokens=True).values()) + 1  # a loaded tokenizer's ids may have gaps
     dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 

@@ -196,6 +196,16 @@ def test_cli_prepare_table_and_info(tmp_path, docs, capsys):
     assert meta["train_docs"] + meta["val_docs"] == 25 and meta["vocab_size"] == 300
 
 
+def test_a_vocabulary_larger_than_the_text_has_merges_for_is_said(tmp_path, docs, capsys):
+    """--vocab-size 100000 on a small corpus made a vocabulary of a few hundred tokens without a word."""
+    src = write_corpus(tmp_path / "src", docs, "jsonl")
+    assert main(["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--vocab-size", "100000",
+                 "--val-fraction", "0.2"]) == 0
+    vocab = json.loads((tmp_path / "out" / "meta.json").read_text())["vocab_size"]
+    assert vocab < 100000
+    assert f"note: the text sample has merges for {vocab} tokens only, not 100000" in capsys.readouterr().err
+
+
 def test_max_docs_limits_what_the_tokenizer_learns_from(tmp_path, docs):
     """The BPE is trained on the documents the data dir keeps, not on the files' others."""
     src = write_corpus(tmp_path / "src", docs, "parquet")
