@@ -625,7 +625,10 @@ def _encode(tok, texts: list[str]) -> list[Sequence[int]]:
 def _pieces(text: str, size: int) -> Iterator[str]:
     """`text` in pieces of about `size` characters, cut at PIECE_CUT (where the pre-tokenizer cuts)."""
     start = 0
-    while cut := len(text) - start > size and PIECE_CUT.search(text, start + size):
+    while len(text) - start > size:
+        cut = PIECE_CUT.search(text, start + size)
+        if cut is None:  # no space left to cut at: the rest is one piece
+            break
         yield text[start : cut.start()]
         start = cut.start()
     yield text[start:]

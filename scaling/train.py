@@ -621,11 +621,11 @@ def check_run_dir(config: RunConfig, run_dir: Path) -> None:
         return
     existing = RunConfig.from_json(path)
     kept = run_dir / "recipe.toml"
-    if config.recipe == existing.recipe and existing.recipe.endswith(".toml") and not Path(existing.recipe).is_file() \
-            and kept.is_file():  # (the same path as the run's: its id would hash the path, not the content)
+    moved = existing.recipe.endswith(".toml") and not Path(existing.recipe).is_file() and kept.is_file()
+    if moved and config.recipe == existing.recipe:  # (the same path as the run's: its id would hash the path)
         raise UserError(f"the recipe file {config.recipe} this run started with no longer exists; {kept} is its copy: "
                         f"pass --recipe {kept} (with --config too) to go on with the same run, or restore the file")
-    if existing.recipe.endswith(".toml") and not Path(existing.recipe).is_file() and kept.is_file():
+    if moved:
         existing = dataclasses.replace(existing, recipe=str(kept))  # the file moved: its id is its content's
     if existing.run_id != config.run_id:
         started = checkpoint_path(run_dir).exists() or (run_dir / "result.json").exists()
@@ -803,7 +803,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step,
-                           commit)
+                           git_commit=commit)
     write_json_atomic(result_path, result, indent=2)
     return result
 
@@ -906,7 +906,7 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
 
 def result_record(config: RunConfig, recipe: str, status: str, final: dict, tokens_per_s: float,
                   device: torch.device, train_tokens: int, vocab_size: int, wall_s: float,
-                  diverged_at_step: int | None = None, git_commit: str | None = None) -> dict:
+                  diverged_at_step: int | None = None, *, git_commit: str | None) -> dict:
     """The result record (DESIGN.md); `recipe` is the recipe's name, also for a recipe file (fits and
     reports group by it; the file's path goes into recipe_file). tokens, flops and epochs are the run's
     budget (its grid point), also for a diverged run, which stopped at `diverged_at_step` of `steps`.

@@ -395,11 +395,11 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     if not left:
         return 0.0, "nothing left"
     running = [r for r in rows if r.state == "running"]
-    if not running and not any(r.state == "queued" for r in left):
+    queued = [r for r in left if r.state == "queued"]
+    if not running and not queued:
         n = len(left)
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the {n} remaining "
                       f"run{'s' if n != 1 else ''}")
-    queued = [r for r in left if r.state == "queued"]
     if not running and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):
         # squeue's reason says no node can run them as asked: a time would promise an end that never comes
         return None, "none of the queued jobs can start"

@@ -127,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
 
     raw = read_file(args.results)
     table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
-    notice = fits.analysis.size_notice(table.height)
+    notices = [fits.analysis.size_notice(table.height)]
     if top is None:  # L-BFGS-B from every start, before any progress line
-        notice = " ".join(filter(None, [notice, f"fitting from all {grid:,} starts of the {args.law} grid: tens of "
-                                                "seconds a group (more with more points), without progress"]))
-    if notice and not args.json:
+        notices.append(f"fitting from all {grid:,} starts of the {args.law} grid: tens of seconds a group (more "
+                       "with more points), without progress")
+    for notice in filter(None, notices if not args.json else []):
         print(notice, file=sys.stderr, flush=True)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
                        workers=args.workers, margin=args.margin, top=top,
