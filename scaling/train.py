@@ -31,7 +31,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +41,7 @@ import torch
 import scaling
 from models import build_model
 from models.ladder import MICRO, ModelSize, model_size
-from scaling import optim
+from scaling import optim, signals
 from scaling.compiling import (
     COMPILE_MODES,
     begin_micro_batch,
@@ -572,7 +571,7 @@ class RunDirectory(L.Callback):
         """SLURM sends SIGUSR1 (with --signal=USR1@T) or SIGTERM before it preempts or times out a job;
         a user, Ctrl-C (SIGINT). Each ends the run with a checkpoint at the end of its step, or at the
         step's next micro-batch where it has several (`forward_backward`'s stop)."""
-        return _install_handlers((signal.SIGUSR1, signal.SIGTERM, signal.SIGINT), self._on_signal)
+        return signals.install_handlers((signal.SIGUSR1, signal.SIGTERM, signal.SIGINT), self._on_signal)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -748,7 +747,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     commit = scaling.git_commit()
     # SLURM's warning (or its preemption's SIGTERM) may come while the run is being built: recorded, and
     # the run stops before its first step (the signal's default action would kill the process unsaid)
-    with _signals_recorded((signal.SIGUSR1, signal.SIGTERM)) as early:
+    with signals.recorded((signal.SIGUSR1, signal.SIGTERM)) as early:
         # user errors (unknown recipe, missing data, ...) come from here: a run dir is made only for a run that starts
         module, datamodule = build(config)
         prepare_run_dir(config, run_dir)
@@ -798,7 +797,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                             signal.SIGINT) from None
         raise
     finally:
-        _restore_handlers(previous)
+        signals.restore_handlers(previous)
     status = "diverged" if module.diverged else "completed"
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
@@ -806,33 +805,6 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                            git_commit=commit)
     write_json_atomic(result_path, result, indent=2)
     return result
-
-
-@contextmanager
-def _signals_recorded(signals: tuple[signal.Signals, ...]):
-    """Record which of `signals` arrive (into the list it yields) instead of their default action."""
-    got: list[int] = []
-    previous = _install_handlers(signals, lambda signum, frame: got.append(signum))
-    try:
-        yield got
-    finally:
-        _restore_handlers(previous)
-
-
-def _install_handlers(signals, handler) -> dict:
-    """`handler` for each of `signals`; returns the handlers it replaced (for `_restore_handlers`)."""
-    previous = {}
-    for sig in signals:
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread: the caller handles signals
-            pass
-    return previous
-
-
-def _restore_handlers(previous: dict) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
 
 
 def _finished_record(path: Path) -> dict:

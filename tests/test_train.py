@@ -220,6 +220,38 @@ def test_a_signal_while_the_run_is_built_stops_it_before_its_first_step(referenc
     assert train(_config(), run_dir, progress=False)["val_loss"] == reference[1]["val_loss"]  # the relaunch trains it
 
 
+# `scaling train` with SIGTERM sent to itself the moment it first imports torch (the slow seconds before
+# the run is built), by an import hook: the same as SLURM's signal coming then, without a race.
+_SIGTERM_AT_TORCH = """
+import os, signal, sys
+
+class SignalAtTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+sys.meta_path.insert(0, SignalAtTorch())
+from scaling.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_while_torch_is_imported_stops_the_run_as_preempted(tmp_path):
+    """SIGTERM during `scaling train`'s imports (before train() could take it): recorded, exit 75 with
+    the preemption's message, not death by the signal's default action; the relaunch trains the run."""
+    config, run_dir = tmp_path / "config.json", tmp_path / "run"
+    config.write_text(_config().to_json())
+    args = ["train", "--config", str(config), "--out", str(run_dir), "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    stopped = subprocess.run([sys.executable, "-c", _SIGTERM_AT_TORCH, *args], env=env, capture_output=True, text=True)
+    assert stopped.returncode == PREEMPTED_EXIT_CODE, stopped.stderr
+    assert "received SIGTERM while the run was being built, before its first step" in stopped.stderr
+    assert "Traceback" not in stopped.stderr and not (run_dir / "result.json").exists()
+    assert main(args) == 0 and json.loads((run_dir / "result.json").read_text())["status"] == "completed"
+
+
 def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(_config(fault_nan_at_step=7).to_json())

@@ -88,6 +88,11 @@ def run(args: argparse.Namespace) -> int:
     import signal
     import sys
 
+    from scaling import signals
+
+    # SLURM's warning or its SIGTERM during the imports below (seconds: torch, Lightning) is recorded,
+    # and the run stops as preempted before its first step, instead of dying unsaid
+    signals.record_early((signal.SIGUSR1, signal.SIGTERM))
     from scaling.console import print_json, print_table
     from scaling.files import check_output
     from scaling.train import PREEMPTED_EXIT_CODE, Preempted
