@@ -196,6 +196,18 @@ def test_cli_prepare_table_and_info(tmp_path, docs, capsys):
     assert meta["train_docs"] + meta["val_docs"] == 25 and meta["vocab_size"] == 300
 
 
+def test_cli_prepare_no_progress_writes_nothing_to_stderr(tmp_path, docs, capsys):
+    """--no-progress (as `scaling train` has): no BPE training line, no tokenizing bar; the default keeps them."""
+    src = write_corpus(tmp_path / "src", docs, "jsonl")
+    args = ["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--vocab-size", "300", "--val-fraction", "0.2"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "training a 300-token BPE" in err and "tokenizing" in err
+    assert main([*args, "--force", "--no-progress"]) == 0
+    shown = capsys.readouterr()
+    assert shown.err == "" and "bytes/token" in shown.out
+
+
 def test_a_vocabulary_larger_than_the_text_has_merges_for_is_said(tmp_path, docs, capsys):
     """--vocab-size 100000 on a small corpus made a vocabulary of a few hundred tokens without a word."""
     src = write_corpus(tmp_path / "src", docs, "jsonl")

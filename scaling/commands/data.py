@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the validation split hash (default 0)")
     p.add_argument("--force", action="store_true", help="redo even if DIR already holds this preparation")
     p.add_argument("--json", action="store_true", help="print meta.json instead of the table")
+    p.add_argument("--no-progress", action="store_true",
+                   help="write no progress to stderr (the BPE training line and the tokenizing bar)")
 
     i = sub.add_parser("info", help="show a prepared data dir", description="Show the meta.json of a prepared data dir.")
     i.add_argument("dir", metavar="DIR", help="a prepared data dir, or `builtin` (the built-in corpus' cache dir)")
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             tokenizer_sample_bytes=int(args.tokenizer_sample_mb * 2**20),
             seed=args.seed,
             force=args.force,
-            progress=not args.json,
+            progress=not (args.json or args.no_progress),
         )
     _print(meta, out, time.perf_counter() - start, args.json)
     return 0
