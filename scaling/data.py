@@ -354,6 +354,44 @@ def _documents(
         yield from (_Doc(t, True) for t in read_documents(path, text_column))
 
 
+def _check_split(train_paths: list[Path], val_paths: list[Path], request: dict) -> None:
+    """UserError, before the tokenizer is trained or anything encoded, where the corpus has no document
+    with text or a split would be empty (one document; a --val-fraction no document's hash falls under;
+    --val files without text). Reads only until it has seen a document of each side, as a normal corpus
+    does within its first few dozen documents; it reads everything only where it is about to refuse."""
+    text_column, val_fraction, seed = request["text_column"], request["val_fraction"], request["seed"]
+    main = islice(chain.from_iterable(read_documents(p, text_column) for p in train_paths), request["max_docs"])
+    shown = ", ".join(request["sources"][:3]) + (" ..." if len(request["sources"]) > 3 else "")
+    if val_paths:
+        if next(main, None) is None:
+            raise UserError(f"no documents with text in {shown}")
+        if next(chain.from_iterable(read_documents(p, text_column) for p in val_paths), None) is None:
+            raise UserError(f"the validation split is empty: the --val files ({', '.join(map(str, val_paths[:3]))}"
+                            f"{' ...' if len(val_paths) > 3 else ''}) hold no documents with text; pass --val files "
+                            "that do, or leave --val out to split SOURCES by --val-fraction")
+        return
+    docs, sides = 0, set()
+    for text in main:
+        docs += 1
+        sides.add(in_val(text, val_fraction, seed))
+        if len(sides) == 2:
+            return
+    if docs == 0:
+        raise UserError(f"no documents with text in {shown}")
+    capped = f" (--max-docs {docs})" if docs == request["max_docs"] else ""
+    if docs == 1:
+        raise UserError(f"the corpus ({shown}) is a single document{capped}: the split takes whole documents (a .txt "
+                        "file is one), so one cannot give both a training and a validation split; give more "
+                        "documents, or pass --val FILES for the validation split")
+    if True in sides:
+        raise UserError(f"the training split is empty: all {docs} documents of {shown}{capped} fell in the validation "
+                        f"split at --val-fraction {val_fraction:g}; lower --val-fraction, give more documents, or pass --val FILES")
+    raise UserError(f"the validation split is empty: none of the {docs} documents of {shown}{capped} fell in it at "
+                    f"--val-fraction {val_fraction:g} (the split takes whole documents, chosen by a hash of their "
+                    f"text; about {docs * val_fraction:.2g} expected); raise --val-fraction, give more documents, "
+                    "or pass --val FILES")
+
+
 def _tokenizer_sample(train_paths: list[Path], text_column: str, split: bool, val_fraction: float, seed: int,
                       budget: int, max_docs: int | None = None):
     """Up to `budget` characters (≈ bytes for English) of training text, spread evenly over the
@@ -534,6 +572,7 @@ def _source_names(paths: list[Path]) -> list[str]:
 def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[Path], tokenizer_path, progress: bool) -> dict:
     start = time.perf_counter()
     text_column, val_fraction, seed = request["text_column"], request["val_fraction"] or 0.0, request["seed"]
+    _check_split(train_paths, val_paths, request)  # before the tokenizer is trained and the corpus encoded
     if tokenizer_path is not None:
         tok = load_tokenizer(tokenizer_path)
     else:

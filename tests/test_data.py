@@ -295,6 +295,33 @@ def test_cli_errors(tmp_path, docs, capsys):
         "notes.txt", "tokenizer.json"]
 
 
+def test_an_empty_split_is_refused_before_any_tokenizing(tmp_path, docs, prepared, capsys, monkeypatch):
+    """A single document, or a --val-fraction no document's hash falls under, was found only after the BPE
+    was trained and the whole corpus encoded. Now refused first, naming the fix; no output folder stays."""
+    def never(*args, **kwargs):
+        raise AssertionError("tokenized a corpus whose split is empty")
+
+    monkeypatch.setattr(data, "train_tokenizer", never)
+    monkeypatch.setattr(data, "_tokenize", never)
+    out = tmp_path / "out"
+    (tmp_path / "book.txt").write_text(docs[0])
+    err = _cli_error(["prepare", str(tmp_path / "book.txt"), "--out", str(out)], capsys)
+    assert "is a single document" in err and "give more documents" in err and "--val FILES" in err
+    err = _cli_error(["prepare", str(tmp_path / "book.txt"), "--out", str(out), "--tokenizer", str(prepared)], capsys)
+    assert "is a single document" in err  # with a given tokenizer: nothing encoded either
+    src = write_corpus(tmp_path / "src", docs[:12], "parquet")
+    err = _cli_error(["prepare", str(src), "--out", str(out), "--val-fraction", "1e-9"], capsys)
+    assert "the validation split is empty: none of the 12 documents" in err and "raise --val-fraction" in err
+    err = _cli_error(["prepare", str(src), "--out", str(out), "--max-docs", "3", "--val-fraction", "0.01"], capsys)
+    assert "none of the 3 documents" in err and "--max-docs 3" in err
+    err = _cli_error(["prepare", str(src), "--out", str(out), "--val-fraction", "0.999999"], capsys)
+    assert "the training split is empty: all 12 documents" in err and "lower --val-fraction" in err
+    (tmp_path / "blank.jsonl").write_text('{"text": "  "}\n')
+    err = _cli_error(["prepare", str(src), "--out", str(out), "--val", str(tmp_path / "blank.jsonl")], capsys)
+    assert "the validation split is empty: the --val files" in err and "blank.jsonl" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("meta, message", [("{bad", "has a damaged meta.json (JSONDecodeError"),
                                            ("[1, 2]", "has a damaged meta.json (not a JSON object)"),
                                            ("{}", "has a meta.json without vocab_size, "),
