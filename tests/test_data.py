@@ -399,3 +399,17 @@ def test_the_tokenizer_learns_from_a_long_documents_head_in_pieces(tmp_path, doc
     (tmp_path / "book.txt").write_text(text)
     sample = list(data._tokenizer_sample([tmp_path / "book.txt"], "text", False, 0.0, 0, budget=5000))
     assert "".join(sample) == text[:5000]
+
+
+def test_a_long_run_without_a_space_reaches_the_bpe_trainer_in_pieces(docs):
+    """One pre-token of a long run of one class (Chinese without spaces, 'aaaa...') was one word to the BPE
+    trainer, whose time grows much faster than its length (200k letters 9 s; 2M unfinished after 150 s).
+    The trainer now sees words of at most LONG_RUN characters; ordinary text reaches it unchanged."""
+    assert list(data._cut_long_runs(docs)) == docs  # no run of LONG_RUN in ordinary text: the same tokenizer
+    n = data.LONG_RUN
+    text = "a few words " + "\u4e2d" * (3 * n + 5) + " and " + "x" * n + " " * (n + 1) + "end"
+    pieces = list(data._cut_long_runs([text]))
+    assert "".join(pieces) == text and max(map(len, pieces)) == n and len(pieces) == 8
+    # Whole, 100,000 "a" is one word, which BPE merges into tokens of thousands of "a"s; cut, none is longer than n.
+    tok = data.train_tokenizer(["a" * 100_000], 300, progress=False)
+    assert max(len(tok.decode([i])) for i in range(tok.get_vocab_size())) == n
