@@ -89,7 +89,8 @@ class QuantSpec:
             yield f"cap must be a level of a 4-bit grid (got {self.cap!r} for {self.elem})"
         if self.block is not None:
             if len(self.block) != 2 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.block):
-                yield f"block must be [rows, cols] of positive integers or absent for per-tensor (got {self.block!r})"
+                yield (f"block must be [rows, cols] of positive integers, or per-tensor (None; \"tensor\" in a "
+                       f"recipe file) (got {self.block!r})")
             elif self.block[0] not in (1, self.block[1]):
                 yield f"block must be 1xN or NxN (got {self.block[0]}x{self.block[1]})"
         if self.scale not in SCALE_FORMATS:
@@ -199,7 +200,8 @@ class QuantSpec:
         d = dict(d)
         if d.get("block") is not None:
             if not isinstance(d["block"], (list, tuple)):
-                raise ValueError(f"block must be [rows, k] (e.g. [1, 16], or [16, 16] for 2-D tiles), got {d['block']!r}")
+                raise ValueError(f"block must be [rows, k] (e.g. [1, 16], or [16, 16] for 2-D tiles; \"tensor\" "
+                                 f"in a recipe file for per-tensor scaling), got {d['block']!r}")
             d["block"] = tuple(d["block"])
         return cls(**d)
 

@@ -169,6 +169,8 @@ def _spec_from_toml(value, where: str, base: QuantSpec | None) -> QuantSpec | No
     for key in value:
         if key not in known:
             raise UserError(f"{where}.{key}: unknown field; QuantSpec fields are {', '.join(sorted(known))}")
+    if value.get("block") == "tensor":  # TOML has no None: the file's word for per-tensor scaling
+        value = {**value, "block": None}
     try:
         return QuantSpec.from_dict({**(base.to_dict() if base else {}), **value})
     except (ValueError, TypeError) as e:

@@ -102,6 +102,19 @@ def test_an_operand_table_changes_the_base_operand_field_by_field(tmp_path):
     assert r.fprop_x == get_recipe("quartet2").fprop_x.but(rounding="sr")  # 4/6 and its bound 256 kept
 
 
+def test_a_recipe_file_can_ask_for_per_tensor_scaling(tmp_path):
+    # TOML has no None, and leaving block out keeps the base's blocks (or QuantSpec's 1x16): "tensor"
+    # is the only way a file reaches FP8-style per-tensor scaling without basing it on fp8
+    p = tmp_path / "fp8ish.toml"
+    p.write_text('name = "fp8ish"\nbase = "nvfp4"\n[fprop.x]\nelem = "e4m3"\nblock = "tensor"\nscale = "fp32"\n'
+                 '[fprop.w]\nelem = "e4m3"\nblock = "tensor"\nscale = "fp32"\n')
+    r = Recipe.from_toml(p)
+    assert r.fprop_x == r.fprop_w == get_recipe("fp8").fprop_x
+    p.write_text('name = "x"\n[fprop.x]\nblock = []\n')
+    with pytest.raises(UserError, match='"tensor" in a recipe file'):
+        Recipe.from_toml(p)
+
+
 def test_a_recipe_file_that_is_a_folder_is_one_message(tmp_path):
     (tmp_path / "x.toml").mkdir()
     with pytest.raises(UserError, match="cannot read recipe file"):
