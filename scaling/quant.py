@@ -103,7 +103,7 @@ class QuantSpec:
             yield f"transform must be 0 or a Hadamard size in {HADAMARD_SIZES} (got {self.transform!r})"
         if self.signs not in SIGN_POLICIES:
             yield f"signs must be one of {', '.join(SIGN_POLICIES)} (got {self.signs!r})"
-        if self.signs != "ones" and not self.transform:
+        if self.signs in SIGN_POLICIES[1:] and not self.transform:  # (a misspelt policy: one message)
             yield "random signs need a transform (set transform to 16, 32 or 128)"
         if (self.four_over_six or self.eden) and (self.scale != "e4m3" or self.block is None):
             yield "4/6 and MS-EDEN need E4M3 block scales"

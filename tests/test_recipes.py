@@ -95,6 +95,15 @@ def test_bad_toml_names_the_field(tmp_path, body, words):
         assert w in str(e.value)
 
 
+def test_a_misspelt_sign_policy_is_one_message(tmp_path):
+    # it used to add "random signs need a transform", as if the policy had been understood
+    p = tmp_path / "bad.toml"
+    p.write_text('name = "x"\n[fprop.x]\nsigns = "random"\n')
+    with pytest.raises(UserError) as e:
+        Recipe.from_toml(p)
+    assert str(e.value) == f"{p}: fprop.x: signs must be one of ones, run, step, layer_step (got 'random')"
+
+
 def test_an_operand_table_changes_the_base_operand_field_by_field(tmp_path):
     p = tmp_path / "q2sr.toml"
     p.write_text('name = "q2sr"\nbase = "quartet2"\n[fprop.x]\nrounding = "sr"\n')
