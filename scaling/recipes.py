@@ -95,10 +95,15 @@ class Recipe:
         """A user-defined recipe. Errors name the file and the field."""
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text())
+            # UTF-8 as TOML says, whatever the locale; "-sig" drops the byte-order mark some Windows
+            # editors write, which tomllib reports as an "invalid statement" at line 1, column 1
+            data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
         except FileNotFoundError:
             raise UserError(f"recipe file {path} does not exist") from None
-        except (OSError, UnicodeDecodeError) as e:
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                            "save the recipe file as UTF-8") from None
+        except OSError as e:
             raise UserError(f"cannot read recipe file {path} ({type(e).__name__}: {e})") from None
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"{path}: not valid TOML ({e})") from None

@@ -124,6 +124,16 @@ def test_a_recipe_file_can_ask_for_per_tensor_scaling(tmp_path):
         Recipe.from_toml(p)
 
 
+def test_a_recipe_file_is_read_as_utf8_with_or_without_a_byte_order_mark(tmp_path):
+    p = tmp_path / "bom.toml"
+    p.write_bytes('\ufeffname = "mine_é"\nbase = "nvfp4"\n'.encode())  # as Windows Notepad saves it
+    assert Recipe.from_toml(p).name == "mine_é"
+    p.write_bytes(b'name = "mine"\n\xff\n')
+    with pytest.raises(UserError) as e:
+        Recipe.from_toml(p)
+    assert str(e.value) == f"{p}: not UTF-8 text (byte 0xff at offset 14); save the recipe file as UTF-8"
+
+
 def test_a_recipe_file_that_is_a_folder_is_one_message(tmp_path):
     (tmp_path / "x.toml").mkdir()
     with pytest.raises(UserError, match="cannot read recipe file"):
