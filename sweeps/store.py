@@ -365,7 +365,8 @@ def recipe_label(recipe: str, copy: Path | None = None) -> str:
 
     for path in (copy, Path(recipe)):
         try:
-            name = tomllib.loads(path.read_text()).get("name") if path is not None else None
+            # (as Recipe.from_toml reads it: UTF-8, a byte-order mark skipped)
+            name = tomllib.loads(path.read_text(encoding="utf-8-sig")).get("name") if path is not None else None
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
             continue
         if isinstance(name, str) and name:

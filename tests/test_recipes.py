@@ -10,6 +10,7 @@ import pytest
 
 from scaling.errors import UserError
 from scaling.recipes import OPERANDS, Recipe, get_recipe, list_recipes
+from sweeps.store import recipe_label
 
 RECIPES_MD = ["bf16", "fp8", "mxfp8", "nvfp4", "nvfp4_4over6", "nvfp4_rht_all", "nvfp4_cap4", "mxfp4",
               "mxfp4_fprop", "mxfp4_fprop_dgrad", "mxfp4_sr", "mxfp4_rht", "mxfp4_h16", "mxfp4_h32", "ufp4",
@@ -128,6 +129,7 @@ def test_a_recipe_file_is_read_as_utf8_with_or_without_a_byte_order_mark(tmp_pat
     p = tmp_path / "bom.toml"
     p.write_bytes('\ufeffname = "mine_é"\nbase = "nvfp4"\n'.encode())  # as Windows Notepad saves it
     assert Recipe.from_toml(p).name == "mine_é"
+    assert recipe_label(str(p)) == "mine_é"  # what plan, status, collect and reports call its runs
     p.write_bytes(b'name = "mine"\n\xff\n')
     with pytest.raises(UserError) as e:
         Recipe.from_toml(p)
