@@ -571,6 +571,22 @@ def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str 
                                 f"{spec.block_rows} for {spec.block_rows}x{spec.block_k} tiles")
 
 
+def check_tokens(recipe: Recipe, tokens: int, where: str = "this run") -> None:
+    """Refuse, before any training, a micro-batch of `tokens` tokens that the recipe cannot quantize:
+    wgrad's K is the token count, and an activation's 2-D tiles span tokens. (Unchecked, the first
+    backward stopped the run with the dimension's size alone, after its run folder was made.)"""
+    needs = {"wgrad_dy": "k_multiple", "wgrad_x": "k_multiple", "fprop_x": "block_rows", "dgrad_dy": "block_rows"}
+    for operand, need in needs.items():
+        spec = getattr(recipe, operand)
+        m = getattr(spec, need) if spec is not None else 1
+        if tokens % m:
+            raise UserError(
+                f"recipe {recipe.name!r} cannot quantize the micro-batches of {where} ({tokens} tokens each): "
+                f"{operand_name(operand)} ({spec.describe()}) needs the token count to be a multiple of {m}; "
+                f"set micro_batch_size x seq_len (--micro-batch-size, --seq-len; a sweep's [train]) to a "
+                f"multiple of {m}")
+
+
 def set_step(model: nn.Module, step: int, micro: int = 0) -> None:
     """Tell every QLinear the optimizer step and the micro-batch within it (SR and per-step transform
     seeds derive from them)."""

@@ -360,10 +360,11 @@ class LanguageModel(L.LightningModule):
 
     def __init__(self, config: RunConfig, vocab_size: int):
         super().__init__()
-        from scaling.linear import convert
+        from scaling.linear import check_tokens, convert
         from scaling.recipes import get_recipe
 
         self.config, self.size, self.recipe = config, config.model_size(), get_recipe(config.recipe)
+        check_tokens(self.recipe, config.micro_batch_size * config.seq_len)
         self.automatic_optimization = False  # two optimizers (Muon + AdamW)
         torch.manual_seed(config.seed)
         self.model = convert(build_model(config.family, self.size, vocab_size, config.seq_len), self.recipe,

@@ -133,13 +133,20 @@ class SweepSpec:
 
     def runs(self) -> list:
         """One `scaling.train.RunConfig` per grid point (same order as `points()`), de-duplicated by run_id."""
+        from scaling.linear import check_tokens
+        from scaling.recipes import get_recipe
         from scaling.train import RunConfig
 
-        configs, seen = [], set()
+        configs, seen, recipes = [], set(), {}
         for p in self.points():
             cfg = RunConfig(**self.train, data=self.data, **{k: p[k] for k in GRID_FIELDS if k in p})
             try:
                 run_id = cfg.run_id  # resolves the config: RunConfig's own checks (e.g. train.schedule)
+                # wgrad's K is a micro-batch's token count: a recipe that cannot take it fails every
+                # such run at its first step, so refuse it before anything is launched
+                r = cfg.resolved()
+                recipe = recipes.setdefault(r.recipe, get_recipe(r.recipe))
+                check_tokens(recipe, r.micro_batch_size * r.seq_len, "this run")
             except UserError as e:
                 raise UserError(f"train: {e} (run {p})") from None
             if run_id not in seen:

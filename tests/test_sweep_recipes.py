@@ -40,6 +40,26 @@ def test_incompatible_size_and_recipe_is_refused(tmp_path):
     _load(tmp_path, '["1M"]', '["bf16", "quartet2"]')
 
 
+def test_a_recipe_whose_wgrad_blocks_do_not_divide_the_micro_batch_is_refused_before_any_run(tmp_path):
+    # wgrad's K is a micro-batch's token count (1M, 4096 tokens: 1024); each run would stop at its
+    # first backward, after its folder was made, naming only "a dimension of size 1024"
+    r = tmp_path / "wg.toml"
+    r.write_text('name = "wg"\nbase = "mxfp4"\n[wgrad.dy]\nblock = [1, 2048]\n[wgrad.x]\nblock = [1, 2048]\n')
+    spec = _load(tmp_path, '"1M"', f'["bf16", "{r}"]')
+    with pytest.raises(UserError, match=r"micro-batches of this run \(1024 tokens each\): wgrad.dy .* multiple of 2048"):
+        spec.runs()
+
+
+def test_train_refuses_such_a_recipe_before_making_the_run_folder(tmp_path):
+    from scaling.train import RunConfig, train
+
+    r = tmp_path / "wg.toml"
+    r.write_text('name = "wg"\nbase = "mxfp4"\n[wgrad.dy]\nblock = [1, 2048]\n[wgrad.x]\nblock = [1, 2048]\n')
+    with pytest.raises(UserError, match=r"\(1024 tokens each\).*--micro-batch-size, --seq-len"):
+        train(RunConfig(family="nanochat", size="1M", recipe=str(r), tokens=4096), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_recipe_files_runs_are_named_by_its_content_not_its_path(tmp_path):
     """The same file at another path (moved, or a checkout elsewhere) keeps its runs' ids; an edit
     makes another run."""
