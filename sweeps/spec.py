@@ -236,6 +236,7 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     file_names = {}  # recipe file -> its recipe's name
     for i, r in enumerate(recipe):
         if r.endswith(".toml"):
+            _check_recipe_beside_spec(r, source, f"grid.recipe[{i}]")
             recipe[i] = r = str(Path(r).expanduser().resolve())
             file_names[r] = _check_recipe_file(r, f"grid.recipe[{i}]")
         elif r not in known_recipes:
@@ -283,6 +284,17 @@ def prepared_dir(corpus: Path) -> Path:
 
     digest = hashlib.sha256(str(corpus).encode()).hexdigest()[:10]
     return cache_dir() / "data" / f"corpus-{corpus.name}-{digest}"
+
+
+def _check_recipe_beside_spec(path: str, source: str, where: str) -> None:
+    """A relative recipe path that is missing from the working folder but found beside the spec: the
+    user read it as relative to the spec (it is relative to where `scaling` runs); say so."""
+    given = Path(path).expanduser()
+    beside = Path(source).parent / given if source else None
+    if not given.is_absolute() and not given.exists() and beside is not None and beside.is_file():
+        raise UserError(f"{where}: recipe file {given} is not in the folder `scaling` runs in ({Path.cwd()}); "
+                        f"recipe paths are relative to it, not to the spec: run from {Path(source).parent} "
+                        f"or write the path as {beside}")
 
 
 def _check_recipe_file(path: str, where: str) -> str:

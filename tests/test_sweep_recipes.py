@@ -60,6 +60,18 @@ def test_train_refuses_such_a_recipe_before_making_the_run_folder(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_recipe_path_relative_to_the_spec_not_the_working_folder_says_so(tmp_path, monkeypatch):
+    (tmp_path / "study" / "recipes").mkdir(parents=True)
+    (tmp_path / "study" / "recipes" / "mine.toml").write_text('name = "mine"\nbase = "nvfp4"\n')
+    spec = tmp_path / "study" / "spec.toml"
+    spec.write_text(textwrap.dedent(SPEC.format(size='"1M"', recipe='["recipes/mine.toml"]')))
+    monkeypatch.chdir(tmp_path)  # it said only "recipe file .../recipes/mine.toml does not exist"
+    with pytest.raises(UserError, match=r"relative to it, not to the spec: run from .*study or write the path as "):
+        load_spec(spec, [])
+    monkeypatch.chdir(tmp_path / "study")
+    assert load_spec(spec, []).recipe == (str(tmp_path / "study" / "recipes" / "mine.toml"),)
+
+
 def test_a_recipe_files_runs_are_named_by_its_content_not_its_path(tmp_path):
     """The same file at another path (moved, or a checkout elsewhere) keeps its runs' ids; an edit
     makes another run."""
