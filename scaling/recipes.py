@@ -176,8 +176,13 @@ def _spec_from_toml(value, where: str, base: QuantSpec | None) -> QuantSpec | No
             raise UserError(f"{where}.{key}: unknown field; QuantSpec fields are {', '.join(sorted(known))}")
     if value.get("block") == "tensor":  # TOML has no None: the file's word for per-tensor scaling
         value = {**value, "block": None}
+    merged = {**(base.to_dict() if base else {}), **value}
+    if value.get("four_over_six") is True and "scale_bound" not in value and not (base and base.four_over_six):
+        # 4/6 maps the tensor's amax to an E4M3 block scale of 256, not 448 (RECIPES.md; SIX_FOUR), so the
+        # amax -> 4 candidate's scale has room up to 384: turning it on in a file brings that bound along
+        merged["scale_bound"] = SIX_FOUR["scale_bound"]
     try:
-        return QuantSpec.from_dict({**(base.to_dict() if base else {}), **value})
+        return QuantSpec.from_dict(merged)
     except (ValueError, TypeError) as e:
         raise UserError(f"{where}: {e}") from None
 
@@ -263,8 +268,9 @@ def list_recipes() -> list[str]:
     return list(PRESETS)
 
 
-def get_recipe(name: str) -> Recipe:
-    """A preset by name, or a user recipe from a .toml path."""
+def get_recipe(name: str | Path) -> Recipe:
+    """A preset by name, or a user recipe from a .toml path (a str or a Path)."""
+    name = str(name)
     if name in PRESETS:
         return PRESETS[name]
     if name.endswith(".toml"):

@@ -112,6 +112,17 @@ def test_an_operand_table_changes_the_base_operand_field_by_field(tmp_path):
     assert r.fprop_x == get_recipe("quartet2").fprop_x.but(rounding="sr")  # 4/6 and its bound 256 kept
 
 
+def test_four_over_six_in_a_file_brings_its_scale_bound_of_256(tmp_path):
+    """RECIPES.md: with 4/6 the E4M3 bound is 256. `four_over_six = true` on an nvfp4 operand is the
+    preset nvfp4_4over6's operand; a scale_bound the table names is kept."""
+    path = tmp_path / "r.toml"
+    path.write_text('name = "mine"\nbase = "nvfp4"\n[fprop.x]\nfour_over_six = true\n')
+    assert Recipe.from_toml(path).fprop_x == get_recipe("nvfp4_4over6").fprop_x
+    path.write_text('name = "mine"\nbase = "nvfp4"\n[fprop.x]\nfour_over_six = true\nscale_bound = 448\n')
+    assert Recipe.from_toml(path).fprop_x.scale_bound == 448
+    assert get_recipe(path) == Recipe.from_toml(path)  # a Path as well as a str
+
+
 def test_a_recipe_file_can_ask_for_per_tensor_scaling(tmp_path):
     # TOML has no None, and leaving block out keeps the base's blocks (or QuantSpec's 1x16): "tensor"
     # is the only way a file reaches FP8-style per-tensor scaling without basing it on fp8
