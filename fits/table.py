@@ -65,6 +65,7 @@ def _check_header(path: Path) -> None:
 
     with open(path, "rb") as f:
         header = f.readline(100_000).decode("utf-8-sig", "replace")
+    _refuse_json(path, header)
     names = next(csv.reader([header]), [])
     twice = sorted({n.strip() for n in names if n.strip() and sum(m.strip() == n.strip() for m in names) > 1})
     if twice:
@@ -77,6 +78,18 @@ def _check_header(path: Path) -> None:
         shown = {"\t": "tab", ";": "';'", "|": "'|'"}[sep]
         raise UserError(f"{path} is {shown}-separated (its header line: {header.strip()[:60]!r}); save it "
                         "comma-separated (CSV with ','), with '.' as the decimal point")
+
+
+def _refuse_json(path: Path, header: str) -> None:
+    """A JSON or JSON-lines file read as CSV has columns named by fragments of its first line, so it was refused
+    as lacking N and loss, listing those fragments: say what it is and how to convert it."""
+    start = header.lstrip()[:1]
+    if start not in ("{", "["):
+        return
+    reader = "read_ndjson" if start == "{" else "read_json"  # one object per line, or one array
+    raise UserError(f"{path} holds JSON, not a table (its first line: {header.strip()[:40]!r}); pass a CSV or parquet "
+                    f"table, e.g. converted with python -c \"import polars as pl; pl.{reader}('{path}')"
+                    ".write_csv('results.csv')\"")
 
 
 def column_list(df: pl.DataFrame, width: int = 60, most: int = 20) -> str:

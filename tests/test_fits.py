@@ -401,6 +401,8 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     ("column_twice", "t.csv has several columns named 'loss'; rename them"),
     ("tabs", "is tab-separated"),
     ("empty", "t.csv has no rows to fit: the table is empty"),
+    ("json_lines", "t.jsonl holds JSON, not a table (its first line: '{"),
+    ("json_file", "t.json holds JSON"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
@@ -452,6 +454,9 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         path.write_text(path.read_text().replace(",val\n", ",loss\n", 1))
     elif case == "decimal_commas":  # the same with its decimal commas: polars failed on "more fields"
         t.with_columns(pl.col("loss").cast(pl.Utf8).str.replace(".", ",", literal=True)).write_csv(path, separator=";")
+    elif case in ("json_lines", "json_file"):  # read as CSV: "lacks column(s) N, loss" listing JSON fragments
+        path = tmp_path / ("t.jsonl" if case == "json_lines" else "t.json")
+        t.write_ndjson(path) if case == "json_lines" else t.write_json(path)
     elif case != "missing_file":
         t.write_csv(path)
     else:
