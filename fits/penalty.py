@@ -162,3 +162,18 @@ def rule_text(margin: float = MARGIN) -> str:
             f"end is >= {1 - margin:g} (the multiplier falls by at most {margin:.0%} per decade of compute); "
             f"the CIs are each recipe's own 95% intervals; else inconclusive, as also with fewer than "
             f"{MIN_REPLICATES} bootstrap replicates or an interval of zero width")
+
+
+def left_out(fitted: dict) -> str:
+    """The reasons `analyse` left recipes out of the fits (its "skipped"), in one line."""
+    return "; ".join(reason for _, reason in sorted(fitted.get("skipped", {}).items()))
+
+
+def no_penalty_reason(fitted: dict, baseline: str) -> str:
+    """Why no recipe has a penalty against the baseline (when none has), in a sentence: `scaling fit` and
+    the report both say it, so a table without the baseline's runs does not read as a forgotten table."""
+    if fitted.get("skipped"):
+        return f"No recipe could be judged against {baseline}: {left_out(fitted)}."
+    if baseline not in fitted["groups"]:
+        return f"One group ({', '.join(fitted['groups'])}) and no baseline ({baseline}): there is no penalty to judge."
+    return f"Only the baseline ({baseline}) has results, so there is no penalty to judge."

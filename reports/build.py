@@ -163,17 +163,19 @@ def _test_words(pen: dict) -> str:
     return f"p = {p:.2g}"
 
 
+
+
 def _left_out(fitted: dict) -> str:
-    return "; ".join(reason for _, reason in sorted(fitted.get("skipped", {}).items()))
+    from fits.penalty import left_out  # (fits is imported where used: `import reports` stays light)
+
+    return left_out(fitted)
 
 
 def no_penalty_reason(fitted: dict, baseline: str) -> str:
-    """Why no recipe has a penalty against the baseline (when none has), in a sentence."""
-    if fitted.get("skipped"):
-        return f"No recipe could be judged against {baseline}: {_left_out(fitted)}."
-    if baseline not in fitted["groups"]:
-        return f"One group ({', '.join(fitted['groups'])}) and no baseline ({baseline}): there is no penalty to judge."
-    return f"Only the baseline ({baseline}) has results, so there is no penalty to judge."
+    """Why no recipe has a penalty against the baseline, as `scaling fit` says it."""
+    from fits.penalty import no_penalty_reason
+
+    return no_penalty_reason(fitted, baseline)
 
 
 def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:

@@ -375,6 +375,19 @@ def test_fit_verb_json_schema_and_out_file(tmp_path, capsys):
     assert "point estimates (no bootstrap: --bootstrap 0)" in printed and "bootstrap intervals" not in printed
 
 
+@pytest.mark.parametrize("recipes, words", [
+    (("fp4",), "no penalty: One group (fp4) and no baseline (bf16): there is no penalty to judge"),
+    (("bf16",), "no penalty: Only the baseline (bf16) has results"),
+])
+def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words):
+    """The report says why it has no penalty; `scaling fit` printed the laws and stopped, so a table of FP4
+    runs without the baseline's read as if the penalty table had been forgotten."""
+    path = tmp_path / "t.csv"
+    synthetic_table({r: {} for r in recipes}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80)).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "10"]) == 0
+    assert words in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("case, needle", [
     ("missing_file", "does not exist"),
     ("missing_column", "lacks column"),

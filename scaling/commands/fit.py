@@ -55,7 +55,8 @@ def _with_ci(value: float, ci) -> str:
     return f"{_fmt(value)} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
-def print_human(out: dict) -> None:
+def print_human(out: dict, baseline: str = "bf16") -> None:
+    """baseline: the one asked for (out["baseline"] is None where no penalty was computed)."""
     from scaling.console import print_table
 
     names = ["A", "B", "E", "alpha", "beta", "gamma", "effN_const", "effD_const", "effN", "effD", "kappaN", "kappaD"]
@@ -86,6 +87,9 @@ def print_human(out: dict) -> None:
         for warning in g.get("warnings", []):
             print(f"warning: {warning}")
     if not out["penalty"]:
+        from fits.penalty import no_penalty_reason
+
+        print(f"no penalty: {no_penalty_reason(out, baseline)}")
         return
     rows = []
     for recipe, p in out["penalty"].items():
@@ -143,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print_human(out)
+        print_human(out, args.baseline)
         if args.out:
             print(f"wrote {args.out}")
     return 0
