@@ -195,7 +195,8 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
             "warnings": (_warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))
-                         + _count_units_warning(name, pts) + _one_ratio_warning(name, pts))}
+                         + (_count_units_warning(name, pts) or _ratio_units_warning(name, pts))
+                         + _one_ratio_warning(name, pts))}
 
 
 def _one_ratio_warning(name: str, pts: Points) -> list[str]:
@@ -233,6 +234,24 @@ def _count_units_warning(name: str, pts: Points) -> list[str]:
             f"or billions? The exponents and E are the same in any unit, but {'A' if k == 'N' else 'B'} and every "
             f"compute (C = 6·N·D) are in the table's; give {k} as a count (e.g. 7e7, not 70)"
             for k, v in largest.items() if v < SMALLEST_COUNTS[k]]
+
+
+# Tokens per parameter no real run is outside (the demo's micro models see 0.004 to 0.07; Qwen3-0.6B's
+# 36T tokens are 6e4): N in millions beside D in tokens gives ~1e7, D in millions beside N in counts ~1e-5.
+TOKENS_PER_PARAMETER = (1e-3, 1e5)
+
+
+def _ratio_units_warning(name: str, pts: Points) -> list[str]:
+    """N and D in different units, each past SMALLEST_COUNTS: a study up to 16B parameters in millions reaches
+    16,000, so only D/N tells (Chinchilla's data so given fitted A = 3.9 for 477.8, every compute 10^6 off)."""
+    ratio = float(np.exp(np.median(pts.logD - pts.logN)))
+    lo, hi = TOKENS_PER_PARAMETER
+    if lo <= ratio <= hi:
+        return []
+    guess = "N in millions or billions" if ratio > hi else "D in millions or billions"
+    return [f"{name}: its median D/N is {ratio:.3g} tokens per parameter, outside any real run's ({lo:g} to {hi:g}): "
+            f"{guess}? The exponents and E are the same in any unit, but A, B and every compute (C = 6·N·D) are "
+            "not; give N and D as counts"]
 
 
 def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,

@@ -500,6 +500,21 @@ def test_n_or_d_in_millions_or_billions_are_warned_of():
     assert any("D reaches only 3.2, not a count of tokens" in w for w in billions["groups"]["bf16"]["warnings"])
 
 
+def test_n_in_millions_beside_d_in_tokens_is_warned_of_in_a_large_study():
+    """Sizes up to 16B in millions reach 16,000, past the smallest count a real run has, so nothing was said:
+    Chinchilla's data so given fitted A = 3.9 (for 477.8) and every compute 10^6 too small, unwarned. Its
+    tokens per parameter (median 2e7) say it; one warning per group, the count's where that one fires."""
+    t = synthetic_table(sizes=np.geomspace(1e8, 1.6e10, 4), ratios=(5, 20, 80))
+    assert fits.analyse(t, bootstrap=0, workers=1, top=10)["groups"]["bf16"]["warnings"] == []
+    for column, scale, words in (("N", 1e6, "N in millions"), ("D", 1e6, "D in millions")):
+        warned = fits.analyse(t.with_columns(pl.col(column) / scale), bootstrap=0, workers=1,
+                              top=10)["groups"]["bf16"]["warnings"]
+        assert len(warned) == 1 and "tokens per parameter" in warned[0] and words in warned[0], warned
+    small = synthetic_table(sizes=np.geomspace(1e7, 8e7, 4), ratios=(10, 20, 40)).with_columns(N=pl.col("N") / 1e6)
+    warned = fits.analyse(small, bootstrap=0, workers=1, top=10)["groups"]["bf16"]["warnings"]
+    assert len(warned) == 1 and "N reaches only 80" in warned[0], warned
+
+
 def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
     """A verdict needs MIN_REPLICATES fitted replicates and an interval that resampling moves: with 3
     replicates, or on a flat loss where every replicate gives the same ratio, it is inconclusive,
