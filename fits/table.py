@@ -311,6 +311,10 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
     if bad.height:
         raise UserError(f"{where} has {bad.height} row(s) with a missing, NaN or non-numeric N, D, loss or recipe "
                         f"(first: {first(bad)}); remove or fix them before fitting")
+    blank = df.filter(pl.col("run_id").is_null())
+    if run_ids and blank.height:  # (numpy cannot sort None beside str ids: a traceback, later)
+        raise UserError(f"{where} has {blank.height} row(s) with a blank run_id (first: {first(blank)}); give each row "
+                        "its run's id, or drop the run_id column to make each row its own run")
     for c in ("N", "D", "loss"):
         nonpos = df.filter(~(pl.col(c) > 0) | pl.col(c).is_infinite())
         if nonpos.height:
