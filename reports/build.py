@@ -163,8 +163,6 @@ def _test_words(pen: dict) -> str:
     return f"p = {p:.2g}"
 
 
-
-
 def _left_out(fitted: dict) -> str:
     from fits.penalty import left_out  # (fits is imported where used: `import reports` stays light)
 
