@@ -482,6 +482,8 @@ class _LocalPool:
             code, filename = int(space[0]), space[1]
             raise OSError(code, os.strerror(code), filename)
         state = run_state(self.sweep_dir / c.run_id, None)
+        if state == "missing":  # its job.json, written as it started, is gone: the folder was removed
+            return "failed", "its run folder was removed while it ran; a relaunch trains it from the start"
         if not reply:
             note = f"its worker exited mid-run ({_exit_status(code := worker.wait())})"
             if not self.stopping:  # the log is where `sweep status` sends a user asking why a run failed
@@ -500,8 +502,9 @@ class _LocalPool:
             self.report.finished[state] = self.report.finished.get(state, 0) + 1
             if self.progress:
                 loss = result.get("val_loss")
+                log = f"see {run_dir / 'train.log'}" if (run_dir / "train.log").exists() else ""
                 what = (f"val_loss {loss:.4f}" if isinstance(loss, float) else
-                        f"{note + '; ' if note else ''}see {run_dir / 'train.log'}")
+                        "; ".join(x for x in (note, log) if x))
                 # the recipe as results name it (a file's `name`, not its path); seed and lr_mult where they
                 # tell an LR sweep's or a seed sweep's lines apart
                 defaults = type(c).__dataclass_fields__

@@ -728,3 +728,30 @@ def test_a_refused_submission_names_the_setting_behind_it():
     assert "executor.slurm.qos" in sbatch_refusal("sbatch: warning: --cpus-per-task ignored\nsbatch: error: Invalid qos specification")
     assert "executor.slurm.time" in sbatch_refusal("sbatch: error: Requested time limit is invalid (missing or exceeds some limit)")
     assert "executor.slurm.mem" in sbatch_refusal("sbatch: error: Memory specification can not be satisfied")
+
+
+def test_a_run_whose_folder_is_deleted_mid_run_fails_and_the_launch_exits_1(tmp_path):
+    """`rm -rf` of a run's folder while its worker trains it: the run ends without a result, so the
+    launch counts it failed (exit 1) and says what happened, rather than `missing` with exit 0 and a
+    pointer to a log that is gone; the next run goes on, and a relaunch trains the run anew."""
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [65536, 4096]").replace("seed = [0, 1]", "seed = 0")
+                      .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 8"))
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
+           "--sweep-dir", str(sweep_dir)]
+    p = subprocess.Popen(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.2)  # the long run is under way in the only worker
+        assert p.poll() is None, p.communicate()
+        (victim,) = [m.parent for m in sweep_dir.glob("*/metrics.csv")]
+        shutil.rmtree(victim)
+        out, err = p.communicate(timeout=300)
+    finally:
+        p.kill()
+    assert p.returncode == 1, out + err
+    report = json.loads(out)
+    assert report["finished"] == {"failed": 1, "done": 1}, out
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "[1/1] done" in again.stdout, again.stdout + again.stderr
