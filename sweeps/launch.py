@@ -20,6 +20,7 @@ Local: long-lived worker processes (``WORKER_COMMAND``, as ``python -m sweeps.la
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue as queue_mod
 import re
@@ -36,8 +37,8 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import (RESULT_STATES, read_json, read_result, recipe_label, run_lock, run_state, slurm_queue_for,
-                          write_json)
+from sweeps.store import (RESULT_STATES, grid_point, point_label, read_json, read_result, recipe_label, run_dirs,
+                          run_lock, run_state, setting_differences, slurm_queue_for, write_json)
 from scaling import usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -186,6 +187,7 @@ def check_sweep_dir(path: str | Path, flag: str = "sweep dir") -> Path:
 def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]]]:
     """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json."""
     configs = spec.runs()
+    check_same_spec(configs, sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_json(sweep_dir / "sweep.json", {
         "name": spec.name, "source": spec.source, "data": spec.data,
@@ -200,6 +202,36 @@ def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]
         else:
             skipped.setdefault(state, []).append(c.run_id)
     return todo, skipped
+
+
+def check_same_spec(configs: list, sweep_dir: Path) -> None:
+    """UserError where the sweep folder holds a started run (its config.json) at one of these runs' grid
+    points under another id: the spec's [train] (or a recipe file) changed since that launch. Launched
+    anyway, every changed point would train again beside the old run, and collect would pool both."""
+    here = {grid_point(c.to_dict()): c for c in configs}
+    ids = {c.run_id for c in configs}
+    old = [(d, cfg) for d in run_dirs(sweep_dir, {}) if d.name not in ids
+           and (cfg := read_json(d / "config.json")) is not None and grid_point(cfg) in here
+           and _changed(d, cfg, here[grid_point(cfg)])]
+    if not old:
+        return
+    d, cfg = old[0]
+    c = here[grid_point(cfg)]
+    more = f" (and {count(len(old) - 1, 'other run')} like it)" if len(old) > 1 else ""
+    differ = setting_differences(cfg, c.resolved().to_dict())
+    raise UserError(f"{sweep_dir} holds run {d.name}{more} at this spec's grid point {point_label(cfg)} under other "
+                    f"settings ({differ}): the spec or a recipe file changed since that run started; launch the "
+                    f"changed spec with a --sweep-dir of its own, or undo the change, or move the old runs out of {sweep_dir}")
+
+
+def _changed(run_dir: Path, started: dict, config) -> bool:
+    """Whether a run folder's config.json (`started`) is another version of `config`: a setting differs,
+    or its recipe file's copy is not the file as it is now (not a copy of the same run's folder)."""
+    if started != json.loads(json.dumps(config.resolved().to_dict())):
+        return True
+    copy, recipe = run_dir / "recipe.toml", Path(config.recipe)
+    file = config.recipe.endswith(".toml") and copy.is_file() and recipe.is_file()
+    return file and copy.read_bytes() != recipe.read_bytes()
 
 
 # sbatch's words for a setting it refused -> the spec's key that made it

@@ -213,6 +213,39 @@ def run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
     return [sweep_dir / i for i in ids + extra]
 
 
+# What a spec's grid sets: a run's place in it. Two runs at one place under different ids were trained
+# under different other settings ([train], a recipe file's content): two versions of the spec.
+GRID_POINT = ("family", "size", "recipe", "tokens", "seed", "lr_mult")
+
+
+def grid_point(config: dict) -> tuple:
+    return tuple(config.get(k) for k in GRID_POINT)
+
+
+def point_label(config: dict) -> str:
+    """A grid point as a user reads it: nanochat 0.5M bf16 tokens=4096 seed=0 (lr_mult where not 1)."""
+    lr = f" lr_mult={config.get('lr_mult'):g}" if config.get("lr_mult", 1.0) != 1.0 else ""
+    return (f"{config.get('family')} {config.get('size')} {recipe_label(str(config.get('recipe', '')))} "
+            f"tokens={config.get('tokens')} seed={config.get('seed')}{lr}")
+
+
+def setting_differences(there: dict, here: dict, names: tuple[str, str] = ("there", "here")) -> str:
+    """The settings two run configs (config.json's) differ in, as `scaling train` names them ("seq_len 32
+    there, 64 here"; `names` for other words than there and here); where their fields are equal, the
+    recipe file's content (edited since the one started), or for a preset the trainer's version."""
+    from scaling.train import RunConfig, _differences
+
+    try:
+        said = _differences(RunConfig.from_dict(there), RunConfig.from_dict(here))
+    except Exception:  # (a config of an older version of the trainer: its fields are no longer known)
+        said = "; ".join(f"{k} {there.get(k)!r} there, {here.get(k)!r} here" for k in sorted(set(there) | set(here))
+                         if there.get(k) != here.get(k))
+    if not said:
+        return ("the recipe file's content" if str(here.get("recipe", "")).endswith(".toml") else
+                "no setting this version reads: an older version of scaling started it and named it differently")
+    return said.replace(" there,", f" {names[0]},").replace(" here", f" {names[1]}") if names != ("there", "here") else said
+
+
 def check_sweep_folder(sweep_dir: Path) -> None:
     """A UserError saying what the path is where it is not a folder (a file, or nothing)."""
     from scaling.errors import UserError
@@ -439,7 +472,7 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
     import polars as pl
 
     sweep_dir = Path(sweep_dir)
-    records, recipe_files = [], {}
+    records, recipe_files, points = [], {}, {}
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
         problem = record_problem(r, d.name) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
@@ -450,9 +483,12 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
                             "and relaunch the sweep to train that run again")
         if r is not None:
             records.append(r)
+            config = read_json(d / "config.json") or {}
+            points.setdefault(grid_point(config), {}).setdefault(json.dumps(config, sort_keys=True), []).append(d)
             if (d / "recipe.toml").is_file():
                 recipe_files.setdefault(r["recipe"], {}).setdefault((d / "recipe.toml").read_bytes(), []).append(d)
     _check_one_recipe_per_name(recipe_files)
+    _check_one_run_per_point(points)
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
     columns = list(RESULT_FIELDS) + extra
     rows = [{c: _flat(r.get(c)) for c in columns} for r in records]
@@ -474,6 +510,21 @@ def _check_one_recipe_per_name(recipe_files: dict[str, dict[bytes, list[Path]]])
             raise UserError(f"the runs of recipe {name!r} were trained under {len(versions)} different versions of its "
                             f"file (their recipe.toml copies differ): {groups}; move the runs of the versions you do "
                             "not want out of the sweep folder, or give each version a name of its own and relaunch")
+
+
+def _check_one_run_per_point(points: dict[tuple, dict[str, list[Path]]]) -> None:
+    """UserError where finished runs share a grid point (their config.json's family, size, recipe, tokens,
+    seed, lr_mult) but not their settings (`points`: grid point -> config.json's text -> run folders):
+    the spec was edited between launches, and fits and reports would take two losses for one point."""
+    from scaling.errors import UserError
+
+    for point, versions in points.items():
+        if len(versions) > 1 and point != grid_point({}):  # (runs without a config.json are not compared)
+            (a, (d0, *_)), (b, (d1, *_)) = list(versions.items())[:2]
+            differ = setting_differences(json.loads(a), json.loads(b), (f"in {d0.name}", f"in {d1.name}"))
+            raise UserError(f"runs {d0.name} and {d1.name} are one grid point ({point_label(json.loads(a))}) trained "
+                            f"under different settings ({differ}): the spec changed between launches; "
+                            "move the runs of the version you do not want out of the sweep folder")
 
 
 # The record's numbers: a text or a list here would turn a column of results.parquet into strings

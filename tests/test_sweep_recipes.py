@@ -165,3 +165,23 @@ def test_a_run_whose_recipe_file_moved_resumes_in_its_folder(tmp_path):
                                         f"{run_dir / 'recipe.toml'} is its copy: pass --recipe"):
         check_run_dir(RunConfig.from_json(run_dir / "config.json"), run_dir)
     check_run_dir(config(run_dir / "recipe.toml"), run_dir)  # the same run: no refusal
+
+
+def test_a_launch_refuses_a_recipe_file_edited_since_its_runs_started(tmp_path):
+    """The recipe file edited between launches: the relaunch trained the new version beside the old
+    runs (collect then refused the pair); it stops before anything runs, naming the file's content."""
+    from sweeps.launch import check_same_spec
+
+    r = tmp_path / "mine.toml"
+    r.write_text('name = "mine"\nbase = "bf16"\n')
+    (c,) = _load(tmp_path, '"0.5M"', f'"{r}"').runs()
+    run_dir = tmp_path / "sweep" / c.run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(c.resolved().to_json())
+    (run_dir / "recipe.toml").write_bytes(r.read_bytes())
+    check_same_spec([c], tmp_path / "sweep")  # the same run: nothing to say
+    r.write_text('name = "mine"\nbase = "bf16"\nhigh_precision_blocks = [0]\n')
+    (c,) = _load(tmp_path, '"0.5M"', f'"{r}"').runs()
+    with pytest.raises(UserError, match=rf"holds run {run_dir.name} at this spec's grid point nanochat 0.5M mine "
+                                        r"tokens=4096 seed=0 under other settings \(the recipe file's content\)"):
+        check_same_spec([c], tmp_path / "sweep")

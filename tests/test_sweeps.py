@@ -755,3 +755,45 @@ def test_a_run_whose_folder_is_deleted_mid_run_fails_and_the_launch_exits_1(tmp_
     assert report["finished"] == {"failed": 1, "done": 1}, out
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "[1/1] done" in again.stdout, again.stdout + again.stderr
+
+
+def _started_run(sweep_dir: Path, config) -> Path:
+    """A run folder as `scaling train` leaves it once started: its resolved config.json."""
+    d = sweep_dir / config.run_id
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(config.resolved().to_json())
+    return d
+
+
+def test_a_launch_refuses_a_spec_changed_since_the_sweeps_runs_started(tmp_path, capsys):
+    """The spec's [train] edited between launches (seq_len 32, then 64): every grid point got a new run
+    id, so the relaunch trained them all again beside the old ones and collect pooled both versions,
+    unsaid. The launch stops before anything runs, naming the run, the setting and the ways out."""
+    spec = write_spec(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    old = load(tmp_path, overrides=("train.seq_len=32",)).runs()[0]
+    _started_run(sweep_dir, old)
+    args = ["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"holds run {old.run_id}" in err and "seq_len 32 there, 64 here" in err and "--sweep-dir" in err, err
+    assert not (sweep_dir / "sweep.json").exists() and len(list(sweep_dir.iterdir())) == 1  # nothing submitted
+    # the same spec as before (--set back to seq_len 32) goes on: the run is its own
+    assert main(["sweep", "plan", str(spec), "--set", "train.seq_len=32", "--json"]) == 0
+
+
+def test_collect_refuses_two_versions_of_one_grid_point(tmp_path):
+    """A sweep folder already holding runs of two versions of its spec (one grid point, two seq_lens):
+    collect names both rather than give fits two losses for one point."""
+    from sweeps.store import collect
+
+    sweep_dir = tmp_path / "sweep"
+    for overrides in ((), ("train.seq_len=32",)):
+        c = load(tmp_path, overrides=("grid.seed=0",) + overrides).runs()[0]
+        d = _started_run(sweep_dir, c)
+        (d / "result.json").write_text(json.dumps({"run_id": c.run_id, "recipe": "bf16", "status": "completed",
+                                                   "val_loss": 5.0}))
+    with pytest.raises(UserError, match=r"runs \w+ and \w+ are one grid point \(nanochat 0.5M bf16 tokens=4096 seed=0"
+                                        r"( lr_mult=1)?\) trained under different settings \(seq_len "):
+        collect(sweep_dir)
