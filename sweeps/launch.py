@@ -221,7 +221,8 @@ def check_same_spec(configs: list, sweep_dir: Path) -> None:
     differ = setting_differences(cfg, c.resolved().to_dict())
     raise UserError(f"{sweep_dir} holds run {d.name}{more} at this spec's grid point {point_label(cfg)} under other "
                     f"settings ({differ}): the spec or a recipe file changed since that run started; launch the "
-                    f"changed spec with a --sweep-dir of its own, or undo the change, or move the old runs out of {sweep_dir}")
+                    "changed spec into a sweep folder of its own (launch --sweep-dir, demo --out), or undo the "
+                    f"change, or move the old runs out of {sweep_dir}")
 
 
 def _changed(run_dir: Path, started: dict, config) -> bool:
