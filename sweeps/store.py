@@ -368,13 +368,14 @@ def _waiting_note(rows: list[RunStatus]) -> str:
 
 
 def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:
-    """(tokens, val_loss) of the last row of a run's metrics.csv; (0, None) when there is none."""
+    """(tokens, val_loss) of the last row of a run's metrics.csv; (0, None) when there is none, or where
+    the file cannot be read as CSV text (damaged: train rewrites it from its checkpoint on a resume)."""
     try:
         with open(metrics_csv, newline="") as f:
             last = None
             for last in csv.DictReader(f):
                 pass
-    except FileNotFoundError:
+    except (FileNotFoundError, UnicodeDecodeError, csv.Error):
         return 0, None
     if not last:
         return 0, None

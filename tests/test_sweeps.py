@@ -797,3 +797,23 @@ def test_collect_refuses_two_versions_of_one_grid_point(tmp_path):
     with pytest.raises(UserError, match=r"runs \w+ and \w+ are one grid point \(nanochat 0.5M bf16 tokens=4096 seed=0"
                                         r"( lr_mult=1)?\) trained under different settings \(seq_len "):
         collect(sweep_dir)
+
+
+@pytest.mark.parametrize("content", [b"tokens,val_loss\n512,6.1\n\xff\xfe garbage", b"\0" * 64])
+def test_status_and_the_run_lock_read_a_damaged_metrics_csv_as_no_progress(tmp_path, content):
+    """A metrics.csv left undecodable (disk damage; NULs after a crash): status stopped with a
+    UnicodeDecodeError traceback, and a relaunched job with it before training (its lock reads the
+    curve's end), though train rewrites the file from its checkpoint. Both read it as no progress."""
+    from sweeps.launch import pending
+    from sweeps.store import run_lock, status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=0",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    run_dir = sweep_dir / spec.runs()[0].run_id
+    write_json(run_dir / "job.json", {"executor": "local", "job_id": None})
+    (run_dir / "metrics.csv").write_bytes(content)
+    (row,) = status(sweep_dir).runs
+    assert row.state == "failed" and row.progress == 0.0 and row.val_loss is None
+    with run_lock(run_dir) as locked:
+        assert locked
