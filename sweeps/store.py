@@ -320,8 +320,8 @@ def status(sweep_dir: Path) -> SweepStatus:
         state = run_state(d, queue, result, job)
         job, result = job or {}, result or {}
         results[d.name] = result
-        cfg = plan.get(d.name) or job.get("config") or read_json(d / "config.json") or {}
-        tokens = int(cfg.get("tokens") or result.get("tokens") or 0)
+        cfg = _config_of(plan.get(d.name), job.get("config"), read_json(d / "config.json"))
+        tokens = _whole(cfg.get("tokens")) or _whole(result.get("tokens")) or 0
         seen, last_loss = _curve_end(d / "metrics.csv")
         progress = 1.0 if state in ("done", "diverged") else (min(1.0, seen / tokens) if tokens else 0.0)
         eta = None
@@ -335,7 +335,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
             recipe=(result["recipe"] if isinstance(result.get("recipe"), str) and result["recipe"]
                     else recipe_label(str(cfg.get("recipe", "")), d / "recipe.toml")), tokens=tokens,
-            seed=int(cfg.get("seed", result.get("seed", 0)) or 0),
+            seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
             job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
             waiting=pending_reason(job, queue) if state == "queued" else None,
@@ -343,6 +343,18 @@ def status(sweep_dir: Path) -> SweepStatus:
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
     eta_s, method = _sweep_eta(rows, results)
     return SweepStatus(str(sweep_dir), counts, rows, eta_s, method + _waiting_note(rows))
+
+
+def _config_of(*records: Any) -> dict:
+    """The first of a run's config records (its plan entry, job.json's, config.json) that is a JSON object:
+    a damaged one (a list, a text) is no config, rather than an AttributeError traceback from status."""
+    return next((r for r in records if isinstance(r, dict) and r), {})
+
+
+def _whole(value: Any) -> int | None:
+    """A record's count (tokens, seed) as an int; None where a damaged record has something else there."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+    return int(value) if ok else None
 
 
 # squeue reasons a pending job never leaves by itself: no node or partition can meet the request
@@ -415,9 +427,13 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     from statistics import fmean
 
     from models import model_size
+    from scaling.errors import UserError
 
     def flops_left(r: RunStatus) -> float:
-        per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
+        try:  # (a damaged record's family or size names no model: its FLOPs are unknown, left out)
+            per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
+        except UserError:
+            return 0.0
         return per_token * r.tokens * (1 - r.progress)
 
     by_recipe: dict[str, list[float]] = {}

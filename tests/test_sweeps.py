@@ -817,3 +817,20 @@ def test_status_and_the_run_lock_read_a_damaged_metrics_csv_as_no_progress(tmp_p
     assert row.state == "failed" and row.progress == 0.0 and row.val_loss is None
     with run_lock(run_dir) as locked:
         assert locked
+
+
+@pytest.mark.parametrize("job", [{"executor": "local", "config": [1]},
+                                 {"executor": "local", "config": {"family": "nanochat", "size": "7Q", "tokens": "x",
+                                                                  "seed": "y"}}])
+def test_status_reads_a_run_folder_with_a_damaged_job_record(tmp_path, job):
+    """A run folder outside the plan whose job.json is JSON but no job record (its config a list, or
+    fields of the wrong kind): status stopped with an AttributeError or ValueError traceback. It lists
+    the run as failed, its numbers unknown."""
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    sweep_dir = tmp_path / "sweep"
+    pending(load(tmp_path, overrides=("grid.seed=0",)), sweep_dir)
+    write_json(sweep_dir / "0000extra" / "job.json", job)
+    st = status(sweep_dir)
+    assert [(r.run_id, r.state, r.tokens, r.seed) for r in st.runs][1:] == [("0000extra", "failed", 0, 0)]
