@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from scaling.files import checkpoint_path, write_atomic, write_json_atomic
+from sweeps.spec import GRID_FIELDS
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
     import polars as pl
@@ -214,8 +215,9 @@ def run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
 
 
 # What a spec's grid sets: a run's place in it. Two runs at one place under different ids were trained
-# under different other settings ([train], a recipe file's content): two versions of the spec.
-GRID_POINT = ("family", "size", "recipe", "tokens", "seed", "lr_mult")
+# under different other settings ([train], a recipe file's content, the spec's one `data`): two versions
+# of the spec.
+GRID_POINT = tuple(k for k in GRID_FIELDS if k != "data")
 
 
 def grid_point(config: dict) -> tuple:
