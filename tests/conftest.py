@@ -29,3 +29,14 @@ def full_disk(tmp_path):
         pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.strip()}")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def pytest_configure(config):
+    """Under `--dist loadgroup` pytest-xdist (3.8) schedules a test marked `xdist_group` by the group it
+    appends to the test's id ("@slurm"); pytest 9.2 keeps ids where xdist cannot append, so the group's
+    tests would run at once on several workers (the SLURM tests then preempt each other's jobs). Stop
+    with the reason rather than fail at random (the test extra pins pytest below 9.2)."""
+    if getattr(config.option, "dist", "no") == "loadgroup" and pytest.version_tuple >= (9, 2):
+        raise pytest.UsageError(f"pytest {pytest.__version__} breaks pytest-xdist's --dist loadgroup (the SLURM "
+                                "tests would run at once and preempt each other's jobs): install the test extra "
+                                "(pip install -e '.[test]', which pins pytest<9.2)")
