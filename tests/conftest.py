@@ -40,3 +40,10 @@ def pytest_configure(config):
         raise pytest.UsageError(f"pytest {pytest.__version__} breaks pytest-xdist's --dist loadgroup (the SLURM "
                                 "tests would run at once and preempt each other's jobs): install the test extra "
                                 "(pip install -e '.[test]', which pins pytest<9.2)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Grouped tests first (the SLURM tests, minutes of jobs in one worker): collected last, their group
+    ran alone at the end of the session while the other workers had finished."""
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
