@@ -518,6 +518,20 @@ def test_a_requeued_array_task_is_not_taken_for_cancelled(monkeypatch):
     assert launch_mod._cancelled()
 
 
+def _launch_until_a_run_evaluates(spec: Path, sweep_dir: Path) -> tuple[list[str], subprocess.Popen]:
+    """`sweep launch --executor local --json` started in the background and waited on until a run has
+    written its first evaluation (the run is under way, or 120 s passed); the command (without --json)
+    and the process."""
+    cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
+           "--sweep-dir", str(sweep_dir)]
+    p = subprocess.Popen(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()
+    return cmd, p
+
+
 def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys):
     """`kill` of a local launch mid-run: the launcher exits 130 once its worker has saved a checkpoint
     and gone (no run left locked, no result.json), with --json printing its report so far; a relaunch
@@ -525,14 +539,8 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 65536").replace("seed = [0, 1]", "seed = 0")
                       .replace("eval_interval = 4", "eval_interval = 16"))
     sweep_dir = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
-           "--sweep-dir", str(sweep_dir)]
-    p = subprocess.Popen(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd, p = _launch_until_a_run_evaluates(spec, sweep_dir)  # (step 16 of 128)
     try:
-        deadline = time.time() + 120
-        while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
-            time.sleep(0.2)  # the first evaluation (step 16 of 128): the run is under way
-        assert p.poll() is None, p.communicate()
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=120)
     finally:
@@ -737,14 +745,8 @@ def test_a_run_whose_folder_is_deleted_mid_run_fails_and_the_launch_exits_1(tmp_
     spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [65536, 4096]").replace("seed = [0, 1]", "seed = 0")
                       .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 8"))
     sweep_dir = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
-           "--sweep-dir", str(sweep_dir)]
-    p = subprocess.Popen(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd, p = _launch_until_a_run_evaluates(spec, sweep_dir)  # (the long run, in the only worker)
     try:
-        deadline = time.time() + 120
-        while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
-            time.sleep(0.2)  # the long run is under way in the only worker
-        assert p.poll() is None, p.communicate()
         (victim,) = [m.parent for m in sweep_dir.glob("*/metrics.csv")]
         shutil.rmtree(victim)
         out, err = p.communicate(timeout=300)
