@@ -4,8 +4,9 @@ measured training speed against BF16 (`scaling bench train` rows of a benchmark 
 On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes around BF16 GEMMs), so
 its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.73x
 for quartet2 (reports/bench/h200.json). A run takes the speed measured for its recipe at the nearest
-model size, preferring its own family; the plan shows which measurement each run used, and a recipe
-the file has not measured (a recipe file of your own) is counted at BF16's speed and said so.
+model size, preferring its own family; the plan shows which measurement each run used. A recipe the
+file has not measured (a recipe file of your own, or a preset not benchmarked) is priced as the slowest
+measured recipe whose quantizer work it does all of (`priced_speed`), and the plan says which.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Speed:
 
     vs_bf16: float | None
     source: str
+    note: str = ""  # for a recipe not measured: which recipe's speed it was priced at, and why
 
 
 def read_bench(path: str | Path, option: str) -> dict:
@@ -104,3 +106,58 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
 def gpu_hours(flops: float, mfu: float, peak_tflops: float, speed: Speed) -> float:
     """Hours of one GPU for `flops` at `mfu` of `peak_tflops` (BF16), slowed by the recipe's speed."""
     return flops / (mfu * (speed.vs_bf16 or 1.0) * peak_tflops * 1e12) / 3600
+
+
+# --- a recipe the benchmark has not measured -------------------------------------------------------
+
+
+def quantizer_work(recipe) -> dict[str, int]:
+    """What a recipe's quantizers do, counted over its six GEMM operands (scaling.recipes.OPERANDS):
+    how many are quantized, the Hadamard work (the sum of the transform sizes: an RHT of size t costs
+    ~t multiply-adds an element), how many round stochastically (SR elements, or MS-EDEN's SR scales),
+    use two-level scales (a block scale and a tensor scale), 4/6 or MS-EDEN; and whether the backward
+    re-quantizes the forward's operands (Quartet II). Each count can only add work."""
+    from scaling.recipes import OPERANDS
+
+    specs = [s for s in (getattr(recipe, o) for o in OPERANDS) if s is not None]
+    return {
+        "operands": len(specs),
+        "rht": sum(s.transform for s in specs),
+        "sr": sum(s.rounding == "sr" or s.eden for s in specs),
+        "two_level": sum(s.block is not None and s.tensor_scale for s in specs),
+        "four_over_six": sum(s.four_over_six for s in specs),
+        "eden": sum(s.eden for s in specs),
+        "backward_from_forward": int(recipe.backward_from_forward),
+    }
+
+
+def does_all_of(work: dict[str, int], other: dict[str, int]) -> bool:
+    """Whether a recipe of quantizer `work` does at least all of `other`'s, count by count."""
+    return all(work[k] >= other[k] for k in other)
+
+
+def priced_speed(recipe: str, family: str, size: str, rows: list[dict], source: str) -> Speed:
+    """The speed a run is priced at: its recipe's own (speed_for); for a recipe the file has not
+    measured (a recipe file of your own, or a preset not benchmarked), the slowest measured recipe
+    whose quantizer work it does all of (quantizer_work, count by count: it can be no faster than
+    that), at the run's size as speed_for picks it; where it does all of no measured quantized
+    recipe's work, the slowest measured quantized recipe (an upper bound)."""
+    own = speed_for(recipe, family, size, rows, source)
+    if own.vs_bf16 is not None:
+        return own
+    from scaling.recipes import PRESETS, get_recipe
+
+    work = quantizer_work(get_recipe(recipe))
+    measured = {}
+    for name in dict.fromkeys(r["recipe"] for r in rows):
+        preset = PRESETS.get(name)  # a row's recipe file is not at hand: only presets' work is known
+        if preset is not None and preset.is_quantized:
+            measured[name] = quantizer_work(preset), speed_for(name, family, size, rows, source)
+    if not measured:
+        return Speed(None, "not measured, nor any quantized recipe: counted at BF16's speed")
+    floor = {n: s for n, (w, s) in measured.items() if does_all_of(work, w)}
+    name, speed = min((floor or {n: s for n, (_, s) in measured.items()}).items(), key=lambda item: item[1].vs_bf16)
+    why = (f"the slowest measured recipe whose quantizer work it does all of ({', '.join(floor)})" if floor else
+           "the slowest measured quantized recipe, since it does all the quantizer work of none")
+    return Speed(speed.vs_bf16, f"as {name}: {speed.source}",
+                 f"not measured in {source}; priced as {name}, {why}")

@@ -274,16 +274,33 @@ def test_plan_counts_each_recipe_at_its_measured_speed(tmp_path, capsys):
     assert [r["vs_bf16"] for r in runs] == [1.0, 1.0] and runs[0]["gpu_hours"] == runs[1]["gpu_hours"]
 
 
-def test_plan_says_which_recipes_the_benchmark_has_not_measured(tmp_path, capsys):
-    """A recipe file of one's own has no benchmark row: its runs are counted at BF16's speed and the
-    plan says so, rather than guessing from another recipe."""
-    recipe = tmp_path / "mine.toml"
-    recipe.write_text('name = "mine"\nbase = "nvfp4"\n')
-    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', f'recipe = "{recipe}"').replace("seed = [0, 1]", "seed = 0"))
-    bench = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": "40M", "ratio_vs_bf16": 0.75}])
+def test_plan_prices_an_unmeasured_recipe_as_the_slowest_measured_one_whose_work_it_does(tmp_path, capsys):
+    """A recipe file of one's own has no benchmark row. It was counted at BF16's speed, understating
+    its cost; now it is priced as the slowest measured recipe whose quantizer work (quantized operands,
+    RHT, SR, two-level scales, 4/6, MS-EDEN) it does all of, and the plan says which and why; a recipe
+    doing all the work of none is priced as the slowest measured quantized recipe."""
+    mine = tmp_path / "mine.toml"
+    mine.write_text('name = "mine"\nbase = "nvfp4"\n[fprop.x]\nfour_over_six = true\n')  # nvfp4's work and more
+    light = tmp_path / "light.toml"
+    light.write_text('name = "light"\n[fprop.x]\nelem = "e2m1"\n[fprop.w]\nelem = "e2m1"\n')  # two operands only
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', f'recipe = ["{mine}", "{light}"]').replace("seed = [0, 1]", "seed = 0"))
+    at = {"family": "nanochat", "size": "40M"}
+    bench = _bench_file(tmp_path, [{"recipe": "mxfp4", "ratio_vs_bf16": 0.9, **at},
+                                   {"recipe": "nvfp4", "ratio_vs_bf16": 0.75, **at},
+                                   {"recipe": "ufp4", "ratio_vs_bf16": 0.7, **at},  # more RHT than mine
+                                   {"recipe": "quartet2", "ratio_vs_bf16": 0.4, **at}])
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench)]) == 0
-    (run,) = json.loads(capsys.readouterr().out)["run_list"]
-    assert run["vs_bf16"] is None and run["speed_from"] == "not measured: counted at BF16's speed"
+    mine_run, light_run = json.loads(capsys.readouterr().out)["run_list"]
+    assert mine_run["vs_bf16"] == 0.75 and mine_run["speed_from"] == "as nvfp4: nanochat 40M, bench.json"
+    assert "slowest measured recipe whose quantizer work it does all of (mxfp4, nvfp4)" in mine_run["speed_note"]
+    assert light_run["vs_bf16"] == 0.4 and light_run["speed_from"] == "as quartet2: nanochat 40M, bench.json"
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench)]) == 0
+    out = capsys.readouterr().out
+    assert "mine: not measured in bench.json; priced as nvfp4" in out
+    assert "light: not measured in bench.json; priced as quartet2, the slowest measured quantized recipe" in out
+    only_bf16 = _bench_file(tmp_path, [{"recipe": "bf16", "ratio_vs_bf16": 1.0, **at}])
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(only_bf16)]) == 0
+    assert json.loads(capsys.readouterr().out)["run_list"][0]["vs_bf16"] is None  # nothing to price it by: said
 
 
 def test_plan_refuses_a_benchmark_file_it_cannot_read(tmp_path, capsys):

@@ -73,17 +73,17 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
     `peak_tflops` for BF16, its recipe slowed by the speed the `bench` file measured (sweeps.cost;
     None: every recipe at BF16's speed)."""
     from models import model_size
-    from sweeps.cost import Speed, gpu_hours, speed_for, training_speeds
+    from sweeps.cost import Speed, gpu_hours, priced_speed, training_speeds
     from sweeps.store import recipe_label
 
     speeds, source = training_speeds(bench) if bench else ([], "")
     rows = []
     for c in spec.runs():
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
-        speed = speed_for(c.recipe, c.family, c.size, speeds, source) if bench else Speed(1.0, "")
+        speed = priced_speed(c.recipe, c.family, c.size, speeds, source) if bench else Speed(1.0, "")
         rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=recipe_label(c.recipe), tokens=c.tokens,
                          seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16,
-                         speed_from=speed.source, gpu_hours=gpu_hours(flops, mfu, peak_tflops, speed)))  # fmt: skip
+                         speed_from=speed.source, speed_note=speed.note, gpu_hours=gpu_hours(flops, mfu, peak_tflops, speed)))  # fmt: skip
     return rows
 
 
@@ -123,6 +123,8 @@ def _plan(args: argparse.Namespace) -> int:
                                            "(--runs: one row per run; --json: every run's fields)")
     if bench:
         print_table(_by_recipe(rows), title="per recipe (speed against BF16 from the benchmark's training rows)")
+        for recipe, note in dict.fromkeys((r["recipe"], r["speed_note"]) for r in rows if r["speed_note"]):
+            print(f"{recipe}: {note}")
     print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
           f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
           + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
