@@ -7,6 +7,10 @@ for quartet2 (reports/bench/h200.json). A run takes the speed measured for its r
 model size, preferring its own family; the plan shows which measurement each run used. A recipe the
 file has not measured (a recipe file of your own, or a preset not benchmarked) is priced as the slowest
 measured recipe whose quantizer work it does all of (`priced_speed`), and the plan says which.
+
+A sweep that trains on CPU (`scaling sweep plan` decides where, as `launch` would) is priced from a
+benchmark's `cpu` rows instead (`scaling bench cpu`): the benchmark CPU's hours at the BF16 FLOP/s its
+bf16 row measured (`cpu_flops_per_s`), each recipe slowed by its CPU speed there.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from pathlib import Path
 from scaling.errors import UserError
 
 DEFAULT_BENCH = Path(__file__).resolve().parents[1] / "reports" / "bench" / "h200.json"
+# A CPU sweep's default: `scaling bench cpu` rows of the 2-thread machine the CPU tests run on
+DEFAULT_CPU_BENCH = DEFAULT_BENCH.with_name("cpu.json")
 
 
 @dataclass(frozen=True)
@@ -88,19 +94,60 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
     are appended as measured); None where the recipe has no row."""
     if recipe == "bf16":
         return Speed(1.0, "bf16")
+    row = nearest_row(recipe, family, size, rows)
+    if row is None:
+        return Speed(None, "not measured: counted at BF16's speed")
+    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}")
+
+
+def nearest_row(recipe: str, family: str, size: str, rows: list[dict]) -> dict | None:
+    """The row of `recipe` nearest to (family, size) in parameters (log scale), its own family first,
+    the later row on a tie; None where the recipe has none."""
     from models.ladder import model_size
 
     measured = [(i, r) for i, r in enumerate(rows) if r["recipe"] == recipe]
     if not measured:
-        return Speed(None, "not measured: counted at BF16's speed")
+        return None
     n = math.log(model_size(family, size).n_params)
 
     def distance(item: tuple[int, dict]) -> tuple:
         i, r = item
         return r["family"] != family, abs(math.log(model_size(r["family"], r["size"]).n_params) - n), -i
 
-    _, row = min(measured, key=distance)
-    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}")
+    return min(measured, key=distance)[1]
+
+
+def cpu_speeds(path: str | Path) -> tuple[list[dict], str, str]:
+    """The `cpu` rows of a benchmark JSON (`scaling bench cpu --out FILE`) as speed rows (ratio_vs_bf16:
+    BF16's CPU time a step over the recipe's), the file's name, and its machine ("Intel Xeon, 2 threads")."""
+    try:
+        bench = read_bench(path, "--bench")
+    except UserError as error:
+        raise UserError(f"{error}, or --device gpu to price the sweep on a GPU") from None
+    rows = [dict(r, ratio_vs_bf16=1 / float(r["cpu_ratio_vs_bf16"])) for r in bench.get("cpu", [])
+            if {"recipe", "family", "size", "tokens_per_s", "cpu_ratio_vs_bf16"} <= set(r)
+            and float(r["cpu_ratio_vs_bf16"]) > 0]
+    if not any(r["recipe"] == "bf16" for r in rows):
+        raise UserError(f"--bench: {path} has no bf16 `cpu` row to price a CPU sweep by; give a file "
+                        "`scaling bench cpu --out FILE` wrote (reports/bench/cpu.json), or --device gpu")
+    machine = bench.get("cpu_machine") if isinstance(bench.get("cpu_machine"), dict) else {}
+    where = ", ".join(str(x) for x in (machine.get("cpu"), machine.get("threads") and f"{machine['threads']} threads") if x)
+    return rows, Path(path).name, where or "the benchmark's CPU"
+
+
+def cpu_flops_per_s(family: str, size: str, rows: list[dict]) -> tuple[float, str]:
+    """BF16 training FLOP/s (6·N·D) on the benchmark's CPU: the nearest bf16 row's tokens/s times its
+    6·N, and that row ("nanochat 1M")."""
+    from models.ladder import model_size
+
+    row = nearest_row("bf16", family, size, rows)
+    return float(row["tokens_per_s"]) * model_size(row["family"], row["size"]).flops_per_token(), \
+        f"{row['family']} {row['size']}"
+
+
+def cpu_hours(flops: float, flops_per_s: float, speed: Speed) -> float:
+    """Hours of the benchmark's CPU (all its threads) for `flops` at BF16's FLOP/s there, slowed by the recipe's speed."""
+    return flops / (flops_per_s * (speed.vs_bf16 or 1.0)) / 3600
 
 
 def gpu_hours(flops: float, mfu: float, peak_tflops: float, speed: Speed) -> float:

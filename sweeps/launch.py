@@ -402,19 +402,21 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
 # Local: a pool of worker processes
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs a local launch with `gpus = "all"` uses: CUDA_VISIBLE_DEVICES where it is set, else
+    every GPU torch sees (none: the runs train on CPU)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g for g in visible.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
 def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
     """One environment per concurrent worker: a GPU each (jobs_per_gpu per GPU), or a share of the cores."""
     s = spec.local
-    if s.gpus == "all":
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if visible is not None:
-            gpus = [g for g in visible.split(",") if g.strip()]
-        else:
-            import torch
-
-            gpus = [str(i) for i in range(torch.cuda.device_count())]
-    else:
-        gpus = [str(g) for g in s.gpus]
+    gpus = visible_gpus() if s.gpus == "all" else [str(g) for g in s.gpus]
     if gpus:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
     threads = str(max(1, usable_cpus() // s.cpu_jobs))

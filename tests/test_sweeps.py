@@ -195,7 +195,7 @@ def test_overrides_isoflop_and_dedup(tmp_path):
 
 def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     spec = write_spec(tmp_path)
-    assert main(["sweep", "plan", str(spec), "--json", "--mfu", "0.5", "--peak-tflops", "100"]) == 0
+    assert main(["sweep", "plan", str(spec), "--json", "--mfu", "0.5", "--peak-tflops", "100", "--device", "gpu"]) == 0
     plan = json.loads(capsys.readouterr().out)
     from models import model_size
 
@@ -203,9 +203,53 @@ def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     assert plan["runs"] == 2 and [r["seed"] for r in plan["run_list"]] == [0, 1]
     assert plan["total_flops"] == 2 * 6 * n * 4096
     assert plan["gpu_hours"] == pytest.approx(plan["total_flops"] / (0.5 * 100e12) / 3600)
-    assert main(["sweep", "plan", str(spec)]) == 0
+    assert main(["sweep", "plan", str(spec), "--device", "gpu"]) == 0
     out = capsys.readouterr().out
     assert "2 runs" in out and "GPU-hours at 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
+    assert "priced on GPU: --device gpu" in out
+
+
+def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys, monkeypatch):
+    """sweeps/demo.toml, launched locally on a machine without a GPU, trains on CPU, but plan priced it
+    in H200 GPU-hours (1.8e-06 of them) without saying so. It now prices the runs where `launch` with
+    the spec's default executor trains them (executor.slurm.gpus; locally this machine's GPUs, if any),
+    says which, and on CPU counts the benchmark CPU's hours from its `cpu` rows: BF16's tokens/s times
+    6·N, each recipe slowed by its CPU speed there."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0"))
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"cpu_machine": {"cpu": "Test CPU", "threads": 2}, "cpu": [
+        {"recipe": "bf16", "family": "nanochat", "size": "1M", "tokens_per_s": 8000, "cpu_ratio_vs_bf16": 1.0},
+        {"recipe": "nvfp4", "family": "nanochat", "size": "1M", "tokens_per_s": 6400, "cpu_ratio_vs_bf16": 1.25}]}))
+    from models import model_size
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # this machine: no GPU
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(cpu)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    bf16, nvfp4 = plan["run_list"]
+    assert plan["device"] == "cpu" and "no GPU" in plan["device_why"] and "gpu_hours" not in plan
+    rate = 8000 * model_size("nanochat", "1M").flops_per_token()  # BF16 FLOP/s of the 1M row
+    assert bf16["cpu_hours"] == pytest.approx(bf16["flops"] / rate / 3600)
+    assert nvfp4["cpu_hours"] == pytest.approx(bf16["cpu_hours"] * 1.25) and nvfp4["vs_bf16"] == 0.8
+    assert plan["cpu_hours"] == pytest.approx(bf16["cpu_hours"] + nvfp4["cpu_hours"])
+    assert main(["sweep", "plan", str(spec), "--bench", str(cpu)]) == 0
+    out = capsys.readouterr().out
+    assert "priced on CPU: a local launch trains on this machine's CPU (it has no GPU)" in out
+    assert "CPU-hours of the benchmark's CPU (Test CPU, 2 threads)" in out and "GPU-hours" not in out
+    # a GPU here: a local launch would use it; a spec whose SLURM jobs ask for no GPU is on CPU anyway
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert main(["sweep", "plan", str(spec), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["device"] == "gpu" and "1 GPU" in plan["device_why"] and "gpu_hours" in plan
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(cpu), "--set", "executor.default=slurm"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"] == "cpu"
+    # the default CPU file is the committed one; a file without cpu rows, or none, cannot price a CPU sweep
+    assert main(["sweep", "plan", str(spec), "--json", "--device", "cpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["bench"].endswith("reports/bench/cpu.json")
+    gpu_only = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": "40M", "ratio_vs_bf16": 0.75}])
+    assert main(["sweep", "plan", str(spec), "--device", "cpu", "--bench", str(gpu_only)]) == 2
+    assert "has no bf16 `cpu` row" in capsys.readouterr().err
+    assert main(["sweep", "plan", str(spec), "--device", "cpu", "--bench", "none"]) == 2
+    assert "needs a benchmark's `cpu` rows" in capsys.readouterr().err
 
 
 def test_plan_of_a_large_grid_groups_its_table_by_family_size_and_recipe(tmp_path, capsys, monkeypatch):
@@ -262,14 +306,14 @@ def test_plan_counts_each_recipe_at_its_measured_speed(tmp_path, capsys):
         {"recipe": "nvfp4", "family": "llama2", "size": "1M", "ratio_vs_bf16": 0.5, **graphed},
         {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.3, "compile_mode": "default"},
     ])
-    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench)]) == 0
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
     bf16, nvfp4 = json.loads(capsys.readouterr().out)["run_list"]
     assert (bf16["vs_bf16"], nvfp4["vs_bf16"]) == (1.0, 0.75) and nvfp4["speed_from"] == "nanochat 40M, bench.json"
     assert nvfp4["gpu_hours"] == pytest.approx(bf16["gpu_hours"] / 0.75)
-    assert main(["sweep", "plan", str(spec), "--bench", str(bench)]) == 0
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
     out = capsys.readouterr().out
     assert "0.75x (nanochat 40M, bench.json)" in out and "each recipe at its speed measured in" in out
-    assert main(["sweep", "plan", str(spec), "--json", "--bench", "none"]) == 0
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", "none", "--device", "gpu"]) == 0
     runs = json.loads(capsys.readouterr().out)["run_list"]
     assert [r["vs_bf16"] for r in runs] == [1.0, 1.0] and runs[0]["gpu_hours"] == runs[1]["gpu_hours"]
 
@@ -289,33 +333,33 @@ def test_plan_prices_an_unmeasured_recipe_as_the_slowest_measured_one_whose_work
                                    {"recipe": "nvfp4", "ratio_vs_bf16": 0.75, **at},
                                    {"recipe": "ufp4", "ratio_vs_bf16": 0.7, **at},  # more RHT than mine
                                    {"recipe": "quartet2", "ratio_vs_bf16": 0.4, **at}])
-    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench)]) == 0
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
     mine_run, light_run = json.loads(capsys.readouterr().out)["run_list"]
     assert mine_run["vs_bf16"] == 0.75 and mine_run["speed_from"] == "as nvfp4: nanochat 40M, bench.json"
     assert "slowest measured recipe whose quantizer work it does all of (mxfp4, nvfp4)" in mine_run["speed_note"]
     assert light_run["vs_bf16"] == 0.4 and light_run["speed_from"] == "as quartet2: nanochat 40M, bench.json"
-    assert main(["sweep", "plan", str(spec), "--bench", str(bench)]) == 0
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
     out = capsys.readouterr().out
     assert "mine: not measured in bench.json; priced as nvfp4" in out
     assert "light: not measured in bench.json; priced as quartet2, the slowest measured quantized recipe" in out
     only_bf16 = _bench_file(tmp_path, [{"recipe": "bf16", "ratio_vs_bf16": 1.0, **at}])
-    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(only_bf16)]) == 0
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(only_bf16), "--device", "gpu"]) == 0
     assert json.loads(capsys.readouterr().out)["run_list"][0]["vs_bf16"] is None  # nothing to price it by: said
 
 
 def test_plan_refuses_a_benchmark_file_it_cannot_read(tmp_path, capsys):
     spec = write_spec(tmp_path)
-    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "missing.json")]) == 2
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "missing.json"), "--device", "gpu"]) == 2
     err = capsys.readouterr().err
     assert "missing.json does not exist" in err and "--bench none" in err
     (tmp_path / "bad.json").write_text("{not json")
-    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "bad.json")]) == 2
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "bad.json"), "--device", "gpu"]) == 2
     assert "cannot read" in capsys.readouterr().err
     (tmp_path / "list.json").write_text("[]")
-    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "list.json")]) == 2
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "list.json"), "--device", "gpu"]) == 2
     assert "is not a benchmark JSON" in capsys.readouterr().err
     (tmp_path / "rows.json").write_text('{"train": 5}')  # valid JSON, a section not a list of rows
-    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "rows.json")]) == 2
+    assert main(["sweep", "plan", str(spec), "--bench", str(tmp_path / "rows.json"), "--device", "gpu"]) == 2
     assert "its train must be a list of rows" in capsys.readouterr().err
 
 

@@ -23,14 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--data", help="corpus or prepared data dir (or builtin); same as --set data=...")
         p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("plan", help="print the runs, total FLOPs and estimated GPU-hours")
+    p = sub.add_parser("plan", help="print the runs, total FLOPs and estimated GPU-hours (or CPU-hours)")
     spec_args(p)
     p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="assumed model FLOPs utilisation")
     p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
                    help=f"assumed GPU peak, TFLOP/s (default {DEFAULT_PEAK_TFLOPS:g}: H100 dense BF16)")
     p.add_argument("--bench", default="default", metavar="FILE",
-                   help="benchmark JSON whose `train` rows give each recipe's speed against BF16 (default: "
-                        "reports/bench/h200.json; none: every recipe at BF16's speed)")
+                   help="benchmark JSON whose `train` rows (on CPU: `cpu` rows) give each recipe's speed against "
+                        "BF16 (default: reports/bench/h200.json, on CPU reports/bench/cpu.json; none: every recipe "
+                        "at BF16's speed, on a GPU only)")
+    p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
+                   help="price the runs on a GPU or this CPU (default auto: where `launch` with the spec's default "
+                        "executor trains them: executor.slurm.gpus, or a local launch on this machine's GPUs if any)")
     p.add_argument("--runs", action="store_true",
                    help=f"one row per run however many (beyond {PLAN_TABLE_RUNS} runs the table has one row per "
                         "family, size and recipe)")
@@ -68,34 +72,70 @@ def _toml_str(text: str) -> str:
 
 
 def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_TFLOPS,
-              bench: str | None = None) -> list[dict]:
-    """One row per run: its grid values, 6·N·D FLOPs, and the GPU-hours they take at `mfu` of
-    `peak_tflops` for BF16, its recipe slowed by the speed the `bench` file measured (sweeps.cost;
-    None: every recipe at BF16's speed)."""
+              bench: str | None = None, device: str = "gpu") -> list[dict]:
+    """One row per run: its grid values, 6·N·D FLOPs, and the hours they take (`hours`, and under
+    `gpu_hours` or `cpu_hours` by `device`). On "gpu": at `mfu` of `peak_tflops` for BF16, its recipe
+    slowed by the speed the `bench` file's `train` rows measured (sweeps.cost; None: every recipe at
+    BF16's speed). On "cpu": the benchmark CPU's hours (all its threads), at the BF16 FLOP/s of the
+    `bench` file's `cpu` rows, its recipe slowed by its CPU speed there."""
     from models import model_size
-    from sweeps.cost import Speed, gpu_hours, priced_speed, training_speeds
+    from sweeps.cost import (DEFAULT_CPU_BENCH, Speed, cpu_flops_per_s, cpu_hours, cpu_speeds, gpu_hours, priced_speed,
+                             training_speeds)
     from sweeps.store import recipe_label
 
-    speeds, source = training_speeds(bench) if bench else ([], "")
+    if device == "cpu":
+        speeds, source, _ = cpu_speeds(bench or DEFAULT_CPU_BENCH)
+    else:
+        speeds, source = training_speeds(bench) if bench else ([], "")
     rows = []
     for c in spec.runs():
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
-        speed = priced_speed(c.recipe, c.family, c.size, speeds, source) if bench else Speed(1.0, "")
+        speed = priced_speed(c.recipe, c.family, c.size, speeds, source) if bench or device == "cpu" else Speed(1.0, "")
+        if device == "cpu":
+            rate, _ = cpu_flops_per_s(c.family, c.size, speeds)
+            hours = cpu_hours(flops, rate, speed)
+        else:
+            hours = gpu_hours(flops, mfu, peak_tflops, speed)
         rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=recipe_label(c.recipe), tokens=c.tokens,
-                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16,
-                         speed_from=speed.source, speed_note=speed.note, gpu_hours=gpu_hours(flops, mfu, peak_tflops, speed)))  # fmt: skip
+                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16, speed_from=speed.source,
+                         speed_note=speed.note, hours=hours, **{f"{device}_hours": hours}))  # fmt: skip
     return rows
 
 
-def _bench_file(value: str) -> str | None:
-    """--bench: a path, "none", or "default" (the committed H200 file where this checkout has it)."""
-    from sweeps.cost import DEFAULT_BENCH
+def _bench_file(value: str, device: str = "gpu") -> str | None:
+    """--bench: a path, "none", or "default" (the committed H200 file where this checkout has it; on
+    CPU, the committed cpu.json)."""
+    from sweeps.cost import DEFAULT_BENCH, DEFAULT_CPU_BENCH
 
     if value == "none":
+        if device == "cpu":
+            raise UserError("--bench none: a sweep priced on CPU needs a benchmark's `cpu` rows (its BF16 tokens/s); "
+                            "give one (`scaling bench cpu --out FILE`), or --device gpu")
         return None
     if value == "default":
+        if device == "cpu":  # no speed to count at without it: said, not assumed
+            return str(DEFAULT_CPU_BENCH)
         return str(DEFAULT_BENCH) if DEFAULT_BENCH.exists() else None
     return value
+
+
+def plan_device(spec, choice: str = "auto") -> tuple[str, str]:
+    """Where plan prices the runs ("gpu" or "cpu"), and why: --device, else where `launch` with the
+    spec's default executor would train them: on SLURM, on a GPU if executor.slurm.gpus asks for one;
+    locally, on the GPUs executor.local.gpus lists, or (\"all\") on this machine's, if it has any."""
+    if choice != "auto":
+        return choice, f"--device {choice}"
+    if spec.default_executor == "slurm":
+        gpus = spec.slurm.gpus
+        return ("gpu", f"its SLURM jobs ask for {gpus} GPU{'s' if gpus > 1 else ''} (executor.slurm.gpus)") if gpus \
+            else ("cpu", "its SLURM jobs ask for no GPU (executor.slurm.gpus = 0)")
+    if spec.local.gpus != "all":
+        return "gpu", "executor.local.gpus lists the GPUs its local launch uses"
+    from sweeps.launch import visible_gpus
+
+    gpus = visible_gpus()
+    return ("gpu", f"a local launch here uses this machine's {len(gpus)} GPU{'s' if len(gpus) > 1 else ''}") if gpus \
+        else ("cpu", "a local launch trains on this machine's CPU (it has no GPU)")
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -106,28 +146,44 @@ def _plan(args: argparse.Namespace) -> int:
     if not args.peak_tflops > 0:
         raise UserError(f"--peak-tflops {args.peak_tflops:g}: give the GPU's peak BF16 TFLOP/s, e.g. 989")
     spec = _load(args)
-    bench = _bench_file(args.bench)
-    rows = plan_rows(spec, args.mfu, args.peak_tflops, bench)
+    device, device_why = plan_device(spec, args.device)
+    bench = _bench_file(args.bench, device)
+    rows = plan_rows(spec, args.mfu, args.peak_tflops, bench, device)
     total = sum(r["flops"] for r in rows)
-    hours = sum(r["gpu_hours"] for r in rows)
-    summary = dict(name=spec.name, runs=len(rows), total_flops=total, gpu_hours=hours, mfu=args.mfu,
-                   peak_tflops=args.peak_tflops, bench=bench, flops_rule="6*N*D (N non-embedding)")  # fmt: skip
+    hours = sum(r["hours"] for r in rows)
+    summary = dict(name=spec.name, runs=len(rows), total_flops=total, device=device, device_why=device_why,
+                   hours=hours, **{f"{device}_hours": hours}, bench=bench, flops_rule="6*N*D (N non-embedding)")
+    if device == "gpu":
+        summary.update(mfu=args.mfu, peak_tflops=args.peak_tflops)
+    else:
+        from sweeps.cost import cpu_speeds
+
+        summary["cpu"] = cpu_speeds(bench)[2]
+    unit = f"{device}_hours"
     if args.json:
         print_json({**summary, "run_list": rows})
         return 0
     if args.runs or len(rows) <= PLAN_TABLE_RUNS:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
-                           "gpu_hours"], title=f"sweep {spec.name}")
+                           unit], title=f"sweep {spec.name}")
     else:  # thousands of rows take a terminal minutes to draw and nobody reads them
-        print_table(_by_model(rows), title=f"sweep {spec.name}: {len(rows)} runs by family, size and recipe "
-                                           "(--runs: one row per run; --json: every run's fields)")
+        print_table(_by_model(rows, unit), title=f"sweep {spec.name}: {len(rows)} runs by family, size and recipe "
+                                                 "(--runs: one row per run; --json: every run's fields)")
     if bench:
-        print_table(_by_recipe(rows), title="per recipe (speed against BF16 from the benchmark's training rows)")
+        print_table(_by_recipe(rows, unit), title="per recipe (speed against BF16 from the benchmark's "
+                                                  + ("training rows)" if device == "gpu" else "cpu rows)"))
         for recipe, note in dict.fromkeys((r["recipe"], r["speed_note"]) for r in rows if r["speed_note"]):
             print(f"{recipe}: {note}")
-    print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
-          f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
-          + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
+    print(f"priced on {device.upper()}: {device_why}"
+          + ("; --device cpu prices it on CPU" if device == "gpu" else "; --device gpu prices it on a GPU"))
+    if device == "gpu":
+        print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
+              f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
+              + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
+    else:
+        print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
+              f"({summary['cpu']}) at the BF16 FLOP/s its cpu rows measured, each recipe at its CPU speed measured in "
+              f"{bench} (training steps only: evaluations and start-up come on top)")
     for problem in unfittable(rows).values():
         print(f"warning: when every run completes, `scaling fit` will leave it out: {problem}")
     return 0
@@ -147,32 +203,32 @@ def unfittable(rows: list[dict]) -> dict[str, str]:
     return shortfalls(points)
 
 
-def _by_model(rows: list[dict]) -> list[dict]:
-    """The runs grouped by family, size and recipe: how many, their token budgets, FLOPs and GPU-hours."""
+def _by_model(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
+    """The runs grouped by family, size and recipe: how many, their token budgets, FLOPs and hours."""
     out: dict[tuple, dict] = {}
     for r in rows:
         key = (r["family"], r["size"], r["recipe"])
         entry = out.setdefault(key, dict(family=key[0], size=key[1], recipe=key[2], runs=0, tokens=set(), flops=0.0,
-                                         gpu_hours=0.0))  # fmt: skip
+                                         **{unit: 0.0}))  # fmt: skip
         entry["runs"] += 1
         entry["tokens"].add(r["tokens"])
         entry["flops"] += r["flops"]
-        entry["gpu_hours"] += r["gpu_hours"]
+        entry[unit] += r["hours"]
     for entry in out.values():
         low, high = min(entry["tokens"]), max(entry["tokens"])
         entry["tokens"] = f"{low:,}" if low == high else f"{low:,}–{high:,} ({len(entry['tokens'])} budgets)"
     return list(out.values())
 
 
-def _by_recipe(rows: list[dict]) -> list[dict]:
-    """GPU-hours per recipe, with the speeds its runs were counted at and where they come from."""
+def _by_recipe(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
+    """Hours per recipe, with the speeds its runs were counted at and where they come from."""
     out: dict[str, dict] = {}
     for r in rows:
-        entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, gpu_hours=0.0, speeds={}))
+        entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, hours=0.0, speeds={}))
         entry["runs"] += 1
-        entry["gpu_hours"] += r["gpu_hours"]
+        entry["hours"] += r["hours"]
         entry["speeds"][r["speed_from"]] = r["vs_bf16"]
-    return [dict(recipe=e["recipe"], runs=e["runs"], gpu_hours=e["gpu_hours"],
+    return [dict(recipe=e["recipe"], runs=e["runs"], **{unit: e["hours"]},
                  vs_bf16="; ".join(f"{'?' if v is None else f'{v:.3g}x'} ({src})" for src, v in e["speeds"].items()))
             for e in out.values()]
 
