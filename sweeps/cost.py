@@ -194,7 +194,10 @@ def priced_speed(recipe: str, family: str, size: str, rows: list[dict], source: 
         return own
     from scaling.recipes import PRESETS, get_recipe
 
-    work = quantizer_work(get_recipe(recipe))
+    chosen = get_recipe(recipe)
+    if not chosen.is_quantized:  # every operand BF16 (a file that only keeps blocks in BF16, say)
+        return Speed(1.0, "as bf16: it quantizes no operand")
+    work = quantizer_work(chosen)
     measured = {}
     for name in dict.fromkeys(r["recipe"] for r in rows):
         preset = PRESETS.get(name)  # a row's recipe file is not at hand: only presets' work is known

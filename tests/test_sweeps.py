@@ -342,6 +342,11 @@ def test_plan_prices_an_unmeasured_recipe_as_the_slowest_measured_one_whose_work
     out = capsys.readouterr().out
     assert "mine: not measured in bench.json; priced as nvfp4" in out
     assert "light: not measured in bench.json; priced as quartet2, the slowest measured quantized recipe" in out
+    from sweeps.cost import priced_speed
+
+    plain = tmp_path / "plain.toml"
+    plain.write_text('name = "plain"\n')  # quantizes nothing: BF16's speed, not the slowest FP4 recipe's
+    assert priced_speed(str(plain), "nanochat", "0.5M", json.loads(bench.read_text())["train"], "bench.json").vs_bf16 == 1.0
     only_bf16 = _bench_file(tmp_path, [{"recipe": "bf16", "ratio_vs_bf16": 1.0, **at}])
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(only_bf16), "--device", "gpu"]) == 0
     assert json.loads(capsys.readouterr().out)["run_list"][0]["vs_bf16"] is None  # nothing to price it by: said
