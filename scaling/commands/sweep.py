@@ -174,8 +174,9 @@ def _plan(args: argparse.Namespace) -> int:
                                                   + ("training rows)" if device == "gpu" else "cpu rows)"))
         for recipe, note in dict.fromkeys((r["recipe"], r["speed_note"]) for r in rows if r["speed_note"]):
             print(f"{recipe}: {note}")
-    print(f"priced on {device.upper()}: {device_why}"
-          + ("; --device cpu prices it on CPU" if device == "gpu" else "; --device gpu prices it on a GPU"))
+    other = "" if args.device != "auto" else "; --device cpu prices it on CPU" if device == "gpu" else \
+        "; --device gpu prices it on a GPU"
+    print(f"priced on {device.upper()}: {device_why}{other}")
     if device == "gpu":
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
               f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
