@@ -163,20 +163,9 @@ def _test_words(pen: dict) -> str:
     return f"p = {p:.2g}"
 
 
-def _left_out(fitted: dict) -> str:
-    from fits.penalty import left_out  # (fits is imported where used: `import reports` stays light)
-
-    return left_out(fitted)
-
-
-def no_penalty_reason(fitted: dict, baseline: str) -> str:
-    """Why no recipe has a penalty against the baseline, as `scaling fit` says it."""
-    from fits.penalty import no_penalty_reason
-
-    return no_penalty_reason(fitted, baseline)
-
-
 def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
+    from fits.penalty import left_out, no_penalty_reason  # (fits imported where used: `import reports` stays light)
+
     s = Section("Verdict")
     penalty, skipped = fitted.get("penalty", {}), fitted.get("skipped", {})
     if not penalty:
@@ -195,7 +184,7 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     ))
     s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"]) for r in sorted(penalty))))
     if skipped:
-        s.add(Paragraph(f"Not judged: {_left_out(fitted)} (their runs are still in the tables below)."))
+        s.add(Paragraph(f"Not judged: {left_out(fitted)} (their runs are still in the tables below)."))
     rule = next(iter(penalty.values())).get("rule")
     if rule:
         s.add(Paragraph(f"The rule (docs/fits.md): {rule}."))
@@ -238,6 +227,8 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
     s = Section("Penalty vs compute")
     bands = fitted.get("bands", {})
     if not bands:
+        from fits.penalty import no_penalty_reason
+
         return s.omit("Not computed. " + no_penalty_reason(fitted, baseline))
     path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
     s.add(Figure(path, f"Left: the compute multiplier, {baseline}'s compute that reaches the recipe's loss divided by the "
@@ -324,6 +315,8 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
         rows.append((name, p["effN_const"], _ci(ci, "effN_const"), p["effD_const"], _ci(ci, "effD_const"),
                      p["effN_const"] * p["effD_const"], p["kappaN"], _ci(ci, "kappaN"), p["kappaD"], _ci(ci, "kappaD")))
     if not rows:
+        from fits.penalty import no_penalty_reason
+
         return s.omit("Not computed. " + no_penalty_reason(fitted, baseline))
     base = ("the Chinchilla law fitted on {b} (Quartet's form with γ = 1; `--law quartet` fits γ too)"
             if fitted["law"] == "chinchilla" else "the Quartet law fitted on {b}")
