@@ -20,7 +20,8 @@
     [executor.slurm]                # partition, account, time, gpus, cpus, mem, array_parallelism, ...
     [executor.local]                # gpus ("all" or a list), jobs_per_gpu, cpu_jobs
 
-Any key can be overridden with ``--set key.path=value`` (the value is read as TOML, else a string).
+Any key can be overridden with ``--set key.path=value`` (the value is read as TOML, else a string);
+an inline table (``--set train={seq_len=128}``) is merged key by key into the spec's table.
 Every mistake raises ``UserError`` naming the key path and what is allowed.
 """
 
@@ -191,7 +192,29 @@ def apply_override(raw: dict, item: str) -> None:
         table = table.setdefault(part, {})
         if not isinstance(table, dict):
             raise UserError(f"--set {key}: {'.'.join(parts[: i + 1])} is not a table")
+    if isinstance(value, dict):
+        # A table merges key by key into the spec's table there (as --set key.sub=value for each
+        # key); replacing the whole table would silently drop the spec's other keys.
+        if not value:
+            raise UserError(f"--set {item.strip()}: an empty table changes nothing (a table given to --set "
+                            f"is merged key by key into the spec's); change one key with --set "
+                            f"{key}.KEY=VALUE, or edit the spec to remove [{key}]")
+        _merge(table, parts[-1], value, key)
+        return
     table[parts[-1]] = value
+
+
+def _merge(table: dict, name: str, value: dict, key: str) -> None:
+    """Merge the inline table ``value`` into ``table[name]``, nested tables key by key."""
+    there = table.setdefault(name, {})
+    if not isinstance(there, dict):
+        raise UserError(f"--set {key}: the spec's {key} is {there!r}, not a table, so a table cannot be "
+                        f"merged into it; give a value of its kind")
+    for sub, v in value.items():
+        if isinstance(v, dict) and v:
+            _merge(there, sub, v, f"{key}.{sub}")
+        else:
+            there[sub] = v
 
 
 def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> SweepSpec:

@@ -173,6 +173,21 @@ def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):
     assert "not valid TOML" in capsys.readouterr().err
 
 
+def test_a_table_given_to_set_merges_into_the_specs_table(tmp_path, capsys):
+    # --set train={seq_len=128} replaced the whole [train] table: batch_size, eval_tokens and the rest
+    # were silently dropped (and --set train={} emptied it); a table merges key by key
+    spec = load(tmp_path, overrides=("train={seq_len=128}", "executor={local={cpu_jobs=1}}"))
+    assert spec.train == {"seq_len": 128, "batch_size": 8, "eval_tokens": 1024, "eval_interval": 4}
+    assert spec.local.cpu_jobs == 1 and spec.slurm.time == "10:00"
+    path = write_spec(tmp_path)
+    for item, said in (("train={}", "--set train={}: an empty table changes nothing"),
+                       ("grid={}", "--set grid={}: an empty table changes nothing"),
+                       ("grid.seed={a=1}", "--set grid.seed: the spec's grid.seed is [0, 1], not a table")):
+        assert main(["sweep", "plan", str(path), "--set", item]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {said}") and "Traceback" not in err and err.count("\n") == 1
+
+
 def test_overrides_isoflop_and_dedup(tmp_path):
     from models import model_size
 
