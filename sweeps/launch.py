@@ -538,7 +538,9 @@ class _LocalPool:
             if self.progress:
                 loss = result.get("val_loss")
                 log = f"see {run_dir / 'train.log'}" if (run_dir / "train.log").exists() else ""
+                at = result.get("diverged_at_step") if state == "diverged" else None
                 what = (f"val_loss {loss:.4f}" if isinstance(loss, float) else
+                        f"at step {at} of {result.get('steps', '?')}" if at is not None else
                         "; ".join(x for x in (note, log) if x))
                 # the recipe as results name it (a file's `name`, not its path); seed and lr_mult where they
                 # tell an LR sweep's or a seed sweep's lines apart

@@ -297,6 +297,7 @@ class RunStatus:
     job_id: str | None
     resumable: bool = False  # failed with a checkpoint (killed, cancelled, crashed): a relaunch resumes it
     waiting: str | None = None  # a queued SLURM job's pending reason (squeue's %r)
+    diverged_at_step: int | None = None  # a diverged run's step whose loss tripped the rule (result.json's)
 
 
 @dataclass
@@ -341,6 +342,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
             job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
             waiting=pending_reason(job, queue) if state == "queued" else None,
+            diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
     eta_s, method = _sweep_eta(rows, results)

@@ -188,6 +188,22 @@ def test_a_table_given_to_set_merges_into_the_specs_table(tmp_path, capsys):
         assert err.startswith(f"error: {said}") and "Traceback" not in err and err.count("\n") == 1
 
 
+def test_a_diverged_run_is_named_with_its_step_by_launch_and_status(tmp_path, capsys):
+    """The launch's line for a diverged run, and `sweep status` (with and without --runs), say at which
+    step it diverged (result.json's diverged_at_step); they said only `diverged`."""
+    spec = write_spec(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir),
+                 "--set", "grid.seed=0", "--set", "train.fault_nan_at_step=3"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert re.search(r"diverged .* at step 4 of 8", out), out
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "diverged at step 4" in out and "(nanochat 0.5M bf16) at step 4" in out
+    assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["diverged_at_step"] == 4
+
+
 def test_overrides_isoflop_and_dedup(tmp_path):
     from models import model_size
 

@@ -263,6 +263,14 @@ def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["status"] == "diverged"
 
 
+def test_the_line_of_a_diverged_run_names_its_step(tmp_path, capsys):
+    """`scaling train`'s closing table said only `diverged`; result.json's diverged_at_step is named."""
+    path = tmp_path / "config.json"
+    path.write_text(_config(fault_nan_at_step=7, tokens=10 * 4 * 64).to_json())
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert "diverged at step 8 of 10" in capsys.readouterr().out
+
+
 def test_out_of_memory_says_which_micro_batch_to_take(tmp_path, capsys, monkeypatch):
     """A forward pass too large for the device ends with one message naming a micro-batch half the
     size, exit 2, no result.json and the checkpoints kept (a GPU's OOM, raised from step 7 here)."""

@@ -300,7 +300,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     if args.runs:
         rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s) if r.state == "running" else "",
-                     state=f"{r.state} (resumable)" if r.resumable else f"queued ({r.waiting})" if r.waiting else r.state)
+                     state=f"{r.state} (resumable)" if r.resumable else f"queued ({r.waiting})" if r.waiting else
+                     f"diverged at step {r.diverged_at_step}" if r.diverged_at_step is not None else r.state)
                 for r in st.runs]
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
@@ -308,6 +309,12 @@ def _status(args: argparse.Namespace) -> int:
     row = {s: st.counts[s] for s in STATES} | {"total": total, "eta": _duration(st.eta_s)}
     print_table([row], list(row), title=f"sweep {st.sweep_dir}")
     print(f"ETA: {_duration(st.eta_s)} ({st.eta_method})")
+    diverged = [r for r in st.runs if r.state == "diverged"]
+    if diverged:  # where each stopped (result.json's diverged_at_step), not only how many did
+        shown = ", ".join(f"{r.run_id} ({r.family} {r.size} {r.recipe}) at step "
+                          f"{'?' if r.diverged_at_step is None else r.diverged_at_step}" for r in diverged[:10])
+        more = f", and {len(diverged) - 10} more (--runs lists them)" if len(diverged) > 10 else ""
+        print(f"diverged: {shown}{more}")
     resumable = sum(r.resumable for r in st.runs)
     if resumable:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "

@@ -115,7 +115,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         keys = ("run_id", "family", "size", "recipe", "tokens", "status", "val_loss", "val_bpb", "tokens_per_s",
                 "mfu", "wall_s")
-        print_table([{k: result[k] for k in keys}], title=f"run {run_dir}")
+        row = {k: result[k] for k in keys}
+        if result.get("status") == "diverged" and result.get("diverged_at_step") is not None:
+            row["status"] = f"diverged at step {result['diverged_at_step']} of {result.get('steps', '?')}"
+        print_table([row], title=f"run {run_dir}")
     return 0
 
 
