@@ -256,6 +256,27 @@ def test_train_refuses_a_fraction_of_a_token(capsys):
     assert e.value.code == 2 and "'1.5' is not a whole number of tokens" in capsys.readouterr().err
 
 
+def test_train_refuses_an_out_folder_that_holds_other_things_than_a_run(tmp_path, capsys):
+    """--out runs/demo (a sweep's folder) or --out . trained the run right there, its config.json,
+    checkpoints/ and lightning/ among the folder's own files (a sweep's top beside its sweep.json)."""
+    sweep = tmp_path / "demo"
+    (sweep / "3fa0c1e2d4b5").mkdir(parents=True)
+    (sweep / "sweep.json").write_text("{}")
+    argv = ["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "2k", "--seq-len", "64",
+            "--batch-size", "4", "--no-progress", "--out", str(sweep)]
+    _refused(argv, capsys, f"--out {sweep} holds no run but other files (3fa0c1e2d4b5/, sweep.json)",
+             "pass a new or empty folder")
+    assert sorted(p.name for p in sweep.iterdir()) == ["3fa0c1e2d4b5", "sweep.json"]  # (no lock left either)
+    # a launcher's run folder before its run starts (job.json, train.log, a lock) is a run's own
+    from scaling.commands.train import check_not_foreign
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("job.json", "train.log", "lock", "result.failed-1.json", ".config.json.tmp"):
+        (run / name).write_text("")
+    check_not_foreign(run)
+
+
 def test_token_counts_with_a_suffix_are_exact():
     from scaling.commands.train import _count
 

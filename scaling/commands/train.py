@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     run_dir = check_output(Path(args.out) if args.out else Path("runs") / "adhoc" / config.run_id, folder=True)
+    check_not_foreign(run_dir)
     try:
         result = _train_locked(config, run_dir, not args.no_progress)
     except Preempted as e:
@@ -146,6 +148,30 @@ def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
                     for folder in made_here[: made_here.index(made) + 1]:  # and the parents made (runs/adhoc)
                         folder.rmdir()
             raise
+
+
+# What a run (train, or a sweep's launcher) writes in its folder; dotfiles (atomic writes' temp files) aside
+RUN_FILES = {"config.json", "recipe.toml", "data.json", "metrics.csv", "result.json", "checkpoints", "lightning",
+             "lock", "job.json", "train.log"}
+_SET_ASIDE = re.compile(r"result\.(failed|damaged)-\d+\.json")
+
+
+def check_not_foreign(run_dir: Path) -> None:
+    """Refuse an --out folder that holds no run (no config.json) but other things: a sweep's folder
+    (runs/demo), the working directory (--out .), a folder of one's own. The run's files would be
+    written among them (its config.json at a sweep's top, beside its sweep.json), or a checkpoint
+    of another program's resumed."""
+    from scaling.errors import UserError
+
+    if not run_dir.is_dir() or (run_dir / "config.json").exists():
+        return  # (a folder with a run's config.json is train's to check: the same run, or refused)
+    foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()
+                     if not p.name.startswith(".") and p.name not in RUN_FILES and not _SET_ASIDE.fullmatch(p.name))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise UserError(f"--out {run_dir} holds no run but other files ({shown}); a run writes its config.json, "
+                        f"metrics.csv, checkpoints/ and more into its own folder: pass a new or empty folder, "
+                        f"such as {run_dir / 'run'}")
 
 
 def _first_missing(path: Path) -> Path | None:
