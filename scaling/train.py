@@ -265,7 +265,10 @@ def resolve_data_dir(config: RunConfig) -> Path:
     if config.data == "builtin":
         return data.builtin_data_dir(config.vocab_size)
     path = Path(config.data).expanduser()
-    data.read_meta(path)  # UserError when missing or unprepared
+    if not path.exists():  # (a typo of builtin, a path on another machine): not "prepare it there"
+        raise UserError(f"data {config.data} does not exist; give builtin (the built-in corpus) or a folder "
+                        f"that `scaling data prepare SOURCES --out DIR` made")
+    data.read_meta(path)  # UserError when unprepared or damaged
     return path
 
 

@@ -349,7 +349,8 @@ def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     (["--recipe", "fp3"], "unknown recipe"),
     (["--size", "3M"], "unknown model size"),
     (["--family", "gpt"], "unknown model family"),
-    (["--data", "/nonexistent/data"], "not a prepared data dir"),
+    (["--data", "/nonexistent/data"], "data /nonexistent/data does not exist; give builtin"),  # was: "prepare it"
+    (["--data", "biultin"], "data biultin does not exist; give builtin (the built-in corpus)"),
     (["--schedule", "linear"], "unknown schedule"),
     (["--compile", "fast"], "compile must be true, false or one of"),
     (["--precision", "foo"], "precision must be one of"),
