@@ -250,6 +250,9 @@ class RunConfig:
     def from_json(cls, path: str | Path) -> "RunConfig":
         try:
             return cls.from_dict(json.loads(Path(path).read_text()))
+        except UnicodeDecodeError as e:  # (a binary file, a checkpoint passed by mistake)
+            raise UserError(f"cannot read run config {path} (not UTF-8 text: byte {e.object[e.start]:#04x} at offset "
+                            f"{e.start}); give the config.json a run wrote") from None
         except (OSError, json.JSONDecodeError, UserError) as e:
             raise UserError(f"cannot read run config {path} ({e}); give the config.json a run wrote (a run "
                             "directory's own is its resolved config: restore it, or train into another --out)") from None

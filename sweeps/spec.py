@@ -171,6 +171,11 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:  # (a binary file, a UTF-16 export)
+        raise UserError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                        "save the sweep spec as UTF-8 TOML") from None
+    except OSError as e:
+        raise UserError(f"cannot read sweep spec {path} ({e.strerror or e})") from None
     for item in overrides:
         apply_override(raw, item)
     return parse_spec(raw, source=str(path), default_name=path.stem)

@@ -277,6 +277,20 @@ def test_train_refuses_an_out_folder_that_holds_other_things_than_a_run(tmp_path
     check_not_foreign(run)
 
 
+def test_a_spec_or_run_config_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    """A binary or UTF-16 file given as a sweep spec or --config ended in a UnicodeDecodeError traceback."""
+    binary = tmp_path / "spec.toml"
+    binary.write_bytes("name = 't'\n".encode("utf-16"))
+    for verb in ("plan", "launch"):
+        _refused(["sweep", verb, str(binary)], capsys, f"{binary}: not UTF-8 text (byte 0xff at offset 0)",
+                 "save the sweep spec as UTF-8 TOML")
+    config = tmp_path / "config.json"
+    config.write_bytes(b"\x80{}")
+    _refused(["train", "--config", str(config), "--out", str(tmp_path / "run")], capsys,
+             f"cannot read run config {config} (not UTF-8 text: byte 0x80 at offset 0)")
+    assert not (tmp_path / "run").exists()
+
+
 def test_token_counts_with_a_suffix_are_exact():
     from scaling.commands.train import _count
 
