@@ -273,6 +273,10 @@ def sweep_run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
     sweep_dir = Path(sweep_dir)
     dirs = run_dirs(sweep_dir, sweep_plan(sweep_dir) if plan is None else plan)
     if not dirs and not (sweep_dir / "sweep.json").exists():
+        if (sweep_dir / "config.json").is_file() or (sweep_dir / "job.json").is_file():  # one run's own folder
+            parent = sweep_dir.resolve().parent
+            raise UserError(f"{sweep_dir} is one run's folder, not a sweep's; give the sweep folder that holds it "
+                            f"({parent}), or read the run's result.json")
         raise UserError(f"{sweep_dir} is not a sweep directory (no sweep.json and no run folders in it); give the "
                         "folder `scaling sweep launch` wrote, e.g. runs/<name>")
     return dirs

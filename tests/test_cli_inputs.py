@@ -291,6 +291,16 @@ def test_a_spec_or_run_config_that_is_not_utf8_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_sweep_status_and_collect_on_a_run_folder_name_the_sweep_above_it(tmp_path, capsys):
+    """They said 'not a sweep directory (no sweep.json and no run folders in it)' of a run's folder."""
+    run = tmp_path / "demo" / "75186a71161e"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    for verb in ("status", "collect"):
+        _refused(["sweep", verb, str(run)], capsys, f"{run} is one run's folder, not a sweep's",
+                 f"give the sweep folder that holds it ({tmp_path / 'demo'})")
+
+
 def test_token_counts_with_a_suffix_are_exact():
     from scaling.commands.train import _count
 
