@@ -153,7 +153,10 @@ class RunConfig:
         batch_size = self.batch_size or optim.batch_sequences(s.n_params, self.tokens, seq_len)
         micro_batch_size = min(batch_size, self.micro_batch_size or default_micro_batch(s.n_params, seq_len))
         if batch_size % micro_batch_size:
-            raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}")
+            given = "" if self.micro_batch_size else f" (the default for {s.name} at seq_len {seq_len})"
+            divisor = max(d for d in range(1, micro_batch_size + 1) if batch_size % d == 0)
+            raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}{given}; "
+                            f"set a batch_size that is, or micro_batch_size {divisor} (the largest that divides it)")
         if int(self.tokens) < batch_size * seq_len:  # the run would train a whole batch: more than asked
             raise UserError(f"tokens {int(self.tokens):,} is less than one batch ({batch_size} sequences x {seq_len} "
                             f"tokens = {batch_size * seq_len:,}); raise tokens or set a smaller batch_size/seq_len")

@@ -368,6 +368,11 @@ def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     (["--vocab-size", "0"], "vocab_size must be a positive whole number"),
     (["--data", "/nonexistent/data", "--vocab-size", "300"], "vocab_size 300 applies to the built-in corpus only"),
     (["--tokens", "1e99"], "tokens must be a number from 1 to 1e+15"),
+    # (it named no way out, and the micro-batch it named was the rule's, not one the user gave)
+    (["--tokens", "1M", "--batch-size", "300"], "batch_size 300 is not a multiple of micro_batch_size 256 (the "
+     "default for 0.5M at seq_len 256); set a batch_size that is, or micro_batch_size 150"),
+    (["--batch-size", "12", "--micro-batch-size", "8", "--seq-len", "64"], "micro_batch_size 8; set a batch_size "
+     "that is, or micro_batch_size 6"),
     # a window longer than the built-in corpus's validation split (220,566 tokens), not its training split
     (["--tokens", "3e5", "--seq-len", "250000", "--batch-size", "1"],
      "validation split holds only 220566 tokens, less than one window of seq_len + 1 = 250001"),
