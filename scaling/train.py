@@ -251,6 +251,10 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, path: str | Path) -> "RunConfig":
+        if Path(path).is_dir():  # (a run's folder for its config.json)
+            inside = Path(path) / "config.json"
+            raise UserError(f"run config {path} is a folder; give a run's config.json"
+                            + (f": {inside}" if inside.is_file() else " (a run folder holds one)"))
         try:
             return cls.from_dict(json.loads(Path(path).read_text()))
         except UnicodeDecodeError as e:  # (a binary file, a checkpoint passed by mistake)

@@ -301,6 +301,16 @@ def test_sweep_status_and_collect_on_a_run_folder_name_the_sweep_above_it(tmp_pa
                  f"give the sweep folder that holds it ({tmp_path / 'demo'})")
 
 
+def test_train_config_given_a_run_folder_names_its_config_json(tmp_path, capsys):
+    """--config RUN_DIR said "cannot read run config ... ([Errno 21] Is a directory: ...)"."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _refused(["train", "--config", str(run)], capsys, f"run config {run} is a folder; give a run's config.json "
+             "(a run folder holds one)")
+    (run / "config.json").write_text("{}")
+    _refused(["train", "--config", str(run)], capsys, f"give a run's config.json: {run / 'config.json'}")
+
+
 def test_token_counts_with_a_suffix_are_exact():
     from scaling.commands.train import _count
 
