@@ -291,7 +291,13 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     default_executor = _get(executor, "default", str, "executor.", default="local")
     if default_executor not in ("local", "slurm"):
         raise UserError(f"executor.default: {default_executor!r} is not local or slurm")
-    slurm = _check_time_limit(_settings(SlurmSettings, _table(executor, "slurm", "executor."), "executor.slurm."))
+    slurm_table = _table(executor, "slurm", "executor.")
+    if isinstance(slurm_table.get("mem"), int) and not isinstance(slurm_table["mem"], bool):  # sbatch's megabytes
+        slurm_table = {**slurm_table, "mem": str(slurm_table["mem"])}
+    slurm = _check_time_limit(_settings(SlurmSettings, slurm_table, "executor.slurm."))
+    if slurm.mem is not None and not re.fullmatch(r"\d+([KMGT]B?)?", slurm.mem.strip(), re.IGNORECASE):
+        raise UserError(f"executor.slurm.mem: {slurm.mem!r} is not a SLURM memory size like \"64G\", \"500M\" or "
+                        "64000 (megabytes); sbatch would refuse every job")
     local = _local_settings(_table(executor, "local", "executor."))
     return SweepSpec(
         name=name, data=data, family=tuple(family), size=tuple(size), recipe=tuple(recipe),

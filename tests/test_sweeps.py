@@ -204,6 +204,17 @@ def test_a_diverged_run_is_named_with_its_step_by_launch_and_status(tmp_path, ca
     assert json.loads(capsys.readouterr().out)["runs"][0]["diverged_at_step"] == 4
 
 
+def test_a_slurm_memory_size_is_checked_before_launch(tmp_path, capsys):
+    """executor.slurm.mem = "lots" was accepted by plan and launch, for sbatch to refuse every job."""
+    path = write_spec(tmp_path)
+    for bad in ('"lots"', '"64 GiB"', '"1.5G"'):
+        assert main(["sweep", "plan", str(path), "--set", f"executor.slurm.mem={bad}"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: executor.slurm.mem: ") and "is not a SLURM memory size like" in err
+    for good, kept in (('"64G"', "64G"), ('"500m"', "500m"), ("64000", "64000"), ('"1TB"', "1TB")):
+        assert load(tmp_path, overrides=(f"executor.slurm.mem={good}",)).slurm.mem == kept
+
+
 def test_overrides_isoflop_and_dedup(tmp_path):
     from models import model_size
 
