@@ -202,6 +202,8 @@ def test_a_diverged_run_is_named_with_its_step_by_launch_and_status(tmp_path, ca
     assert "diverged at step 4" in out and "(nanochat 0.5M bf16) at step 4" in out
     assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"][0]["diverged_at_step"] == 4
+    assert main(["sweep", "collect", str(sweep_dir)]) == 0  # the table has a diverged_at_step column
+    assert re.search(r"diverged_at_step.*\n(.*\n)*.*diverged\s*\S?\s*4\b", capsys.readouterr().out)
 
 
 def test_a_slurm_memory_size_is_checked_before_launch(tmp_path, capsys):

@@ -346,6 +346,8 @@ def _collect(args: argparse.Namespace) -> int:
         return 0
     cols = [c for c in ("run_id", "family", "size", "recipe", "tokens", "seed", "status", "val_loss", "val_bpb", "wall_s")
             if c in df.columns]  # fmt: skip
+    if "diverged_at_step" in df.columns and df["diverged_at_step"].drop_nulls().len():  # where diverged runs stopped
+        cols.insert(cols.index("status") + 1 if "status" in cols else len(cols), "diverged_at_step")
     print_table(df.select(cols).to_dicts(), cols, title=count(df.height, "run"))
     print(f"wrote {out} ({df.height} rows)")
     return 0
