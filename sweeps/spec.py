@@ -27,6 +27,7 @@ Every mistake raises ``UserError`` naming the key path and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import math
@@ -176,9 +177,34 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
                         "save the sweep spec as UTF-8 TOML") from None
     except OSError as e:
         raise UserError(f"cannot read sweep spec {path} ({e.strerror or e})") from None
+    before = _token_axes(raw)
     for item in overrides:
         apply_override(raw, item)
+    _drop_replaced_token_axes(raw, before)
     return parse_spec(raw, source=str(path), default_name=path.stem)
+
+
+def _token_axes(raw: dict) -> dict[str, Any]:
+    """The spec's token-budget axes, by name: grid.tokens, grid.tokens_per_param, isoflop."""
+    grid = raw.get("grid") if isinstance(raw.get("grid"), dict) else {}
+    axes = {f"grid.{k}": grid[k] for k in ("tokens", "tokens_per_param") if k in grid}
+    if "isoflop" in raw:
+        axes["isoflop"] = raw["isoflop"]
+    return {k: copy.deepcopy(v) for k, v in axes.items()}
+
+
+def _drop_replaced_token_axes(raw: dict, before: dict[str, Any]) -> None:
+    """A token budget given with --set (grid.tokens_per_param=[10,20], isoflop.budgets=[...]) replaces
+    the spec's other one: --set cannot remove a key, so the spec's would otherwise clash with it."""
+    after = _token_axes(raw)
+    given = {k for k, v in after.items() if before.get(k, None) != v or k not in before}
+    if not given:
+        return
+    for k in set(after) - given:  # the spec file's, not --set's
+        if k == "isoflop":
+            del raw["isoflop"]
+        else:
+            del raw["grid"][k.split(".", 1)[1]]
 
 
 def apply_override(raw: dict, item: str) -> None:

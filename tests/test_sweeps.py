@@ -217,6 +217,21 @@ def test_a_slurm_memory_size_is_checked_before_launch(tmp_path, capsys):
         assert load(tmp_path, overrides=(f"executor.slurm.mem={good}",)).slurm.mem == kept
 
 
+def test_a_token_budget_given_with_set_replaces_the_specs_other_one(tmp_path, capsys):
+    """--set grid.tokens_per_param=... (or isoflop.budgets) on a spec with grid.tokens was refused as
+    giving two token budgets, and --set cannot remove the spec's: no way to switch from the CLI."""
+    spec = load(tmp_path, overrides=("grid.tokens_per_param=[10, 20]",))
+    assert spec.tokens == () and spec.tokens_per_param == (10.0, 20.0)
+    assert {c.tokens for c in spec.runs()} != {4096}
+    iso = load(tmp_path, overrides=("isoflop.budgets=[1e12]",))
+    assert len(iso.runs()) == 2 and {c.tokens for c in iso.runs()} != {4096}
+    assert {c.tokens for c in load(tmp_path, overrides=("grid.tokens=[8192]",)).runs()} == {8192}
+    # two budgets both given with --set are still refused
+    path = write_spec(tmp_path)
+    assert main(["sweep", "plan", str(path), "--set", "isoflop.budgets=[1e12]", "--set", "grid.tokens_per_param=10"]) == 2
+    assert "give exactly one of" in capsys.readouterr().err
+
+
 def test_overrides_isoflop_and_dedup(tmp_path):
     from models import model_size
 
