@@ -83,7 +83,9 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("executor.local.gpus=3", "executor.local.gpus: 3 is not \"all\" or a list of GPU indices"),
         ("executor.local.gpus=[0, 0]", "executor.local.gpus: [0, 0] names a GPU twice"),
         ("grid.sizes=1", "grid.sizes: unknown key; known: family, lr_mult, recipe, seed, size, tokens, tokens_per_param"),
-        ("grid.tokens_per_param=20", "grid: give exactly one of grid.tokens, grid.tokens_per_param or isoflop.budgets"),
+        # (both given with --set; one given with --set replaces the spec's: test_a_token_budget_given_with_set_...)
+        ("grid={tokens_per_param=20, tokens=8192}", "grid: give exactly one of grid.tokens, grid.tokens_per_param or "
+         "isoflop.budgets"),
         ("executor.local.cpu_jobs=0", "executor.local.cpu_jobs: must be at least 1 (got 0)"),
         ("executor.slurm.array_parallelism=0", "executor.slurm.array_parallelism: must be at least 1"),
         ("executor.slurm.gpus=-1", "executor.slurm.gpus: must be not negative"),
