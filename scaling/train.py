@@ -522,8 +522,12 @@ class RunDirectory(L.Callback):
         # those after the step before (the checkpoint a resume redoes the step from)
         if isinstance(exception, StepInterrupted):
             # Lightning counts a step for its logger on a restart from a checkpoint saved neither at a
-            # step's end nor after the last: take it back, or the resumed log's steps run one ahead
-            trainer.fit_loop.epoch_loop._batches_that_stepped -= 1
+            # step's end nor after the last: take it back, or the resumed log's steps run one ahead.
+            # (A private counter of Lightning 2.x: where a later Lightning lacks it, only its own CSV
+            # log's step numbers are off by one after the resume; metrics.csv and result.json are ours.)
+            loop = trainer.fit_loop.epoch_loop
+            if isinstance(getattr(loop, "_batches_that_stepped", None), int):
+                loop._batches_that_stepped -= 1
             self.save(trainer)
 
     def stop_requested(self) -> bool:
