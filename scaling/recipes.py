@@ -176,6 +176,11 @@ def _spec_from_toml(value, where: str, base: QuantSpec | None) -> QuantSpec | No
             raise UserError(f"{where}.{key}: unknown field; QuantSpec fields are {', '.join(sorted(known))}")
     if value.get("block") == "tensor":  # TOML has no None: the file's word for per-tensor scaling
         value = {**value, "block": None}
+    if value.get("cap") == "none":  # and for the whole grid (a base's cap taken off: nvfp4_cap4's)
+        value = {**value, "cap": None}
+    elif isinstance(value.get("cap"), str):
+        raise UserError(f'{where}.cap: {value["cap"]!r} is not a cap; give a level of the grid, e.g. 4, or "none" '
+                        "for the whole grid")
     merged = {**(base.to_dict() if base else {}), **value}
     if value.get("four_over_six") is True and "scale_bound" not in value and not (base and base.four_over_six):
         # 4/6 maps the tensor's amax to an E4M3 block scale of 256, not 448 (RECIPES.md; SIX_FOUR), so the

@@ -136,6 +136,17 @@ def test_a_recipe_file_can_ask_for_per_tensor_scaling(tmp_path):
         Recipe.from_toml(p)
 
 
+def test_a_recipe_file_can_take_a_base_cap_off(tmp_path):
+    # TOML has no None either: "none" takes nvfp4_cap4's cap off (the whole E2M1 grid again)
+    p = tmp_path / "uncapped.toml"
+    p.write_text('name = "uncapped"\nbase = "nvfp4_cap4"\n[fprop.x]\ncap = "none"\n')
+    r = Recipe.from_toml(p)
+    assert r.fprop_x == get_recipe("nvfp4").fprop_x and r.fprop_w.cap == 4.0
+    p.write_text('name = "x"\nbase = "nvfp4_cap4"\n[fprop.x]\ncap = "off"\n')
+    with pytest.raises(UserError, match='fprop.x.cap: .off. is not a cap.*"none"'):
+        Recipe.from_toml(p)
+
+
 def test_a_recipe_file_is_read_as_utf8_with_or_without_a_byte_order_mark(tmp_path):
     p = tmp_path / "bom.toml"
     p.write_bytes('\ufeffname = "mine_é"\nbase = "nvfp4"\n'.encode())  # as Windows Notepad saves it
