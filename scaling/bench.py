@@ -7,6 +7,10 @@ Every section returns rows for one JSON file (`scaling bench ... --out reports/b
  "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range", "bf16_ms", "sm_mhz"}],
  "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"}]}
 
+Each row a GPU section measures also carries "measured" (its call's date, the header's) and
+"git_commit" (the code it measured): a file gathers rows from many calls (rows before 2026-12-06 ~09:00
+have neither; the file's `notes` name their calls).
+
 How each number is taken (docs/kernels.md says more):
 - copy_gbps: a 1 GiB device-to-device copy, bytes read + written over the median time.
 - kernels: one (16384, 4096) BF16 tensor quantized along the operand's K as the recipe's GEMM does,

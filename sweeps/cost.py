@@ -97,7 +97,8 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
     row = nearest_row(recipe, family, size, rows)
     if row is None:
         return Speed(None, "not measured: counted at BF16's speed")
-    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}")
+    when = f", measured {row['measured'][:10]}" if isinstance(row.get("measured"), str) else ""  # (rows since 2026-12-06)
+    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}{when}")
 
 
 def nearest_row(recipe: str, family: str, size: str, rows: list[dict]) -> dict | None:

@@ -364,7 +364,8 @@ def test_plan_counts_each_recipe_at_its_measured_speed(tmp_path, capsys):
     bench = _bench_file(tmp_path, [
         {"recipe": "nvfp4", "family": "nanochat", "size": "160M", "ratio_vs_bf16": 0.85, **graphed},
         {"recipe": "nvfp4", "family": "nanochat", "size": "40M", "ratio_vs_bf16": 0.75, **graphed},
-        {"recipe": "nvfp4", "family": "llama2", "size": "1M", "ratio_vs_bf16": 0.5, **graphed},
+        {"recipe": "nvfp4", "family": "llama2", "size": "1M", "ratio_vs_bf16": 0.5, **graphed,
+         "measured": "2026-12-06T09:10:00Z"},  # (a dated row: `scaling bench` stamps its rows since 2026-12-06)
         {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.3, "compile_mode": "default"},
     ])
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
@@ -377,6 +378,10 @@ def test_plan_counts_each_recipe_at_its_measured_speed(tmp_path, capsys):
     assert main(["sweep", "plan", str(spec), "--json", "--bench", "none", "--device", "gpu"]) == 0
     runs = json.loads(capsys.readouterr().out)["run_list"]
     assert [r["vs_bf16"] for r in runs] == [1.0, 1.0] and runs[0]["gpu_hours"] == runs[1]["gpu_hours"]
+    llama = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = "nvfp4"').replace("seed = [0, 1]", "seed = 0")
+                       .replace('family = "nanochat"', 'family = "llama2"'))
+    assert main(["sweep", "plan", str(llama), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_list"][0]["speed_from"] == "llama2 1M, bench.json, measured 2026-12-06"
 
 
 def test_plan_prices_an_unmeasured_recipe_as_the_slowest_measured_one_whose_work_it_does(tmp_path, capsys):

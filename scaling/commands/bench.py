@@ -292,12 +292,17 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
     result.update(bench.header(device))
     progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
 
+    import scaling
+
+    # each row this call measures names when and from what code (a file's rows come from many calls)
+    stamp = {"measured": result["date"], "git_commit": scaling.git_commit()}
+
     def saver(section: str):
         """(a callback taking the section's rows so far, the section's rows before this call)."""
         earlier = list(result[section])
 
         def save(rows: list[dict]) -> None:
-            result[section] = _merge(section, earlier, rows)
+            result[section] = _merge(section, earlier, [{**r, **stamp} for r in rows])
             if args.out:
                 write_json_atomic(args.out, result)
         return save, earlier
