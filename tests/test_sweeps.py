@@ -621,9 +621,11 @@ def test_a_waited_slurm_launch_reports_what_became_of_its_runs(monkeypatch, caps
     def run(run_id: str, state: str) -> RunStatus:
         return RunStatus(run_id, "nanochat", "0.5M", "bf16", 4096, 0, state, 1.0, None, None, None)
 
-    runs = [run("a", "done"), run("b", "failed"), run("elsewhere", "failed")]
-    counts = {"done": 1, "running": 0, "queued": 0, "failed": 2, "diverged": 0, "missing": 0}
+    # another launch's run still trains in the folder: the wait is for this launch's runs only
+    runs = [run("a", "done"), run("b", "failed"), run("elsewhere", "failed"), run("theirs", "running")]
+    counts = {"done": 1, "running": 1, "queued": 0, "failed": 2, "diverged": 0, "missing": 0}
     monkeypatch.setattr(sweeps.store, "status", lambda d: types.SimpleNamespace(counts=counts, runs=runs))
+    monkeypatch.setattr(sweep_cmd.time, "sleep", lambda s: pytest.fail("waited for another launch's run"))
     report = LaunchReport("d", "slurm", 2, submitted=[{"run_id": "a", "job_id": "1_0"}, {"run_id": "b", "job_id": "1_1"}])
     sweep_cmd._wait(report, quiet=True)
     assert report.finished == {"done": 1, "failed": 1}

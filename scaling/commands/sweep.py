@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     spec_args(p)
     p.add_argument("--executor", choices=("slurm", "local"), help="where to run (default: the spec's executor.default)")
     p.add_argument("--sweep-dir", help="where the run directories go (default: runs/<name>)")
-    p.add_argument("--wait", action="store_true", help="slurm: keep watching until every run has finished")
+    p.add_argument("--wait", action="store_true", help="slurm: keep watching until every run this launch submitted has finished")
 
     p = sub.add_parser("status", help="done / running / queued / failed / diverged counts and ETA")
     p.add_argument("sweep_dir", metavar="SWEEP_DIR")
@@ -261,23 +261,25 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _wait(report, quiet: bool) -> None:
-    """Poll the submitted sweep until none of its runs is running or queued (`launch --wait`)."""
-    from sweeps.store import status
+    """Poll the runs this launch submitted until none of them is running or queued (`launch --wait`):
+    a run of another launch in the same folder (a second spec's, a colleague's) is not waited for."""
+    from sweeps.store import STATES, status
 
+    mine = {s["run_id"] for s in report.submitted}
     while True:
-        c = status(report.sweep_dir).counts
+        runs = [r for r in status(report.sweep_dir).runs if r.run_id in mine]
+        c = {s: sum(r.state == s for r in runs) for s in STATES}
         if not quiet:
             print(f"done {c['done']}  running {c['running']}  queued {c['queued']}  failed {c['failed']}  "
-                  f"diverged {c['diverged']}  missing {c['missing']}", flush=True)  # fmt: skip
+                  f"diverged {c['diverged']}  missing {c['missing']}  (of the {len(mine)} runs this launch "
+                  "submitted)", flush=True)  # fmt: skip
         if c["running"] + c["queued"] == 0:
             break
         time.sleep(10)
-    # What became of the runs this launch submitted, as a local launch reports its own (`--json`'s
-    # "finished", and the exit status): without it a waited launch exited 1 with "finished": {}.
-    mine = {s["run_id"] for s in report.submitted}
-    for r in status(report.sweep_dir).runs:
-        if r.run_id in mine:
-            report.finished[r.state] = report.finished.get(r.state, 0) + 1
+    # What became of them, as a local launch reports its own (`--json`'s "finished", and the exit
+    # status): without it a waited launch exited 1 with "finished": {}.
+    for r in runs:
+        report.finished[r.state] = report.finished.get(r.state, 0) + 1
 
 
 def _failed_here(report) -> int:
