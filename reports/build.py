@@ -562,6 +562,37 @@ def _refuse_replacing_source(source: Path, out_dir: Path) -> None:
                         "replace the table it reads; pass another --out, or move the table out of that folder")
 
 
+def _earlier_report(out_dir: Path) -> bool:
+    """out_dir holds a report an earlier build wrote: its fits.json is `fits.analyse`'s object."""
+    try:
+        fitted = json.loads((out_dir / "fits.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(fitted, dict) and {"law", "groups", "penalty"} <= set(fitted)
+
+
+def _refuse_replacing_others(out_dir: Path) -> None:
+    """UserError where --out holds files named as the report's (results.csv, report.md, index.html,
+    fits.json, figures/*.png) that no earlier report wrote: a folder of the user's (a paper's, whose
+    results.csv and figures/*.png are their own) lost them to the build without a word."""
+    if not out_dir.is_dir():
+        return
+    figures = out_dir / "figures"
+    if figures.exists() and not figures.is_dir():
+        raise UserError(f"--out {out_dir} holds a file named figures, where the report writes its figures folder; "
+                        "pass another --out, or move that file")
+    blocking = [name for name in REPORT_FILES if (out_dir / name).is_dir()]
+    if blocking:
+        raise UserError(f"--out {out_dir} holds a folder named {blocking[0]}, where the report writes that file; "
+                        "pass another --out, or move that folder")
+    present = [name for name in REPORT_FILES if (out_dir / name).exists()]
+    present += [f"figures/{p.name}" for p in sorted(figures.glob("*.png"))] if figures.is_dir() else []
+    if present and not _earlier_report(out_dir):
+        shown = ", ".join(present[:5]) + (f", … ({len(present)} in all)" if len(present) > 5 else "")
+        raise UserError(f"--out {out_dir} holds {shown}, which the report would replace, and no earlier report (its "
+                        "fits.json) is there; pass a new or empty folder as --out, or move those files first")
+
+
 def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: str = "chinchilla",
           bootstrap: int = 200, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None,
           seed: int = 0, workers: int | None = None, title: str | None = None) -> dict:
@@ -576,6 +607,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         raise UserError(f"--bootstrap must be 0 or more, got {bootstrap}")
     out_dir = Path(out_dir)
     _refuse_replacing_source(Path(source), out_dir)
+    _refuse_replacing_others(out_dir)  # before the fits: a user's own results.csv or figures are not overwritten
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
     workers = workers or min(4, usable_cpus())

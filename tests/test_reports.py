@@ -221,13 +221,44 @@ def test_a_report_that_cannot_be_written_leaves_the_earlier_one(tmp_path, full_d
     out = full_disk / "report"
     (out / "figures").mkdir(parents=True)
     (out / "index.html").write_text("<p>the earlier report</p>")
+    (out / "fits.json").write_text('{"law": "chinchilla", "groups": {}, "penalty": {}}')  # what marks a report
     (out / "figures" / "loss_vs_compute.png").write_bytes(b"earlier figure")
     (full_disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 64 * 1024))  # room left for less than a report
     with pytest.raises(OSError, match="No space left on device"):
         build(external_csv(tmp_path), out, bootstrap=0, workers=1)
     assert sorted(p.name for p in full_disk.iterdir()) == ["filler", "report"]
     assert (out / "index.html").read_text() == "<p>the earlier report</p>"
-    assert sorted(p.name for p in out.rglob("*")) == ["figures", "index.html", "loss_vs_compute.png"]
+    assert sorted(p.name for p in out.rglob("*")) == ["figures", "fits.json", "index.html", "loss_vs_compute.png"]
+
+
+def test_a_report_never_replaces_files_of_a_folder_that_holds_no_earlier_report(tmp_path, capsys):
+    """--out naming a folder of the user's (a paper's, with its own results.csv, report.md and figures)
+    replaced those files and deleted its figures/*.png without a word. It is refused before the fits;
+    a folder holding an earlier report is rebuilt as before."""
+    from scaling.cli import main
+
+    table = external_csv(tmp_path)
+    paper = tmp_path / "paper"
+    (paper / "figures").mkdir(parents=True)
+    (paper / "results.csv").write_text("my,own\n1,2\n")
+    (paper / "figures" / "fig1.png").write_bytes(b"my figure")
+    assert main(["report", str(table), "--out", str(paper), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {paper} holds results.csv, figures/fig1.png, which the report would replace" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert (paper / "results.csv").read_text() == "my,own\n1,2\n" and (paper / "figures" / "fig1.png").exists()
+    assert sorted(p.name for p in paper.rglob("*")) == ["fig1.png", "figures", "results.csv"]
+    (paper / "figures" / "fig1.png").unlink()
+    (paper / "figures").rmdir()
+    (paper / "figures").write_text("not a folder")
+    (paper / "results.csv").unlink()
+    assert main(["report", str(table), "--out", str(paper), "--bootstrap", "0"]) == 2
+    assert "holds a file named figures" in capsys.readouterr().err
+    (paper / "figures").unlink()
+    report = tmp_path / "report"
+    assert main(["report", str(table), "--out", str(report), "--bootstrap", "0"]) == 0
+    assert main(["report", str(table), "--out", str(report), "--bootstrap", "0"]) == 0  # a rebuild
+    assert main(["report", str(table), "--out", str(paper), "--bootstrap", "0"]) == 0  # an emptied folder
 
 
 def test_collect_onto_a_full_disk_is_one_line_naming_the_table(tmp_path, full_disk, capsys):
