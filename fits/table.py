@@ -221,6 +221,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
         })
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
+    _refuse_text(df, out, got, where, unit)
     out = with_compute(out)
     _validate(out, where, unit, got["run_id"] is not None, None if got["D"] else got["C"])
     out = out.select("recipe", "run_id", "N", "D", "C", "loss")
@@ -234,6 +235,26 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
         out = (out.with_columns(_rank=pl.col("loss").rank("ordinal", descending=True).over("recipe"))
                .filter(pl.col("_rank") > drop_highest).drop("_rank"))
     return out
+
+
+MISSING = ("", "na", "n/a", "nan", "null", "none", "-")  # a cell of these is missing (refused as such), not a typo
+
+
+def _refuse_text(df: pl.DataFrame, out: pl.DataFrame, got: dict[str, str | None], where: str, unit: str) -> None:
+    """UserError naming a cell of N, D, C or loss that is text, not a number ('1.2B', '20M', '3.1 nats'): it was
+    refused as "missing, NaN or non-numeric" by line alone, which did not say which column or what to write."""
+    for name in ("N", "D", "C", "loss"):
+        column = got[name]
+        if column is None or df[column].dtype.is_numeric():
+            continue
+        cell = df[column].cast(pl.Utf8).str.strip_chars()
+        text = df.filter(out[name].is_null() & cell.is_not_null() & ~cell.str.to_lowercase().is_in(MISSING))
+        if text.height:
+            line = text["_row"][0] + (2 if unit == "line" else 1)
+            what = repr(column) + ("" if column == name else f" ({name})")
+            raise UserError(f"{where} has {text.height} row(s) whose {what} is not a number (first: {unit} "
+                            f"{line}, {text[column].cast(pl.Utf8)[0]!r}); write plain numbers (2e7 or 20000000, not "
+                            "'20M' or '1.2B'; a loss without units), then run again")
 
 
 def _completed_rows(df: pl.DataFrame, status: str) -> pl.DataFrame:

@@ -443,6 +443,9 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("blank_run_id", "t.csv has 2 row(s) with a blank run_id (first: line 3); give each row its run's id"),
     ("json_lines", "t.jsonl holds JSON, not a table (its first line: '{"),
     ("json_file", "t.json holds JSON"),
+    ("units_in_n", "t.csv has 24 row(s) whose 'N' is not a number (first: line 2, '10M'); write plain numbers (2e7"),
+    ("units_in_loss", "has 1 row(s) whose 'val' (loss) is not a number (first: line 4, '3.1 nats')"),
+    ("na_cell", "t.csv has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 4)"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
@@ -474,6 +477,13 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.with_columns(status=pl.lit("Completed"))
     elif case == "blank_run_id":  # numpy's sort of the ids met None beside str: a traceback
         t = t.with_columns(run_id=pl.when(pl.int_range(pl.len()).is_in([1, 7])).then(None).otherwise(pl.col("run_id")))
+    elif case == "units_in_n":  # '10M', '1.2B' from a spreadsheet: refused by line alone, no column or value named
+        t = t.with_columns(N=(pl.col("N") / 1e6).round(0).cast(pl.Int64).cast(pl.Utf8) + "M")
+    elif case in ("units_in_loss", "na_cell"):
+        cell = "3.1 nats" if case == "units_in_loss" else "NA"
+        t = t.with_columns(val=pl.when(pl.int_range(pl.len()) == 2).then(pl.lit(cell))
+                           .otherwise(pl.col("loss").cast(pl.Utf8))).drop("loss")
+        extra = ["--columns", "loss=val"]
     elif case == "too_few":
         t = t.head(5)
     elif case == "empty":  # a sweep collected before any run finished, say: the header alone
