@@ -332,6 +332,14 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
     if bad.height:
         raise UserError(f"{where} has {bad.height} row(s) with a missing, NaN or non-numeric N, D, loss or recipe "
                         f"(first: {first(bad)}); remove or fix them before fitting")
+    padded = df.filter(pl.col("recipe") != pl.col("recipe").str.strip_chars())
+    if padded.height:  # 'bf16 ' beside 'bf16' split the baseline in two groups, each said to have too few runs
+        raise UserError(f"{where} has {padded.height} row(s) whose recipe has spaces around it (first: {first(padded)}, "
+                        f"{padded['recipe'][0]!r}); remove the spaces, so that each recipe is one name")
+    blank = df.filter(pl.col("recipe") == "")
+    if blank.height:  # (a group '' was fitted, or left out, as if it were a recipe)
+        raise UserError(f"{where} has {blank.height} row(s) with a blank recipe (first: {first(blank)}); give each row "
+                        "its recipe's name")
     blank = df.filter(pl.col("run_id").is_null())
     if run_ids and blank.height:  # (numpy cannot sort None beside str ids: a traceback, later)
         raise UserError(f"{where} has {blank.height} row(s) with a blank run_id (first: {first(blank)}); give each row "

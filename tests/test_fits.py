@@ -445,6 +445,8 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("json_file", "t.json holds JSON"),
     ("units_in_n", "t.csv has 24 row(s) whose 'N' is not a number (first: line 2, '10M'); write plain numbers (2e7"),
     ("units_in_loss", "has 1 row(s) whose 'val' (loss) is not a number (first: line 4, '3.1 nats')"),
+    ("padded_recipe", "t.csv has 12 row(s) whose recipe has spaces around it (first: line 2, 'bf16 '); remove the"),
+    ("blank_recipe", "t.csv has 1 row(s) with a blank recipe (first: line 3); give each row its recipe's name"),
     ("na_cell", "t.csv has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 4)"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -484,6 +486,11 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.with_columns(val=pl.when(pl.int_range(pl.len()) == 2).then(pl.lit(cell))
                            .otherwise(pl.col("loss").cast(pl.Utf8))).drop("loss")
         extra = ["--columns", "loss=val"]
+    elif case == "padded_recipe":  # 'bf16 ' beside 'bf16': "group 'bf16' has 6 points ... needs at least 8"
+        t = t.with_columns(recipe=pl.when(pl.int_range(pl.len()) % 2 == 0).then(pl.col("recipe") + " ")
+                           .otherwise(pl.col("recipe")))
+    elif case == "blank_recipe":  # fitted (or left out) as a group named ''
+        t = t.with_columns(recipe=pl.when(pl.int_range(pl.len()) == 1).then(pl.lit("")).otherwise(pl.col("recipe")))
     elif case == "too_few":
         t = t.head(5)
     elif case == "empty":  # a sweep collected before any run finished, say: the header alone
