@@ -182,7 +182,8 @@ def gap_vs_size(gaps: pl.DataFrame, colors: dict, baseline: str, path: Path) -> 
 
 def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: str, path: Path) -> Path:
     """Validation curves at each model size's largest token budget (first seed), the baseline's final loss marked."""
-    done = runs.filter(pl.col("run_id").is_in(list(curves)))
+    # (a failed run's record may hold no n_params or tokens: it crashed before they were known; no panel to draw it in)
+    done = runs.filter(pl.col("run_id").is_in(list(curves))).drop_nulls(["N", "D"])
     sizes = sorted(set(done["N"].to_list()))
     with plt.rc_context(STYLE):
         fig, axes = _grid(len(sizes), width=3.2, height=2.6, share=False)

@@ -657,3 +657,19 @@ def test_the_subtitle_names_the_baseline_when_the_other_recipes_are_left_out(tmp
     reports.build(tmp_path / "few.csv", tmp_path / "r", bootstrap=0)
     md = (tmp_path / "r" / "report.md").read_text()
     assert "recipes bf16, nvfp4; baseline `bf16`; law" in md and "No recipe could be judged against bf16" in md
+
+
+def test_a_failed_record_without_its_size_does_not_crash_the_validation_curves(tmp_path):
+    """A failed run's record may hold no n_params (it crashed before they were known): the report's
+    validation-curve figure sorted its N, None beside floats, and the report ended in a TypeError."""
+    from reports import build
+
+    sweep = make_sweep(tmp_path)
+    path = sweep / "mxfp4-S-200M" / "result.json"
+    record = json.loads(path.read_text())
+    record.update(status="failed", val_loss=None)
+    del record["n_params"]
+    path.write_text(json.dumps(record))
+    summary = build(sweep, tmp_path / "report", bootstrap=0, workers=1)
+    assert any(p.endswith("validation_curves.png") for p in summary["figures"])
+
