@@ -383,7 +383,8 @@ def section_failures(study: Study) -> Section:
         s.add(Paragraph("The input has no run status column, so every row is taken as a completed run."))
         return s
     bad = study.runs.filter(pl.col("status") != "completed")
-    nonfinite = study.runs.filter((pl.col("status") == "completed") & ~pl.col("loss").is_finite())
+    # (a blank loss is no finite one: is_finite of null is null, and the filter dropped such a run from every table)
+    nonfinite = study.runs.filter((pl.col("status") == "completed") & ~pl.col("loss").is_finite().fill_null(False))
     bad = pl.concat([bad, nonfinite], how="diagonal_relaxed")
     if bad.height == 0:
         s.add(Paragraph(f"None: all {study.runs.height} runs completed." if not study.unfinished
@@ -391,8 +392,10 @@ def section_failures(study: Study) -> Section:
     else:
         cols = [c for c in ("run_id", "recipe", "family", "size", "N", "D", "seed", "status", "diverged_at_step", "steps",
                             "loss") if c in bad.columns]
-        s.add(Paragraph(f"{bad.height} of {study.runs.height} runs did not complete; they are data (a recipe that "
-                        "diverges has failed), and are left out of the fits."))
+        what = (f"{bad.height} of {study.runs.height} runs did not complete" if not nonfinite.height else
+                f"{bad.height} of {study.runs.height} runs did not complete or have no finite loss ("
+                f"{bad.height - nonfinite.height} did not complete, {nonfinite.height} completed without one)")
+        s.add(Paragraph(f"{what}; they are data (a recipe that diverges has failed), and are left out of the fits."))
         s.add(Table(tuple(cols), tuple(bad.select(cols).iter_rows())))
     _add_unfinished(s, study.unfinished)
     return s

@@ -158,8 +158,8 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
                   has_status=from_records or _status_column(raw, columns) is not None,
                   earlier_rows=runs.height - final.height)
     study.run_root = run_root
-    if sweep_dir is not None:
-        study.unfinished = _unfinished(sweep_dir)
+    if sweep_dir is not None:  # (a record of status failed is a result: listed with the failures, not as missing)
+        study.unfinished = [u for u in _unfinished(sweep_dir) if u["run_id"] not in set(final["run_id"].to_list())]
     study.curves = _read_curves(run_root, study.runs["run_id"].to_list())
     # Only a sweep's own diagnostics are picked up unasked: a CSV lying in some folder is not a sweep.
     found = run_root / DIAGNOSTICS_NAME

@@ -673,3 +673,24 @@ def test_a_failed_record_without_its_size_does_not_crash_the_validation_curves(t
     summary = build(sweep, tmp_path / "report", bootstrap=0, workers=1)
     assert any(p.endswith("validation_curves.png") for p in summary["figures"])
 
+
+def test_a_failed_record_is_listed_once_and_a_completed_run_without_a_loss_is_listed(tmp_path):
+    """A record of status failed is a result: it was listed with the failures and again as a run with no
+    result ("the job was killed ... not in this report"), and `scaling report` said so on the console. A
+    completed record with a blank val_loss was in no table, fit or count."""
+    from reports.build import section_failures
+    from reports.document import Paragraph, Table
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    for run_id, status, loss in (("nvfp4-M-200M", "failed", None), ("nvfp4-S-200M", "completed", None)):
+        path = sweep / run_id / "result.json"
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"status": status, "val_loss": loss}))
+    study = load(sweep)
+    assert study.unfinished == []
+    blocks = section_failures(study).blocks
+    text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
+    assert text.startswith("3 of 36 runs did not complete or have no finite loss (2 did not complete, 1 completed "
+                           "without one)") and "no result" not in text
+    tables = [b for b in blocks if isinstance(b, Table)]
+    assert len(tables) == 1 and sorted(r[0] for r in tables[0].rows) == ["mxfp4-XL-1200M", "nvfp4-M-200M", "nvfp4-S-200M"]
