@@ -571,7 +571,7 @@ def _earlier_report(out_dir: Path) -> bool:
         fitted = json.loads((out_dir / "fits.json").read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(fitted, dict) and {"law", "groups", "penalty"} <= set(fitted)
+    return isinstance(fitted, dict) and {"law", "groups"} <= set(fitted)
 
 
 def _refuse_replacing_others(out_dir: Path) -> None:

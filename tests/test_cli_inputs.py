@@ -167,8 +167,12 @@ def test_fit_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, c
     not_json.write_text("my notes, not JSON\n")
     _refused([*base, "--out", str(not_json)], capsys, "exists and is not a JSON file")
     assert spec.read_text() == 'name = "tiny"\n' and not_json.read_text() == "my notes, not JSON\n"
+    plan = tmp_path / "sweep.json"  # JSON, but no fit's: a sweep's plan, diagnostics, a run's result.json were replaced
+    plan.write_text('{"name": "ladder", "runs": []}')
+    _refused([*base, "--out", str(plan)], capsys, "holds another JSON than a fit's", "is not overwritten")
+    assert plan.read_text() == '{"name": "ladder", "runs": []}'
     earlier = tmp_path / "fits.json"  # an earlier fit's output: replaced, as always
-    earlier.write_text('{"old": true}')
+    earlier.write_text('{"law": "chinchilla", "groups": {}, "penalty": {}}')
     assert main([*base, "--out", str(earlier)]) == 0
     assert "groups" in json.loads(earlier.read_text())
 

@@ -43,6 +43,22 @@ def _write_json(path: Path, obj: dict) -> None:
     write_json_atomic(path, obj)
 
 
+def _refuse_other_json(path: Path) -> None:
+    """UserError where --out is a JSON file that no fit wrote (a sweep's sweep.json or diagnostics.json, a
+    run's result.json): check_output lets any JSON be replaced, and the fit's object took its place."""
+    import json
+
+    if not path.is_file() or not path.stat().st_size:
+        return
+    try:
+        held = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # (check_output has refused what is not JSON)
+    if not (isinstance(held, dict) and {"law", "groups"} <= set(held)):
+        raise UserError(f"--out {path} exists and holds another JSON than a fit's (an earlier `scaling fit --out`); it "
+                        "is not overwritten: choose another name (or remove that file first)")
+
+
 def _fmt(x: float) -> str:
     if x is None or math.isnan(x):
         return "nan"
@@ -127,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
                         "on a sweep folder")
     if args.out:  # before the fit, so a fit is never lost to an unwritable --out
         check_output(args.out, folder=False, suffix=".json")
+        _refuse_other_json(args.out)
     from fits.table import learning_rate_note, never_completed, read_file
 
     raw = read_file(args.results)
