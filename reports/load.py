@@ -127,6 +127,23 @@ def read_diagnostics(path: Path) -> Any:
         raise UserError(f"diagnostics file {path} is not JSON ({e}); pass the output of `scaling diagnose --json`")
 
 
+def _what_folder_holds(folder: Path) -> str:
+    """For a folder that is no sweep's: the tables and sweep folders in it that `scaling report` reads (an
+    earlier report's folder holds its results.csv; runs/ holds sweeps), as words to add to the refusal."""
+    from fits.table import PARQUET_SUFFIXES
+
+    try:
+        tables = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in (".csv", *PARQUET_SUFFIXES))
+        sweeps = sorted(p for p in folder.iterdir() if (p / "sweep.json").is_file())
+    except OSError:
+        return ""
+    found = [str(p) for p in (sweeps + tables)[:3]]
+    if not found:
+        return ""
+    more = f" (and {len(sweeps) + len(tables) - 3} more)" if len(sweeps) + len(tables) > 3 else ""
+    return f"; it holds {', '.join(found)}{more}, which `scaling report` reads: pass {'that' if len(found) == 1 else 'one'}"
+
+
 def load(source: str | Path, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None) -> Study:
     """Read a sweep directory or a results table into a `Study`.
 
@@ -141,7 +158,11 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
     if source.is_dir():
         from sweeps.store import collect  # torch-free: it reads result.json files
 
-        records = collect(source)
+        try:
+            records = collect(source)
+        except UserError as e:
+            hint = _what_folder_holds(source) if "is not a sweep directory" in str(e) else ""  # (not a run's folder)
+            raise UserError(str(e) + hint) from None
         if records.height == 0:
             raise UserError(f"{source} holds no finished runs (no */result.json); launch or wait for the sweep first")
         raw, run_root, sweep_dir = records, source, source

@@ -694,3 +694,22 @@ def test_a_failed_record_is_listed_once_and_a_completed_run_without_a_loss_is_li
                            "without one)") and "no result" not in text
     tables = [b for b in blocks if isinstance(b, Table)]
     assert len(tables) == 1 and sorted(r[0] for r in tables[0].rows) == ["mxfp4-XL-1200M", "nvfp4-M-200M", "nvfp4-S-200M"]
+
+
+def test_a_folder_that_is_no_sweep_names_the_tables_and_sweeps_in_it(tmp_path, capsys):
+    """An earlier report's folder (its results.csv) or runs/ (its sweeps) was refused as no sweep directory,
+    with no word that the report reads what it holds."""
+    from scaling.cli import main
+
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    shutil.copy(external_csv(tmp_path), earlier / "results.csv")
+    assert main(["report", str(earlier), "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(
+        f"; it holds {earlier / 'results.csv'}, which `scaling report` reads: pass that")
+    sweep = make_sweep(tmp_path / "runs")
+    (sweep / "sweep.json").write_text(json.dumps({"name": "s", "runs": []}))
+    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "r")]) == 2
+    assert f"it holds {sweep}, which" in capsys.readouterr().err
+    assert main(["report", str(sweep / "bf16-S-200M"), "--out", str(tmp_path / "r")]) == 2  # a run's: its own words
+    assert "is one run's folder" in (err := capsys.readouterr().err) and "which `scaling report` reads" not in err
