@@ -209,8 +209,11 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     s = Section("Loss vs compute")
     laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
     path = figures.loss_vs_compute(compare.completed(study.runs), laws, baseline, colors, fig_dir / "loss_vs_compute.png")
+    n_sizes = compare.completed(study.runs)["N"].n_unique()
+    along = ("each model size" if n_sizes <= figures.LAW_LINES else
+             f"{figures.LAW_LINES} of the {n_sizes} model sizes, spread over their range")
     s.add(Figure(path, f"Final validation loss of every completed run against its training compute, one panel per recipe; "
-                       f"thin lines: the fitted {fitted['law']} law along each model size; thick line: its compute-optimal "
+                       f"thin lines: the fitted {fitted['law']} law along {along}; thick line: its compute-optimal "
                        f"frontier" + (f"; dashed: {baseline}'s frontier." if baseline in laws and len(laws) > 1 else ".")))
     s.add(_params_table(fitted["groups"]))
     warnings = fit_warnings(fitted)

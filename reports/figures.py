@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 
 DPI = 110  # sharp on screen, small files (the example report is committed)
 STYLE = {
@@ -68,6 +69,17 @@ def _grid(n: int, width: float = 3.2, height: float = 2.7, share: bool = True):
     return fig, axes.flat[:n]
 
 
+LAW_LINES = 12  # beyond this many model sizes, the law is drawn along this many of them, spread over the range
+
+
+def law_line_sizes(sizes: list[float]) -> list[float]:
+    """The model sizes whose law curve the loss-vs-compute figure draws: all of them up to LAW_LINES, else
+    LAW_LINES spread evenly over the sorted sizes (a table read off a paper's figure has a size per point)."""
+    if len(sizes) <= LAW_LINES:
+        return list(sizes)
+    return [sizes[i] for i in sorted(set(np.round(np.linspace(0, len(sizes) - 1, LAW_LINES)).astype(int)))]
+
+
 def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict, path: Path) -> Path:
     """One panel per recipe: runs as points (shade = model size), the fitted law along each size,
     and the compute-optimal frontier (the baseline's frontier dashed in every panel).
@@ -86,13 +98,13 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
             mine = runs.filter(pl.col("recipe") == recipe)
             color = colors[recipe]
             params = laws.get(recipe)
-            for n in sizes:
-                pts = mine.filter(pl.col("N") == n)
-                if params is not None:
-                    c = np.logspace(math.log10(c_lo), math.log10(c_hi), 80)
+            if params is not None:
+                c = np.logspace(math.log10(c_lo), math.log10(c_hi), 80)
+                for n in law_line_sizes(sizes):
                     ax.plot(c, fits.predict(params, n, c / (6 * n)), color=color, alpha=0.35 * shade[n], lw=0.8)
-                if pts.height:
-                    ax.scatter(pts["C"], pts["loss"], s=16, color=color, alpha=shade[n], edgecolor="white", lw=0.4, zorder=3)
+            if mine.height:  # one scatter, each point shaded by its size (one per size took minutes at 6,000 sizes)
+                rgba = [(*to_rgb(color), shade[n]) for n in mine["N"].to_list()]
+                ax.scatter(mine["C"], mine["loss"], s=16, c=rgba, edgecolor="white", lw=0.4, zorder=3)
             if params is not None:
                 ax.plot(grid_c, fits.compute_optimal(params, grid_c)[2], color=color, lw=2, label="compute-optimal (fit)")
             if base_front is not None and recipe != baseline:

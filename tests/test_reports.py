@@ -713,3 +713,44 @@ def test_a_folder_that_is_no_sweep_names_the_tables_and_sweeps_in_it(tmp_path, c
     assert f"it holds {sweep}, which" in capsys.readouterr().err
     assert main(["report", str(sweep / "bf16-S-200M"), "--out", str(tmp_path / "r")]) == 2  # a run's: its own words
     assert "is one run's folder" in (err := capsys.readouterr().err) and "which `scaling report` reads" not in err
+
+
+def test_a_table_of_thousands_of_model_sizes_draws_its_loss_figure_in_one_scatter_per_recipe(tmp_path, monkeypatch):
+    """A table read off a paper's figure has a model size per point: the loss-vs-compute figure drew one
+    scatter and one law curve per size and recipe (72 s of a 80 s report at 6,000 points). It draws one
+    scatter per recipe and the law along at most LAW_LINES sizes, and its caption says so."""
+    import matplotlib.axes
+
+    from reports import build
+    from reports.figures import LAW_LINES
+
+    rng = np.random.default_rng(0)
+    N = 10 ** rng.uniform(6, 7.5, 40)
+    D = N * 10 ** rng.uniform(1, 2.5, 40)
+    rows = [{"recipe": r, "N": n, "D": d, "loss": law_loss(n, d, *RECIPES[r]) * math.exp(rng.normal(0, 0.003))}
+            for r in ("bf16", "nvfp4") for n, d in zip(N, D)]
+    pl.DataFrame(rows).write_csv(tmp_path / "t.csv")
+    from reports import figures
+
+    calls = {"scatter": 0, "plot": 0, "inside": False}  # counted inside loss_vs_compute only
+    for name in ("scatter", "plot"):
+        original = getattr(matplotlib.axes.Axes, name)
+
+        def counted(self, *a, _name=name, _original=original, **k):
+            calls[_name] += calls["inside"]
+            return _original(self, *a, **k)
+        monkeypatch.setattr(matplotlib.axes.Axes, name, counted)
+    drawing = figures.loss_vs_compute
+
+    def loss_vs_compute(*a, **k):
+        calls["inside"] = True
+        try:
+            return drawing(*a, **k)
+        finally:
+            calls["inside"] = False
+    monkeypatch.setattr(figures, "loss_vs_compute", loss_vs_compute)
+    build(tmp_path / "t.csv", tmp_path / "r", bootstrap=0, workers=1)
+    assert calls["scatter"] == 2
+    assert calls["plot"] <= 2 * (LAW_LINES + 2)  # per recipe: the law along LAW_LINES sizes, its frontier, the baseline's
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert f"the fitted chinchilla law along {LAW_LINES} of the 40 model sizes, spread over their range" in md
