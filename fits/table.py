@@ -209,6 +209,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     status = pick_column(df, "status", mapping)
     if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
         df = _completed(df, status, where)
+    df = _lr_mult(df, where, unit)
     df = best_learning_rate(df, got)
     try:
         out = pl.DataFrame({
@@ -273,6 +274,26 @@ def _completed(df: pl.DataFrame, status: str, where: str) -> pl.DataFrame:
                     "only completed runs are fitted")
 
 
+def _lr_mult(df: pl.DataFrame, where: str | None = None, unit: str = "row") -> pl.DataFrame:
+    """An `lr_mult` column as floats, a blank cell the default 1 (as the report reads a record written before
+    result records kept it); with `where`, a UserError naming a cell that is text ('2x') or not > 0. Read as
+    it was, a blank cell crashed the learning-rate note (None sorted beside floats), text its format."""
+    if "lr_mult" not in df.columns:
+        return df
+    column = df["lr_mult"]
+    value = column.cast(pl.Float64, strict=False)
+    if where is not None:
+        cell = column.cast(pl.Utf8).str.strip_chars()
+        bad = df.filter((value.is_null() & cell.is_not_null() & ~cell.str.to_lowercase().is_in(MISSING))
+                        | ~(value > 0).fill_null(True) | value.is_infinite().fill_null(False))
+        if bad.height:
+            line = bad["_row"][0] + (2 if unit == "line" else 1)
+            raise UserError(f"{where} has {bad.height} row(s) whose lr_mult is not a positive number (first: {unit} {line}, "
+                            f"{bad['lr_mult'].cast(pl.Utf8)[0]!r}); give each run's learning-rate multiplier as a number "
+                            "(1, 0.5, 2; a blank cell is the default, 1)")
+    return df.with_columns(lr_mult=value.fill_null(1.0))
+
+
 def best_learning_rate(df: pl.DataFrame, got: dict[str, str | None]) -> pl.DataFrame:
     """A sweep over learning rates (an `lr_mult` column with several values) is fitted at each point's
     best learning rate: per recipe, N, D (and seed) the run with the lowest loss, as a tuned ladder is.
@@ -296,7 +317,7 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
     mapping = parse_columns(columns)
     got = find_columns(source, mapping, "the table")
     status = pick_column(source, "status", mapping)
-    done = source if status is None else _completed_rows(source, status)
+    done = _lr_mult(source if status is None else _completed_rows(source, status))
     if "lr_mult" not in done.columns or done["lr_mult"].n_unique() < 2:
         return None
     point = _lr_point(done, got)

@@ -447,6 +447,7 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("units_in_loss", "has 1 row(s) whose 'val' (loss) is not a number (first: line 4, '3.1 nats')"),
     ("padded_recipe", "t.csv has 12 row(s) whose recipe has spaces around it (first: line 2, 'bf16 '); remove the"),
     ("blank_recipe", "t.csv has 1 row(s) with a blank recipe (first: line 3); give each row its recipe's name"),
+    ("lr_mult_text", "t.csv has 24 row(s) whose lr_mult is not a positive number (first: line 2, '1x'); give each"),
     ("na_cell", "t.csv has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 4)"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -491,6 +492,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
                            .otherwise(pl.col("recipe")))
     elif case == "blank_recipe":  # fitted (or left out) as a group named ''
         t = t.with_columns(recipe=pl.when(pl.int_range(pl.len()) == 1).then(pl.lit("")).otherwise(pl.col("recipe")))
+    elif case == "lr_mult_text":  # the learning-rate note formatted '1x' with :g, a ValueError
+        t = t.with_columns(lr_mult=pl.lit("1x"))
     elif case == "too_few":
         t = t.head(5)
     elif case == "empty":  # a sweep collected before any run finished, say: the header alone
@@ -523,6 +526,15 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     assert main(["fit", str(path), "--bootstrap", "0", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
+
+
+def test_a_blank_lr_mult_is_the_default_and_needs_no_note(tmp_path, capsys):
+    """A blank lr_mult cell (a table joined from two exports) made the column look like an LR sweep of
+    [1, None], and the learning-rate note sorted None beside 1.0: a TypeError. It is the default, 1."""
+    t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    t.with_columns(lr_mult=pl.when(pl.int_range(pl.len()) == 0).then(None).otherwise(1.0)).write_csv(tmp_path / "t.csv")
+    assert main(["fit", str(tmp_path / "t.csv"), "--bootstrap", "0", "--starts", "5"]) == 0
+    assert "Learning rate" not in capsys.readouterr().out
 
 
 def test_losses_far_above_nats_per_token_are_warned_of():
