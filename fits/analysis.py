@@ -249,9 +249,12 @@ def _ratio_units_warning(name: str, pts: Points) -> list[str]:
     if lo <= ratio <= hi:
         return []
     guess = "N in millions or billions" if ratio > hi else "D in millions or billions"
+    # A column of FLOPs read as D (--columns D=FLOP) gives D/N = 6·tokens, ~1e10: no unit fixes that, the law is wrong.
+    flops = (" Or is D a compute in FLOP (6·N·tokens), not tokens? Then map that column as C (--columns C=NAME): "
+             "a law in FLOP where it wants tokens is another law." if ratio > hi else "")
     return [f"{name}: its median D/N is {ratio:.3g} tokens per parameter, outside any real run's ({lo:g} to {hi:g}): "
             f"{guess}? The exponents and E are the same in any unit, but A, B and every compute (C = 6·N·D) are "
-            "not; give N and D as counts"]
+            f"not; give N and D as counts.{flops}"]
 
 
 def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,

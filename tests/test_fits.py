@@ -573,6 +573,16 @@ def test_n_in_millions_beside_d_in_tokens_is_warned_of_in_a_large_study():
     assert len(warned) == 1 and "N reaches only 80" in warned[0], warned
 
 
+def test_a_compute_column_read_as_d_is_named_as_a_possible_cause():
+    """--columns D=FLOP (a compute column mapped as tokens) gives D/N ~1e10: the warning guessed only 'N in
+    millions or billions?' and said the exponents were the same in any unit, which a law in FLOP is not."""
+    t = synthetic_table(sizes=np.geomspace(1e8, 1.6e10, 4), ratios=(5, 20, 80))
+    warned = fits.analyse(t.with_columns(D=6 * pl.col("N") * pl.col("D")), bootstrap=0, workers=1, top=10)["groups"]["bf16"]["warnings"]
+    assert any("Or is D a compute in FLOP (6·N·tokens), not tokens? Then map that column as C" in w for w in warned), warned
+    warned = fits.analyse(t.with_columns(D=pl.col("D") / 1e6), bootstrap=0, workers=1, top=10)["groups"]["bf16"]["warnings"]
+    assert not any("compute in FLOP" in w for w in warned), warned
+
+
 def test_the_bootstrap_must_be_able_to_decide(tmp_path, capsys):
     """A verdict needs MIN_REPLICATES fitted replicates and an interval that resampling moves: with 3
     replicates, or on a flat loss where every replicate gives the same ratio, it is inconclusive,
