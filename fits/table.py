@@ -52,8 +52,17 @@ def read_file(path: Path) -> pl.DataFrame:
     try:
         return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
     except Exception as e:  # polars raises several types for unreadable input
+        if not parquet and "more fields than defined" in str(e):  # a title line above the header, say
+            raise UserError(f"cannot read {path} as CSV: a line has more fields than its first line "
+                            f"({_first_line(path)!r}) names; is that line the header row? Remove any lines above "
+                            "it, and quote fields holding commas") from None
         raise UserError(f"cannot read {path} as {'parquet' if parquet else 'CSV'} "
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+
+
+def _first_line(path: Path) -> str:
+    with open(path, "rb") as f:
+        return f.readline(200).decode("utf-8-sig", "replace").strip()[:60]
 
 
 def _check_header(path: Path) -> None:
@@ -66,6 +75,9 @@ def _check_header(path: Path) -> None:
     with open(path, "rb") as f:
         header = f.readline(100_000).decode("utf-8-sig", "replace")
     _refuse_json(path, header)
+    if header.lstrip().startswith("#"):  # a tool's note above the table: polars failed "more fields than defined"
+        raise UserError(f"{path} begins with a comment line ({header.strip()[:60]!r}), not the header row; remove the "
+                        "lines above the header (recipe, N, D or C, loss), then run again")
     names = next(csv.reader([header]), [])
     twice = sorted({n.strip() for n in names if n.strip() and sum(m.strip() == n.strip() for m in names) > 1})
     if twice:

@@ -448,6 +448,9 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("padded_recipe", "t.csv has 12 row(s) whose recipe has spaces around it (first: line 2, 'bf16 '); remove the"),
     ("blank_recipe", "t.csv has 1 row(s) with a blank recipe (first: line 3); give each row its recipe's name"),
     ("lr_mult_text", "t.csv has 24 row(s) whose lr_mult is not a positive number (first: line 2, '1x'); give each"),
+    ("comment_line", "t.csv begins with a comment line ('# exported by a tool'), not the header row; remove the lines"),
+    ("title_line", "t.csv as CSV: a line has more fields than its first line ('Loss table') names; is that "
+                   "line the header row?"),
     ("na_cell", "t.csv has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 4)"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -519,6 +522,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     elif case in ("json_lines", "json_file"):  # read as CSV: "lacks column(s) N, loss" listing JSON fragments
         path = tmp_path / ("t.jsonl" if case == "json_lines" else "t.json")
         t.write_ndjson(path) if case == "json_lines" else t.write_json(path)
+    elif case in ("comment_line", "title_line"):  # polars: "found more fields than defined in 'Schema'"
+        path.write_text(("# exported by a tool\n" if case == "comment_line" else "Loss table\n") + t.write_csv())
     elif case != "missing_file":
         t.write_csv(path)
     else:
