@@ -125,6 +125,9 @@ def read_diagnostics(path: Path) -> Any:
         raise UserError(f"diagnostics file {path} does not exist; pass the JSON written by `scaling diagnose --json`")
     except json.JSONDecodeError as e:
         raise UserError(f"diagnostics file {path} is not JSON ({e}); pass the output of `scaling diagnose --json`")
+    except UnicodeDecodeError:  # (a binary file, or JSON saved as UTF-16 by a Windows editor: a traceback)
+        raise UserError(f"diagnostics file {path} is not JSON (not UTF-8 text); pass the output of "
+                        "`scaling diagnose --json`, saved as UTF-8") from None
 
 
 def _what_folder_holds(folder: Path) -> str:

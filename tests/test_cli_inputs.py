@@ -247,6 +247,9 @@ def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
     (tmp_path / "numbers.json").write_text(json.dumps({"gemm": [1], "quant": [2]}))  # lists, but not of records
     _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "numbers.json")],
              capsys, "holds no table")
+    (tmp_path / "utf16.json").write_bytes('{"gemm": []}'.encode("utf-16"))  # a Windows editor's save: a traceback
+    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "utf16.json")],
+             capsys, "utf16.json is not JSON (not UTF-8 text)")
     _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--seed", "-1"], capsys, "--seed: must be 0 or more",
              "scaling report --help")
     assert not out.exists()
