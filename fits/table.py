@@ -52,6 +52,9 @@ def read_file(path: Path) -> pl.DataFrame:
     try:
         return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
     except Exception as e:  # polars raises several types for unreadable input
+        if not parquet and "invalid utf-8" in str(e):
+            raise UserError(f"cannot read {path} as CSV: it is not UTF-8 text (Latin-1 or a Windows code page?); "
+                            "save it as CSV in UTF-8, then run again") from None
         if not parquet and "more fields than defined" in str(e):  # a title line above the header, say
             raise UserError(f"cannot read {path} as CSV: a line has more fields than its first line "
                             f"({_first_line(path)!r}) names; is that line the header row? Remove any lines above "
@@ -73,7 +76,11 @@ def _check_header(path: Path) -> None:
     import csv
 
     with open(path, "rb") as f:
-        header = f.readline(100_000).decode("utf-8-sig", "replace")
+        raw = f.readline(100_000)
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\0" in raw:  # read as UTF-8: names spelt 'r e c i p e'
+        raise UserError(f"{path} is UTF-16 text (a spreadsheet's 'Unicode text' export); save it as CSV in UTF-8, "
+                        "then run again")
+    header = raw.decode("utf-8-sig", "replace")
     _refuse_json(path, header)
     if header.lstrip().startswith("#"):  # a tool's note above the table: polars failed "more fields than defined"
         raise UserError(f"{path} begins with a comment line ({header.strip()[:60]!r}), not the header row; remove the "

@@ -451,6 +451,8 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("comment_line", "t.csv begins with a comment line ('# exported by a tool'), not the header row; remove the lines"),
     ("title_line", "t.csv as CSV: a line has more fields than its first line ('Loss table') names; is that "
                    "line the header row?"),
+    ("utf16", "t.csv is UTF-16 text (a spreadsheet's 'Unicode text' export); save it as CSV in UTF-8"),
+    ("latin1", "t.csv as CSV: it is not UTF-8 text (Latin-1 or a Windows code page?); save it as CSV in UTF-8"),
     ("na_cell", "t.csv has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 4)"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -522,6 +524,10 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     elif case in ("json_lines", "json_file"):  # read as CSV: "lacks column(s) N, loss" listing JSON fragments
         path = tmp_path / ("t.jsonl" if case == "json_lines" else "t.json")
         t.write_ndjson(path) if case == "json_lines" else t.write_json(path)
+    elif case == "utf16":  # read as UTF-8: "lacks column(s) N, loss" listing names spelt 'r e c i p e'
+        path.write_bytes(t.write_csv().encode("utf-16"))
+    elif case == "latin1":  # "cannot read t.csv as CSV (ComputeError: invalid utf-8 sequence)"
+        path.write_bytes(t.with_columns(recipe=pl.col("recipe") + "µ").write_csv().encode("latin-1"))
     elif case in ("comment_line", "title_line"):  # polars: "found more fields than defined in 'Schema'"
         path.write_text(("# exported by a tool\n" if case == "comment_line" else "Loss table\n") + t.write_csv())
     elif case != "missing_file":
