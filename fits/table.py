@@ -24,7 +24,14 @@ def parse_columns(spec: str | dict[str, str] | None) -> dict[str, str]:
     if isinstance(spec, dict):
         return dict(spec)
     mapping: dict[str, str] = {}
-    for part in (spec or "").split(","):
+    parts: list[str] = []
+    for piece in (spec or "").split(","):
+        # A piece without '=' continues the entry before it: a column name may hold commas ("Params (M, non-emb)")
+        if parts and piece.strip() and "=" not in piece:
+            parts[-1] += "," + piece
+        else:
+            parts.append(piece)
+    for part in parts:
         if not part.strip():
             continue
         key, sep, source = part.partition("=")
@@ -126,8 +133,10 @@ def pick_column(df: pl.DataFrame, name: str, mapping: dict[str, str]) -> str | N
     else a result record's alias; None where there is none."""
     if name in mapping:
         if mapping[name] not in df.columns:
+            comma = (" (a comma followed by no NAME= is part of the column's name: give each entry as NAME=COLUMN)"
+                     if "," in mapping[name] else "")
             raise UserError(f"--columns maps {name} to {mapping[name]!r}, which is not a column "
-                            f"(columns: {column_list(df)})")
+                            f"(columns: {column_list(df)}){comma}")
         return mapping[name]
     for candidate in (name, *ALIASES.get(name, ())):
         if candidate in df.columns:

@@ -539,6 +539,22 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
 
 
+def test_columns_maps_a_column_whose_name_holds_a_comma(tmp_path, capsys):
+    """--columns split on every comma, so a column named "Params (count, non-emb)" could not be mapped at all
+    (its second half was refused as an entry). A piece without '=' continues the entry before it."""
+    from fits.table import parse_columns
+
+    assert parse_columns("N=Params (count, non-emb), D = tokens,loss=val,") == {
+        "N": "Params (count, non-emb)", "D": "tokens", "loss": "val"}
+    assert parse_columns("N=a,,D=b") == {"N": "a", "D": "b"}
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    t.rename({"N": "Params (count, non-emb)"}).write_csv(tmp_path / "t.csv")
+    assert main(["fit", str(tmp_path / "t.csv"), "--columns", "N=Params (count, non-emb)", "--bootstrap", "0",
+                 "--starts", "5"]) == 0
+    assert main(["fit", str(tmp_path / "t.csv"), "--columns", "N=Params (count, non-emb),D", "--bootstrap", "0"]) == 2
+    assert "a comma followed by no NAME= is part of the column's name" in capsys.readouterr().err
+
+
 def test_a_blank_lr_mult_is_the_default_and_needs_no_note(tmp_path, capsys):
     """A blank lr_mult cell (a table joined from two exports) made the column look like an LR sweep of
     [1, None], and the learning-rate note sorted None beside 1.0: a TypeError. It is the default, 1."""
