@@ -143,7 +143,8 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
     if m and g:
         # m(C) = the baseline's compute for the recipe's loss at C, over C: below 1, the recipe's compute
         # is worth less than the baseline's.
-        text += (f". At C = {m['C'][0]:.2g} FLOP it reaches the loss {baseline} reaches with {_short(m['value'][0])}× "
+        # ("it reaches the loss bf16 reaches with 0.59× of that compute" read as well as the recipe needing less)
+        text += (f". At C = {m['C'][0]:.2g} FLOP, {baseline} reaches this recipe's loss with {_short(m['value'][0])}× "
                  f"{_interval(m['ci95'][0], 3)} of that compute, at {m['C'][1]:.2g} FLOP with "
                  f"{_short(m['value'][1])}× {_interval(m['ci95'][1], 3)}; its loss gap at equal compute is "
                  f"{g['value'][0]:+.3g} {_interval(g['ci95'][0], 3)} and {g['value'][1]:+.3g} "

@@ -210,7 +210,7 @@ def test_report_judges_the_recipes_it_can_fit_and_names_the_one_it_cannot(tmp_pa
     fitted = json.loads((tmp_path / "r" / "fits.json").read_text())
     m = fitted["penalty"]["mxfp4"]["multiplier"]
     assert m["value"][0] < 1  # effN 0.6, effD 0.8: bf16 reaches mxfp4's loss with less compute
-    assert (f"it reaches the loss bf16 reaches with {m['value'][0]:#.3g}× " in summary["verdicts"]["mxfp4"]["sentence"])
+    assert (f"bf16 reaches this recipe's loss with {m['value'][0]:#.3g}× " in summary["verdicts"]["mxfp4"]["sentence"])
 
 
 def test_a_report_that_cannot_be_written_leaves_the_earlier_one(tmp_path, full_disk):
