@@ -75,6 +75,29 @@ def _first_line(path: Path) -> str:
         return f.readline(200).decode("utf-8-sig", "replace").strip()[:60]
 
 
+BINARY_KINDS = {  # a file's first bytes -> what it is and what to do, for a table read as CSV
+    b"PAR1": "a Parquet file under another name; name it .parquet",
+    b"PK\x03\x04": "a zip archive (an Excel .xlsx workbook?), not CSV text; export the sheet as CSV in UTF-8",
+}
+GZIP = b"\x1f\x8b"  # a gzip-compressed CSV, which polars reads as it is
+
+
+def _refuse_binary(path: Path, raw: bytes) -> None:
+    """A table read as CSV whose first line is not UTF-8 text: UTF-16 (read as UTF-8 its names are spelt
+    'r e c i p e', refused as lacking N and loss) or a binary file, named by what it is."""
+    for magic, what in BINARY_KINDS.items():
+        if raw.startswith(magic):
+            raise UserError(f"{path} is {what}, then run again")
+    head = raw[:64]
+    utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff")) or (
+        len(head) >= 4 and (not any(head[1::2]) or not any(head[0::2])))
+    if utf16:
+        raise UserError(f"{path} is UTF-16 text (a spreadsheet's 'Unicode text' export); save it as CSV in UTF-8, "
+                        "then run again")
+    if b"\0" in raw:
+        raise UserError(f"{path} is a binary file, not a CSV or parquet table; pass a .csv (UTF-8 text) or a .parquet")
+
+
 def _check_header(path: Path) -> None:
     """What polars reads without a word from a CSV's header line. A CSV saved with ';' or tabs (a spreadsheet
     in a comma-decimal locale) reads as one column named by the whole line, or fails on its decimal commas
@@ -84,9 +107,9 @@ def _check_header(path: Path) -> None:
 
     with open(path, "rb") as f:
         raw = f.readline(100_000)
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\0" in raw:  # read as UTF-8: names spelt 'r e c i p e'
-        raise UserError(f"{path} is UTF-16 text (a spreadsheet's 'Unicode text' export); save it as CSV in UTF-8, "
-                        "then run again")
+    if raw.startswith(GZIP):  # (its compressed bytes are no header to check)
+        return
+    _refuse_binary(path, raw)
     header = raw.decode("utf-8-sig", "replace")
     _refuse_json(path, header)
     if header.lstrip().startswith("#"):  # a tool's note above the table: polars failed "more fields than defined"

@@ -453,6 +453,8 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
                    "line the header row?"),
     ("utf16", "t.csv is UTF-16 text (a spreadsheet's 'Unicode text' export); save it as CSV in UTF-8"),
     ("latin1", "t.csv as CSV: it is not UTF-8 text (Latin-1 or a Windows code page?); save it as CSV in UTF-8"),
+    ("xlsx", "t.xlsx is a zip archive (an Excel .xlsx workbook?), not CSV text; export the sheet as CSV in UTF-8"),
+    ("parquet_as_csv", "t.csv is a Parquet file under another name; name it .parquet"),
     ("na_cell", "t.csv has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 4)"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
@@ -524,6 +526,14 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     elif case in ("json_lines", "json_file"):  # read as CSV: "lacks column(s) N, loss" listing JSON fragments
         path = tmp_path / ("t.jsonl" if case == "json_lines" else "t.json")
         t.write_ndjson(path) if case == "json_lines" else t.write_json(path)
+    elif case == "xlsx":  # refused as lacking N and loss, listing 'PK\x03\x04...' as its columns
+        import zipfile
+
+        path = tmp_path / "t.xlsx"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("xl/workbook.xml", "<workbook/>")
+    elif case == "parquet_as_csv":  # "ComputeError: invalid utf-8 sequence"
+        t.write_parquet(path)
     elif case == "utf16":  # read as UTF-8: "lacks column(s) N, loss" listing names spelt 'r e c i p e'
         path.write_bytes(t.write_csv().encode("utf-16"))
     elif case == "latin1":  # "cannot read t.csv as CSV (ComputeError: invalid utf-8 sequence)"
@@ -537,6 +547,15 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     assert main(["fit", str(path), "--bootstrap", "0", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
+
+
+def test_a_gzip_compressed_csv_is_read(tmp_path):
+    """polars reads a .csv.gz as it is: the header checks (separator, UTF-16, binary) leave it to polars."""
+    import gzip
+
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    (tmp_path / "t.csv.gz").write_bytes(gzip.compress(t.write_csv().encode()))
+    assert main(["fit", str(tmp_path / "t.csv.gz"), "--bootstrap", "0", "--starts", "5"]) == 0
 
 
 def test_columns_maps_a_column_whose_name_holds_a_comma(tmp_path, capsys):
