@@ -297,7 +297,7 @@ def _refuse_text(df: pl.DataFrame, out: pl.DataFrame, got: dict[str, str | None]
     refused as "missing, NaN or non-numeric" by line alone, which did not say which column or what to write."""
     for name in ("N", "D", "C", "loss"):
         column = got[name]
-        if column is None or df[column].dtype.is_numeric():
+        if column is None or df[column].dtype.is_numeric() or (name == "C" and got["D"]):  # (a C beside D is unused)
             continue
         cell = df[column].cast(pl.Utf8).str.strip_chars()
         text = df.filter(out[name].is_null() & cell.is_not_null() & ~cell.str.to_lowercase().is_in(MISSING))

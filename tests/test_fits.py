@@ -558,6 +558,14 @@ def test_a_gzip_compressed_csv_is_read(tmp_path):
     assert main(["fit", str(tmp_path / "t.csv.gz"), "--bootstrap", "0", "--starts", "5"]) == 0
 
 
+def test_a_text_compute_column_beside_d_is_not_read(tmp_path):
+    """C beside D is replaced by 6ND, so a C column of text ('1e21 FLOP') is not refused as a number written
+    as text (86d33ce refused it)."""
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    t.with_columns(C=pl.lit("1e21 FLOP")).write_csv(tmp_path / "t.csv")
+    assert main(["fit", str(tmp_path / "t.csv"), "--bootstrap", "0", "--starts", "5"]) == 0
+
+
 def test_columns_maps_a_column_whose_name_holds_a_comma(tmp_path, capsys):
     """--columns split on every comma, so a column named "Params (count, non-emb)" could not be mapped at all
     (its second half was refused as an entry). A piece without '=' continues the entry before it."""
