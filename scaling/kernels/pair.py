@@ -122,8 +122,22 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
     s_enc_l = _encode_scale(amax_last_ptr, inv_last_ptr, numer, TENSOR_SCALE, factor_last_ptr, HAS_FACTOR_L)
     key_f = _stream_key(seeds_first_ptr, 0, 0) if SR_F else 0
     key_l = _stream_key(seeds_last_ptr, 0, 0) if SR_L else 0
-    signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0)
-    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HALVES)
+    # RHT16's normalisation (1/4, a power of two) rides on the random signs (+-1/4, made as the +-1 are:
+    # `_signed_one`), so no multiply an element of a rotated operand is left for it (sm_90, Triton 3.9:
+    # nvfp4's dY pair 54.4 -> 53.5 instructions per element at 4096-element tiles, 4 a program; ufp4's
+    # 62.5 -> 61.4 at 1024, halves). x in BF16 or FP16: their values and sums are multiples of 2^-133,
+    # so a quarter of each is exact in FP32, and the signed first stage's products by +-1/4 and every
+    # later stage's sums are exactly a quarter of the unnormalised ones: the same bits as the multiply
+    # after the FWHT. Not for FP32 inputs, whose subnormals' quarters round, nor without random signs
+    # (no product to carry it).
+    NARROW_IN: tl.constexpr = x_ptr.dtype.element_ty != tl.float32
+    FOLD_F: tl.constexpr = (HAD_F == 16) and SIGNS_F and NARROW_IN
+    FOLD_L: tl.constexpr = (HAD_L == 16) and SIGNS_L and NARROW_IN
+    signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0, 0x3E800000 if FOLD_F else 0x3F800000)
+    signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HALVES,
+                                        0x3E800000 if FOLD_L else 0x3F800000)
+    NORM_QF: tl.constexpr = 1.0 if FOLD_F else NORM_F
+    NORM_QL: tl.constexpr = 1.0 if FOLD_L else NORM_L
     dtype = first_ptr.dtype.element_ty
     features = pid_r * BR + tl.arange(0, BR)
     for i in range(ITERS):
@@ -132,7 +146,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
         offs, mask = _tile_offsets(pid_r, pid_k, D, T, stride_r, stride_k, BR, BK, NARROW)
 
         # along dim 0 (K = tokens, the tile's columns): as _quantize_kernel along dim 0
-        xf = _rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, NORM_F, SIGNS_F)
+        xf = _rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, NORM_QF, SIGNS_F)
         out = _quantize_tile(xf, features, pid_k * BK, T, s_enc_f, key_f, 0, target, BR, BK, 0, 1, BLK, LOG2_BLK,
                              False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_F, PAIRS_F, False, False)
         tl.store(first_ptr + offs, out.to(dtype), mask=mask)
@@ -140,7 +154,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
         # along the last axis (K = features): the same tile as (BK tokens, BR features)
         tokens = pid_k * BK + tl.arange(0, BK)
         xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L,
-                             LOG2H_L, NORM_L, SIGNS_L, HALVES)
+                             LOG2H_L, NORM_QL, SIGNS_L, HALVES)
         out = _quantize_tile(xl, tokens, pid_r * BR, D, s_enc_l, key_l, 0, target, BK, BR, 0, 1, BLK, LOG2_BLK,
                              False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_L, PAIRS_L, False, False)
         if HALVES == 2:  # stored as loaded

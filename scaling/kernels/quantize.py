@@ -128,9 +128,10 @@ def _sign_bit(word, j):
 
 
 @triton.jit
-def _signed_one(sign_bit):
-    """+1.0 or -1.0 with the given sign bit (one LOP3, not a shift, a conversion and a subtraction)."""
-    return (sign_bit | 0x3F800000).to(tl.float32, bitcast=True)
+def _signed_one(sign_bit, ONE: tl.constexpr = 0x3F800000):
+    """+1.0 or -1.0 with the given sign bit (one LOP3, not a shift, a conversion and a subtraction);
+    ONE: the bits of another magnitude (a power of two: `pair`'s signs carrying RHT16's 1/4)."""
+    return (sign_bit | ONE).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -141,21 +142,22 @@ def _random_signs(j, sign_key):
 
 
 @triton.jit
-def _word_signs(word, j):
+def _word_signs(word, j, ONE: tl.constexpr = 0x3F800000):
     """The signs at positions j (uint32, < 32) of a sign word: a shift and a LOP3 a sign."""
-    return _signed_one(_sign_bit(word, j))
+    return _signed_one(_sign_bit(word, j), ONE)
 
 
 @triton.jit
 def _program_signs(seeds_ptr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: tl.constexpr,
-                   HALVES: tl.constexpr):
+                   HALVES: tl.constexpr, ONE: tl.constexpr = 0x3F800000):
     """The transform's signs a program applies, made once per program (a tile's columns hold the same
     positions of each group: BK is a multiple of HAD): for the columns of a tile, or, for halves, for
     positions 0-7 and 8-15 of a group of 16. Groups of at most 32 take them from the group's sign
     word: a thread hashing each of its positions (`_random_signs`, ~7 sm_90 instructions a sign once
     the index's half of the hash folds) cost ~3 instructions per element of ufp4's dY pair at its
     H200 tile (16 tokens' signs and 16 features' a thread; 71.2 -> 67.9) and ~1.7 of its pair amax's
-    (17.9 -> 16.2). For RHT128 four words and the selects between them cost what the hashes do."""
+    (17.9 -> 16.2). For RHT128 four words and the selects between them cost what the hashes do.
+    ONE: the random signs' magnitude as float bits (`_signed_one`; groups of at most 32 only)."""
     if HALVES and HAD > 16:  # positions 16g + j and 16g + 8 + j of a run g, as (BK / 16, 8) tiles
         j = ((tl.arange(0, BK // 16)[:, None] * 16 + tl.arange(0, 8)[None, :]) % HAD).to(tl.uint32)
         if RAND_SIGNS:
@@ -168,14 +170,14 @@ def _program_signs(seeds_ptr, BK: tl.constexpr, HAD: tl.constexpr, RAND_SIGNS: t
         j = tl.arange(0, 8).to(tl.uint32)
         if RAND_SIGNS:
             word = _sign_word(seeds_ptr, 0, True)
-            signs_a, signs_b = _word_signs(word, j), _word_signs(word, j + 8)
+            signs_a, signs_b = _word_signs(word, j, ONE), _word_signs(word, j + 8, ONE)
         else:
             signs_a, signs_b = tl.full((8,), 1.0, tl.float32), tl.full((8,), 1.0, tl.float32)
     else:
         if RAND_SIGNS and HAD > 0:
             j = (tl.arange(0, BK) % HAD).to(tl.uint32)
             if HAD <= 32:
-                signs_a = _word_signs(_sign_word(seeds_ptr, 0, True), j)
+                signs_a = _word_signs(_sign_word(seeds_ptr, 0, True), j, ONE)
             else:
                 signs_a = _random_signs(j, _stream_key(seeds_ptr, 1, 0))
         else:
