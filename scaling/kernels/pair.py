@@ -24,8 +24,8 @@ import triton.language as tl
 
 from scaling import formats
 from scaling.kernels import supports
-from scaling.kernels.quantize import (_abs_rotated, _abs_rotation, _atomic_max, _encode_scale, _last_first,
-                                      _load_rotated, _load_tile, _offsets_pass_int32,
+from scaling.kernels.quantize import (RECIPROCAL_TARGETS, _abs_rotated, _abs_rotation, _atomic_max, _encode_scale,
+                                      _last_first, _load_rotated, _load_tile, _offsets_pass_int32,
                                       _program_signs, _quantize_tile, _rotate, _store_halves, _stream_key, _tile_max,
                                       _tile_offsets, _tuning, _wide_strides, autotuned, tile_candidates,
                                       tuned_config, untuned_args)
@@ -107,7 +107,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
                  BLK: tl.constexpr, LOG2_BLK: tl.constexpr, TENSOR_SCALE: tl.constexpr, SCALE: tl.constexpr,
                  EMAX: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
                  HALVES: tl.constexpr, ITERS: tl.constexpr, HAS_FACTOR_L: tl.constexpr,
-                 HAS_FACTOR_F: tl.constexpr):
+                 HAS_FACTOR_F: tl.constexpr, TARGET_RCP: tl.constexpr = 0.0):
     """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
     layout, from one DRAM read of each (BK tokens, BR features) tile (`_last_axis_tile`); HAS_FACTOR_L
     (_F): the last axis's (dim 0's) inverse tensor scale comes out times the value at its factor_ptr,
@@ -136,6 +136,10 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0, 0x3E800000 if FOLD_F else 0x3F800000)
     signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HALVES,
                                         0x3E800000 if FOLD_L else 0x3F800000)
+    # amax_b / target by the reciprocal (`quantize._by_reciprocal`) where each block's amax is a multiple
+    # of 2^-135: x in BF16 or FP16, unrotated or under RHT16
+    RCP_F: tl.constexpr = TARGET_RCP if NARROW_IN and (HAD_F == 0 or HAD_F == 16) else 0.0
+    RCP_L: tl.constexpr = TARGET_RCP if NARROW_IN and (HAD_L == 0 or HAD_L == 16) else 0.0
     NORM_QF: tl.constexpr = 1.0 if FOLD_F else NORM_F
     NORM_QL: tl.constexpr = 1.0 if FOLD_L else NORM_L
     dtype = first_ptr.dtype.element_ty
@@ -148,7 +152,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
         # along dim 0 (K = tokens, the tile's columns): as _quantize_kernel along dim 0
         xf = _rotate(x, signs_f, BR, BK, HAD_F, LOG2H_F, NORM_QF, SIGNS_F)
         out = _quantize_tile(xf, features, pid_k * BK, T, s_enc_f, key_f, 0, target, BR, BK, 0, 1, BLK, LOG2_BLK,
-                             False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_F, PAIRS_F, False, False)
+                             False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_F, PAIRS_F, False, False, RCP_F)
         tl.store(first_ptr + offs, out.to(dtype), mask=mask)
 
         # along the last axis (K = features): the same tile as (BK tokens, BR features)
@@ -156,7 +160,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
         xl = _last_axis_tile(x_ptr, pid_r, pid_k, D, T, stride_r, stride_k, signs_lo, signs_hi, BR, BK, HAD_L,
                              LOG2H_L, NORM_QL, SIGNS_L, HALVES)
         out = _quantize_tile(xl, tokens, pid_r * BR, D, s_enc_l, key_l, 0, target, BK, BR, 0, 1, BLK, LOG2_BLK,
-                             False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_L, PAIRS_L, False, False)
+                             False, TENSOR_SCALE, SCALE, EMAX, ELEM, GMAX, SR_L, PAIRS_L, False, False, RCP_L)
         if HALVES == 2:  # stored as loaded
             _store_halves(last_ptr, out, pid_k, pid_r, T, D, stride_k, stride_r, BK, BR)
         else:
@@ -247,7 +251,16 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
                 BLK=blk, LOG2_BLK=int(math.log2(blk)), TENSOR_SCALE=last.has_tensor_scale,
                 SCALE=formats.SCALE_CODES[last.scale], EMAX=formats.EMAX[last.elem],
                 ELEM=formats.ELEM_CODES[last.elem], GMAX=float(last.elem_max),
-                HAS_FACTOR_L=False, HAS_FACTOR_F=False)
+                HAS_FACTOR_L=False, HAS_FACTOR_F=False, TARGET_RCP=_target_reciprocal(last))
+
+
+def _target_reciprocal(spec: QuantSpec) -> float:
+    """fp32(1 / target) where the block scales' target is one `quantize._by_reciprocal` divides by
+    (E4M3 scales), else 0.0 (div_rn)."""
+    target = scale_constants(spec)[1]
+    if formats.SCALE_CODES[spec.scale] != 1 or target not in RECIPROCAL_TARGETS:
+        return 0.0
+    return float(torch.tensor(1.0, dtype=torch.float32) / torch.tensor(target, dtype=torch.float32))
 
 
 _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIGNS_L",
