@@ -107,7 +107,7 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
                  BLK: tl.constexpr, LOG2_BLK: tl.constexpr, TENSOR_SCALE: tl.constexpr, SCALE: tl.constexpr,
                  EMAX: tl.constexpr, ELEM: tl.constexpr, GMAX: tl.constexpr,
                  HALVES: tl.constexpr, ITERS: tl.constexpr, HAS_FACTOR_L: tl.constexpr,
-                 HAS_FACTOR_F: tl.constexpr, TARGET_RCP: tl.constexpr = 0.0):
+                 HAS_FACTOR_F: tl.constexpr, TARGET: tl.constexpr = 0.0):
     """x (T, D) -> its operand along dim 0 (first_ptr) and along the last axis (last_ptr), both in x's
     layout, from one DRAM read of each (BK tokens, BR features) tile (`_last_axis_tile`); HAS_FACTOR_L
     (_F): the last axis's (dim 0's) inverse tensor scale comes out times the value at its factor_ptr,
@@ -136,10 +136,12 @@ def _pair_kernel(x_ptr, last_ptr, first_ptr, amax_last_ptr, amax_first_ptr, inv_
     signs_f, _ = _program_signs(seeds_first_ptr, BK, HAD_F, SIGNS_F, 0, 0x3E800000 if FOLD_F else 0x3F800000)
     signs_lo, signs_hi = _program_signs(seeds_last_ptr, BR, HAD_L, SIGNS_L, HALVES,
                                         0x3E800000 if FOLD_L else 0x3F800000)
-    # amax_b / target by the reciprocal (`quantize._by_reciprocal`) where each block's amax is a multiple
-    # of 2^-135: x in BF16 or FP16, unrotated or under RHT16
-    RCP_F: tl.constexpr = TARGET_RCP if NARROW_IN and (HAD_F == 0 or HAD_F == 16) else 0.0
-    RCP_L: tl.constexpr = TARGET_RCP if NARROW_IN and (HAD_L == 0 or HAD_L == 16) else 0.0
+    # amax_b / target by the reciprocal (`quantize._by_reciprocal`) where its checks cover the amaxes:
+    # for 6 multiples of 2^-135 (x in BF16 or FP16, unrotated or under RHT16), for 1.75 under RHT16
+    RCP_F: tl.constexpr = TARGET if (TARGET == 6.0 and NARROW_IN and (HAD_F == 0 or HAD_F == 16)) or (
+        TARGET == 1.75 and HAD_F == 16) else 0.0
+    RCP_L: tl.constexpr = TARGET if (TARGET == 6.0 and NARROW_IN and (HAD_L == 0 or HAD_L == 16)) or (
+        TARGET == 1.75 and HAD_L == 16) else 0.0
     NORM_QF: tl.constexpr = 1.0 if FOLD_F else NORM_F
     NORM_QL: tl.constexpr = 1.0 if FOLD_L else NORM_L
     dtype = first_ptr.dtype.element_ty
@@ -251,16 +253,14 @@ def _pair_config(last: QuantSpec, first: QuantSpec, D: int, T: int) -> dict:
                 BLK=blk, LOG2_BLK=int(math.log2(blk)), TENSOR_SCALE=last.has_tensor_scale,
                 SCALE=formats.SCALE_CODES[last.scale], EMAX=formats.EMAX[last.elem],
                 ELEM=formats.ELEM_CODES[last.elem], GMAX=float(last.elem_max),
-                HAS_FACTOR_L=False, HAS_FACTOR_F=False, TARGET_RCP=_target_reciprocal(last))
+                HAS_FACTOR_L=False, HAS_FACTOR_F=False, TARGET=_reciprocal_target(last))
 
 
-def _target_reciprocal(spec: QuantSpec) -> float:
-    """fp32(1 / target) where the block scales' target is one `quantize._by_reciprocal` divides by
-    (E4M3 scales), else 0.0 (div_rn)."""
+def _reciprocal_target(spec: QuantSpec) -> float:
+    """The block scales' target where `quantize._by_reciprocal` divides by it (E4M3 scales), else 0.0
+    (div_rn)."""
     target = scale_constants(spec)[1]
-    if formats.SCALE_CODES[spec.scale] != 1 or target not in RECIPROCAL_TARGETS:
-        return 0.0
-    return float(torch.tensor(1.0, dtype=torch.float32) / torch.tensor(target, dtype=torch.float32))
+    return target if formats.SCALE_CODES[spec.scale] == 1 and target in RECIPROCAL_TARGETS else 0.0
 
 
 _AMAX_NAMES = ("TILE", "BK", "NARROW", "I64", "HAD_L", "LOG2H_L", "NORM_L", "SIGNS_L",

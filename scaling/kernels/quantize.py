@@ -893,13 +893,13 @@ def _atomic_max(ptr, value):
 
 
 @triton.jit
-def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr, TARGET_RCP: tl.constexpr = 0.0):
-    """quant.block_scale_for (E4M3 saturating at its largest value, 448, as there). TARGET_RCP (the
-    FP32 1 / target, where `_by_reciprocal` serves the target and the amaxes): amax_b / target by it."""
+def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr, BY_RCP: tl.constexpr = 0.0):
+    """quant.block_scale_for (E4M3 saturating at its largest value, 448, as there). BY_RCP (target's
+    value, where `_by_reciprocal` serves it and the amaxes; 0.0: div_rn): amax_b / target by it."""
     if SCALE == 0:
         s = _e8m0_scale(amax_b, EMAX)
-    elif SCALE == 1 and TARGET_RCP != 0.0:
-        s = _e4m3_rtne(tl.minimum(_by_reciprocal(amax_b, target, TARGET_RCP) * s_enc, 448.0))
+    elif SCALE == 1 and BY_RCP != 0.0:
+        s = _e4m3_rtne(tl.minimum(_by_reciprocal(amax_b, BY_RCP) * s_enc, 448.0))
     elif SCALE == 1:
         s = _e4m3_rtne(tl.minimum(tl.math.div_rn(amax_b, target) * s_enc, 448.0))
     else:
@@ -907,24 +907,37 @@ def _block_scale(amax_b, s_enc, target, SCALE: tl.constexpr, EMAX: tl.constexpr,
     return s
 
 
-# The targets `_by_reciprocal` divides by as IEEE division does (FP32 values).
-RECIPROCAL_TARGETS = (6.0,)
+# The targets `_by_reciprocal` divides by as IEEE division does (FP32 values), each for the amaxes
+# its docstring says.
+RECIPROCAL_TARGETS = (6.0, 1.75)
 
 
 @triton.jit
-def _by_reciprocal(a, b, RCP: tl.constexpr):
-    """a / b, rounded as IEEE division (`div_rn`) rounds it, for b = 6 (RECIPROCAL_TARGETS; RCP = fp32(1 /
-    b)) and a >= 0 a multiple of 2^-135 (an amax of BF16 or FP16 values, or of RHT16 rotations of them):
-    q0 = a RCP, r = a - q0 b (exact, one FMA), q0 + r RCP (one FMA). Checked exhaustively against IEEE
-    division: every FP32 a below 2^-121, the binade [1, 2) and the top binade; the rest follow by
-    scaling (every step exact or rounded in FP32's normal range). Among the a below 2^-121, where the
-    quotient is subnormal, 1 in ~6 is 1 ulp off, none of them a multiple of 2^-135 (there a / 6 lies
-    at least 2^-149 / 6 from a rounding boundary, the error of q0 + r RCP below 2^-170). For b = 1.75
-    (UFP4's target) 536 multiples of 2^-135 are off: not used. 3 instructions where div_rn takes ~10
-    (a reciprocal, its check, 5 FMAs, a branch to its slow path)."""
-    q0 = a * RCP
-    r = tl.fma(q0 * -1.0, b, a)
-    return tl.fma(r, RCP, q0)
+def _by_reciprocal(a, B: tl.constexpr):
+    """a / B, rounded as IEEE division (`div_rn`) rounds it, for a >= 0, in 3 or 4 instructions where
+    div_rn takes ~10 (a reciprocal, its check, 5 FMAs, a branch to its slow path). Checked exhaustively
+    against IEEE division with exact FMA semantics (numpy: every FP32 a below 2^-121, the binade [1, 2)
+    and the top binades; the rest follow by scaling, every step exact or rounded in FP32's normal
+    range), and in the interpreter.
+    B = 6 (NVFP4's target): q0 = a fp32(1/6), r = a - 6 q0 (exact: one FMA), q0 + r fp32(1/6) (one
+    FMA). Equal to div_rn for every a that is a multiple of 2^-135 (an amax of BF16 or FP16 values, or
+    of RHT16 rotations of them); among other a below 2^-121 (a subnormal quotient) 1 in ~6 is 1 ulp
+    off at a tie, which a multiple of 2^-135 never is (a / 6 lies at least 2^-149 / 6 from one).
+    B = 1.75 (UFP4's): the same with 7 and 4a: q0 = a fp32(4/7), r = 4a - 7 q0 (exact, where
+    a - 1.75 q0 rounds in the subnormal range: 536 multiples of 2^-135 were off that way), q0 + r
+    fp32(1/7) (fp32(4/7) / 4, exactly). Equal to div_rn for every FP32 a below 2^126 (4a finite): an
+    RHT16 rotation's amax in the bit contract (|a| = 2^-2 |a sum of 16| < 2^126 where the sum does not
+    overflow FP32)."""
+    if B == 1.75:
+        q0 = a * 0.5714285969734192  # fp32(4 / 7)
+        r = tl.fma(q0 * -1.0, 7.0, a * 4.0)
+        q = tl.fma(r, 0.1428571492433548, q0)  # fp32(1 / 7)
+    else:
+        tl.static_assert(B == 6.0)
+        q0 = a * 0.1666666716337204  # fp32(1 / 6)
+        r = tl.fma(q0 * -1.0, 6.0, a)
+        q = tl.fma(r, 0.1666666716337204, q0)
+    return q
 
 
 @triton.jit
@@ -981,7 +994,7 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
                    PER_TENSOR: tl.constexpr, TENSOR_SCALE: tl.constexpr,
                    SCALE: tl.constexpr, EMAX: tl.constexpr,
                    ELEM: tl.constexpr, GMAX: tl.constexpr, SR: tl.constexpr, PAIRS: tl.constexpr,
-                   FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, TARGET_RCP: tl.constexpr = 0.0):
+                   FOUR_SIX: tl.constexpr, EDEN: tl.constexpr, BY_RCP: tl.constexpr = 0.0):
     """quant.quantize's steps 3-6 on a loaded, rotated (BR, BK) tile of the canonical (R, K) view
     (`rows`: its row indices; its columns start at col0), given the tensor's encode scale s_enc and
     the rounding streams' keys: values * block scale."""
@@ -992,7 +1005,7 @@ def _quantize_tile(x, rows, col0, K, s_enc, round_key, scale_key, target,
         s_b = tl.full((NBR, NBK), 1.0, tl.float32)
     else:
         amax_b = tl.max(tl.max(tl.abs(x4), axis=3), axis=1)
-        s_b = _block_scale(amax_b, s_enc, target, SCALE, EMAX, TARGET_RCP)
+        s_b = _block_scale(amax_b, s_enc, target, SCALE, EMAX, BY_RCP)
 
     # The uniforms come after the block amax, so each can be made where it is used: made before,
     # the whole tile of them stays live beside x (255 registers and spills for RHT16+SR in sm_90).
