@@ -90,6 +90,31 @@ def test_bench_refuses_an_unknown_recipe_before_benchmarking_any(capsys, no_benc
     assert no_benchmarks == []
 
 
+def test_bench_refuses_a_gpu_section_before_running_the_cpu_ones(capsys, monkeypatch, no_benchmarks):
+    """`bench quantizer kernels` on a machine without a GPU ran the quantizer section (~20 s) and was
+    then refused for kernels, its rows lost."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _refused(["bench", "quantizer", "kernels"], capsys, "needs a CUDA GPU", "drop kernels", "quantizer alone")
+    assert no_benchmarks == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["cpu", "--sizes", "0.5M,160m"], ("--sizes", "unknown model size '160m'", "160M")),
+    (["cpu", "--sizes", "1e6"], ("--sizes", "unknown model size '1e6'")),
+    (["cpu", "--families", "nanochat,llama"], ("--families", "unknown model family 'llama'", "llama2")),
+    (["cpu", "--sizes", "0.5M", "--recipes", "bf16,quartet2"], ("quartet2", "0.5M", "multiple of 128")),
+    (["train", "--sizes", "40m"], ("--sizes", "unknown model size '40m'")),
+    (["profile", "--families", "llama"], ("--families", "unknown model family 'llama'")),
+])
+def test_bench_refuses_a_model_it_cannot_run_before_benchmarking_any(argv, words, capsys, no_benchmarks):
+    """A mistyped size or family, or a recipe the size's widths do not tile, was refused only when its
+    turn came, after the rows before it had run (minutes each) and were lost."""
+    _refused(["bench", *argv], capsys, *words)
+    assert no_benchmarks == []
+
+
 @pytest.mark.parametrize("argv", [["train", "--batch", "0"], ["train", "--accumulate", "-1"],
                                   ["linear", "--top", "-1"], ["calibration", "--sweeps", "0"]])
 def test_bench_refuses_other_counts_below_their_least(argv, capsys):

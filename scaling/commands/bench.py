@@ -136,11 +136,13 @@ def run(args: argparse.Namespace) -> int:
     wanted = list(dict.fromkeys(args.what))
     recipes = _items(args.recipes, "")
     dims = _check_args(args, wanted, recipes)  # before any benchmark runs, so a typo costs nothing
+    gpu = [w for w in wanted if w not in NO_GPU]
+    if gpu:  # (before the CPU sections run: their minutes were lost when the GPU ones were refused after)
+        _check_gpu(gpu, wanted)
     only_targets = wanted == ["targets"]  # reads the file, writes nothing
     if args.out and not only_targets:
         check_output(args.out, folder=False, suffix=".json")
     result: dict = _read(args.out) if args.out and args.out.exists() else {}
-    gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
         result = {"device": None, "date": None, "versions": None, "copy_gbps": None,
                   "kernels": [], "linear": [], "train": [], "profile": [], **result}
@@ -199,6 +201,53 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         result["quantizer"] = _merge("quantizer", result.get("quantizer", []), rows)
 
 
+def _check_gpu(gpu: list[str], wanted: list[str]) -> None:
+    """Refuse GPU sections where no CUDA GPU is visible, naming the CPU sections that would run here."""
+    import torch
+
+    if not torch.cuda.is_available():
+        cpu = [w for w in wanted if w in NO_GPU]
+        raise UserError(f"`scaling bench {' '.join(gpu)}` needs a CUDA GPU; none is visible here"
+                        + (f" (nothing was run; drop {', '.join(gpu)} to run {', '.join(cpu)} alone)" if cpu else "."))
+
+
+# The sections that build models, and their --families, --sizes and --recipes where those are not given.
+MODEL_DEFAULTS = {"cpu": (FAMILIES, "1M", "bf16,nvfp4"), "train": (FAMILIES, "40M,160M", None),
+                  "profile": ("nanochat", "160M", None)}
+
+
+def _check_models(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...]) -> None:
+    """Refuse, before any section runs, a family or size that does not exist (`--sizes 160m`) and a
+    recipe whose blocks the size's widths do not tile (quartet2's RHT128 on 0.5M): each was refused
+    only when its turn came, after the rows before it had taken their minutes (and were not saved)."""
+    from models import model_size
+    from scaling import bench
+    from scaling.linear import check_blocks, check_shape
+    from scaling.recipes import get_recipe
+
+    for section, (families, sizes, default_recipes) in MODEL_DEFAULTS.items():
+        if section not in wanted:
+            continue
+        names = recipes or _items(default_recipes, "") or bench.TRAIN_RECIPES
+        for family in _items(args.families, families):
+            for size in _items(args.sizes, sizes):
+                try:
+                    m = model_size(family, size)
+                except UserError as e:
+                    flag = "--families" if "family" in str(e) else "--sizes"
+                    raise UserError(f"{flag} {getattr(args, flag[2:])}: {e}") from None
+                for name in names:
+                    recipe = get_recipe(name)
+                    if not recipe.is_quantized:
+                        continue
+                    try:
+                        check_blocks(recipe, m.depth, f"{family} {size}")
+                        for fan_in, fan_out in sorted(set(m.block_linears)):
+                            check_shape(recipe, fan_in, fan_out, f"{family} {size}")
+                    except UserError as e:
+                        raise UserError(f"bench {section}: {e}; or drop that size (--sizes) or recipe (--recipes)") from None
+
+
 # The sections that read --dims, and their widths where it is not given.
 DIMS_DEFAULTS = {"quantizer": "128,512", "linear": "512,1024,2048,4096"}
 
@@ -223,6 +272,7 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
         if "quantizer" in wanted and not any(get_recipe(r).is_quantized for r in recipes):
             raise UserError(f"--recipes {args.recipes}: the quantizer section times the quantized operands, and "
                             "these recipes quantize none; give an FP4 recipe (e.g. nvfp4)")
+    _check_models(args, wanted, recipes)
     return {section: _dims(args.dims, default, section, recipes) for section, default in DIMS_DEFAULTS.items()
             if section in wanted}
 
@@ -282,8 +332,7 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
 
     from scaling.files import write_json_atomic
 
-    if not torch.cuda.is_available():
-        raise UserError(f"`scaling bench {' '.join(gpu)}` needs a CUDA GPU; none is visible here.")
+    _check_gpu(gpu, gpu)
     from scaling import bench
 
     device = torch.device("cuda")
