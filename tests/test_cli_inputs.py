@@ -79,6 +79,14 @@ def test_bench_list_items_may_have_spaces_after_the_commas(capsys, no_benchmarks
     assert no_benchmarks[-1]["recipes"] == ("nvfp4", "mxfp4")
 
 
+def test_bench_runs_a_repeated_item_once(capsys, no_benchmarks):
+    """`--dims 128,128 --recipes nvfp4,nvfp4` timed each twice and wrote two rows of the same key."""
+    assert main(["bench", "quantizer", "--recipes", "nvfp4,nvfp4", "--dims", "128,128,0128", "--json"]) == 0
+    assert no_benchmarks[-1]["recipes"] == ("nvfp4",) and no_benchmarks[-1]["dims"] == (128,)
+    assert main(["bench", "cpu", "--families", "nanochat, nanochat", "--sizes", "0.5M,0.5M", "--json"]) == 0
+    assert no_benchmarks[-1]["families"] == ("nanochat",) and no_benchmarks[-1]["sizes"] == ("0.5M",)
+
+
 def test_bench_dims_must_fit_each_recipes_blocks(capsys, no_benchmarks):
     _refused(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "16"], capsys, "multiple of 128")
     assert main(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "128,256", "--json"]) == 0

@@ -59,8 +59,9 @@ ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", 
 
 
 def _items(value: str | None, default: str) -> tuple[str, ...]:
-    """A comma-separated option's items (spaces around them dropped), or the default's."""
-    return tuple(v.strip() for v in (value or default).split(",") if v.strip())
+    """A comma-separated option's items (spaces around them dropped), each once in order (a repeated one
+    was benchmarked twice and written as two rows of the same key), or the default's."""
+    return tuple(dict.fromkeys(v.strip() for v in (value or default).split(",") if v.strip()))
 
 
 def _check_lists(args: argparse.Namespace) -> None:
@@ -288,6 +289,7 @@ def _dims(value: str | None, default: str, section: str, recipes: tuple[str, ...
     items = _items(value, default)
     dims = tuple(int(d) if d.strip().isdigit() else 0 for d in items)
     bad = [d for d, n in zip(items, dims) if n < 1]
+    dims = tuple(dict.fromkeys(dims))  # (128 and 0128 are one width)
     if bad or not dims:
         raise UserError(f"--dims {value!r}: " + (f"{', '.join(map(repr, bad))} is not a positive integer" if bad
                                                  else "names no width")
