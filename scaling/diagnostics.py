@@ -154,6 +154,12 @@ def _check_range(name: str, x: torch.Tensor, transforms: Iterable[str]) -> None:
 
 def _check_k(name: str, x: torch.Tensor, specs: Iterable[QuantSpec]) -> None:
     need = math.lcm(*(s.k_multiple for s in specs))
+    if x.shape[-1] % need and name.startswith("--size"):  # the synthetic tensors: K is the user's --size
+        k = x.shape[-1]
+        fit = max(need, k // need * need)
+        raise UserError(f"{name}: K = {k} must be a multiple of {need} for the chosen formats and transforms "
+                        f"(blocks and Hadamard groups along K); pass e.g. --size {name.split()[1]} {fit}, or "
+                        "fewer/smaller --formats/--transforms")
     if x.shape[-1] % need:
         raise UserError(f"tensor {name} has last dimension {x.shape[-1]}, which the chosen formats and transforms "
                         f"cannot block: it must be a multiple of {need}. Quantization refuses rather than pads; "
@@ -277,6 +283,7 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
     specs = {(f, t): spec_for(f, t) for f in formats for t in transforms}
     synthetic = tensors is None
     if synthetic:
+        _check_k(f"--size {size[0]} {size[1]}", torch.empty(0, size[1]), specs.values())
         tensors = {k: synthetic_tensor(k, size[0], size[1], seed) for k in SYNTHETIC}
     for name, x in tensors.items():
         _check_k(name, x, specs.values())

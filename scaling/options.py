@@ -7,8 +7,9 @@ import argparse
 from typing import Callable
 
 
-def integer(minimum: int) -> Callable[[str], int]:
-    """An argparse `type`: a whole number of at least `minimum` (`--bootstrap`, `--seed`, `--workers`)."""
+def integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse `type`: a whole number of at least `minimum` (`--bootstrap`, `--seed`, `--workers`),
+    and at most `maximum` where one is given."""
 
     def parse(text: str) -> int:
         try:
@@ -17,6 +18,8 @@ def integer(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be {maximum} or less, got {value}")
         return value
 
     return parse

@@ -190,12 +190,24 @@ def test_zero_blocks_are_left_out_in_every_format():
     (None, ["--transforms", "rht64"], "unknown transform"),
     (None, ["--size", "100000000", "100000000"], "elements in all"),  # not an allocation failure
     (None, ["--size", "0", "256"], "two positive integers"),
+    # the synthetic tensors' K: named by --size with a K that fits (it named the tensor "gaussian")
+    (None, ["--size", "512", "100"], "--size 512 100: K = 100 must be a multiple of 128"),
+    # --size was ignored with --tensor
+    (lambda p: torch.save(torch.randn(4, 128), p / "t.pt"), ["--tensor", "t.pt", "--size", "8", "8"],
+     "--size shapes the synthetic tensors, and --tensor replaces them"),
+    # a seed past torch's generator range was a traceback (ValueError: Overflow when unpacking long long)
+    (None, ["--seed", "100000000000000000"], "--seed: must be 4294967295 or less"),
+    (None, ["--seed", "-1"], "--seed: must be 0 or more"),
 ])
 def test_cli_bad_input_exits_2(tmp_path, monkeypatch, capsys, make, args, message):
     monkeypatch.chdir(tmp_path)
     if make:
         make(tmp_path)
-    assert main(["diagnose", "--no-gemm", *args]) == 2
+    try:
+        code = main(["diagnose", "--no-gemm", *args])
+    except SystemExit as e:  # argparse's refusal of an option's value
+        code = e.code
+    assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
 

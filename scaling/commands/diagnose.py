@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from scaling.options import integer
+
 MAX_ELEMENTS = 2**26  # per synthetic tensor (256 MB in float32; each is copied a few times per format)
+SEED_MAX = 2**32 - 1  # the RHT signs read a seed's low 32 bits (a larger one overflowed torch's generator seed)
+DEFAULT_SIZE = (512, 256)
 
 def _names(text: str) -> list[str]:
     """'a, b,a' -> ['a', 'b']: each name once, in order; an empty list is a mistake, not 'all'."""
@@ -23,9 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tensor", action="append", default=[], metavar="PATH",
                         help="a .pt or .npy tensor to diagnose, viewed as (-1, last dim) with blocks along the "
                              "last dim (repeatable; replaces the synthetic tensors)")
-    parser.add_argument("--size", type=int, nargs=2, default=(512, 256), metavar=("R", "K"),
-                        help="shape of the synthetic tensors (default 512 256)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic tensors and RHT signs")
+    parser.add_argument("--size", type=int, nargs=2, default=None, metavar=("R", "K"),
+                        help="shape of the synthetic tensors, blocks along K (default 512 256; not with --tensor)")
+    parser.add_argument("--seed", type=integer(0, SEED_MAX), default=0,
+                        help=f"seed of the synthetic tensors and RHT signs, 0 to {SEED_MAX} (default 0)")
     parser.add_argument("--no-gemm", action="store_true", help="skip the single-GEMM (fprop/dgrad/wgrad) SQNRs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
@@ -36,7 +41,12 @@ def run(args: argparse.Namespace) -> int:
     from scaling import diagnostics as dg
     from scaling.console import print_json
 
+    from scaling.errors import UserError
+
     tensors = None
+    if args.tensor and args.size is not None:
+        raise UserError("--size shapes the synthetic tensors, and --tensor replaces them; give one of the two")
+    size = tuple(args.size or DEFAULT_SIZE)
     if args.tensor:
         tensors = {}
         for p in args.tensor:
@@ -44,14 +54,12 @@ def run(args: argparse.Namespace) -> int:
             while name in tensors:
                 name += "'"
             tensors[name] = dg.load_tensor(p)
-    if min(args.size) < 1 or args.size[0] * args.size[1] > MAX_ELEMENTS:
-        from scaling.errors import UserError
-
+    if min(size) < 1 or size[0] * size[1] > MAX_ELEMENTS:
         raise UserError(f"--size must be two positive integers with at most {MAX_ELEMENTS:,} elements in all "
-                        f"(got {args.size[0]} {args.size[1]}); the default is 512 256")
+                        f"(got {size[0]} {size[1]}); the default is 512 256")
     out = dg.run_diagnostics(formats=args.formats or tuple(dg.FORMATS),
                              transforms=args.transforms or dg.DEFAULT_TRANSFORMS,
-                             tensors=tensors, size=tuple(args.size), seed=args.seed, gemm=not args.no_gemm,
+                             tensors=tensors, size=size, seed=args.seed, gemm=not args.no_gemm,
                              progress=lambda msg: print(f"diagnose: {msg}", file=sys.stderr, flush=True))
     if args.json:
         print_json(out)
