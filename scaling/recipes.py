@@ -278,6 +278,21 @@ def get_recipe(name: str | Path) -> Recipe:
     name = str(name)
     if name in PRESETS:
         return PRESETS[name]
-    if name.endswith(".toml"):
+    if not name.strip():  # (Path("") is the working folder)
+        raise UserError(f"a recipe name is empty; give one of {', '.join(PRESETS)} (or a path to a recipe .toml)")
+    path = Path(name).expanduser()
+    if name.lower().endswith(".toml"):
+        if not path.exists() and Path(name).stem in PRESETS:  # `nvfp4.toml` for the preset nvfp4
+            raise UserError(f"recipe file {name} does not exist; the preset is named without .toml: "
+                            f"{Path(name).stem}")
         return Recipe.from_toml(name)
-    raise UserError(f"unknown recipe {name!r}; known recipes: {', '.join(PRESETS)} (or a path to a recipe .toml)")
+    if path.is_dir():
+        raise UserError(f"recipe {name} is a folder; give a preset's name or a recipe .toml file in it")
+    if path.is_file():
+        raise UserError(f"recipe file {name} must end in .toml (recipe files are TOML); rename it, e.g. "
+                        f"{path.with_suffix('.toml')}")
+    import difflib
+
+    close = difflib.get_close_matches(name.lower(), list(PRESETS), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise UserError(f"unknown recipe {name!r}{hint}; known recipes: {', '.join(PRESETS)} (or a path to a recipe .toml)")

@@ -164,6 +164,25 @@ def test_a_recipe_file_that_is_a_folder_is_one_message(tmp_path):
         Recipe.from_toml(tmp_path / "x.toml")
 
 
+@pytest.mark.parametrize("make, name, words", [
+    # a folder, or a recipe file not ending in .toml, was an "unknown recipe" among the preset names
+    (lambda p: (p / "recipes").mkdir(), "recipes", ("recipe recipes is a folder",)),
+    (lambda p: (p / "mine.tml").write_text('name = "mine"\n'), "mine.tml", ("must end in .toml", "mine.toml")),
+    (lambda p: (p / "Mine.TOML").write_text('name = "mine"\nbase = "nvfp5"\n'), "Mine.TOML", ("base 'nvfp5'",)),
+    (None, "nvfp4.toml", ("does not exist", "the preset is named without .toml: nvfp4")),
+    (None, "NVFP4", ("unknown recipe 'NVFP4' (did you mean nvfp4?)",)),
+    (None, "mxfp4h16", ("unknown recipe 'mxfp4h16' (did you mean mxfp4_h16?)",)),
+    (None, "", ("a recipe name is empty",)),
+])
+def test_a_mistaken_recipe_name_says_what_it_is(tmp_path, monkeypatch, make, name, words):
+    monkeypatch.chdir(tmp_path)
+    if make:
+        make(tmp_path)
+    with pytest.raises(UserError) as e:
+        get_recipe(name)
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
 def test_high_precision_blocks_must_name_blocks_of_the_model():
     from models import build_model
     from scaling.linear import convert
