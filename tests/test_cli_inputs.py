@@ -123,6 +123,18 @@ def test_bench_refuses_a_model_it_cannot_run_before_benchmarking_any(argv, words
     assert no_benchmarks == []
 
 
+@pytest.mark.parametrize("section", ["sass", "kernels"])
+def test_bench_refuses_a_recipe_the_fused_kernel_does_not_cover(section, tmp_path, capsys, monkeypatch):
+    """A recipe file with a 1x24 block in `bench sass` ended in Triton's CompilationError traceback."""
+    from scaling import bench
+
+    monkeypatch.setattr(bench, "bench_sass", lambda **kw: pytest.fail("benchmarked"))
+    path = tmp_path / "odd.toml"
+    path.write_text('name = "odd"\nbase = "nvfp4"\n[fprop.x]\nblock = [1, 24]\n')
+    _refused(["bench", section, "--recipes", f"nvfp4,{path}"], capsys, "odd.toml's fprop.x",
+             "no fused GPU kernel", "leave")
+
+
 @pytest.mark.parametrize("argv", [["train", "--batch", "0"], ["train", "--accumulate", "-1"],
                                   ["linear", "--top", "-1"], ["calibration", "--sweeps", "0"]])
 def test_bench_refuses_other_counts_below_their_least(argv, capsys):

@@ -249,6 +249,25 @@ def _check_models(args: argparse.Namespace, wanted: list[str], recipes: tuple[st
                         raise UserError(f"bench {section}: {e}; or drop that size (--sizes) or recipe (--recipes)") from None
 
 
+def _check_kernels(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...]) -> None:
+    """Refuse a recipe with an operand the fused GPU kernel does not cover (a 1x24 block from a recipe
+    file) in the sections that compile or time that kernel: `sass` ended in Triton's traceback."""
+    sections = [w for w in ("sass", "kernels", "stages") if w in wanted]
+    if not sections or not recipes:
+        return
+    from scaling.kernels import supports
+    from scaling.recipes import OPERANDS, get_recipe, operand_name
+
+    for name in recipes:
+        recipe = get_recipe(name)
+        for operand in OPERANDS:
+            spec = getattr(recipe, operand)
+            if spec is not None and not supports(spec):
+                raise UserError(f"--recipes {args.recipes}: {name}'s {operand_name(operand)} ({spec.describe()}) has "
+                                f"no fused GPU kernel (blocks of 16 or 32 along K, 1 row or square; no SR onto FP8), "
+                                f"which {', '.join(sections)} compiles and times; leave {name} out of --recipes")
+
+
 # The sections that read --dims, and their widths where it is not given.
 DIMS_DEFAULTS = {"quantizer": "128,512", "linear": "512,1024,2048,4096"}
 
@@ -274,6 +293,7 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
             raise UserError(f"--recipes {args.recipes}: the quantizer section times the quantized operands, and "
                             "these recipes quantize none; give an FP4 recipe (e.g. nvfp4)")
     _check_models(args, wanted, recipes)
+    _check_kernels(args, wanted, recipes)
     return {section: _dims(args.dims, default, section, recipes) for section, default in DIMS_DEFAULTS.items()
             if section in wanted}
 
