@@ -165,6 +165,15 @@ def test_bench_targets_refuses_rows_that_are_not_rows(tmp_path, capsys, content,
     assert path.read_text() == content
 
 
+def test_bench_targets_of_a_file_without_gpu_rows_prints_no_none(tmp_path, capsys):
+    """A CPU-only benchmark file's targets were titled "targets (None, cpu.json, copy None GB/s)"."""
+    path = tmp_path / "cpu.json"
+    path.write_text('{"quantizer": []}')
+    assert main(["bench", "targets", "--out", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "no GPU rows" in out and "not measured" in out
+
+
 def test_bench_refuses_a_json_with_none_of_a_benchmarks_keys(tmp_path, capsys):
     """{"foo": 1} passed as a benchmark file ("0 of 4 met; not measured"), and `bench fit` merged into it."""
     path = tmp_path / "other.json"

@@ -454,4 +454,7 @@ def _targets(result: dict | None, path: Path | None) -> tuple[list[dict], str]:
     if result is None:
         result = _read(path)
     rows = targets.check(result, path.name)
-    return rows, f"targets ({result.get('device')}, {path.name}, copy {result.get('copy_gbps')} GB/s)"
+    # (a file of CPU sections alone has no device or copy rate: it printed "None" for both)
+    device = result.get("device") or "no GPU rows: nothing to check"
+    copy = f", copy {result['copy_gbps']} GB/s" if result.get("copy_gbps") else ""
+    return rows, f"targets ({device}, {path.name}{copy})"
