@@ -225,3 +225,19 @@ def test_a_bool_tensor_is_refused(tmp_path):
     torch.save(torch.ones(2, 64, dtype=torch.bool), tmp_path / "b.pt")
     with pytest.raises(UserError, match="torch.bool tensor of shape \\(2, 64\\); need a non-empty tensor of floats or integers"):
         dg.load_tensor(tmp_path / "b.pt")
+
+
+def test_the_documented_json_shape_has_every_key_and_no_other():
+    """docs/numerics.md's JSON example lacked config.shapes and a quant row's exact."""
+    import json
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "numerics.md").read_text()
+    doc = json.loads(re.search(r"## JSON shape.*?```json\n(.*?)```", text, re.S).group(1))
+    out = dg.run_diagnostics(formats=("nvfp4",), transforms=("none",), size=(16, 128))
+    assert set(doc) == set(out)
+    assert set(doc["config"]) == set(out["config"])
+    assert set(doc["formats"]["nvfp4"]) == set(out["formats"]["nvfp4"])
+    for key in ("quant", "gemm", "claims"):
+        assert set(doc[key][0]) == set(out[key][0]), key
