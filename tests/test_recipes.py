@@ -217,3 +217,10 @@ def test_cli_recipes_shows_the_blocks_a_recipe_leaves_in_bf16(tmp_path):
     assert "0, -1" in mine and "none" in nvfp4
     plain = subprocess.run([sys.executable, "-m", "scaling.cli", "recipes", "nvfp4"], capture_output=True, text=True, env=env)
     assert "BF16 blocks" not in plain.stdout  # no column of "none"s for the presets
+
+
+def test_cli_recipes_shows_a_name_given_twice_once(capsys):
+    from scaling.cli import main
+
+    assert main(["recipes", "nvfp4", "ufp4", "nvfp4", "--json"]) == 0
+    assert [d["name"] for d in json.loads(capsys.readouterr().out)] == ["nvfp4", "ufp4"]

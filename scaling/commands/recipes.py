@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json, print_table
     from scaling.recipes import get_recipe, list_recipes
 
-    recipes = [get_recipe(n) for n in (args.names or list_recipes())]
+    recipes = [get_recipe(n) for n in dict.fromkeys(args.names or list_recipes())]  # (a name given twice: once)
     if args.json:
         print_json([r.to_dict() for r in recipes])
         return 0
