@@ -135,6 +135,16 @@ def test_bench_refuses_a_recipe_the_fused_kernel_does_not_cover(section, tmp_pat
              "no fused GPU kernel", "leave")
 
 
+@pytest.mark.parametrize("argv, flag", [(["cpu", "--batch", "4"], "--batch"), (["quantizer", "--steps", "3"], "--steps"),
+                                        (["cpu", "--dims", "128"], "--dims"), (["targets", "--recipes", "nvfp4"], "--recipes"),
+                                        (["quantizer", "--sizes", "1M"], "--sizes"), (["cpu", "--top", "3"], "--top")])
+def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no_benchmarks):
+    """`bench cpu --batch 4` ran the trainer's batch and said nothing of the 4."""
+    _refused(["bench", *argv], capsys, f"{flag} is read by", "none of them runs here", f"leave {flag} out")
+    assert no_benchmarks == []
+    assert main(["bench", "cpu", "quantizer", "--dims", "128", "--steps", "1", "--json"]) == 0  # one section reads each
+
+
 @pytest.mark.parametrize("argv", [["train", "--batch", "0"], ["train", "--accumulate", "-1"],
                                   ["linear", "--top", "-1"], ["calibration", "--sweeps", "0"]])
 def test_bench_refuses_other_counts_below_their_least(argv, capsys):

@@ -64,6 +64,21 @@ def _items(value: str | None, default: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v.strip() for v in (value or default).split(",") if v.strip()))
 
 
+# Each option the sections read, and those sections: an option given to sections none of which reads
+# it was silently ignored (`bench cpu --batch 4` ran the trainer's 16 x 256 tokens).
+OPTION_SECTIONS = {"--recipes": ("kernels", "linear", "train", "profile", "stages", "sass", "cpu", "quantizer"),
+                   "--families": ("train", "profile", "cpu"), "--sizes": ("train", "profile", "cpu"),
+                   "--dims": ("linear", "quantizer"), "--steps": ("train", "cpu"), "--batch": ("train", "profile"),
+                   "--accumulate": ("train",), "--top": ("linear", "profile")}
+
+
+def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
+    for flag, sections in OPTION_SECTIONS.items():
+        if getattr(args, flag[2:].replace("-", "_"), None) is not None and not set(sections) & set(wanted):
+            raise UserError(f"{flag} is read by {', '.join(sections)}, and none of them runs here "
+                            f"({' '.join(wanted)}); leave {flag} out, or add the section it is for")
+
+
 def _check_lists(args: argparse.Namespace) -> None:
     """A list option given but naming nothing (`--sizes ,,`) is refused: it ran nothing, or the defaults."""
     for flag in ("--recipes", "--families", "--sizes"):  # (--dims: `_dims`)
@@ -275,6 +290,7 @@ DIMS_DEFAULTS = {"quantizer": "128,512", "linear": "512,1024,2048,4096"}
 def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     """Refuse, before any benchmark runs, a count that is not one (--steps 0, --batch -1) and a
     recipe that does not exist; returns the --dims widths of the sections that read them."""
+    _check_options_used(args, wanted)
     _check_lists(args)
     for flag, value, least in (("--steps", args.steps, 1), ("--batch", args.batch, 1),
                                ("--accumulate", args.accumulate, 1), ("--top", args.top, 0),
