@@ -241,3 +241,14 @@ def test_the_documented_json_shape_has_every_key_and_no_other():
     assert set(doc["formats"]["nvfp4"]) == set(out["formats"]["nvfp4"])
     for key in ("quant", "gemm", "claims"):
         assert set(doc[key][0]) == set(out[key][0]), key
+
+
+def test_the_seed_help_names_everything_it_seeds(capsys):
+    """--seed also draws the single-GEMM operands (with --tensor too); its help named only the synthetic
+    tensors and the RHT signs."""
+    ops = [dg.gemm_operands(seed)["x"] for seed in (0, 1)]
+    assert not torch.equal(*ops)
+    with pytest.raises(SystemExit):
+        main(["diagnose", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "seed of the synthetic tensors, the single-GEMM operands and the RHT signs" in help_text

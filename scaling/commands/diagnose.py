@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, nargs=2, default=None, metavar=("R", "K"),
                         help="shape of the synthetic tensors, blocks along K (default 512 256; not with --tensor)")
     parser.add_argument("--seed", type=integer(0, SEED_MAX), default=0,
-                        help=f"seed of the synthetic tensors and RHT signs, 0 to {SEED_MAX} (default 0)")
+                        help=f"seed of the synthetic tensors, the single-GEMM operands and the RHT signs, 0 to "
+                             f"{SEED_MAX} (default 0)")
     parser.add_argument("--no-gemm", action="store_true", help="skip the single-GEMM (fprop/dgrad/wgrad) SQNRs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
