@@ -135,6 +135,14 @@ def test_bench_refuses_a_recipe_the_fused_kernel_does_not_cover(section, tmp_pat
              "no fused GPU kernel", "leave")
 
 
+def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, capsys, no_benchmarks):
+    """A recipe file quantizing fprop.w alone printed an empty table and exited 0."""
+    path = tmp_path / "wonly.toml"
+    path.write_text('name = "wonly"\n[fprop.w]\nelem = "e2m1"\nblock = [1, 16]\nscale = "e4m3"\n')
+    _refused(["bench", "quantizer", "--recipes", str(path)], capsys, "activation operands", "quantize none")
+    assert no_benchmarks == []
+
+
 @pytest.mark.parametrize("argv, flag", [(["cpu", "--batch", "4"], "--batch"), (["quantizer", "--steps", "3"], "--steps"),
                                         (["cpu", "--dims", "128"], "--dims"), (["targets", "--recipes", "nvfp4"], "--recipes"),
                                         (["quantizer", "--sizes", "1M"], "--sizes"), (["cpu", "--top", "3"], "--top")])

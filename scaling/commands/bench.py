@@ -305,9 +305,14 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
                 get_recipe(name)
             except UserError as e:  # (it names the known ones)
                 raise UserError(f"--recipes {args.recipes}: {e}") from None
-        if "quantizer" in wanted and not any(get_recipe(r).is_quantized for r in recipes):
-            raise UserError(f"--recipes {args.recipes}: the quantizer section times the quantized operands, and "
-                            "these recipes quantize none; give an FP4 recipe (e.g. nvfp4)")
+        from scaling.recipes import OPERANDS
+
+        activations = [op for op in OPERANDS if not op.endswith("_w")]  # (what the quantizer section times)
+        if "quantizer" in wanted and not any(getattr(get_recipe(r), op) is not None for r in recipes
+                                             for op in activations):
+            raise UserError(f"--recipes {args.recipes}: the quantizer section times the quantized activation "
+                            "operands (fprop.x, dgrad.dy, wgrad.dy, wgrad.x), and these recipes quantize none; "
+                            "give an FP4 recipe (e.g. nvfp4)")
     _check_models(args, wanted, recipes)
     _check_kernels(args, wanted, recipes)
     return {section: _dims(args.dims, default, section, recipes) for section, default in DIMS_DEFAULTS.items()
