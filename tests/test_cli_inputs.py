@@ -135,6 +135,15 @@ def test_bench_refuses_a_recipe_the_fused_kernel_does_not_cover(section, tmp_pat
              "no fused GPU kernel", "leave")
 
 
+@pytest.mark.parametrize("section", ["sass", "kernels"])
+def test_bench_kernel_sections_refuse_recipes_that_quantize_nothing(section, capsys, monkeypatch):
+    """`bench sass --recipes bf16` printed an empty table and exited 0."""
+    from scaling import bench
+
+    monkeypatch.setattr(bench, "bench_sass", lambda **kw: pytest.fail("benchmarked"))
+    _refused(["bench", section, "--recipes", "bf16"], capsys, "quantize nothing", "nvfp4")
+
+
 def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, capsys, no_benchmarks):
     """A recipe file quantizing fprop.w alone printed an empty table and exited 0."""
     path = tmp_path / "wonly.toml"

@@ -273,6 +273,9 @@ def _check_kernels(args: argparse.Namespace, wanted: list[str], recipes: tuple[s
     from scaling.kernels import supports
     from scaling.recipes import OPERANDS, get_recipe, operand_name
 
+    if not any(get_recipe(name).is_quantized for name in recipes):  # (sass printed an empty table, exit 0)
+        raise UserError(f"--recipes {args.recipes}: {', '.join(sections)} compiles and times the quantizer kernels, "
+                        "and these recipes quantize nothing; give a quantized recipe (e.g. nvfp4)")
     for name in recipes:
         recipe = get_recipe(name)
         for operand in OPERANDS:
