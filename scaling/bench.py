@@ -478,7 +478,8 @@ def bench_sass(tokens: int = 16384, d: int = 4096, recipes: list[str] | None = N
             quantize = [{"stage": "quantize", **sass.count(spec, dim, K, *tile)}
                         for tile in sass.candidates(spec, dim, K)]
             done[(spec, dim)] = quantize + sass.amax_counts(spec, dim, K)
-            _sass_progress(f"{recipe_name}.{operand} ({spec.describe()}, dim {dim})", done[(spec, dim)], progress)
+            _sass_progress(f"{recipe_name}.{operand_name(operand)} ({spec.describe()}, dim {dim})", done[(spec, dim)],
+                           progress)  # (named as its rows name it: fprop.x, not fprop_x)
         rows += [{"recipe": recipe_name, "operand": operand_name(operand), "dim": dim, **r}
                  for r in done[(spec, dim)]]
     return (rows + _sass_pairs(tokens, d, recipes or KERNEL_RECIPES, progress)

@@ -378,3 +378,21 @@ def test_bench_fit_prints_a_table_and_json_on_request(monkeypatch, capsys):
     assert "truth inside" in table and "516.6" in table and "{" not in table
     assert main(["bench", "fit", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["fit"] == fit
+
+
+def test_sass_progress_names_operands_as_its_rows_do(monkeypatch):
+    """bench sass's progress said mxfp4.fprop_x where its table said fprop.x."""
+    pytest.importorskip("triton")
+    from scaling import bench
+    from scaling.kernels import sass
+
+    row = {"tile": 2048, "bk": 128, "warps": 4, "narrow": 0, "halves": 0, "iters": 1,
+           "instructions_per_element": 20.0, "registers": 40}
+    monkeypatch.setattr(sass, "candidates", lambda spec, dim, K: [()])
+    monkeypatch.setattr(sass, "count", lambda spec, dim, K: dict(row))
+    monkeypatch.setattr(sass, "amax_counts", lambda spec, dim, K: [])
+    monkeypatch.setattr(bench, "_sass_pairs", lambda *a: [])
+    monkeypatch.setattr(bench, "_sass_rows_amaxes", lambda *a: [])
+    lines: list[str] = []
+    rows = bench.bench_sass(recipes=["mxfp4"], progress=lines.append)
+    assert lines and all(line.split()[0] in {f"mxfp4.{r['operand']}" for r in rows} for line in lines), lines
