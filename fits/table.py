@@ -289,6 +289,12 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     return out
 
 
+def _where_first(rows: pl.DataFrame, unit: str) -> str:
+    """Where the first of `rows` is, as a user finds it: "line 7" in a CSV file (its header is line 1),
+    "row 6" in a table of rows (the first data row is row 1)."""
+    return f"{unit} {rows['_row'][0] + (2 if unit == 'line' else 1)}"
+
+
 MISSING = ("", "na", "n/a", "nan", "null", "none", "-")  # a cell of these is missing (refused as such), not a typo
 
 
@@ -302,11 +308,10 @@ def _refuse_text(df: pl.DataFrame, out: pl.DataFrame, got: dict[str, str | None]
         cell = df[column].cast(pl.Utf8).str.strip_chars()
         text = df.filter(out[name].is_null() & cell.is_not_null() & ~cell.str.to_lowercase().is_in(MISSING))
         if text.height:
-            line = text["_row"][0] + (2 if unit == "line" else 1)
             what = repr(column) + ("" if column == name else f" ({name})")
-            raise UserError(f"{where} has {text.height} row(s) whose {what} is not a number (first: {unit} "
-                            f"{line}, {text[column].cast(pl.Utf8)[0]!r}); write plain numbers (2e7 or 20000000, not "
-                            "'20M' or '1.2B'; a loss without units), then run again")
+            raise UserError(f"{where} has {text.height} row(s) whose {what} is not a number (first: "
+                            f"{_where_first(text, unit)}, {text[column].cast(pl.Utf8)[0]!r}); write plain numbers "
+                            "(2e7 or 20000000, not '20M' or '1.2B'; a loss without units), then run again")
 
 
 def _completed_rows(df: pl.DataFrame, status: str) -> pl.DataFrame:
@@ -338,10 +343,9 @@ def _lr_mult(df: pl.DataFrame, where: str | None = None, unit: str = "row") -> p
         bad = df.filter((value.is_null() & cell.is_not_null() & ~cell.str.to_lowercase().is_in(MISSING))
                         | ~(value > 0).fill_null(True) | value.is_infinite().fill_null(False))
         if bad.height:
-            line = bad["_row"][0] + (2 if unit == "line" else 1)
-            raise UserError(f"{where} has {bad.height} row(s) whose lr_mult is not a positive number (first: {unit} {line}, "
-                            f"{bad['lr_mult'].cast(pl.Utf8)[0]!r}); give each run's learning-rate multiplier as a number "
-                            "(1, 0.5, 2; a blank cell is the default, 1)")
+            raise UserError(f"{where} has {bad.height} row(s) whose lr_mult is not a positive number (first: "
+                            f"{_where_first(bad, unit)}, {bad['lr_mult'].cast(pl.Utf8)[0]!r}); give each run's "
+                            "learning-rate multiplier as a number (1, 0.5, 2; a blank cell is the default, 1)")
     return df.with_columns(lr_mult=value.fill_null(1.0))
 
 
@@ -392,9 +396,6 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
     """unit: "line" for a CSV file (the header is line 1), else "row" (the first data row is row 1).
     run_ids: the table names its runs; c_column: the column D was computed from (D = C / 6N), None
     where the table gives D."""
-    def first(rows: pl.DataFrame) -> str:
-        return f"{unit} {rows['_row'][0] + (2 if unit == 'line' else 1)}"
-
     if df.height == 0:
         # (a table whose rows are none of them completed is refused by `_completed`, naming their statuses)
         raise UserError(f"{where} has no rows to fit: the table is empty")
@@ -403,19 +404,20 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
         | pl.col("recipe").is_null())
     if bad.height:
         raise UserError(f"{where} has {bad.height} row(s) with a missing, NaN or non-numeric N, D, loss or recipe "
-                        f"(first: {first(bad)}); remove or fix them before fitting")
+                        f"(first: {_where_first(bad, unit)}); remove or fix them before fitting")
     padded = df.filter(pl.col("recipe") != pl.col("recipe").str.strip_chars())
     if padded.height:  # 'bf16 ' beside 'bf16' split the baseline in two groups, each said to have too few runs
-        raise UserError(f"{where} has {padded.height} row(s) whose recipe has spaces around it (first: {first(padded)}, "
-                        f"{padded['recipe'][0]!r}); remove the spaces, so that each recipe is one name")
+        raise UserError(f"{where} has {padded.height} row(s) whose recipe has spaces around it (first: "
+                        f"{_where_first(padded, unit)}, {padded['recipe'][0]!r}); remove the spaces, so that each recipe "
+                        "is one name")
     blank = df.filter(pl.col("recipe") == "")
     if blank.height:  # (a group '' was fitted, or left out, as if it were a recipe)
-        raise UserError(f"{where} has {blank.height} row(s) with a blank recipe (first: {first(blank)}); give each row "
-                        "its recipe's name")
+        raise UserError(f"{where} has {blank.height} row(s) with a blank recipe (first: {_where_first(blank, unit)}); "
+                        "give each row its recipe's name")
     blank = df.filter(pl.col("run_id").is_null())
     if run_ids and blank.height:  # (numpy cannot sort None beside str ids: a traceback, later)
-        raise UserError(f"{where} has {blank.height} row(s) with a blank run_id (first: {first(blank)}); give each row "
-                        "its run's id, or drop the run_id column to make each row its own run")
+        raise UserError(f"{where} has {blank.height} row(s) with a blank run_id (first: {_where_first(blank, unit)}); "
+                        "give each row its run's id, or drop the run_id column to make each row its own run")
     for c in ("N", "D", "loss"):
         nonpos = df.filter(~(pl.col(c) > 0) | pl.col(c).is_infinite())
         if nonpos.height:
@@ -423,7 +425,7 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
             value = (f"{c} = {nonpos[c][0]}" if c != "D" or c_column is None
                      else f"{c_column!r} = {nonpos['C'][0]:g}, so D = C / 6N = {nonpos[c][0]:g}")
             raise UserError(f"{where} has {nonpos.height} row(s) with non-positive or infinite {c} "
-                            f"(first: {first(nonpos)}, {value}); every N, D (or C) and loss must be > 0")
+                            f"(first: {_where_first(nonpos, unit)}, {value}); every N, D (or C) and loss must be > 0")
     # A repeated row would count as one more run (or a run's checkpoint twice): evidence that is not there.
     # With run ids a run's point is its (run_id, D); without, a row repeating another's values is a copy
     # (two runs' losses are never equal, unless rounded, and then the runs are named).
@@ -432,5 +434,6 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
     if dup.height:
         pair = dup.filter(pl.struct(*cols) == dup.select(pl.struct(*cols)).row(0)[0]).head(2)
         repeats = dup.height - dup.select(pl.struct(*cols)).n_unique()
-        raise UserError(f"{where} has {repeats} row(s) that repeat another row's {', '.join(cols)} (first: {first(pair)} "
-                        f"and {first(pair[1:])}); remove the repeats: each would count as more evidence than there is")
+        raise UserError(f"{where} has {repeats} row(s) that repeat another row's {', '.join(cols)} (first: "
+                        f"{_where_first(pair, unit)} and {_where_first(pair[1:], unit)}); remove the repeats: each would "
+                        "count as more evidence than there is")
