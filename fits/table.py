@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from scaling.console import count
 from scaling.errors import UserError
 
 CANONICAL = ("recipe", "run_id", "N", "D", "C", "loss", "status")
@@ -173,15 +174,23 @@ def never_completed(df: pl.DataFrame, columns: dict[str, str] | str | None = Non
     only, so a fit would otherwise not know these recipes existed. {} for a table without statuses."""
     mapping = parse_columns(columns)
     recipe, status = pick_column(df, "recipe", mapping), pick_column(df, "status", mapping)
+    loss = pick_column(df, "loss", mapping)
     if recipe is None or status is None:
         return {}
-    states = df.select(recipe=pl.col(recipe).cast(pl.Utf8), status=pl.col(status).cast(pl.Utf8).fill_null("unknown"))
+    said = pl.col(status).cast(pl.Utf8).fill_null("unknown")
+    # (a completed run without a finite loss is no point either: said as such, not as "completed")
+    states = df.select(recipe=pl.col(recipe).cast(pl.Utf8), point=fit_point(status, loss) if loss else said == "completed",
+                       status=pl.when(said == "completed").then(pl.lit(NO_LOSS)).otherwise(said))
     out = {}
     for (name,), rows in states.group_by("recipe"):
-        if name is not None and not (rows["status"] == "completed").any():
+        if name is not None and not rows["point"].any():
             counts = ", ".join(f"{n} {s}" for s, n in sorted(rows.group_by("status").len().iter_rows()))
-            out[name] = f"{name}: none of its {rows.height} runs completed ({counts})"
+            finite = " with a finite loss" if (rows["status"] == NO_LOSS).any() else ""
+            out[name] = f"{name}: none of its {count(rows.height, 'run')} completed{finite} ({counts})"
     return dict(sorted(out.items()))
+
+
+NO_LOSS = "completed without a finite loss"  # how `never_completed` counts such runs
 
 
 # What a table without each optional column is taken to mean: a misspelt one is read as absent, silently.
@@ -258,8 +267,9 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     got = find_columns(df, mapping, where)
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = pick_column(df, "status", mapping)
-    if status is not None:  # a sweep's table: diverged and failed runs are results, not fit points
-        df = _completed(df, status, where)
+    if status is not None:  # a sweep's table: diverged and failed runs (and completed ones without a finite
+        # loss) are results, not fit points
+        df = _completed(df, status, got["loss"], where)
     df = _lr_mult(df, where, unit)
     df = best_learning_rate(df, got)
     try:
@@ -314,16 +324,28 @@ def _refuse_text(df: pl.DataFrame, out: pl.DataFrame, got: dict[str, str | None]
                             "(2e7 or 20000000, not '20M' or '1.2B'; a loss without units), then run again")
 
 
-def _completed_rows(df: pl.DataFrame, status: str) -> pl.DataFrame:
-    return df.filter(pl.col(status).cast(pl.Utf8) == "completed")
+def fit_point(status: str = "status", loss: str = "loss") -> pl.Expr:
+    """The rows of a table with statuses that are points of the laws: runs that completed with a finite loss.
+    A completed run whose final loss is NaN, infinite or blank is a result like a diverged one (listed by the
+    report, not fitted); refused as a bad cell, it made a report's own results.csv unreadable. A loss that is
+    text ('3.1 nats') stays a point here, for `_refuse_text` to name."""
+    value = pl.col(loss).cast(pl.Float64, strict=False)
+    cell = pl.col(loss).cast(pl.Utf8).str.strip_chars().str.to_lowercase()
+    no_loss = cell.is_null() | cell.is_in(list(MISSING)) | value.is_infinite().fill_null(False)
+    return (pl.col(status).cast(pl.Utf8) == "completed").fill_null(False) & ~no_loss
 
 
-def _completed(df: pl.DataFrame, status: str, where: str) -> pl.DataFrame:
-    """The rows whose status is `completed`; where there are rows but none is, a UserError naming the
+def _completed(df: pl.DataFrame, status: str, loss: str, where: str) -> pl.DataFrame:
+    """The rows that are fit points (`fit_point`); where there are rows but none is, a UserError naming the
     statuses there are ("Completed", "done" or "diverged" throughout: "no row completed" alone hid which)."""
-    kept = _completed_rows(df, status)
+    kept = df.filter(fit_point(status, loss))
     if kept.height or not df.height:
         return kept
+    done = df.filter(pl.col(status).cast(pl.Utf8) == "completed").height
+    if done:
+        raise UserError(f"{where} has no rows to fit: its {count(done, 'completed run')} "
+                        f"{'has' if done == 1 else 'have'} no finite loss (NaN, infinite or blank); only completed "
+                        "runs with a loss are fitted")
     counts = df.group_by(pl.col(status).cast(pl.Utf8).fill_null("(blank)")).len().sort("len", descending=True)
     found = ", ".join(f"{n} {s!r}" for s, n in counts.head(5).iter_rows())
     raise UserError(f"{where} has no rows to fit: no row has status 'completed' (its {status!r} column holds {found}); "
@@ -372,7 +394,7 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
     mapping = parse_columns(columns)
     got = find_columns(source, mapping, "the table")
     status = pick_column(source, "status", mapping)
-    done = _lr_mult(source if status is None else _completed_rows(source, status))
+    done = _lr_mult(source if status is None else source.filter(fit_point(status, got["loss"])))
     if "lr_mult" not in done.columns or done["lr_mult"].n_unique() < 2:
         return None
     point = _lr_point(done, got)

@@ -24,7 +24,10 @@ def size_keys(runs: pl.DataFrame) -> list[str]:
 
 
 def completed(runs: pl.DataFrame) -> pl.DataFrame:
-    return runs.filter((pl.col("status") == "completed") & pl.col("loss").is_finite())
+    """The runs that are points of the laws, as the fits read a table with statuses (`fits.table.fit_point`)."""
+    from fits.table import fit_point
+
+    return runs.filter(fit_point())
 
 
 def relative_gaps(runs: pl.DataFrame, baseline: str) -> pl.DataFrame:

@@ -707,3 +707,28 @@ def test_a_large_table_is_announced_before_its_silent_full_fit(tmp_path, capsys,
     monkeypatch.setattr(fits.analysis, "LARGE_TABLE", 12)
     assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5"]) == 0
     assert capsys.readouterr().err.startswith("fitting 12 points: the full fit alone takes minutes")
+
+
+def test_a_completed_row_without_a_finite_loss_is_no_point_in_a_table_with_statuses(tmp_path):
+    """In a table with statuses a completed run whose loss is NaN, infinite or blank is a result like a
+    diverged one: not fitted, and a recipe with no other run is named as never completing with a loss.
+    Without statuses the same cell is still refused by line (it may be a typo)."""
+    from fits.table import never_completed
+
+    rows = [f"bf16,b{i},{1e6 * 2 ** i},1e8,{3 + 1 / (i + 1)},completed" for i in range(4)]
+    rows += [f"fp4,f{i},{1e6 * 2 ** i},1e8,{loss},{status}"
+             for i, (loss, status) in enumerate((("nan", "completed"), ("nan", "diverged"), ("inf", "completed"),
+                                                 ("", "completed")))]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(["recipe,run_id,N,D,loss,status", *rows]) + "\n")
+    assert read_table(path)["recipe"].to_list() == ["bf16"] * 4
+    assert never_completed(pl.read_csv(path)) == {
+        "fp4": "fp4: none of its 4 runs completed with a finite loss (3 completed without a finite loss, 1 diverged)"}
+    only = tmp_path / "only.csv"
+    only.write_text("\n".join(["recipe,run_id,N,D,loss,status", rows[4], rows[6]]) + "\n")
+    with pytest.raises(UserError, match="its 2 completed runs have no finite loss"):
+        read_table(only)
+    bare = tmp_path / "bare.csv"
+    bare.write_text("\n".join(["recipe,run_id,N,D,loss", *(r.rsplit(",", 1)[0] for r in rows[:5])]) + "\n")
+    with pytest.raises(UserError, match="line 6"):
+        read_table(bare)

@@ -754,3 +754,22 @@ def test_a_table_of_thousands_of_model_sizes_draws_its_loss_figure_in_one_scatte
     assert calls["plot"] <= 2 * (LAW_LINES + 2)  # per recipe: the law along LAW_LINES sizes, its frontier, the baseline's
     md = (tmp_path / "r" / "report.md").read_text()
     assert f"the fitted chinchilla law along {LAW_LINES} of the 40 model sizes, spread over their range" in md
+
+
+def test_a_completed_run_without_a_finite_loss_reads_back_from_the_reports_results_csv(tmp_path):
+    """A completed record whose val_loss is NaN is listed with the failures and left out of the fits; the
+    report's results.csv holds it as NaN, and reading that table back refused the whole table ("a missing,
+    NaN or non-numeric ... loss"), so no report could be rebuilt from it. Read back, it is listed as before."""
+    from reports.build import _flat_table, fit_table, section_failures
+    from reports.document import Table
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    path = sweep / "nvfp4-S-200M" / "result.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"val_loss": float("nan")}))
+    csv = tmp_path / "results.csv"
+    csv.write_text(_flat_table(load(sweep).runs).write_csv())
+    study = load(csv)
+    assert study.runs.height == 36 and "nvfp4-S-200M" not in fit_table(study.runs)["run_id"].to_list()
+    table = next(b for b in section_failures(study).blocks if isinstance(b, Table))
+    assert sorted(r[0] for r in table.rows) == ["mxfp4-XL-1200M", "nvfp4-S-200M"]
