@@ -23,7 +23,7 @@ import polars as pl
 from reports import compare, figures
 from reports.document import Bullets, Document, Figure, Paragraph, Section, Table
 from reports.load import Study, load
-from reports.render import fmt, to_html, to_markdown
+from reports.render import fmt, literal, plain, to_html, to_markdown
 from scaling import __version__, git_commit, usable_cpus
 from scaling.console import count
 from scaling.errors import UserError
@@ -135,7 +135,7 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
         # the interval is this recipe's own (fits.penalty): unlike the test, not adjusted over the family
         alone = f" for this recipe alone, not adjusted over the {family} recipes" if family > 1 else ""
         words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%{alone})"
-    text = f"**{recipe}**: the penalty against {baseline} {words}"
+    text = f"**{literal(recipe)}**: the penalty against {literal(baseline)} {words}"
     rpd = pen.get("ratio_per_decade", {})
     text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))} {_interval(rpd.get('ci95'), 3)} per "
              f"decade of compute (likelihood-ratio test of no growth: {_test_words(pen)})")
@@ -144,7 +144,7 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
         # m(C) = the baseline's compute for the recipe's loss at C, over C: below 1, the recipe's compute
         # is worth less than the baseline's.
         # ("it reaches the loss bf16 reaches with 0.59× of that compute" read as well as the recipe needing less)
-        text += (f". At C = {m['C'][0]:.2g} FLOP, {baseline} reaches this recipe's loss with {_short(m['value'][0])}× "
+        text += (f". At C = {m['C'][0]:.2g} FLOP, {literal(baseline)} reaches this recipe's loss with {_short(m['value'][0])}× "
                  f"{_interval(m['ci95'][0], 3)} of that compute, at {m['C'][1]:.2g} FLOP with "
                  f"{_short(m['value'][1])}× {_interval(m['ci95'][1], 3)}; its loss gap at equal compute is "
                  f"{g['value'][0]:+.3g} {_interval(g['ci95'][0], 3)} and {g['value'][1]:+.3g} "
@@ -172,14 +172,14 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     if not penalty:
         return s.omit(no_penalty_reason(fitted, baseline) + " The fitted laws are below.")
     n_runs = sum(g["n_runs"] for g in fitted["groups"].values())
-    short = [f"{r}'s {p['n_replicates']}" for r, p in sorted(penalty.items())
+    short = [f"{literal(r)}'s {p['n_replicates']}" for r, p in sorted(penalty.items())
              if p.get("n_replicates", fitted["bootstrap"]) < fitted["bootstrap"]]  # replicates whose fits failed
     intervals = (f"intervals are 95% bootstrap intervals over {fitted['bootstrap']} replicates that resample whole runs"
                  + (f" (of which fitted: {', '.join(short)})" if short else "")
                  if fitted["bootstrap"] else "no bootstrap ran (`--bootstrap 0`), so there are no intervals and no "
                  "recipe is judged")
     s.add(Paragraph(
-        f"Does each recipe's loss penalty against **{baseline}** grow with compute? {fitted['law'].capitalize()} "
+        f"Does each recipe's loss penalty against **{literal(baseline)}** grow with compute? {fitted['law'].capitalize()} "
         f"laws fitted to {n_runs} completed runs; {intervals}; numbers are along each law's compute-optimal "
         "allocation. A multiplier below 1 means the recipe needs more compute than the baseline for the same loss."
     ))
@@ -215,7 +215,7 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
              f"{figures.LAW_LINES} of the {n_sizes} model sizes, spread over their range")
     s.add(Figure(path, f"Final validation loss of every completed run against its training compute, one panel per recipe; "
                        f"thin lines: the fitted {fitted['law']} law along {along}; thick line: its compute-optimal "
-                       f"frontier" + (f"; dashed: {baseline}'s frontier." if baseline in laws and len(laws) > 1 else ".")))
+                       f"frontier" + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1 else ".")))
     s.add(_params_table(fitted["groups"]))
     warnings = fit_warnings(fitted)
     if warnings:
@@ -235,11 +235,11 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
 
         return s.omit("Not computed. " + no_penalty_reason(fitted, baseline))
     path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
-    s.add(Figure(path, f"Left: the compute multiplier, {baseline}'s compute that reaches the recipe's loss divided by the "
-                       f"recipe's compute. Right: the loss gap to {baseline} at equal compute. Line: the fit; shaded: the 95% "
+    s.add(Figure(path, f"Left: the compute multiplier, {literal(baseline)}'s compute that reaches the recipe's loss divided by the "
+                       f"recipe's compute. Right: the loss gap to {literal(baseline)} at equal compute. Line: the fit; shaded: the 95% "
                        "bootstrap band (cut at the axes when it is very wide: the tables give its ends); solid over "
                        "the recipe's compute range in the data, dotted beyond. The curves are the growth model's, "
-                       f"which gives each recipe {baseline}'s loss floor E: a recipe whose penalty is a higher floor "
+                       f"which gives each recipe {literal(baseline)}'s loss floor E: a recipe whose penalty is a higher floor "
                        "shows as growth, and its dotted extrapolation carries that model's assumption."))
     rows = []
     for recipe, pen in sorted(fitted["penalty"].items()):
@@ -264,9 +264,9 @@ def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Se
     s = Section("Relative loss gap per model size")
     gaps = compare.relative_gaps(study.runs, baseline)
     if gaps.height == 0:
-        return s.omit(f"Not computed: no matched pairs (no completed run of another recipe has a completed {baseline} "
+        return s.omit(f"Not computed: no matched pairs (no completed run of another recipe has a completed {literal(baseline)} "
                       f"run with the same {', '.join(compare.match_keys(study.runs))}).")
-    s.add(Paragraph(f"(L_recipe − L_{baseline}) / L_{baseline} in %, for runs that differ only in the recipe (same "
+    s.add(Paragraph(f"(L_recipe − L_{literal(baseline)}) / L_{literal(baseline)} in %, for runs that differ only in the recipe (same "
                     f"{', '.join(compare.match_keys(study.runs))}); the UFP4 paper's metric."))
     by_size = compare.gaps_by_size(gaps)
     label = [k for k in ("family", "size") if k in by_size.columns]
@@ -288,9 +288,9 @@ def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -
                       "results), and the token overhead is read off the curves. Pass a sweep directory to get it.")
     table = compare.token_overhead(study.runs, study.curves, baseline)
     if table.height == 0:
-        return s.omit(f"Not computed: no matched pair has validation curves for both {baseline} and another recipe.")
+        return s.omit(f"Not computed: no matched pair has validation curves for both {literal(baseline)} and another recipe.")
     s.add(Paragraph(
-        f"Tokens a recipe needs to reach {baseline}'s final validation loss, relative to the tokens {baseline} needed, "
+        f"Tokens a recipe needs to reach {literal(baseline)}'s final validation loss, relative to the tokens {literal(baseline)} needed, "
         "read off the validation curves (linear between evaluations); the AMD paper's metric. Where the paired run "
         "never gets there, the same model's longer runs are searched (marked: their losses are read mid-run, under "
         "another schedule than a run of that length, so such a value is no bound on what one would need, and can fall "
@@ -326,7 +326,7 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
             if fitted["law"] == "chinchilla" else "the Quartet law fitted on {b}")
     s.add(Paragraph(
         "Quartet's parametrisation L = (A/(N·effN)^α + B/(D·effD)^β)^γ + E: a recipe trains like "
-        f"{baseline} with effN× the parameters and effD× the tokens. Base law: {base.format(b=baseline)}, held "
+        f"{literal(baseline)} with effN× the parameters and effD× the tokens. Base law: {base.format(b=literal(baseline))}, held "
         "fixed while effN and effD are fitted per recipe (constant efficiencies, as in the Quartet paper). "
         "κN and κD are the growth model's exponents, effN(N) ∝ N^κN and effD(D) ∝ D^κD: 0 means constant."
     ))
@@ -631,10 +631,10 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         write_json_atomic(stage / "fits.json", fitted, indent=2)
         doc = Document(
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
-            subtitle=f"{study.runs.height} runs, recipes {', '.join(sorted(set(study.runs['recipe'])))}; "
+            subtitle=f"{study.runs.height} runs, recipes {', '.join(map(literal, sorted(set(study.runs['recipe']))))}; "
                      # (the study's recipes, not the fitted ones: with the others left out, it is still the baseline)
-                     + (f"baseline `{baseline}`" if baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1
-                        else f"no baseline (`{baseline}`)")
+                     + (f"baseline `{literal(baseline)}`" if baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1
+                        else f"no baseline (`{literal(baseline)}`)")
                      + f"; law `{law}`.",
             sections=[
                 section_verdict(fitted, baseline, study),
@@ -663,7 +663,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
                 "p_adjusted": p.get("p_adjusted"),
-                "sentence": verdict_sentence(r, p, baseline, bootstrap).replace("**", "")}
+                "sentence": plain(verdict_sentence(r, p, baseline, bootstrap))}
             for r, p in sorted(fitted.get("penalty", {}).items())
         },
         "skipped": fitted.get("skipped", {}),

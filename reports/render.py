@@ -41,14 +41,33 @@ def _anchor(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
+# --- names in the report's text ------------------------------------------------------------------
+
+MARKUP = re.compile(r"([\\`*_\[\]<>|~])")  # what Markdown (and `_inline`) would read as markup in a line
+ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash-escaped ASCII punctuation character (CommonMark)
+
+
+def literal(text: str) -> str:
+    """`text` (a recipe's name) set in the report's Markdown as it is: 'nv*fp4' or 'a__b' put in a sentence
+    or in **bold** ended or began the bold in both the HTML and report.md, as markup."""
+    return MARKUP.sub(r"\\\1", str(text))
+
+
+def plain(text: str) -> str:
+    """The report's Markdown text as plain text (for the console and --json): no bold, no escapes."""
+    return ESCAPED.sub(r"\1", text.replace("**", ""))
+
+
 # --- HTML ---------------------------------------------------------------------------------------
 
 
 def _inline(text: str) -> str:
-    """Escape, then allow the two bits of markup the builder uses: **bold** and `code`."""
-    out = html.escape(text)
+    """Escape, then allow the two bits of markup the builder uses: **bold** and `code`; a character escaped
+    by `literal` is shown as itself, hidden from both patterns as a numeric character reference."""
+    out = html.escape(ESCAPED.sub(lambda m: f"\0{ord(m[1])}\0", text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+    out = re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+    return re.sub("\0(\\d+)\0", r"&#\1;", out)
 
 
 def _sort_key(value: Any) -> str:
@@ -97,7 +116,7 @@ def to_html(doc: Document) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    return fmt(value).replace("|", "\\|")
+    return literal(fmt(value))  # a table's cells are data (a recipe's name), never markup
 
 
 def _md_block(block: Block, out_dir: Path) -> str:
@@ -107,7 +126,7 @@ def _md_block(block: Block, out_dir: Path) -> str:
         return "\n".join(f"- {i}" for i in block.items)
     if isinstance(block, Table):
         lines = [f"*{block.caption}*", ""] if block.caption else []
-        lines.append("| " + " | ".join(block.columns) + " |")
+        lines.append("| " + " | ".join(_md_cell(c) for c in block.columns) + " |")
         lines.append("|" + "|".join("---" for _ in block.columns) + "|")
         lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in block.rows]
         return "\n".join(lines)

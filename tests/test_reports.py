@@ -773,3 +773,28 @@ def test_a_completed_run_without_a_finite_loss_reads_back_from_the_reports_resul
     assert study.runs.height == 36 and "nvfp4-S-200M" not in fit_table(study.runs)["run_id"].to_list()
     table = next(b for b in section_failures(study).blocks if isinstance(b, Table))
     assert sorted(r[0] for r in table.rows) == ["mxfp4-XL-1200M", "nvfp4-S-200M"]
+
+
+def test_a_recipe_name_with_markup_characters_is_shown_as_it_is(tmp_path):
+    """A recipe named 'nv**fp4_<b>' ended the bold of its verdict in the HTML at its '**' (and its '_' and '*'
+    began emphasis in report.md): names are escaped where the text is built, and the escapes are undone in the
+    HTML, the console's sentence and nowhere else; table cells are escaped in the Markdown."""
+    import html as html_module
+    import re
+
+    from reports.build import verdict_sentence
+    from reports.document import Document, Paragraph, Section, Table
+    from reports.render import plain, to_html, to_markdown
+
+    name = "nv**fp4_<b>`x`"
+    pen = {"verdict": "grows", "p_value": 0.01, "ratio_per_decade": {"value": 0.9, "ci95": (0.8, 0.95)}}
+    sentence = verdict_sentence(name, pen, "bf*16", bootstrap=100)
+    assert plain(sentence).startswith(f"{name}: the penalty against bf*16 grows with compute")
+    doc = Document("t", "s", [Section("Verdict", [Paragraph(sentence), Table(("recipe",), ((name,),))])])
+    page = to_html(doc)
+    bold = re.findall(r"<strong>(.*?)</strong>", page)
+    assert [html_module.unescape(b) for b in bold] == [name, "grows"], bold
+    assert "<b>" not in page and "<code>" not in page
+    md = to_markdown(doc, tmp_path)
+    assert "**nv\\*\\*fp4\\_\\<b\\>\\`x\\`**: the penalty against bf\\*16" in md, md
+    assert "| nv\\*\\*fp4\\_\\<b\\>\\`x\\` |" in md, md
