@@ -26,6 +26,7 @@ from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, log_predict, to_params
 from fits.table import never_completed, read_file, read_table
 from fits.threads import single_threaded_blas
+from scaling.console import count
 from scaling.errors import UserError
 
 REPLICATE_GRID_STARTS = 1  # grid starts per replicate, besides the full-data optimum (a guard against basin switches)
@@ -48,7 +49,7 @@ def _shortfall(name: str, pts: Points, kind: str) -> str | None:
     if len(pts.logL) < need or pts.n_runs < 3:
         what = {"chinchilla": "a chinchilla fit", "quartet": "a quartet fit", "efficiency": "an effN, effD fit",
                 "growth": "a penalty fit (effN, effD, kappaN, kappaD)"}[kind]
-        return (f"group {name!r} has {len(pts.logL)} points from {pts.n_runs} runs; {what} needs at least {need} "
+        return (f"group {name!r} has {count(len(pts.logL), 'point')} from {count(pts.n_runs, 'run')}; {what} needs at least {need} "
                 f"points ({N_PARAMS[kind]} parameters) from 3 runs")
     for axis, values in (("model sizes N", pts.logN), ("token counts D", pts.logD)):
         if len(np.unique(np.round(values, 9))) < 2:

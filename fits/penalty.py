@@ -32,6 +32,7 @@ from scipy.stats import chi2
 
 from fits.fit import DELTA
 from fits.laws import effective_chinchilla, log_compute_optimal
+from scaling.console import count
 
 ALPHA = 0.05
 MARGIN = 0.10
@@ -108,7 +109,7 @@ NO_BOOTSTRAP = "no bootstrap ran (--bootstrap 0), so there is no interval to jud
 def undecidable(ratio_ci: tuple[float, float], n_replicates: int) -> str | None:
     """Why the bootstrap cannot decide a verdict whatever its interval says, in words; None where it can."""
     if n_replicates < MIN_REPLICATES:
-        return (f"only {n_replicates} bootstrap replicate{'s' if n_replicates != 1 else ''} fitted; a 95% interval "
+        return (f"only {count(n_replicates, 'bootstrap replicate')} fitted; a 95% interval "
                 f"needs at least {MIN_REPLICATES} (--bootstrap)")
     lo, hi = ratio_ci
     if np.isfinite(lo) and np.isfinite(hi) and hi - lo <= 1e-9 * max(1.0, abs(hi)):

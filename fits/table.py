@@ -293,7 +293,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
         smallest = out.group_by("recipe").len().sort("len").row(0, named=True)
         if drop_highest >= smallest["len"]:
             raise UserError(f"--drop-highest {drop_highest} would drop every point of group {smallest['recipe']!r} "
-                            f"({smallest['len']} points); drop fewer")
+                            f"({count(smallest['len'], 'point')}); drop fewer")
         out = (out.with_columns(_rank=pl.col("loss").rank("ordinal", descending=True).over("recipe"))
                .filter(pl.col("_rank") > drop_highest).drop("_rank"))
     return out
@@ -405,10 +405,10 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
     chosen = per.group_by("best").len().sort("best")
     text = (f"Learning rate: a sweep over lr_mult {', '.join(f'{v:g}' for v in sorted(done['lr_mult'].unique()))}; "
             f"each point ({', '.join(point)}) is fitted at its run of lowest loss, which took lr_mult "
-            + ", ".join(f"{b:g} at {n} point{'' if n == 1 else 's'}" for b, n in chosen.iter_rows()) + ".")
+            + ", ".join(f"{b:g} at {count(n, 'point')}" for b, n in chosen.iter_rows()) + ".")
     edge = per.filter((pl.col("best") == pl.col("lo")) | (pl.col("best") == pl.col("hi")))
     if edge.height:
-        text += (f" {edge.height} of {per.height} point{'' if per.height == 1 else 's'} took the lowest or highest "
+        text += (f" {edge.height} of {count(per.height, 'point')} took the lowest or highest "
                  "lr_mult they tried: the sweep does not bracket their best learning rate, so their losses may lie "
                  "above a tuned run's.")
     return text

@@ -180,7 +180,7 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
                  "recipe is judged")
     s.add(Paragraph(
         f"Does each recipe's loss penalty against **{literal(baseline)}** grow with compute? {fitted['law'].capitalize()} "
-        f"laws fitted to {n_runs} completed runs; {intervals}; numbers are along each law's compute-optimal "
+        f"laws fitted to {count(n_runs, 'completed run')}; {intervals}; numbers are along each law's compute-optimal "
         "allocation. A multiplier below 1 means the recipe needs more compute than the baseline for the same loss."
     ))
     s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"]) for r in sorted(penalty))))
@@ -391,13 +391,13 @@ def section_failures(study: Study) -> Section:
     nonfinite = study.runs.filter((pl.col("status") == "completed") & ~pl.col("loss").is_finite().fill_null(False))
     bad = pl.concat([bad, nonfinite], how="diagonal_relaxed")
     if bad.height == 0:
-        s.add(Paragraph(f"None: all {study.runs.height} runs completed." if not study.unfinished
-                        else f"None of the {study.runs.height} runs with a result diverged or failed."))
+        s.add(Paragraph(f"None: all {count(study.runs.height, 'run')} completed." if not study.unfinished
+                        else f"None of the {count(study.runs.height, 'run')} with a result diverged or failed."))
     else:
         cols = [c for c in ("run_id", "recipe", "family", "size", "N", "D", "seed", "status", "diverged_at_step", "steps",
                             "loss") if c in bad.columns]
-        what = (f"{bad.height} of {study.runs.height} runs did not complete" if not nonfinite.height else
-                f"{bad.height} of {study.runs.height} runs did not complete or have no finite loss ("
+        what = (f"{bad.height} of {count(study.runs.height, 'run')} did not complete" if not nonfinite.height else
+                f"{bad.height} of {count(study.runs.height, 'run')} did not complete or have no finite loss ("
                 f"{bad.height - nonfinite.height} did not complete, {nonfinite.height} completed without one)")
         s.add(Paragraph(f"{what}; they are data (a recipe that diverges has failed), and are left out of the fits."))
         s.add(Table(tuple(cols), tuple(bad.select(cols).iter_rows())))
@@ -631,7 +631,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         write_json_atomic(stage / "fits.json", fitted, indent=2)
         doc = Document(
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
-            subtitle=f"{study.runs.height} runs, recipes {', '.join(map(literal, sorted(set(study.runs['recipe']))))}; "
+            subtitle=f"{count(study.runs.height, 'run')}, recipes {', '.join(map(literal, sorted(set(study.runs['recipe']))))}; "
                      # (the study's recipes, not the fitted ones: with the others left out, it is still the baseline)
                      + (f"baseline `{literal(baseline)}`" if baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1
                         else f"no baseline (`{literal(baseline)}`)")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from scaling.console import count
 from scaling.files import checkpoint_path, write_atomic, write_json_atomic
 from sweeps.spec import GRID_FIELDS
 
@@ -456,9 +457,8 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     running = [r for r in rows if r.state == "running"]
     queued = [r for r in left if r.state == "queued"]
     if not running and not queued:
-        n = len(left)
-        return None, (f"nothing running or queued: `scaling sweep launch` again to train the {n} remaining "
-                      f"run{'s' if n != 1 else ''}")
+        return None, (f"nothing running or queued: `scaling sweep launch` again to train the "
+                      f"{count(len(left), 'remaining run')}")
     if not running and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):
         # squeue's reason says no node can run them as asked: a time would promise an end that never comes
         return None, "none of the queued jobs can start"
@@ -483,7 +483,7 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     if unseen:
         how += f"; {', '.join(unseen)} at all recipes' mean until one of its runs finishes"
     if failed:
-        how += (f"; not counting {failed} failed run{'s' if failed != 1 else ''}, which only "
+        how += (f"; not counting {count(failed, 'failed run')}, which only "
                 "`scaling sweep launch` again trains")
     return seconds / parallel, how
 
@@ -531,7 +531,7 @@ def _check_one_recipe_per_name(recipe_files: dict[str, dict[bytes, list[Path]]])
     for name, versions in recipe_files.items():
         if len(versions) > 1:
             groups = "; ".join(f"{', '.join(d.name for d in dirs[:3])}{' ...' if len(dirs) > 3 else ''} "
-                               f"({len(dirs)} run{'s' if len(dirs) > 1 else ''})" for dirs in versions.values())
+                               f"({count(len(dirs), 'run')})" for dirs in versions.values())
             raise UserError(f"the runs of recipe {name!r} were trained under {len(versions)} different versions of its "
                             f"file (their recipe.toml copies differ): {groups}; move the runs of the versions you do "
                             "not want out of the sweep folder, or give each version a name of its own and relaunch")

@@ -123,18 +123,20 @@ def plan_device(spec, choice: str = "auto") -> tuple[str, str]:
     """Where plan prices the runs ("gpu" or "cpu"), and why: --device, else where `launch` with the
     spec's default executor would train them: on SLURM, on a GPU if executor.slurm.gpus asks for one;
     locally, on the GPUs executor.local.gpus lists, or (\"all\") on this machine's, if it has any."""
+    from scaling.console import count
+
     if choice != "auto":
         return choice, f"--device {choice}"
     if spec.default_executor == "slurm":
         gpus = spec.slurm.gpus
-        return ("gpu", f"its SLURM jobs ask for {gpus} GPU{'s' if gpus > 1 else ''} (executor.slurm.gpus)") if gpus \
+        return ("gpu", f"its SLURM jobs ask for {count(gpus, 'GPU')} (executor.slurm.gpus)") if gpus \
             else ("cpu", "its SLURM jobs ask for no GPU (executor.slurm.gpus = 0)")
     if spec.local.gpus != "all":
         return "gpu", "executor.local.gpus lists the GPUs its local launch uses"
     from sweeps.launch import visible_gpus
 
     gpus = visible_gpus()
-    return ("gpu", f"a local launch here uses this machine's {len(gpus)} GPU{'s' if len(gpus) > 1 else ''}") if gpus \
+    return ("gpu", f"a local launch here uses this machine's {count(len(gpus), 'GPU')}") if gpus \
         else ("cpu", "a local launch trains on this machine's CPU (it has no GPU)")
 
 
@@ -263,6 +265,7 @@ def _launch(args: argparse.Namespace) -> int:
 def _wait(report, quiet: bool) -> None:
     """Poll the runs this launch submitted until none of them is running or queued (`launch --wait`):
     a run of another launch in the same folder (a second spec's, a colleague's) is not waited for."""
+    from scaling.console import count
     from sweeps.store import STATES, status
 
     mine = {s["run_id"] for s in report.submitted}
@@ -271,7 +274,7 @@ def _wait(report, quiet: bool) -> None:
         c = {s: sum(r.state == s for r in runs) for s in STATES}
         if not quiet:
             print(f"done {c['done']}  running {c['running']}  queued {c['queued']}  failed {c['failed']}  "
-                  f"diverged {c['diverged']}  missing {c['missing']}  (of the {len(mine)} runs this launch "
+                  f"diverged {c['diverged']}  missing {c['missing']}  (of the {count(len(mine), 'run')} this launch "
                   "submitted)", flush=True)  # fmt: skip
         if c["running"] + c["queued"] == 0:
             break
@@ -351,5 +354,5 @@ def _collect(args: argparse.Namespace) -> int:
     if "diverged_at_step" in df.columns and df["diverged_at_step"].drop_nulls().len():  # where diverged runs stopped
         cols.insert(cols.index("status") + 1 if "status" in cols else len(cols), "diverged_at_step")
     print_table(df.select(cols).to_dicts(), cols, title=count(df.height, "run"))
-    print(f"wrote {out} ({df.height} rows)")
+    print(f"wrote {out} ({count(df.height, 'row')})")
     return 0
