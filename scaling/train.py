@@ -212,12 +212,17 @@ class RunConfig:
     @property
     def run_id(self) -> str:
         """Stable short hash of the resolved config (sorted JSON, sha256)."""
-        blob = json.dumps(self.identity(), sort_keys=True)
+        return self.run_id_of(self.resolved())
+
+    def run_id_of(self, resolved: "RunConfig") -> str:
+        """`run_id` given this config's `resolved()`, for a caller that needs both (resolving once)."""
+        blob = json.dumps(self.identity(resolved), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
-    def identity(self) -> dict:
-        """What `run_id` hashes: the resolved fields, a recipe file by its content."""
-        fields = self.resolved().to_dict()
+    def identity(self, resolved: "RunConfig | None" = None) -> dict:
+        """What `run_id` hashes: the resolved fields (`resolved`, this config's `resolved()`, when
+        given), a recipe file by its content."""
+        fields = (resolved or self.resolved()).to_dict()
         if self.recipe.endswith(".toml") and Path(self.recipe).is_file():
             # the recipe's content, not its path: the same file moved, or a checkout at another path (a
             # laptop's, a cluster's), keeps its runs' ids

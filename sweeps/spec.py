@@ -143,10 +143,10 @@ class SweepSpec:
         for p in self.points():
             cfg = RunConfig(**self.train, data=self.data, **{k: p[k] for k in GRID_FIELDS if k in p})
             try:
-                run_id = cfg.run_id  # resolves the config: RunConfig's own checks (e.g. train.schedule)
+                r = cfg.resolved()  # RunConfig's own checks (e.g. train.schedule)
+                run_id = cfg.run_id_of(r)
                 # wgrad's K is a micro-batch's token count: a recipe that cannot take it fails every
                 # such run at its first step, so refuse it before anything is launched
-                r = cfg.resolved()
                 recipe = recipes.setdefault(r.recipe, get_recipe(r.recipe))
                 check_tokens(recipe, r.micro_batch_size * r.seq_len, "this run")
             except UserError as e:

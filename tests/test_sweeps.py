@@ -234,6 +234,20 @@ def test_a_token_budget_given_with_set_replaces_the_specs_other_one(tmp_path, ca
     assert "give exactly one of" in capsys.readouterr().err
 
 
+def test_runs_resolve_each_config_once(tmp_path, monkeypatch):
+    """`runs` checks each grid point by resolving its config once; its ids are the configs' own."""
+    from scaling.train import RunConfig
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
+    calls = []
+    resolve = RunConfig.resolved
+    monkeypatch.setattr(RunConfig, "resolved", lambda self: calls.append(self) or resolve(self))
+    runs = spec.runs()
+    assert len(runs) == len(spec.points()) == len(calls) == 2
+    monkeypatch.undo()
+    assert [r.run_id for r in runs] == [r.resolved().run_id for r in runs]
+
+
 def test_overrides_isoflop_and_dedup(tmp_path):
     from models import model_size
 
