@@ -327,6 +327,22 @@ def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys
     assert "needs a benchmark's `cpu` rows" in capsys.readouterr().err
 
 
+def test_plan_reads_its_benchmark_once(tmp_path, capsys, monkeypatch):
+    """`sweep plan` on CPU read cpu.json twice (the rows, then its machine); once now, on either device."""
+    import sweeps.cost
+
+    spec = write_spec(tmp_path)
+    reads = []
+    read = sweeps.cost.read_bench
+    monkeypatch.setattr(sweeps.cost, "read_bench", lambda path, option: reads.append(path) or read(path, option))
+    for device in ("cpu", "gpu"):
+        reads.clear()
+        assert main(["sweep", "plan", str(spec), "--json", "--device", device]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        assert len(reads) == 1 and str(reads[0]) == plan["bench"], (device, reads)
+    assert plan["device"] == "gpu" and plan["run_list"]
+
+
 def test_plan_of_a_large_grid_groups_its_table_by_family_size_and_recipe(tmp_path, capsys, monkeypatch):
     """Thousands of runs take a terminal minutes to draw: beyond PLAN_TABLE_RUNS, one row per family, size
     and recipe (their runs, token budgets, FLOPs and GPU-hours); --runs still prints every run."""

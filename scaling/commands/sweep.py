@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import NamedTuple
 
 from scaling.errors import UserError
 
@@ -72,27 +73,24 @@ def _toml_str(text: str) -> str:
 
 
 def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_TFLOPS,
-              bench: str | None = None, device: str = "gpu") -> list[dict]:
+              speeds: PlanSpeeds | None = None, device: str = "gpu") -> list[dict]:
     """One row per run: its grid values, 6·N·D FLOPs, and the hours they take (`hours`, and under
     `gpu_hours` or `cpu_hours` by `device`). On "gpu": at `mfu` of `peak_tflops` for BF16, its recipe
-    slowed by the speed the `bench` file's `train` rows measured (sweeps.cost; None: every recipe at
-    BF16's speed). On "cpu": the benchmark CPU's hours (all its threads), at the BF16 FLOP/s of the
-    `bench` file's `cpu` rows, its recipe slowed by its CPU speed there."""
+    slowed by the speed the benchmark's `train` rows measured (`speeds`, from `plan_speeds`; None: every
+    recipe at BF16's speed). On "cpu": the benchmark CPU's hours (all its threads), at the BF16 FLOP/s of
+    the benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's)."""
     from models import model_size
-    from sweeps.cost import (DEFAULT_CPU_BENCH, Speed, cpu_flops_per_s, cpu_hours, cpu_speeds, gpu_hours, priced_speed,
-                             training_speeds)
+    from sweeps.cost import Speed, cpu_flops_per_s, cpu_hours, gpu_hours, priced_speed
     from sweeps.store import recipe_label
 
-    if device == "cpu":
-        speeds, source, _ = cpu_speeds(bench or DEFAULT_CPU_BENCH)
-    else:
-        speeds, source = training_speeds(bench) if bench else ([], "")
+    if device == "cpu" and speeds is None:
+        speeds = plan_speeds(None, device)
     rows = []
     for c in spec.runs():
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
-        speed = priced_speed(c.recipe, c.family, c.size, speeds, source) if bench or device == "cpu" else Speed(1.0, "")
+        speed = priced_speed(c.recipe, c.family, c.size, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, "")
         if device == "cpu":
-            rate, _ = cpu_flops_per_s(c.family, c.size, speeds)
+            rate, _ = cpu_flops_per_s(c.family, c.size, speeds.rows)
             hours = cpu_hours(flops, rate, speed)
         else:
             hours = gpu_hours(flops, mfu, peak_tflops, speed)
@@ -100,6 +98,25 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
                          seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16, speed_from=speed.source,
                          speed_note=speed.note, hours=hours, **{f"{device}_hours": hours}))  # fmt: skip
     return rows
+
+
+class PlanSpeeds(NamedTuple):
+    """A benchmark file's speed rows for the plan's device, read once: the rows, the file's name (the
+    rows' source) and, on CPU, its machine ("Intel Xeon, 2 threads")."""
+
+    rows: list[dict]
+    source: str
+    machine: str = ""
+
+
+def plan_speeds(bench: str | None, device: str) -> PlanSpeeds | None:
+    """The `bench` file's `cpu` rows (device "cpu"; None: the committed cpu.json) or `train` rows
+    (device "gpu"; None: no file, every recipe at BF16's speed)."""
+    from sweeps.cost import DEFAULT_CPU_BENCH, cpu_speeds, training_speeds
+
+    if device == "cpu":
+        return PlanSpeeds(*cpu_speeds(bench or DEFAULT_CPU_BENCH))
+    return PlanSpeeds(*training_speeds(bench)) if bench else None
 
 
 def _bench_file(value: str, device: str = "gpu") -> str | None:
@@ -150,7 +167,8 @@ def _plan(args: argparse.Namespace) -> int:
     spec = _load(args)
     device, device_why = plan_device(spec, args.device)
     bench = _bench_file(args.bench, device)
-    rows = plan_rows(spec, args.mfu, args.peak_tflops, bench, device)
+    speeds = plan_speeds(bench, device)
+    rows = plan_rows(spec, args.mfu, args.peak_tflops, speeds, device)
     total = sum(r["flops"] for r in rows)
     hours = sum(r["hours"] for r in rows)
     summary = dict(name=spec.name, runs=len(rows), total_flops=total, device=device, device_why=device_why,
@@ -158,9 +176,7 @@ def _plan(args: argparse.Namespace) -> int:
     if device == "gpu":
         summary.update(mfu=args.mfu, peak_tflops=args.peak_tflops)
     else:
-        from sweeps.cost import cpu_speeds
-
-        summary["cpu"] = cpu_speeds(bench)[2]
+        summary["cpu"] = speeds.machine
     unit = f"{device}_hours"
     if args.json:
         print_json({**summary, "run_list": rows})
