@@ -64,7 +64,7 @@ def _unit_k(spec: QuantSpec, K: int) -> int | None:
     if spec.block is None:
         nk = spec.transform or next(n for n in (16, 8, 4, 2, 1) if K % n == 0)
     else:
-        nk = max(spec.block_k, spec.transform)
+        nk = spec.k_multiple  # (not the larger of the two: 1x24 blocks under RHT16 straddled groups)
     return nk if nk <= MAX_NK and K % nk == 0 else None
 
 
@@ -88,6 +88,8 @@ def serves(x: torch.Tensor, spec: QuantSpec, dim: int) -> bool:
         return False
     if (spec.four_over_six or spec.eden) and spec.block_rows != 1:  # (4/6 over 16x16 tiles: the reference)
         return False
+    if (spec.four_over_six or spec.eden) and spec.block_k & (spec.block_k - 1):
+        return False  # (their block sums halve a block log2(block) times: a 1x24 block is the reference's)
     if x.dim() == 0 or x.numel() == 0 or x.numel() >= 1 << 31 or spec.block_rows not in (1, LANES):
         return False
     if not -x.dim() <= dim < x.dim():

@@ -97,6 +97,27 @@ def test_a_transposed_matrix_along_either_axis(dim):
         _check(x, spec, dim, Seeds(5, 6))
 
 
+ODD = QuantSpec(elem="e2m1", block=(1, 24), scale="e4m3", tensor_scale=True)  # a recipe file's block
+
+
+@pytest.mark.parametrize("spec", [ODD, ODD.but(rounding="sr"), ODD.but(transform=16, signs="run"),
+                                  ODD.but(block=(1, 12), transform=32, rounding="sr", signs="run"),
+                                  QuantSpec(elem="e2m1", block=(1, 24), scale="e8m0", tensor_scale=False)],
+                         ids=lambda s: s.describe())
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_blocks_the_kernels_do_not_take_have_the_references_bits(spec, dim):
+    """1x24 blocks (valid: only the GPU kernels do not take them) under RHT16 along dim 0 differed from
+    the reference: a stretch of 24 rows (the larger of block and group) cut a Hadamard group in two."""
+    torch.manual_seed(0)
+    x = torch.randn(192, 96) * torch.logspace(-3, 3, 96)
+    _check(x, spec, dim, Seeds(12345, 678) if spec.needs_seed else None)
+
+
+def test_4_over_6_of_blocks_not_a_power_of_two_runs_the_reference():
+    """The C code's 4/6 sums a block by halving it: a 1x24 block's came out wrong."""
+    assert not cpu_quantize.serves(torch.randn(64, 96), ODD.but(four_over_six=True, scale_bound=256.0), -1)
+
+
 def test_what_it_does_not_serve_runs_the_reference():
     x = torch.randn(64, 128)
     assert not cpu_quantize.serves(x, PRESETS["nvfp4_4over6"].fprop_w, -1)  # 4/6 over 16x16 tiles
