@@ -192,6 +192,21 @@ def _preset_operands(recipes):
                 yield recipe_name, operand, spec, OPERAND_DIM[operand]
 
 
+def _kernel_operands(recipes, progress: Callable[[str], None]):
+    """`_preset_operands` that the fused kernels cover; for each of the others a line saying it has no
+    kernel (a recipe file's 1x24 blocks: QLinear runs the reference for it), where it was skipped
+    without a word."""
+    from scaling import kernels
+
+    for recipe_name, operand, spec, dim in _preset_operands(recipes):
+        why = kernels.unsupported(spec)
+        if why is None:
+            yield recipe_name, operand, spec, dim
+        else:
+            progress(f"  {recipe_name}.{operand_name(operand)} ({spec.describe()}): no fused kernel ({why}); "
+                     "not timed (QLinear quantizes it with the reference)")
+
+
 BENCH_SEEDS = (12345, 678)  # (rounding, signs) seeds of every operand the kernel benchmarks quantize
 
 
@@ -217,8 +232,6 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
     call's 1 GiB copy rate `copy` (measured here when not given) as copy_gbps. on_row: called with
     the rows so far after each operand while every operand so far had the reference's bits, so a call
     cut short keeps what it measured; a difference raises at the end, after every operand ran."""
-    from scaling import kernels
-
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
     xs = (x, x.clone())  # (back_to_back_ms alternates between the copies)
     seeds = torch.tensor(BENCH_SEEDS, dtype=torch.int64, device=device)
@@ -232,9 +245,7 @@ def bench_kernels(device: torch.device, tokens: int = 16384, d: int = 4096,
             on_row(list(rows))
 
     measured(_copy_rows(xs, progress))
-    for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
-        if not kernels.supports(spec):
-            continue
+    for recipe_name, operand, spec, dim in _kernel_operands(recipes or KERNEL_RECIPES, progress):
         key = (spec, dim)
         if key not in done:
             launches = [_operand_launch(xi, spec, dim, seeds) for xi in xs]
@@ -393,13 +404,11 @@ def profile_stages(device: torch.device, tokens: int = 16384, d: int = 4096, rec
     `ncu --profile-from-start off --clock-control none --section ... scaling bench stages`. Returns the
     stages' names ("<recipe>.<operand> <stage>") in the order they ran: the profiler's kernels, one
     each."""
-    from scaling import kernels
-
     x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
     seeds = torch.tensor(BENCH_SEEDS, dtype=torch.int64, device=device)
     named, done = {}, set()
-    for recipe_name, operand, spec, dim in _preset_operands(recipes or KERNEL_RECIPES):
-        if kernels.supports(spec) and (spec, dim) not in done:
+    for recipe_name, operand, spec, dim in _kernel_operands(recipes or KERNEL_RECIPES, progress):
+        if (spec, dim) not in done:
             done.add((spec, dim))
             launch = _operand_launch(x, spec, dim, seeds)
             named |= {f"{recipe_name}.{operand.replace('_', '.')} {k}": f for k, f in _stages(launch).items()}

@@ -396,3 +396,17 @@ def test_sass_progress_names_operands_as_its_rows_do(monkeypatch):
     lines: list[str] = []
     rows = bench.bench_sass(recipes=["mxfp4"], progress=lines.append)
     assert lines and all(line.split()[0] in {f"mxfp4.{r['operand']}" for r in rows} for line in lines), lines
+
+
+def test_bench_kernels_says_which_operands_have_no_kernel(tmp_path):
+    """`bench kernels` and `stages` skipped an operand the fused kernels do not take (a recipe file's
+    1x24 blocks) without a word; they now say so, and time the others."""
+    from scaling.bench import _kernel_operands
+
+    path = tmp_path / "nv24.toml"
+    path.write_text('name = "nv24"\nbase = "nvfp4"\n[fprop.x]\nblock = [1, 24]\n')
+    said = []
+    timed = [(operand, spec.describe()) for _, operand, spec, _ in _kernel_operands([str(path)], said.append)]
+    assert len(timed) == 5 and "fprop_x" not in dict(timed)
+    assert len(said) == 1 and "fprop.x (NV e2m1 1x24" in said[0] and "no fused kernel" in said[0], said
+    assert "blocks of 16 or 32" in said[0] and "with the reference" in said[0]

@@ -131,8 +131,8 @@ def test_bench_refuses_a_recipe_the_fused_kernel_does_not_cover(section, tmp_pat
     monkeypatch.setattr(bench, "bench_sass", lambda **kw: pytest.fail("benchmarked"))
     path = tmp_path / "odd.toml"
     path.write_text('name = "odd"\nbase = "nvfp4"\n[fprop.x]\nblock = [1, 24]\n')
-    _refused(["bench", section, "--recipes", f"nvfp4,{path}"], capsys, "odd.toml's fprop.x",
-             "no fused GPU kernel", "leave")
+    _refused(["bench", section, "--recipes", f"nvfp4,{path}"], capsys, "fprop.x (NV e2m1 1x24",
+             "no fused GPU kernel (the kernels take blocks of 16 or 32 along K", "with the reference", "leave")
 
 
 @pytest.mark.parametrize("section", ["sass"])

@@ -679,6 +679,47 @@ def test_qlinear_on_the_kernels_matches_the_reference(recipe: str, pairs: str, m
         assert_same_bits(got, want)
 
 
+ODD_BLOCKS = 'name = "nv24"\nbase = "nvfp4"\n' + "".join(
+    f'[{gemm}.{op}]\nblock = [{24 if op == "w" and gemm == "fprop" else 1}, 24]\n'
+    for gemm, ops in (("fprop", "xw"), ("dgrad", "w"), ("wgrad", "x")) for op in ops)  # (dY keeps nvfp4's 1x16)
+
+
+@in_process
+def test_qlinear_runs_the_reference_for_blocks_the_kernels_do_not_take(tmp_path, monkeypatch):
+    """A recipe file's 1x24 (and 24x24) blocks are valid: the reference quantizes them, and QLinear's
+    kernel dispatch runs the reference for those operands (`kernels.supports`), not a kernel that
+    cannot take them; the operands the kernels do take (nvfp4's dY) still run there."""
+    from scaling import linear
+    from scaling.kernels import quantize as quantize_kernels
+
+    path = tmp_path / "nv24.toml"
+    path.write_text(ODD_BLOCKS)
+    recipe = get_recipe(str(path))
+    odd = [s for s in (getattr(recipe, o) for o in OPERANDS) if s.block_k == 24]
+    assert len(odd) == 4 and not any(kernels.supports(s) for s in odd)
+    assert "blocks of 16 or 32" in kernels.unsupported(odd[0])
+    monkeypatch.setenv("SCALING_PAIRS", "0")  # (dY's operands one kernel each: seen below)
+    launched = []
+    run_kernel = quantize_kernels.quantize_operand
+    monkeypatch.setattr(quantize_kernels, "quantize_operand",
+                        lambda x, spec, *a: launched.append(spec) or run_kernel(x, spec, *a))
+    layer = torch.nn.Linear(96, 48, bias=False, device=DEVICE)
+    x = torch.randn(48, 96, device=DEVICE)  # (K = 96 and 48 tokens: multiples of 24 and of RHT16's 48)
+
+    def run(use_kernels: bool):
+        monkeypatch.setattr(linear, "_use_kernels", lambda t: use_kernels)
+        monkeypatch.setattr(linear, "_LAST", {})
+        q = linear.QLinear.from_linear(copy.deepcopy(layer), recipe, 0, 5)
+        xi = x.clone().requires_grad_(True)
+        y = q(xi)
+        (y.float() ** 2).mean().backward()
+        return [y, xi.grad, q.weight.grad]
+
+    for got, want in zip(run(True), run(False)):
+        assert_same_bits(got, want)
+    assert launched and all(kernels.supports(s) for s in launched)
+
+
 @in_process
 def test_quartet2_backward_copies_only_dy(monkeypatch):
     """Quartet II's forward writes its X and W operands column-major (`QLinear.kept_for_dim0`), so the

@@ -271,7 +271,7 @@ def _check_kernels(args: argparse.Namespace, wanted: list[str], recipes: tuple[s
     sections = [w for w in ("sass",) if w in wanted]
     if not sections or not recipes:
         return
-    from scaling.kernels import supports
+    from scaling.kernels import unsupported
     from scaling.recipes import OPERANDS, get_recipe, operand_name
 
     if not any(get_recipe(name).is_quantized for name in recipes):  # (sass printed an empty table, exit 0)
@@ -281,10 +281,11 @@ def _check_kernels(args: argparse.Namespace, wanted: list[str], recipes: tuple[s
         recipe = get_recipe(name)
         for operand in OPERANDS:
             spec = getattr(recipe, operand)
-            if spec is not None and not supports(spec):
+            why = unsupported(spec) if spec is not None else None
+            if why:
                 raise UserError(f"--recipes {args.recipes}: {name}'s {operand_name(operand)} ({spec.describe()}) has "
-                                f"no fused GPU kernel (blocks of 16 or 32 along K, 1 row or square; no SR onto FP8), "
-                                f"which {', '.join(sections)} compiles and times; leave {name} out of --recipes")
+                                f"no fused GPU kernel ({why}; QLinear quantizes it with the reference), and "
+                                f"{', '.join(sections)} compiles and times the kernels; leave {name} out of --recipes")
 
 
 # The sections that read --dims, and their widths where it is not given.

@@ -45,12 +45,21 @@ def enabled(x: torch.Tensor) -> bool:
 
 
 def supports(spec: QuantSpec) -> bool:
-    """Whether the fused kernel covers this spec (every operand spec of the presets)."""
+    """Whether the fused kernel covers this spec (every operand spec of the presets). Where it does
+    not, `gemm_operand` (and so QLinear) runs the reference quantizer: the same values, slower."""
+    return unsupported(spec) is None
+
+
+def unsupported(spec: QuantSpec) -> str | None:
+    """Why the fused kernel does not cover this spec, in a user's words; None where it does. (The
+    reference quantizes any valid QuantSpec: a recipe file's 1x24 blocks are valid, only slower.)"""
     if spec.rounding == "sr" and spec.elem in ("e4m3", "e5m2"):
-        return False  # SR onto FP8 elements: no preset uses it
+        return "SR onto FP8 elements"  # no preset uses it
     if spec.eden and spec.block_rows != 1:
-        return False
-    return spec.block is None or (spec.block_k in (16, 32) and spec.block_rows in (1, spec.block_k))
+        return "MS-EDEN with 2-D blocks"
+    if spec.block is not None and (spec.block_k not in (16, 32) or spec.block_rows not in (1, spec.block_k)):
+        return "the kernels take blocks of 16 or 32 along K (1 row, or as many rows)"
+    return None
 
 
 def _spec_args(spec: QuantSpec) -> tuple:
