@@ -182,6 +182,13 @@ def copy_gbps(device: torch.device) -> float:
     return 2 * src.numel() * src.element_size() / ms / 1e6
 
 
+def recipe_key(recipe: str) -> str:
+    """The name a benchmark row keys a recipe by (`--recipes` item: a preset or a recipe file): the
+    recipe's own name, not a file's path, so that one recipe given by two paths is one row and `sweep
+    plan`, which finds a run's speed by its recipe's name, finds it."""
+    return get_recipe(recipe).name
+
+
 def _preset_operands(recipes):
     """(recipe name, operand, spec, dim) for every quantized operand of these recipes, dim its K's axis."""
     for recipe_name in recipes:
@@ -189,7 +196,7 @@ def _preset_operands(recipes):
         for operand in OPERANDS:
             spec = getattr(recipe, operand)
             if spec is not None:
-                yield recipe_name, operand, spec, OPERAND_DIM[operand]
+                yield recipe.name, operand, spec, OPERAND_DIM[operand]
 
 
 def _kernel_operands(recipes, progress: Callable[[str], None]):
@@ -301,7 +308,7 @@ def _preset_pairs(recipes):
         for last_name, first_name in PAIRS:
             last, first = getattr(recipe, last_name), getattr(recipe, first_name)
             if pairable(last, first):
-                yield recipe_name, f"{operand_name(last_name)}+{operand_name(first_name)}", last, first
+                yield recipe.name, f"{operand_name(last_name)}+{operand_name(first_name)}", last, first
 
 
 def _bench_pairs(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: torch.Tensor, mismatches: list[int],
@@ -357,9 +364,9 @@ def _bench_rows_amaxes(xs: tuple[torch.Tensor, torch.Tensor], recipes, seeds: to
         mismatches.append(bad)
         gbps = _gbps(t, xs[0], written=1)
         tile = _rows_tile(launch)
-        progress(f"  {recipe_name}.dgrad.dy+wgrad.dy (transposing pass with both amaxes) [{tile}]: {_rates(gbps)}"
+        progress(f"  {recipe.name}.dgrad.dy+wgrad.dy (transposing pass with both amaxes) [{tile}]: {_rates(gbps)}"
                  + f"; bits vs reference: {'equal' if bad == 0 else f'{bad} DIFFER'}")
-        measured(_kernel_rows(recipe_name, "dgrad.dy+wgrad.dy", gbps))
+        measured(_kernel_rows(recipe.name, "dgrad.dy+wgrad.dy", gbps))
 
 
 def _rows_tile(launch) -> str:
@@ -533,8 +540,8 @@ def _sass_rows_amaxes(tokens: int, d: int, recipes, progress: Callable[[str], No
         counts = [{"stage": "transpose+amax",
                    **sass.count_transposing_amax(recipe.wgrad_dy, w, n, d, rows=True, lanes=lanes)}
                   for lanes in (1, 4) for w, n in rht128._ROWS_CANDIDATES]
-        _sass_progress(f"{recipe_name}.dgrad.dy+wgrad.dy (transposing pass with both amaxes)", counts, progress)
-        rows += [{"recipe": recipe_name, "operand": "dgrad.dy+wgrad.dy", **r} for r in counts]
+        _sass_progress(f"{recipe.name}.dgrad.dy+wgrad.dy (transposing pass with both amaxes)", counts, progress)
+        rows += [{"recipe": recipe.name, "operand": "dgrad.dy+wgrad.dy", **r} for r in counts]
     return rows
 
 
@@ -582,7 +589,7 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
             ratios = [t / b for b, t in times]
             ms, ratio = median([t for _, t in times]), median(ratios)
             paired_bf16_ms = median([b for b, _ in times])
-            rows.append({"recipe": name, "d": d, "tokens": tokens, "ms": round(ms, 4), "ratio_vs_bf16": round(ratio, 3),
+            rows.append({"recipe": recipe_key(name), "d": d, "tokens": tokens, "ms": round(ms, 4), "ratio_vs_bf16": round(ratio, 3),
                          "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
                          "bf16_ms": round(paired_bf16_ms, 4), "sm_mhz": mhz})
             progress(f"  d={d} {name} {ms:.3f} ms ({ratio:.3f}x; {min(ratios):.3f}-{max(ratios):.3f}x "
@@ -760,10 +767,11 @@ def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",
                 total = sum(kinds.values())
                 for kind in sorted(set(kinds) | set(base), key=lambda k: -kinds.get(k, 0.0)):
                     ms = kinds.get(kind, 0.0)
-                    rows.append({"family": family, "size": size, "recipe": recipe,
+                    rows.append({"family": family, "size": size, "recipe": recipe_key(recipe),
                                  "batch_tokens": micro_batch * SEQ_LEN, "kind": kind, "ms": round(ms, 3),
                                  "over_bf16_ms": round(ms - base.get(kind, 0.0), 3)})
-                rows.append({"family": family, "size": size, "recipe": recipe, "batch_tokens": micro_batch * SEQ_LEN,
+                rows.append({"family": family, "size": size, "recipe": recipe_key(recipe),
+                             "batch_tokens": micro_batch * SEQ_LEN,
                              "kind": "total", "ms": round(total, 3),
                              "over_bf16_ms": round(total - sum(base.values()), 3)})
                 progress(f"  {family} {size} {recipe}: {total:.1f} ms of kernels per micro-batch of "
@@ -797,7 +805,8 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
                                                    seq_len=c.seq_len, steps=steps, compile_mode=None,
                                                    vocab_size=c.vocab_size)
                 base = base or cpu_s
-                rows.append({"recipe": recipe, "family": family, "size": size, "batch_tokens": c.batch_size * c.seq_len,
+                rows.append({"recipe": recipe_key(recipe), "family": family, "size": size,
+                             "batch_tokens": c.batch_size * c.seq_len,
                              "step_ms": round(wall_s * 1e3, 1), "step_cpu_ms": round(cpu_s * 1e3, 1),
                              "tokens_per_s": round(c.batch_size * c.seq_len / wall_s),
                              "cpu_ratio_vs_bf16": round(cpu_s / base, 3), "run_s": round(c.steps * wall_s)})
@@ -906,7 +915,7 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                         break
                     continue
                 base = tps if recipe == "bf16" else base
-                rows.append({"recipe": recipe, "family": family, "size": size, "tokens_per_s": round(tps),
+                rows.append({"recipe": recipe_key(recipe), "family": family, "size": size, "tokens_per_s": round(tps),
                              "mfu": round(flops * tps / peak, 4) if peak else None,
                              "ratio_vs_bf16": round(tps / base, 3), **setting})
                 progress(f"  {family} {size} {recipe} ({micro_batches} x {micro_batch} x {SEQ_LEN} tokens per step): "

@@ -185,17 +185,18 @@ def does_all_of(work: dict[str, int], other: dict[str, int]) -> bool:
 
 
 def priced_speed(recipe: str, family: str, size: str, rows: list[dict], source: str) -> Speed:
-    """The speed a run is priced at: its recipe's own (speed_for); for a recipe the file has not
+    """The speed a run of `recipe` (a preset, or a recipe file's path) is priced at: its recipe's own
+    (speed_for, by the recipe's name: `scaling bench` keys a file's rows so); for a recipe the file has not
     measured (a recipe file of your own, or a preset not benchmarked), the slowest measured recipe
     whose quantizer work it does all of (quantizer_work, count by count: it can be no faster than
     that), at the run's size as speed_for picks it; where it does all of no measured quantized
     recipe's work, the slowest measured quantized recipe (an upper bound)."""
-    own = speed_for(recipe, family, size, rows, source)
-    if own.vs_bf16 is not None:
-        return own
     from scaling.recipes import PRESETS, get_recipe
 
     chosen = get_recipe(recipe)
+    own = speed_for(chosen.name, family, size, rows, source)  # (rows name a recipe file's recipe by its name)
+    if own.vs_bf16 is not None:
+        return own
     if not chosen.is_quantized:  # every operand BF16 (a file that only keeps blocks in BF16, say)
         return Speed(1.0, "as bf16: it quantizes no operand")
     work = quantizer_work(chosen)

@@ -410,3 +410,32 @@ def test_bench_kernels_says_which_operands_have_no_kernel(tmp_path):
     assert len(timed) == 5 and "fprop_x" not in dict(timed)
     assert len(said) == 1 and "fprop.x (NV e2m1 1x24" in said[0] and "no fused kernel" in said[0], said
     assert "blocks of 16 or 32" in said[0] and "with the reference" in said[0]
+
+
+def test_rows_key_a_recipe_file_by_its_name(tmp_path, capsys, monkeypatch):
+    """Rows of `--recipes path/mine.toml` were keyed by the path as typed: the same file by two paths made
+    two rows, and `sweep plan` (which finds recipes by name) matched neither. They are keyed by the
+    recipe's name now, the same recipe given twice is benchmarked once, and two different recipes of
+    one name (whose rows would replace each other) are refused."""
+    from scaling import bench
+    from scaling.cli import main
+
+    (tmp_path / "sub").mkdir()
+    mine = tmp_path / "mine.toml"
+    mine.write_text('name = "mine"\nbase = "nvfp4"\n')
+    asked = []
+    monkeypatch.setattr(bench, "bench_cpu_quantizer", lambda recipes, **kw: asked.append(recipes) or [
+        {"recipe": name, "operand": op.replace("_", "."), "tokens": 1, "d": 128}
+        for name, op, _, _ in bench._preset_operands(recipes)])
+    out = tmp_path / "out.json"
+    for path in (mine, tmp_path / "sub" / ".." / "mine.toml"):
+        assert main(["bench", "quantizer", "--recipes", f"{path},{mine}", "--out", str(out)]) == 0
+    assert [len(a) for a in asked] == [1, 1]
+    rows = json.loads(out.read_text())["quantizer"]
+    assert {r["recipe"] for r in rows} == {"mine"} and len(rows) == 6  # one row per operand, not per path
+    assert bench.recipe_key(str(mine)) == "mine" and bench.recipe_key("nvfp4") == "nvfp4"
+    other = tmp_path / "sub" / "mine.toml"
+    other.write_text('name = "mine"\nbase = "ufp4"\n')
+    assert main(["bench", "quantizer", "--recipes", f"{mine},{other}", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "two different recipes named 'mine'" in err and "rename one" in err, err

@@ -185,3 +185,21 @@ def test_a_launch_refuses_a_recipe_file_edited_since_its_runs_started(tmp_path):
     with pytest.raises(UserError, match=rf"holds run {run_dir.name} at this spec's grid point nanochat 0.5M mine "
                                         r"tokens=4096 seed=0 under other settings \(the recipe file's content\)"):
         check_same_spec([c], tmp_path / "sweep")
+
+
+def test_plan_prices_a_recipe_file_by_the_rows_of_its_name(tmp_path):
+    """`scaling bench --recipes path/mine.toml` keys its rows by the recipe's name ("mine"), and plan
+    finds a run's speed by that name: it looked the run's absolute path up, which matched no row."""
+    import json
+
+    from scaling.commands.sweep import plan_rows, plan_speeds
+
+    r = tmp_path / "mine_file.toml"
+    r.write_text('name = "mine"\nbase = "ufp4"\n')
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"device": "test", "train": [
+        {"recipe": "mine", "family": "nanochat", "size": "1M", "ratio_vs_bf16": 0.5}]}))
+    spec = _load(tmp_path, '"1M"', f'["bf16", "{r}"]')
+    rows = {row["recipe"]: row for row in plan_rows(spec, speeds=plan_speeds(str(bench), "gpu"))}
+    assert rows["mine"]["vs_bf16"] == 0.5 and not rows["mine"]["speed_note"], rows["mine"]
+    assert rows["mine"]["gpu_hours"] == pytest.approx(2 * rows["bf16"]["gpu_hours"])

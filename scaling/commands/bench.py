@@ -152,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     wanted = list(dict.fromkeys(args.what))
     recipes = _items(args.recipes, "")
     dims = _check_args(args, wanted, recipes)  # before any benchmark runs, so a typo costs nothing
+    recipes = _one_per_name(args.recipes, recipes)
     gpu = [w for w in wanted if w not in NO_GPU]
     if gpu:  # (before the CPU sections run: their minutes were lost when the GPU ones were refused after)
         _check_gpu(gpu, wanted)
@@ -286,6 +287,23 @@ def _check_kernels(args: argparse.Namespace, wanted: list[str], recipes: tuple[s
                 raise UserError(f"--recipes {args.recipes}: {name}'s {operand_name(operand)} ({spec.describe()}) has "
                                 f"no fused GPU kernel ({why}; QLinear quantizes it with the reference), and "
                                 f"{', '.join(sections)} compiles and times the kernels; leave {name} out of --recipes")
+
+
+def _one_per_name(value: str | None, recipes: tuple[str, ...]) -> tuple[str, ...]:
+    """--recipes with each recipe once: rows are keyed by a recipe's name (`bench.recipe_key`), so the
+    same recipe file given by two paths is benchmarked once, and two different recipes of one name
+    (whose rows would replace each other) are refused."""
+    from scaling.recipes import get_recipe
+
+    seen: dict[str, tuple[str, dict]] = {}
+    for item in recipes:
+        recipe = get_recipe(item)
+        content = {k: v for k, v in recipe.to_dict().items() if k != "source"}  # (source names the path)
+        if recipe.name in seen and seen[recipe.name][1] != content:
+            raise UserError(f"--recipes {value}: {seen[recipe.name][0]} and {item} are two different recipes named "
+                            f"{recipe.name!r}, and benchmark rows name a recipe by its name; rename one (its `name`)")
+        seen.setdefault(recipe.name, (item, content))
+    return tuple(item for item, _ in seen.values())
 
 
 # The sections that read --dims, and their widths where it is not given.
