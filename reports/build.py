@@ -2,6 +2,9 @@
 
 Every number in the report is computed here from the data (run records, validation curves, the fits);
 nothing is typed in. Sections the data cannot support are kept, with one line saying why they are empty.
+
+The report's text is Markdown: a recipe's name, and every message from fits (reasons, warnings, notes:
+plain text that the console prints as is, and that names recipes), enter it through `render.literal`.
 """
 
 from __future__ import annotations
@@ -128,8 +131,8 @@ VERDICT_WORDS = {
 def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> str:
     """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size."""
     words = ("is **inconclusive** (no bootstrap ran: `--bootstrap 0` judges no recipe)" if not bootstrap else
-             f"is **inconclusive** ({pen['undecidable']})" if pen.get("undecidable") else
-             VERDICT_WORDS.get(pen["verdict"], pen["verdict"]))
+             f"is **inconclusive** ({literal(pen['undecidable'])})" if pen.get("undecidable") else
+             VERDICT_WORDS.get(pen["verdict"], literal(pen["verdict"])))
     if pen["verdict"] == "does not grow" and bootstrap and "margin" in pen:  # an equivalence test: say its margin
         family = pen.get("family", 1)
         # the interval is this recipe's own (fits.penalty): unlike the test, not adjusted over the family
@@ -170,7 +173,7 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     s = Section("Verdict")
     penalty, skipped = fitted.get("penalty", {}), fitted.get("skipped", {})
     if not penalty:
-        return s.omit(no_penalty_reason(fitted, baseline) + " The fitted laws are below.")
+        return s.omit(literal(no_penalty_reason(fitted, baseline)) + " The fitted laws are below.")
     n_runs = sum(g["n_runs"] for g in fitted["groups"].values())
     short = [f"{literal(r)}'s {p['n_replicates']}" for r, p in sorted(penalty.items())
              if p.get("n_replicates", fitted["bootstrap"]) < fitted["bootstrap"]]  # replicates whose fits failed
@@ -185,10 +188,10 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     ))
     s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"]) for r in sorted(penalty))))
     if skipped:
-        s.add(Paragraph(f"Not judged: {left_out(fitted)} (their runs are still in the tables below)."))
+        s.add(Paragraph(f"Not judged: {literal(left_out(fitted))} (their runs are still in the tables below)."))
     rule = next(iter(penalty.values())).get("rule")
     if rule:
-        s.add(Paragraph(f"The rule (docs/fits.md): {rule}."))
+        s.add(Paragraph(f"The rule (docs/fits.md): {literal(rule)}."))
     return s
 
 
@@ -219,7 +222,8 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     s.add(_params_table(fitted["groups"]))
     warnings = fit_warnings(fitted)
     if warnings:
-        s.add(Paragraph("**Fit warnings** (read the laws and the verdicts with care): " + "; ".join(warnings) + "."))
+        s.add(Paragraph("**Fit warnings** (read the laws and the verdicts with care): "
+                        + "; ".join(map(literal, warnings)) + "."))
     return s
 
 
@@ -233,7 +237,7 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
     if not bands:
         from fits.penalty import no_penalty_reason
 
-        return s.omit("Not computed. " + no_penalty_reason(fitted, baseline))
+        return s.omit("Not computed. " + literal(no_penalty_reason(fitted, baseline)))
     path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
     s.add(Figure(path, f"Left: the compute multiplier, {literal(baseline)}'s compute that reaches the recipe's loss divided by the "
                        f"recipe's compute. Right: the loss gap to {literal(baseline)} at equal compute. Line: the fit; shaded: the 95% "
@@ -321,7 +325,7 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
     if not rows:
         from fits.penalty import no_penalty_reason
 
-        return s.omit("Not computed. " + no_penalty_reason(fitted, baseline))
+        return s.omit("Not computed. " + literal(no_penalty_reason(fitted, baseline)))
     base = ("the Chinchilla law fitted on {b} (Quartet's form with γ = 1; `--law quartet` fits γ too)"
             if fitted["law"] == "chinchilla" else "the Quartet law fitted on {b}")
     s.add(Paragraph(
@@ -457,7 +461,7 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
 
     lr = learning_rate_note(compare.completed(runs))  # the fits' own choice, said in their words
     if lr:
-        items.append(lr)
+        items.append(literal(lr))
     if not study.from_records:
         items.append("The source is a table of external results, not result records: versions, commits, hardware, "
                      "data and epochs are not known to this report.")
@@ -668,6 +672,6 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         },
         "skipped": fitted.get("skipped", {}),
         "warnings": fit_warnings(fitted),
-        "omitted": {s.title: s.omitted for s in doc.sections if s.omitted},
+        "omitted": {s.title: plain(s.omitted) for s in doc.sections if s.omitted},  # (the console's words)
         "unfinished": {u["run_id"]: u["state"] for u in study.unfinished},  # a sweep's runs with no result
     }

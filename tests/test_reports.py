@@ -798,3 +798,33 @@ def test_a_recipe_name_with_markup_characters_is_shown_as_it_is(tmp_path):
     md = to_markdown(doc, tmp_path)
     assert "**nv\\*\\*fp4\\_\\<b\\>\\`x\\`**: the penalty against bf\\*16" in md, md
     assert "| nv\\*\\*fp4\\_\\<b\\>\\`x\\` |" in md, md
+
+
+def test_the_fits_messages_naming_a_recipe_with_markup_characters_show_it_as_it_is(tmp_path):
+    """fits' reasons and warnings (plain text the console prints as is) entered the report's Markdown unescaped:
+    a recipe 'nv*fp4_x' warned about, or 'mx**fp4`q`' whose runs all diverged, began emphasis in report.md and
+    ended the bold (and opened a code span) in the HTML. Read by a CommonMark parser and in the HTML, each name is
+    itself and the report's own bold is intact."""
+    import html as html_module
+    import re
+
+    from reports import build
+
+    markdown_it = pytest.importorskip("markdown_it")
+    warned, never = "nv*fp4_x", "mx**fp4`q`"
+    rows = pl.read_csv(external_csv(tmp_path)).with_columns(status=pl.lit("completed"))
+    rows = rows.with_columns(
+        recipe=pl.col("recipe").replace({"nvfp4": warned, "mxfp4": never}),
+        loss=pl.when(pl.col("recipe") == "nvfp4").then(pl.col("loss") * 20).otherwise(pl.col("loss")),  # not nats
+        status=pl.when(pl.col("recipe") == "mxfp4").then(pl.lit("diverged")).otherwise(pl.col("status")))
+    rows.write_csv(tmp_path / "t.csv")
+    build(tmp_path / "t.csv", tmp_path / "r", bootstrap=0, workers=1)
+    page = (tmp_path / "r" / "index.html").read_text()
+    md = markdown_it.MarkdownIt("commonmark").render((tmp_path / "r" / "report.md").read_text())
+    for rendered in (page, md):
+        text = html_module.unescape(re.sub(r"<[^>]+>", "", rendered))
+        assert f"{warned}: losses reach" in text and f"{never}: none of its 12 runs completed" in text
+        bold = {html_module.unescape(b) for b in re.findall(r"<strong>(.*?)</strong>", rendered)}
+        assert bold == {"bf16", warned, "inconclusive", "Fit warnings"}, bold
+        for tag in ("em", "code"):  # (captions are in italics in report.md: none holds a name)
+            assert not any("fp4" in c for c in re.findall(rf"<{tag}>(.*?)</{tag}>", rendered, re.S)), tag
