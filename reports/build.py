@@ -26,7 +26,7 @@ import polars as pl
 from reports import compare, figures
 from reports.document import Bullets, Document, Figure, Paragraph, Section, Table
 from reports.load import Study, load
-from reports.render import fmt, literal, plain, to_html, to_markdown
+from reports.render import code, fmt, literal, plain, to_html, to_markdown
 from scaling import __version__, git_commit, usable_cpus
 from scaling.console import count
 from scaling.errors import UserError
@@ -374,7 +374,7 @@ def section_diagnostics(study: Study) -> Section:
         return s.omit("Not provided: pass `--diagnostics diag.json` (from `scaling diagnose --json`) or put "
                       "`diagnostics.json` in the sweep directory.")
     diag = study.diagnostics
-    s.add(Paragraph(f"From `{study.diagnostics_path}` (`scaling diagnose`, the reference quantizer on the same "
+    s.add(Paragraph(f"From {code(study.diagnostics_path)} (`scaling diagnose`, the reference quantizer on the same "
                     "tensors for every format; higher SQNR is better, a negative mean error is shrinkage)."))
     tables = [_records_table(rows, caption) for rows, caption in diagnostic_tables(diag)]
     if not tables:
@@ -452,7 +452,7 @@ def _run_configs(study: Study) -> list[dict]:
 def section_provenance(study: Study, checkout: str | None) -> Section:
     s = Section("Provenance")
     runs = study.runs
-    items = [f"Source: `{study.source}` ({count(runs.height, 'run')}, {count(len(set(runs['recipe'])), 'recipe')})."]
+    items = [f"Source: {code(study.source)} ({count(runs.height, 'run')}, {count(len(set(runs['recipe'])), 'recipe')})."]
     if study.earlier_rows:
         items.append(f"The table holds several rows for some runs (checkpoints): each run's row with the most tokens is "
                      f"its point, and {count(study.earlier_rows, 'earlier row')} are set aside (`scaling fit` on the "
@@ -469,14 +469,14 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
         for v in _distinct(runs, "versions"):
             items.append("Versions: " + ", ".join(f"{k} {val}" for k, val in (v.items() if isinstance(v, dict) else [("", v)])))
         commits = _distinct(runs, "git_commit")
-        items.append("Git commit of the runs: " + (", ".join(f"`{c}`" for c in commits) if commits else "not recorded"))
+        items.append("Git commit of the runs: " + (", ".join(map(code, commits)) if commits else "not recorded"))
         hardware = [h for col in ("hardware", "device", "gpu") for h in _distinct(runs, col)]
         configs = _run_configs(study)
         hardware += [c[k] for c in configs for k in ("device", "hardware", "accelerator") if c.get(k) and c[k] not in hardware]
         items.append("Hardware: " + (", ".join(map(str, dict.fromkeys(map(str, hardware)))) if hardware else "not recorded in the result records"))
         data = list(dict.fromkeys(str(c["data"]) for c in configs if "data" in c))
         vocab = _distinct(runs, "vocab_size")
-        items.append("Data: " + (", ".join(f"`{d}`" for d in data) if data else "not recorded")
+        items.append("Data: " + (", ".join(map(code, data)) if data else "not recorded")
                      + (f"; vocabulary {', '.join(map(str, vocab))} tokens" if vocab else ""))
         if "epochs" in runs.columns:
             ep = runs["epochs"].drop_nulls()
@@ -487,7 +487,7 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
             items.append(f"Training time, all runs: {float(runs['wall_s'].drop_nulls().sum()) / 60:.1f} min.")
     items += _tokens_per_run(runs)
     items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {__version__} "
-                 f"(checkout `{checkout or 'unknown'}`), Python {platform.python_version()}, polars {pl.__version__}.")
+                 f"(checkout {code(checkout or 'unknown')}), Python {platform.python_version()}, polars {pl.__version__}.")
     s.add(Bullets(tuple(items)))
     return s
 
@@ -637,8 +637,8 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
             subtitle=f"{count(study.runs.height, 'run')}, recipes {', '.join(map(literal, sorted(set(study.runs['recipe']))))}; "
                      # (the study's recipes, not the fitted ones: with the others left out, it is still the baseline)
-                     + (f"baseline `{literal(baseline)}`" if baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1
-                        else f"no baseline (`{literal(baseline)}`)")
+                     + (f"baseline {code(baseline)}" if baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1
+                        else f"no baseline ({code(baseline)})")
                      + f"; law `{law}`.",
             sections=[
                 section_verdict(fitted, baseline, study),

@@ -53,6 +53,17 @@ def literal(text: str) -> str:
     return MARKUP.sub(r"\\\1", str(text))
 
 
+def code(text: str) -> str:
+    """`text` (a name, a path) as a Markdown code span, where backslash escapes would show as backslashes: its
+    fence one backtick longer than its longest run of backticks, so 'a`b' is ``a`b`` and not a span ended at its
+    backtick; padded with a space where CommonMark would strip one or join the text's backtick to the fence."""
+    text = str(text)
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    spaced = text[:1] == text[-1:] == " " and text.strip(" ")
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or spaced else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def plain(text: str) -> str:
     """The report's Markdown text as plain text (for the console and --json): no bold, no escapes."""
     return ESCAPED.sub(r"\1", text.replace("**", ""))
@@ -61,13 +72,32 @@ def plain(text: str) -> str:
 # --- HTML ---------------------------------------------------------------------------------------
 
 
+# Read left to right, as CommonMark does: a backslash escape, else a code span (a run of backticks closed by a
+# run of the same length, taken whole), else a run of backticks that opens none (shown as it is).
+_ESCAPE_OR_CODE = re.compile(r"\\([!-/:-@\[-`{-~])|(`+)(?!`)(.+?)(?<!`)\2(?!`)|`+")
+
+
+def _code_html(body: str) -> str:
+    if body.startswith(" ") and body.endswith(" ") and body.strip(" "):  # `code`'s padding, not the text's
+        body = body[1:-1]
+    return f"<code>{html.escape(body)}</code>"
+
+
 def _inline(text: str) -> str:
-    """Escape, then allow the two bits of markup the builder uses: **bold** and `code`; a character escaped
-    by `literal` is shown as itself, hidden from both patterns as a numeric character reference."""
-    out = html.escape(ESCAPED.sub(lambda m: f"\0{ord(m[1])}\0", text))
+    """Escape, then allow the two bits of markup the builder uses: **bold** and `code` (spans as `code` writes
+    them; inside one a backslash is itself). A character escaped by `literal` and each code span are set aside
+    as numbered placeholders first, so neither is read as bold."""
+    held: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        if m[1] is None and m[2] is None:
+            return m[0]  # backticks that open no span: text (escaped below)
+        held.append(f"&#{ord(m[1])};" if m[1] is not None else _code_html(m[3]))
+        return f"\0{len(held) - 1}\0"
+
+    out = html.escape(_ESCAPE_OR_CODE.sub(hold, text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
-    out = re.sub(r"`(.+?)`", r"<code>\1</code>", out)
-    return re.sub("\0(\\d+)\0", r"&#\1;", out)
+    return re.sub("\0(\\d+)\0", lambda m: held[int(m[1])], out)
 
 
 def _sort_key(value: Any) -> str:

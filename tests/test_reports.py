@@ -828,3 +828,25 @@ def test_the_fits_messages_naming_a_recipe_with_markup_characters_show_it_as_it_
         assert bold == {"bf16", warned, "inconclusive", "Fit warnings"}, bold
         for tag in ("em", "code"):  # (captions are in italics in report.md: none holds a name)
             assert not any("fp4" in c for c in re.findall(rf"<{tag}>(.*?)</{tag}>", rendered, re.S)), tag
+
+
+def test_a_name_in_a_code_span_is_itself_in_the_html_and_in_report_md(tmp_path):
+    """The subtitle's baseline sat in a code span with its markup characters backslash-escaped: report.md showed
+    the backslashes (no escapes inside a code span), and a backtick in the name ended the span. `code` fences it
+    as CommonMark reads it, and the HTML reads it the same way."""
+    import html as html_module
+    import re
+
+    from reports.document import Document
+    from reports.render import code, literal, to_html, to_markdown
+
+    markdown_it = pytest.importorskip("markdown_it")
+    for name in ("bf16", "nv**fp4_x", "a`b", "``c", "d\\*`", " e "):
+        subtitle = f"3 runs, recipes {literal(name)}; baseline {code(name)}; law `chinchilla`."
+        doc = Document("t", subtitle, [])
+        page = to_html(doc)
+        md = markdown_it.MarkdownIt("commonmark").render(to_markdown(doc, tmp_path))
+        for rendered in (page, md):
+            spans = [html_module.unescape(c) for c in re.findall(r"<code>(.*?)</code>", rendered)]
+            assert spans == [name, "chinchilla"], (name, spans, rendered)
+            assert "<strong>" not in rendered and "<em>" not in rendered
