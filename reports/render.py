@@ -167,7 +167,7 @@ def _md_block(block: Block, out_dir: Path) -> str:
 
 
 def to_markdown(doc: Document, out_dir: Path) -> str:
-    parts = [f"# {doc.title}", doc.subtitle]
+    parts = [f"# {literal(doc.title)}", doc.subtitle]  # plain text, as the HTML's (a sweep's or a file's name)
     for s in doc.sections:
         parts.append(f"## {s.title}")
         parts += [_md_block(b, out_dir) for b in s.blocks]

@@ -843,10 +843,11 @@ def test_a_name_in_a_code_span_is_itself_in_the_html_and_in_report_md(tmp_path):
     markdown_it = pytest.importorskip("markdown_it")
     for name in ("bf16", "nv**fp4_x", "a`b", "``c", "d\\*`", " e "):
         subtitle = f"3 runs, recipes {literal(name)}; baseline {code(name)}; law `chinchilla`."
-        doc = Document("t", subtitle, [])
+        doc = Document(f"report: {name}", subtitle, [])
         page = to_html(doc)
         md = markdown_it.MarkdownIt("commonmark").render(to_markdown(doc, tmp_path))
         for rendered in (page, md):
             spans = [html_module.unescape(c) for c in re.findall(r"<code>(.*?)</code>", rendered)]
             assert spans == [name, "chinchilla"], (name, spans, rendered)
             assert "<strong>" not in rendered and "<em>" not in rendered
+            assert html_module.unescape(re.search(r"<h1>(.*?)</h1>", rendered)[1]).strip() == f"report: {name}".strip()
