@@ -184,10 +184,18 @@ def never_completed(df: pl.DataFrame, columns: dict[str, str] | str | None = Non
     out = {}
     for (name,), rows in states.group_by("recipe"):
         if name is not None and not rows["point"].any():
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(rows.group_by("status").len().iter_rows()))
-            finite = " with a finite loss" if (rows["status"] == NO_LOSS).any() else ""
-            out[name] = f"{name}: none of its {count(rows.height, 'run')} completed{finite} ({counts})"
+            out[name] = f"{name}: {_not_completed(rows['status'])}"
     return dict(sorted(out.items()))
+
+
+def _not_completed(statuses: pl.Series) -> str:
+    """How a recipe's runs, none of them a point, ended, in words: its only run's status, or the count of each."""
+    if statuses.len() == 1:
+        said = statuses[0]
+        return f"its only run {said}" if said == NO_LOSS else f"its only run did not complete ({said})"
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.value_counts().iter_rows()))
+    finite = " with a finite loss" if (statuses == NO_LOSS).any() else ""
+    return f"none of its {count(statuses.len(), 'run')} completed{finite} ({counts})"
 
 
 NO_LOSS = "completed without a finite loss"  # how `never_completed` counts such runs

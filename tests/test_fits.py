@@ -724,6 +724,10 @@ def test_a_completed_row_without_a_finite_loss_is_no_point_in_a_table_with_statu
     assert read_table(path)["recipe"].to_list() == ["bf16"] * 4
     assert never_completed(pl.read_csv(path)) == {
         "fp4": "fp4: none of its 4 runs completed with a finite loss (3 completed without a finite loss, 1 diverged)"}
+    one = pl.read_csv(path).filter(pl.col("run_id").is_in(["b0", "b1", "b2", "b3", "f0"]))
+    assert never_completed(one) == {"fp4": "fp4: its only run completed without a finite loss"}  # not "none of its 1 run"
+    assert never_completed(one.with_columns(status=pl.lit("diverged"))) == {
+        "bf16": "bf16: none of its 4 runs completed (4 diverged)", "fp4": "fp4: its only run did not complete (diverged)"}
     only = tmp_path / "only.csv"
     only.write_text("\n".join(["recipe,run_id,N,D,loss,status", rows[4], rows[6]]) + "\n")
     with pytest.raises(UserError, match="its 2 completed runs have no finite loss"):
