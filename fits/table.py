@@ -394,6 +394,23 @@ def _lr_point(df: pl.DataFrame, got: dict[str, str | None]) -> list[str]:
     return [c for c in (got["recipe"], got["N"], got["D"] or got["C"], "seed" if "seed" in df.columns else None) if c]
 
 
+def set_aside_note(source: pl.DataFrame, columns: dict[str, str] | str | None = None) -> str | None:
+    """How many rows of a table with statuses `read_table` sets aside as no points (`fit_point`), and how they
+    ended; None where it sets none aside. `scaling fit` prints it: its table counts the points it fitted only, so
+    a sweep's diverged runs were otherwise left out without a word."""
+    mapping = parse_columns(columns)
+    status, loss = pick_column(source, "status", mapping), pick_column(source, "loss", mapping)
+    if status is None or loss is None:
+        return None
+    said = pl.col(status).cast(pl.Utf8).fill_null("unknown")
+    aside = source.filter(~fit_point(status, loss)).select(
+        ended=pl.when(said == "completed").then(pl.lit(NO_LOSS)).otherwise(said))
+    if not aside.height:
+        return None
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(aside["ended"].value_counts().iter_rows()))
+    return f"{aside.height} of {count(source.height, 'row')} set aside, not fitted: {counts}."
+
+
 def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | None = None) -> str | None:
     """What `best_learning_rate` chose for an LR sweep's completed runs: which lr_mult the points took,
     and how many took the lowest or highest they tried, where the sweep does not bracket the optimum

@@ -236,6 +236,25 @@ def test_scaling_fit_says_which_learning_rate_each_point_took(tmp_path, capsys):
     assert "12 of 12 points took the lowest" in json.loads(capsys.readouterr().out)["learning_rate_note"]
 
 
+def test_scaling_fit_says_how_many_rows_of_a_table_with_statuses_it_set_aside(tmp_path, capsys):
+    """Diverged rows, and completed ones without a finite loss, are no points: `scaling fit` left them out without
+    a word (its table counts the points fitted). It says how many and how they ended, in --json too."""
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.0)
+    t = t.with_columns(status=pl.lit("completed"))
+    bad = t.head(3).with_columns(run_id=pl.col("run_id").cast(pl.Utf8) + "-x",
+                                 status=pl.Series(["diverged", "diverged", "completed"]), loss=pl.Series([2.0, None, None]))
+    path = tmp_path / "t.csv"
+    pl.concat([t.with_columns(run_id=pl.col("run_id").cast(pl.Utf8)), bad]).write_csv(path)
+    line = "3 of 15 rows set aside, not fitted: 1 completed without a finite loss, 2 diverged."
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5"]) == 0
+    assert line in capsys.readouterr().out.splitlines()
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["set_aside_note"] == line
+    pl.read_csv(path).filter(pl.col("run_id").str.ends_with("-x").not_()).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["set_aside_note"] is None
+
+
 def test_a_fit_from_every_start_says_first_that_it_shows_no_progress(tmp_path, capsys, monkeypatch):
     """--starts all sat silent for ~40 s on Chinchilla's table before its first line: it now says so first."""
     small = fits.fit.epoch_grid("chinchilla")[:30]  # (the whole grid's 4,500 starts take tens of seconds)

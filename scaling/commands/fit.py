@@ -95,8 +95,9 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
     intervals = (f"95% bootstrap intervals ({out['bootstrap']} replicates)" if out["bootstrap"]
                  else "point estimates (no bootstrap: --bootstrap 0)")
     print_table(rows, cols, title=f"{out['law']} law, {intervals}")
-    if out.get("learning_rate_note"):
-        print(out["learning_rate_note"])
+    for note in ("set_aside_note", "learning_rate_note"):
+        if out.get(note):
+            print(out[note])
     for reason in out.get("skipped", {}).values():
         print(f"left out: {reason}")
     for g in out["groups"].values():
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:  # before the fit, so a fit is never lost to an unwritable --out
         check_output(args.out, folder=False, suffix=".json")
         _refuse_other_json(args.out)
-    from fits.table import learning_rate_note, never_completed, read_file
+    from fits.table import learning_rate_note, never_completed, read_file, set_aside_note
 
     raw = read_file(args.results)
     table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
@@ -158,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
                        workers=args.workers, margin=args.margin, top=top,
                        progress=None if args.json else fits.analysis.BootstrapProgress(),
                        absent=never_completed(raw, args.columns))  # recipes read_table dropped whole
+    out["set_aside_note"] = set_aside_note(raw, args.columns)  # a sweep's diverged runs: how many rows are no points
     out["learning_rate_note"] = learning_rate_note(raw, args.columns)  # an LR sweep: which lr_mult each point took
     if args.out:
         _write_json(args.out, out)
