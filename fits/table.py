@@ -177,10 +177,8 @@ def never_completed(df: pl.DataFrame, columns: dict[str, str] | str | None = Non
     loss = pick_column(df, "loss", mapping)
     if recipe is None or status is None:
         return {}
-    said = pl.col(status).cast(pl.Utf8).fill_null("unknown")
-    # (a completed run without a finite loss is no point either: said as such, not as "completed")
-    states = df.select(recipe=pl.col(recipe).cast(pl.Utf8), point=fit_point(status, loss) if loss else said == "completed",
-                       status=pl.when(said == "completed").then(pl.lit(NO_LOSS)).otherwise(said))
+    point = fit_point(status, loss) if loss else pl.col(status).cast(pl.Utf8) == "completed"
+    states = df.select(recipe=pl.col(recipe).cast(pl.Utf8), point=point, status=_ended(status))
     out = {}
     for (name,), rows in states.group_by("recipe"):
         if name is not None and not rows["point"].any():
@@ -193,12 +191,23 @@ def _not_completed(statuses: pl.Series) -> str:
     if statuses.len() == 1:
         said = statuses[0]
         return f"its only run {said}" if said == NO_LOSS else f"its only run did not complete ({said})"
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.value_counts().iter_rows()))
     finite = " with a finite loss" if (statuses == NO_LOSS).any() else ""
-    return f"none of its {count(statuses.len(), 'run')} completed{finite} ({counts})"
+    return f"none of its {count(statuses.len(), 'run')} completed{finite} ({_counts(statuses)})"
 
 
 NO_LOSS = "completed without a finite loss"  # how `never_completed` counts such runs
+
+
+def _ended(status: str) -> pl.Expr:
+    """How a row's run ended, in words: its status, where a completed run without a finite loss (no point
+    either) is said as such, not as "completed"."""
+    said = pl.col(status).cast(pl.Utf8).fill_null("unknown")
+    return pl.when(said == "completed").then(pl.lit(NO_LOSS)).otherwise(said)
+
+
+def _counts(ended: pl.Series) -> str:
+    """'1 completed without a finite loss, 2 diverged': each way of ending with its count."""
+    return ", ".join(f"{n} {s}" for s, n in sorted(ended.value_counts().iter_rows()))
 
 
 # What a table without each optional column is taken to mean: a misspelt one is read as absent, silently.
@@ -402,13 +411,10 @@ def set_aside_note(source: pl.DataFrame, columns: dict[str, str] | str | None = 
     status, loss = pick_column(source, "status", mapping), pick_column(source, "loss", mapping)
     if status is None or loss is None:
         return None
-    said = pl.col(status).cast(pl.Utf8).fill_null("unknown")
-    aside = source.filter(~fit_point(status, loss)).select(
-        ended=pl.when(said == "completed").then(pl.lit(NO_LOSS)).otherwise(said))
+    aside = source.filter(~fit_point(status, loss)).select(ended=_ended(status))
     if not aside.height:
         return None
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(aside["ended"].value_counts().iter_rows()))
-    return f"{aside.height} of {count(source.height, 'row')} set aside, not fitted: {counts}."
+    return f"{aside.height} of {count(source.height, 'row')} set aside, not fitted: {_counts(aside['ended'])}."
 
 
 def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | None = None) -> str | None:
