@@ -41,7 +41,7 @@ import torch
 import scaling
 from models import build_model
 from models.ladder import MICRO, ModelSize, model_size
-from scaling import optim, signals
+from scaling import kernels, optim, signals
 from scaling.compiling import (
     COMPILE_MODES,
     begin_micro_batch,
@@ -777,7 +777,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         meta = datamodule.meta
         check_run_data(run_dir, meta, config.data)
         for note in (repeated_data_note(config.tokens, meta.get("train_tokens", 0)),
-                     cpu_compile_note(config.compile, torch.cuda.is_available())):
+                     cpu_compile_note(config.compile, torch.cuda.is_available()),
+                     *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
             if note:
                 print(note, file=sys.stderr, flush=True)
         run = RunDirectory(run_dir, config, meta["bytes_per_token"], started=wall_start)  # of the validation split

@@ -720,6 +720,22 @@ def test_qlinear_runs_the_reference_for_blocks_the_kernels_do_not_take(tmp_path,
     assert launched and all(kernels.supports(s) for s in launched)
 
 
+def test_reference_notes_name_the_operands_without_a_kernel_on_cuda(tmp_path, monkeypatch):
+    """`train`'s start-up lines for a 1x24 recipe file on a GPU: one per operand the kernels do not take
+    (its name, spec and why), none for the operands they take (dY's 1x16), none on a CPU (QLinear runs
+    no Triton kernel there) and none with the kernels turned off (everything is the reference then)."""
+    path = tmp_path / "nv24.toml"
+    path.write_text(ODD_BLOCKS)
+    recipe = get_recipe(str(path))
+    notes = kernels.reference_notes(recipe, "cuda")
+    assert [n.split(" (")[0] for n in notes] == ["note: fprop.x", "note: fprop.w", "note: dgrad.w", "note: wgrad.x"]
+    assert recipe.fprop_w.describe() in notes[1] and "blocks of 16 or 32" in notes[1]
+    assert kernels.reference_notes(recipe, "cpu") == []
+    assert kernels.reference_notes(get_recipe("nvfp4"), "cuda") == []
+    monkeypatch.setenv("SCALING_KERNELS", "0")
+    assert kernels.reference_notes(recipe, "cuda") == []
+
+
 @in_process
 def test_quartet2_backward_copies_only_dy(monkeypatch):
     """Quartet II's forward writes its X and W operands column-major (`QLinear.kept_for_dim0`), so the

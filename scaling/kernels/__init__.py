@@ -20,6 +20,7 @@ import torch
 
 from scaling import quant
 from scaling.quant import QuantSpec
+from scaling.recipes import OPERANDS, Recipe, operand_name
 from scaling.seeds import Seeds
 
 
@@ -37,9 +38,14 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def _turned_on() -> bool:
+    """Triton imports and SCALING_KERNELS is not "0" (A/B runs turn the kernels off)."""
+    return os.environ.get("SCALING_KERNELS", "1") != "0" and available()
+
+
 def enabled(x: torch.Tensor) -> bool:
     """Whether `gemm_operand` would run the Triton kernel for a tensor like x."""
-    if os.environ.get("SCALING_KERNELS", "1") == "0" or not available():
+    if not _turned_on():
         return False
     return x.is_cuda or (interpreting() and x.device.type == "cpu")
 
@@ -60,6 +66,23 @@ def unsupported(spec: QuantSpec) -> str | None:
     if spec.block is not None and (spec.block_k not in (16, 32) or spec.block_rows not in (1, spec.block_k)):
         return "the kernels take blocks of 16 or 32 along K (1 row, or as many rows)"
     return None
+
+
+def reference_notes(recipe: Recipe, device_type: str) -> list[str]:
+    """One line per operand of recipe that a run on this device type ("cuda", "cpu") quantizes with the
+    slow reference although the kernels run there (a recipe file's 1x24 blocks: `unsupported`), for
+    `train` to print at start: the same bits, so nothing else would tell the user that part of every
+    step runs the slow path. None on a CPU, where QLinear never runs these kernels (`linear._use_kernels`)."""
+    if device_type != "cuda" or not _turned_on():
+        return []
+    notes = []
+    for operand in OPERANDS:
+        spec = getattr(recipe, operand)
+        why = None if spec is None else unsupported(spec)
+        if why is not None:
+            notes.append(f"note: {operand_name(operand)} ({spec.describe()}) has no fused kernel: {why}; the "
+                         "slower reference quantizer runs it on the GPU (the same bits)")
+    return notes
 
 
 def _spec_args(spec: QuantSpec) -> tuple:
