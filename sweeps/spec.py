@@ -147,7 +147,9 @@ class SweepSpec:
                 run_id = cfg.run_id_of(r)
                 # wgrad's K is a micro-batch's token count: a recipe that cannot take it fails every
                 # such run at its first step, so refuse it before anything is launched
-                recipe = recipes.setdefault(r.recipe, get_recipe(r.recipe))
+                if r.recipe not in recipes:  # (setdefault's argument would read a recipe file every run)
+                    recipes[r.recipe] = get_recipe(r.recipe)
+                recipe = recipes[r.recipe]
                 check_tokens(recipe, r.micro_batch_size * r.seq_len, "this run")
             except UserError as e:
                 raise UserError(f"train: {e} (run {p})") from None

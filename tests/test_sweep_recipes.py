@@ -34,6 +34,20 @@ def test_recipe_toml_in_grid(tmp_path):
         _load(tmp_path, '"1M"', f'["bf16", "{r}"]')
 
 
+
+def test_runs_read_a_recipe_file_once(tmp_path, monkeypatch):
+    """`runs` checks every run's tokens against its recipe, read once per recipe (not once per run)."""
+    from scaling.recipes import Recipe
+
+    r = tmp_path / "mine.toml"
+    r.write_text('name = "mine"\nbase = "nvfp4"\n')
+    (tmp_path / "spec.toml").write_text(textwrap.dedent(SPEC.format(size='"1M"', recipe=f'["{r}"]')))
+    spec = load_spec(tmp_path / "spec.toml", ["grid.seed=[0, 1, 2]"])
+    reads = []
+    from_toml = Recipe.from_toml.__func__
+    monkeypatch.setattr(Recipe, "from_toml", classmethod(lambda cls, path: reads.append(path) or from_toml(cls, path)))
+    assert len(spec.runs()) == 3 and len(reads) == 1
+
 def test_incompatible_size_and_recipe_is_refused(tmp_path):
     with pytest.raises(UserError, match="nanochat 0.5M.*multiple of 128"):
         _load(tmp_path, '["0.5M", "1M"]', '["bf16", "quartet2"]')
