@@ -43,7 +43,9 @@ def _anchor(title: str) -> str:
 
 # --- names in the report's text ------------------------------------------------------------------
 
-MARKUP = re.compile(r"([\\`*_\[\]<>|~])")  # what Markdown (and `_inline`) would read as markup in a line
+# What Markdown (and `_inline`) would read as markup in a line, and no more, so report.md stays readable as
+# text: an underscore inside a word (ratio_per_decade) opens no emphasis, nor a '<' that starts no tag (p < 0.05).
+MARKUP = re.compile(r"([\\`*\[\]|~]|<(?=[A-Za-z/!?])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash-escaped ASCII punctuation character (CommonMark)
 
 

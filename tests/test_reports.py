@@ -796,8 +796,8 @@ def test_a_recipe_name_with_markup_characters_is_shown_as_it_is(tmp_path):
     assert [html_module.unescape(b) for b in bold] == [name, "grows"], bold
     assert "<b>" not in page and "<code>" not in page
     md = to_markdown(doc, tmp_path)
-    assert "**nv\\*\\*fp4\\_\\<b\\>\\`x\\`**: the penalty against bf\\*16" in md, md
-    assert "| nv\\*\\*fp4\\_\\<b\\>\\`x\\` |" in md, md
+    assert "**nv\\*\\*fp4\\_\\<b>\\`x\\`**: the penalty against bf\\*16" in md, md
+    assert "| nv\\*\\*fp4\\_\\<b>\\`x\\` |" in md, md
 
 
 def test_the_fits_messages_naming_a_recipe_with_markup_characters_show_it_as_it_is(tmp_path):
