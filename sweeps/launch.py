@@ -37,8 +37,8 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import (RESULT_STATES, grid_point, point_label, read_json, read_result, recipe_label, run_dirs,
-                          run_lock, run_state, setting_differences, slurm_queue_for, write_json)
+from sweeps.store import (RESULT_STATES, grid_point, lock_holder, point_label, read_json, read_result, recipe_label,
+                          run_dirs, run_lock, run_state, setting_differences, slurm_queue_for, write_json)
 from scaling import usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -54,6 +54,7 @@ class LaunchReport:
     skipped: dict[str, list[str]] = field(default_factory=dict)  # state -> run ids left alone
     submitted: list[dict] = field(default_factory=list)  # {run_id, job_id}
     finished: dict[str, int] = field(default_factory=dict)  # final state -> count (local; slurm with --wait)
+    elsewhere: list[str] = field(default_factory=list)  # local: run ids another process trained, waited for
     interrupted: bool = False  # Ctrl-C or SIGTERM stopped the launch (LaunchInterrupted)
 
 
@@ -309,18 +310,74 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
         resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
         print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
               flush=True)
-    if not todo:
-        return report
+    if executor == "local":  # (a SLURM launch returns once submitted: `status` follows every run)
+        report.elsewhere = list(skipped.get("running", []))
+        if progress and report.elsewhere:
+            them = "it" if len(report.elsewhere) == 1 else "them"
+            print(f"{_trained_elsewhere(sweep_dir, report.elsewhere)}: leaving {them} to it, and waiting for {them} "
+                  "after this launch's own runs", flush=True)
     try:
         with interrupt_on_sigterm():  # `kill` stops a launch (and a local pool's workers) as Ctrl-C does
-            if executor == "slurm":
+            if executor == "slurm" and todo:
                 _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
-            else:
+            elif todo:
                 _launch_local(spec, todo, sweep_dir, report, progress)
+            if executor == "local":
+                _wait_for_others(sweep_dir, report, progress)
     except KeyboardInterrupt:
         report.interrupted = True
         raise LaunchInterrupted(report) from None
     return report
+
+
+def _trained_elsewhere(sweep_dir: Path, run_ids: list[str]) -> str:
+    """"2 runs are being trained by other processes (pids 25245, 25246 on vm)": who holds the runs'
+    locks, from the holder records (a SLURM job by its id, from the lock or the run's job.json)."""
+    pids: dict[str, list[int]] = {}  # host -> pids
+    jobs: list[str] = []
+    for run_id in run_ids:
+        holder = lock_holder(sweep_dir / run_id) or {}
+        job = holder.get("slurm_job_id") or (read_json(sweep_dir / run_id / "job.json") or {}).get("job_id")
+        if job:
+            jobs.append(str(job))
+        elif holder.get("pid"):
+            pids.setdefault(str(holder.get("host")), []).append(holder["pid"])
+    said = [f"pid{'s' if len(p) > 1 else ''} {', '.join(map(str, sorted(set(p))))} on {host}" for host, p in pids.items()]
+    said += [f"SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"] if jobs else []
+    n = len(run_ids)
+    return (f"{count(n, 'run')} {'is' if n == 1 else 'are'} being trained by "
+            f"{'another process' if n == 1 else 'other processes'} ({'; '.join(said) or 'holder unknown'})")
+
+
+def _wait_for_others(sweep_dir: Path, report: LaunchReport, progress: bool, poll_s: float = 2.0) -> None:
+    """Wait for the runs of this spec that another process trains (report.elsewhere: a launcher killed
+    outright leaves its workers finishing their runs; a second launch of the spec) and count their final
+    states in report.finished: a local launch returns once every run of its spec has finished, so that
+    `launch && collect` (and `scaling demo`) never read a sweep with runs still in flight. Ctrl-C stops
+    the wait, not those processes."""
+    left = [r for r in report.elsewhere if run_state(sweep_dir / r, slurm_queue_for([sweep_dir / r])) == "running"]
+    if progress and left:
+        print(f"waiting: {_trained_elsewhere(sweep_dir, left)} (Ctrl-C stops the wait, not them; "
+              f"`scaling sweep status {sweep_dir}` follows them)", flush=True)
+    for run_id in report.elsewhere:
+        if run_id not in left:  # (finished while this launch ran its own)
+            _count_other(sweep_dir, run_id, report, progress)
+    while left:
+        time.sleep(poll_s)
+        queue = slurm_queue_for([sweep_dir / r for r in left])
+        for run_id in [r for r in left if run_state(sweep_dir / r, queue) != "running"]:
+            left.remove(run_id)
+            _count_other(sweep_dir, run_id, report, progress)
+
+
+def _count_other(sweep_dir: Path, run_id: str, report: LaunchReport, progress: bool) -> None:
+    """Count (and say) how a run another process trained ended."""
+    state = run_state(sweep_dir / run_id, None)
+    report.finished[state] = report.finished.get(state, 0) + 1
+    if progress:
+        loss = (read_json(sweep_dir / run_id / "result.json") or {}).get("val_loss")
+        what = f" val_loss {loss:.4f}" if isinstance(loss, float) else ""
+        print(f"{run_id}, trained by another process: {state}{what}", flush=True)
 
 
 def prepare_data(spec: SweepSpec, progress: bool = True) -> None:
@@ -534,7 +591,10 @@ class _LocalPool:
         result = read_json(run_dir / "result.json") or {}
         with self.lock:
             self.done += 1
-            self.report.finished[state] = self.report.finished.get(state, 0) + 1
+            if state == "running":  # another process took it first: the launch waits for it after the pool
+                self.report.elsewhere.append(c.run_id)
+            else:
+                self.report.finished[state] = self.report.finished.get(state, 0) + 1
             if self.progress:
                 loss = result.get("val_loss")
                 log = f"see {run_dir / 'train.log'}" if (run_dir / "train.log").exists() else ""

@@ -527,6 +527,75 @@ def test_relaunch_skips_done_and_running_resubmits_failed_and_missing(tmp_path):
 
 
 
+# Another process (a worker of a launcher killed with SIGKILL) holding a run's lock until the other run's
+# result.json appears, then finishing its own: a result, or (argv[4] "die") none, as a killed worker.
+ORPHAN = """import json, sys, time
+from pathlib import Path
+from sweeps.store import run_lock
+run, other, end = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+with run_lock(run) as ok:
+    print(ok, flush=True)
+    while not (other / "result.json").exists():
+        time.sleep(0.2)
+    time.sleep(3)
+    if end == "done":
+        (run / "result.json").write_text(json.dumps({"run_id": run.name, "recipe": "bf16", "status": "completed",
+                                                     "val_loss": 5.0}))
+"""
+
+
+def _orphan(tmp_path: Path, end: str) -> tuple[Path, Path, Path, subprocess.Popen]:
+    """The tiny spec, its sweep folder, its held run (with the job.json a killed launcher left) and
+    the ORPHAN process holding it."""
+    from sweeps.launch import pending
+    from sweeps.store import write_json
+
+    spec, sweep_dir = write_spec(tmp_path), tmp_path / "sweep"
+    pending(load(tmp_path), sweep_dir)
+    held, other = (sweep_dir / c.run_id for c in load(tmp_path).runs())
+    write_json(held / "job.json", {"executor": "local", "job_id": None})
+    p = subprocess.Popen([sys.executable, "-c", ORPHAN, str(held), str(other), end], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "True"
+    return spec, sweep_dir, held, p
+
+
+def test_a_relaunch_names_the_process_that_trains_a_run_and_waits_for_it(tmp_path, capsys):
+    """The launcher was killed outright and its worker still trains one run (under the run's lock): a
+    relaunch names that run's process (pid and host, from the lock), trains the other run, and returns
+    only once the orphan's run has finished, saying how it ended: the sweep is complete when it exits 0."""
+    import socket
+
+    from sweeps.store import status
+
+    spec, sweep_dir, held, p = _orphan(tmp_path, "done")
+    try:
+        assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
+        assert p.poll() == 0  # the launch returned after the orphan's run ended, not before
+    finally:
+        p.kill()
+        p.wait()
+    out = capsys.readouterr().out
+    said = f"1 run is being trained by another process (pid {p.pid} on {socket.gethostname()})"
+    assert f"skipping 1 running; local: 1 to run\n{said}: leaving it to it" in out, out
+    assert f"waiting: {said}" in out and f"{held.name}, trained by another process: done val_loss 5.0000" in out, out
+    assert out.index("[1/1] done") < out.index("waiting:") < out.index("trained by another process: done"), out
+    assert status(sweep_dir).counts["done"] == 2
+
+
+def test_a_run_another_process_leaves_without_a_result_fails_the_relaunch(tmp_path, capsys):
+    """The orphan's run ends without a result (its worker killed too): the waiting relaunch counts it
+    failed in --json's report and exits 1, as for a run of its own (a relaunch trains it)."""
+    spec, sweep_dir, held, p = _orphan(tmp_path, "die")
+    try:
+        code = main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir), "--json"])
+    finally:
+        p.kill()
+        p.wait()
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["elsewhere"] == [held.name], report
+    assert report["finished"] == {"done": 1, "failed": 1}, report
+
+
 def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, capsys):
     """A run that stopped after a checkpoint (killed, cancelled) is failed but resumable, and with
     nothing running or queued the ETA says the sweep needs launching again, not a time."""
