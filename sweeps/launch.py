@@ -295,7 +295,8 @@ def _record_job_id(run_dir: Path, job_id: str | None, log: str | None = None) ->
 
 def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | None = None,
            progress: bool = True) -> LaunchReport:  # fmt: skip
-    """Submit (slurm) or run to completion (local) every run of the spec that is not done or in flight."""
+    """Submit (slurm) or run to completion (local) every run of the spec that is not done or in flight; a local
+    launch then waits for the runs of its spec that other processes train (`_wait_for_others`)."""
     if executor not in ("local", "slurm"):
         raise UserError(f"--executor {executor!r}: use local or slurm")
     sweep_dir = check_sweep_dir(sweep_dir_for(spec, sweep_dir))
