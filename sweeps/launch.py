@@ -313,7 +313,7 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
               flush=True)
     if executor == "local":  # (a SLURM launch returns once submitted: `status` follows every run)
         report.elsewhere = list(skipped.get("running", []))
-        if progress and report.elsewhere:
+        if progress and report.elsewhere and todo:  # (with none of its own, the wait's line says it)
             them = "it" if len(report.elsewhere) == 1 else "them"
             print(f"{_trained_elsewhere(sweep_dir, report.elsewhere)}: leaving {them} to it, and waiting for {them} "
                   "after this launch's own runs", flush=True)
