@@ -596,6 +596,90 @@ def test_a_run_another_process_leaves_without_a_result_fails_the_relaunch(tmp_pa
     assert report["finished"] == {"done": 1, "failed": 1}, report
 
 
+def _snapshot(run_dir: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under a run's folder: its bytes and modification time."""
+    return {str(f.relative_to(run_dir)): (f.read_bytes(), f.stat().st_mtime_ns) for f in sorted(run_dir.rglob("*"))
+            if f.is_file()}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_the_wait_for_another_process_not_that_process(tmp_path, sig):
+    """A relaunch with no run of its own waits for the run another process trains: Ctrl-C (or `kill`)
+    during that wait stops the launch (exit 130, "interrupted", no traceback), not the process training
+    the run, whose folder (its lock's holder record, its job.json) the launch leaves as it was."""
+    from sweeps.launch import pending
+    from sweeps.store import lock_holder, write_json
+
+    one = TINY.replace("seed = [0, 1]", "seed = 0")
+    spec, sweep_dir = write_spec(tmp_path, one), tmp_path / "sweep"
+    pending(load(tmp_path, one), sweep_dir)
+    (held,) = (sweep_dir / c.run_id for c in load(tmp_path, one).runs())
+    write_json(held / "job.json", {"executor": "local", "job_id": None})  # a killed launcher's record
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(held)], stdout=subprocess.PIPE, text=True)
+    p = None
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        before = _snapshot(held)
+        cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
+               "--sweep-dir", str(sweep_dir)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        while not (lines and lines[-1].startswith("waiting:")):
+            line = p.stdout.readline()
+            assert line, (lines, p.communicate())  # (it exited before waiting)
+            lines.append(line)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 130, "".join(lines) + out + err
+        assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err, err
+        assert holder.poll() is None  # still training
+        assert lock_holder(held)["pid"] == holder.pid and _snapshot(held) == before
+    finally:
+        if p is not None:
+            p.kill()
+            p.wait()
+        holder.kill()
+        holder.wait()
+
+
+def test_sigterm_in_the_wait_after_its_own_runs_prints_the_report_as_interrupted(tmp_path):
+    """With --json, `kill` during the wait that follows the launch's own run prints the report so far
+    (its own run done, the other process's run named, interrupted: true) and exits 130."""
+    from sweeps.launch import pending
+    from sweeps.store import lock_holder, write_json
+
+    spec, sweep_dir = write_spec(tmp_path), tmp_path / "sweep"
+    pending(load(tmp_path), sweep_dir)
+    held, own = (sweep_dir / c.run_id for c in load(tmp_path).runs())
+    write_json(held / "job.json", {"executor": "local", "job_id": None})
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(held)], stdout=subprocess.PIPE, text=True)
+    p = None
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        before = _snapshot(held)
+        cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
+               "--sweep-dir", str(sweep_dir), "--json"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while not (own / "result.json").exists() and p.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # its worker reports the run and the pool closes: the launch is in the wait
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 130, out + err
+        report = json.loads(out)
+        assert report["interrupted"] is True and report["elsewhere"] == [held.name], report
+        assert report["finished"] == {"done": 1}, report
+        assert holder.poll() is None and lock_holder(held)["pid"] == holder.pid and _snapshot(held) == before
+    finally:
+        if p is not None:
+            p.kill()
+            p.wait()
+        holder.kill()
+        holder.wait()
+
+
 def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, capsys):
     """A run that stopped after a checkpoint (killed, cancelled) is failed but resumable, and with
     nothing running or queued the ETA says the sweep needs launching again, not a time."""
