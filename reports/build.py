@@ -356,8 +356,8 @@ DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> ca
 
 
 def diagnostic_tables(diag: Any) -> list[tuple[list, str]]:
-    """The tables a diagnostics JSON holds, as (records, caption): `scaling diagnose --json`'s, else
-    (another tool's JSON) any list of records in it; [] where there is none."""
+    """The tables a diagnostics JSON holds, as (records, caption in the report's Markdown): `scaling diagnose
+    --json`'s, else (another tool's JSON) any list of records in it, captioned by its key; [] where there is none."""
     if not isinstance(diag, dict):
         return []
 
@@ -365,7 +365,7 @@ def diagnostic_tables(diag: Any) -> list[tuple[list, str]]:
         return isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
 
     tables = [(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items() if records(diag.get(k))]
-    return tables or [(v, k) for k, v in diag.items() if records(v)]
+    return tables or [(v, literal(k)) for k, v in diag.items() if records(v)]  # (a key is data, not markup)
 
 
 def section_diagnostics(study: Study) -> Section:
@@ -467,13 +467,15 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
                      "data and epochs are not known to this report.")
     else:
         for v in _distinct(runs, "versions"):
-            items.append("Versions: " + ", ".join(f"{k} {val}" for k, val in (v.items() if isinstance(v, dict) else [("", v)])))
+            items.append("Versions: " + ", ".join(f"{literal(k)} {literal(val)}"
+                                                  for k, val in (v.items() if isinstance(v, dict) else [("", v)])))
         commits = _distinct(runs, "git_commit")
         items.append("Git commit of the runs: " + (", ".join(map(code, commits)) if commits else "not recorded"))
         hardware = [h for col in ("hardware", "device", "gpu") for h in _distinct(runs, col)]
         configs = _run_configs(study)
         hardware += [c[k] for c in configs for k in ("device", "hardware", "accelerator") if c.get(k) and c[k] not in hardware]
-        items.append("Hardware: " + (", ".join(map(str, dict.fromkeys(map(str, hardware)))) if hardware else "not recorded in the result records"))
+        items.append("Hardware: " + (", ".join(map(literal, dict.fromkeys(map(str, hardware)))) if hardware
+                                     else "not recorded in the result records"))
         data = list(dict.fromkeys(str(c["data"]) for c in configs if "data" in c))
         vocab = _distinct(runs, "vocab_size")
         items.append("Data: " + (", ".join(map(code, data)) if data else "not recorded")
@@ -486,8 +488,9 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
         if "wall_s" in runs.columns and runs["wall_s"].drop_nulls().len():
             items.append(f"Training time, all runs: {float(runs['wall_s'].drop_nulls().sum()) / 60:.1f} min.")
     items += _tokens_per_run(runs)
-    items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {__version__} "
-                 f"(checkout {code(checkout or 'unknown')}), Python {platform.python_version()}, polars {pl.__version__}.")
+    items.append(f"Report built {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by fp4-scaling {literal(__version__)} "
+                 f"(checkout {code(checkout or 'unknown')}), Python {literal(platform.python_version())}, "
+                 f"polars {literal(pl.__version__)}.")
     s.add(Bullets(tuple(items)))
     return s
 

@@ -851,3 +851,21 @@ def test_a_name_in_a_code_span_is_itself_in_the_html_and_in_report_md(tmp_path):
             assert spans == [name, "chinchilla"], (name, spans, rendered)
             assert "<strong>" not in rendered and "<em>" not in rendered
             assert html_module.unescape(re.search(r"<h1>(.*?)</h1>", rendered)[1]).strip() == f"report: {name}".strip()
+
+
+def test_versions_hardware_and_a_diagnostics_key_enter_the_report_as_text(tmp_path):
+    """A version string, a hardware name (from the result records) or another tool's diagnostics key
+    holding Markdown's characters ('*', '_') is set as it is, escaped, not read as emphasis."""
+    from reports.build import diagnostic_tables, section_provenance
+    from reports.document import Bullets
+    from reports.load import load
+    from reports.render import plain
+
+    sweep = make_sweep(tmp_path)
+    for result in sweep.glob("*/result.json"):
+        record = json.loads(result.read_text())
+        result.write_text(json.dumps({**record, "versions": {"torch": "2.5*dev"}, "hardware": "_gpu*"}))
+    items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
+    assert r"Versions: torch 2.5\*dev" in items and r"Hardware: \_gpu\*" in items, items
+    assert plain(r"Hardware: \_gpu\*") == "Hardware: _gpu*"
+    assert diagnostic_tables({"_per*tensor": [{"sqnr_db": 19.4}]}) == [([{"sqnr_db": 19.4}], r"\_per\*tensor")]
