@@ -356,7 +356,8 @@ def _wait_for_others(sweep_dir: Path, report: LaunchReport, progress: bool, poll
     states in report.finished: a local launch returns once every run of its spec has finished, so that
     `launch && collect` (and `scaling demo`) never read a sweep with runs still in flight. Ctrl-C stops
     the wait, not those processes."""
-    left = [r for r in report.elsewhere if run_state(sweep_dir / r, slurm_queue_for([sweep_dir / r])) == "running"]
+    queue = slurm_queue_for([sweep_dir / r for r in report.elsewhere])  # (one squeue for them all, not one a run)
+    left = [r for r in report.elsewhere if run_state(sweep_dir / r, queue) == "running"]
     if progress and left:
         print(f"waiting: {_trained_elsewhere(sweep_dir, left)} (Ctrl-C stops the wait, not them; "
               f"`scaling sweep status {sweep_dir}` follows them)", flush=True)

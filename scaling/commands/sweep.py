@@ -85,10 +85,13 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
 
     if device == "cpu" and speeds is None:
         speeds = plan_speeds(None, device)
-    rows = []
+    rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
     for c in spec.runs():
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
-        speed = priced_speed(c.recipe, c.family, c.size, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, "")
+        key = (c.recipe, c.family, c.size)
+        if key not in priced:
+            priced[key] = (priced_speed(*key, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, ""))
+        speed = priced[key]
         if device == "cpu":
             rate, _ = cpu_flops_per_s(c.family, c.size, speeds.rows)
             hours = cpu_hours(flops, rate, speed)
