@@ -467,8 +467,8 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
                      "data and epochs are not known to this report.")
     else:
         for v in _distinct(runs, "versions"):
-            items.append("Versions: " + ", ".join(f"{literal(k)} {literal(val)}"
-                                                  for k, val in (v.items() if isinstance(v, dict) else [("", v)])))
+            items.append("Versions: " + (", ".join(f"{literal(k)} {literal(val)}" for k, val in v.items())
+                                         if isinstance(v, dict) else literal(v)))
         commits = _distinct(runs, "git_commit")
         items.append("Git commit of the runs: " + (", ".join(map(code, commits)) if commits else "not recorded"))
         hardware = [h for col in ("hardware", "device", "gpu") for h in _distinct(runs, col)]

@@ -868,4 +868,8 @@ def test_versions_hardware_and_a_diagnostics_key_enter_the_report_as_text(tmp_pa
     items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
     assert r"Versions: torch 2.5\*dev" in items and r"Hardware: \_gpu\*" in items, items
     assert plain(r"Hardware: \_gpu\*") == "Hardware: _gpu*"
+    for result in sweep.glob("*/result.json"):  # an older record's versions: one string, set as it is
+        result.write_text(json.dumps({**json.loads(result.read_text()), "versions": "torch 2.5"}))
+    items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
+    assert "Versions: torch 2.5" in items, items
     assert diagnostic_tables({"_per*tensor": [{"sqnr_db": 19.4}]}) == [([{"sqnr_db": 19.4}], r"\_per\*tensor")]
