@@ -742,11 +742,11 @@ def bench_profile(device: torch.device, families: tuple[str, ...] = ("nanochat",
                   on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Where a training micro-batch's GPU time goes, per recipe (`profile_micro_batch`): one row per
     (family, size, recipe, kind) with ms per micro-batch of `batch` x 1024 tokens (None: the
-    trainer's micro-batch, `scaling.train.default_micro_batch`) and the extra ms
+    trainer's micro-batch, `scaling.config.default_micro_batch`) and the extra ms
     over the same kind under bf16 (measured first in the call); the `top` kernels by time are shown
     (progress), not kept."""
     from models import model_size
-    from scaling.train import default_micro_batch
+    from scaling.config import default_micro_batch
 
     rows = []
     for family in families:
@@ -793,7 +793,7 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
     the process's CPU time (all threads), which a shared machine's stolen time does not inflate;
     ratios divide CPU times. `run_s`: the steps of such a run at this wall speed (evaluations and
     checkpoints not counted)."""
-    from scaling.train import RunConfig
+    from scaling.config import RunConfig
 
     rows = []
     for family in families:
@@ -882,13 +882,14 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
                 earlier: list[dict] | None = None, progress: Callable[[str], None] = print,
                 on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Tokens/s and MFU per (family, size, recipe). `batch` (sequences per micro-batch) and
-    `accumulate` None: the trainer's at each size (scaling.train.default_micro_batch, train_accumulation). Each
+    `accumulate` None: the trainer's at each size (scaling.config.default_micro_batch, train_accumulation). Each
     ratio_vs_bf16 divides by the bf16 row of the same family, size, micro-batch, compile mode and
     accumulation: measured in this call first,
     or taken from `earlier` rows when bf16 is not among `recipes` (so a later call can add recipes)."""
     from models import model_size
     from scaling.data import DEFAULT_VOCAB_SIZE
-    from scaling.train import default_micro_batch, peak_flops
+    from scaling.config import default_micro_batch
+    from scaling.train import peak_flops
 
     peak = peak_flops(device)
     rows = []

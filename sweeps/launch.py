@@ -74,7 +74,7 @@ class RunJob(submitit.helpers.Checkpointable):
     """Train one run under its lock. Picklable: SLURM jobs carry it; local workers rebuild it."""
 
     def __init__(self, config, run_dir: str | Path):
-        self.config = config  # a scaling.train.RunConfig
+        self.config = config  # a scaling.config.RunConfig
         self.run_dir = str(run_dir)
 
     def __call__(self) -> dict:
@@ -693,7 +693,7 @@ def _worker() -> int:
             os.dup2(log.fileno(), 2)
             try:
                 job = read_json(run_dir / "job.json")
-                from scaling.train import RunConfig
+                from scaling.config import RunConfig
 
                 RunJob(RunConfig.from_dict(job["config"]), run_dir)()
             except Preempted:

@@ -134,10 +134,10 @@ class SweepSpec:
         return out
 
     def runs(self) -> list:
-        """One `scaling.train.RunConfig` per grid point (same order as `points()`), de-duplicated by run_id."""
+        """One `scaling.config.RunConfig` per grid point (same order as `points()`), de-duplicated by run_id."""
         from scaling.linear import check_tokens
         from scaling.recipes import get_recipe
-        from scaling.train import RunConfig
+        from scaling.config import RunConfig
 
         configs, seen, recipes = [], set(), {}
         for p in self.points():
@@ -405,7 +405,7 @@ def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> 
 
 def _train_settings(table: dict) -> dict[str, Any]:
     """[train]: RunConfig fields shared by all runs, type-checked against the field annotations."""
-    from scaling.train import RunConfig
+    from scaling.config import RunConfig
 
     fields = {f.name: f for f in dataclasses.fields(RunConfig) if f.init}
     allowed = sorted(set(fields) - set(GRID_FIELDS))

@@ -236,10 +236,10 @@ def setting_differences(there: dict, here: dict, names: tuple[str, str] = ("ther
     """The settings two run configs (config.json's) differ in, as `scaling train` names them ("seq_len 32
     there, 64 here"; `names` for other words than there and here); where their fields are equal, the
     recipe file's content (edited since the one started), or for a preset the trainer's version."""
-    try:  # (scaling.train needs torch: `sweep collect` on a laptop without it says the fields instead)
-        from scaling.train import RunConfig, _differences
+    try:  # (scaling.config needs torch, through scaling.optim: `sweep collect` on a laptop without it says the fields instead)
+        from scaling.config import RunConfig, differences
 
-        said = _differences(RunConfig.from_dict(there), RunConfig.from_dict(here))
+        said = differences(RunConfig.from_dict(there), RunConfig.from_dict(here))
     except Exception:  # (or a config of an older version of the trainer: its fields are no longer known)
         said = "; ".join(f"{k} {there.get(k)!r} there, {here.get(k)!r} here" for k in sorted(set(there) | set(here))
                          if there.get(k) != here.get(k))

@@ -67,7 +67,7 @@ def test_train_rows_accumulate_as_the_trainer_batches():
     from models import model_size
     from scaling import optim
     from scaling.bench import train_accumulation
-    from scaling.train import RunConfig, default_micro_batch
+    from scaling.config import RunConfig, default_micro_batch
 
     for size, micro, steps in (("324M", 32, 16), ("160M", 64, 4), ("40M", 64, 2)):
         n = model_size("nanochat", size).n_params

@@ -32,6 +32,7 @@ def test_a_run_records_the_commit_it_started_from_not_the_one_checked_out_when_i
     """The process runs the code it imported at the start: a `git pull` or commit during a long run
     must not relabel it (it recorded the checkout's commit at the end)."""
     import scaling.train as train_module
+    from scaling.config import RunConfig
 
     checkout = {"head": "started-at"}
     monkeypatch.setattr(scaling, "git_commit", lambda *a, **k: checkout["head"])
@@ -43,6 +44,6 @@ def test_a_run_records_the_commit_it_started_from_not_the_one_checked_out_when_i
         return built
 
     monkeypatch.setattr(train_module, "build", build_then_commit)
-    config = train_module.RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=2 * 4 * 64, seq_len=64,
-                                    batch_size=4, eval_tokens=256)
+    config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=2 * 4 * 64, seq_len=64, batch_size=4,
+                       eval_tokens=256)
     assert train_module.train(config, tmp_path / "run", progress=False)["git_commit"] == "started-at"

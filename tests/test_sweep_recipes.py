@@ -65,7 +65,8 @@ def test_a_recipe_whose_wgrad_blocks_do_not_divide_the_micro_batch_is_refused_be
 
 
 def test_train_refuses_such_a_recipe_before_making_the_run_folder(tmp_path):
-    from scaling.train import RunConfig, train
+    from scaling.config import RunConfig
+    from scaling.train import train
 
     r = tmp_path / "wg.toml"
     r.write_text('name = "wg"\nbase = "mxfp4"\n[wgrad.dy]\nblock = [1, 2048]\n[wgrad.x]\nblock = [1, 2048]\n')
@@ -89,7 +90,7 @@ def test_a_recipe_path_relative_to_the_spec_not_the_working_folder_says_so(tmp_p
 def test_a_recipe_files_runs_are_named_by_its_content_not_its_path(tmp_path):
     """The same file at another path (moved, or a checkout elsewhere) keeps its runs' ids; an edit
     makes another run."""
-    from scaling.train import RunConfig
+    from scaling.config import RunConfig
 
     text = 'name = "mine"\nbase = "ufp4"\n[wgrad]\ndy = "bf16"\nx = "bf16"\n'
     (tmp_path / "a").mkdir()
@@ -158,7 +159,8 @@ def test_a_run_whose_recipe_file_moved_resumes_in_its_folder(tmp_path):
     started under, which the moved file's content gives again."""
     import shutil
 
-    from scaling.train import RunConfig, check_run_dir, prepare_run_dir
+    from scaling.config import RunConfig
+    from scaling.train import check_run_dir, prepare_run_dir
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -236,7 +236,7 @@ def test_a_token_budget_given_with_set_replaces_the_specs_other_one(tmp_path, ca
 
 def test_runs_resolve_each_config_once(tmp_path, monkeypatch):
     """`runs` checks each grid point by resolving its config once; its ids are the configs' own."""
-    from scaling.train import RunConfig
+    from scaling.config import RunConfig
 
     spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
     calls = []

@@ -14,7 +14,8 @@ import torch
 
 from scaling.cli import main
 from scaling.errors import UserError
-from scaling.train import PREEMPTED_EXIT_CODE, LanguageModel, Preempted, RunConfig, train, train_batch
+from scaling.config import RunConfig
+from scaling.train import PREEMPTED_EXIT_CODE, LanguageModel, Preempted, train, train_batch
 from sweeps.store import RESULT_FIELDS
 
 # 0.5M nanochat, 40 steps of 4 x 64 tokens: seconds on 2 CPU cores.

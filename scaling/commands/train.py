@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported when a run starts, not when the CLI parses
-    from scaling.train import RunConfig
+    from scaling.config import RunConfig
 
 # RunConfig fields settable by flag (besides family/size/recipe/tokens): flag -> (field, type, help)
 OPTIONS = {
@@ -70,7 +70,7 @@ def _count(text: str) -> int:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     from scaling.errors import UserError
-    from scaling.train import RunConfig
+    from scaling.config import RunConfig
 
     overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in OPTIONS.items()}
     overrides = {k: v for k, v in overrides.items() if v is not None}
