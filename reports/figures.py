@@ -42,6 +42,19 @@ def recipe_colors(recipes: list[str], baseline: str) -> dict[str, str]:
     return colors
 
 
+def _text(name: object) -> str:
+    """A name from the data (a recipe's, a size's) as matplotlib shows it literally: with an even number of '$'
+    matplotlib reads it as mathtext, so '$m$' was drawn as an italic m and '$a_$' failed the whole report's
+    build; an escaped '\\$' outside mathtext is drawn as '$'."""
+    return str(name).replace("$", r"\$")
+
+
+def _legend(target, handles: list, **kwargs) -> None:
+    """A legend of exactly these lines: matplotlib's own gathering leaves out every line whose label begins with
+    '_' (its mark for 'no label'), so a recipe named '_x' was missing from every legend."""
+    target.legend(handles=handles, labels=[h.get_label() for h in handles], **kwargs)
+
+
 def _log_x(ax) -> None:
     """Log x axis labelled at 1, 2, 5 × 10^k over short ranges, at decades over long ones; no minor labels."""
     ax.set_xscale("log")
@@ -108,11 +121,11 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
             if params is not None:
                 ax.plot(grid_c, fits.compute_optimal(params, grid_c)[2], color=color, lw=2, label="compute-optimal (fit)")
             if base_front is not None and recipe != baseline:
-                ax.plot(grid_c, base_front, color="black", lw=1, ls="--", label=f"{baseline} frontier")
-            ax.set_title(recipe, color=color if recipe != baseline else "black")
+                ax.plot(grid_c, base_front, color="black", lw=1, ls="--", label=f"{_text(baseline)} frontier")
+            ax.set_title(_text(recipe), color=color if recipe != baseline else "black")
             ax.set_xlabel("training compute C = 6ND (FLOP)")
         axes[0].set_ylabel("validation loss (nats/token)")
-        axes[0].legend(loc="upper right")
+        axes[0].legend(loc="upper right")  # (the baseline's panel: its labels are ours, none a recipe's name)
         loss = runs.filter(pl.col("loss").is_finite())["loss"]
         pad = 0.08 * (loss.max() - loss.min())
         axes[0].set_ylim(loss.min() - pad, loss.max() + pad)
@@ -128,6 +141,7 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
     and the 95% bootstrap band. Solid inside the data's compute range, dotted where it extrapolates."""
     with plt.rc_context(STYLE):
         fig, (ax_m, ax_g) = plt.subplots(1, 2, figsize=(9.6, 3.9), layout="constrained")
+        keys = []
         for recipe, band in sorted(bands.items()):
             c = np.asarray(band["C"], dtype=float)
             inside = np.asarray(band["in_data"], dtype=bool)
@@ -136,8 +150,10 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
             for ax, key in ((ax_m, "multiplier"), (ax_g, "gap")):
                 med, lo, hi = (np.asarray(band[key][k], dtype=float) for k in ("value", "lo", "hi"))
                 ax.fill_between(c, lo, hi, color=color, alpha=0.15, lw=0)
-                ax.plot(c[inside], med[inside], color=color, lw=2, label=f"{recipe} ({verdict})" if verdict else recipe)
+                line, = ax.plot(c[inside], med[inside], color=color, lw=2,
+                                label=f"{_text(recipe)} ({verdict})" if verdict else _text(recipe))
                 ax.plot(c, med, color=color, lw=1.2, ls=":")
+                keys += [line] if ax is ax_m else []
         ax_m.axhline(1, color="black", lw=0.8)
         ax_g.axhline(0, color="black", lw=0.8)
         ax_m.set_yscale("log")  # a ratio: 0.5x and 2x are equally far from 1
@@ -147,13 +163,12 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
         ax_m.yaxis.set_major_formatter(plain)
         ax_m.yaxis.set_minor_formatter(plain)
         ax_g.set_ylim(*_band_limits(bands, "gap", ratio=False))
-        ax_m.set_ylabel(f"compute multiplier vs {baseline}\n(baseline compute for the same loss / C)")
-        ax_g.set_ylabel(f"loss gap vs {baseline} (nats/token)")
+        ax_m.set_ylabel(f"compute multiplier vs {_text(baseline)}\n(baseline compute for the same loss / C)")
+        ax_g.set_ylabel(f"loss gap vs {_text(baseline)} (nats/token)")
         for ax in (ax_m, ax_g):
             _log_x(ax)
             ax.set_xlabel("training compute C (FLOP), compute-optimal allocation")
-        handles, labels = ax_m.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
+        _legend(fig, keys, loc="outside lower center", ncol=min(4, len(keys)))
         fig.suptitle("Does the penalty grow with compute? Fit and 95% bootstrap band; dotted: extrapolation", fontsize=10)
         return _save(fig, path)
 
@@ -178,16 +193,18 @@ def gap_vs_size(gaps: pl.DataFrame, colors: dict, baseline: str, path: Path) -> 
     """Relative loss gap of each matched pair against model size; the line joins the per-size means."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(5.2, 3.4), layout="constrained")
+        keys = []
         for recipe in sorted(set(gaps["recipe"])):
             mine = gaps.filter(pl.col("recipe") == recipe)
             mean = mine.group_by("N").agg(pl.col("gap_pct").mean()).sort("N")
             ax.scatter(mine["N"], mine["gap_pct"], s=12, color=colors[recipe], alpha=0.5, lw=0)
-            ax.plot(mean["N"], mean["gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3, label=recipe)
+            keys += ax.plot(mean["N"], mean["gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3,
+                            label=_text(recipe))
         ax.axhline(0, color="black", lw=0.8)
         _log_x(ax)
         ax.set_xlabel("non-embedding parameters N")
-        ax.set_ylabel(f"relative loss gap vs {baseline} (%)")
-        ax.legend(loc="best")
+        ax.set_ylabel(f"relative loss gap vs {_text(baseline)} (%)")
+        _legend(ax, keys, loc="best")
         ax.set_title("Matched runs: same size, tokens and seed", fontsize=9)
         return _save(fig, path)
 
@@ -199,6 +216,7 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
     sizes = sorted(set(done["N"].to_list()))
     with plt.rc_context(STYLE):
         fig, axes = _grid(len(sizes), width=3.2, height=2.6, share=False)
+        keys = []  # the first panel's curves, its legend
         for ax, n in zip(axes, sizes):
             at_n = done.filter(pl.col("N") == n)
             d_max = at_n["D"].max()
@@ -208,7 +226,9 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
             shown = []
             for r in at_n.sort("recipe").iter_rows(named=True):
                 curve = curves[r["run_id"]]
-                ax.plot(curve["tokens"], curve["val_loss"], color=colors[r["recipe"]], lw=1.3, label=r["recipe"])
+                line, = ax.plot(curve["tokens"], curve["val_loss"], color=colors[r["recipe"]], lw=1.3,
+                                label=_text(r["recipe"]))
+                keys += [line] if ax is axes[0] else []
                 if r["recipe"] == baseline:
                     ax.axhline(curve["val_loss"][-1], color="black", lw=0.7, ls="--")
                 late = curve.filter(pl.col("tokens") >= d_max / 10)["val_loss"]  # zoom past the first drop
@@ -217,10 +237,10 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
                 pad = 0.05 * (max(shown) - min(shown) + 1e-9)
                 ax.set_ylim(min(shown) - pad, max(shown) + pad)
             label = at_n["size"][0] if "size" in at_n.columns else f"N = {n:.3g}"
-            ax.set_title(f"{label}, {d_max:.3g} tokens")
+            ax.set_title(f"{_text(label)}, {d_max:.3g} tokens")
             ax.set_xlabel("tokens")
         axes[0].set_ylabel("validation loss")
-        axes[0].legend(loc="upper right")
+        _legend(axes[0], keys, loc="upper right")
         for ax in axes:
             _log_x(ax)
         fig.suptitle("Validation curves (dashed: the baseline's final loss, the token-overhead target)", fontsize=10)

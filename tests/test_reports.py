@@ -853,6 +853,40 @@ def test_a_name_in_a_code_span_is_itself_in_the_html_and_in_report_md(tmp_path):
             assert html_module.unescape(re.search(r"<h1>(.*?)</h1>", rendered)[1]).strip() == f"report: {name}".strip()
 
 
+def test_the_figures_draw_names_with_markup_characters_as_they_are(tmp_path, monkeypatch):
+    """matplotlib reads a label holding two '$' as mathtext: a baseline named '$m$' was drawn as an italic m in
+    titles and axis labels, and a recipe named '$a_$*c' failed the whole build (a mathtext parse error at savefig);
+    a recipe named '_x<y> 50%' was missing from every legend (a leading '_' is matplotlib's mark for 'no label').
+    Every figure draws each name as it is, in plain text."""
+    import matplotlib.text
+
+    from reports import build, figures
+
+    names = {"bf16": "$m$", "nvfp4": "_x<y> 50%", "mxfp4": "$a_$*c"}
+    sweep = make_sweep(tmp_path)
+    for path in sweep.glob("*/*.json"):
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({**record, "recipe": names[record["recipe"]],
+                                    "size": "$S_$" if record["size"] == "S" else record["size"]}))
+    shown: dict[str, set[str]] = {}
+    save = figures._save
+
+    def record_texts(fig, path):  # each text as the renderer draws it: (string, whether it is mathtext)
+        texts = [t._preprocess_math(t.get_text()) for t in fig.findobj(matplotlib.text.Text)]
+        shown[path.stem] = {s for s, math in texts if not math}
+        return save(fig, path)
+
+    monkeypatch.setattr(figures, "_save", record_texts)
+    summary = build(sweep, tmp_path / "r", baseline="$m$", bootstrap=0, workers=1)
+    verdicts = {r: p["verdict"] for r, p in json.loads((tmp_path / "r" / "fits.json").read_text())["penalty"].items()}
+    assert set(verdicts) == {"_x<y> 50%", "$a_$*c"}, summary
+    assert set(names.values()) <= shown["loss_vs_compute"], shown["loss_vs_compute"]
+    assert {f"{r} ({v})" for r, v in verdicts.items()} <= shown["penalty_vs_compute"], shown["penalty_vs_compute"]
+    assert "loss gap vs $m$ (nats/token)" in shown["penalty_vs_compute"]
+    assert {"_x<y> 50%", "$a_$*c", "relative loss gap vs $m$ (%)"} <= shown["gap_vs_size"], shown["gap_vs_size"]
+    assert set(names.values()) | {"$S_$, 1.2e+09 tokens"} <= shown["validation_curves"], shown["validation_curves"]
+
+
 def test_versions_hardware_and_a_diagnostics_key_enter_the_report_as_text(tmp_path):
     """A version string, a hardware name (from the result records) or another tool's diagnostics key
     holding Markdown's characters ('*', '_') is set as it is, escaped, not read as emphasis."""
