@@ -27,14 +27,17 @@ def print_table(rows: Iterable[dict], columns: Sequence[str] | None = None, titl
     """Print dict rows as a rich table (plain text when stdout is not a terminal)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    # Every string as Text, never as rich markup: a recipe named 'fp4[red]x' was printed 'fp4x', and one named
+    # 'fp4[/b]' ended `scaling fit` in a MarkupError traceback
     rows = list(rows)
     columns = list(columns or dict.fromkeys(k for r in rows for k in r))  # (every row's keys, first seen first)
-    table = Table(title=title, show_lines=False)
+    table = Table(title=Text(title, style="table.title") if title is not None else None, show_lines=False)
     for c in columns:
-        table.add_column(c, overflow="fold")
+        table.add_column(Text(c), overflow="fold")
     for r in rows:
-        table.add_row(*(_cell(r.get(c)) for c in columns))
+        table.add_row(*(Text(_cell(r.get(c))) for c in columns))
     # Piped (a log, a file): as wide as the table needs, so no number is folded across lines
     Console(width=None if sys.stdout.isatty() else 100_000).print(table)
 

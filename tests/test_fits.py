@@ -236,6 +236,18 @@ def test_scaling_fit_says_which_learning_rate_each_point_took(tmp_path, capsys):
     assert "12 of 12 points took the lowest" in json.loads(capsys.readouterr().out)["learning_rate_note"]
 
 
+def test_scaling_fit_prints_names_holding_rich_markup_as_they_are(tmp_path, capsys):
+    """The console's tables read every cell as rich markup: a recipe named 'fp4[red]x' was printed 'fp4x', and one
+    named 'fp4[/b]' (a closing tag that matches no open one) ended `scaling fit` in a MarkupError traceback."""
+    names = {"[b]bf16": {}, "fp4[red]x": {"effN": 0.8}, "fp4[/b]": {"effN": 0.7}}
+    t = synthetic_table(names, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.0)
+    path = tmp_path / "t.csv"
+    t.write_csv(path)
+    assert main(["fit", str(path), "--baseline", "[b]bf16", "--bootstrap", "0", "--starts", "5"]) == 0
+    cells = {c.strip() for line in capsys.readouterr().out.splitlines() for c in line.split("│")}
+    assert set(names) <= cells, cells
+
+
 def test_scaling_fit_says_how_many_rows_of_a_table_with_statuses_it_set_aside(tmp_path, capsys):
     """Diverged rows, and completed ones without a finite loss, are no points: `scaling fit` left them out without
     a word (its table counts the points fitted). It says how many and how they ended, in --json too."""
