@@ -45,7 +45,8 @@ def _anchor(title: str) -> str:
 
 # What Markdown (and `_inline`) would read as markup in a line, and no more, so report.md stays readable as
 # text: an underscore inside a word (ratio_per_decade) opens no emphasis, nor a '<' that starts no tag (p < 0.05).
-MARKUP = re.compile(r"([\\`*\[\]|~]|<(?=[A-Za-z/!?])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+# '$' too: GitHub's Markdown, where a committed report.md is read, sets '$m$' as math (an italic m).
+MARKUP = re.compile(r"([\\`*\[\]|~$]|<(?=[A-Za-z/!?])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash-escaped ASCII punctuation character (CommonMark)
 
 

@@ -830,6 +830,29 @@ def test_the_fits_messages_naming_a_recipe_with_markup_characters_show_it_as_it_
             assert not any("fp4" in c for c in re.findall(rf"<{tag}>(.*?)</{tag}>", rendered, re.S)), tag
 
 
+def test_a_name_holding_dollars_is_escaped_in_report_md_and_itself_in_the_html(tmp_path):
+    """GitHub's Markdown, where a committed report.md is read, sets '$m$' as math (an italic m): report.md left a
+    recipe '$m$' or a size '$0.5_M$' unescaped. The '$' is escaped there; CommonMark, the HTML and the console
+    show the name as it is."""
+    import html as html_module
+    import re
+
+    from reports.build import verdict_sentence
+    from reports.document import Document, Paragraph, Section, Table
+    from reports.render import plain, to_html, to_markdown
+
+    markdown_it = pytest.importorskip("markdown_it")
+    pen = {"verdict": "grows", "p_value": 0.01, "ratio_per_decade": {"value": 0.9, "ci95": (0.8, 0.95)}}
+    sentence = verdict_sentence("$m$", pen, "50% $x", bootstrap=100)
+    assert plain(sentence).startswith("$m$: the penalty against 50% $x grows with compute")
+    doc = Document("t", "s", [Section("Verdict", [Paragraph(sentence), Table(("size",), (("$0.5_M$",),))])])
+    md = to_markdown(doc, tmp_path)
+    assert r"**\$m\$**: the penalty against 50% \$x" in md and r"| \$0.5_M\$ |" in md, md
+    for rendered in (to_html(doc), markdown_it.MarkdownIt("commonmark").enable("table").render(md)):
+        text = html_module.unescape(re.sub(r"<[^>]+>", "", rendered))
+        assert "$m$: the penalty against 50% $x" in text and "$0.5_M$" in text, text
+
+
 def test_a_name_in_a_code_span_is_itself_in_the_html_and_in_report_md(tmp_path):
     """The subtitle's baseline sat in a code span with its markup characters backslash-escaped: report.md showed
     the backslashes (no escapes inside a code span), and a backtick in the name ended the span. `code` fences it
