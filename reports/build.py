@@ -114,7 +114,10 @@ def _interval(pair, digits: int = 4) -> str:
 
 
 def _short(x) -> str:
-    """Three significant digits, for numbers inside sentences: 0.500, 1.00, 784 (not '784.')."""
+    """Three significant digits, for numbers inside sentences: 0.500, 1.00, 784 (not '784.'), 0 (not '0.00':
+    an interval's end that underflowed is none of 3 digits' precision; the tables say 0 too)."""
+    if x == 0:
+        return "0"
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "−∞"
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:#.3g}".removesuffix(".")

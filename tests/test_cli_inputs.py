@@ -414,3 +414,4 @@ def test_short_numbers_have_no_trailing_dot():
     assert [_short(x) for x in (784.0, 784, 100.0, 0.5, 1.0, 123456.0)] == ["784", "784", "100", "0.500", "1.00",
                                                                             "1.23e+05"]
     assert [_short(x) for x in (None, float("nan"), float("inf"), -float("inf"))] == ["—", "—", "∞", "−∞"]
+    assert [_short(x) for x in (0.0, -0.0, 0)] == ["0", "0", "0"]  # (an underflowed interval end; the tables' 0)
