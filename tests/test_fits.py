@@ -276,6 +276,9 @@ def test_a_fit_from_every_start_says_first_that_it_shows_no_progress(tmp_path, c
     synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.002).write_csv(path)
     assert main(["fit", str(path), "--starts", "all", "--bootstrap", "0"]) == 0
     assert "fitting from all 30 starts of the chinchilla grid: tens of seconds a group" in capsys.readouterr().err
+    assert main(["fit", str(path), "--starts", "all", "--bootstrap", "0", "--json"]) == 0  # stdout the JSON alone
+    out, err = capsys.readouterr()
+    assert "fitting from all 30 starts" in err and json.loads(out)["law"] == "chinchilla"
     assert main(["fit", str(path), "--bootstrap", "0", "--starts", "10"]) == 0
     assert "starts" not in capsys.readouterr().err
 

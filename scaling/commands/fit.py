@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or from all 4,500 of them (slow: ~40 s per law)")
     parser.add_argument("--seed", type=integer(0), default=0, help="seed of the bootstrap's resampling")
     parser.add_argument("--workers", type=integer(1), default=2, help="processes for the bootstrap")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout (notices and the bootstrap's progress stay on stderr)")
     parser.add_argument("--out", type=Path, help="also write the JSON to this file, named *.json (e.g. fits.json)")
 
 
@@ -153,11 +153,11 @@ def run(args: argparse.Namespace) -> int:
     if top is None:  # L-BFGS-B from every start, before any progress line
         notices.append(f"fitting from all {grid:,} starts of the {args.law} grid: tens of seconds a group (more "
                        "with more points), without progress")
-    for notice in filter(None, notices if not args.json else []):
+    for notice in filter(None, notices):  # (stderr, --json too: its stdout is the JSON alone)
         print(notice, file=sys.stderr, flush=True)
     out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
                        workers=args.workers, margin=args.margin, top=top,
-                       progress=None if args.json else fits.analysis.BootstrapProgress(),
+                       progress=fits.analysis.BootstrapProgress(),
                        absent=never_completed(raw, args.columns))  # recipes read_table dropped whole
     out["set_aside_note"] = set_aside_note(raw, args.columns)  # a sweep's diverged runs: how many rows are no points
     out["learning_rate_note"] = learning_rate_note(raw, args.columns)  # an LR sweep: which lr_mult each point took
