@@ -197,7 +197,7 @@ def _group_entry(name, pts, params, ci, objective) -> dict:
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
             "warnings": (_warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))
                          + (_count_units_warning(name, pts) or _ratio_units_warning(name, pts))
-                         + _one_ratio_warning(name, pts))}
+                         + _one_ratio_warning(name, pts) + _no_floor_warning(name, params, pts))}
 
 
 def _one_ratio_warning(name: str, pts: Points) -> list[str]:
@@ -208,6 +208,23 @@ def _one_ratio_warning(name: str, pts: Points) -> list[str]:
         return []
     return [f"{name}: every point has about one tokens-per-parameter ratio (D/N = {np.exp(ratio.mean()):.3g}), so N "
             "and D move together and the fit cannot tell alpha from beta nor A from B; add token budgets per size"]
+
+
+# E below this fraction of a group's lowest loss is no floor (`_no_floor_warning`); Epoch's fit of Chinchilla's
+# data has E = 1.82 at losses from 2.08.
+FLOORLESS = 1e-3
+
+
+def _no_floor_warning(name: str, params: dict, pts: Points) -> list[str]:
+    """E, the irreducible loss, fitted at ~0 (e is unbounded: the demo's bf16 took E = 2.8e-18): the law
+    then predicts a loss that falls to 0 with compute, and every extrapolation (compute-optimal frontiers,
+    multipliers beyond the data) inherits that; the fit's E and its interval say it, here in words."""
+    lowest = float(np.exp(pts.logL.min()))
+    if "E" not in params or not params["E"] < FLOORLESS * lowest:
+        return []
+    return [f"{name}: E = {params['E']:.3g}, the irreducible loss, is ~0 (under {FLOORLESS:g} of the lowest loss, "
+            f"{lowest:.4g}): the data puts no floor under the law, and what it predicts beyond the data falls "
+            "toward 0; larger models or more tokens per size (where the loss flattens) would pin E"]
 
 
 # Epoch's start grid places E at most e ≈ 2.7 and LM losses in nats/token stay below ln(vocab) (~12 at

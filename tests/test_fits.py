@@ -293,6 +293,8 @@ def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
         assert all(np.isfinite(v) for v in g["params"].values()), (name, g["params"])
         assert np.isfinite(predict(g["params"], 1e6, 1e4))
     assert any("alpha = 10 is at the fit's bound" in w for w in out["groups"]["bf16"]["warnings"])
+    # ... and E, unbounded, went to ~0 (2.8e-18): a law with no floor, said in words
+    assert any("the irreducible loss, is ~0" in w for w in out["groups"]["bf16"]["warnings"])
     # L-BFGS-B stops a little short of an active bound: the demo report's bf16 alpha was 9.99994.
     from fits.analysis import _warnings
 
