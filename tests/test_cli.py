@@ -85,6 +85,26 @@ def test_help_shows_each_default_once(capsys):
     assert "(default: 0.3)" in help_of("sweep", "plan")  # a verb's sub-verbs show theirs too
 
 
+def test_every_verb_and_sub_verb_says_what_it_does_and_what_its_positionals_are():
+    """Each parser's --help opens with a description and explains each positional (`scaling sweep status
+    --help` showed a bare SWEEP_DIR under no description)."""
+    import argparse
+
+    from scaling.cli import VERBS
+
+    def unexplained(parser: argparse.ArgumentParser, name: str) -> list[str]:
+        found = [] if parser.description else [f"{name}: no description"]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    found += unexplained(sub, f"{name} {sub_name}")
+            elif not action.option_strings and not action.help:
+                found.append(f"{name}: {action.metavar or action.dest} has no help")
+        return found
+
+    assert [line for verb in VERBS for line in unexplained(build_parser([verb]), "scaling")] == []
+
+
 def test_a_full_disk_is_one_line_whether_or_not_the_error_names_a_path(monkeypatch, capsys):
     import errno
 

@@ -12,6 +12,7 @@ from scaling.errors import UserError
 DEFAULT_MFU = 0.30
 DEFAULT_PEAK_TFLOPS = 989.0  # H100 SXM, dense BF16 (FP4 recipes are emulated in BF16)
 PLAN_TABLE_RUNS = 200  # beyond this many runs, `plan` groups its table by family, size and recipe
+SWEEP_DIR_HELP = "the sweep's run folder that launch made: runs/<name>/, or launch's --sweep-dir"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--data", help="corpus or prepared data dir (or builtin); same as --set data=...")
         p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("plan", help="print the runs, total FLOPs and estimated GPU-hours (or CPU-hours)")
+    p = sub.add_parser("plan", help="print the runs, total FLOPs and estimated GPU-hours (or CPU-hours)",
+                       description="Print the runs of a sweep spec, their total FLOPs and estimated GPU-hours (or "
+                                   "CPU-hours); nothing is launched.")
     spec_args(p)
     p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="assumed model FLOPs utilisation")
     p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
@@ -40,19 +43,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help=f"one row per run however many (beyond {PLAN_TABLE_RUNS} runs the table has one row per "
                         "family, size and recipe)")
 
-    p = sub.add_parser("launch", help="submit every run that is not done or in flight")
+    p = sub.add_parser("launch", help="submit every run that is not done or in flight",
+                       description="Submit every run of a sweep spec that is not done or in flight (SLURM job "
+                                   "arrays, or this machine's GPUs or CPU); finished runs are skipped.")
     spec_args(p)
     p.add_argument("--executor", choices=("slurm", "local"), help="where to run (default: the spec's executor.default)")
     p.add_argument("--sweep-dir", help="where the run directories go (default: runs/<name>)")
     p.add_argument("--wait", action="store_true", help="slurm: keep watching until every run this launch submitted has finished")
 
-    p = sub.add_parser("status", help="done / running / queued / failed / diverged counts and ETA")
-    p.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    p = sub.add_parser("status", help="done / running / queued / failed / diverged counts and ETA",
+                       description="Count a sweep's runs as done / running / queued / failed / diverged and "
+                                   "estimate when the rest finish.")
+    p.add_argument("sweep_dir", metavar="SWEEP_DIR", help=SWEEP_DIR_HELP)
     p.add_argument("--runs", action="store_true", help="one row per run as well")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("collect", help="one row per finished run → results.parquet")
-    p.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    p = sub.add_parser("collect", help="one row per finished run → results.parquet",
+                       description="Write one row per finished run of a sweep (its result.json) to a Parquet "
+                                   "table, the input of `scaling fit` and `scaling report`.")
+    p.add_argument("sweep_dir", metavar="SWEEP_DIR", help=SWEEP_DIR_HELP)
     p.add_argument("--out", help="Parquet file to write, named *.parquet (default: SWEEP_DIR/results.parquet)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
