@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,49 @@ def test_import_and_fit_verb_do_not_load_torch(tmp_path):
             "assert rc == 0, rc; assert 'torch' not in sys.modules, 'torch was imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_bootstrap_workers_end_with_the_process_that_started_them(tmp_path):
+    """`kill` of a `scaling fit` (or `report`, `demo`) mid-bootstrap, or the OOM killer, left its pool's
+    workers waiting on the task queue forever."""
+    import time
+
+    from scaling import usable_cpus
+
+    if usable_cpus() < 2:
+        pytest.skip("parallel_map runs in-process on one CPU")
+    pids = tmp_path / "pids"
+    code = ("import os, time\nfrom fits.fit import parallel_map\n"
+            "def slow(ctx, item):\n"
+            f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+            "    time.sleep(30)\n"
+            "parallel_map(slow, None, list(range(16)), workers=2)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            workers = set(map(int, pids.read_text().split())) if pids.exists() else set()
+        assert len(workers) == 2, "the pool's two workers never started"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_alive, workers)), "a worker outlived the process that started it"
+    finally:
+        parent.kill()
+        for pid in filter(_alive, workers):
+            os.kill(pid, 9)
 
 
 @needs_chinchilla
