@@ -266,6 +266,9 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
             raise UserError(f"data: {data} does not exist; give builtin, a prepared data dir or a corpus")
         data = str(path)
         if not (path / "meta.json").is_file():  # a raw corpus: launch prepares it once, into the cache
+            from scaling.data import resolve_sources
+
+            resolve_sources([path])  # (plan refuses, as launch does, a folder of no corpus files or a .csv)
             corpus, data = data, str(prepared_dir(path))
 
     grid = _table(raw, "grid", "")

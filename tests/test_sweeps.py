@@ -464,13 +464,14 @@ def test_plan_refuses_a_benchmark_file_it_cannot_read(tmp_path, capsys):
     assert "its train must be a list of rows" in capsys.readouterr().err
 
 
-def test_shipped_specs_validate(capsys):
+def test_shipped_specs_validate(tmp_path, capsys):
     root = Path(__file__).resolve().parents[1] / "sweeps"
     assert main(["sweep", "plan", str(root / "demo.toml"), "--json"]) == 0
     demo = json.loads(capsys.readouterr().out)
     assert demo["runs"] >= 8 and {r["recipe"] for r in demo["run_list"]} >= {"bf16", "nvfp4", "mxfp4"}
+    (tmp_path / "doc.txt").write_text("A corpus of one document.")
     for name in ("micro.toml", "paper.toml"):
-        assert main(["sweep", "plan", str(root / name), "--data", str(root), "--json"]) == 0
+        assert main(["sweep", "plan", str(root / name), "--data", str(tmp_path), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["runs"] >= 20
     assert main(["sweep", "plan", str(root / "micro.toml")]) == 2  # micro needs --data
     assert "data: this spec names no corpus" in capsys.readouterr().err
@@ -1034,6 +1035,18 @@ def test_raw_corpus_is_prepared_once_into_the_cache(tmp_path, monkeypatch):
     assert (again.corpus, again.data) == ("", spec.data)
     with pytest.raises(UserError, match="data: .*nowhere does not exist"):
         load(tmp_path, overrides=(f"data='{tmp_path / 'nowhere'}'",))
+
+
+def test_plan_refuses_a_corpus_that_launch_would_refuse(tmp_path, capsys):
+    """`sweep plan` priced a sweep whose data was an empty folder or a .csv, which `launch` then refused."""
+    spec = write_spec(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "runs.csv").write_text("text\nhello\n")
+    for data, said in ((tmp_path / "empty", "holds no .parquet, .jsonl, .jsonl.gz or .txt files"),
+                       (tmp_path / "runs.csv", "unsupported file type")):
+        assert main(["sweep", "plan", str(spec), "--data", str(data)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and said in err and err.count("\n") == 1, err
 
 
 def test_a_refused_submission_names_the_setting_behind_it():
