@@ -533,7 +533,7 @@ class _LocalPool:
                     break
                 if worker is None or worker.poll() is not None:
                     worker = self._start_worker(env_extra)
-                    if worker is None:
+                    if worker is None or self.stopping:
                         break
                 _prepare(self.sweep_dir / c.run_id, c, "local")
                 t0 = time.time()
@@ -559,6 +559,10 @@ class _LocalPool:
                 env={**os.environ, **env_extra}, text=True, start_new_session=True,
             )  # fmt: skip
             self.workers.add(worker)
+        # Wait for its "ready" (torch and Lightning imported: seconds) before giving it a run: the run's
+        # job.json, written then, with no lock held yet would read `failed` to `sweep status` (and to a
+        # second launch) all that time. A worker that dies first answers nothing; its run says so (_run).
+        worker.stdout.readline()
         return worker
 
     def _run(self, worker: subprocess.Popen, c) -> tuple[str, str | None]:
@@ -676,13 +680,16 @@ def _flush_into_log() -> None:
 def _worker() -> int:
     """`python -m sweeps.launch --worker`: run the run directories named on stdin, one per line.
 
-    Each run's output (fd 1 and 2) goes to <run_dir>/train.log; the reply line "<state>" (with
+    Once its imports are done it says "ready" on stdout. Each run's output (fd 1 and 2) goes to
+    <run_dir>/train.log; the reply line "<state>" (with
     "\t<errno>\t<path>" after it where the run found no space to write) goes to the original stdout,
     which the launcher reads."""
     from scaling.train import PREEMPTED_EXIT_CODE, Preempted
 
     reply = os.fdopen(os.dup(1), "w")
     own = os.dup(1), os.dup(2)  # this process's own output, between runs and at exit
+    reply.write("ready\n")  # (imports done: the launcher gives it a run only now; _LocalPool._start_worker)
+    reply.flush()
     for line in sys.stdin:
         run_dir = Path(line.strip())
         no_space = ""  # "\t<errno>\t<path>" where the run found no space to write: the launcher stops

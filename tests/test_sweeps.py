@@ -879,6 +879,28 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     assert steps_before < len((run_dir / "metrics.csv").read_text().splitlines()) - 1 == 8  # one row per evaluation
 
 
+def test_a_run_whose_worker_is_still_starting_is_not_failed_to_status(tmp_path):
+    """A local launch's new worker imports torch and Lightning (seconds) before it can take a run's lock:
+    the run must not read `failed` to `sweep status` meanwhile (nor its ETA say "launch again"), since a
+    launch started then would take it for a dead run and start it again beside this one."""
+    from sweeps.store import run_state
+
+    spec = write_spec(tmp_path, TINY.replace("seed = [0, 1]", "seed = 0").replace("cpu_jobs = 2", "cpu_jobs = 1"))
+    sweep_dir = tmp_path / "sweep"
+    p = subprocess.Popen([sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
+                          "--sweep-dir", str(sweep_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = set()
+    try:
+        while p.poll() is None:
+            seen.update(run_state(d, None) for d in sweep_dir.glob("*/") if d.is_dir())
+            time.sleep(0.02)
+        out = p.stdout.read()
+    finally:
+        p.kill()
+    assert p.returncode == 0, out
+    assert "failed" not in seen and {"running", "done"} <= seen, (seen, out)
+
+
 def _children(pid: int) -> list[int]:
     """The processes whose parent is `pid` (from /proc)."""
     kids = []
