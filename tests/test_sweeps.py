@@ -939,6 +939,8 @@ def test_a_run_whose_worker_is_killed_fails_and_the_launch_exits_1(tmp_path):
     assert p.returncode == 1, out + err
     report = json.loads(out)
     assert report["finished"] == {"failed": 1, "done": 1} and report["total"] == 2, out
+    # --json keeps stdout for the report, and the progress a long launch owes its user goes to stderr
+    assert "[1/2] failed" in err and "killed by SIGKILL" in err and "[2/2] done" in err, err
     assert not (victim_dir / "result.json").exists()
     assert "[sweep launch] its worker exited mid-run (killed by SIGKILL); out of memory?" in (
         victim_dir / "train.log").read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import NamedTuple
 
@@ -265,6 +266,7 @@ def _by_recipe(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
 
 
 def _launch(args: argparse.Namespace) -> int:
+    import contextlib
     import dataclasses
 
     from scaling.console import print_json
@@ -273,11 +275,14 @@ def _launch(args: argparse.Namespace) -> int:
     spec = _load(args)
     executor = args.executor or spec.default_executor
     report = None
+    # With --json, stdout is the report's alone and the progress goes to stderr (as `demo` and `fit` do):
+    # a local launch runs for hours, and a run that fails should not wait for the JSON at the end to be seen.
+    progress_out = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        with interrupt_on_sigterm():  # `kill` stops a launch as Ctrl-C does
-            report = launch(spec, executor=executor, sweep_dir=args.sweep_dir, progress=not args.json)
+        with interrupt_on_sigterm(), progress_out:  # `kill` stops a launch as Ctrl-C does
+            report = launch(spec, executor=executor, sweep_dir=args.sweep_dir)
             if executor == "slurm" and args.wait:
-                _wait(report, args.json)
+                _wait(report, quiet=False)
     except KeyboardInterrupt as e:  # (LaunchInterrupted carries the report of a launch stopped mid-way)
         report = e.report if isinstance(e, LaunchInterrupted) else report
         if args.json and report is not None:  # a script learns what ran before the stop (interrupted: true)
