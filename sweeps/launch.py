@@ -509,7 +509,8 @@ class _LocalPool:
     def run(self) -> None:
         threads = [threading.Thread(target=self._slot, args=(env,), daemon=True) for env in self.slots]
         if self.progress:
-            print(f"running {count(self.total, 'run')}, {len(self.slots)} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
+            at_once = min(len(self.slots), self.total)  # (the slots beyond the runs take none)
+            print(f"running {count(self.total, 'run')}, {at_once} at a time; logs in {self.sweep_dir}/<run_id>/train.log",
                   flush=True)  # fmt: skip
         try:  # (Ctrl-C, or `kill`: `launch` turns SIGTERM into the same)
             for t in threads:

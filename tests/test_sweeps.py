@@ -763,7 +763,8 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     damaged.write_text("{bad")
     assert status(sweep_dir).counts == {**status(sweep_dir).counts, "done": 1, "failed": 1}
     assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
-    assert "[1/1] done" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "running 1 run, 1 at a time" in out and "[1/1] done" in out, out  # (not "2 at a time": cpu_jobs)
     assert (damaged.parent / "result.damaged-0.json").read_text() == "{bad"
     assert status(sweep_dir).counts["done"] == 2
     # So is a record edited to a status train never writes, or another run's record copied in: a relaunch
