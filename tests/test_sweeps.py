@@ -1152,6 +1152,30 @@ def test_collect_refuses_two_versions_of_one_grid_point(tmp_path):
         collect(sweep_dir)
 
 
+def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, capsys):
+    """collect of a sweep still running (or stopped part-way) writes the finished runs' rows, and says how
+    many runs have no result yet and in which state, as `report` does: a table with 95 of 100 runs reads
+    as the whole sweep otherwise, and `scaling fit` of it cannot tell."""
+    from sweeps.launch import pending
+    from sweeps.store import write_json
+
+    spec, sweep_dir = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",)), tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    done, failed, _ = (sweep_dir / c.run_id for c in spec.runs())
+    done.mkdir()
+    write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0})
+    failed.mkdir()
+    write_json(failed / "job.json", {"executor": "local", "job_id": None})
+    assert main(["sweep", "collect", str(sweep_dir), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 1
+    assert "2 runs of the sweep have no result (1 failed, 1 missing): not in this table" in err, err
+    assert main(["sweep", "collect", str(sweep_dir)]) == 0 and "no result" in capsys.readouterr().err
+    write_json(failed / "result.json", {"run_id": failed.name, "recipe": "bf16", "status": "diverged", "val_loss": 9.0})
+    assert main(["sweep", "collect", str(sweep_dir)]) == 0
+    assert "1 run of the sweep has no result (1 missing)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("content", [b"tokens,val_loss\n512,6.1\n\xff\xfe garbage", b"\0" * 64])
 def test_status_and_the_run_lock_read_a_damaged_metrics_csv_as_no_progress(tmp_path, content):
     """A metrics.csv left undecodable (disk damage; NULs after a crash): status stopped with a

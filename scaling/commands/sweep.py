@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 from scaling.errors import UserError
@@ -368,8 +369,6 @@ def _duration(seconds: float | None) -> str:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from scaling.console import count, print_json, print_table
     from scaling.files import check_output
     from sweeps.store import check_sweep_folder, collect, write_parquet
@@ -379,6 +378,7 @@ def _collect(args: argparse.Namespace) -> int:
     check_output(out, folder=False, suffix=".parquet")  # before reading the runs' records
     df = collect(Path(args.sweep_dir))
     write_parquet(df, out)
+    _say_unfinished(Path(args.sweep_dir))
     if args.json:
         print_json(df.to_dicts())
         return 0
@@ -389,3 +389,18 @@ def _collect(args: argparse.Namespace) -> int:
     print_table(df.select(cols).to_dicts(), cols, title=count(df.height, "run"))
     print(f"wrote {out} ({count(df.height, 'row')})")
     return 0
+
+
+def _say_unfinished(sweep_dir: Path) -> None:
+    """A line on stderr where runs of the sweep have no result (running, queued, failed, never launched):
+    collect has no row for them, and its table would read as the whole sweep (`report` says it too)."""
+    from scaling.console import count
+    from sweeps.store import status
+
+    left = {state: n for state, n in status(sweep_dir).counts.items() if state not in ("done", "diverged") and n}
+    if left:
+        n = sum(left.values())
+        print(f"note: {count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result "
+              f"({', '.join(f'{v} {k}' for k, v in sorted(left.items()))}): not in this table; "
+              f"`scaling sweep status {sweep_dir} --runs` lists them, and `scaling sweep launch` again trains or "
+              "resumes them", file=sys.stderr)
