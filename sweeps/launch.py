@@ -563,7 +563,9 @@ class _LocalPool:
         # Wait for its "ready" (torch and Lightning imported: seconds) before giving it a run: the run's
         # job.json, written then, with no lock held yet would read `failed` to `sweep status` (and to a
         # second launch) all that time. A worker that dies first answers nothing; its run says so (_run).
-        worker.stdout.readline()
+        # (Lines before it, a library's print at import, are not replies: skipped, so none is read as one.)
+        while (line := worker.stdout.readline()) and line != "ready\n":
+            pass
         return worker
 
     def _run(self, worker: subprocess.Popen, c) -> tuple[str, str | None]:
