@@ -78,7 +78,8 @@ def test_help_shows_each_default_once(capsys):
 
     fit = help_of("fit")
     assert "(default: 1000)" in fit and "(default: chinchilla)" in fit and "(default: 0)" in fit
-    assert "--json print the result as JSON on stdout (notices and the bootstrap's progress stay on stderr) --out" in fit  # a flag off by default says nothing
+    # a flag off by default says nothing of a default
+    assert "--json print the result as JSON on stdout (notices and the bootstrap's progress stay on stderr) --out" in fit
     train = help_of("train")
     assert "(default 0)" in train and "(default: 0)" not in train  # help that gives its default is kept
     assert "(default: [])" not in help_of("sweep", "launch")  # an empty list is no default
