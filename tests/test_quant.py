@@ -194,6 +194,33 @@ def test_nvfp4_matches_torchao(dtype):
             assert torch.equal(scales.float(), q.block_scale)
 
 
+def test_e8m0_scale_is_the_floor_power_of_two_below_the_amax():
+    """OCP MX: X = 2^(floor(log2 amax) - 2) for E2M1. An amax exactly at 2^k maps to 4 (floor, not
+    ceil: no power of two is skipped), one just below 2^(k+1) maps into [4, 8) and saturates to 6,
+    and an all-zero block gets scale 1 with zero elements."""
+    rows = []
+    for k in (-120, -3, 0, 5, 100):
+        rows += [[2.0 ** k] + [0.0] * 31, [2.0 ** (k + 1) * (1 - 2.0 ** -24)] + [0.0] * 31]
+    rows.append([0.0] * 32)
+    q = quantize(torch.tensor(rows, dtype=torch.float32), MX)
+    expected = [2.0 ** (k - 2) for k in (-120, -3, 0, 5, 100) for _ in range(2)] + [1.0]
+    assert q.block_scale[:, 0].tolist() == expected
+    assert q.values[:, 0].tolist() == [4.0, 6.0] * 5 + [0.0] and not q.values[:, 1:].any()
+
+
+@pytest.mark.parametrize("recipe, operand", [("nvfp4", "wgrad_x"), ("ufp4", "fprop_w")])
+def test_tensor_amax_is_taken_after_the_rotation(recipe, operand):
+    """RECIPES.md (nvfp4 wgrad): the tensor amax is taken after the RHT, so s_enc = elem_max x 448 /
+    amax(rotated x), not amax(x); one outlier makes the two differ by ~4x under RHT16."""
+    spec = getattr(get_recipe(recipe), operand)
+    x = torch.randn(64, 32, generator=torch.Generator().manual_seed(3))
+    x[5, 7] = 40.0
+    q = quantize(x, spec, dim=0, seed=Seeds(0, 11))
+    rotated = rotate(x.t().contiguous(), 16, signs_for(spec.signs, 16, 11))
+    amax = torch.tensor(spec.elem_max * 448.0) / rotated.abs().max()
+    assert q.tensor_scale == amax and not torch.isclose(q.tensor_scale, spec.elem_max * 448.0 / x.abs().max())
+
+
 # --- stochastic rounding and MS-EDEN --------------------------------------------------------------
 
 @pytest.mark.parametrize("elem", ["e2m1", "e1m2"])
