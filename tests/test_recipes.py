@@ -257,6 +257,19 @@ def test_cli_recipes_shows_the_blocks_a_recipe_leaves_in_bf16(tmp_path):
     assert "BF16 blocks" not in plain.stdout  # no column of "none"s for the presets
 
 
+def test_the_table_tells_apart_specs_that_differ_in_bound_or_headroom():
+    """QuantSpec.describe() leaves out scale_bound and headroom: a recipe file changing only those
+    read exactly like its base in `scaling recipes` (QA finding). Quartet II's backward operands are
+    the forward's quantized W and X, which the table says."""
+    nv = get_recipe("nvfp4")
+    assert replace(nv, fprop_x=nv.fprop_x.but(scale_bound=256.0)).describe_gemm("fprop") != nv.describe_gemm("fprop")
+    assert replace(nv, fprop_w=nv.fprop_w.but(headroom=0.9)).describe_gemm("fprop") != nv.describe_gemm("fprop")
+    assert "4/6 bound 256" in get_recipe("nvfp4_4over6").describe_gemm("fprop")
+    q2 = get_recipe("quartet2")
+    assert "fprop's w" in q2.describe_gemm("dgrad") and "fprop's x" in q2.describe_gemm("wgrad")
+    assert "headroom 0.9881" in q2.describe_gemm("dgrad") and "fprop's" not in nv.describe_gemm("dgrad")
+
+
 def test_cli_recipes_shows_a_name_given_twice_once(capsys):
     from scaling.cli import main
 
