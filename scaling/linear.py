@@ -247,14 +247,15 @@ class _QuantizedLinearFn(torch.autograd.Function):
         else:
             wgrad_reads_x = ctx.needs_input_grad[1] and layer.kept_for_dim0("wgrad", "x", x)
             xq, inv_x = layer.operand("fprop", "x", x, -1, dtype, amax=amax_x, column_major=wgrad_reads_x)
-        # dgrad's W operand: fprop's when the spec gives the same values along either axis (NVFP4's
-        # 16x16 tiles), else made with fprop's from one read of W where the pair kernel serves the two
-        # (UFP4, MXFP4: one amax pass and one quantize pass, not two each), kept for the backward.
-        # (Observers see every operand computed.)
-        axis_free = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w
-                     and recipe.fprop_w.axis_free and not _OBSERVERS)
+        # dgrad's W operand: fprop's where the two specs are one that serves either axis (NVFP4's 16x16
+        # tiles, with 4/6 or without), else made with fprop's from one read of W where the pair kernel
+        # serves the two (UFP4, MXFP4: one amax pass and one quantize pass, not two each), kept for the
+        # backward. (Observers, a test's, see every operand computed: dgrad's W is then made again along
+        # its own axis, the same values but where 4/6's float32 error sums tie differently.)
+        reuse_w = (recipe.fprop_w is not None and recipe.dgrad_w == recipe.fprop_w and recipe.fprop_w.transposable
+                   and not _OBSERVERS)
         w_pair = None
-        if ctx.needs_input_grad[0] and not axis_free and not recipe.backward_from_forward:
+        if ctx.needs_input_grad[0] and not reuse_w and not recipe.backward_from_forward:
             w_pair = layer.operand_pair("fprop", "dgrad", "w", weight, dtype, partner=inv_x)
         scale_x = inv_x
         if w_pair is not None:
@@ -263,7 +264,7 @@ class _QuantizedLinearFn(torch.autograd.Function):
         else:
             dgrad_reads_w = ctx.needs_input_grad[0] and layer.kept_for_dim0("dgrad", "w", weight)
             wq, inv_w = layer.operand("fprop", "w", weight, -1, dtype, column_major=dgrad_reads_w)
-            w_dgrad, inv_w_dgrad = (wq, inv_w) if axis_free else (None, None)
+            w_dgrad, inv_w_dgrad = (wq, inv_w) if reuse_w else (None, None)
         y = _matmul(xq, wq.t(), scale_x, inv_w, torch.bfloat16 if x.is_cuda else x.dtype, bias,
                     recipe.gemm_in_bf16("fprop"))
         ctx.w_is_operand = w_dgrad is not None

@@ -155,6 +155,16 @@ class QuantSpec:
         return square and not self.transform and self.rounding == "rtne" and not (self.four_over_six or self.eden)
 
     @property
+    def transposable(self) -> bool:
+        """Whether this operand's values, made along one axis, can serve the GEMM that reads the matrix
+        along the other: square (or no) blocks, no transform, no SR draws or MS-EDEN sums (which follow
+        the axis). 4/6 qualifies though it is not `axis_free`: its choice is the tile's, which made
+        again along the other axis could differ on a tie of float32 sums. So dgrad reuses fprop's W for
+        NVFP4's 16x16 tiles, with 4/6 or without (RECIPES.md: "W: the same 16x16 values")."""
+        square = self.block is None or self.block_rows == self.block_k
+        return square and not self.transform and self.rounding == "rtne" and not self.eden
+
+    @property
     def k_multiple(self) -> int:
         """K must be a multiple of this (the block and the Hadamard group)."""
         import math

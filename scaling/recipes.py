@@ -255,6 +255,7 @@ def _presets() -> dict[str, Recipe]:
         mxfp8,
         nvfp4,
         replace(nvfp4, name="nvfp4_4over6", fprop_x=NV.but(**SIX_FOUR), fprop_w=NV_2D.but(**SIX_FOUR),
+                dgrad_w=NV_2D.but(**SIX_FOUR),  # dgrad "as nvfp4": W the same 16x16 values as fprop's
                 source="Four Over Six (arXiv 2512.02010); TE nvfp4_4over6"),
         replace(nvfp4, name="nvfp4_rht_all", **rht_all, source="UFP4 paper's comparison: E2M1 under pervasive RHT"),
         replace(nvfp4, name="nvfp4_cap4", **cap4, source="UFP4 paper's range-restriction ablation"),

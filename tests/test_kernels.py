@@ -801,7 +801,7 @@ def test_compiled_layers_on_one_input_quantize_it_once(recipe: str, monkeypatch)
         fw_compiler=count, bw_compiler=count, partition_fn=min_cut_rematerialization_partition))
     block(torch.randn(64, 64, device=DEVICE, requires_grad=True)).float().sum().backward()
     r = get_recipe(recipe)
-    weight_reused = r.dgrad_w == r.fprop_w and r.fprop_w.axis_free  # NVFP4's 16x16 tiles: one W operand
+    weight_reused = r.dgrad_w == r.fprop_w and r.fprop_w.transposable  # NVFP4's 16x16 tiles: one W operand
     # each W's operand (NVFP4) or its pair (fprop's and dgrad's, UFP4) in the forward, none in the backward
     assert quantizer_calls == ([3, 0] if weight_reused else [0, 0]), quantizer_calls
     # x's and, without the 16x16 tiles, each W's (forward); each layer's dY (backward)

@@ -286,6 +286,25 @@ def test_axis_free_weight_operand_is_reused_exactly():
     assert torch.equal(y0, y1) and torch.equal(gx0, gx1) and torch.equal(gw0, layer.weight.grad)
 
 
+def test_nvfp4_4over6_dgrad_reads_the_forward_weight_values():
+    """RECIPES.md: nvfp4_4over6's dgrad is "as nvfp4", whose W is "the same 16x16 values" as fprop's, here
+    with 4/6: its dgrad W was plain NV 16x16 (bound 448, no 4/6), ~94% of W's values other than fprop's.
+    4/6 is not axis_free (its choice made again along the other axis could differ on a tie of float32
+    sums) but transposable: dgrad reuses fprop's operand. (dY kept in BF16 here, to check W alone.)"""
+    recipe = dataclasses.replace(get_recipe("nvfp4_4over6"), dgrad_dy=None)
+    assert recipe.dgrad_w == recipe.fprop_w and recipe.fprop_w.transposable and not recipe.fprop_w.axis_free
+    torch.manual_seed(3)
+    layer = QLinear.from_linear(nn.Linear(96, 64, bias=False), recipe, 0, 0)
+    x = torch.randn(32, 96, requires_grad=True)
+    y = layer(x)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    wq, inv_w = quant.gemm_operand(layer.weight.detach(), recipe.fprop_w, -1, None, torch.float32)
+    assert torch.equal(x.grad, (dy @ wq) * inv_w)
+    plain, inv_plain = quant.gemm_operand(layer.weight.detach(), get_recipe("nvfp4").dgrad_w, 0, None, torch.float32)
+    assert not torch.equal(x.grad, (dy @ plain) * inv_plain)  # (what the old dgrad W gave: not the same)
+
+
 def test_an_activation_shared_by_layers_is_quantized_once_until_it_changes(monkeypatch):
     """q, k and v (gate and up) share their input: on a CPU it is quantized once per operand name,
     and again after an in-place change; weights are always quantized."""

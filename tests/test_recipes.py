@@ -7,7 +7,6 @@ import sys
 from dataclasses import replace
 
 import pytest
-import torch
 
 from scaling.errors import UserError
 from scaling.recipes import OPERANDS, Recipe, get_recipe, list_recipes
@@ -59,8 +58,8 @@ def test_ufp4_and_quartet2():
 
 def test_the_other_table_rows_match_recipes_md():
     """RECIPES.md rows not pinned above: fp8 (E4M3 forward, E5M2 dY, per-tensor current scaling),
-    mxfp8 (MX E4M3 1x32 everywhere), nvfp4_4over6 (4/6 with E4M3 bound 256 on fprop X and W, dY as
-    nvfp4), nvfp4_rht_all (RHT16 with run signs on all six operands, W then 1x16), nvfp4_cap4 (E2M1
+    mxfp8 (MX E4M3 1x32 everywhere), nvfp4_4over6 (4/6 with E4M3 bound 256 on fprop X and W, dgrad's W
+    the same values, dY as nvfp4), nvfp4_rht_all (RHT16 with run signs on all six operands, W then 1x16), nvfp4_cap4 (E2M1
     capped at 4 on every operand), ufp4_no_rht (no transform, SR only on dY)."""
     fp8 = get_recipe("fp8")
     assert [fp8.spec(o).elem for o in OPERANDS] == ["e4m3", "e4m3", "e5m2", "e4m3", "e5m2", "e4m3"]
@@ -72,6 +71,7 @@ def test_the_other_table_rows_match_recipes_md():
     assert six.fprop_x == nv.fprop_x.but(four_over_six=True, scale_bound=256.0)
     assert six.fprop_w == nv.fprop_w.but(four_over_six=True, scale_bound=256.0)
     assert (six.dgrad_dy, six.wgrad_dy, six.wgrad_x) == (nv.dgrad_dy, nv.wgrad_dy, nv.wgrad_x)
+    assert six.dgrad_w == six.fprop_w  # "as nvfp4": W the same 16x16 values (tests/test_linear.py reads them)
     rht = get_recipe("nvfp4_rht_all")
     for o in OPERANDS:
         s = rht.spec(o)
@@ -81,17 +81,6 @@ def test_the_other_table_rows_match_recipes_md():
     assert all(cap.spec(o) == nv.spec(o).but(cap=4.0) and cap.spec(o).elem_max == 4.0 for o in OPERANDS)
     plain = get_recipe("ufp4_no_rht")
     assert all(plain.spec(o) == get_recipe("ufp4").spec(o).but(transform=0, signs="ones") for o in OPERANDS)
-
-
-@pytest.mark.xfail(strict=True, reason="QA finding: nvfp4_4over6's dgrad.w is plain NV 16x16 (bound 448, no 4/6), "
-                   "not the forward's 4/6 weight values; RECIPES.md's dgrad 'as nvfp4' reads 'W: the same 16x16 "
-                   "values' (the Four Over Six reference quantizes dgrad's W with the weight config, transposed)")
-def test_nvfp4_4over6_dgrad_sees_the_forward_weight_values():
-    from scaling.quant import quantize
-
-    r = get_recipe("nvfp4_4over6")
-    w = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
-    assert torch.equal(quantize(w, r.fprop_w, -1).dequantize(), quantize(w, r.dgrad_w, 0).dequantize())
 
 
 def test_recipe_from_toml(tmp_path):
