@@ -51,13 +51,17 @@ def read_bench(path: str | Path, option: str) -> dict:
     if not isinstance(bench, dict):
         raise UserError(f"{option}: {path} is not a benchmark JSON (an object with device, kernels, linear, "
                         "train, ...)")
-    if bench and not set(bench) & {"device", *BENCH_SECTIONS}:  # (an empty one is a new file's start)
+    if bench and not set(bench) & {"device", *BENCH_SECTIONS, *BENCH_RESULTS}:  # (an empty one is a new file's start)
         raise UserError(f"{option}: {path} is not a benchmark JSON: it has none of its keys (device, kernels, "
                         f"linear, train, ...) but {', '.join(sorted(bench)[:5])}; give a file `scaling bench` wrote")
     wrong = [k for k in BENCH_SECTIONS if k in bench and not _rows(bench[k], str if k == "notes" else dict)]
     if wrong:
         raise UserError(f"{option}: {path} is not a benchmark JSON: its {', '.join(wrong)} must be a list of "
                         "rows (objects; notes: strings); give a file `scaling bench` wrote")
+    wrong = [k for k in BENCH_RESULTS if k in bench and not isinstance(bench[k], dict)]
+    if wrong:
+        raise UserError(f"{option}: {path} is not a benchmark JSON: its {', '.join(wrong)} must be an object; "
+                        "give a file `scaling bench` wrote")
     return bench
 
 
@@ -65,8 +69,10 @@ def _rows(section, kind: type) -> bool:
     return isinstance(section, list) and all(isinstance(r, kind) for r in section)
 
 
-# The sections of a benchmark JSON that hold rows (`scaling bench`'s, and `notes`)
-BENCH_SECTIONS = ("kernels", "linear", "train", "profile", "sass", "cpu", "quantizer", "loss", "notes")
+# The sections of a benchmark JSON that hold rows (`scaling bench`'s, and `notes`), and those that hold
+# one result (`bench fit`'s): a file of calibration or fit alone (reports/bench/fits.json) is one too
+BENCH_SECTIONS = ("kernels", "linear", "train", "profile", "sass", "cpu", "quantizer", "loss", "calibration", "notes")
+BENCH_RESULTS = ("fit",)
 
 
 def training_speeds(path: str | Path) -> tuple[list[dict], str]:

@@ -439,3 +439,28 @@ def test_rows_key_a_recipe_file_by_its_name(tmp_path, capsys, monkeypatch):
     assert main(["bench", "quantizer", "--recipes", f"{mine},{other}", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "two different recipes named 'mine'" in err and "rename one" in err, err
+
+
+def test_fit_and_calibration_files_take_a_second_run(tmp_path, monkeypatch, capsys):
+    """A file of `bench fit` or `bench calibration` alone (reports/bench/fits.json) was refused as "not a
+    benchmark JSON" by the next run into it (the documented `bench calibration --out
+    reports/bench/fits.json`) and by `bench targets`: their sections were not among a benchmark's keys."""
+    import fits.bench
+    import fits.calibration
+    from scaling.cli import main
+
+    monkeypatch.setattr(fits.bench, "bench_fit", lambda: {"points": 1, "bootstrap": 0, "workers": 1, "wall_s": 1.0,
+                                                          "ms_per_replicate": 0.0, "truth": {}, "params": {},
+                                                          "ci95": {}})
+    monkeypatch.setattr(fits.calibration, "calibrate", lambda **kw: [{"grid": "3x3", "sweeps": kw["sweeps"]}])
+    for section in ("fit", "calibration"):
+        out = tmp_path / f"{section}.json"
+        for _ in range(2):
+            assert main(["bench", section, "--out", str(out)]) == 0, capsys.readouterr().err
+        assert main(["bench", "targets", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert main(["bench", "targets", "--out", str(ROOT / "reports" / "bench" / "fits.json")]) == 0
+    bench = json.loads((tmp_path / "calibration.json").read_text())
+    assert bench["calibration"] == [{"grid": "3x3", "sweeps": 40}] and "calibration_provenance" in bench
+    (tmp_path / "bad.json").write_text(json.dumps({"fit": [1]}))
+    assert main(["bench", "targets", "--out", str(tmp_path / "bad.json")]) == 2
+    assert "its fit must be an object" in capsys.readouterr().err
