@@ -464,3 +464,48 @@ def test_fit_and_calibration_files_take_a_second_run(tmp_path, monkeypatch, caps
     (tmp_path / "bad.json").write_text(json.dumps({"fit": [1]}))
     assert main(["bench", "targets", "--out", str(tmp_path / "bad.json")]) == 2
     assert "its fit must be an object" in capsys.readouterr().err
+
+
+def test_a_cpus_rows_never_go_into_another_machines_file(tmp_path, monkeypatch, capsys):
+    """`bench quantizer --out reports/bench/cpu.json` on another CPU merged its rows into the Xeon's file and
+    renamed the file's machine after itself: every earlier row (and `sweep plan`'s CPU pricing) then
+    named the wrong machine. As for GPUs, another machine's or thread count's file is refused (exit 2,
+    the file untouched) before anything is measured."""
+    from scaling import bench
+    from scaling.cli import main
+
+    monkeypatch.setattr(bench, "bench_cpu_quantizer", lambda recipes, **kw: [
+        {"recipe": "nvfp4", "operand": "fprop.x", "tokens": 1, "d": 128, "reference_ms": 1.0}])
+    here = bench.cpu_header()
+    out = tmp_path / "cpu.json"
+    more = here["threads"] + 1
+    for machine, refused in (({"cpu": "Other CPU", "threads": here["threads"]}, "Other CPU"),
+                             ({"cpu": here["cpu"], "threads": more}, f"{here['cpu']} ({more} threads)")):
+        text = json.dumps({"cpu_machine": {**machine, "date": "then"}, "quantizer": [{"recipe": "ufp4", "d": 1}]})
+        out.write_text(text)
+        assert main(["bench", "quantizer", "--recipes", "nvfp4", "--dims", "128", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"holds cpu and quantizer rows measured on {refused}" in err and "or a new one" in err, err
+        assert "Traceback" not in err and out.read_text() == text
+    out.write_text(json.dumps({"cpu_machine": here, "quantizer": [{"recipe": "ufp4", "d": 1}]}))
+    assert main(["bench", "quantizer", "--recipes", "nvfp4", "--dims", "128", "--out", str(out)]) == 0
+    assert len(json.loads(out.read_text())["quantizer"]) == 2
+
+
+def test_sass_rows_never_go_into_another_tritons_file(tmp_path, monkeypatch, capsys):
+    """`bench sass --out reports/bench/sass-sm90-triton3.6.json` without the 3.6 wheel on the path
+    merged Triton 3.9's counts into the 3.6 file and stamped all its rows 3.9. Refused now (exit 2)."""
+    triton = pytest.importorskip("triton")
+    from scaling.cli import main
+    from scaling.commands import bench as command
+
+    monkeypatch.setattr(command, "_bench_sass", lambda recipes, progress: [])
+    out = tmp_path / "sass.json"
+    text = json.dumps({"sass": [{"recipe": "mxfp4"}], "sass_versions": {"triton": "0.1.0"}})
+    out.write_text(text)
+    assert main(["bench", "sass", "--recipes", "mxfp4", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"compiled with Triton 0.1.0, and this Triton is {triton.__version__}" in err, err
+    assert out.read_text() == text
+    out.write_text(json.dumps({"sass": [{"recipe": "mxfp4"}], "sass_versions": {"triton": triton.__version__}}))
+    assert main(["bench", "sass", "--recipes", "mxfp4", "--out", str(out)]) == 0

@@ -168,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(line, flush=True)
 
+    _same_machine(result, wanted, args.out)  # (before any section runs: a refusal costs nothing)
     _run_cpu_sections(args, wanted, recipes, dims, result, progress)
     if gpu:
         _run_gpu_sections(args, gpu, recipes, dims, result, progress)
@@ -378,6 +379,32 @@ def _same_device(result: dict, name: str, out) -> None:
     if result.get("device") and result["device"] != name:
         raise UserError(f"--out {out} holds rows measured on {result['device']}, and this GPU is {name}; "
                         f"give a file of this device's (e.g. reports/bench/{device_file(name)}), or a new one")
+
+
+def _same_machine(result: dict, wanted: list[str], out) -> None:
+    """Refuse to add this CPU's cpu or quantizer rows to a file measured on another CPU or thread count,
+    and sass rows to a file compiled with another Triton: the file's header (cpu_machine, sass_versions)
+    names one machine or compiler for all its rows, and a new call rewrote it under the older rows."""
+    old = result.get("cpu_machine")
+    if old and {"cpu", "quantizer"} & set(wanted):
+        from scaling.bench import cpu_header
+
+        now = cpu_header()
+        if (old.get("cpu"), old.get("threads")) != (now["cpu"], now["threads"]):
+            raise UserError(f"--out {out} holds cpu and quantizer rows measured on {old.get('cpu')} "
+                            f"({old.get('threads')} threads), and this is {now['cpu']} ({now['threads']} threads); "
+                            "give a file of this machine's (e.g. reports/bench/cpu-<machine>.json), or a new one"
+                            + (f", or run with OMP_NUM_THREADS={old.get('threads')}" if old.get("cpu") == now["cpu"]
+                               else ""))
+    old = (result.get("sass_versions") or {}).get("triton")
+    if old and "sass" in wanted:
+        import triton
+
+        if old != triton.__version__:
+            raise UserError(f"--out {out} holds sass rows compiled with Triton {old}, and this Triton is "
+                            f"{triton.__version__}; give a file of this Triton's (e.g. reports/bench/sass-sm90-triton"
+                            f"{'.'.join(triton.__version__.split('.')[:2])}.json), or a new one, or put Triton {old} "
+                            "first on PYTHONPATH (docs/kernels.md, \"Benchmarks\")")
 
 
 def device_file(name: str) -> str:
