@@ -816,7 +816,11 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
     return rows
 
 
-def bench_cpu_quantizer(recipes: tuple[str, ...] = ("nvfp4",), tokens: int = 4096, dims: tuple[int, ...] = (128, 512),
+QUANTIZER_TOKENS = 4096  # bench_cpu_quantizer's rows: the 1M models' 16 x 256 tokens
+
+
+def bench_cpu_quantizer(recipes: tuple[str, ...] = ("nvfp4",), tokens: int = QUANTIZER_TOKENS,
+                        dims: tuple[int, ...] = (128, 512),
                         reps: int = 20, progress: Callable[[str], None] = print) -> list[dict]:
     """Each activation operand of these recipes (fprop X and dgrad dY along the last axis, wgrad's
     along dim 0) of a (tokens, d) float32 tensor, quantized on this CPU by the reference and by the

@@ -509,3 +509,18 @@ def test_sass_rows_never_go_into_another_tritons_file(tmp_path, monkeypatch, cap
     assert out.read_text() == text
     out.write_text(json.dumps({"sass": [{"recipe": "mxfp4"}], "sass_versions": {"triton": triton.__version__}}))
     assert main(["bench", "sass", "--recipes", "mxfp4", "--out", str(out)]) == 0
+
+
+def test_quantizer_widths_beyond_this_machines_memory_are_refused(tmp_path, capsys, monkeypatch):
+    """`bench quantizer --dims 99999984` ended in torch's allocator traceback (1.6 TB asked for), and a
+    width just inside memory would have been OOM-killed without a word; it is refused before any row."""
+    from scaling import bench
+    from scaling.cli import main
+
+    monkeypatch.setattr(bench, "bench_cpu_quantizer", lambda **kw: pytest.fail("measured"))
+    out = tmp_path / "q.json"
+    out.write_text("{}")
+    assert main(["bench", "quantizer", "--recipes", "nvfp4", "--dims", "128,99999984", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--dims 128,99999984: 99999984 is too wide for this machine" in err and "give widths up to" in err, err
+    assert "Traceback" not in err and out.read_text() == "{}"

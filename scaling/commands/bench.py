@@ -370,7 +370,35 @@ def _dims(value: str | None, default: str, section: str, recipes: tuple[str, ...
         raise UserError(f"{given}: {', '.join(map(str, off))} is not a multiple of {need}, which "
                         f"{section} needs for recipes {', '.join(names)} (their quantization blocks along a "
                         f"width); give multiples of {need}, e.g. --dims {default}")
+    if section == "quantizer":
+        _check_memory(value, dims, need)
     return dims
+
+
+# The quantizer section's peak is ~12 of its (tokens, d) float32 operands (the reference's intermediates:
+# 367 MB above its start at d = 2048 under quartet2); 16 leaves a margin.
+QUANTIZER_OPERANDS = 16
+
+
+def _check_memory(value: str | None, dims: tuple[int, ...], need: int) -> None:
+    """Refuse quantizer widths whose operands do not fit this machine's memory: torch's allocator
+    failed with a traceback, or the OOM killer ended the process without a word."""
+    import os
+
+    from scaling.bench import QUANTIZER_TOKENS
+
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # (not on every platform: then unchecked)
+        return
+    per_width = QUANTIZER_OPERANDS * QUANTIZER_TOKENS * 4
+    wide = [d for d in dims if d * per_width > memory]
+    if wide:
+        most = memory // per_width // need * need
+        raise UserError(f"--dims {value}: {', '.join(map(str, wide))} is too wide for this machine: a "
+                        f"({QUANTIZER_TOKENS}, {wide[0]}) float32 operand and the reference's copies of it take "
+                        f"~{wide[0] * per_width / 1e9:.0f} GB, and it has {memory / 1e9:.0f} GB; give widths up to "
+                        f"{most}")
 
 
 def _same_device(result: dict, name: str, out) -> None:
