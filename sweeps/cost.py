@@ -50,7 +50,7 @@ def read_bench(path: str | Path, option: str) -> dict:
                         "`scaling bench` wrote") from None
     if not isinstance(bench, dict):
         raise UserError(f"{option}: {path} is not a benchmark JSON (an object with device, kernels, linear, "
-                        "train, ...)")
+                        "train, ...); give a file `scaling bench` wrote")
     if bench and not set(bench) & {"device", *BENCH_SECTIONS, *BENCH_RESULTS}:  # (an empty one is a new file's start)
         raise UserError(f"{option}: {path} is not a benchmark JSON: it has none of its keys (device, kernels, "
                         f"linear, train, ...) but {', '.join(sorted(bench)[:5])}; give a file `scaling bench` wrote")

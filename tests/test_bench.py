@@ -524,3 +524,19 @@ def test_quantizer_widths_beyond_this_machines_memory_are_refused(tmp_path, caps
     err = capsys.readouterr().err
     assert "--dims 128,99999984: 99999984 is too wide for this machine" in err and "give widths up to" in err, err
     assert "Traceback" not in err and out.read_text() == "{}"
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{bad", "{\"foo\": 1}", "{\"quantizer\": [1]}", "{\"fit\": []}"])
+def test_a_file_that_is_no_benchmark_is_refused_saying_what_to_give(tmp_path, capsys, text):
+    """Each refusal of a --out that is no benchmark JSON says what to give instead (a JSON list's said
+    only what it was not), exits 2 and leaves the file as it was."""
+    from scaling.cli import main
+
+    out = tmp_path / "x.json"
+    out.write_text(text)
+    for args in (["quantizer", "--recipes", "nvfp4", "--dims", "128"], ["targets"]):
+        assert main(["bench", *args, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and "Traceback" not in err, err
+        assert "give a file `scaling bench` wrote" in err or "choose another name" in err, err
+        assert out.read_text() == text
