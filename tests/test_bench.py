@@ -126,14 +126,29 @@ def test_quantizer_section_times_both_quantizers_and_checks_their_bits(tmp_path,
     finally:
         cpu_quantize.library.cache_clear()
     bench = json.loads(out.read_text())
+    assert bench["device"] is None and bench["kernels"] == []  # (issue 7's keys in every file, unmeasured here)
     assert all(r["fused_ms"] is None and r["reference_ms"] > 0 for r in bench["quantizer"] if r["recipe"] == "nvfp4")
     assert not bench["cpu_machine"]["quantizer"].startswith("fused")
+
+
+def test_every_committed_benchmark_file_holds_the_issues_keys():
+    """Issue 7: "Keep these keys so scripts can read every file" -- a file of CPU rows, fits or sass counts
+    too, null (no rows) where no GPU was measured; `scaling bench` writes them into every file."""
+    keys = {"device", "date", "versions", "copy_gbps", "kernels", "linear", "train"}
+    files = sorted((ROOT / "reports" / "bench").glob("*.json"))
+    assert len(files) >= 6
+    for path in files:
+        bench = json.loads(path.read_text())
+        assert keys <= set(bench), (path.name, keys - set(bench))
+        assert all(isinstance(bench[k], list) for k in ("kernels", "linear", "train")), path.name
 
 
 @pytest.mark.parametrize("name", ["cpu.json", "cpu-epyc.json"])
 def test_committed_cpu_json_names_its_machine(name):
     bench = json.loads((ROOT / "reports" / "bench" / name).read_text())
-    assert set(bench) <= {"cpu_machine", "cpu", "quantizer", "notes"}
+    assert bench["device"] is None and not bench["kernels"] + bench["linear"] + bench["train"]  # no GPU here
+    assert set(bench) <= {"cpu_machine", "cpu", "quantizer", "notes", "device", "date", "versions", "copy_gbps",
+                          "kernels", "linear", "train"}
     assert {"cpu", "threads", "date"} <= set(bench["cpu_machine"])
     for row in bench["cpu"]:
         assert {"recipe", "family", "size", "step_ms", "step_cpu_ms", "tokens_per_s", "run_s"} <= set(row), row

@@ -145,6 +145,11 @@ def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
     return bench.bench_sass(recipes=recipes, progress=progress)
 
 
+def _file_keys() -> dict:
+    """The keys every benchmark file holds (issue 7: "so scripts can read every file"), unmeasured."""
+    return {"device": None, "date": None, "versions": None, "copy_gbps": None, "kernels": [], "linear": [], "train": []}
+
+
 def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json
     from scaling.files import check_output, write_json_atomic
@@ -159,10 +164,11 @@ def run(args: argparse.Namespace) -> int:
     only_targets = wanted == ["targets"]  # reads the file, writes nothing
     if args.out and not only_targets:
         check_output(args.out, folder=False, suffix=".json")
-    result: dict = _read(args.out) if args.out and args.out.exists() else {}
+    # Every file keeps issue 7's keys, so that a script reads any of them alike: null (or no rows) where
+    # no GPU section measured (a file of cpu, quantizer, sass, fit or calibration results alone)
+    result: dict = {**_file_keys(), **(_read(args.out) if args.out and args.out.exists() else {})}
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
-        result = {"device": None, "date": None, "versions": None, "copy_gbps": None,
-                  "kernels": [], "linear": [], "train": [], "profile": [], **result}
+        result = {"profile": [], **result}
 
     def progress(line: str) -> None:
         if not args.json:
