@@ -473,7 +473,11 @@ def test_fit_and_calibration_files_take_a_second_run(tmp_path, monkeypatch, caps
         for _ in range(2):
             assert main(["bench", section, "--out", str(out)]) == 0, capsys.readouterr().err
         assert main(["bench", "targets", "--out", str(out)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
     assert main(["bench", "targets", "--out", str(ROOT / "reports" / "bench" / "fits.json")]) == 0
+    # one line, not a table of blanks: a file of CPU sections measures no target
+    assert capsys.readouterr().out.strip().endswith("no target is measured in this file; they read a GPU's file, "
+                                                    "e.g. reports/bench/h200.json")
     bench = json.loads((tmp_path / "calibration.json").read_text())
     assert bench["calibration"] == [{"grid": "3x3", "sweeps": 40}] and "calibration_provenance" in bench
     (tmp_path / "bad.json").write_text(json.dumps({"fit": [1]}))

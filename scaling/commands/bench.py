@@ -533,6 +533,10 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
         from scaling.targets import summary
 
         rows, title = checked
+        if all(r["measured"] is None for r in rows):  # (a file of CPU sections: a table of blanks said nothing)
+            print(f"{title}: no target is measured in this file; they read a GPU's file, e.g. "
+                  "reports/bench/h200.json")
+            return
         print_table(rows, title=title)
         for line in summary(rows):
             print(line)
