@@ -151,8 +151,7 @@ class QuantSpec:
         """Whether quantizing a matrix along either axis gives the same values: square (or no) blocks,
         no transform, and rounding that depends neither on element order (SR indices, 4/6 and
         MS-EDEN sums) nor on the axis. NVFP4's 16x16 weight tiles are so: dgrad can reuse fprop's W."""
-        square = self.block is None or self.block_rows == self.block_k
-        return square and not self.transform and self.rounding == "rtne" and not (self.four_over_six or self.eden)
+        return self.transposable and not self.four_over_six
 
     @property
     def transposable(self) -> bool:
@@ -172,7 +171,7 @@ class QuantSpec:
         return math.lcm(self.block_k, self.transform or 1)
 
     def describe(self) -> str:
-        """A short human description, e.g. 'RHT16(run) NV e2m1 1x16 e4m3+fp32 SR'."""
+        """A short human description, e.g. 'RHT16(run) NV e2m1 1x16 e4m3+fp32 SR', 'NV e2m1 1x16 e4m3+fp32 4/6 bound 256'."""
         if self.block is None:
             base = f"{self.elem} per-tensor"
         else:
@@ -194,6 +193,12 @@ class QuantSpec:
             parts.append("SR")
         if self.four_over_six:
             parts.append("4/6")
+        # the fields that tell two specs apart where they differ from the defaults (nvfp4_4over6's E4M3 bound;
+        # MS-EDEN's headroom), so that two different specs never read the same
+        if self.block is not None and self.tensor_scale and self.scale_bound != 448.0:
+            parts.append(f"bound {self.scale_bound:g}")
+        if self.headroom != 1.0:
+            parts.append(f"headroom {self.headroom:.4g}")
         return " ".join(parts)
 
     def to_dict(self) -> dict:

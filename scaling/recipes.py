@@ -20,18 +20,6 @@ OPERANDS = ("fprop_x", "fprop_w", "dgrad_dy", "dgrad_w", "wgrad_dy", "wgrad_x")
 GEMMS = {"fprop": ("fprop_x", "fprop_w"), "dgrad": ("dgrad_dy", "dgrad_w"), "wgrad": ("wgrad_dy", "wgrad_x")}
 
 
-def describe_operand(spec: QuantSpec) -> str:
-    """QuantSpec.describe() plus the fields it leaves out where they differ from QuantSpec's defaults
-    (the E4M3 bound the tensor amax maps to; the headroom), so that two different specs never read
-    the same in `scaling recipes`: e.g. 'NV e2m1 1x16 e4m3+fp32 4/6 bound 256'."""
-    extra = []
-    if spec.block is not None and spec.tensor_scale and spec.scale_bound != 448.0:
-        extra.append(f"bound {spec.scale_bound:g}")
-    if spec.headroom != 1.0:
-        extra.append(f"headroom {spec.headroom:.4g}")
-    return " ".join([spec.describe(), *extra])
-
-
 def operand_name(field_name: str) -> str:
     """'fprop_x' -> 'fprop.x' (the name users and TOML files use)."""
     return field_name.replace("_", ".", 1)
@@ -85,7 +73,7 @@ class Recipe:
 
     def describe_gemm(self, gemm: str) -> str:
         """One GEMM's operands for `scaling recipes`' table, with every field that tells two specs
-        apart (`describe_operand`); under backward_from_forward, the backward's W and X are marked as
+        apart (`QuantSpec.describe`); under backward_from_forward, the backward's W and X are marked as
         the forward's quantized operands."""
         a, b = GEMMS[gemm]
         sa, sb = getattr(self, a), getattr(self, b)
@@ -94,8 +82,8 @@ class Recipe:
         la, lb = a.split("_")[1], b.split("_")[1]
         if self.backward_from_forward and gemm != "fprop":
             lb = f"fprop's {lb}"
-        da = describe_operand(sa) if sa else "bf16"
-        db = describe_operand(sb) if sb else "bf16"
+        da = sa.describe() if sa else "bf16"
+        db = sb.describe() if sb else "bf16"
         return f"{la}: {da} | {lb}: {db}" if da != db else f"{la}, {lb}: {da}"
 
     def to_dict(self) -> dict:

@@ -135,9 +135,9 @@ class SweepSpec:
 
     def runs(self) -> list:
         """One `scaling.config.RunConfig` per grid point (same order as `points()`), de-duplicated by run_id."""
+        from scaling.config import RunConfig
         from scaling.linear import check_tokens
         from scaling.recipes import get_recipe
-        from scaling.config import RunConfig
 
         configs, seen, recipes = [], set(), {}
         for p in self.points():

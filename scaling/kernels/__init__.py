@@ -75,14 +75,14 @@ def reference_notes(recipe: Recipe, device_type: str) -> list[str]:
     step runs the slow path. None on a CPU, where QLinear never runs these kernels (`linear._use_kernels`)."""
     if device_type != "cuda" or not _turned_on():
         return []
-    notes = []
-    for operand in OPERANDS:
-        spec = getattr(recipe, operand)
-        why = None if spec is None else unsupported(spec)
-        if why is not None:
-            notes.append(f"note: {operand_name(operand)} ({spec.describe()}) has no fused kernel: {why}; the "
-                         "slower reference quantizer runs it on the GPU (the same bits)")
-    return notes
+    return [f"note: {operand_name(operand)} ({spec.describe()}) has no fused kernel: {why}; the slower reference "
+            "quantizer runs it on the GPU (the same bits)" for operand, spec, why in unsupported_operands(recipe)]
+
+
+def unsupported_operands(recipe: Recipe) -> list[tuple[str, QuantSpec, str]]:
+    """(operand, spec, why) for each quantized operand of recipe that the fused kernels do not cover."""
+    return [(operand, spec, why) for operand in OPERANDS
+            if (spec := getattr(recipe, operand)) is not None and (why := unsupported(spec)) is not None]
 
 
 def _spec_args(spec: QuantSpec) -> tuple:
