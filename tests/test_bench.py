@@ -141,6 +141,7 @@ def test_every_committed_benchmark_file_holds_the_issues_keys():
         bench = json.loads(path.read_text())
         assert keys <= set(bench), (path.name, keys - set(bench))
         assert all(isinstance(bench[k], list) for k in ("kernels", "linear", "train")), path.name
+        assert (bench["device"] is None) == (not bench["kernels"] + bench["linear"] + bench["train"]), path.name
 
 
 @pytest.mark.parametrize("name", ["cpu.json", "cpu-epyc.json"])
@@ -557,5 +558,5 @@ def test_a_file_that_is_no_benchmark_is_refused_saying_what_to_give(tmp_path, ca
         assert main(["bench", *args, "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert err.count("error:") == 1 and "Traceback" not in err, err
-        assert "give a file `scaling bench` wrote" in err or "choose another name" in err, err
+        assert "give a file `scaling bench` wrote" in err or "choose another name" in err, err  # (not JSON: check_output's)
         assert out.read_text() == text

@@ -34,7 +34,6 @@ def test_recipe_toml_in_grid(tmp_path):
         _load(tmp_path, '"1M"', f'["bf16", "{r}"]')
 
 
-
 def test_runs_read_a_recipe_file_once(tmp_path, monkeypatch):
     """`runs` checks every run's tokens against its recipe, read once per recipe (not once per run)."""
     from scaling.recipes import Recipe
