@@ -41,9 +41,10 @@ def _one_sweep(ctx: tuple, item: tuple) -> tuple[float, float]:
 
 
 def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", cases=CASES, workers: int = 2,
-              seed: int = 0, progress=None) -> list[dict]:
+              seed: int = 0, progress=None, on_row=None) -> list[dict]:
     """One row per case: its rejection rates at 5% and 1%, and the statistic's mean (2 under a
-    calibrated null: the χ²(2) mean)."""
+    calibrated null: the χ²(2) mean). on_row(rows so far) after each case, so a caller can save them
+    (a case takes minutes: a run cut short keeps the cases it finished)."""
     from fits.fit import parallel_map
     from fits.threads import single_threaded_blas
 
@@ -59,6 +60,8 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
                "mean_stat": float(np.mean(stat[testable])) if testable.any() else None,
                "untestable": int(np.sum(~testable))}
         rows.append(row)
+        if on_row:
+            on_row(rows)
         if progress:
             progress(f"  {grid} {dist:<7} {truth:<8}: rejected {row['reject_5pct']:.0%} at 5%, "
                      f"{row['reject_1pct']:.0%} at 1% of {sweeps} sweeps; mean statistic {row['mean_stat'] or float('nan'):.2f}")

@@ -210,8 +210,8 @@ def _kernel_operands(recipes, progress: Callable[[str], None]):
         if why is None:
             yield recipe_name, operand, spec, dim
         else:
-            progress(f"  {recipe_name}.{operand_name(operand)} ({spec.describe()}): no fused kernel ({why}); "
-                     "not timed (QLinear quantizes it with the reference)")
+            progress(f"  {recipe_name}.{kernels.no_kernel(operand, spec, why)}; not timed (QLinear quantizes it "
+                     "with the reference)")
 
 
 BENCH_SEEDS = (12345, 678)  # (rounding, signs) seeds of every operand the kernel benchmarks quantize

@@ -480,10 +480,36 @@ def test_fit_and_calibration_files_take_a_second_run(tmp_path, monkeypatch, caps
     assert capsys.readouterr().out.strip().endswith("no target is measured in this file; they read a GPU's file, "
                                                     "e.g. reports/bench/h200.json")
     bench = json.loads((tmp_path / "calibration.json").read_text())
-    assert bench["calibration"] == [{"grid": "3x3", "sweeps": 40}] and "calibration_provenance" in bench
+    provenance = bench["calibration_provenance"]
+    assert bench["calibration"] == [{"grid": "3x3", "sweeps": 40, "measured": provenance["date"],
+                                     "git_commit": provenance["git_commit"]}]
     (tmp_path / "bad.json").write_text(json.dumps({"fit": [1]}))
     assert main(["bench", "targets", "--out", str(tmp_path / "bad.json")]) == 2
     assert "its fit must be an object" in capsys.readouterr().err
+
+
+def test_calibration_cut_short_keeps_its_finished_cases(tmp_path, monkeypatch):
+    """`bench calibration` wrote its file once, at the end of ~10 minutes: a run stopped in its last case
+    lost every case before it. Each case is saved as it ends, merged into the file's earlier cases."""
+    import fits.calibration
+    from scaling.cli import main
+
+    out = tmp_path / "fits.json"
+    out.write_text(json.dumps({"calibration": [{"grid": "3x3", "noise_dist": "normal", "noise_sd": 0.005,
+                                                "truth": "constant", "law": "chinchilla", "sweeps": 40, "reject_5pct": 0.5},
+                                               {"grid": "4x4", "noise_dist": "normal", "noise_sd": 0.005,
+                                                "truth": "constant", "law": "chinchilla", "sweeps": 40, "reject_5pct": 0.5}]}))
+
+    def calibrate(sweeps, on_row, **kw):
+        on_row([{"grid": "3x3", "noise_dist": "normal", "noise_sd": 0.005, "truth": "constant", "law": "chinchilla",
+                 "sweeps": sweeps, "reject_5pct": 0.05}])
+        raise KeyboardInterrupt  # stopped in the second case
+
+    monkeypatch.setattr(fits.calibration, "calibrate", calibrate)
+    assert main(["bench", "calibration", "--out", str(out)]) == 130  # (main's exit code on Ctrl-C)
+    rows = json.loads(out.read_text())["calibration"]
+    assert [(r["grid"], r["reject_5pct"]) for r in rows] == [("4x4", 0.5), ("3x3", 0.05)]
+    assert "measured" in rows[1] and "measured" not in rows[0]  # the new case says when it was measured
 
 
 def test_a_cpus_rows_never_go_into_another_machines_file(tmp_path, monkeypatch, capsys):

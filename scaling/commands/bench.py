@@ -55,7 +55,8 @@ ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", 
             "sass": ("recipe", "operand", "stage", "tile", "bk", "warps", "narrow", "halves", "iters", "lanes"),
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d"),
-            "profile": ("family", "size", "recipe", "batch_tokens", "kind")}
+            "profile": ("family", "size", "recipe", "batch_tokens", "kind"),
+            "calibration": ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps")}
 
 
 def _items(value: str | None, default: str) -> tuple[str, ...]:
@@ -102,6 +103,20 @@ def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
 
     fresh = {key(r) for r in new}
     return [r for r in old if key(r) not in fresh] + new
+
+
+def _row_saver(result: dict, section: str, stamp: dict, out: Path | None):
+    """(a callback taking the section's rows this call measured so far, which merges them, each with the
+    stamp, into result and saves it to out at once; the section's rows before this call)."""
+    from scaling.files import write_json_atomic
+
+    earlier = list(result.get(section, []))
+
+    def save(rows: list[dict]) -> None:
+        result[section] = _merge(section, earlier, [{**r, **stamp} for r in rows])
+        if out:
+            write_json_atomic(out, result)
+    return save, earlier
 
 
 def _keep_copy(result: dict) -> None:
@@ -202,8 +217,12 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         from fits.calibration import calibrate
 
         progress(f"calibration of the kappa = 0 test, {args.sweeps} synthetic sweeps per case:")
-        result["calibration"] = calibrate(sweeps=args.sweeps, workers=2, progress=progress)  # (fewer on fewer cores)
-        result["calibration_provenance"] = _provenance()
+        result["calibration_provenance"] = provenance = _provenance()
+        # each case saved as it ends (the whole takes ~10 minutes on 2 cores), stamped: a run cut short
+        # leaves the earlier call's other cases, from other code
+        save, _ = _row_saver(result, "calibration", {"measured": provenance["date"],
+                                                     "git_commit": provenance["git_commit"]}, args.out)
+        save(calibrate(sweeps=args.sweeps, workers=2, progress=progress, on_row=save))  # (fewer on fewer cores)
     if "sass" in wanted:
         result["sass"] = _merge("sass", result.get("sass", []), _bench_sass(list(recipes) or None, progress))
         from scaling.bench import versions
@@ -453,8 +472,6 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
     short (a time limit) keeps what it measured."""
     import torch
 
-    from scaling.files import write_json_atomic
-
     _check_gpu(gpu, gpu)
     from scaling import bench
 
@@ -470,14 +487,7 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
     stamp = {"measured": result["date"], "git_commit": scaling.git_commit()}
 
     def saver(section: str):
-        """(a callback taking the section's rows so far, the section's rows before this call)."""
-        earlier = list(result[section])
-
-        def save(rows: list[dict]) -> None:
-            result[section] = _merge(section, earlier, [{**r, **stamp} for r in rows])
-            if args.out:
-                write_json_atomic(args.out, result)
-        return save, earlier
+        return _row_saver(result, section, stamp, args.out)
 
     if "kernels" in gpu:
         bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress, on_row=saver("kernels")[0],

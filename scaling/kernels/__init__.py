@@ -75,8 +75,13 @@ def reference_notes(recipe: Recipe, device_type: str) -> list[str]:
     step runs the slow path. None on a CPU, where QLinear never runs these kernels (`linear._use_kernels`)."""
     if device_type != "cuda" or not _turned_on():
         return []
-    return [f"note: {operand_name(operand)} ({spec.describe()}) has no fused kernel: {why}; the slower reference "
-            "quantizer runs it on the GPU (the same bits)" for operand, spec, why in unsupported_operands(recipe)]
+    return [f"note: {no_kernel(operand, spec, why)}; the slower reference quantizer runs it on the GPU (the same bits)"
+            for operand, spec, why in unsupported_operands(recipe)]
+
+
+def no_kernel(operand: str, spec: QuantSpec, why: str) -> str:
+    """'<operand> (<spec>) has no fused kernel: <why>', the words train's notes and bench's skips share."""
+    return f"{operand_name(operand)} ({spec.describe()}) has no fused kernel: {why}"
 
 
 def unsupported_operands(recipe: Recipe) -> list[tuple[str, QuantSpec, str]]:
