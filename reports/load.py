@@ -87,7 +87,7 @@ def _unfinished(sweep_dir: Path) -> list[dict]:
     from sweeps.store import status  # torch-free, as collect
 
     return [{"run_id": r.run_id, "recipe": r.recipe, "family": r.family, "size": r.size, "tokens": r.tokens,
-             "seed": r.seed, "state": f"{r.state} (resumable)" if r.resumable else r.state,
+             "seed": r.seed, "state": r.state_label(),
              "progress": f"{r.progress:.0%}"}
             for r in status(sweep_dir).runs if r.state not in ("done", "diverged")]
 

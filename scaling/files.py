@@ -79,6 +79,22 @@ def checkpoint_path(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints" / "last.ckpt"
 
 
+def checkpoint_problem(path: Path) -> str | None:
+    """What makes a run's checkpoint no archive torch wrote, or None where it is one. Checkpoints are
+    renamed into place whole, so this is a disk's or a hand's damage (truncated, emptied, overwritten).
+    Reads the zip archive's directory only: cheap at any size and torch-free, so `sweep status` asks it of
+    every failed run and says what a relaunch would do, as `scaling train` asks it before resuming.
+    (Bytes flipped inside a tensor pass: torch reads an archive without checking its CRCs.)"""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile) as e:
+        return str(e) or type(e).__name__
+    return None if any(n.endswith("data.pkl") for n in names) else "no pickled state in the archive"
+
+
 def _is_parquet(path: Path) -> bool:
     with open(path, "rb") as f:
         return f.read(4) == b"PAR1"

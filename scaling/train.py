@@ -42,7 +42,7 @@ from scaling import kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences
 from scaling.errors import UserError
-from scaling.files import atomic_path, checkpoint_path, write_atomic, write_json_atomic
+from scaling.files import atomic_path, checkpoint_path, checkpoint_problem, write_atomic, write_json_atomic
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
@@ -654,17 +654,9 @@ def check_run_data(run_dir: Path, meta: dict, data: str) -> None:
 
 
 def check_checkpoint(path: Path) -> None:
-    """A UserError naming the way out where a run's checkpoint is not one torch wrote: checkpoints are
-    renamed into place whole, so this is a disk's or a hand's damage, which would otherwise surface as a
-    traceback deep in Lightning's restore. Reads the zip archive's directory only (cheap at any size)."""
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-        problem = None if any(n.endswith("data.pkl") for n in names) else "no pickled state in the archive"
-    except (OSError, zipfile.BadZipFile) as e:
-        problem = str(e) or type(e).__name__
+    """A UserError naming the way out where a run's checkpoint is damaged (`checkpoint_problem`), which
+    would otherwise surface as a traceback deep in Lightning's restore."""
+    problem = checkpoint_problem(path)
     if problem:
         raise UserError(f"the checkpoint {path} is damaged ({problem}): to start this run over, move it away "
                         f"(mv {path} {path}.bad) and run again")

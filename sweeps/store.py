@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from scaling.console import count
-from scaling.files import checkpoint_path, write_atomic, write_json_atomic
+from scaling.files import checkpoint_path, checkpoint_problem, write_atomic, write_json_atomic
 from sweeps.spec import GRID_FIELDS
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
@@ -300,9 +300,22 @@ class RunStatus:
     val_loss: float | None
     eta_s: float | None  # this run's remaining time, for running runs
     job_id: str | None
-    resumable: bool = False  # failed with a checkpoint (killed, cancelled, crashed): a relaunch resumes it
+    resumable: bool = False  # failed with a sound checkpoint (killed, cancelled, crashed): a relaunch resumes it
     waiting: str | None = None  # a queued SLURM job's pending reason (squeue's %r)
     diverged_at_step: int | None = None  # a diverged run's step whose loss tripped the rule (result.json's)
+    # a failed run's checkpoint that is damaged, and how (`checkpoint_problem`): a relaunch stops on it, as train
+    # refuses to resume from it, until it is moved away
+    checkpoint_damaged: str | None = None
+
+    def state_label(self) -> str:
+        """The state as `status --runs` and a report's list of unfinished runs say it."""
+        if self.checkpoint_damaged:
+            return "failed (checkpoint damaged: a relaunch fails on it)"
+        if self.resumable:
+            return f"{self.state} (resumable)"
+        if self.waiting:
+            return f"queued ({self.waiting})"
+        return f"diverged at step {self.diverged_at_step}" if self.diverged_at_step is not None else self.state
 
 
 @dataclass
@@ -331,6 +344,7 @@ def status(sweep_dir: Path) -> SweepStatus:
         cfg = _config_of(plan.get(d.name), job.get("config"), read_json(d / "config.json"))
         tokens = _whole(cfg.get("tokens")) or _whole(result.get("tokens")) or 0
         seen, last_loss = _curve_end(d / "metrics.csv")
+        ckpt_problem = damaged_checkpoint(d) if state == "failed" else None
         progress = 1.0 if state in ("done", "diverged") else (min(1.0, seen / tokens) if tokens else 0.0)
         eta = None
         holder = lock_holder(d) if state == "running" else None
@@ -345,13 +359,21 @@ def status(sweep_dir: Path) -> SweepStatus:
                     else recipe_label(str(cfg.get("recipe", "")), d / "recipe.toml")), tokens=tokens,
             seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
             state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
-            job_id=job.get("job_id"), resumable=state == "failed" and checkpoint_path(d).exists(),
+            job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem,
+            resumable=state == "failed" and ckpt_problem is None and checkpoint_path(d).exists(),
             waiting=pending_reason(job, queue) if state == "queued" else None,
             diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
     eta_s, method = _sweep_eta(rows, results)
     return SweepStatus(str(sweep_dir), counts, rows, eta_s, method + _waiting_note(rows))
+
+
+def damaged_checkpoint(run_dir: Path) -> str | None:
+    """What is wrong with the run's checkpoint where it has one that is damaged (`checkpoint_problem`, as
+    train checks it before it resumes); None where it has none or a sound one."""
+    path = checkpoint_path(run_dir)
+    return checkpoint_problem(path) if path.exists() else None
 
 
 def _config_of(*records: Any) -> dict:

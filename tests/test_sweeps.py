@@ -690,8 +690,7 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
     stopped, died, missing = (sweep_dir / c.run_id for c in spec.runs())
     for d in (stopped, died):
         write_json(d / "job.json", {"executor": "local", "job_id": None})
-    (stopped / "checkpoints").mkdir()
-    (stopped / "checkpoints" / "last.ckpt").write_bytes(b"a checkpoint")
+    write_checkpoint(stopped)
     st = status(sweep_dir)
     assert {r.run_id: (r.state, r.resumable) for r in st.runs} == {
         stopped.name: ("failed", True), died.name: ("failed", False), missing.name: ("missing", False)}
@@ -699,6 +698,54 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
     assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
     out = capsys.readouterr().out
     assert "failed (resumable)" in out and "launching the sweep again resumes it" in out and "ETA: unknown" in out
+
+def write_checkpoint(run_dir: Path) -> Path:
+    """A checkpoint as torch writes one (a zip archive with a pickled state), at the run's checkpoint path."""
+    import torch
+
+    from scaling.files import checkpoint_path
+
+    path = checkpoint_path(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"global_step": 3, "state_dict": {"w": torch.zeros(256)}}, path)
+    return path
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "not a zip"])
+def test_status_says_a_failed_runs_damaged_checkpoint_fails_a_relaunch(tmp_path, capsys, damage):
+    """A failed run whose checkpoint is damaged is not resumable: train refuses to resume from it (one line
+    naming it), so a relaunch fails the run again until the file is moved away. Status said "failed
+    (resumable)" for any checkpoint file; it says what a relaunch does, by train's own check."""
+    from scaling.train import check_checkpoint
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    damaged, sound = (sweep_dir / c.run_id for c in spec.runs())
+    for d in (damaged, sound):
+        write_json(d / "job.json", {"executor": "local", "job_id": None})
+        write_checkpoint(d)
+    ckpt = damaged / "checkpoints" / "last.ckpt"
+    whole = ckpt.read_bytes()
+    ckpt.write_bytes({"empty": b"", "truncated": whole[: len(whole) // 2], "not a zip": b"a checkpoint"}[damage])
+    with pytest.raises(UserError, match="is damaged"):  # what a relaunch's train does with it
+        check_checkpoint(ckpt)
+    check_checkpoint(sound / "checkpoints" / "last.ckpt")
+    rows = {r.run_id: r for r in status(sweep_dir).runs}
+    assert (rows[damaged.name].resumable, rows[sound.name].resumable) == (False, True)
+    assert rows[damaged.name].checkpoint_damaged and rows[sound.name].checkpoint_damaged is None
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "failed (checkpoint damaged: a relaunch fails on it)" in out and "failed (resumable)" in out
+    assert "1 of the failed runs stopped after a checkpoint" in out
+    assert f"1 failed run left a damaged checkpoint, on which a relaunch fails again: {ckpt} (" in out
+    assert f"move it away (mv {ckpt} {ckpt}.bad)" in out
+    assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+    runs = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert runs[damaged.name]["checkpoint_damaged"] and runs[damaged.name]["resumable"] is False
+
 
 # ---------------------------------------------------------------------------------------------
 # Local executor: launch, status, collect, relaunch

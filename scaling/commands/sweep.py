@@ -330,7 +330,8 @@ def _failed_here(report) -> int:
 def _status(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from scaling.console import print_json, print_table
+    from scaling.console import count, print_json, print_table
+    from scaling.files import checkpoint_path
     from sweeps.store import STATES, status
 
     st = status(args.sweep_dir)
@@ -339,9 +340,7 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     if args.runs:
         rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s) if r.state == "running" else "",
-                     state=f"{r.state} (resumable)" if r.resumable else f"queued ({r.waiting})" if r.waiting else
-                     f"diverged at step {r.diverged_at_step}" if r.diverged_at_step is not None else r.state)
-                for r in st.runs]
+                     state=r.state_label()) for r in st.runs]
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
@@ -358,6 +357,14 @@ def _status(args: argparse.Namespace) -> int:
     if resumable:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
               f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
+    damaged = [r for r in st.runs if r.checkpoint_damaged]
+    if damaged:  # train refuses to resume from them (`check_checkpoint`): a relaunch would fail them again
+        paths = [checkpoint_path(Path(st.sweep_dir) / r.run_id) for r in damaged]
+        shown = "; ".join(f"{p} ({r.checkpoint_damaged})" for p, r in zip(paths[:10], damaged))
+        more = f"; and {len(damaged) - 10} more (--runs lists them)" if len(damaged) > 10 else ""
+        how = f"mv {paths[0]} {paths[0]}.bad" if len(damaged) == 1 else "mv FILE FILE.bad, each"
+        print(f"{count(len(damaged), 'failed run')} left a damaged checkpoint, on which a relaunch fails again: "
+              f"{shown}{more}; move it away ({how}) and launch the sweep again to train the run from the start")
     return 0
 
 
