@@ -37,8 +37,9 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import (RESULT_STATES, grid_point, lock_holder, point_label, read_json, read_result, recipe_label,
-                          run_dirs, run_lock, run_state, setting_differences, slurm_queue_for, write_json)
+from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, lock_holder, point_label, read_json,
+                          read_result, recipe_label, run_dirs, run_lock, run_state, setting_differences,
+                          slurm_queue_for, write_json)
 from scaling import usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -307,10 +308,15 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
                           skipped=skipped)  # fmt: skip
     if progress:
         left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
-        resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo)
+        damaged = [c.run_id for c in todo if damaged_checkpoint(sweep_dir / c.run_id)]
+        resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo) - len(damaged)
         resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
         print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
               flush=True)
+        if damaged:  # train refuses to resume from a damaged checkpoint: those runs fail again, said before they do
+            print(f"warning: {count(len(damaged), 'run')} ({', '.join(damaged[:5])}{', ...' if len(damaged) > 5 else ''}) "
+                  f"{'has a damaged checkpoint' if len(damaged) == 1 else 'have damaged checkpoints'}, on which "
+                  "training fails again; `scaling sweep status` names the files to move away", flush=True)
     if executor == "local":  # (a SLURM launch returns once submitted: `status` follows every run)
         report.elsewhere = list(skipped.get("running", []))
         if progress and report.elsewhere and todo:  # (with none of its own, the wait's line says it)
@@ -708,6 +714,8 @@ def _worker() -> int:
                 RunJob(RunConfig.from_dict(job["config"]), run_dir)()
             except Preempted:
                 return PREEMPTED_EXIT_CODE
+            except UserError as e:  # (a damaged checkpoint, another corpus): one line, as `scaling train` says it
+                print(f"error: {e}", file=sys.stderr)
             except Exception as e:  # the run failed; its log says why, the next run goes on
                 import traceback
 

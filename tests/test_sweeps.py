@@ -747,6 +747,27 @@ def test_status_says_a_failed_runs_damaged_checkpoint_fails_a_relaunch(tmp_path,
     assert runs[damaged.name]["checkpoint_damaged"] and runs[damaged.name]["resumable"] is False
 
 
+def test_a_relaunch_does_with_a_damaged_checkpoint_what_status_said(tmp_path, capsys):
+    """The launch that status warned of: its line counts no damaged checkpoint as one it resumes from and warns
+    of it, and the run fails on train's one line naming the file, as status said; failed again, still damaged."""
+    spec = write_spec(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    args = ["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir), "--set", "grid.seed=0"]
+    from sweeps.launch import pending
+
+    (run,) = pending(load(tmp_path, overrides=("grid.seed=0",)), sweep_dir)[0]
+    ckpt = write_checkpoint(sweep_dir / run.run_id)
+    ckpt.write_bytes(ckpt.read_bytes()[:100])
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    assert "1 to run\n" in out and "from its checkpoint" not in out, out
+    assert f"warning: 1 run ({run.run_id}) has a damaged checkpoint, on which training fails again" in out, out
+    log = (sweep_dir / run.run_id / "train.log").read_text()
+    assert f"the checkpoint {ckpt} is damaged" in log and "Traceback" not in log, log
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    assert "failed (checkpoint damaged: a relaunch fails on it)" in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------------------------------------
 # Local executor: launch, status, collect, relaunch
 
