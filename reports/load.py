@@ -88,7 +88,7 @@ def _unfinished(sweep_dir: Path) -> list[dict]:
 
     return [{"run_id": r.run_id, "recipe": r.recipe, "family": r.family, "size": r.size, "tokens": r.tokens,
              "seed": r.seed, "state": r.state_label(),
-             "progress": f"{r.progress:.0%}"}
+             "progress": r.progress_label()}
             for r in status(sweep_dir).runs if r.state not in ("done", "diverged")]
 
 

@@ -296,7 +296,9 @@ class RunStatus:
     tokens: int
     seed: int
     state: str
-    progress: float  # fraction of tokens seen (from metrics.csv) or 1 when finished
+    # fraction of the tokens trained (1 when finished): a running run's from its freshest record (`_live_tokens`),
+    # None until it shows one; another's from metrics.csv's evaluations
+    progress: float | None
     val_loss: float | None
     eta_s: float | None  # this run's remaining time, for running runs
     job_id: str | None
@@ -306,6 +308,9 @@ class RunStatus:
     # a failed run's checkpoint that is damaged, and how (`checkpoint_problem`): a relaunch stops on it, as train
     # refuses to resume from it, until it is moved away
     checkpoint_damaged: str | None = None
+
+    def progress_label(self) -> str:
+        return "unknown" if self.progress is None else f"{self.progress:.0%}"
 
     def state_label(self) -> str:
         """The state as `status --runs` and a report's list of unfinished runs say it."""
@@ -341,14 +346,22 @@ def status(sweep_dir: Path) -> SweepStatus:
         state = run_state(d, queue, result, job)
         job, result = job or {}, result or {}
         results[d.name] = result
-        cfg = _config_of(plan.get(d.name), job.get("config"), read_json(d / "config.json"))
+        run_config = read_json(d / "config.json")  # (train's, resolved: its batch size and sequence length)
+        cfg = _config_of(plan.get(d.name), job.get("config"), run_config)
         tokens = _whole(cfg.get("tokens")) or _whole(result.get("tokens")) or 0
         seen, last_loss = _curve_end(d / "metrics.csv")
         ckpt_problem = damaged_checkpoint(d) if state == "failed" else None
-        progress = 1.0 if state in ("done", "diverged") else (min(1.0, seen / tokens) if tokens else 0.0)
+        if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
+            seen = max(seen, _live_tokens(d, run_config or {}))
+        if state in ("done", "diverged"):
+            progress = 1.0
+        elif state == "running" and not (seen and tokens):
+            progress = None  # no step of it recorded yet: unknown, not 0% (a resumed run's may be far on)
+        else:
+            progress = min(1.0, seen / tokens) if tokens else 0.0
         eta = None
         holder = lock_holder(d) if state == "running" else None
-        if holder and holder.get("started") and 0 < progress < 1:
+        if holder and holder.get("started") and progress is not None and 0 < progress < 1:
             # this holder's own progress: a resumed run's earlier tokens came in another process's time
             start = min(1.0, (holder.get("tokens_at_start") or 0) / tokens) if tokens else 0.0
             if progress > start:
@@ -432,6 +445,42 @@ def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:
     return int(num("tokens") or 0), num("val_loss")
 
 
+def _live_tokens(run_dir: Path, config: dict) -> int:
+    """Tokens trained by the process training the run, by the last row of its Lightning log (the newest
+    lightning/version_<n>/metrics.csv: a row every `log_every_n_steps`, at most 50 steps, written at once;
+    metrics.csv has a row per evaluation, an eighth of the run apart); 0 where it has none. A log last
+    written before the run's lock was taken is an earlier process's: its steps after its checkpoint are
+    trained again, so they are not counted. `config`: the run's config.json (its steps' size)."""
+    batch, seq_len = _whole(config.get("batch_size")), _whole(config.get("seq_len"))
+    versions = [p for p in (Path(run_dir) / "lightning").glob("version_*") if p.name[8:].isdigit()]
+    if not (batch and seq_len and versions):
+        return 0
+    log = max(versions, key=lambda p: int(p.name[8:])) / "metrics.csv"
+    try:
+        if log.stat().st_mtime < (Path(run_dir) / "lock").stat().st_mtime:  # (one file system's clock: no skew)
+            return 0
+    except FileNotFoundError:
+        return 0
+    step = _last_value(log, "step")
+    return (int(step) + 1) * batch * seq_len if step is not None and step >= 0 else 0  # (its steps count from 0)
+
+
+def _last_value(path: Path, column: str, tail: int = 4096) -> float | None:
+    """`column` of the last whole row of a CSV file that grows at its end, from its header and its last
+    `tail` bytes (a long run's log has thousands of rows, and status reads every running run's); None where
+    there is no such row or value (a row half-appended is not whole: a writer may be at it)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.readline()
+            f.seek(max(f.tell(), os.fstat(f.fileno()).st_size - tail))
+            lines = f.read().split(b"\n")[:-1]  # (the last piece: "" after a whole row, else a row half-written)
+        names = next(csv.reader([header.decode().strip()]))
+        row = next(csv.reader([lines[-1].decode().strip()])) if lines else []
+        return float(row[names.index(column)])
+    except (OSError, UnicodeDecodeError, csv.Error, StopIteration, ValueError, IndexError):
+        return None
+
+
 def recipe_label(recipe: str, copy: Path | None = None) -> str:
     """A run's recipe as results, fits and reports name it: a preset's name, or a recipe file's `name`
     (read from `copy`, the run folder's recipe.toml, where there is one; else from the file). The path
@@ -465,7 +514,7 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
             per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
         except UserError:
             return 0.0
-        return per_token * r.tokens * (1 - r.progress)
+        return per_token * r.tokens * (1 - (r.progress or 0.0))  # (a running run's unknown progress: all of it left)
 
     by_recipe: dict[str, list[float]] = {}
     for r in rows:

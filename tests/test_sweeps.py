@@ -1059,6 +1059,48 @@ def test_status_counts_progress_and_eta(tmp_path):
     assert st.eta_s == pytest.approx(1.5 * flops / (flops / 10.0))
 
 
+def test_a_running_runs_progress_is_its_lightning_logs_last_step_and_unknown_before_one(tmp_path, capsys):
+    """A running run's progress was 0% until its first evaluation (metrics.csv's rows, an eighth of the run
+    apart). It is the last step of its process's Lightning log (read from its end; a row half-written is
+    not one), unknown before the log has a row, and not an earlier process's log (written before the
+    lock was taken: its steps after its checkpoint are trained again), nor a failed run's."""
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=0",))  # 4096 tokens: 8 steps of 8 x 64 tokens
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    run = sweep_dir / spec.runs()[0].run_id
+    write_json(run / "job.json", {"executor": "local", "job_id": None})
+    write_json(run / "config.json", spec.runs()[0].to_dict())
+    log = run / "lightning" / "version_1" / "metrics.csv"
+    log.parent.mkdir(parents=True)
+    (run / "lightning" / "version_0").mkdir()  # an older process's folder (a resume makes a new one)
+    log.write_text("epoch,lr_mult,step,train_loss\r\n")
+    p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "True"
+        (row,) = status(sweep_dir).runs
+        assert (row.state, row.progress, row.progress_label()) == ("running", None, "unknown")
+        assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["runs"][0]["progress"] is None
+        with open(log, "a") as f:  # thousands of rows (read from the end), and one half-appended
+            f.write("0,1.0,0,8.3\r\n" * 3000 + "0,1.0,2,7.9\r\n0,1.0,5,7.")
+        lock_written = (run / "lock").stat().st_mtime
+        os.utime(log, (lock_written - 60, lock_written - 60))  # an earlier process's log: not this one's steps
+        assert status(sweep_dir).runs[0].progress is None
+        os.utime(log, (lock_written + 1, lock_written + 1))
+        (row,) = status(sweep_dir).runs
+        assert row.progress == 3 * 512 / 4096 and row.eta_s is not None  # steps 0-2 done: 3 of 8
+        assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+        assert re.search(rf"{run.name}.*running\s*\S?\s*38%", capsys.readouterr().out)
+    finally:
+        p.kill()
+        p.wait()
+    (row,) = status(sweep_dir).runs  # killed: its steps since its last checkpoint are lost
+    assert (row.state, row.progress) == ("failed", 0.0)
+
+
 def test_status_reads_a_damaged_records_recipe_from_the_plan(tmp_path):
     """A result.json whose recipe is not text (edited by hand) is a failed run, and its row keeps the
     plan's recipe: a list there crashed the ETA (unhashable)."""

@@ -339,7 +339,7 @@ def _status(args: argparse.Namespace) -> int:
         print_json(dataclasses.asdict(st))
         return 0
     if args.runs:
-        rows = [dict(dataclasses.asdict(r), progress=f"{r.progress:.0%}", eta=_duration(r.eta_s) if r.state == "running" else "",
+        rows = [dict(dataclasses.asdict(r), progress=r.progress_label(), eta=_duration(r.eta_s) if r.state == "running" else "",
                      state=r.state_label()) for r in st.runs]
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
