@@ -26,7 +26,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
 
 from scaling.console import count
 from scaling.files import checkpoint_path, checkpoint_problem, write_atomic, write_json_atomic
@@ -161,9 +161,12 @@ def pending_reason(job: dict | None, queue: dict[str, QueuedJob] | None) -> str 
 def slurm_queue_for(run_dirs: list[Path]) -> dict[str, QueuedJob] | None:
     """`slurm_queue()` where some run was submitted to SLURM, else None without asking: squeue waits
     ~10 s for a controller that is down, which a local sweep's status must not."""
-    if any((read_json(Path(d) / "job.json") or {}).get("executor") == "slurm" for d in run_dirs):
-        return slurm_queue()
-    return None
+    return slurm_queue_for_jobs(read_json(Path(d) / "job.json") for d in run_dirs)
+
+
+def slurm_queue_for_jobs(jobs: Iterable[dict | None]) -> dict[str, QueuedJob] | None:
+    """`slurm_queue_for` of the runs' job.json records, where the caller has read them."""
+    return slurm_queue() if any((job or {}).get("executor") == "slurm" for job in jobs) else None
 
 
 _UNREAD: Any = object()  # run_state's records not passed in: it reads them itself
@@ -563,12 +566,23 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
 # Collect
 
 
+class Collected(NamedTuple):
+    table: pl.DataFrame  # `collect`'s
+    unfinished: dict[str, int]  # the runs with no result (or a failed one) by state, as `status` counts them
+
+
 def collect(sweep_dir: Path) -> pl.DataFrame:
     """One row per finished run (every result.json under the sweep) with the result-record fields."""
+    return collect_runs(sweep_dir).table
+
+
+def collect_runs(sweep_dir: Path) -> Collected:
+    """`collect`'s table, and the states of the runs it has no finished row for, from one walk of the run
+    folders (`sweep collect` says how many there are: its table alone reads as the whole sweep)."""
     import polars as pl
 
     sweep_dir = Path(sweep_dir)
-    records, recipe_files, points = [], {}, {}
+    records, recipe_files, points, unfinished, waiting = [], {}, {}, {}, []
     for d in sweep_run_dirs(sweep_dir):
         r = read_json(d / "result.json")
         problem = record_problem(r, d.name) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
@@ -577,20 +591,29 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
 
             raise UserError(f"{d / 'result.json'} is not a result record ({problem}); restore it, or remove it "
                             "and relaunch the sweep to train that run again")
-        if r is not None:
+        if r is None:
+            waiting.append((d, read_json(d / "job.json")))  # its state: once the queue is known, below
+        else:
             records.append(r)
+            state = RESULT_STATES[r["status"]]
+            if state not in ("done", "diverged"):
+                unfinished[state] = unfinished.get(state, 0) + 1
             config = read_json(d / "config.json") or {}
             points.setdefault(grid_point(config), {}).setdefault(json.dumps(config, sort_keys=True), []).append(d)
             if (d / "recipe.toml").is_file():
                 recipe_files.setdefault(r["recipe"], {}).setdefault((d / "recipe.toml").read_bytes(), []).append(d)
     _check_one_recipe_per_name(recipe_files)
     _check_one_run_per_point(points)
+    queue = slurm_queue_for_jobs(job for _, job in waiting)
+    for d, job in waiting:
+        state = run_state(d, queue, None, job)
+        unfinished[state] = unfinished.get(state, 0) + 1
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
     columns = list(RESULT_FIELDS) + extra
     rows = [{c: _flat(r.get(c)) for c in columns} for r in records]
     if not rows:
-        return pl.DataFrame(schema={c: pl.Utf8 for c in columns})
-    return pl.DataFrame(rows, infer_schema_length=None)
+        return Collected(pl.DataFrame(schema={c: pl.Utf8 for c in columns}), unfinished)
+    return Collected(pl.DataFrame(rows, infer_schema_length=None), unfinished)
 
 
 def _check_one_recipe_per_name(recipe_files: dict[str, dict[bytes, list[Path]]]) -> None:

@@ -1287,6 +1287,32 @@ def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, cap
     assert "1 run of the sweep has no result (1 missing)" in capsys.readouterr().err
 
 
+def test_collect_walks_the_run_folders_once(tmp_path, capsys, monkeypatch):
+    """collect's note on the runs without a result counts the states collect's own walk found: it ran
+    `status`, which read every run's records (and the plan) a second time and priced an ETA no one saw."""
+    import sweeps.store as store
+
+    spec, sweep_dir = load(tmp_path, overrides=("grid.seed=[0, 1, 2, 3]",)), tmp_path / "sweep"
+    from sweeps.launch import pending
+
+    pending(spec, sweep_dir)
+    done, failed, running, _ = (sweep_dir / c.run_id for c in spec.runs())
+    store.write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0})
+    store.write_json(failed / "job.json", {"executor": "local", "job_id": None})
+    store.write_json(running / "job.json", {"executor": "local", "job_id": None})
+    reads, read_json = [], store.read_json
+    monkeypatch.setattr(store, "read_json", lambda path: reads.append(Path(path)) or read_json(path))
+    p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "True"
+        assert main(["sweep", "collect", str(sweep_dir)]) == 0
+    finally:
+        p.kill()
+        p.wait()
+    assert "3 runs of the sweep have no result (1 failed, 1 missing, 1 running): not in this table" in capsys.readouterr().err
+    assert reads and len(reads) == len(set(reads)), sorted(map(str, reads))  # each record read once
+
+
 @pytest.mark.parametrize("content", [b"tokens,val_loss\n512,6.1\n\xff\xfe garbage", b"\0" * 64])
 def test_status_and_the_run_lock_read_a_damaged_metrics_csv_as_no_progress(tmp_path, content):
     """A metrics.csv left undecodable (disk damage; NULs after a crash): status stopped with a

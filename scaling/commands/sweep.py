@@ -378,14 +378,14 @@ def _duration(seconds: float | None) -> str:
 def _collect(args: argparse.Namespace) -> int:
     from scaling.console import count, print_json, print_table
     from scaling.files import check_output
-    from sweeps.store import check_sweep_folder, collect, write_parquet
+    from sweeps.store import check_sweep_folder, collect_runs, write_parquet
 
     check_sweep_folder(Path(args.sweep_dir))  # a path that is no sweep folder is named as one, not as --out's
     out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
     check_output(out, folder=False, suffix=".parquet")  # before reading the runs' records
-    df = collect(Path(args.sweep_dir))
+    df, unfinished = collect_runs(Path(args.sweep_dir))
     write_parquet(df, out)
-    _say_unfinished(Path(args.sweep_dir))
+    _say_unfinished(Path(args.sweep_dir), unfinished)
     if args.json:
         print_json(df.to_dicts())
         return 0
@@ -398,13 +398,12 @@ def _collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say_unfinished(sweep_dir: Path) -> None:
-    """A line on stderr where runs of the sweep have no result (running, queued, failed, never launched):
-    collect has no row for them, and its table would read as the whole sweep (`report` says it too)."""
+def _say_unfinished(sweep_dir: Path, left: dict[str, int]) -> None:
+    """A line on stderr where runs of the sweep have no result (running, queued, failed, never launched;
+    `left`: how many in each state, as collect found them): collect has no row for them, and its table
+    would read as the whole sweep (`report` says it too)."""
     from scaling.console import count
-    from sweeps.store import status
 
-    left = {state: n for state, n in status(sweep_dir).counts.items() if state not in ("done", "diverged") and n}
     if left:
         n = sum(left.values())
         print(f"note: {count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result "
