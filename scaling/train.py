@@ -654,9 +654,9 @@ def check_run_data(run_dir: Path, meta: dict, data: str) -> None:
 
 
 def check_checkpoint(path: Path) -> None:
-    """A UserError naming the way out where a run's checkpoint is damaged (`checkpoint_problem`), which
-    would otherwise surface as a traceback deep in Lightning's restore."""
-    problem = checkpoint_problem(path)
+    """A UserError naming the way out where a run's checkpoint is damaged (`checkpoint_problem`, its
+    contents too), which would otherwise surface as a traceback deep in Lightning's restore, or not at all."""
+    problem = checkpoint_problem(path, contents=True)
     if problem:
         raise UserError(f"the checkpoint {path} is damaged ({problem}): to start this run over, move it away "
                         f"(mv {path} {path}.bad) and run again")

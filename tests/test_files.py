@@ -71,3 +71,22 @@ def test_an_empty_output_path_is_refused_not_taken_as_the_working_folder(folder)
     """(Path("") is "."; a report built there replaces the user's files of its names.)"""
     with pytest.raises(UserError, match="--out is empty; pass a (folder|file) path"):
         check_output("", folder=folder)
+
+
+def test_a_checkpoints_flipped_bytes_are_found_by_its_crcs_not_its_directory(tmp_path):
+    """torch loads an archive without checking its CRC-32s: only `contents` (train's check before it
+    resumes) finds bytes flipped inside a tensor; the directory check (`sweep status`'s) is cheap and blind."""
+    import torch
+
+    from scaling.files import checkpoint_problem
+
+    path = tmp_path / "last.ckpt"
+    torch.save({"state_dict": {"w": torch.ones(4096)}}, path)
+    assert checkpoint_problem(path) is None and checkpoint_problem(path, contents=True) is None
+    data = bytearray(path.read_bytes())
+    at = bytes(data).index(torch.ones(4096).numpy().tobytes()[:64])  # inside the tensor's bytes
+    data[at + 100] ^= 0x01
+    path.write_bytes(data)
+    assert not torch.equal(torch.load(path)["state_dict"]["w"], torch.ones(4096))  # loads, wrong
+    assert checkpoint_problem(path) is None
+    assert checkpoint_problem(path, contents=True) == "its member last/data/0 fails its CRC-32 check"

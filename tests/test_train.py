@@ -113,6 +113,11 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     ckpt.write_bytes(b"garbage")
     with pytest.raises(UserError, match=rf"the checkpoint {ckpt} is damaged \(.*\): to start this run over, move it"):
         train(_config(), run_dir, progress=False)
+    flipped = bytearray(good)  # bytes flipped inside a tensor: torch loads them; the CRC-32s say it
+    flipped[len(good) // 2] ^= 0xFF
+    ckpt.write_bytes(flipped)
+    with pytest.raises(UserError, match=rf"the checkpoint {ckpt} is damaged \(its member .* fails its CRC-32 check\)"):
+        train(_config(), run_dir, progress=False)
     ckpt.write_bytes(good)
     # a data folder prepared again differently since the run started: refused, not trained on
     started = json.loads((run_dir / "data.json").read_text())
