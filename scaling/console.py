@@ -13,6 +13,14 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def duration(seconds: float | None) -> str:
+    """'12m05s', '3h20m'; 'unknown' for None."""
+    if seconds is None:
+        return "unknown"
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):

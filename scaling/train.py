@@ -43,6 +43,7 @@ from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences
 from scaling.errors import UserError
 from scaling.files import atomic_path, checkpoint_path, checkpoint_problem, write_atomic, write_json_atomic
+from scaling.progress import StepBar, progress_callbacks
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
@@ -574,13 +575,15 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
         _quiet_lightning_tips()
 
+        shown = progress_callbacks(progress)
         trainer = L.Trainer(
             max_steps=config.steps, max_epochs=1, precision=precision, devices=1,
-            logger=CSVLogger(run_dir, name="lightning"), callbacks=[run],  # version_<n>: one per process
+            logger=CSVLogger(run_dir, name="lightning"), callbacks=[run, *shown],  # version_<n>: one per process
             # LightningEnvironment: no Lightning SLURM auto-requeue (we handle preemption)
             plugins=[LightningEnvironment(), DirectCheckpointIO()],
             enable_checkpointing=False, limit_val_batches=0, num_sanity_val_steps=0,
-            log_every_n_steps=max(1, min(50, config.steps // 50)), enable_progress_bar=progress,
+            log_every_n_steps=max(1, min(50, config.steps // 50)),
+            enable_progress_bar=any(isinstance(c, StepBar) for c in shown),
             enable_model_summary=False, deterministic=False,
         )
         ckpt = run.checkpoint_path if run.checkpoint_path.exists() else None

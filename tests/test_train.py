@@ -1,8 +1,11 @@
 """One training run: config and run_id, resume to the bit, divergence, preemption, CLI errors."""
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -267,6 +270,51 @@ def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
     # where it stopped (its 8th step's loss was NaN: fault_nan_at_step counts from 0); its budget stays
     assert result["diverged_at_step"] == 8 and result["tokens"] == BASE["tokens"] and result["steps"] == 40
     assert json.loads(capsys.readouterr().out)["status"] == "diverged"
+
+
+def test_json_is_all_of_stdout_and_progress_is_lines_on_stderr(tmp_path, capsys):
+    """`scaling train --json` printed Lightning's progress bar and its metrics on stdout ahead of the JSON
+    (`| jq` failed), and a log or a pipe got no progress until the run ended: progress goes to stderr,
+    as a line a minute where stderr is no terminal (pytest's capture: none)."""
+    path = tmp_path / "config.json"
+    path.write_text(_config().to_json())
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"] == "completed"
+    assert re.search(r"^step 1 of 40 \(2%\): train_loss [0-9.]+; \d+m\d\ds left$", err, re.M), err
+
+
+def test_progress_lines_come_every_interval_with_the_time_left_at_this_processs_pace():
+    from types import SimpleNamespace
+
+    from scaling.progress import StepLines
+
+    now = [100.0]
+    lines = StepLines(every_s=60, clock=lambda: now[0])
+    trainer = SimpleNamespace(global_step=200, max_steps=1000, progress_bar_metrics={})
+    lines.on_train_start(trainer, None)  # a resumed run: its first 200 steps came in another process's time
+    said = []
+    for step, at in [(201, 110.0), (202, 130.0), (300, 170.0), (301, 171.0), (400, 240.0)]:
+        trainer.global_step, now[0] = step, at
+        trainer.progress_bar_metrics = {"train_loss": 4.25}
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            lines.on_train_batch_end(trainer, None, None, None, step)
+        said += err.getvalue().splitlines()
+    # the first step's line, then one a minute: 100 steps in 70 s, 600 left
+    assert said == ["step 201 of 1000 (20%): train_loss 4.25; 2h13m left",
+                    "step 300 of 1000 (30%): train_loss 4.25; 8m10s left",
+                    "step 400 of 1000 (40%): train_loss 4.25; 7m00s left"]
+
+
+def test_the_bar_counts_the_runs_steps():
+    """Lightning's bar read '31/--' with no ETA: the batches come from an iterable with no length."""
+    from types import SimpleNamespace
+
+    from scaling.progress import StepBar
+
+    bar = StepBar()
+    bar._trainer = SimpleNamespace(max_steps=78)
+    assert bar.total_train_batches == 78
 
 
 def test_the_line_of_a_diverged_run_names_its_step(tmp_path, capsys):

@@ -330,7 +330,7 @@ def _failed_here(report) -> int:
 def _status(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from scaling.console import count, print_json, print_table
+    from scaling.console import count, duration, print_json, print_table
     from scaling.files import checkpoint_path
     from sweeps.store import STATES, status
 
@@ -339,14 +339,14 @@ def _status(args: argparse.Namespace) -> int:
         print_json(dataclasses.asdict(st))
         return 0
     if args.runs:
-        rows = [dict(dataclasses.asdict(r), progress=r.progress_label(), eta=_duration(r.eta_s) if r.state == "running" else "",
+        rows = [dict(dataclasses.asdict(r), progress=r.progress_label(), eta=duration(r.eta_s) if r.state == "running" else "",
                      state=r.state_label()) for r in st.runs]
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
-    row = {s: st.counts[s] for s in STATES} | {"total": total, "eta": _duration(st.eta_s)}
+    row = {s: st.counts[s] for s in STATES} | {"total": total, "eta": duration(st.eta_s)}
     print_table([row], list(row), title=f"sweep {st.sweep_dir}")
-    print(f"ETA: {_duration(st.eta_s)} ({st.eta_method})")
+    print(f"ETA: {duration(st.eta_s)} ({st.eta_method})")
     diverged = [r for r in st.runs if r.state == "diverged"]
     if diverged:  # where each stopped (result.json's diverged_at_step), not only how many did
         shown = ", ".join(f"{r.run_id} ({r.family} {r.size} {r.recipe}) at step "
@@ -366,13 +366,6 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{count(len(damaged), 'failed run')} left a damaged checkpoint, on which a relaunch fails again: "
               f"{shown}{more}; move it away ({how}) and launch the sweep again to train the run from the start")
     return 0
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    s = int(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def _collect(args: argparse.Namespace) -> int:

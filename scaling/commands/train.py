@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch.compile the model; MODE reduce-overhead also replays CUDA graphs (FP4 recipes on "
                              "a GPU want it), max-autotune-no-cudagraphs tunes GEMMs")
     parser.add_argument("--out", help="run directory (default runs/adhoc/<run_id>)")
-    parser.add_argument("--no-progress", action="store_true", help="hide Lightning's progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress (on stderr: a bar on a terminal, else a line a minute)")
     parser.add_argument("--json", action="store_true", help="print the result record as JSON")
 
 
