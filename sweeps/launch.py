@@ -86,7 +86,8 @@ class RunJob(submitit.helpers.Checkpointable):
                 print(f"{self.run_dir} is being trained by another job; leaving it", flush=True)
                 return {"run_id": Path(self.run_dir).name, "status": "skipped"}
             try:
-                return train(self.config, Path(self.run_dir), progress=False)
+                # progress as a line a minute in the job's log (its stderr is a file: `tail -f` follows a run)
+                return train(self.config, Path(self.run_dir), progress=True)
             except Preempted as e:
                 print(f"{e}", flush=True)
                 if os.environ.get("SUBMITIT_EXECUTOR") == "slurm":

@@ -355,6 +355,10 @@ def test_train_refuses_an_out_folder_that_holds_other_things_than_a_run(tmp_path
     _refused(argv, capsys, f"--out {sweep} holds no run but other files (3fa0c1e2d4b5/, sweep.json)",
              "pass a new or empty folder")
     assert sorted(p.name for p in sweep.iterdir()) == ["3fa0c1e2d4b5", "sweep.json"]  # (no lock left either)
+    # the folder it suggests is one that takes the run: not one that is there already
+    (sweep / "run").mkdir()
+    (sweep / "run" / "notes.txt").write_text("")
+    _refused(argv, capsys, f"such as {sweep / 'run-2'}")
     # a launcher's run folder before its run starts (job.json, train.log, a lock) is a run's own
     from scaling.commands.train import check_not_foreign
 

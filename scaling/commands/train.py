@@ -171,7 +171,16 @@ def check_not_foreign(run_dir: Path) -> None:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise UserError(f"--out {run_dir} holds no run but other files ({shown}); a run writes its config.json, "
                         f"metrics.csv, checkpoints/ and more into its own folder: pass a new or empty folder, "
-                        f"such as {run_dir / 'run'}")
+                        f"such as {_unused(run_dir / 'run')}")
+
+
+def _unused(path: Path) -> Path:
+    """path, or path-2, path-3, ...: the first that does not exist (a suggested folder must take the run)."""
+    n = 2
+    candidate = path
+    while candidate.exists():
+        candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
+    return candidate
 
 
 def _first_missing(path: Path) -> Path | None:
