@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import polars as pl
@@ -81,11 +81,19 @@ def _fittable(groups: dict[str, Points], law: str, baseline: str | None) -> tupl
     base = baseline if baseline in groups and len(groups) > 1 else None
     skipped = _shortfalls(groups, law, base)
     for g, problem in skipped.items():
-        if g == base or len(groups) == 1:
-            raise UserError(f"{problem}: add runs or leave it out")
+        if stops_the_fit(g, groups, baseline):
+            raise UserError(f"{problem}: add runs to it" + (f" (every penalty is measured against the baseline "
+                                                            f"{g!r}: it cannot be left out)" if len(groups) > 1 else ""))
     if len(skipped) == len(groups):
         raise UserError(f"no group can be fitted: {'; '.join(skipped.values())}")
     return {g: p for g, p in groups.items() if g not in skipped}, skipped
+
+
+def stops_the_fit(group: str, groups: Iterable[str], baseline: str | None = "bf16") -> bool:
+    """Whether a group too small to fit stops the whole fit rather than being left out of it: the
+    baseline, which every penalty is measured against, or the only group there is."""
+    groups = set(groups)
+    return len(groups) == 1 or (group == baseline and baseline in groups)
 
 
 def _plan(groups: dict[str, Points], law: str, baseline: str | None) -> dict[str, tuple]:

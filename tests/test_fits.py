@@ -205,8 +205,11 @@ def test_a_recipe_too_small_to_fit_is_left_out_not_fatal(capsys):
     assert "--bootstrap 0" in out["penalty"]["flat"]["undecidable"]
     assert set(out["skipped"]) == {"tiny"} and "'tiny' has 4 points from 4 runs" in out["skipped"]["tiny"]
     small_base = pl.concat([t.filter(pl.col("recipe") != "bf16"), t.filter(pl.col("recipe") == "bf16").head(4)])
-    with pytest.raises(UserError, match="'bf16' has 4 points"):
+    with pytest.raises(UserError, match=r"'bf16' has 4 points .*: add runs to it \(every penalty is measured against "
+                                        r"the baseline 'bf16': it cannot be left out\)$"):
         fits.analyse(small_base, bootstrap=0, top=10)
+    with pytest.raises(UserError, match=r"'tiny' has 4 points .*: add runs to it$"):  # the only group
+        fits.analyse(t.filter(pl.col("recipe") == "tiny"), bootstrap=0, top=10)
     alone = t.filter(pl.col("recipe") != "flat")  # nothing left to judge once tiny is out: bf16's law, no penalty
     out = fits.analyse(alone, bootstrap=0, top=10)
     assert set(out["groups"]) == {"bf16"} and out["penalty"] == {} and set(out["skipped"]) == {"tiny"}
