@@ -30,34 +30,35 @@ class StepBar(RichProgressBar):
 class StepLines(Callback):
     """A line on stderr after the first step (the model built and compiled) and then every `every_s`
     seconds: step, share done, the bar's metrics (train_loss, val_loss, val_bpb), and the time left at
-    this process's pace."""
+    the pace since that first step (the first step's own time is mostly start-up and compilation)."""
 
     def __init__(self, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.every_s, self.clock = every_s, clock
-        self.started: float | None = None
-        self.first_step = 0
-        self.last_line: float | None = None
+        self.origin: tuple[int, float] | None = None  # (step, time) at this process's first step's end
+        self.last_line = 0.0
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.started, self.first_step, self.last_line = self.clock(), trainer.global_step, None
+        self.origin = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        now = self.clock()
-        if self.last_line is not None and now - self.last_line < self.every_s:
+        now, step = self.clock(), trainer.global_step
+        if self.origin is None:
+            self.origin = (step, now)
+        elif now - self.last_line < self.every_s:
             return
         self.last_line = now
-        print(progress_line(trainer.global_step, trainer.max_steps, self.first_step, now - (self.started or now),
-                            trainer.progress_bar_metrics), file=sys.stderr, flush=True)
+        print(progress_line(step, trainer.max_steps, *self.origin, now, trainer.progress_bar_metrics),
+              file=sys.stderr, flush=True)
 
 
-def progress_line(step: int, total: int, first_step: int, elapsed_s: float, metrics: dict) -> str:
-    """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402; 2m10s left'. The pace is this process's
-    (a resumed run's earlier steps came in another's time)."""
-    done = step - first_step
-    left = (total - step) * elapsed_s / done if done > 0 and elapsed_s > 0 else None
+def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_s: float, metrics: dict) -> str:
+    """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402; 2m10s left', at the pace since origin
+    (this process's first step: a resumed run's earlier steps came in another's time); no time left at
+    the origin itself."""
+    done, elapsed = step - origin_step, now_s - origin_s
+    left = f"; {duration((total - step) * elapsed / done)} left" if done > 0 and elapsed > 0 else ""
     shown = ", ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
-    return (f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "")
-            + f"; {duration(left)} left")
+    return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + left
 
 
 def progress_callbacks(progress: bool) -> list[Callback]:
