@@ -5,6 +5,7 @@
       <run_id>/job.json       the launcher's record: config, executor, SLURM job id, submit time
       <run_id>/lock           flock-ed by the process training this run (holder info inside)
       <run_id>/config.json, metrics.csv, result.json, checkpoints/   written by `scaling train`
+      launch.lock             flock-ed (shared) by each local launch into the sweep while it lives
 
 A run is done/diverged/failed once result.json says so; running while its lock is held or squeue
 says its job runs; queued while its job is pending in squeue; failed where a submitted job is neither;
@@ -111,6 +112,39 @@ def lock_holder(run_dir: Path) -> dict | None:
                 return {}
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
+    finally:
+        os.close(fd)
+
+
+LAUNCH_LOCK = "launch.lock"  # at a sweep folder's top: held by each local launch into it while it lives
+
+
+@contextlib.contextmanager
+def local_launch(sweep_dir: Path) -> Iterator[None]:
+    """Hold the sweep's launch lock (shared: two launches into one sweep may overlap) for the block: a
+    local launch's runs wait for its slots as `missing`, and `status` must not tell the user to launch
+    again while one lives. The kernel drops the lock with the process (its workers do not inherit it)."""
+    fd = os.open(Path(sweep_dir) / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def launching(sweep_dir: Path) -> bool:
+    """Whether a local launch into the sweep is alive now (`local_launch`; probing takes and drops it)."""
+    path = Path(sweep_dir) / LAUNCH_LOCK
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
     finally:
         os.close(fd)
 
@@ -381,7 +415,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
         ))  # fmt: skip
     counts = {s: sum(r.state == s for r in rows) for s in STATES}
-    eta_s, method = _sweep_eta(rows, results)
+    eta_s, method = _sweep_eta(rows, results, launching(sweep_dir))
     return SweepStatus(str(sweep_dir), counts, rows, eta_s, method + _waiting_note(rows))
 
 
@@ -503,7 +537,7 @@ def recipe_label(recipe: str, copy: Path | None = None) -> str:
     return recipe
 
 
-def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float | None, str]:
+def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool = False) -> tuple[float | None, str]:
     """Remaining FLOPs ÷ the FLOP/s measured on finished runs (of the run's own recipe where one has
     finished: an FP4 recipe's runs are slower than bf16's), × runs in flight. `results`: each run's
     result.json by run id ({} where it has none), as status read them."""
@@ -531,6 +565,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     running = [r for r in rows if r.state == "running"]
     queued = [r for r in left if r.state == "queued"]
     if not running and not queued:
+        if launched:  # its workers are starting (a torch import takes a while), or between runs
+            return None, (f"a local launch into this sweep is starting its runs: the {count(len(left), 'remaining run')} "
+                          "wait for its free slots")
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the "
                       f"{count(len(left), 'remaining run')}")
     if not running and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):

@@ -1288,7 +1288,8 @@ def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, cap
     out, err = capsys.readouterr()
     assert len(json.loads(out)) == 1
     assert "2 runs of the sweep have no result (1 failed, 1 missing): not in this table" in err, err
-    assert main(["sweep", "collect", str(sweep_dir)]) == 0 and "no result" in capsys.readouterr().err
+    assert main(["sweep", "collect", str(sweep_dir)]) == 0
+    assert capsys.readouterr().err.rstrip().endswith("`scaling sweep launch` again trains or resumes them")
     write_json(failed / "result.json", {"run_id": failed.name, "recipe": "bf16", "status": "diverged", "val_loss": 9.0})
     assert main(["sweep", "collect", str(sweep_dir)]) == 0
     assert "1 run of the sweep has no result (1 missing)" in capsys.readouterr().err
@@ -1316,8 +1317,30 @@ def test_collect_walks_the_run_folders_once(tmp_path, capsys, monkeypatch):
     finally:
         p.kill()
         p.wait()
-    assert "3 runs of the sweep have no result (1 failed, 1 missing, 1 running): not in this table" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "3 runs of the sweep have no result (1 failed, 1 missing, 1 running): not in this table" in err
+    # a running run needs no relaunch: the advice names the others
+    assert err.rstrip().endswith("`scaling sweep launch` again trains or resumes the 2 neither running nor queued"), err
     assert reads and len(reads) == len(set(reads)), sorted(map(str, reads))  # each record read once
+
+
+def test_status_does_not_say_launch_again_while_a_local_launch_lives(tmp_path, capsys):
+    """Runs waiting for a local launch's slots (its workers still importing torch) read `missing`, and
+    status said "nothing running or queued: `scaling sweep launch` again": a user who did so started a
+    second launch. Each local launch holds the sweep's launch lock while it lives; status reads it."""
+    from sweeps.launch import pending
+    from sweeps.store import launching, local_launch, status
+
+    spec, sweep_dir = load(tmp_path), tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    assert not launching(sweep_dir) and status(sweep_dir).eta_method.startswith("nothing running or queued")
+    with local_launch(sweep_dir), local_launch(sweep_dir):  # (two launches into one sweep may overlap)
+        assert launching(sweep_dir)
+        assert status(sweep_dir).eta_method == ("a local launch into this sweep is starting its runs: the 2 remaining "
+                                                "runs wait for its free slots")
+        assert main(["sweep", "status", str(sweep_dir)]) == 0
+        assert "launch` again" not in capsys.readouterr().out
+    assert not launching(sweep_dir)  # dropped with the launch
 
 
 @pytest.mark.parametrize("content", [b"tokens,val_loss\n512,6.1\n\xff\xfe garbage", b"\0" * 64])
