@@ -219,9 +219,15 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     n_sizes = compare.completed(study.runs)["N"].n_unique()
     along = ("each model size" if n_sizes <= figures.LAW_LINES else
              f"{figures.LAW_LINES} of the {n_sizes} model sizes, spread over their range")
+    done = compare.completed(study.runs)
+    off = figures.frontiers_off_axes(done, laws)
+    off_note = "".join(f" {literal(r)}'s frontier lies outside the axes: its law's compute-optimal model at the runs' middle "
+                       f"compute has N ≈ {n:.3g} (the runs' sizes: {done['N'].min():.3g} to {done['N'].max():.3g}) and "
+                       f"loss {loss:.3g}." for r, (n, loss) in off.items())
     s.add(Figure(path, f"Final validation loss of every completed run against its training compute, one panel per recipe; "
                        f"thin lines: the fitted {fitted['law']} law along {along}; thick line: its compute-optimal "
-                       f"frontier" + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1 else ".")))
+                       f"frontier" + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1 else ".")
+                 + off_note))
     s.add(_params_table(fitted["groups"]))
     warnings = fit_warnings(fitted)
     if warnings:

@@ -93,6 +93,38 @@ def law_line_sizes(sizes: list[float]) -> list[float]:
     return [sizes[i] for i in sorted(set(np.round(np.linspace(0, len(sizes) - 1, LAW_LINES)).astype(int)))]
 
 
+def _compute_range(runs: pl.DataFrame) -> tuple[float, float]:
+    """loss_vs_compute's x range: the runs' compute, a factor 2 either side."""
+    return runs["C"].min() / 2, runs["C"].max() * 2
+
+
+def _loss_range(runs: pl.DataFrame) -> tuple[float, float]:
+    """loss_vs_compute's y range: the finite losses, 8% padded."""
+    loss = runs.filter(pl.col("loss").is_finite())["loss"]
+    pad = 0.08 * (loss.max() - loss.min())
+    return loss.min() - pad, loss.max() + pad
+
+
+def frontiers_off_axes(runs: pl.DataFrame, laws: dict) -> dict[str, tuple[float, float]]:
+    """recipe -> (N_opt, loss_opt) at the runs' middle compute, for each recipe whose compute-optimal
+    frontier never enters loss_vs_compute's axes (a law fitted over few sizes can put the optimum far
+    outside them): the caption says so, where the thick line is missing from its panel."""
+    import fits
+
+    lo, hi = _loss_range(runs)
+    c_mid = math.sqrt(runs["C"].min() * runs["C"].max())
+    grid_c = np.logspace(*np.log10(_compute_range(runs)), 200)
+    out = {}
+    for recipe, params in laws.items():
+        if params is None:
+            continue
+        loss = fits.compute_optimal(params, grid_c)[2]
+        if not np.any((loss >= lo) & (loss <= hi)):
+            n_opt, _, loss_opt = fits.compute_optimal(params, c_mid)
+            out[recipe] = (float(n_opt), float(loss_opt))
+    return out
+
+
 def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict, path: Path) -> Path:
     """One panel per recipe: runs as points (shade = model size), the fitted law along each size,
     and the compute-optimal frontier (the baseline's frontier dashed in every panel).
@@ -102,7 +134,7 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
     recipes = [r for r in [baseline, *sorted(set(runs["recipe"]) - {baseline})] if r in set(runs["recipe"])]
     sizes = sorted(set(runs["N"].to_list()))
     shade = {n: 0.35 + 0.65 * i / max(1, len(sizes) - 1) for i, n in enumerate(sizes)}
-    c_lo, c_hi = runs["C"].min() / 2, runs["C"].max() * 2
+    c_lo, c_hi = _compute_range(runs)
     grid_c = np.logspace(math.log10(c_lo), math.log10(c_hi), 200)
     base_front = fits.compute_optimal(laws[baseline], grid_c)[2] if baseline in laws else None
     with plt.rc_context(STYLE):
@@ -126,9 +158,7 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
             ax.set_xlabel("training compute C = 6ND (FLOP)")
         axes[0].set_ylabel("validation loss (nats/token)")
         axes[0].legend(loc="upper right")  # (the baseline's panel: its labels are ours, none a recipe's name)
-        loss = runs.filter(pl.col("loss").is_finite())["loss"]
-        pad = 0.08 * (loss.max() - loss.min())
-        axes[0].set_ylim(loss.min() - pad, loss.max() + pad)
+        axes[0].set_ylim(*_loss_range(runs))
         axes[0].set_xlim(c_lo, c_hi)
         for ax in axes:
             _log_x(ax)

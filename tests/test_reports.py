@@ -930,3 +930,22 @@ def test_versions_hardware_and_a_diagnostics_key_enter_the_report_as_text(tmp_pa
     items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
     assert "Versions: torch 2.5" in items, items
     assert diagnostic_tables({"_per*tensor": [{"sqnr_db": 19.4}]}) == [([{"sqnr_db": 19.4}], r"\_per\*tensor")]
+
+
+def test_a_frontier_outside_the_figures_axes_is_named_with_its_optimum():
+    """The demo's mxfp4 law (a small α fitted over two sizes) put its compute-optimal model at ~100
+    parameters, its frontier below the figure's losses: its panel had no thick line and nothing said why."""
+    import fits
+    from fits.synthetic import EPOCH
+    from reports import figures
+
+    sizes, ratios = (5e5, 1e6, 2e6), (8, 16, 32)
+    runs = pl.DataFrame([{"recipe": "bf16", "N": n, "C": 6 * n * n * r} for n in sizes for r in ratios])
+    runs = runs.with_columns(loss=pl.Series([float(fits.predict(EPOCH, n, n * r)) for n in sizes for r in ratios]))
+    flat = {**EPOCH, "A": 3.7, "alpha": 0.063, "E": 0.586}  # the demo's mxfp4 law, roughly
+    off = figures.frontiers_off_axes(runs, {"bf16": EPOCH, "mxfp4": flat})
+    assert set(off) == {"mxfp4"}  # bf16's own frontier crosses its runs' losses
+    n_opt, loss_opt = off["mxfp4"]
+    c_mid = math.sqrt(runs["C"].min() * runs["C"].max())
+    assert (n_opt, loss_opt) == pytest.approx(tuple(float(v) for v in fits.compute_optimal(flat, c_mid)[::2]))
+    assert n_opt < 5e5 and loss_opt < runs["loss"].min()
