@@ -640,6 +640,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers)
     _stage("drawing the figures and writing the report")
     colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
+    compared = baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1  # (a penalty against it)
     with _staging(out_dir) as stage:  # a failure (a full disk) leaves the folder as it was
         fig_dir = stage / "figures"
         fig_dir.mkdir()
@@ -649,8 +650,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
             subtitle=f"{count(study.runs.height, 'run')}, recipes {', '.join(map(literal, sorted(set(study.runs['recipe']))))}; "
                      # (the study's recipes, not the fitted ones: with the others left out, it is still the baseline)
-                     + (f"baseline {code(baseline)}" if baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1
-                        else f"no baseline ({code(baseline)})")
+                     + (f"baseline {code(baseline)}" if compared else f"no baseline ({code(baseline)})")
                      + f"; law `{law}`.",
             sections=[
                 section_verdict(fitted, baseline, study),
@@ -674,7 +674,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "report_md": str(out_dir / "report.md"),
         "figures": sorted(str(p) for p in fig_dir.glob("*.png")),
         "law": law,
-        "baseline": baseline,
+        "baseline": baseline if compared else None,  # (as `fit --json`: None where nothing is compared with it)
         "n_runs": study.runs.height,
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),

@@ -462,9 +462,10 @@ def test_a_table_without_recipes_is_not_said_to_have_a_baseline(tmp_path):
 
     csv = tmp_path / "one.csv"
     synthetic_table({"bf16": {}}, sizes=(1e6, 2e6, 4e6), ratios=(10, 20, 40), seed=2).drop("recipe").write_csv(csv)
-    build(csv, tmp_path / "r", bootstrap=0, workers=1)
+    summary = build(csv, tmp_path / "r", bootstrap=0, workers=1)
     md = (tmp_path / "r" / "report.md").read_text()
     assert "no baseline (`bf16`)" in md and "baseline `bf16`" not in md and "bf16's frontier" not in md
+    assert summary["baseline"] is None  # `report --json` said "bf16", as if it were in the data (`fit --json`: null)
 
 
 def test_an_external_tables_statuses_are_shown_and_its_bad_rows_refused_by_line(tmp_path, capsys):
