@@ -363,6 +363,12 @@ def test_the_gpu_runbook_runs_its_steps_in_turn(tmp_path):
     assert "needs a CUDA GPU" in (tmp_path / "linear.log").read_text()
     assert (tmp_path / "h200.json").read_bytes() == committed == (ROOT / "reports/bench/h200.json").read_bytes()
     assert "layer <= 1.3x bf16" in (tmp_path / "targets.txt").read_text()
+    # a second run into the same $OUT keeps the file the first left (it copied the committed one over it)
+    earlier = json.loads((tmp_path / "h200.json").read_text())
+    (tmp_path / "h200.json").write_text(json.dumps({**earlier, "notes": ["an earlier run's rows"]}))
+    again = subprocess.run(["bash", ".ci/gpu", "linear"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "the one an earlier run left" in again.stderr, again.stderr
+    assert json.loads((tmp_path / "h200.json").read_text())["notes"] == ["an earlier run's rows"]
 
 
 def test_a_gpus_rows_never_go_into_another_gpus_file(tmp_path, capsys):
