@@ -425,12 +425,16 @@ def _add_unfinished(s: Section, unfinished: list[dict]) -> None:
     """A sweep's runs with no result at all: not in any table or fit of this report, so named here."""
     if not unfinished:
         return
+    from sweeps.store import relaunch_advice  # (torch-free)
+
     n = len(unfinished)
+    states: dict[str, int] = {}
+    for u in unfinished:  # (a state's label starts with the state: "failed (resumable)", "queued (Priority)")
+        states[u["state"].split()[0]] = states.get(u["state"].split()[0], 0) + 1
     listed = f" (the first {UNFINISHED_LISTED} below)" if n > UNFINISHED_LISTED else ""
     s.add(Paragraph(f"{count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result{listed} (the job was "
                     "killed, cancelled or crashed, or is still queued or running): not in this report's fits, tables or "
-                    "counts. `scaling sweep status --runs` shows them all; `scaling sweep launch` again trains or "
-                    "resumes them."))
+                    f"counts. `scaling sweep status --runs` shows them all; {relaunch_advice(states)}."))
     cols = tuple(unfinished[0])
     s.add(Table(cols, tuple(tuple(u[c] for c in cols) for u in unfinished[:UNFINISHED_LISTED])))
 

@@ -419,6 +419,17 @@ def status(sweep_dir: Path) -> SweepStatus:
     return SweepStatus(str(sweep_dir), counts, rows, eta_s, method + _waiting_note(rows))
 
 
+def relaunch_advice(states: dict[str, int]) -> str:
+    """What to do about a sweep's runs with no result, by how many are in each state (`collect`'s note,
+    a report's list): running and queued runs finish without a relaunch, the others need one."""
+    n, in_flight = sum(states.values()), states.get("running", 0) + states.get("queued", 0)
+    if in_flight == n:
+        return "they finish without a relaunch"
+    if not in_flight:
+        return "`scaling sweep launch` again trains or resumes them"
+    return f"`scaling sweep launch` again trains or resumes the {n - in_flight} neither running nor queued"
+
+
 def damaged_checkpoint(run_dir: Path) -> str | None:
     """What is wrong with the run's checkpoint where it has one that is damaged (`checkpoint_problem`, as
     train checks it before it resumes); None where it has none or a sound one."""

@@ -113,6 +113,7 @@ def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
     blocks = section_failures(study).blocks
     text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
     assert "1 run of the sweep has no result" in text and "all 36 runs completed" not in text
+    assert text.endswith("shows them all; `scaling sweep launch` again trains or resumes them.")
     table = [b for b in blocks if isinstance(b, Table)][-1]
     assert dict(zip(table.columns, table.rows[0])) == {"run_id": killed.name, "recipe": "nvfp4", "family": "nanochat",
                                                        "size": "XL", "tokens": 1_200_000_000, "seed": 1,
@@ -131,6 +132,7 @@ def test_a_sweep_in_progress_lists_its_first_runs_without_a_result():
     text = next(b.text for b in s.blocks if isinstance(b, Paragraph))
     assert text.startswith(f"{UNFINISHED_LISTED + 10} runs of the sweep have no result (the first {UNFINISHED_LISTED} below)")
     assert len(next(b for b in s.blocks if isinstance(b, Table)).rows) == UNFINISHED_LISTED
+    assert text.endswith("shows them all; they finish without a relaunch.")  # (queued: no launch again)
 
 
 def test_the_report_command_says_a_sweep_has_runs_without_a_result(capsys):

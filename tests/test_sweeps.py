@@ -1289,7 +1289,7 @@ def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, cap
     assert len(json.loads(out)) == 1
     assert "2 runs of the sweep have no result (1 failed, 1 missing): not in this table" in err, err
     assert main(["sweep", "collect", str(sweep_dir)]) == 0
-    assert capsys.readouterr().err.rstrip().endswith("`scaling sweep launch` again trains or resumes them")
+    assert capsys.readouterr().err.rstrip().endswith("lists them; `scaling sweep launch` again trains or resumes them")
     write_json(failed / "result.json", {"run_id": failed.name, "recipe": "bf16", "status": "diverged", "val_loss": 9.0})
     assert main(["sweep", "collect", str(sweep_dir)]) == 0
     assert "1 run of the sweep has no result (1 missing)" in capsys.readouterr().err
@@ -1320,7 +1320,8 @@ def test_collect_walks_the_run_folders_once(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "3 runs of the sweep have no result (1 failed, 1 missing, 1 running): not in this table" in err
     # a running run needs no relaunch: the advice names the others
-    assert err.rstrip().endswith("`scaling sweep launch` again trains or resumes the 2 neither running nor queued"), err
+    assert err.rstrip().endswith("lists them; `scaling sweep launch` again trains or resumes the 2 neither running nor "
+                                 "queued"), err
     assert reads and len(reads) == len(set(reads)), sorted(map(str, reads))  # each record read once
 
 

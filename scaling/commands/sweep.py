@@ -404,13 +404,10 @@ def _say_unfinished(sweep_dir: Path, left: dict[str, int]) -> None:
     `left`: how many in each state, as collect found them): collect has no row for them, and its table
     would read as the whole sweep (`report` says it too)."""
     from scaling.console import count
+    from sweeps.store import relaunch_advice
 
     if left:
         n = sum(left.values())
-        in_flight = left.get("running", 0) + left.get("queued", 0)  # (they finish without a relaunch)
-        then = ("collect again once they finish" if in_flight == n else
-                "`scaling sweep launch` again trains or resumes them" if not in_flight else
-                f"`scaling sweep launch` again trains or resumes the {n - in_flight} neither running nor queued")
         print(f"note: {count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result "
               f"({', '.join(f'{v} {k}' for k, v in sorted(left.items()))}): not in this table; "
-              f"`scaling sweep status {sweep_dir} --runs` lists them, and {then}", file=sys.stderr)
+              f"`scaling sweep status {sweep_dir} --runs` lists them; {relaunch_advice(left)}", file=sys.stderr)
