@@ -98,18 +98,27 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
 
 def lock_holder(run_dir: Path) -> dict | None:
     """The holder's info if the run's lock is held now, else None (probing takes and drops it)."""
-    path = Path(run_dir) / "lock"
-    if not path.exists():
+    content = _held_elsewhere(Path(run_dir) / "lock", fcntl.LOCK_SH)
+    if content is None:
         return None
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        return json.loads(content or b"{}")
+    except json.JSONDecodeError:
+        return {}
+
+
+def _held_elsewhere(path: Path, mode: int) -> bytes | None:
+    """The file's first 4 KB where another process holds a lock on it that `mode` (LOCK_SH, LOCK_EX)
+    conflicts with, else None: no such lock, or no file (probing takes and drops the lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                return json.loads(os.pread(fd, 4096, 0) or b"{}")
-            except json.JSONDecodeError:
-                return {}
+            return os.pread(fd, 4096, 0)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
@@ -133,20 +142,8 @@ def local_launch(sweep_dir: Path) -> Iterator[None]:
 
 
 def launching(sweep_dir: Path) -> bool:
-    """Whether a local launch into the sweep is alive now (`local_launch`; probing takes and drops it)."""
-    path = Path(sweep_dir) / LAUNCH_LOCK
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    """Whether a local launch into the sweep is alive now (`local_launch`'s shared lock)."""
+    return _held_elsewhere(Path(sweep_dir) / LAUNCH_LOCK, fcntl.LOCK_EX) is not None
 
 
 def _slurm_job_id() -> str | None:
