@@ -215,11 +215,11 @@ def _params_table(groups: dict, keys: tuple[str, ...] = LAW_PARAMS) -> Table:
 def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
     s = Section("Loss vs compute")
     laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
-    path = figures.loss_vs_compute(compare.completed(study.runs), laws, baseline, colors, fig_dir / "loss_vs_compute.png")
-    n_sizes = compare.completed(study.runs)["N"].n_unique()
+    done = compare.completed(study.runs)
+    path = figures.loss_vs_compute(done, laws, baseline, colors, fig_dir / "loss_vs_compute.png")
+    n_sizes = done["N"].n_unique()
     along = ("each model size" if n_sizes <= figures.LAW_LINES else
              f"{figures.LAW_LINES} of the {n_sizes} model sizes, spread over their range")
-    done = compare.completed(study.runs)
     off = figures.frontiers_off_axes(done, laws)
     off_note = "".join(f" {literal(r)}'s frontier lies outside the axes: its law's compute-optimal model at the runs' middle "
                        f"compute has N ≈ {n:.3g} (the runs' sizes: {done['N'].min():.3g} to {done['N'].max():.3g}) and "

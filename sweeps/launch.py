@@ -308,37 +308,43 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     # held while this launch lives: its runs waiting for a slot read `missing`, and status must not say
     # "launch again" meanwhile (a SLURM launch returns once submitted: squeue says what is queued)
     with local_launch(sweep_dir) if executor == "local" else contextlib.nullcontext():
-        report = LaunchReport(str(sweep_dir), executor, total=len(todo) + sum(map(len, skipped.values())),
-                              skipped=skipped)  # fmt: skip
-        if progress:
-            left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
-            damaged = [c.run_id for c in todo if damaged_checkpoint(sweep_dir / c.run_id)]
-            resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo) - len(damaged)
-            resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
-            print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
-                  flush=True)
-            if damaged:  # train refuses to resume from a damaged checkpoint: those runs fail again, said before they do
-                print(f"warning: {count(len(damaged), 'run')} ({', '.join(damaged[:5])}{', ...' if len(damaged) > 5 else ''}) "
-                      f"{'has a damaged checkpoint' if len(damaged) == 1 else 'have damaged checkpoints'}, on which "
-                      "training fails again; `scaling sweep status` names the files to move away", flush=True)
-        if executor == "local":  # (a SLURM launch returns once submitted: `status` follows every run)
-            report.elsewhere = list(skipped.get("running", []))
-            if progress and report.elsewhere and todo:  # (with none of its own, the wait's line says it)
-                them = "it" if len(report.elsewhere) == 1 else "them"
-                print(f"{_trained_elsewhere(sweep_dir, report.elsewhere)}: leaving {them} to it, and waiting for {them} "
-                      "after this launch's own runs", flush=True)
-        try:
-            with interrupt_on_sigterm():  # `kill` stops a launch (and a local pool's workers) as Ctrl-C does
-                if executor == "slurm" and todo:
-                    _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
-                elif todo:
-                    _launch_local(spec, todo, sweep_dir, report, progress)
-                if executor == "local":
-                    _wait_for_others(sweep_dir, report, progress)
-        except KeyboardInterrupt:
-            report.interrupted = True
-            raise LaunchInterrupted(report) from None
-        return report
+        return _launch_runs(spec, executor, sweep_dir, todo, skipped, progress, chunk)
+
+
+def _launch_runs(spec: SweepSpec, executor: str, sweep_dir: Path, todo: list, skipped: dict, progress: bool,
+                 chunk: int) -> LaunchReport:
+    """`launch` past its plan: say what it runs, then submit (slurm) or run (local) `todo`."""
+    report = LaunchReport(str(sweep_dir), executor, total=len(todo) + sum(map(len, skipped.values())),
+                          skipped=skipped)  # fmt: skip
+    if progress:
+        left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
+        damaged = [c.run_id for c in todo if damaged_checkpoint(sweep_dir / c.run_id)]
+        resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo) - len(damaged)
+        resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
+        print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
+              flush=True)
+        if damaged:  # train refuses to resume from a damaged checkpoint: those runs fail again, said before they do
+            print(f"warning: {count(len(damaged), 'run')} ({', '.join(damaged[:5])}{', ...' if len(damaged) > 5 else ''}) "
+                  f"{'has a damaged checkpoint' if len(damaged) == 1 else 'have damaged checkpoints'}, on which "
+                  "training fails again; `scaling sweep status` names the files to move away", flush=True)
+    if executor == "local":  # (a SLURM launch returns once submitted: `status` follows every run)
+        report.elsewhere = list(skipped.get("running", []))
+        if progress and report.elsewhere and todo:  # (with none of its own, the wait's line says it)
+            them = "it" if len(report.elsewhere) == 1 else "them"
+            print(f"{_trained_elsewhere(sweep_dir, report.elsewhere)}: leaving {them} to it, and waiting for {them} "
+                  "after this launch's own runs", flush=True)
+    try:
+        with interrupt_on_sigterm():  # `kill` stops a launch (and a local pool's workers) as Ctrl-C does
+            if executor == "slurm" and todo:
+                _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
+            elif todo:
+                _launch_local(spec, todo, sweep_dir, report, progress)
+            if executor == "local":
+                _wait_for_others(sweep_dir, report, progress)
+    except KeyboardInterrupt:
+        report.interrupted = True
+        raise LaunchInterrupted(report) from None
+    return report
 
 
 def _trained_elsewhere(sweep_dir: Path, run_ids: list[str]) -> str:
