@@ -82,10 +82,11 @@ def checkpoint_path(run_dir: Path) -> Path:
 def checkpoint_problem(path: Path, contents: bool = False) -> str | None:
     """What makes a run's checkpoint no archive torch wrote, or None where it is one. Checkpoints are
     renamed into place whole, so this is a disk's or a hand's damage (truncated, emptied, overwritten).
-    Reads the zip archive's directory only: cheap at any size and torch-free, so `sweep status` asks it of
-    every failed run and says what a relaunch would do. With `contents`, also every member's CRC-32 (the
-    whole file, ~0.3 s a GB), as `scaling train` checks before resuming: torch reads an archive without
-    checking them, and a run resumed from flipped bytes trained on from garbage weights without a word."""
+    Reads the zip archive's directory only: cheap at any size and torch-free (`sweep launch` asks it of every
+    run it resumes). With `contents`, also every member's CRC-32 (the whole file, ~0.3 s a GB), as `scaling
+    train` checks before resuming and `sweep status` of each failed run, to say what a relaunch would do: torch
+    reads an archive without checking them, and a run resumed from flipped bytes trained on from garbage
+    weights without a word."""
     import zipfile
 
     try:

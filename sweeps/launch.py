@@ -318,6 +318,8 @@ def _launch_runs(spec: SweepSpec, executor: str, sweep_dir: Path, todo: list, sk
                           skipped=skipped)  # fmt: skip
     if progress:
         left = ", ".join(f"{len(v)} {k}" for k, v in skipped.items()) or "none"
+        # (the archives' directories only: their CRC-32s would read every resumable run's checkpoint here, on a
+        # login node, before each job reads its own again; train refuses flipped bytes in one line, and status names them)
         damaged = [c.run_id for c in todo if damaged_checkpoint(sweep_dir / c.run_id)]
         resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo) - len(damaged)
         resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""

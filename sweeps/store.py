@@ -384,7 +384,11 @@ def status(sweep_dir: Path) -> SweepStatus:
         cfg = _config_of(plan.get(d.name), job.get("config"), run_config)
         tokens = _whole(cfg.get("tokens")) or _whole(result.get("tokens")) or 0
         seen, last_loss = _curve_end(d / "metrics.csv")
-        ckpt_problem = damaged_checkpoint(d) if state == "failed" else None
+        # a failed run's checkpoint is checked whole, its CRC-32s too, as train checks it before it resumes: a
+        # flipped byte is found here, not by the relaunch that status would advise. Affordable: only failed runs
+        # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
+        # each, at ~0.3 s a GB, which the relaunch that resumes them reads anyway
+        ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
         if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
             seen = max(seen, _live_tokens(d, run_config or {}))
         if state in ("done", "diverged"):
@@ -427,11 +431,12 @@ def relaunch_advice(states: dict[str, int]) -> str:
     return f"`scaling sweep launch` again trains or resumes the {n - in_flight} neither running nor queued"
 
 
-def damaged_checkpoint(run_dir: Path) -> str | None:
-    """What is wrong with the run's checkpoint where it has one that is damaged (`checkpoint_problem`, as
-    train checks it before it resumes); None where it has none or a sound one."""
+def damaged_checkpoint(run_dir: Path, contents: bool = False) -> str | None:
+    """What is wrong with the run's checkpoint where it has one that is damaged (`checkpoint_problem`: its
+    archive's directory, and with `contents` its CRC-32s too, as train checks it before it resumes); None
+    where it has none or a sound one."""
     path = checkpoint_path(run_dir)
-    return checkpoint_problem(path) if path.exists() else None
+    return checkpoint_problem(path, contents) if path.exists() else None
 
 
 def _config_of(*records: Any) -> dict:

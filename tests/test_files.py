@@ -75,7 +75,7 @@ def test_an_empty_output_path_is_refused_not_taken_as_the_working_folder(folder)
 
 def test_a_checkpoints_flipped_bytes_are_found_by_its_crcs_not_its_directory(tmp_path):
     """torch loads an archive without checking its CRC-32s: only `contents` (train's check before it
-    resumes) finds bytes flipped inside a tensor; the directory check (`sweep status`'s) is cheap and blind."""
+    resumes) finds bytes flipped inside a tensor; the directory check (`sweep launch`'s) is cheap and blind."""
     import torch
 
     from scaling.files import checkpoint_problem

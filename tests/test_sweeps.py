@@ -754,6 +754,34 @@ def test_status_says_a_failed_runs_damaged_checkpoint_fails_a_relaunch(tmp_path,
     assert runs[damaged.name]["checkpoint_damaged"] and runs[damaged.name]["resumable"] is False
 
 
+def test_status_finds_a_failed_runs_checkpoint_whose_crc_fails(tmp_path, capsys):
+    """A byte flipped inside a tensor leaves the archive's directory whole: status read such a failed run as
+    "failed (resumable)", and the relaunch it advised refused the checkpoint (train checks the CRC-32s). Status
+    checks them too, and says what the relaunch does, with its advice (move it away)."""
+    import torch
+
+    from scaling.train import check_checkpoint
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=0",))
+    sweep_dir = tmp_path / "sweep"
+    (run,) = pending(spec, sweep_dir)[0]
+    write_json(sweep_dir / run.run_id / "job.json", {"executor": "local", "job_id": None})
+    ckpt = write_checkpoint(sweep_dir / run.run_id)
+    data = bytearray(ckpt.read_bytes())
+    data[data.index(torch.zeros(256).numpy().tobytes()) + 100] ^= 0x01  # inside the tensor's bytes
+    ckpt.write_bytes(data)
+    with pytest.raises(UserError, match="fails its CRC-32 check"):  # what a relaunch's train does with it
+        check_checkpoint(ckpt)
+    (row,) = status(sweep_dir).runs
+    assert (row.state, row.resumable) == ("failed", False) and "fails its CRC-32 check" in row.checkpoint_damaged
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "failed (checkpoint damaged: a relaunch fails on it)" in out and "resumable" not in out
+    assert f"move it away (mv {ckpt} {ckpt}.bad)" in out
+
+
 def test_a_relaunch_does_with_a_damaged_checkpoint_what_status_said(tmp_path, capsys):
     """The launch that status warned of: its line counts no damaged checkpoint as one it resumes from and warns
     of it, and the run fails on train's one line naming the file, as status said; failed again, still damaged."""
