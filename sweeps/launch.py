@@ -79,6 +79,16 @@ class RunJob(submitit.helpers.Checkpointable):
         self.run_dir = str(run_dir)
 
     def __call__(self) -> dict:
+        """The job's entry (submitit's, on SLURM): `run`, with a UserError said in one line and the job failed
+        with the CLI's exit status, 2. Raised on, submitit logs the error's whole traceback, then re-raises it."""
+        try:
+            return self.run()
+        except UserError as e:  # (a damaged checkpoint, another corpus): as `scaling train` says it
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None  # (no Exception: submitit's handler lets it by, and the process exits 2)
+
+    def run(self) -> dict:
+        """Train the run under its lock (a local worker's entry: it says a UserError itself, and goes on)."""
         from scaling.train import Preempted, train
 
         with run_lock(Path(self.run_dir)) as locked:
@@ -723,7 +733,7 @@ def _worker() -> int:
                 job = read_json(run_dir / "job.json")
                 from scaling.config import RunConfig
 
-                RunJob(RunConfig.from_dict(job["config"]), run_dir)()
+                RunJob(RunConfig.from_dict(job["config"]), run_dir).run()
             except Preempted:
                 return PREEMPTED_EXIT_CODE
             except UserError as e:  # (a damaged checkpoint, another corpus): one line, as `scaling train` says it

@@ -937,6 +937,25 @@ def test_a_requeued_array_task_is_not_taken_for_cancelled(monkeypatch):
     assert launch_mod._cancelled()
 
 
+def test_a_slurm_jobs_user_error_is_one_line_in_its_log_and_fails_the_run(tmp_path, capsys):
+    """A SLURM job whose train raised a UserError (missing data, a damaged checkpoint) logged submitit's whole
+    traceback of it. The job's entry (what submitit calls) says the one line `scaling train` says and fails the
+    job with its exit status, 2 (a SystemExit, which submitit's handler lets by); the run reads failed."""
+    from sweeps.launch import RunJob, pending
+    from sweeps.store import run_state, write_json
+
+    (run,) = pending(load(tmp_path, overrides=("grid.seed=0",)), tmp_path / "sweep")[0]
+    run_dir = tmp_path / "sweep" / run.run_id
+    write_json(run_dir / "job.json", {"executor": "slurm", "job_id": "7_0"})
+    missing = tmp_path / "no-data"
+    with pytest.raises(SystemExit) as ended:
+        RunJob(dataclasses.replace(run, data=str(missing)), run_dir)()
+    out, err = capsys.readouterr()
+    assert ended.value.code == 2 and err.startswith("error: ") and str(missing) in err, err
+    assert err.count("\n") == 1 and "Traceback" not in out + err, err
+    assert not (run_dir / "result.json").exists() and run_state(run_dir, {}) == "failed"  # its job left the queue
+
+
 def _launch_until_a_run_evaluates(spec: Path, sweep_dir: Path) -> tuple[list[str], subprocess.Popen]:
     """`sweep launch --executor local --json` started in the background and waited on until a run has
     written its first evaluation (the run is under way, or 120 s passed); the command (without --json)
