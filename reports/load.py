@@ -12,11 +12,14 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from scaling.errors import UserError
+
+if TYPE_CHECKING:
+    from sweeps.store import RunStatus
 
 DIAGNOSTICS_NAME = "diagnostics.json"
 
@@ -81,15 +84,15 @@ def _status_column(df: pl.DataFrame, columns: dict[str, str]) -> str | None:
     return pick_column(df, "status", columns)
 
 
-def _unfinished(sweep_dir: Path) -> list[dict]:
+def _unfinished(runs: list[RunStatus], finished: pl.Series) -> list[dict]:
     """The sweep's runs that have no result (killed, cancelled, crashed, still queued or running, never
-    submitted): collect has no row for them, and a report silent about them reads as a whole sweep."""
-    from sweeps.store import status  # torch-free, as collect
-
+    submitted), of `collect_runs`' unfinished `runs` (a record of status failed is a result, among `finished`'s
+    run ids: listed with the failures): collect has no row for them, and a report silent about them reads as a
+    whole sweep."""
+    results = set(finished.to_list())
     return [{"run_id": r.run_id, "recipe": r.recipe, "family": r.family, "size": r.size, "tokens": r.tokens,
-             "seed": r.seed, "state": r.state_label(),
-             "progress": r.progress_label()}
-            for r in status(sweep_dir).runs if r.state not in ("done", "diverged")]
+             "seed": r.seed, "state": r.state_label(), "progress": r.progress_label()}
+            for r in runs if r.run_id not in results]
 
 
 def _read_table(path: Path) -> pl.DataFrame:
@@ -159,10 +162,10 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
     if not source.exists():
         raise UserError(f"{source} does not exist; pass a sweep directory (runs/<sweep>/) or a results .csv/.parquet")
     if source.is_dir():
-        from sweeps.store import collect  # torch-free: it reads result.json files
+        from sweeps.store import collect_runs  # torch-free: it reads result.json files
 
         try:
-            records = collect(source)
+            records, unfinished = collect_runs(source)  # (and the status of the runs without a result: one walk)
         except UserError as e:
             hint = _what_folder_holds(source) if "is not a sweep directory" in str(e) else ""  # (not a run's folder)
             raise UserError(str(e) + hint) from None
@@ -182,8 +185,8 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
                   has_status=from_records or _status_column(raw, columns) is not None,
                   earlier_rows=runs.height - final.height)
     study.run_root = run_root
-    if sweep_dir is not None:  # (a record of status failed is a result: listed with the failures, not as missing)
-        study.unfinished = [u for u in _unfinished(sweep_dir) if u["run_id"] not in set(final["run_id"].to_list())]
+    if sweep_dir is not None:
+        study.unfinished = _unfinished(unfinished, final["run_id"])
     study.curves = _read_curves(run_root, study.runs["run_id"].to_list())
     # Only a sweep's own diagnostics are picked up unasked: a CSV lying in some folder is not a sweep.
     found = run_root / DIAGNOSTICS_NAME

@@ -369,55 +369,85 @@ class SweepStatus:
 def status(sweep_dir: Path) -> SweepStatus:
     """The state of every run of a sweep, counts per state, and an ETA."""
     sweep_dir = Path(sweep_dir)
-    plan_read = sweep_plan(sweep_dir)
-    dirs = sweep_run_dirs(sweep_dir, plan_read)
+    plan = sweep_plan(sweep_dir)
+    dirs = sweep_run_dirs(sweep_dir, plan)
     queue = slurm_queue_for(dirs)
     now = time.time()
-    plan = {r["run_id"]: r for r in plan_read.get("runs", [])}
+    planned = planned_configs(plan)
     rows, results = [], {}
     for d in dirs:
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
-        state = run_state(d, queue, result, job)
-        job, result = job or {}, result or {}
-        results[d.name] = result
-        run_config = read_json(d / "config.json")  # (train's, resolved: its batch size and sequence length)
-        cfg = _config_of(plan.get(d.name), job.get("config"), run_config)
-        tokens = _whole(cfg.get("tokens")) or _whole(result.get("tokens")) or 0
-        seen, last_loss = _curve_end(d / "metrics.csv")
-        # a failed run's checkpoint is checked whole, its CRC-32s too, as train checks it before it resumes: a
-        # flipped byte is found here, not by the relaunch that status would advise. Affordable: only failed runs
-        # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
-        # each, at ~0.3 s a GB, which the relaunch that resumes them reads anyway
-        ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
-        if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
-            seen = max(seen, _live_tokens(d, run_config or {}))
-        if state in ("done", "diverged"):
-            progress = 1.0
-        elif state == "running" and not (seen and tokens):
-            progress = None  # no step of it recorded yet: unknown, not 0% (a resumed run's may be far on)
-        else:
-            progress = min(1.0, seen / tokens) if tokens else 0.0
-        eta = None
-        holder = lock_holder(d) if state == "running" else None
-        if holder and holder.get("started") and progress is not None and 0 < progress < 1:
-            # this holder's own progress: a resumed run's earlier tokens came in another process's time
-            start = min(1.0, (holder.get("tokens_at_start") or 0) / tokens) if tokens else 0.0
-            if progress > start:
-                eta = (now - holder["started"]) * (1 - progress) / (progress - start)
-        rows.append(RunStatus(
-            run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
-            recipe=(result["recipe"] if isinstance(result.get("recipe"), str) and result["recipe"]
-                    else recipe_label(str(cfg.get("recipe", "")), d / "recipe.toml")), tokens=tokens,
-            seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
-            state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
-            job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem,
-            resumable=state == "failed" and ckpt_problem is None and checkpoint_path(d).exists(),
-            waiting=pending_reason(job, queue) if state == "queued" else None,
-            diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
-        ))  # fmt: skip
-    counts = {s: sum(r.state == s for r in rows) for s in STATES}
+        results[d.name] = result or {}
+        rows.append(run_status(d, queue, job, result, planned.get(d.name), now))
+    counts = dict.fromkeys(STATES, 0) | state_counts(rows)
     eta_s, method = _sweep_eta(rows, results, launching(sweep_dir))
     return SweepStatus(str(sweep_dir), counts, rows, eta_s, method + _waiting_note(rows))
+
+
+def state_counts(rows: Iterable[RunStatus]) -> dict[str, int]:
+    """How many of the runs are in each state, of the states one is in."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    return counts
+
+
+def planned_configs(plan: dict) -> dict[str, dict]:
+    """Run id -> its config in the sweep's plan (`sweep_plan`'s)."""
+    return {r["run_id"]: r for r in plan.get("runs", [])}
+
+
+def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | None, result: dict | None,
+               planned: dict | None = None, now: float | None = None) -> RunStatus:
+    """One run's `RunStatus`, from its records as the caller read them (job.json, result.json: None where it
+    has none; `planned`: its plan entry), the queue (`slurm_queue_for`, once per sweep) and the time."""
+    d = Path(run_dir)
+    now = time.time() if now is None else now
+    state = run_state(d, queue, result, job)
+    job, result = job or {}, result or {}
+    run_config = read_json(d / "config.json")  # (train's, resolved: its batch size and sequence length)
+    cfg = _config_of(planned, job.get("config"), run_config)
+    tokens = _whole(cfg.get("tokens")) or _whole(result.get("tokens")) or 0
+    seen, last_loss = _curve_end(d / "metrics.csv")
+    # a failed run's checkpoint is checked whole, its CRC-32s too, as train checks it before it resumes: a
+    # flipped byte is found here, not by the relaunch that status would advise. Affordable: only failed runs
+    # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
+    # each by status (or collect, or report), at ~0.3 s a GB, which the relaunch that resumes them reads anyway
+    ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
+    if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
+        seen = max(seen, _live_tokens(d, run_config or {}))
+    progress = _progress(state, seen, tokens)
+    eta = _run_eta(d, progress, tokens, now) if state == "running" else None
+    return RunStatus(
+        run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
+        recipe=(result["recipe"] if isinstance(result.get("recipe"), str) and result["recipe"]
+                else recipe_label(str(cfg.get("recipe", "")), d / "recipe.toml")), tokens=tokens,
+        seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
+        state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
+        job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem,
+        resumable=state == "failed" and ckpt_problem is None and checkpoint_path(d).exists(),
+        waiting=pending_reason(job, queue) if state == "queued" else None,
+        diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
+    )  # fmt: skip
+
+
+def _progress(state: str, seen: int, tokens: int) -> float | None:
+    """The fraction of its `tokens` a run in `state` has trained, having recorded `seen`."""
+    if state in ("done", "diverged"):
+        return 1.0
+    if state == "running" and not (seen and tokens):
+        return None  # no step of it recorded yet: unknown, not 0% (a resumed run's may be far on)
+    return min(1.0, seen / tokens) if tokens else 0.0
+
+
+def _run_eta(run_dir: Path, progress: float | None, tokens: int, now: float) -> float | None:
+    """A running run's remaining seconds, at the pace of the process holding its lock; None where unknown."""
+    holder = lock_holder(run_dir)
+    if not (holder and holder.get("started") and progress is not None and 0 < progress < 1):
+        return None
+    # this holder's own progress: a resumed run's earlier tokens came in another process's time
+    start = min(1.0, (holder.get("tokens_at_start") or 0) / tokens) if tokens else 0.0
+    return (now - holder["started"]) * (1 - progress) / (progress - start) if progress > start else None
 
 
 def relaunch_advice(states: dict[str, int]) -> str:
@@ -618,7 +648,7 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool =
 
 class Collected(NamedTuple):
     table: pl.DataFrame  # `collect`'s
-    unfinished: dict[str, int]  # the runs with no result (or a failed one) by state, as `status` counts them
+    unfinished: list[RunStatus]  # the runs with no result (or a failed one), as `status` has them
 
 
 def collect(sweep_dir: Path) -> pl.DataFrame:
@@ -627,13 +657,15 @@ def collect(sweep_dir: Path) -> pl.DataFrame:
 
 
 def collect_runs(sweep_dir: Path) -> Collected:
-    """`collect`'s table, and the states of the runs it has no finished row for, from one walk of the run
-    folders (`sweep collect` says how many there are: its table alone reads as the whole sweep)."""
+    """`collect`'s table, and the status of the runs it has no finished row for, from one walk of the run
+    folders (`sweep collect` says how many there are, a report lists them: the table alone reads as the whole
+    sweep)."""
     import polars as pl
 
     sweep_dir = Path(sweep_dir)
-    records, recipe_files, points, unfinished, waiting = [], {}, {}, {}, []
-    for d in sweep_run_dirs(sweep_dir):
+    plan = sweep_plan(sweep_dir)
+    records, recipe_files, points, waiting = [], {}, {}, []
+    for d in sweep_run_dirs(sweep_dir, plan):
         r = read_json(d / "result.json")
         problem = record_problem(r, d.name) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
         if problem:  # written atomically, so not by a crash: edited or damaged
@@ -641,23 +673,18 @@ def collect_runs(sweep_dir: Path) -> Collected:
 
             raise UserError(f"{d / 'result.json'} is not a result record ({problem}); restore it, or remove it "
                             "and relaunch the sweep to train that run again")
-        if r is None:
-            waiting.append((d, read_json(d / "job.json")))  # its state: once the queue is known, below
-        else:
+        if r is None or RESULT_STATES[r["status"]] not in ("done", "diverged"):
+            waiting.append((d, read_json(d / "job.json"), r))  # its status: once the queue is known, below
+        if r is not None:
             records.append(r)
-            state = RESULT_STATES[r["status"]]
-            if state not in ("done", "diverged"):
-                unfinished[state] = unfinished.get(state, 0) + 1
             config = read_json(d / "config.json") or {}
             points.setdefault(grid_point(config), {}).setdefault(json.dumps(config, sort_keys=True), []).append(d)
             if (d / "recipe.toml").is_file():
                 recipe_files.setdefault(r["recipe"], {}).setdefault((d / "recipe.toml").read_bytes(), []).append(d)
     _check_one_recipe_per_name(recipe_files)
     _check_one_run_per_point(points)
-    queue = slurm_queue_for_jobs(job for _, job in waiting)
-    for d, job in waiting:
-        state = run_state(d, queue, None, job)
-        unfinished[state] = unfinished.get(state, 0) + 1
+    queue, planned = slurm_queue_for_jobs(job for _, job, _ in waiting), planned_configs(plan)
+    unfinished = [run_status(d, queue, job, r, planned.get(d.name)) for d, job, r in waiting]
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
     columns = list(RESULT_FIELDS) + extra
     rows = [{c: _flat(r.get(c)) for c in columns} for r in records]

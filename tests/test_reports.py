@@ -122,6 +122,24 @@ def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
     assert load(sweep).unfinished == []
 
 
+def test_a_report_reads_each_runs_records_once(tmp_path, monkeypatch):
+    """`scaling report` walked a sweep's run folders twice: collect's walk for the results, then status's for
+    the runs without one (every run's result.json read again). Collect's one walk gives both."""
+    import sweeps.store
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    killed = sweep / "nvfp4-XL-1200M-seed1"
+    killed.mkdir()
+    (killed / "job.json").write_text(json.dumps({"executor": "local", "job_id": None}))
+    read_json, reads = sweeps.store.read_json, []
+    monkeypatch.setattr(sweeps.store, "read_json", lambda path: reads.append(Path(path)) or read_json(path))
+    study = load(sweep)
+    assert [(u["run_id"], u["state"]) for u in study.unfinished] == [(killed.name, "failed")]
+    assert (sweep / "nvfp4-S-200M" / "result.json") in reads
+    assert len(reads) == len(set(reads)), sorted({str(p) for p in reads if reads.count(p) > 1})
+
+
 def test_a_sweep_in_progress_lists_its_first_runs_without_a_result():
     """Hundreds of queued runs would be hundreds of rows: the report lists UNFINISHED_LISTED, status all."""
     from reports.build import UNFINISHED_LISTED, _add_unfinished

@@ -379,14 +379,14 @@ def _status(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     from scaling.console import count, print_json, print_table
     from scaling.files import check_output
-    from sweeps.store import check_sweep_folder, collect_runs, write_parquet
+    from sweeps.store import check_sweep_folder, collect_runs, state_counts, write_parquet
 
     check_sweep_folder(Path(args.sweep_dir))  # a path that is no sweep folder is named as one, not as --out's
     out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
     check_output(out, folder=False, suffix=".parquet")  # before reading the runs' records
     df, unfinished = collect_runs(Path(args.sweep_dir))
     write_parquet(df, out)
-    _say_unfinished(Path(args.sweep_dir), unfinished)
+    _say_unfinished(Path(args.sweep_dir), state_counts(unfinished))
     if args.json:
         print_json(df.to_dicts())
         return 0
