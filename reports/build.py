@@ -19,7 +19,7 @@ import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import polars as pl
 
@@ -31,6 +31,9 @@ from scaling import __version__, git_commit, usable_cpus
 from scaling.console import count
 from scaling.errors import UserError
 from scaling.files import json_ready, write_atomic, write_json_atomic
+
+if TYPE_CHECKING:
+    from sweeps.store import RunStatus
 
 LAW_PARAMS = ("A", "B", "E", "alpha", "beta", "gamma")
 
@@ -421,22 +424,22 @@ def section_failures(study: Study) -> Section:
 UNFINISHED_LISTED = 50  # a sweep in progress may have hundreds queued: the report lists these many, status all
 
 
-def _add_unfinished(s: Section, unfinished: list[dict]) -> None:
+UNFINISHED_COLUMNS = ("run_id", "recipe", "family", "size", "tokens", "seed", "state", "progress")
+
+
+def _add_unfinished(s: Section, unfinished: list[RunStatus]) -> None:
     """A sweep's runs with no result at all: not in any table or fit of this report, so named here."""
     if not unfinished:
         return
-    from sweeps.store import relaunch_advice  # (torch-free)
+    from sweeps.store import relaunch_advice, state_counts  # (torch-free)
 
     n = len(unfinished)
-    states: dict[str, int] = {}
-    for u in unfinished:  # (a state's label starts with the state: "failed (resumable)", "queued (Priority)")
-        states[u["state"].split()[0]] = states.get(u["state"].split()[0], 0) + 1
     listed = f" (the first {UNFINISHED_LISTED} below)" if n > UNFINISHED_LISTED else ""
     s.add(Paragraph(f"{count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result{listed} (the job was "
                     "killed, cancelled or crashed, or is still queued or running): not in this report's fits, tables or "
-                    f"counts. `scaling sweep status --runs` shows them all; {relaunch_advice(states)}."))
-    cols = tuple(unfinished[0])
-    s.add(Table(cols, tuple(tuple(u[c] for c in cols) for u in unfinished[:UNFINISHED_LISTED])))
+                    f"counts. `scaling sweep status --runs` shows them all; {relaunch_advice(state_counts(unfinished))}."))
+    s.add(Table(UNFINISHED_COLUMNS, tuple((r.run_id, r.recipe, r.family, r.size, r.tokens, r.seed, r.state_label(),
+                                           r.progress_label()) for r in unfinished[:UNFINISHED_LISTED])))
 
 
 def _distinct(runs: pl.DataFrame, col: str) -> list:
@@ -689,5 +692,5 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "skipped": fitted.get("skipped", {}),
         "warnings": fit_warnings(fitted),
         "omitted": {s.title: plain(s.omitted) for s in doc.sections if s.omitted},  # (the console's words)
-        "unfinished": {u["run_id"]: u["state"] for u in study.unfinished},  # a sweep's runs with no result
+        "unfinished": {r.run_id: r.state_label() for r in study.unfinished},  # a sweep's runs with no result
     }

@@ -38,7 +38,7 @@ class Study:
     from_records: bool = False  # True when rows are result records (status, versions, ... known)
     has_status: bool = False  # True when each run's status is known (records, or a table's status column)
     earlier_rows: int = 0  # a table's rows set aside as earlier checkpoints of a run (`_final_rows`)
-    unfinished: list[dict] = field(default_factory=list)  # a sweep's runs without a result: run_id, recipe, ..., state
+    unfinished: list[RunStatus] = field(default_factory=list)  # a sweep's runs without a result, as status has them
 
 
 def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.DataFrame:
@@ -84,15 +84,13 @@ def _status_column(df: pl.DataFrame, columns: dict[str, str]) -> str | None:
     return pick_column(df, "status", columns)
 
 
-def _unfinished(runs: list[RunStatus], finished: pl.Series) -> list[dict]:
+def _unfinished(runs: list[RunStatus], finished: pl.Series) -> list[RunStatus]:
     """The sweep's runs that have no result (killed, cancelled, crashed, still queued or running, never
     submitted), of `collect_runs`' unfinished `runs` (a record of status failed is a result, among `finished`'s
     run ids: listed with the failures): collect has no row for them, and a report silent about them reads as a
     whole sweep."""
     results = set(finished.to_list())
-    return [{"run_id": r.run_id, "recipe": r.recipe, "family": r.family, "size": r.size, "tokens": r.tokens,
-             "seed": r.seed, "state": r.state_label(), "progress": r.progress_label()}
-            for r in runs if r.run_id not in results]
+    return [r for r in runs if r.run_id not in results]
 
 
 def _read_table(path: Path) -> pl.DataFrame:

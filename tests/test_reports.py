@@ -109,7 +109,7 @@ def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
     (killed / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n1,300000000,3.1,1.0\n")
     (killed / "job.json").write_text(json.dumps({"executor": "local", "job_id": None}))  # launched, then killed
     study = load(sweep)
-    assert [u["run_id"] for u in study.unfinished] == [killed.name] and study.unfinished[0]["state"] == "failed"
+    assert [(r.run_id, r.state_label()) for r in study.unfinished] == [(killed.name, "failed")]
     blocks = section_failures(study).blocks
     text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
     assert "1 run of the sweep has no result" in text and "all 36 runs completed" not in text
@@ -135,7 +135,7 @@ def test_a_report_reads_each_runs_records_once(tmp_path, monkeypatch):
     read_json, reads = sweeps.store.read_json, []
     monkeypatch.setattr(sweeps.store, "read_json", lambda path: reads.append(Path(path)) or read_json(path))
     study = load(sweep)
-    assert [(u["run_id"], u["state"]) for u in study.unfinished] == [(killed.name, "failed")]
+    assert [(r.run_id, r.state) for r in study.unfinished] == [(killed.name, "failed")]
     assert (sweep / "nvfp4-S-200M" / "result.json") in reads
     assert len(reads) == len(set(reads)), sorted({str(p) for p in reads if reads.count(p) > 1})
 
@@ -144,13 +144,35 @@ def test_a_sweep_in_progress_lists_its_first_runs_without_a_result():
     """Hundreds of queued runs would be hundreds of rows: the report lists UNFINISHED_LISTED, status all."""
     from reports.build import UNFINISHED_LISTED, _add_unfinished
     from reports.document import Paragraph, Section, Table
+    from sweeps.store import RunStatus
 
     s = Section("Diverged and failed runs")
-    _add_unfinished(s, [{"run_id": f"r{i}", "state": "queued"} for i in range(UNFINISHED_LISTED + 10)])
+    _add_unfinished(s, [RunStatus(f"r{i}", "nanochat", "0.5M", "bf16", 4096, 0, "queued", 0.0, None, None, None)
+                        for i in range(UNFINISHED_LISTED + 10)])
     text = next(b.text for b in s.blocks if isinstance(b, Paragraph))
     assert text.startswith(f"{UNFINISHED_LISTED + 10} runs of the sweep have no result (the first {UNFINISHED_LISTED} below)")
     assert len(next(b for b in s.blocks if isinstance(b, Table)).rows) == UNFINISHED_LISTED
     assert text.endswith("shows them all; they finish without a relaunch.")  # (queued: no launch again)
+
+
+def test_the_reports_relaunch_advice_counts_states_not_the_words_of_their_labels(tmp_path, monkeypatch):
+    """The report counted its runs without a result by their labels' first words ("queued (Priority)"): a
+    label worded otherwise would have told the user to launch again a run SLURM still holds. It counts
+    the states status has."""
+    from reports.build import section_failures
+    from reports.document import Paragraph, Table
+    from reports.load import load
+    from sweeps.store import RunStatus
+
+    sweep = make_sweep(tmp_path)
+    held = sweep / "nvfp4-XL-1200M-seed1"
+    held.mkdir()
+    (held / "job.json").write_text(json.dumps({"executor": "slurm", "job_id": "7_1"}))  # no squeue here: queued
+    monkeypatch.setattr(RunStatus, "state_label", lambda r: f"held by SLURM as {r.state}")
+    blocks = section_failures(load(sweep)).blocks
+    text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
+    assert text.endswith("shows them all; they finish without a relaunch."), text
+    assert [b for b in blocks if isinstance(b, Table)][-1].rows[0][6] == "held by SLURM as queued"
 
 
 def test_the_report_command_says_a_sweep_has_runs_without_a_result(capsys):
