@@ -199,6 +199,14 @@ def _preset_operands(recipes):
                 yield recipe.name, operand, spec, OPERAND_DIM[operand]
 
 
+def no_kernel_line(recipe: str, operand: str, spec, why: str) -> str:
+    """'<recipe>.<operand> (<spec>) has no fused kernel: <why> (QLinear quantizes it with the reference)': what
+    bench says of an operand it cannot time (kernels, stages) or compile (sass's refusal), in train's words."""
+    from scaling import kernels
+
+    return f"{recipe}.{kernels.no_kernel(operand, spec, why)} (QLinear quantizes it with the reference)"
+
+
 def _kernel_operands(recipes, progress: Callable[[str], None]):
     """`_preset_operands` that the fused kernels cover; for each of the others a line saying it has no
     kernel (a recipe file's 1x24 blocks: QLinear runs the reference for it), where it was skipped
@@ -210,8 +218,7 @@ def _kernel_operands(recipes, progress: Callable[[str], None]):
         if why is None:
             yield recipe_name, operand, spec, dim
         else:
-            progress(f"  {recipe_name}.{kernels.no_kernel(operand, spec, why)}; not timed (QLinear quantizes it "
-                     "with the reference)")
+            progress(f"  {no_kernel_line(recipe_name, operand, spec, why)}; not timed")
 
 
 BENCH_SEEDS = (12345, 678)  # (rounding, signs) seeds of every operand the kernel benchmarks quantize

@@ -125,14 +125,19 @@ def test_bench_refuses_a_model_it_cannot_run_before_benchmarking_any(argv, words
 
 @pytest.mark.parametrize("section", ["sass"])
 def test_bench_refuses_a_recipe_the_fused_kernel_does_not_cover(section, tmp_path, capsys, monkeypatch):
-    """A recipe file with a 1x24 block in `bench sass` ended in Triton's CompilationError traceback."""
-    from scaling import bench
+    """A recipe file with a 1x24 block in `bench sass` ended in Triton's CompilationError traceback. The
+    refusal names the operand in the words of train's note and bench kernels' skip (`kernels.no_kernel`)."""
+    from scaling import bench, kernels
+    from scaling.recipes import get_recipe
 
     monkeypatch.setattr(bench, "bench_sass", lambda **kw: pytest.fail("benchmarked"))
     path = tmp_path / "odd.toml"
     path.write_text('name = "odd"\nbase = "nvfp4"\n[fprop.x]\nblock = [1, 24]\n')
-    _refused(["bench", section, "--recipes", f"nvfp4,{path}"], capsys, "fprop.x (NV e2m1 1x24",
-             "no fused GPU kernel (the kernels take blocks of 16 or 32 along K", "with the reference", "leave")
+    spec = get_recipe(str(path)).fprop_x
+    said = kernels.no_kernel("fprop_x", spec, kernels.unsupported(spec))
+    assert "fprop.x (NV e2m1 1x24" in said and "has no fused kernel: the kernels take blocks of 16 or 32 along K" in said
+    _refused(["bench", section, "--recipes", f"nvfp4,{path}"], capsys, f"{path}.{said} (QLinear quantizes it with "
+             "the reference), and sass compiles", "leave")
 
 
 @pytest.mark.parametrize("section", ["sass"])

@@ -298,16 +298,16 @@ def _check_kernels(args: argparse.Namespace, wanted: list[str], recipes: tuple[s
     sections = [w for w in ("sass",) if w in wanted]
     if not sections or not recipes:
         return
+    from scaling.bench import no_kernel_line
     from scaling.kernels import unsupported_operands
-    from scaling.recipes import get_recipe, operand_name
+    from scaling.recipes import get_recipe
 
     if not any(get_recipe(name).is_quantized for name in recipes):  # (sass printed an empty table, exit 0)
         raise UserError(f"--recipes {args.recipes}: {', '.join(sections)} compiles and times the quantizer kernels, "
                         "and these recipes quantize nothing; give a quantized recipe (e.g. nvfp4)")
     for name in recipes:
         for operand, spec, why in unsupported_operands(get_recipe(name)):
-            raise UserError(f"--recipes {args.recipes}: {name}'s {operand_name(operand)} ({spec.describe()}) has "
-                            f"no fused GPU kernel ({why}; QLinear quantizes it with the reference), and "
+            raise UserError(f"--recipes {args.recipes}: {no_kernel_line(name, operand, spec, why)}, and "
                             f"{', '.join(sections)} compiles and times the kernels; leave {name} out of --recipes")
 
 
