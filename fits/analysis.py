@@ -81,19 +81,23 @@ def _fittable(groups: dict[str, Points], law: str, baseline: str | None) -> tupl
     base = baseline if baseline in groups and len(groups) > 1 else None
     skipped = _shortfalls(groups, law, base)
     for g, problem in skipped.items():
-        if stops_the_fit(g, groups, baseline):
-            raise UserError(f"{problem}: add runs to it" + (f" (every penalty is measured against the baseline "
-                                                            f"{g!r}: it cannot be left out)" if len(groups) > 1 else ""))
+        refusal = fit_refusal(g, problem, groups, baseline)
+        if refusal:
+            raise UserError(refusal)
     if len(skipped) == len(groups):
         raise UserError(f"no group can be fitted: {'; '.join(skipped.values())}")
     return {g: p for g, p in groups.items() if g not in skipped}, skipped
 
 
-def stops_the_fit(group: str, groups: Iterable[str], baseline: str | None = "bf16") -> bool:
-    """Whether a group too small to fit stops the whole fit rather than being left out of it: the
-    baseline, which every penalty is measured against, or the only group there is."""
+def fit_refusal(group: str, problem: str, groups: Iterable[str], baseline: str | None = "bf16") -> str | None:
+    """Where a group too small to fit (`problem`: why) stops the whole fit rather than being left out of it
+    (the baseline, which every penalty is measured against, or the only group there is): the refusal's
+    words and fix, as `scaling fit` refuses and `scaling sweep plan` warns; else None."""
     groups = set(groups)
-    return len(groups) == 1 or (group == baseline and baseline in groups)
+    if not (len(groups) == 1 or (group == baseline and baseline in groups)):
+        return None
+    return f"{problem}: add runs to it" + (f" (every penalty is measured against the baseline {group!r}: it cannot be "
+                                           "left out)" if len(groups) > 1 else "")
 
 
 def _plan(groups: dict[str, Points], law: str, baseline: str | None) -> dict[str, tuple]:

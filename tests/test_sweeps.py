@@ -366,18 +366,20 @@ def test_plan_of_a_large_grid_groups_its_table_by_family_size_and_recipe(tmp_pat
 
 def test_plan_warns_of_recipes_whose_runs_are_too_few_to_fit(tmp_path, capsys):
     """Two sizes and two budgets give a recipe 4 points: `scaling fit` refused them only after the sweep
-    had run. The plan says so before the compute is spent (a warning: more runs may follow)."""
+    had run. The plan says so before the compute is spent (a warning: more runs may follow), in the fit's
+    own words (`fit_refusal`)."""
     spec = write_spec(tmp_path, TINY.replace('size = "0.5M"', 'size = ["0.5M", "1M"]')
                       .replace("tokens = 4096", "tokens = [4096, 8192]").replace("seed = [0, 1]", "seed = 0"))
     assert main(["sweep", "plan", str(spec)]) == 0
     # the only group, or the baseline, is not left out: the fit is refused (the plan said "leave it out")
     assert ("warning: when every run completes, `scaling fit` and `scaling report` will refuse the fit: group 'bf16' "
-            "has 4 points from 4 runs; a chinchilla fit needs at least 8 points (5 parameters) from 3 runs; add runs to it") \
-        in capsys.readouterr().out
+            "has 4 points from 4 runs; a chinchilla fit needs at least 8 points (5 parameters) from 3 runs: add runs to "
+            "it\n") in capsys.readouterr().out
     assert main(["sweep", "plan", str(spec), "--set", 'grid.recipe=["bf16", "nvfp4"]']) == 0
     out = capsys.readouterr().out
     assert ("will refuse the fit: group 'bf16' has 4 points from 4 runs; a chinchilla fit needs at least 8 points "
-            "(5 parameters) from 3 runs (every penalty is measured against the baseline: it cannot be left out); add runs to it") in out
+            "(5 parameters) from 3 runs: add runs to it (every penalty is measured against the baseline 'bf16': it "
+            "cannot be left out)\n") in out
     assert "`scaling fit` will leave it out: group 'nvfp4' has 4 points" in out
     from scaling.commands.sweep import plan_rows, unfittable
     from sweeps.spec import load_spec

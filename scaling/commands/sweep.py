@@ -217,14 +217,13 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
               f"({summary['cpu']}) at the BF16 FLOP/s its cpu rows measured, each recipe at its CPU speed measured in "
               f"{bench} (training steps only: evaluations and start-up come on top)")
-    from fits.analysis import stops_the_fit
+    from fits.analysis import fit_refusal
 
     recipes = {r["recipe"] for r in rows}
     for recipe, problem in unfittable(rows).items():
-        if stops_the_fit(recipe, recipes):
-            print(f"warning: when every run completes, `scaling fit` and `scaling report` will refuse the fit: "
-                  f"{problem}" + (" (every penalty is measured against the baseline: it cannot be left out)"
-                                  if len(recipes) > 1 else "") + "; add runs to it")
+        refusal = fit_refusal(recipe, problem, recipes)
+        if refusal:
+            print(f"warning: when every run completes, `scaling fit` and `scaling report` will refuse the fit: {refusal}")
         else:
             print(f"warning: when every run completes, `scaling fit` will leave it out: {problem}")
     return 0
