@@ -617,9 +617,11 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool =
         # squeue's reason says no node can run them as asked: a time would promise an end that never comes
         return None, "none of the queued jobs can start"
     # A failed run is trained by no one until the sweep is launched again: its FLOPs are not in the time
-    # (an ETA that counted them promised an end that never came), and the line says so.
-    remaining = [r for r in left if r.state != "failed"]
-    failed = len(left) - len(remaining)
+    # (an ETA that counted them promised an end that never came), and the line says so. So is a missing
+    # one where no local launch lives to give it a slot (its launcher was killed, or a SLURM launch never
+    # submitted it).
+    idle = {s: sum(r.state == s for r in left) for s in (("failed",) if launched else ("failed", "missing"))}
+    remaining = [r for r in left if r.state not in idle]
     source = "finished runs'"
     if not by_recipe:  # before any run finishes: the running runs' FLOP/s so far (their own ETA's rate)
         source = "running runs'"
@@ -636,9 +638,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool =
     how = f"{source} FLOP/s per recipe × {parallel} in flight"
     if unseen:
         how += f"; {', '.join(unseen)} at all recipes' mean until one of its runs finishes"
-    if failed:
-        how += (f"; not counting {count(failed, 'failed run')}, which only "
-                "`scaling sweep launch` again trains")
+    idle_runs = " and ".join(count(n, f"{state} run") for state, n in idle.items() if n)
+    if idle_runs:
+        how += f"; not counting {idle_runs}, which only `scaling sweep launch` again trains"
     return seconds / parallel, how
 
 

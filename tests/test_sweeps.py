@@ -691,7 +691,7 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
     """A run that stopped after a checkpoint (killed, cancelled) is failed but resumable, and with
     nothing running or queued the ETA says the sweep needs launching again, not a time."""
     from sweeps.launch import pending
-    from sweeps.store import status, write_json
+    from sweeps.store import local_launch, status, write_json
 
     spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
     sweep_dir = tmp_path / "sweep"
@@ -1082,7 +1082,7 @@ def test_a_run_whose_worker_is_killed_fails_and_the_launch_exits_1(tmp_path):
 def test_status_counts_progress_and_eta(tmp_path):
     from models import model_size
     from sweeps.launch import pending
-    from sweeps.store import status, write_json
+    from sweeps.store import local_launch, status, write_json
 
     spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
     sweep_dir = tmp_path / "sweep"
@@ -1101,7 +1101,9 @@ def test_status_counts_progress_and_eta(tmp_path):
         with open(running / "metrics.csv", "a") as f:
             f.write("8,2048,6.5,2.2\n")
         time.sleep(0.2)
-        st = status(sweep_dir)
+        with local_launch(sweep_dir):  # the missing run waits for this launch's slot
+            st = status(sweep_dir)
+        unlaunched = status(sweep_dir)
     finally:
         p.kill()
         p.wait()
@@ -1113,6 +1115,9 @@ def test_status_counts_progress_and_eta(tmp_path):
     assert 2 * (time.time() - started) * 0.99 - 1 < rows[running.name].eta_s <= 2 * (time.time() - started) + 0.01
     # Left: half of the running run + all of the missing one, at the finished run's FLOP/s, one in flight.
     assert st.eta_s == pytest.approx(1.5 * flops / (flops / 10.0))
+    # With no launch alive (its launcher killed) no one trains the missing run: half of the running one only.
+    assert unlaunched.eta_s == pytest.approx(0.5 * flops / (flops / 10.0))
+    assert unlaunched.eta_method.endswith("not counting 1 missing run, which only `scaling sweep launch` again trains")
 
 
 def test_a_running_runs_progress_is_its_lightning_logs_last_step_and_unknown_before_one(tmp_path, capsys):
@@ -1196,9 +1201,14 @@ def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
     # while any run waited for a slot)
     first = [RunStatus("nvfp4-a", "nanochat", "0.5M", "nvfp4", 4096, 0, "running", 0.5, None, 15.0, None),
              row("nvfp4-b", "nvfp4", "queued"), row("bf16-c", "bf16", "missing")]
-    eta, how = _sweep_eta(first, {})
+    eta, how = _sweep_eta(first, {}, launched=True)
     # nvfp4 at half a run per 15 s (30 s a run): half + one whole nvfp4 run, and bf16 at that mean too
     assert eta == pytest.approx(15.0 + 30.0 + 30.0) and how.startswith("running runs' FLOP/s per recipe × 1 in flight")
+    # with no local launch alive (its launcher killed while its workers finish their runs) a missing run
+    # waits for no slot: only a relaunch trains it, as a failed one (the ETA promised its end)
+    eta, how = _sweep_eta(first, {})
+    assert eta == pytest.approx(15.0 + 30.0)
+    assert how.endswith("not counting 1 missing run, which only `scaling sweep launch` again trains")
     # a failed run waits for a relaunch, not for a slot: it is left out of the time, and the line says so
     # (the ETA counted its FLOPs and promised an end nothing would bring)
     eta, how = _sweep_eta(rows + [row("bf16-failed", "bf16", "failed")], results)
