@@ -64,7 +64,9 @@ def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
     from fits import read_table
 
     extra = [c for c in ("seed", "lr_mult") if c in runs.columns]  # an LR sweep: each point at its best LR
-    return read_table(compare.completed(runs).select("recipe", "run_id", "N", "D", "C", "loss", *extra))
+    # read_table keeps the completed runs itself (`fits.table.fit_point`, as compare.completed): where none
+    # completed it names their statuses, where the runs filtered here read as "the table is empty"
+    return read_table(runs.select("recipe", "run_id", "N", "D", "C", "loss", "status", *extra))
 
 
 def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int) -> dict:

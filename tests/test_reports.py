@@ -255,6 +255,21 @@ def test_report_judges_the_recipes_it_can_fit_and_names_the_one_it_cannot(tmp_pa
     assert (f"bf16 reaches this recipe's loss with {m['value'][0]:#.3g}× " in summary["verdicts"]["mxfp4"]["sentence"])
 
 
+def test_a_sweep_none_of_whose_runs_completed_is_refused_naming_their_statuses(tmp_path, capsys):
+    """A sweep whose every run diverged is refused as `scaling fit` refuses its table, naming the statuses:
+    the report filtered the runs first and said "the table has no rows to fit: the table is empty"."""
+    from scaling.cli import main
+
+    sweep = tmp_path / "sweep"
+    for D in BUDGETS:
+        write_run(sweep, f"bf16-S-{int(D / 1e6)}M", "bf16", "S", D, float("nan"), "diverged", [(D / 2, 9.0)],
+                  diverged_at_step=3)
+    assert main(["report", str(sweep), "--out", str(tmp_path / "r"), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "no row has status 'completed' (its 'status' column holds 3 'diverged')" in err, err
+    assert "the table is empty" not in err and "Traceback" not in err
+
+
 def test_a_report_that_cannot_be_written_leaves_the_earlier_one(tmp_path, full_disk):
     """The report is built beside its folder and moved in whole: a full disk ends the build with the
     earlier report's files as they were and no staging folder left behind."""
