@@ -55,7 +55,7 @@ class SlurmSettings:
     mem: str | None = None  # e.g. "64G"; None: the partition's default
     array_parallelism: int = 256  # at most this many tasks of one array run at once
     constraint: str | None = None
-    signal_delay_s: int = 120  # USR2 this long before the time limit: checkpoint + requeue
+    signal_delay_s: int = 120  # SLURM sends USR1 this long before the time limit: checkpoint + requeue
     max_timeouts: int = 50  # requeues after timeouts before submitit gives up (preemptions are free)
 
     @property
