@@ -52,7 +52,7 @@ class StepLines(Callback):
 
 
 def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_s: float, metrics: dict) -> str:
-    """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402; 2m10s left', at the pace since origin
+    """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402, val_bpb 1.859; 2m10s left', at the pace since origin
     (this process's first step: a resumed run's earlier steps came in another's time); no time left at
     the origin itself."""
     done, elapsed = step - origin_step, now_s - origin_s
