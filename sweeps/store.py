@@ -76,9 +76,7 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
     run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(run_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take(fd):
             yield False
             return
         holder = {
@@ -94,6 +92,20 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _take(fd: int, tries: int = 20) -> bool:
+    """Take the exclusive lock on fd; False where another process holds it. A `lock_holder` probe (status,
+    a second launch) holds the lock shared for microseconds: a try that meets one is made again a few ms
+    later, so a probe at the wrong moment does not read as a trainer and make the run's job leave it."""
+    for i in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if i + 1 < tries:
+                time.sleep(0.005)
+    return False
 
 
 def lock_holder(run_dir: Path) -> dict | None:

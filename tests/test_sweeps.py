@@ -511,6 +511,27 @@ def test_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
         assert got is True
 
 
+def test_a_status_probe_as_a_job_takes_its_run_does_not_make_the_job_leave_it(tmp_path):
+    """lock_holder's probe (status, a second launch) holds the run's lock shared for an instant: a job
+    taking the lock then waits it out instead of reading it as another trainer and leaving its run."""
+    import fcntl
+    import threading
+
+    from sweeps.store import run_lock
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "lock").touch()
+    fd = os.open(run_dir / "lock", os.O_RDONLY)  # (its own open file: flock conflicts with it in-process too)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # the probe's hold
+        threading.Timer(0.02, fcntl.flock, (fd, fcntl.LOCK_UN)).start()
+        with run_lock(run_dir) as got:
+            assert got is True
+    finally:
+        os.close(fd)
+
+
 def test_relaunch_skips_done_and_running_resubmits_failed_and_missing(tmp_path):
     from sweeps.launch import pending
     from sweeps.store import status, write_json
