@@ -87,14 +87,18 @@ class RunJob(submitit.helpers.Checkpointable):
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None  # (no Exception: submitit's handler lets it by, and the process exits 2)
 
-    def run(self) -> dict:
-        """Train the run under its lock (a local worker's entry: it says a UserError itself, and goes on)."""
+    def run(self, record: str | None = None) -> dict:
+        """Train the run under its lock (a local worker's entry: it says a UserError itself, and goes on).
+        `record`: the executor whose job record (job.json, `_prepare`) to write once the lock is held: a
+        local worker's, so that no moment finds the record without the lock (`failed` to `sweep status`)."""
         from scaling.train import Preempted, train
 
         with run_lock(Path(self.run_dir)) as locked:
             if not locked:
                 print(f"{self.run_dir} is being trained by another job; leaving it", flush=True)
                 return {"run_id": Path(self.run_dir).name, "status": "skipped"}
+            if record:
+                _prepare(Path(self.run_dir), self.config, record)
             try:
                 # progress as a line a minute in the job's log (its stderr is a file: `tail -f` follows a run)
                 return train(self.config, Path(self.run_dir), progress=True)
@@ -526,7 +530,7 @@ class _LocalPool:
         self.total, self.done, self.started = len(todo), 0, time.time()
         self.work: queue_mod.Queue = queue_mod.Queue()
         # Longest first (by 6·N·D), so that no slot is left with one long run at the end. A run's
-        # job.json is written when a worker takes it: until then it is `missing`, not `failed`.
+        # job.json is written by the worker that takes it, under its lock: until then it is `missing`.
         for c in sorted(todo, key=lambda c: model_size(c.family, c.size).n_params * c.tokens, reverse=True):
             self.work.put(c)
         self.lock = threading.Lock()
@@ -564,7 +568,7 @@ class _LocalPool:
                     worker = self._start_worker(env_extra)
                     if worker is None or self.stopping:
                         break
-                _prepare(self.sweep_dir / c.run_id, c, "local")
+                (self.sweep_dir / c.run_id).mkdir(parents=True, exist_ok=True)  # (its log goes there)
                 t0 = time.time()
                 state, note = self._run(worker, c)
                 if not self.stopping:  # (a run stopped by Ctrl-C is no result: the launcher says "interrupted")
@@ -588,9 +592,8 @@ class _LocalPool:
                 env={**os.environ, **env_extra}, text=True, start_new_session=True,
             )  # fmt: skip
             self.workers.add(worker)
-        # Wait for its "ready" (torch and Lightning imported: seconds) before giving it a run: the run's
-        # job.json, written then, with no lock held yet would read `failed` to `sweep status` (and to a
-        # second launch) all that time. A worker that dies first answers nothing; its run says so (_run).
+        # Wait for its "ready" (torch and Lightning imported: seconds) before giving it a run, whose start
+        # is then no longer far off. A worker that dies first answers nothing; its run says so (_run).
         # (Lines before it, a library's print at import, are not replies: skipped, so none is read as one.)
         while (line := worker.stdout.readline()) and line != "ready\n":
             pass
@@ -600,8 +603,8 @@ class _LocalPool:
         """One run in `worker`: its state when the worker answers, and a note where the log cannot
         say what happened (the worker died mid-run; another launcher has the run). Raises the
         OSError of a run that found no space to write (the worker's reply names it)."""
-        try:
-            worker.stdin.write(f"{self.sweep_dir / c.run_id}\n")
+        try:  # (the worker writes the run's job record once it holds its lock: RunJob.run)
+            worker.stdin.write(json.dumps({"run_dir": str(self.sweep_dir / c.run_id), "config": c.to_dict()}) + "\n")
             worker.stdin.flush()
             reply = worker.stdout.readline()
         except (BrokenPipeError, OSError):
@@ -611,14 +614,14 @@ class _LocalPool:
             code, filename = int(space[0]), space[1]
             raise OSError(code, os.strerror(code), filename)
         state = run_state(self.sweep_dir / c.run_id, None)
-        if state == "missing":  # its job.json, written as it started, is gone: the folder was removed
+        if state == "missing" and reply:  # its job.json, written as it started, is gone: the folder was removed
             return "failed", "its run folder was removed while it ran; a relaunch trains it from the start"
-        if not reply:
+        if not reply:  # (before it took the run's lock, the run is left `missing`: a relaunch trains it)
             note = f"its worker exited mid-run ({_exit_status(code := worker.wait())})"
             if not self.stopping:  # the log is where `sweep status` sends a user asking why a run failed
                 with open(self.sweep_dir / c.run_id / "train.log", "a") as log:
                     log.write(f"\n[sweep launch] {note}{'; out of memory?' if code == -signal.SIGKILL else ''}\n")
-            return state, note
+            return "failed" if state == "missing" else state, note
         if state == "running":
             return state, "left to the launcher that holds its lock"
         return state, None
@@ -709,7 +712,8 @@ def _flush_into_log() -> None:
 
 
 def _worker() -> int:
-    """`python -m sweeps.launch --worker`: run the run directories named on stdin, one per line.
+    """`python -m sweeps.launch --worker`: train the runs given on stdin, one a line: a JSON object with the
+    run's directory and config (`run_dir`, `config`); each one's job record is written under its lock.
 
     Once its imports are done it says "ready" on stdout. Each run's output (fd 1 and 2) goes to
     <run_dir>/train.log; the reply line "<state>" (with
@@ -721,8 +725,9 @@ def _worker() -> int:
     own = os.dup(1), os.dup(2)  # this process's own output, between runs and at exit
     reply.write("ready\n")  # (imports done: the launcher gives it a run only now; _LocalPool._start_worker)
     reply.flush()
-    for line in sys.stdin:
-        run_dir = Path(line.strip())
+    for line in sys.stdin:  # {"run_dir": ..., "config": RunConfig.to_dict()} (_LocalPool._run)
+        job = json.loads(line)
+        run_dir = Path(job["run_dir"])
         no_space = ""  # "\t<errno>\t<path>" where the run found no space to write: the launcher stops
         with open(run_dir / "train.log", "ab") as log:
             sys.stdout.flush()
@@ -730,10 +735,9 @@ def _worker() -> int:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
             try:
-                job = read_json(run_dir / "job.json")
                 from scaling.config import RunConfig
 
-                RunJob(RunConfig.from_dict(job["config"]), run_dir).run()
+                RunJob(RunConfig.from_dict(job["config"]), run_dir).run(record="local")
             except Preempted:
                 return PREEMPTED_EXIT_CODE
             except UserError as e:  # (a damaged checkpoint, another corpus): one line, as `scaling train` says it
@@ -760,5 +764,5 @@ def _worker() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--worker"]:
-        sys.exit("usage: python -m sweeps.launch --worker  (run directories on stdin; used by `scaling sweep launch`)")
+        sys.exit("usage: python -m sweeps.launch --worker  (runs as JSON lines on stdin; used by `scaling sweep launch`)")
     sys.exit(_worker())
