@@ -38,6 +38,15 @@ def default_micro_batch(n_params: int, seq_len: int) -> int:
     return max(1, (65536 if n_params <= LARGE_MICRO_BATCH_MAX_PARAMS else 32768) // seq_len)
 
 
+class TokensError(UserError):
+    """A run's token count that it cannot train (fewer than one batch, more than MAX_TOKENS). `problem`
+    is the message without its fix: a sweep names the grid setting that gave the tokens instead."""
+
+    def __init__(self, problem: str, fix: str = "") -> None:
+        super().__init__(problem + (f"; {fix}" if fix else ""))
+        self.problem = problem
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that determines a run. ``None`` fields are filled by `resolved()` from the size rules."""
@@ -72,9 +81,6 @@ class RunConfig:
         s = self.model_size()
         if self.schedule not in optim.SCHEDULES:
             raise UserError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(optim.SCHEDULES)}")
-        if isinstance(self.tokens, bool) or not isinstance(self.tokens, (int, float)) or not 1 <= self.tokens <= MAX_TOKENS:
-            got = f"{self.tokens:.6g}" if isinstance(self.tokens, (int, float)) else repr(self.tokens)
-            raise UserError(f"tokens must be a number from 1 to {MAX_TOKENS:.0e}, got {got}")
         self._check_ranges()
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
             raise UserError(f"seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
@@ -95,8 +101,11 @@ class RunConfig:
             from scaling.data import BUILTIN_VOCAB_SIZE
 
             vocab_size = BUILTIN_VOCAB_SIZE
-        seq_len = self.seq_len or (256 if s.name in MICRO else 1024)
-        batch_size = self.batch_size or optim.batch_sequences(s.n_params, self.tokens, seq_len)
+        # (after the other checks: a sweep blames a TokensError on its token budgets, not on [train])
+        if isinstance(self.tokens, bool) or not isinstance(self.tokens, (int, float)) or not 1 <= self.tokens <= MAX_TOKENS:
+            got = f"{self.tokens:.6g}" if isinstance(self.tokens, (int, float)) else repr(self.tokens)
+            raise TokensError(f"tokens must be a number from 1 to {MAX_TOKENS:.0e}, got {got}")
+        batch_size, seq_len = self._batch_shape(self.tokens)
         micro_batch_size = min(batch_size, self.micro_batch_size or default_micro_batch(s.n_params, seq_len))
         if batch_size % micro_batch_size:
             given = "" if self.micro_batch_size else f" (the default for {s.name} at seq_len {seq_len})"
@@ -104,8 +113,8 @@ class RunConfig:
             raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}{given}; "
                             f"set a batch_size that is, or micro_batch_size {divisor} (the largest that divides it)")
         if int(self.tokens) < batch_size * seq_len:  # the run would train a whole batch: more than asked
-            raise UserError(f"tokens {int(self.tokens):,} is less than one batch ({batch_size} sequences x {seq_len} "
-                            f"tokens = {batch_size * seq_len:,}); raise tokens or set a smaller batch_size/seq_len")
+            raise TokensError(f"tokens {int(self.tokens):,} is less than one batch ({batch_size} sequences x {seq_len} "
+                              f"tokens = {batch_size * seq_len:,})", "raise tokens or set a smaller batch_size/seq_len")
         steps = int(self.tokens) // (batch_size * seq_len)
         eval_interval = self.eval_interval or max(1, steps // 8)
         # A recipe file by its absolute path (as sweeps name it): config.json then serves from any folder.
@@ -115,6 +124,20 @@ class RunConfig:
                                    batch_size=batch_size, micro_batch_size=micro_batch_size,
                                    eval_interval=eval_interval,
                                    checkpoint_interval=self.checkpoint_interval or eval_interval)
+
+    def _batch_shape(self, tokens: float) -> tuple[int, int]:
+        """(sequences per step, seq_len): the given ones, else the rules' (the batch rule's grows with tokens)."""
+        s = self.model_size()
+        seq_len = self.seq_len or (256 if s.name in MICRO else 1024)
+        return self.batch_size or optim.batch_sequences(s.n_params, tokens, seq_len), seq_len
+
+    def min_tokens(self) -> int:
+        """The fewest tokens this run can train (`resolved` refuses fewer than one batch). The batch rule's
+        batch grows with tokens, so step up to the first count that holds the batch it gets."""
+        tokens = 1
+        while tokens < (need := math.prod(self._batch_shape(tokens))):
+            tokens = need
+        return tokens
 
     def _check_ranges(self) -> None:
         """The float settings and the sizes a rule would otherwise fill: finite and in range, or a run

@@ -35,9 +35,12 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaling.errors import UserError
+
+if TYPE_CHECKING:
+    from models.ladder import ModelSize
 
 GRID_AXES = ("family", "size", "recipe", "tokens", "tokens_per_param", "seed", "lr_mult")
 # RunConfig fields that the grid (or the top-level `data`) sets, so [train] may not.
@@ -118,24 +121,37 @@ class SweepSpec:
             self.family, self.size, self.recipe, self.seed, self.lr_mult
         ):
             s = model_size(fam, size)
-            n = s.n_params
-            if self.budgets:  # C = 6·N·D
-                token_list = [max(1, round(c / s.flops_per_token())) for c in self.budgets]
-            elif self.tokens_per_param:
-                token_list = [max(1, round(t * n)) for t in self.tokens_per_param]
-            else:
-                token_list = list(self.tokens)
-            for tokens in token_list:
-                p = dict(family=fam, size=size, recipe=recipe, tokens=int(tokens), seed=seed, lr_mult=lr_mult)
+            for tokens in (self._tokens_of(s, v) for v in self.token_setting()[1]):
+                p = dict(family=fam, size=size, recipe=recipe, tokens=tokens, seed=seed, lr_mult=lr_mult)
                 key = tuple(p.values())
                 if key not in seen:
                     seen.add(key)
                     out.append(p)
         return out
 
+    def token_setting(self) -> tuple[str, tuple[float, ...]]:
+        """The setting that gives the runs their token budgets, by its key path, and its values."""
+        if self.budgets:
+            return "isoflop.budgets", self.budgets
+        if self.tokens_per_param:
+            return "grid.tokens_per_param", self.tokens_per_param
+        return "grid.tokens", self.tokens
+
+    def _tokens_per_unit(self, s: ModelSize) -> tuple[int, int]:
+        """Training tokens per unit of the token setting for model size `s`, as (numerator, denominator):
+        1 / 6N per FLOP of an isoFLOP budget (C = 6·N·D), N per token per parameter, 1 per token."""
+        if self.budgets:
+            return 1, s.flops_per_token()
+        return (s.n_params, 1) if self.tokens_per_param else (1, 1)
+
+    def _tokens_of(self, s: ModelSize, value: float) -> int:
+        """The training tokens of model size `s` for one value of the token setting."""
+        num, den = self._tokens_per_unit(s)
+        return max(1, round(value * num / den))
+
     def runs(self) -> list:
         """One `scaling.config.RunConfig` per grid point (same order as `points()`), de-duplicated by run_id."""
-        from scaling.config import RunConfig
+        from scaling.config import RunConfig, TokensError
         from scaling.linear import check_tokens
         from scaling.recipes import get_recipe
 
@@ -151,12 +167,53 @@ class SweepSpec:
                     recipes[r.recipe] = get_recipe(r.recipe)
                 recipe = recipes[r.recipe]
                 check_tokens(recipe, r.micro_batch_size * r.seq_len, "this run")
+            except TokensError as e:
+                raise UserError(self._token_problem(p, e.problem)) from None
             except UserError as e:
                 raise UserError(f"train: {e} (run {p})") from None
             if run_id not in seen:
                 seen.add(run_id)
                 configs.append(cfg)
         return configs
+
+    def _token_problem(self, p: dict, problem: str) -> str:
+        """A run's token count it cannot train, blamed on the value of the token setting that gave it (not
+        on [train]), with the values every size of the grid can train."""
+        from models import model_size
+        from scaling.config import MAX_TOKENS
+        from sweeps.store import point_label
+
+        key, values = self.token_setting()
+        i = next(i for i, v in enumerate(values) if self._tokens_of(model_size(p["family"], p["size"]), v) == p["tokens"])
+        lo, hi = self._token_setting_range()
+        fix = (f"give {key} values from {_bound(lo, up=True)} to {_bound(hi, up=False)}, the range in which every "
+               f"size of the grid trains from one batch to {MAX_TOKENS:.0e} tokens" if lo <= hi else
+               f"no one value of {key} suits every size of the grid; split it into sweeps of fewer sizes")
+        # too few tokens (not too many): a smaller batch is the other way out
+        fewer = " (or set a smaller train.batch_size or train.seq_len)" if p["tokens"] <= MAX_TOKENS else ""
+        return f"{key}[{i}] = {values[i]:g} gives the run {point_label(p)}, but {problem}; {fix}{fewer}"
+
+    def _token_setting_range(self) -> tuple[float, float]:
+        """The values of the token setting that give every (family, size) of the grid a token count it can
+        train: from one batch (`RunConfig.min_tokens`, with [train]'s settings) to MAX_TOKENS."""
+        from models import model_size
+        from scaling.config import MAX_TOKENS, RunConfig
+
+        lo, hi = 0.0, math.inf
+        for fam, size in itertools.product(self.family, self.size):
+            num, den = self._tokens_per_unit(model_size(fam, size))
+            cfg = RunConfig(**self.train, data=self.data, family=fam, size=size, recipe=self.recipe[0], tokens=1)
+            lo, hi = max(lo, cfg.min_tokens() * den / num), min(hi, MAX_TOKENS * den / num)
+        return lo, hi
+
+
+def _bound(x: float, up: bool) -> str:
+    """One end of a range of values: a whole number below a million as it is, else 3 significant digits,
+    rounded up (or down) so that the end stays inside the range."""
+    if x == int(x) and x < 1e6:
+        return f"{int(x):,}"
+    scale = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return f"{(math.ceil if up else math.floor)(x / scale) * scale:.3g}"
 
 
 # ---------------------------------------------------------------------------------------------

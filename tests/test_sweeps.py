@@ -116,8 +116,32 @@ def test_run_config_checks_reach_the_user(tmp_path):
         spec.runs()
     with pytest.raises(UserError, match="train: seq_len must be a positive whole number"):
         load(tmp_path, overrides=("train.seq_len=0",)).runs()
-    with pytest.raises(UserError, match=r"train: tokens 1,000 is less than one batch \(32 sequences x 64 tokens"):
+    with pytest.raises(UserError, match=r"grid.tokens\[0\] = 1000 gives the run .*, but tokens 1,000 is less than one "
+                                        r"batch \(32 sequences x 64 tokens"):
         load(tmp_path, overrides=("grid.tokens=1000", "train.batch_size=32")).runs()
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("isoflop.budgets=[1e12, 1e30]", r"isoflop.budgets\[1\] = 1e\+30 gives the run nanochat 0.5M bf16 tokens=\d+ seed=0, "
+         r"but tokens must be a number from 1 to 1e\+15, got 3.39084e\+23; give isoflop.budgets values from 1.51e\+09 to "
+         r"2.94e\+21, the range in which every size of the grid trains from one batch to 1e\+15 tokens$"),
+        ("grid.tokens_per_param=[1e-9]", r"grid.tokens_per_param\[0\] = 1e-09 gives the run nanochat 0.5M bf16 tokens=1 "
+         r"seed=0, but tokens 1 is less than one batch \(8 sequences x 64 tokens = 512\); give grid.tokens_per_param "
+         r"values from 0.00105 to 2.03e\+09, .* \(or set a smaller train.batch_size or train.seq_len\)$"),
+        ("grid.tokens=[4096, 1e16]", r"grid.tokens\[1\] = 1e\+16 gives .*; give grid.tokens values from 512 to 1e\+15, "),
+    ],
+)
+def test_a_token_count_no_run_can_train_names_the_grid_setting(tmp_path, override, message):
+    """`--set isoflop.budgets=[1e30]` was refused as `train: tokens ...; raise tokens`, naming neither the
+    setting the user gave nor the values that work (QA)."""
+    with pytest.raises(UserError) as err:
+        load(tmp_path, overrides=(override, "grid.seed=0")).runs()
+    assert re.search(message, str(err.value)), err.value
+    assert "train:" not in str(err.value) and "raise tokens" not in str(err.value)
+    key, low, high = re.search(r"give (\S+) values from (\S+) to (\S+),", str(err.value)).groups()
+    assert len(load(tmp_path, overrides=(f"{key}=[{low.replace(',', '')}, {high}]", "grid.seed=0")).runs()) == 2  # both ends train
 
 
 def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, capsys):
