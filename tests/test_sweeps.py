@@ -405,11 +405,17 @@ def test_plan_warns_of_recipes_whose_runs_are_too_few_to_fit(tmp_path, capsys):
             "(5 parameters) from 3 runs: add runs to it (every penalty is measured against the baseline 'bf16': it "
             "cannot be left out)\n") in out
     assert "`scaling fit` will leave it out: group 'nvfp4' has 4 points" in out
+    # --json has them too, in the same words (a script read no warning at all)
+    assert main(["sweep", "plan", str(spec), "--set", 'grid.recipe=["bf16", "nvfp4"]', "--json"]) == 0
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert [f"warning: {w}\n" in out for w in warnings] == [True, True], warnings
     from scaling.commands.sweep import plan_rows, unfittable
     from sweeps.spec import load_spec
 
     enough = load_spec(spec, ["grid.tokens=[4096, 8192, 16384, 32768]"])  # 2 sizes x 4 budgets: 8 points
     assert unfittable(plan_rows(enough)) == {}
+    assert main(["sweep", "plan", str(spec), "--set", "grid.tokens=[4096, 8192, 16384, 32768]", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []
 
 
 def _bench_file(tmp_path: Path, rows: list[dict]) -> Path:

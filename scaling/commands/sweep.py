@@ -192,8 +192,9 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         summary["cpu"] = speeds.machine
     unit = f"{device}_hours"
+    warnings = plan_warnings(rows)
     if args.json:
-        print_json({**summary, "run_list": rows})
+        print_json({**summary, "warnings": warnings, "run_list": rows})
         return 0
     if args.runs or len(rows) <= PLAN_TABLE_RUNS:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
@@ -217,16 +218,23 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
               f"({summary['cpu']}) at the BF16 FLOP/s its cpu rows measured, each recipe at its CPU speed measured in "
               f"{bench} (training steps only: evaluations and start-up come on top)")
+    for warning in warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+def plan_warnings(rows: list[dict]) -> list[str]:
+    """What plan warns of (its text's `warning:` lines, its JSON's "warnings"): each recipe whose planned
+    runs, all completed, are too few for `scaling fit`, and whether the fit leaves it out or is refused."""
     from fits.analysis import fit_refusal
 
     recipes = {r["recipe"] for r in rows}
+    out = []
     for recipe, problem in unfittable(rows).items():
         refusal = fit_refusal(recipe, problem, recipes)
-        if refusal:
-            print(f"warning: when every run completes, `scaling fit` and `scaling report` will refuse the fit: {refusal}")
-        else:
-            print(f"warning: when every run completes, `scaling fit` will leave it out: {problem}")
-    return 0
+        out.append(f"when every run completes, `scaling fit` and `scaling report` will refuse the fit: {refusal}"
+                   if refusal else f"when every run completes, `scaling fit` will leave it out: {problem}")
+    return out
 
 
 def unfittable(rows: list[dict]) -> dict[str, str]:
