@@ -354,6 +354,9 @@ class RunStatus:
     # a failed run's checkpoint that is damaged, and how (`checkpoint_problem`): a relaunch stops on it, as train
     # refuses to resume from it, until it is moved away
     checkpoint_damaged: str | None = None
+    # a failed run's result.json that is no result record, and why (`read_result`'s words): edited or damaged, as
+    # train writes it atomically; a relaunch moves it aside (result.damaged-<n>.json) and trains the run again
+    result_damaged: str | None = None
 
     def progress_label(self) -> str:
         return "unknown" if self.progress is None else f"{self.progress:.0%}"
@@ -362,6 +365,8 @@ class RunStatus:
         """The state as `status --runs` and a report's list of unfinished runs say it."""
         if self.checkpoint_damaged:
             return "failed (checkpoint damaged: a relaunch fails on it)"
+        if self.result_damaged:  # (not "resumable": no kill or crash stopped it)
+            return "failed (result.json damaged: a relaunch moves it aside and trains the run again)"
         if self.resumable:
             return f"{self.state} (resumable)"
         if self.waiting:
@@ -437,6 +442,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
         state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
         job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem,
+        result_damaged=read_result(d / "result.json", d.name)[1] if state == "failed" else None,
         resumable=state == "failed" and ckpt_problem is None and checkpoint_path(d).exists(),
         waiting=pending_reason(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,

@@ -759,6 +759,39 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
     out = capsys.readouterr().out
     assert "failed (resumable)" in out and "launching the sweep again resumes it" in out and "ETA: unknown" in out
 
+def test_status_says_a_failed_runs_result_json_is_damaged(tmp_path, capsys):
+    """A run whose result.json is no result record (not JSON, another status) is failed, but status called it
+    "failed (resumable)" with the note "(killed, cancelled or crashed)", and nothing said the file was damaged
+    (only collect named it). It says so, and what a relaunch does with it (moves it aside, trains the run)."""
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    garbled, edited, killed = (sweep_dir / c.run_id for c in spec.runs())
+    for d in (garbled, edited, killed):
+        write_json(d / "job.json", {"executor": "local", "job_id": None})
+        write_checkpoint(d)
+    (garbled / "result.json").write_text("{bad")
+    write_json(edited / "result.json", {"run_id": edited.name, "status": "weird", "recipe": "bf16"})
+    rows = {r.run_id: r for r in status(sweep_dir).runs}
+    assert {r.state for r in rows.values()} == {"failed"} and rows[killed.name].result_damaged is None
+    assert rows[garbled.name].result_damaged.startswith("not JSON: ")
+    assert rows[edited.name].result_damaged == "status 'weird' is not one of completed, diverged, failed"  # record_problem's
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("failed (result.json damaged: a relaunch moves it aside and trains the run again)") == 2, out
+    assert out.count("failed (resumable)") == 1 and "1 of the failed runs stopped after a checkpoint (killed" in out
+    note = next(line for line in out.splitlines() if line.startswith("2 failed runs have a damaged result.json, "))
+    assert f"{garbled / 'result.json'} (not JSON: " in note and f"{edited / 'result.json'} (status 'weird' " in note
+    assert note.endswith("launching the sweep again moves each such file aside (as result.damaged-<n>.json, kept) and "
+                         "trains its run again (from its checkpoint, where it left a sound one)"), note
+    assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+    runs = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert runs[edited.name]["result_damaged"].startswith("status 'weird'") and runs[killed.name]["result_damaged"] is None
+
+
 def write_checkpoint(run_dir: Path) -> Path:
     """A checkpoint as torch writes one (a zip archive with a pickled state), at the run's checkpoint path."""
     import torch

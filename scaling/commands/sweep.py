@@ -364,23 +364,39 @@ def _status(args: argparse.Namespace) -> int:
     print(f"ETA: {duration(st.eta_s)} ({st.eta_method})")
     diverged = [r for r in st.runs if r.state == "diverged"]
     if diverged:  # where each stopped (result.json's diverged_at_step), not only how many did
-        shown = ", ".join(f"{r.run_id} ({r.family} {r.size} {r.recipe}) at step "
-                          f"{'?' if r.diverged_at_step is None else r.diverged_at_step}" for r in diverged[:10])
-        more = f", and {len(diverged) - 10} more (--runs lists them)" if len(diverged) > 10 else ""
-        print(f"diverged: {shown}{more}")
-    resumable = sum(r.resumable for r in st.runs)
+        print("diverged: " + _first_ten([f"{r.run_id} ({r.family} {r.size} {r.recipe}) at step "
+                                         f"{'?' if r.diverged_at_step is None else r.diverged_at_step}" for r in diverged], ", "))
+    resumable = sum(r.resumable and not r.result_damaged for r in st.runs)  # (those: the note below)
     if resumable:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
               f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
+    _say_damaged_results([r for r in st.runs if r.result_damaged], Path(st.sweep_dir))
     damaged = [r for r in st.runs if r.checkpoint_damaged]
     if damaged:  # train refuses to resume from them (`check_checkpoint`): a relaunch would fail them again
         paths = [checkpoint_path(Path(st.sweep_dir) / r.run_id) for r in damaged]
-        shown = "; ".join(f"{p} ({r.checkpoint_damaged})" for p, r in zip(paths[:10], damaged))
-        more = f"; and {len(damaged) - 10} more (--runs lists them)" if len(damaged) > 10 else ""
+        shown = _first_ten([f"{p} ({r.checkpoint_damaged})" for p, r in zip(paths, damaged)])
         how = f"mv {paths[0]} {paths[0]}.bad" if len(damaged) == 1 else "mv FILE FILE.bad, each"
         print(f"{count(len(damaged), 'failed run')} left a damaged checkpoint, on which a relaunch fails again: "
-              f"{shown}{more}; move it away ({how}) and launch the sweep again to train the run from the start")
+              f"{shown}; move it away ({how}) and launch the sweep again to train the run from the start")
     return 0
+
+
+def _say_damaged_results(runs: list, sweep_dir: Path) -> None:
+    """A line naming the failed runs whose result.json is no result record (edited or damaged: train writes
+    it atomically), and what a relaunch does with it (the launcher's `_prepare`)."""
+    from scaling.console import count
+
+    if runs:
+        shown = _first_ten([f"{sweep_dir / r.run_id / 'result.json'} ({r.result_damaged})" for r in runs])
+        print(f"{count(len(runs), 'failed run')} {'has' if len(runs) == 1 else 'have'} a damaged result.json, which is no "
+              f"result: {shown}; launching the sweep again moves each such file aside (as result.damaged-<n>.json, kept) "
+              "and trains its run again (from its checkpoint, where it left a sound one)")
+
+
+def _first_ten(items: list[str], sep: str = "; ") -> str:
+    """The first ten of a status note's items, and how many more there are (`--runs` lists every run)."""
+    more = f"{sep}and {len(items) - 10} more (--runs lists them)" if len(items) > 10 else ""
+    return sep.join(items[:10]) + more
 
 
 def _collect(args: argparse.Namespace) -> int:
