@@ -341,6 +341,17 @@ def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
     assert not out.exists()
 
 
+# --- scaling data prepare --seed ------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed, words", [(str(2**63), ["--seed", "9223372036854775807 or less"]),
+                                         (str(-2**63 - 1), ["--seed", "-9223372036854775808 or more"])])
+def test_data_prepare_refuses_a_seed_the_split_hash_cannot_take(tmp_path, capsys, seed, words):
+    """The split hash keys on the seed's 8 signed bytes: a larger seed was an OverflowError's traceback."""
+    (tmp_path / "a.txt").write_text("a document")
+    _refused(["data", "prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "out"), "--seed", seed], capsys, *words)
+    assert not (tmp_path / "out").exists()
+
+
 # --- scaling train --tokens ---------------------------------------------------------------------
 
 def test_train_refuses_a_fraction_of_a_token(capsys):

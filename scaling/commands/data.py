@@ -7,6 +7,10 @@ import math
 import time
 from pathlib import Path
 
+from scaling.options import integer
+
+# The split hash's key is the seed as 8 signed bytes (`scaling.data.in_val`); a seed outside them was a traceback
+SEED_RANGE = (-2**63, 2**63 - 1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--max-docs", type=int, default=None, help="read at most this many documents from SOURCES")
     p.add_argument("--tokenizer-sample-mb", type=float, default=DEFAULT_TOKENIZER_SAMPLE_BYTES / 2**20,
                    help="MB of text to train the BPE on, spread over the files (default %(default)g)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the validation split hash (default 0)")
+    p.add_argument("--seed", type=integer(*SEED_RANGE), default=0, help="seed of the validation split hash (default 0)")
     p.add_argument("--force", action="store_true", help="redo even if DIR already holds this preparation")
     p.add_argument("--json", action="store_true", help="print meta.json instead of the table")
     p.add_argument("--no-progress", action="store_true",
