@@ -287,7 +287,9 @@ def get_recipe(name: str | Path) -> Recipe:
     if not name.strip():  # (Path("") is the working folder)
         raise UserError(f"a recipe name is empty; give one of {', '.join(PRESETS)} (or a path to a recipe .toml)")
     path = Path(name).expanduser()
-    if name.lower().endswith(".toml"):
+    # `.toml` exactly, as runs and sweeps take a recipe for a file (`RunConfig` hashes its content, `train`
+    # keeps a copy): `x.TOML` read here trained as a name, its edits unseen by the run's id
+    if name.endswith(".toml"):
         if not path.exists() and Path(name).stem in PRESETS:  # `nvfp4.toml` for the preset nvfp4
             raise UserError(f"recipe file {name} does not exist; the preset is named without .toml: "
                             f"{Path(name).stem}")

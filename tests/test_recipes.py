@@ -195,7 +195,8 @@ def test_a_recipe_file_that_is_a_folder_is_one_message(tmp_path):
     # a folder, or a recipe file not ending in .toml, was an "unknown recipe" among the preset names
     (lambda p: (p / "recipes").mkdir(), "recipes", ("recipe recipes is a folder",)),
     (lambda p: (p / "mine.tml").write_text('name = "mine"\n'), "mine.tml", ("must end in .toml", "mine.toml")),
-    (lambda p: (p / "Mine.TOML").write_text('name = "mine"\nbase = "nvfp5"\n'), "Mine.TOML", ("base 'nvfp5'",)),
+    # a .TOML file, which runs would take for a preset's name (its content not in the run's id): renamed
+    (lambda p: (p / "Mine.TOML").write_text('name = "mine"\n'), "Mine.TOML", ("must end in .toml", "Mine.toml")),
     (None, "nvfp4.toml", ("does not exist", "the preset is named without .toml: nvfp4")),
     (None, "NVFP4", ("unknown recipe 'NVFP4' (did you mean nvfp4?)",)),
     (None, "mxfp4h16", ("unknown recipe 'mxfp4h16' (did you mean mxfp4_h16?)",)),
