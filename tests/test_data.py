@@ -295,6 +295,16 @@ def test_cli_errors(tmp_path, docs, capsys):
         "notes.txt", "tokenizer.json"]
 
 
+@pytest.mark.parametrize("options", [["--vocab-size", "4096"], ["--tokenizer-sample-mb", "8"]])
+def test_bpe_options_beside_a_given_tokenizer_are_refused(tmp_path, docs, prepared, capsys, options):
+    """--tokenizer with --vocab-size 4096 made a data dir of the tokenizer's vocabulary without a word."""
+    src = write_corpus(tmp_path / "src", docs[:12], "parquet")
+    out = tmp_path / "out"
+    err = _cli_error(["prepare", str(src), "--out", str(out), "--tokenizer", str(prepared), *options], capsys)
+    assert f"{options[0]} shape(s) the BPE trained here" in err and f"leave {options[0]} out" in err
+    assert not out.exists()
+
+
 def test_an_empty_split_is_refused_before_any_tokenizing(tmp_path, docs, prepared, capsys, monkeypatch):
     """A single document, or a --val-fraction no document's hash falls under, was found only after the BPE
     was trained and the whole corpus encoded. Now refused first, naming the fix; no output folder stays."""

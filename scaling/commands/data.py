@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--val-fraction", type=float, default=None,
                    help=f"fraction of documents for validation, chosen by a hash of the text (default {DEFAULT_VAL_FRACTION})")
     p.add_argument("--max-docs", type=int, default=None, help="read at most this many documents from SOURCES")
-    p.add_argument("--tokenizer-sample-mb", type=float, default=DEFAULT_TOKENIZER_SAMPLE_BYTES / 2**20,
-                   help="MB of text to train the BPE on, spread over the files (default %(default)g)")
+    p.add_argument("--tokenizer-sample-mb", type=float, default=None,
+                   help=f"MB of text to train the BPE on, spread over the files (default {DEFAULT_TOKENIZER_SAMPLE_BYTES / 2**20:g})")
     p.add_argument("--seed", type=integer(*SEED_RANGE), default=0, help="seed of the validation split hash (default 0)")
     p.add_argument("--force", action="store_true", help="redo even if DIR already holds this preparation")
     p.add_argument("--json", action="store_true", help="print meta.json instead of the table")
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
     builtin_only = args.sources == ["builtin"]
     default_vocab = data.BUILTIN_VOCAB_SIZE if builtin_only else data.DEFAULT_VOCAB_SIZE
     vocab_size = default_vocab if args.vocab_size is None else args.vocab_size  # (0 is refused, not the default)
-    if not math.isfinite(args.tokenizer_sample_mb) or args.tokenizer_sample_mb <= 0:
-        raise UserError(f"--tokenizer-sample-mb must be a positive number of MB, got {args.tokenizer_sample_mb}")
+    _check_bpe_options(args)
+    sample_mb = data.DEFAULT_TOKENIZER_SAMPLE_BYTES / 2**20 if args.tokenizer_sample_mb is None else args.tokenizer_sample_mb
     if args.val and args.val_fraction is not None:
         raise UserError("give either --val SOURCES or --val-fraction, not both")
     if builtin_only and args.out is None and _is_default_builtin(args):
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             text_column=args.text_column,
             val_fraction=data.DEFAULT_VAL_FRACTION if args.val_fraction is None else args.val_fraction,
             max_docs=args.max_docs,
-            tokenizer_sample_bytes=int(args.tokenizer_sample_mb * 2**20),
+            tokenizer_sample_bytes=int(sample_mb * 2**20),
             seed=args.seed,
             force=args.force,
             progress=not (args.json or args.no_progress),
@@ -92,13 +92,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_bpe_options(args: argparse.Namespace) -> None:
+    """UserError for a bad BPE-training option, or one given with --tokenizer: the given tokenizer.json has
+    its own vocabulary, so --vocab-size 4096 beside it was ignored without a word (a data dir of another size)."""
+    from scaling.errors import UserError
+
+    given = [flag for flag, value in (("--vocab-size", args.vocab_size), ("--tokenizer-sample-mb", args.tokenizer_sample_mb))
+             if value is not None]
+    if args.tokenizer is not None and given:
+        said = " and ".join(given)
+        raise UserError(f"{said} shape(s) the BPE trained here, but --tokenizer {args.tokenizer} is used as it is (its "
+                        f"vocabulary too): leave {said} out, or leave --tokenizer out to train a BPE")
+    mb = args.tokenizer_sample_mb
+    if mb is not None and (not math.isfinite(mb) or mb <= 0):
+        raise UserError(f"--tokenizer-sample-mb must be a positive number of MB, got {mb}")
+
+
 def _is_default_builtin(args: argparse.Namespace) -> bool:
     """`scaling data prepare builtin` with nothing but --vocab-size: the cache dir `--data builtin` uses."""
     from scaling import data
 
     return (not args.val and args.tokenizer is None and args.text_column == "text" and args.val_fraction is None
             and args.max_docs is None and args.seed == 0 and not args.force
-            and args.tokenizer_sample_mb * 2**20 == data.DEFAULT_TOKENIZER_SAMPLE_BYTES)
+            and args.tokenizer_sample_mb in (None, data.DEFAULT_TOKENIZER_SAMPLE_BYTES / 2**20))
 
 
 def _print(meta: dict, out, seconds: float | None, as_json: bool) -> None:
