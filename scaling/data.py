@@ -208,11 +208,13 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise UserError(f"{path}, line {n}: not JSON ({e.msg} at column {e.colno}); fix or drop that line")
-                text = row.get(text_column) if isinstance(row, dict) else None
-                if not isinstance(row, dict) or not isinstance(text, (str, type(None))):
-                    got = type(text).__name__ if isinstance(row, dict) else f"a JSON {type(row).__name__}, not an object"
-                    raise UserError(f"{path}, line {n}: {text_column!r} is {got}, not a string; every document's "
-                                    f"{text_column!r} must be text (fix or drop the rows that are not)")
+                if not isinstance(row, dict):  # (a list or a bare value: the line itself, not its field, is wrong)
+                    raise UserError(f"{path}, line {n}: a JSON {type(row).__name__}, not an object with a "
+                                    f"{text_column!r} field; fix or drop that line")
+                text = row.get(text_column)
+                if not isinstance(text, (str, type(None))):
+                    raise UserError(f"{path}, line {n}: {text_column!r} is {type(text).__name__}, not a string; every "
+                                    f"document's {text_column!r} must be text (fix or drop the rows that are not)")
                 if text and text.strip():
                     yield LONE_SURROGATE.sub("\ufffd", text)
     except (OSError, EOFError) as e:  # a truncated .gz
