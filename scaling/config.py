@@ -179,6 +179,12 @@ class RunConfig:
         return c.tokens // (c.batch_size * c.seq_len)
 
     @property
+    def trained_tokens(self) -> int:
+        """The tokens the run trains on: its whole steps' (`tokens` rounded down to whole batches)."""
+        c = self.resolved()
+        return self.steps * c.batch_size * c.seq_len
+
+    @property
     def run_id(self) -> str:
         """Stable short hash of the resolved config (sorted JSON, sha256)."""
         return self.run_id_of(self.resolved())

@@ -560,7 +560,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         prepare_run_dir(config, run_dir)
         meta = datamodule.meta
         check_run_data(run_dir, meta, config.data)
-        for note in (repeated_data_note(config.tokens, meta.get("train_tokens", 0)),
+        for note in (repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)),
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
             if note:
@@ -686,7 +686,7 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
     budget (its grid point), also for a diverged run, which stopped at `diverged_at_step` of `steps`.
     `git_commit` is the checkout's when the run's process started (`train` reads it before building)."""
     s = config.model_size()
-    tokens = config.steps * config.batch_size * config.seq_len
+    tokens = config.trained_tokens
     per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
     peak = peak_flops(device)
     record = {

@@ -563,6 +563,18 @@ def test_repeated_data_is_pointed_out():
     assert "3.0 times" in note and "memorization" in note and "scaling data prepare" in note
 
 
+def test_the_repeated_data_note_counts_the_tokens_the_run_trains(tmp_path, monkeypatch):
+    """A run trains whole steps: the note weighs those tokens against the split, not the budget asked
+    for, which a request just above the split whose whole steps stay below it would call repeated."""
+    import scaling.train
+
+    seen = []
+    monkeypatch.setattr(scaling.train, "repeated_data_note", lambda tokens, train_tokens: seen.append(tokens))
+    config = _config(tokens=2 * 4 * 64 + 100)  # two whole steps of 4 x 64 tokens, and 100 left over
+    result = train(config, tmp_path / "run", progress=False)
+    assert config.trained_tokens == 2 * 4 * 64 == result["tokens"] and seen == [2 * 4 * 64]
+
+
 def test_compile_on_a_cpu_is_pointed_out(tmp_path, monkeypatch, capsys):
     """--compile on a CPU costs minutes of tracing and no speed: one note says so, and the run goes on."""
     import scaling.train
