@@ -58,7 +58,9 @@ def read_file(path: Path) -> pl.DataFrame:
     if not parquet and path.is_file():
         _check_header(path)
     try:
-        return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=10000)
+        if parquet:
+            return pl.read_parquet(path)
+        return _drop_trailing_blank_lines(pl.read_csv(path, infer_schema_length=10000))
     except Exception as e:  # polars raises several types for unreadable input
         if not parquet and "invalid utf-8" in str(e):
             raise UserError(f"cannot read {path} as CSV: it is not UTF-8 text (Latin-1 or a Windows code page?); "
@@ -69,6 +71,14 @@ def read_file(path: Path) -> pl.DataFrame:
                             "it, and quote fields holding commas") from None
         raise UserError(f"cannot read {path} as {'parquet' if parquet else 'CSV'} "
                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+
+
+def _drop_trailing_blank_lines(df: pl.DataFrame) -> pl.DataFrame:
+    """df without its last rows that are wholly empty: a CSV's empty last lines (an editor's, or `echo >>`'s)
+    read as rows of nulls, refused as a missing N, D, loss at a line the user cannot see. An empty line inside
+    the table stays, for the checks to name by its line (dropped, every line named after it would be off)."""
+    filled = df.select(pl.any_horizontal(pl.all().is_not_null())).to_series().arg_true()
+    return df.head(filled[-1] + 1 if filled.len() else 0)
 
 
 def _first_line(path: Path) -> str:

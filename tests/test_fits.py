@@ -641,6 +641,18 @@ def test_a_gzip_compressed_csv_is_read(tmp_path):
     assert main(["fit", str(tmp_path / "t.csv.gz"), "--bootstrap", "0", "--starts", "5"]) == 0
 
 
+def test_a_csv_ending_in_empty_lines_is_read(tmp_path, capsys):
+    """An editor's empty last line read as a row of nulls: refused as a missing N, D, loss "at line 26", a line
+    the user cannot see. An empty line inside the table is still named by its line."""
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    (tmp_path / "t.csv").write_text(t.write_csv() + "\n\n")
+    assert main(["fit", str(tmp_path / "t.csv"), "--bootstrap", "0", "--starts", "5"]) == 0
+    lines = t.write_csv().splitlines()
+    (tmp_path / "t.csv").write_text("\n".join([*lines[:4], "", *lines[4:]]) + "\n")
+    assert main(["fit", str(tmp_path / "t.csv"), "--bootstrap", "0"]) == 2
+    assert "(first: line 5)" in capsys.readouterr().err
+
+
 def test_a_text_compute_column_beside_d_is_not_read(tmp_path):
     """C beside D is replaced by 6ND, so a C column of text ('1e21 FLOP') is not refused as a number written
     as text (86d33ce refused it)."""
