@@ -481,6 +481,8 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
     if run_ids and blank.height:  # (numpy cannot sort None beside str ids: a traceback, later)
         raise UserError(f"{where} has {blank.height} row(s) with a blank run_id (first: {_where_first(blank, unit)}); "
                         "give each row its run's id, or drop the run_id column to make each row its own run")
+    if run_ids:
+        _refuse_run_of_two_sizes(df, where, unit)
     for c in ("N", "D", "loss"):
         nonpos = df.filter(~(pl.col(c) > 0) | pl.col(c).is_infinite())
         if nonpos.height:
@@ -500,3 +502,18 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
         raise UserError(f"{where} has {repeats} row(s) that repeat another row's {', '.join(cols)} (first: "
                         f"{_where_first(pair, unit)} and {_where_first(pair[1:], unit)}); remove the repeats: each would "
                         "count as more evidence than there is")
+
+
+def _refuse_run_of_two_sizes(df: pl.DataFrame, where: str, unit: str) -> None:
+    """UserError where rows of one run (recipe, run_id) have different N: a run trains one model, so its rows are
+    checkpoints. A run_id pasted onto another size's row was fitted as a checkpoint of that run (resampled with it),
+    and the report kept only its row with the most tokens, dropping a point without a word."""
+    mixed = df.filter(pl.col("N").n_unique().over("recipe", "run_id") > 1)
+    if not mixed.height:
+        return
+    run = mixed.filter(pl.struct("recipe", "run_id") == mixed.select(pl.struct("recipe", "run_id")).row(0)[0])
+    pair = pl.concat([run.head(1), run.filter(pl.col("N") != run["N"][0]).head(1)])
+    runs = mixed.select("recipe", "run_id").n_unique()
+    raise UserError(f"{where} has {count(runs, 'run')} whose rows have different N (first: run_id {run['run_id'][0]!r}, "
+                    f"N = {pair['N'][0]:g} at {_where_first(pair, unit)} and {pair['N'][1]:g} at {_where_first(pair[1:], unit)}); "
+                    "a run trains one model size: give each run its own run_id")

@@ -503,6 +503,8 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("padded_column", "lacks column(s) loss (columns: recipe, run_id, N, D, 'loss\\r')"),
     ("repeated_row", "1 row(s) that repeat another row's recipe, N, D, loss (first: line 5 and line 26)"),
     ("repeated_checkpoint", "repeat another row's recipe, run_id, D"),
+    ("run_id_two_sizes", "t.csv has 1 run whose rows have different N (first: run_id 'bf16-0', N = 1e+07 at line 2 "
+                         "and 4.64159e+07 at line 5); a run trains one model size: give each run its own run_id"),
     ("nan_row", "NaN"),
     ("nan_row_txt", "t.txt has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 5)"),
     ("nonpositive", "non-positive"),
@@ -552,6 +554,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = pl.concat([t, t[3:4]]).drop("run_id")
     elif case == "repeated_checkpoint":  # a run's point listed twice, with another loss
         t = pl.concat([t, t[3:4].with_columns(loss=pl.col("loss") * 1.01)])
+    elif case == "run_id_two_sizes":  # fitted as one run's checkpoints; the report dropped the smaller size's row
+        t = t.with_columns(run_id=pl.when(pl.int_range(pl.len()) == 3).then(pl.lit("bf16-0")).otherwise(pl.col("run_id")))
     elif case in ("nan_row", "nan_row_txt"):  # (a .txt is read as CSV: its rows are lines, the header line 1)
         t = t.with_columns(loss=pl.when(pl.int_range(pl.len()) == 3).then(float("nan")).otherwise(pl.col("loss")))
         path = tmp_path / ("t.txt" if case == "nan_row_txt" else "t.csv")
