@@ -49,8 +49,9 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
 
     got = find_columns(df, columns, str(source)) | {"status": _status_column(df, columns)}
     picked = {col: name for name, col in got.items() if col is not None and col != name}
-    # A mapped column takes its canonical name; a column already called that yields to it.
-    df = df.drop([name for name in picked.values() if name in df.columns]).rename(picked)
+    # A mapped column takes its canonical name; a column already called that yields to it, unless it is mapped
+    # itself (names swapped, "N=D,D=N": dropped, it was not there to rename).
+    df = df.drop([name for name in picked.values() if name in df.columns and name not in picked]).rename(picked)
     df = with_compute(df.with_columns(pl.col(c).cast(pl.Float64, strict=False) for c in ("N", "D", "C", "loss")
                                       if c in df.columns))
     if "recipe" not in df.columns:
