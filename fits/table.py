@@ -473,6 +473,11 @@ def _validate(df: pl.DataFrame, where: str, unit: str, run_ids: bool, c_column: 
         raise UserError(f"{where} has {padded.height} row(s) whose recipe has spaces around it (first: "
                         f"{_where_first(padded, unit)}, {padded['recipe'][0]!r}); remove the spaces, so that each recipe "
                         "is one name")
+    broken = df.filter(pl.col("recipe").str.contains(r"[\x00-\x1f\x7f]"))
+    if broken.height:  # a spreadsheet cell's line break (Alt+Enter) split every Markdown table row of the report
+        raise UserError(f"{where} has {broken.height} row(s) whose recipe holds a line break or other control character "
+                        f"(first: {_where_first(broken, unit)}, {broken['recipe'][0]!r}); write each recipe's name on "
+                        "one line")
     blank = df.filter(pl.col("recipe") == "")
     if blank.height:  # (a group '' was fitted, or left out, as if it were a recipe)
         raise UserError(f"{where} has {blank.height} row(s) with a blank recipe (first: {_where_first(blank, unit)}); "

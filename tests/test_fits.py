@@ -532,6 +532,8 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("units_in_loss", "has 1 row(s) whose 'val' (loss) is not a number (first: line 4, '3.1 nats')"),
     ("padded_recipe", "t.csv has 12 row(s) whose recipe has spaces around it (first: line 2, 'bf16 '); remove the"),
     ("blank_recipe", "t.csv has 1 row(s) with a blank recipe (first: line 3); give each row its recipe's name"),
+    ("recipe_line_break", "t.csv has 12 row(s) whose recipe holds a line break or other control character (first: "
+                          "line 14, 'fp4\\n(RHT)'); write each recipe's name on one line"),
     ("lr_mult_text", "t.csv has 24 row(s) whose lr_mult is not a positive number (first: line 2, '1x'); give each"),
     ("comment_line", "t.csv begins with a comment line ('# exported by a tool'), not the header row; remove the lines"),
     ("title_line", "t.csv as CSV: a line has more fields than its first line ('Loss table') names; is that "
@@ -586,6 +588,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
                            .otherwise(pl.col("recipe")))
     elif case == "blank_recipe":  # fitted (or left out) as a group named ''
         t = t.with_columns(recipe=pl.when(pl.int_range(pl.len()) == 1).then(pl.lit("")).otherwise(pl.col("recipe")))
+    elif case == "recipe_line_break":  # a spreadsheet cell's Alt+Enter: every Markdown table row of the report split
+        t = t.with_columns(recipe=pl.col("recipe").replace({"fp4": "fp4\n(RHT)"}))
     elif case == "lr_mult_text":  # the learning-rate note formatted '1x' with :g, a ValueError
         t = t.with_columns(lr_mult=pl.lit("1x"))
     elif case == "too_few":
