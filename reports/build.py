@@ -472,8 +472,9 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
     runs = study.runs
     items = [f"Source: {code(study.source)} ({count(runs.height, 'run')}, {count(len(set(runs['recipe'])), 'recipe')})."]
     if study.earlier_rows:
+        are = "is" if study.earlier_rows == 1 else "are"
         items.append(f"The table holds several rows for some runs (checkpoints): each run's row with the most tokens is "
-                     f"its point, and {count(study.earlier_rows, 'earlier row')} are set aside (`scaling fit` on the "
+                     f"its point, and {count(study.earlier_rows, 'earlier row')} {are} set aside (`scaling fit` on the "
                      "table would fit every row).")
     from fits.table import learning_rate_note
 

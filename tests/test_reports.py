@@ -518,6 +518,18 @@ def test_a_tables_checkpoint_rows_give_one_point_per_run_its_last(tmp_path):
     assert both.runs.height == 8 and both.earlier_rows == 0
 
 
+def test_one_earlier_row_is_said_in_the_singular(tmp_path):
+    """"1 earlier row are set aside": the provenance's count of a table's checkpoint rows took the plural verb."""
+    from reports.build import section_provenance
+    from reports.load import load
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("recipe,run_id,N,D,loss\nbf16,a,1e6,1e7,4.0\nbf16,a,1e6,2e7,3.8\nbf16,b,2e6,2e7,3.6\n")
+    study = load(csv)
+    text = " ".join(section_provenance(study, None).blocks[0].items)
+    assert study.earlier_rows == 1 and "1 earlier row is set aside" in text, text
+
+
 def test_a_table_without_recipes_is_not_said_to_have_a_baseline(tmp_path):
     """One group (no recipe column): its law alone; no baseline named as if it were in the data."""
     from fits.synthetic import synthetic_table
