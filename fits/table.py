@@ -40,6 +40,8 @@ def parse_columns(spec: str | dict[str, str] | None) -> dict[str, str]:
         if not sep or key not in CANONICAL or not source:
             raise UserError(f"--columns entry {part.strip()!r} is not NAME=COLUMN with NAME one of "
                             f"{', '.join(CANONICAL)} (example: --columns \"N=Model Size,C=Training FLOP\")")
+        if key in mapping and mapping[key] != source:  # (the last one was read, the first dropped without a word)
+            raise UserError(f"--columns maps {key} twice, to {mapping[key]!r} and to {source!r}; give each name once")
         mapping[key] = source
     return mapping
 

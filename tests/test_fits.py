@@ -677,6 +677,8 @@ def test_columns_maps_a_column_whose_name_holds_a_comma(tmp_path, capsys):
     assert parse_columns("N=Params (count, non-emb), D = tokens,loss=val,") == {
         "N": "Params (count, non-emb)", "D": "tokens", "loss": "val"}
     assert parse_columns("N=a,,D=b") == {"N": "a", "D": "b"}
+    with pytest.raises(UserError, match="--columns maps N twice, to 'a' and to 'b'; give each name once"):
+        parse_columns("N=a,D=c,N=b")  # the last one was read, the first dropped without a word
     t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
     t.rename({"N": "Params (count, non-emb)"}).write_csv(tmp_path / "t.csv")
     assert main(["fit", str(tmp_path / "t.csv"), "--columns", "N=Params (count, non-emb)", "--bootstrap", "0",
