@@ -97,7 +97,8 @@ def _unfinished(runs: list[RunStatus], finished: pl.Series) -> list[RunStatus]:
 def _read_table(path: Path) -> pl.DataFrame:
     from fits.table import PARQUET_SUFFIXES, read_file
 
-    if path.suffix.lower() not in (".csv", *PARQUET_SUFFIXES):  # the suffixes `scaling fit` reads as such
+    # the suffixes `scaling fit` reads as such; a .csv.gz too, which it reads as a CSV (polars decompresses it)
+    if path.suffix.lower() not in PARQUET_SUFFIXES and not path.name.lower().endswith((".csv", ".csv.gz")):
         raise UserError(f"{path} is neither a sweep directory nor a .csv/.parquet results table")
     return read_file(path)
 

@@ -483,6 +483,10 @@ def test_report_reads_a_table_as_the_fits_do(tmp_path):
     for c in ("recipe", "run_id", "N", "D", "C", "loss"):
         assert runs[c].to_list() == fits[c].to_list(), c
     assert runs["C"].to_list() == [6 * 1e6 * 2e7, 6 * 2e6 * 4e7]
+    # a gzip-compressed CSV, which `scaling fit` reads, was refused as "neither a sweep directory nor a .csv"
+    gz = tmp_path / "t.csv.gz"
+    gz.write_bytes(__import__("gzip").compress(csv.read_bytes()))
+    assert load(gz, columns="N=size").runs.sort("run_id")["loss"].to_list() == runs["loss"].to_list()
     # columns whose names are swapped ("N=D,D=N"): both were dropped before the renaming, a polars traceback
     csv.write_text("recipe,D,N,loss\nbf16,1e6,2e7,3.5\nbf16,2e6,4e7,3.2\n")
     swapped = load(csv, columns="N=D,D=N").runs.sort("run_id")
