@@ -281,21 +281,22 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
 def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Section:
     s = Section("Relative loss gap per model size")
     gaps = compare.relative_gaps(study.runs, baseline)
+    keys = compare.match_keys(study.runs)
     if gaps.height == 0:
         return s.omit(f"Not computed: no matched pairs (no completed run of another recipe has a completed {literal(baseline)} "
-                      f"run with the same {', '.join(compare.match_keys(study.runs))}).")
-    s.add(Paragraph(f"(L_recipe − L_{literal(baseline)}) / L_{literal(baseline)} in %, for runs that differ only in the recipe (same "
-                    f"{', '.join(compare.match_keys(study.runs))}); the UFP4 paper's metric."))
+                      f"run with the same {', '.join(keys)}).")
+    s.add(Paragraph(f"(L_recipe − L_{literal(baseline)}) / L_{literal(baseline)} in %, for runs that differ only in the recipe "
+                    f"({compare.pairing(keys)}); the UFP4 paper's metric."))
     by_size = compare.gaps_by_size(gaps)
     label = [k for k in ("family", "size") if k in by_size.columns]
     cols = ("recipe", *label, "N", "mean gap (%)", "min (%)", "max (%)", "pairs")
     s.add(Table(cols, tuple(by_size.select("recipe", *label, "N", "mean_gap_pct", "min_gap_pct", "max_gap_pct", "pairs").iter_rows()),
                 "Per recipe and model size: mean over token budgets and seeds."))
-    s.add(Figure(figures.gap_vs_size(gaps, colors, baseline, fig_dir / "gap_vs_size.png"),
+    s.add(Figure(figures.gap_vs_size(gaps, by_size, colors, baseline, fig_dir / "gap_vs_size.png"),
                  "Relative loss gap of each matched pair (dots) and the per-size mean (line)."))
-    keys = compare.match_keys(gaps)
-    s.add(Table(("recipe", *keys, "loss", f"{baseline} loss", "gap (%)"),
-                tuple(gaps.select("recipe", *keys, "loss", "baseline_loss", "gap_pct").iter_rows()), "Every matched pair."))
+    s.add(Table(("recipe", *keys, "loss", f"{baseline} loss", f"{baseline} runs", "gap (%)"),
+                tuple(gaps.select("recipe", *keys, "loss", "baseline_loss", "baseline_runs", "gap_pct").iter_rows()),
+                f"Every matched pair ({literal(baseline)} loss: the mean of its runs counted beside it)."))
     return s
 
 

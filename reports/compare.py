@@ -1,7 +1,8 @@
 """Run-by-run comparisons against the baseline recipe, from the data alone (no fitted law).
 
 - Relative loss gap (the UFP4 paper's metric): (L_recipe − L_baseline) / L_baseline, in %, for each
-  matched pair of runs (same family, size, tokens and seed; only the recipe differs).
+  run of a recipe against the baseline's runs that differ from it only in the recipe (same family, size,
+  tokens and seed): the seed-matched run, or without seeds the mean of the baseline's replicates.
 - Token overhead (the AMD paper's metric): tokens a recipe needs to reach the baseline's final
   validation loss, over the tokens the baseline needed, minus one; read off the validation curves.
 """
@@ -19,6 +20,16 @@ def match_keys(runs: pl.DataFrame) -> list[str]:
     return [c for c in ("family", "size", "N", "D", "seed", "lr_mult") if c in runs.columns]
 
 
+KEY_WORDS = {"D": "tokens", "lr_mult": "learning-rate multiplier"}
+
+
+def pairing(keys: list[str]) -> str:
+    """How `relative_gaps` pairs runs with match keys `keys`, in words: the gap section's text and figure title."""
+    words = [KEY_WORDS.get(k, k) for k in keys]
+    same = "same " + (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words))
+    return same if "seed" in keys else f"{same}, against the mean of the baseline's runs there (no seeds)"
+
+
 def size_keys(runs: pl.DataFrame) -> list[str]:
     return [c for c in ("family", "size", "N") if c in runs.columns]
 
@@ -31,14 +42,21 @@ def completed(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def relative_gaps(runs: pl.DataFrame, baseline: str) -> pl.DataFrame:
-    """One row per matched pair: recipe, the match keys, loss, baseline_loss, gap_pct."""
+    """One row per completed run of another recipe with a baseline to compare with: recipe, the match keys,
+    loss, baseline_loss, baseline_runs, gap_pct.
+
+    baseline_loss is the mean loss of the baseline's completed runs with the run's match keys, and
+    baseline_runs their count. With a seed column that is the run of the same seed; without one, the mean
+    of the baseline's replicates at that size and token budget: a table's first row among them is no more
+    the baseline than the others, and pairing with it alone made the gap depend on the rows' order.
+    """
     keys = match_keys(runs)
     done = completed(runs)
-    base = done.filter(pl.col("recipe") == baseline).select(*keys, pl.col("loss").alias("baseline_loss"))
-    base = base.unique(subset=keys, keep="first")
+    base = (done.filter(pl.col("recipe") == baseline).group_by(keys)
+            .agg(pl.col("loss").mean().alias("baseline_loss"), pl.len().alias("baseline_runs")))
     pairs = done.filter(pl.col("recipe") != baseline).join(base, on=keys, how="inner")
     pairs = pairs.with_columns(((pl.col("loss") / pl.col("baseline_loss") - 1) * 100).alias("gap_pct"))
-    return pairs.select("recipe", *keys, "loss", "baseline_loss", "gap_pct").sort("recipe", *keys)
+    return pairs.select("recipe", *keys, "loss", "baseline_loss", "baseline_runs", "gap_pct").sort("recipe", *keys, "loss")
 
 
 def gaps_by_size(gaps: pl.DataFrame) -> pl.DataFrame:

@@ -219,16 +219,17 @@ def _band_limits(bands: dict, key: str, ratio: bool) -> tuple[float, float]:
     return lim_lo - 0.05 * (lim_hi - lim_lo), lim_hi + 0.05 * (lim_hi - lim_lo)
 
 
-def gap_vs_size(gaps: pl.DataFrame, colors: dict, baseline: str, path: Path) -> Path:
-    """Relative loss gap of each matched pair against model size; the line joins the per-size means."""
+def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, colors: dict, baseline: str, path: Path) -> Path:
+    """Relative loss gap of each matched pair (`compare.relative_gaps`) against model size; the line joins the
+    per-size means (`compare.gaps_by_size`), those of the section's table."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(5.2, 3.4), layout="constrained")
         keys = []
         for recipe in sorted(set(gaps["recipe"])):
             mine = gaps.filter(pl.col("recipe") == recipe)
-            mean = mine.group_by("N").agg(pl.col("gap_pct").mean()).sort("N")
+            mean = by_size.filter(pl.col("recipe") == recipe)
             ax.scatter(mine["N"], mine["gap_pct"], s=12, color=colors[recipe], alpha=0.5, lw=0)
-            keys += ax.plot(mean["N"], mean["gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3,
+            keys += ax.plot(mean["N"], mean["mean_gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3,
                             label=_text(recipe))
         ax.axhline(0, color="black", lw=0.8)
         _log_x(ax)

@@ -219,6 +219,44 @@ def test_relative_gap_and_token_overhead_on_matched_runs(tmp_path):
     assert summary.filter(pl.col("recipe") == "mxfp4")["diverged"].item() == 1
 
 
+REPLICATES = "recipe,N,D,loss\nbf16,1e6,2e7,4.00\nbf16,1e6,2e7,4.10\nbf16,1e6,2e7,4.20\nfp4,1e6,2e7,4.15\nfp4,1e6,2e7,4.25\n"
+
+
+def test_replicates_without_seeds_are_compared_with_the_mean_of_the_baselines(tmp_path):
+    """Without a seed column each recipe run was paired with the table's first baseline row at its (N, D), the
+    other replicates ignored: the gap depended on the rows' order. It is taken against their mean."""
+    from reports.build import section_gaps
+    from reports.document import Paragraph, Table
+    from reports.load import load
+
+    csv = tmp_path / "rep.csv"
+    csv.write_text(REPLICATES)
+    gaps = compare.relative_gaps(load(csv).runs, "bf16")
+    assert gaps["baseline_loss"].to_list() == pytest.approx([4.1, 4.1]) and gaps["baseline_runs"].to_list() == [3, 3]
+    assert gaps["gap_pct"].to_list() == pytest.approx([(4.15 / 4.1 - 1) * 100, (4.25 / 4.1 - 1) * 100])
+    lines = REPLICATES.splitlines()
+    csv.write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n")  # the same runs in another order
+    assert compare.relative_gaps(load(csv).runs, "bf16")["gap_pct"].to_list() == pytest.approx(gaps["gap_pct"].to_list())
+
+    blocks = section_gaps(load(csv), "bf16", {"fp4": "red"}, tmp_path).blocks
+    assert isinstance(blocks[0], Paragraph)
+    assert "(same N and tokens, against the mean of the baseline's runs there (no seeds))" in blocks[0].text
+    every = [b for b in blocks if isinstance(b, Table)][-1]
+    assert [dict(zip(every.columns, r))["bf16 runs"] for r in every.rows] == [3, 3]
+
+
+def test_replicates_with_seeds_are_paired_by_seed(tmp_path):
+    from reports.load import load
+
+    csv = tmp_path / "seeds.csv"
+    csv.write_text("recipe,N,D,seed,loss\nbf16,1e6,2e7,0,4.00\nbf16,1e6,2e7,1,4.10\nbf16,1e6,2e7,2,4.20\n"
+                   "fp4,1e6,2e7,2,4.25\nfp4,1e6,2e7,1,4.15\n")
+    gaps = compare.relative_gaps(load(csv).runs, "bf16").sort("seed")
+    assert gaps["baseline_loss"].to_list() == [4.10, 4.20] and gaps["baseline_runs"].to_list() == [1, 1]
+    assert gaps["gap_pct"].to_list() == pytest.approx([(4.15 / 4.10 - 1) * 100, (4.25 / 4.20 - 1) * 100])
+    assert compare.pairing(compare.match_keys(gaps)) == "same N, tokens and seed"
+
+
 @pytest.mark.parametrize("status, note, column", [("diverged", "no convergence (diverged)", "diverged"),
                                                   ("failed", "no result (failed)", "failed")])
 def test_a_diverged_pair_is_no_convergence_even_where_a_longer_run_reaches(tmp_path, status, note, column):
