@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +15,8 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
+
+from reports.compare import match_keys, pairing  # noqa: E402
 
 DPI = 110  # sharp on screen, small files (the example report is committed)
 STYLE = {
@@ -236,7 +239,8 @@ def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, colors: dict, baselin
         ax.set_xlabel("non-embedding parameters N")
         ax.set_ylabel(f"relative loss gap vs {_text(baseline)} (%)")
         _legend(ax, keys, loc="best")
-        ax.set_title("Matched runs: same size, tokens and seed", fontsize=9)
+        # the pairing the gaps were computed with: a table without seeds has none to match
+        ax.set_title(textwrap.fill(f"Matched runs: {pairing(match_keys(gaps))}", 64), fontsize=9)
         return _save(fig, path)
 
 

@@ -257,6 +257,24 @@ def test_replicates_with_seeds_are_paired_by_seed(tmp_path):
     assert compare.pairing(compare.match_keys(gaps)) == "same N, tokens and seed"
 
 
+@pytest.mark.parametrize("table, title", [
+    (REPLICATES, "Matched runs: same N and tokens, against the mean of the baseline's runs there (no seeds)"),
+    ("recipe,N,D,seed,loss\nbf16,1e6,2e7,0,4.0\nfp4,1e6,2e7,0,4.1\n", "Matched runs: same N, tokens and seed")], ids=["no seeds", "seeds"])
+def test_the_gap_figures_title_says_how_the_runs_were_paired(tmp_path, monkeypatch, table, title):
+    """The title said "same size, tokens and seed" of a table without seeds, whose runs were not paired by seed."""
+    from reports import figures
+    from reports.load import load
+
+    titles = []
+    save = figures._save
+    monkeypatch.setattr(figures, "_save", lambda fig, path: titles.append(fig.axes[0].get_title()) or save(fig, path))
+    csv = tmp_path / "t.csv"
+    csv.write_text(table)
+    gaps = compare.relative_gaps(load(csv).runs, "bf16")
+    figures.gap_vs_size(gaps, compare.gaps_by_size(gaps), {"fp4": "red"}, "bf16", tmp_path / "g.png")
+    assert [t.replace("\n", " ") for t in titles] == [title]
+
+
 @pytest.mark.parametrize("status, note, column", [("diverged", "no convergence (diverged)", "diverged"),
                                                   ("failed", "no result (failed)", "failed")])
 def test_a_diverged_pair_is_no_convergence_even_where_a_longer_run_reaches(tmp_path, status, note, column):
