@@ -2,7 +2,7 @@
 
     import fits
     table = fits.read_table("results.parquet")
-    out = fits.analyse(table, law="chinchilla", baseline="bf16", bootstrap=1000)   # = `scaling fit --json`
+    out = fits.analyse(table, law="chinchilla", baseline="bf16", bootstrap=1000)   # `scaling fit --json` less its notes
     fits.predict(out["groups"]["bf16"]["params"], N, D)
     fits.compute_optimal(out["groups"]["bf16"]["params"], C)   # -> N_opt, D_opt, loss_opt
 

@@ -24,7 +24,7 @@ from fits.fit import (BOUNDS, FREE, N_PARAMS, Points, bootstrap_weights, efficie
                       minimize_from, parallel_map, percentile_ci)
 from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, log_predict, to_params
-from fits.table import never_completed, read_file, read_table
+from fits.table import learning_rate_note, never_completed, read_file, read_table, set_aside_note
 from fits.threads import single_threaded_blas
 from scaling.console import count
 from scaling.errors import UserError
@@ -446,6 +446,18 @@ def analyse(table: pl.DataFrame | str | Path, law: str = "chinchilla", baseline:
     """
     return fit_and_judge(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers, top=top,
                          margin=margin, extrapolate=extrapolate, with_penalty=True, progress=progress, absent=absent)
+
+
+def analyse_source(raw: pl.DataFrame, table: pl.DataFrame, columns: dict[str, str] | str | None = None,
+                   **kwargs) -> dict:
+    """The `scaling fit --json` object, which the report writes as its fits.json: `analyse` of `table` (`read_table`
+    of `raw`, under `columns`) with what only the table as given can say: the recipes none of whose runs
+    completed (`absent`), the rows set aside as no points (`set_aside_note`: a sweep's diverged runs) and which
+    lr_mult an LR sweep's points took (`learning_rate_note`). kwargs: `analyse`'s."""
+    out = analyse(table, absent=never_completed(raw, columns), **kwargs)
+    out["set_aside_note"] = set_aside_note(raw, columns)
+    out["learning_rate_note"] = learning_rate_note(raw, columns)
+    return out
 
 
 def fit_law(table: pl.DataFrame | str | Path, law: str = "chinchilla", by: str = "recipe", bootstrap: int = 0,

@@ -70,9 +70,9 @@ def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int) -> dict:
-    """`fits.analyse` on the completed runs: laws per recipe, effN/effD, penalty bands and verdicts."""
+    """The `scaling fit --json` object of the runs (`fits.analysis.analyse_source`: `fits.analyse` on the completed
+    runs, with its notes): laws per recipe, effN/effD, penalty bands and verdicts."""
     import fits
-    from fits.table import never_completed
 
     table = fit_table(runs)
     notice = fits.analysis.size_notice(table.height)
@@ -84,9 +84,10 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
         # Degenerate bootstrap replicates (few runs) overflow in numpy; fits drops their non-finite
         # results from the intervals.
         warnings.simplefilter("ignore", RuntimeWarning)
-        fitted = fits.analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers,
-                              progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None,
-                              absent=never_completed(runs))  # a baseline among them is named as such
+        # (a recipe none of whose runs completed is skipped by name; a baseline among them is named as such)
+        fitted = fits.analysis.analyse_source(runs, table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed,
+                                              workers=workers,
+                                              progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
     return fitted
 
 

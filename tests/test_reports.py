@@ -590,6 +590,28 @@ def test_one_earlier_row_is_said_in_the_singular(tmp_path):
     assert study.earlier_rows == 1 and "1 earlier row is set aside" in text, text
 
 
+def test_the_reports_fits_json_is_the_scaling_fit_json_object(tmp_path, capsys):
+    """docs call fits.json the `scaling fit --json` object, but it lacked that object's set_aside_note and
+    learning_rate_note: a diverged run and an LR sweep's choice were in the report's text only."""
+    from fits.synthetic import synthetic_table
+    from reports import build
+    from scaling.cli import main
+
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.0, seed=3)
+    t = t.with_columns(run_id=pl.col("run_id").cast(pl.Utf8), lr_mult=pl.lit(1.0), status=pl.lit("completed"))
+    worse = t.with_columns(lr_mult=pl.lit(2.0), loss=pl.col("loss") * 1.05, run_id=pl.col("run_id") + "-lr2")
+    diverged = t.head(1).with_columns(run_id=pl.lit("x"), status=pl.lit("diverged"), loss=pl.lit(None, pl.Float64))
+    csv = tmp_path / "t.csv"
+    pl.concat([t, worse, diverged]).write_csv(csv)
+    build(csv, tmp_path / "r", bootstrap=0, workers=1)
+    report = json.loads((tmp_path / "r" / "fits.json").read_text())
+    assert main(["fit", str(csv), "--bootstrap", "0", "--json"]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert set(report) == set(fitted)
+    assert report["set_aside_note"] == fitted["set_aside_note"] == "1 of 25 rows set aside, not fitted: 1 diverged."
+    assert report["learning_rate_note"] == fitted["learning_rate_note"] and "lr_mult 1 at 12 points" in report["learning_rate_note"]
+
+
 def test_a_table_without_recipes_is_not_said_to_have_a_baseline(tmp_path):
     """One group (no recipe column): its law alone; no baseline named as if it were in the data."""
     from fits.synthetic import synthetic_table

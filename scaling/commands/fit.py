@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:  # before the fit, so a fit is never lost to an unwritable --out
         check_output(args.out, folder=False, suffix=".json")
         _refuse_other_json(args.out)
-    from fits.table import learning_rate_note, never_completed, read_file, set_aside_note
+    from fits.table import read_file
 
     raw = read_file(args.results)
     table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
@@ -156,12 +156,9 @@ def run(args: argparse.Namespace) -> int:
                        "with more points), without progress")
     for notice in filter(None, notices):  # (stderr, --json too: its stdout is the JSON alone)
         print(notice, file=sys.stderr, flush=True)
-    out = fits.analyse(table, law=args.law, baseline=args.baseline, bootstrap=args.bootstrap, seed=args.seed,
-                       workers=args.workers, margin=args.margin, top=top,
-                       progress=fits.analysis.BootstrapProgress(),
-                       absent=never_completed(raw, args.columns))  # recipes read_table dropped whole
-    out["set_aside_note"] = set_aside_note(raw, args.columns)  # a sweep's diverged runs: how many rows are no points
-    out["learning_rate_note"] = learning_rate_note(raw, args.columns)  # an LR sweep: which lr_mult each point took
+    out = fits.analysis.analyse_source(raw, table, args.columns, law=args.law, baseline=args.baseline,
+                                       bootstrap=args.bootstrap, seed=args.seed, workers=args.workers,
+                                       margin=args.margin, top=top, progress=fits.analysis.BootstrapProgress())
     if args.out:
         _write_json(args.out, out)
     if args.json:
