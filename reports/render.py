@@ -104,8 +104,11 @@ def _inline(text: str) -> str:
 
 
 def _sort_key(value: Any) -> str:
+    """A number's data-sort attribute, written as JavaScript's parseFloat reads it: Python's 'inf' is NaN there
+    (an interval open at one end sorted as no number), 'Infinity' is not."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
-        return f' data-sort="{value!r}"'
+        key = ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else repr(value)
+        return f' data-sort="{key}"'
     return ""
 
 

@@ -460,6 +460,21 @@ def _sections(html: str) -> list[str]:
     return re.findall(r'<section id="([^"]+)"><h2>', html)
 
 
+def test_infinite_cells_sort_as_infinities_in_the_html():
+    """An interval open at one end (∞) got data-sort="inf", which JavaScript's parseFloat reads as NaN: the column
+    sorted that row anywhere. The key is written as parseFloat reads it: 'Infinity', '-Infinity'."""
+    import re
+
+    from reports.document import Document, Section, Table
+    from reports.render import to_html
+
+    doc = Document("t", "", [Section("s", [Table(("x",), ((1.5,), (math.inf,), (-math.inf,), (3,), (math.nan,)))])])
+    keys = re.findall(r'data-sort="([^"]*)"', to_html(doc))
+    assert keys == ["1.5", "Infinity", "-Infinity", "3"]
+    js_number = re.compile(r"-?(Infinity|\d+(\.\d+)?(e[+-]?\d+)?)")  # what parseFloat reads whole
+    assert all(js_number.fullmatch(k) for k in keys), keys
+
+
 def test_report_from_sweep_dir(tmp_path):
     from reports import build
 
