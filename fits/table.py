@@ -243,11 +243,24 @@ def _refuse_near_miss(df: pl.DataFrame, name: str, where: str) -> None:
                         f"(without a {name} column {OPTIONAL_MEANING[name]})")
 
 
+def _refuse_two_candidates(df: pl.DataFrame, name: str, mapping: dict[str, str], where: str) -> None:
+    """UserError where no --columns entry names `name`'s column and df has both `name` and a result record's
+    alias of it (`loss` beside `val_loss`, which may be a training loss beside the validation loss): the canonical
+    name was fitted without a word, whichever the user meant."""
+    both = [c for c in (name, *ALIASES.get(name, ())) if c in df.columns]
+    if name not in mapping and len(both) > 1:
+        raise UserError(f"{where} has both {both[0]!r} and {both[1]!r} columns, either of which could be {name}; "
+                        f"say which with --columns \"{name}={both[1]}\" (or \"{name}={both[0]}\")")
+
+
 def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[str, str | None]:
     """Which column of df holds each fit quantity (recipe, run_id, N, D, C, loss): the one `mapping`
     names, else the canonical name, else the result record's (ALIASES); None where there is none.
-    N, loss and one of D or C must be found."""
+    N, loss and one of D or C must be found; a quantity both of whose names are columns (loss and val_loss)
+    must be mapped."""
     got = {k: pick_column(df, k, mapping) for k in ("recipe", "run_id", "N", "D", "C", "loss")}
+    for name in ("N", "D", "loss") if got["D"] is not None else ("N", "C", "loss"):  # (C is read only without D)
+        _refuse_two_candidates(df, name, mapping, where)
     missing = [k for k in ("N", "loss") if got[k] is None]
     if got["D"] is None and got["C"] is None:
         missing.append("D (or C)")

@@ -497,6 +497,16 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     assert words in capsys.readouterr().out
 
 
+def test_a_table_with_loss_and_val_loss_is_fitted_on_the_column_mapped(tmp_path):
+    """Both columns present: --columns names the one fitted (without it the table is refused, naming both)."""
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    t = t.with_columns(val_loss=pl.col("loss") * 1.02)
+    assert read_table(t, columns="loss=val_loss")["loss"].to_list() == pytest.approx(t["val_loss"].to_list())
+    assert read_table(t, columns="loss=loss")["loss"].to_list() == pytest.approx(t["loss"].to_list())
+    with pytest.raises(UserError, match="has both 'loss' and 'val_loss' columns"):
+        read_table(t)
+
+
 @pytest.mark.parametrize("case, needle", [
     ("missing_file", "does not exist"),
     ("missing_column", "lacks column"),
@@ -543,6 +553,9 @@ def test_fit_verb_says_why_there_is_no_penalty(tmp_path, capsys, recipes, words)
     ("xlsx", "t.xlsx is a zip archive (an Excel .xlsx workbook?), not CSV text; export the sheet as CSV in UTF-8"),
     ("parquet_as_csv", "t.csv is a Parquet file under another name; name it .parquet"),
     ("na_cell", "t.csv has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 4)"),
+    ("loss_and_val_loss", "t.csv has both 'loss' and 'val_loss' columns, either of which could be loss; say which "
+                          "with --columns \"loss=val_loss\" (or \"loss=loss\")"),
+    ("n_and_n_params", "t.csv has both 'N' and 'n_params' columns, either of which could be N; say which"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
@@ -566,6 +579,10 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     elif case == "nonpositive_compute":  # the table gives C, not D: the message names its column and value
         t = t.with_columns(FLOP=pl.when(pl.int_range(pl.len()) == 2).then(-1e19).otherwise(6 * pl.col("N") * pl.col("D")))
         t, extra = t.drop("D"), ["--columns", "C=FLOP"]
+    elif case == "loss_and_val_loss":  # a training loss beside the validation loss: 'loss' was fitted without a word
+        t = t.with_columns(val_loss=pl.col("loss") * 1.02)
+    elif case == "n_and_n_params":
+        t = t.with_columns(n_params=pl.col("N") * 0.9)
     elif case == "recipe_capitalised":  # read as absent, every row was fitted as one group and exited 0
         t = t.rename({"recipe": "Recipe"})
     elif case == "run_id_misspelt":
