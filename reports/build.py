@@ -606,7 +606,7 @@ def _earlier_report(out_dir: Path) -> bool:
     return isinstance(fitted, dict) and {"law", "groups"} <= set(fitted)
 
 
-def _refuse_replacing_others(out_dir: Path) -> None:
+def refuse_replacing_others(out_dir: Path) -> None:
     """UserError where --out holds files named as the report's (results.csv, report.md, index.html,
     fits.json, figures/*.png) that no earlier report wrote: a folder of the user's (a paper's, whose
     results.csv and figures/*.png are their own) lost them to the build without a word."""
@@ -642,7 +642,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         raise UserError(f"--bootstrap must be 0 or more, got {bootstrap}")
     out_dir = Path(out_dir)
     _refuse_replacing_source(Path(source), out_dir)
-    _refuse_replacing_others(out_dir)  # before the fits: a user's own results.csv or figures are not overwritten
+    refuse_replacing_others(out_dir)  # before the fits: a user's own results.csv or figures are not overwritten
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
     workers = workers or min(4, usable_cpus())

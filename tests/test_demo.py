@@ -50,3 +50,21 @@ def test_demo_and_launch_refuse_a_run_folder(tmp_path, capsys):
     assert main(["sweep", "launch", str(demo_spec_path()), "--executor", "local", "--sweep-dir", str(run_dir)]) == 2
     assert "is a single run's folder" in capsys.readouterr().err
     assert sorted(p.name for p in run_dir.iterdir()) == ["config.json"]
+
+
+def test_demo_refuses_files_of_its_names_in_out_before_any_work(tmp_path, capsys):
+    """A diagnostics.json that is not JSON and a results.parquet that is not Parquet in --out were
+    replaced without a word, and a report/ holding a user's report.md was refused only after the
+    sweep's minutes: each is refused before anything runs or is written, and left as it was."""
+    from scaling.cli import main
+
+    cases = {"diagnostics.json": "my notes\n", "results.parquet": "a,b\n1,2\n", "report/report.md": "# mine\n"}
+    for name, text in cases.items():
+        out = tmp_path / name.replace("/", "_")
+        (out / name).parent.mkdir(parents=True)
+        (out / name).write_text(text)
+        assert main(["demo", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --out ") and name.split("/")[-1] in err and "Traceback" not in err, err
+        assert (out / name).read_text() == text
+        assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [name]

@@ -71,6 +71,19 @@ def _diagnostics(spec, out: Path) -> Path:
     return path
 
 
+def _check_outputs(out: Path) -> None:
+    """Refuse, before the minutes of diagnostics and training, a file in --out of a name the demo writes
+    that it would replace without having written it: a diagnostics.json that is not JSON and a
+    results.parquet that is not Parquet were overwritten without a word, and a report/ of the user's
+    files was refused only after the sweep."""
+    from reports.build import refuse_replacing_others
+    from scaling.files import check_output
+
+    check_output(out / "diagnostics.json", folder=False, suffix=".json")
+    check_output(out / "results.parquet", folder=False, suffix=".parquet")
+    refuse_replacing_others(check_output(out / "report", folder=True))
+
+
 def run(args: argparse.Namespace) -> int:
     from reports import build
     from scaling.console import print_json
@@ -82,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     timings: dict[str, float] = {}
     out = check_sweep_dir(args.out, flag="--out")
+    _check_outputs(out)
     spec = load_spec(args.spec or demo_spec_path(), args.set)
     runs = spec.runs()
     print(f"demo: {len(runs)} runs ({', '.join(spec.size)} × {', '.join(spec.recipe)}), {spec.data} data, "
