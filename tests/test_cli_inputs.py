@@ -197,6 +197,25 @@ def test_bench_targets_refuses_rows_that_are_not_rows(tmp_path, capsys, content,
     assert path.read_text() == content
 
 
+@pytest.mark.parametrize("row, section, said", [
+    ('{"name": "quantize", "gbps": 100, "copy_gbps": 200}', "kernels", "its recipe must be a name, and it lacks it"),
+    ('{"name": "quantize", "recipe": "nvfp4", "operand": "fprop.x", "gbps": "100"}', "kernels",
+     'its gbps must be a number, and it has "100"'),
+    ('{"recipe": "nvfp4", "d": 2048, "tokens": 16384, "ratio_vs_bf16": 1.2, "ratio_range": 1}', "linear",
+     "its ratio_range must be a [low, high] pair of numbers"),
+    ('{"recipe": "nvfp4", "family": "nanochat", "size": "160M", "ratio_vs_bf16": "fast"}', "train",
+     'its ratio_vs_bf16 must be a number, and it has "fast"')])
+def test_bench_targets_refuses_a_row_with_a_field_missing_or_of_another_kind(tmp_path, capsys, row, section, said):
+    """A row edited by hand (a field gone, a number written as text) stopped the targets check on a
+    KeyError's, TypeError's or ValueError's traceback; `bench fit --out` merged into such a file."""
+    path = tmp_path / "edited.json"
+    content = f'{{"device": "test GPU", "copy_gbps": 4000.0, "{section}": [{row}]}}'
+    path.write_text(content)
+    _refused(["bench", "targets", "--out", str(path)], capsys, f"{section} row 1: {said}")
+    _refused(["bench", "fit", "--out", str(path)], capsys, f"{section} row 1: {said}")
+    assert path.read_text() == content
+
+
 def test_bench_targets_of_a_file_without_gpu_rows_prints_no_none(tmp_path, capsys):
     """A CPU-only benchmark file's targets were titled "targets (None, cpu.json, copy None GB/s)"."""
     path = tmp_path / "cpu.json"

@@ -43,9 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read(path: Path) -> dict:
+    from scaling.targets import check_fields
     from sweeps.cost import read_bench
 
-    return read_bench(path, "--out")
+    bench = read_bench(path, "--out")
+    check_fields(bench, path, "--out")  # (a row edited by hand: before the targets read it, or rows merge into it)
+    return bench
 
 
 # Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
