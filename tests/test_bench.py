@@ -369,6 +369,13 @@ def test_the_gpu_runbook_runs_its_steps_in_turn(tmp_path):
     again = subprocess.run(["bash", ".ci/gpu", "linear"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "the one an earlier run left" in again.stderr, again.stderr
     assert json.loads((tmp_path / "h200.json").read_text())["notes"] == ["an earlier run's rows"]
+    # the tests and resume steps ran on the CPU too (interpreted kernels, training on the cores) and said
+    # "exit 0" as if the GPU had passed them: they fail without CUDA, as the bench steps do
+    cpu = subprocess.run(["bash", ".ci/gpu", "tests", "-k", "no_such_test", "+", "resume"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert cpu.returncode == 2 and cpu.stdout.splitlines() == ["tests: exit 2", "resume: exit 2"], cpu.stdout
+    assert "the tests step needs a CUDA GPU" in (tmp_path / "tests.log").read_text()
+    assert "the resume step needs a CUDA GPU" in (tmp_path / "resume.log").read_text()
 
 
 def test_a_gpus_rows_never_go_into_another_gpus_file(tmp_path, capsys):
