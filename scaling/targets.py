@@ -10,10 +10,6 @@ file and says, row by row, which hold.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from scaling.errors import UserError
 from sweeps.cost import speed_for, speed_rows
 
 KERNEL_SHARE = 0.70  # of the row's call's copy_gbps (the header's where a row lacks it), one call per replay (`gbps`)
@@ -23,40 +19,6 @@ TRAIN_FAMILY, TRAIN_SIZE, TRAIN_RATIO = "nanochat", "160M", 0.8
 RECIPES = ("nvfp4", "mxfp4", "mxfp4_h16", "ufp4", "quartet2")  # the layer and training targets'
 NOT_KERNELS = ("gemm_operand", "copy")  # a whole operand's stages, and the yardstick
 AT_THE_LINE = "at the line"  # a layer's median ratio holds and its range crosses the limit
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _text(value) -> bool:
-    return isinstance(value, str)
-
-
-# The fields of a row that the targets read: (what it must be, its test, whether every
-# row has it); an optional one a row lacks leaves that row unjudged (a kernel row without gbps).
-ROW_FIELDS = {
-    "kernels": {"name": ("a name", _text, True), "recipe": ("a name", _text, True), "operand": ("a name", _text, True),
-                "gbps": ("a number", _number, False), "copy_gbps": ("a number", _number, False)},
-    "linear": {"recipe": ("a name", _text, True), "d": ("a number", _number, False),
-               "tokens": ("a number", _number, False), "ratio_vs_bf16": ("a number", _number, False),
-               "ratio_range": ("a [low, high] pair of numbers",
-                               lambda v: isinstance(v, list) and len(v) == 2 and all(map(_number, v)), False)},
-    "train": {"ratio_vs_bf16": ("a number", _number, False)},
-}
-
-
-def check_fields(bench: dict, path: str | Path, option: str) -> None:
-    """UserError naming the first row of a benchmark file (`sweeps.cost.read_bench`'s dict) whose field the
-    targets read is missing or of another kind (a file edited by hand): they stopped on a KeyError's,
-    TypeError's or ValueError's traceback."""
-    for section, fields in ROW_FIELDS.items():
-        for i, row in enumerate(bench.get(section, []), 1):
-            for field, (kind, holds, required) in fields.items():
-                if (field in row or required) and not holds(row.get(field)):
-                    got = "lacks it" if field not in row else f"has {json.dumps(row[field])}"
-                    raise UserError(f"{option}: {path}'s {section} row {i}: its {field} must be {kind}, and it "
-                                    f"{got}; fix or remove that row, or give a file `scaling bench` wrote")
 
 
 def check(bench: dict, source: str) -> list[dict]:

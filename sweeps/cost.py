@@ -62,7 +62,45 @@ def read_bench(path: str | Path, option: str) -> dict:
     if wrong:
         raise UserError(f"{option}: {path} is not a benchmark JSON: its {', '.join(wrong)} must be an object; "
                         "give a file `scaling bench` wrote")
+    check_fields(bench, path, option)
     return bench
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _text(value) -> bool:
+    return isinstance(value, str)
+
+
+# The fields of a row that the targets and `sweep plan`'s prices read: (what it must be, its test, whether every
+# row has it); an optional one a row lacks leaves that row unjudged (a kernel row without gbps).
+ROW_FIELDS = {
+    "kernels": {"name": ("a name", _text, True), "recipe": ("a name", _text, True), "operand": ("a name", _text, True),
+                "gbps": ("a number", _number, False), "copy_gbps": ("a number", _number, False)},
+    "linear": {"recipe": ("a name", _text, True), "d": ("a number", _number, False),
+               "tokens": ("a number", _number, False), "ratio_vs_bf16": ("a number", _number, False),
+               "ratio_range": ("a [low, high] pair of numbers",
+                               lambda v: isinstance(v, list) and len(v) == 2 and all(map(_number, v)), False)},
+    "train": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
+              "ratio_vs_bf16": ("a number", _number, False)},
+    "cpu": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
+            "cpu_ratio_vs_bf16": ("a number", _number, False)},
+}
+
+
+def check_fields(bench: dict, path: str | Path, option: str) -> None:
+    """UserError naming the first row of a benchmark file whose field the targets or a sweep's plan read is
+    missing or of another kind (a file edited by hand): they stopped on a KeyError's, TypeError's or
+    ValueError's traceback."""
+    for section, fields in ROW_FIELDS.items():
+        for i, row in enumerate(bench.get(section, []), 1):
+            for field, (kind, holds, required) in fields.items():
+                if (field in row or required) and not holds(row.get(field)):
+                    got = "lacks it" if field not in row else f"has {json.dumps(row[field])}"
+                    raise UserError(f"{option}: {path}'s {section} row {i}: its {field} must be {kind}, and it "
+                                    f"{got}; fix or remove that row, or give a file `scaling bench` wrote")
 
 
 def _rows(section, kind: type) -> bool:

@@ -216,6 +216,20 @@ def test_bench_targets_refuses_a_row_with_a_field_missing_or_of_another_kind(tmp
     assert path.read_text() == content
 
 
+@pytest.mark.parametrize("row, said", [
+    ('{"recipe": "nvfp4", "family": "nanochat", "size": "160M", "ratio_vs_bf16": "fast"}',
+     'train row 1: its ratio_vs_bf16 must be a number, and it has "fast"'),
+    ('{"recipe": "nvfp4", "family": "nanochat", "size": 160, "ratio_vs_bf16": 0.8}',
+     "train row 1: its size must be a name, and it has 160")])
+def test_sweep_plan_refuses_a_bench_train_row_of_another_kind(tmp_path, capsys, row, said):
+    """sweep plan --bench prices runs from the file's train rows: a hand-edited one stopped it on float()'s
+    ValueError traceback (read_bench checks the rows' fields, for the targets and the plan alike)."""
+    path = tmp_path / "edited.json"
+    path.write_text(f'{{"device": "test GPU", "train": [{row}]}}')
+    spec = Path(__file__).parent.parent / "sweeps" / "demo.toml"
+    _refused(["sweep", "plan", str(spec), "--bench", str(path), "--device", "gpu"], capsys, said)
+
+
 def test_bench_targets_of_a_file_without_gpu_rows_prints_no_none(tmp_path, capsys):
     """A CPU-only benchmark file's targets were titled "targets (None, cpu.json, copy None GB/s)"."""
     path = tmp_path / "cpu.json"
