@@ -316,6 +316,8 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     if executor not in ("local", "slurm"):
         raise UserError(f"--executor {executor!r}: use local or slurm")
     sweep_dir = check_sweep_dir(sweep_dir_for(spec, sweep_dir))
+    if executor == "slurm":
+        check_slurm_client()
     chunk = max_array_size() if executor == "slurm" else 0  # also: is there a cluster at all?
     prepare_data(spec, progress)
     todo, skipped = pending(spec, sweep_dir)
@@ -427,6 +429,16 @@ def prepare_data(spec: SweepSpec, progress: bool = True) -> None:
         data.prepare([spec.corpus], spec.data, progress=progress)
     else:
         data.read_meta(spec.data)  # UserError naming `scaling data prepare` if it is not ready
+
+
+def check_slurm_client() -> None:
+    """UserError where this machine lacks the commands a SLURM launch runs here: sbatch (submits) and srun
+    (submitit refuses to start without it). Found missing only at submission, sbatch's absence was an OSError
+    after every run's job record was written (each read as a failed run), and srun's a RuntimeError traceback."""
+    missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
+    if missing:
+        raise UserError(f"--executor slurm: {' and '.join(missing)} not found on PATH; run on a SLURM login node "
+                        "(or put the SLURM commands' folder on PATH), or use --executor local")
 
 
 def max_array_size() -> int:

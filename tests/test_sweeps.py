@@ -1522,3 +1522,23 @@ def test_status_reads_a_run_folder_with_a_damaged_job_record(tmp_path, job):
     write_json(sweep_dir / "0000extra" / "job.json", job)
     st = status(sweep_dir)
     assert [(r.run_id, r.state, r.tokens, r.seed) for r in st.runs][1:] == [("0000extra", "failed", 0, 0)]
+
+
+def test_a_slurm_launch_without_sbatch_is_one_line_and_leaves_no_job_records(tmp_path, monkeypatch, capsys):
+    """`launch --executor slurm` where sbatch (or srun) is not on PATH: one line naming the command, exit 2, and
+    no run left with a job record (it read as failed). Before, sbatch's absence surfaced at submission as
+    "cannot use sbatch (No such file or directory)" after every run's job.json was written, and srun's as
+    submitit's RuntimeError traceback."""
+    from scaling.cli import main
+
+    tools = tmp_path / "bin"  # the other SLURM commands, where this machine has them
+    tools.mkdir()
+    for name in ("scontrol", "squeue", "sinfo", "srun"):
+        if shutil.which(name):
+            (tools / name).symlink_to(shutil.which(name))
+    monkeypatch.setenv("PATH", str(tools))
+    sweep_dir = tmp_path / "sweep"
+    assert main(["sweep", "launch", str(write_spec(tmp_path)), "--executor", "slurm", "--sweep-dir", str(sweep_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --executor slurm: sbatch ") and "not found on PATH" in err and err.count("\n") == 1, err
+    assert not list(sweep_dir.glob("*/job.json"))  # (status: the runs are missing, not failed)
