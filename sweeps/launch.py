@@ -20,6 +20,7 @@ Local: long-lived worker processes (``WORKER_COMMAND``, as ``python -m sweeps.la
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import queue as queue_mod
@@ -263,7 +264,13 @@ def sbatch_refusal(error: str) -> str:
     (with the partitions sinfo lists, where it was the partition)."""
     lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
     said = lines[-1] if lines else "no reason given"
-    key = next((k for word, k in SBATCH_KEYS if word in said.lower()), None)  # in what is quoted, not elsewhere
+    # the setting may be named an error line before sbatch's last words ("Memory specification can not be
+    # satisfied", then "Requested node configuration is not available"): the latest error line naming one,
+    # quoted beside the last (in what is quoted, not elsewhere; not a warning's words)
+    named = [line for line in lines[:-1] if "error" in line.lower()] + [said]
+    line, key = next(((line, k) for line in reversed(named) for word, k in SBATCH_KEYS if word in line.lower()),
+                     (said, None))
+    said = said if line == said else f"{line}; {said}"
     if key is None:
         return f"sbatch refused the jobs: {said}"
     hint = f"; check executor.slurm.{key} in the spec (or --set executor.slurm.{key}=...)"
@@ -486,8 +493,8 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
         before = {c.run_id: read_json(sweep_dir / c.run_id / "job.json") for c in part}
         for c in part:
             _prepare(sweep_dir / c.run_id, c, "slurm")
-        try:
-            with ex.batch():
+        try:  # (submitit prints a refusing sbatch's stderr itself: kept for the one line below, not said twice)
+            with contextlib.redirect_stderr(io.StringIO()), ex.batch():
                 jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
         except submitit.core.utils.FailedJobError as e:
             for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)

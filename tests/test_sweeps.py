@@ -1348,6 +1348,15 @@ def test_a_refused_submission_names_the_setting_behind_it():
     assert "executor.slurm.qos" in sbatch_refusal("sbatch: warning: --cpus-per-task ignored\nsbatch: error: Invalid qos specification")
     assert "executor.slurm.time" in sbatch_refusal("sbatch: error: Requested time limit is invalid (missing or exceeds some limit)")
     assert "executor.slurm.mem" in sbatch_refusal("sbatch: error: Memory specification can not be satisfied")
+    # sbatch 23's words for too much memory: the setting is named a line before the last
+    said = sbatch_refusal("sbatch: error: Memory specification can not be satisfied\n"
+                          "sbatch: error: Batch job submission failed: Requested node configuration is not available")
+    assert said.startswith("sbatch refused the jobs: sbatch: error: Memory specification can not be satisfied; sbatch: "
+                           "error: Batch job submission failed: Requested node configuration is not available; check "
+                           "executor.slurm.mem"), said
+    # a warning's words name no setting of the refusal
+    said = sbatch_refusal("sbatch: warning: --time ignored\nsbatch: error: Batch job submission failed: something")
+    assert said == "sbatch refused the jobs: sbatch: error: Batch job submission failed: something"
 
 
 def test_a_run_whose_folder_is_deleted_mid_run_fails_and_the_launch_exits_1(tmp_path):

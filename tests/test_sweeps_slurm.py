@@ -273,10 +273,17 @@ def test_a_refused_submission_leaves_the_runs_as_they_were(tmp_path, capsys):
                "--set", 'executor.slurm.partition="no-such-partition"'])  # fmt: skip
     assert rc == 2
     err = capsys.readouterr().err
-    assert "error: sbatch refused the jobs" in err
+    # one line: submitit's own print of sbatch's stderr is not said besides it
+    assert err.startswith("error: sbatch refused the jobs") and err.count("\n") == 1, err
     assert "check executor.slurm.partition in the spec" in err and "this cluster's partitions: debug" in err
     assert not list(sweep_dir.glob("*/job.json"))
     assert {k: v for k, v in status(sweep_dir).counts.items() if v} == {"missing": 2}
+    # more memory than the node has: sbatch names it a line before its last words, and the line names the key
+    rc = main(["sweep", "launch", str(spec_path), "--executor", "slurm", "--sweep-dir", str(sweep_dir),
+               "--set", 'executor.slurm.mem="999999G"'])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "check executor.slurm.mem in the spec" in err, err
+    assert not list(sweep_dir.glob("*/job.json"))
 
 
 def test_status_says_why_slurm_holds_jobs_that_can_never_start(tmp_path):
