@@ -357,6 +357,9 @@ class RunStatus:
     # a failed run's result.json that is no result record, and why (`read_result`'s words): edited or damaged, as
     # train writes it atomically; a relaunch moves it aside (result.damaged-<n>.json) and trains the run again
     result_damaged: str | None = None
+    # a failed SLURM run's UserError, as its job said it (the last `error: ` line of its log, `job_error`): a relaunch
+    # meets it again until it is fixed (data the compute nodes cannot see, ...)
+    error: str | None = None
 
     def progress_label(self) -> str:
         return "unknown" if self.progress is None else f"{self.progress:.0%}"
@@ -367,6 +370,8 @@ class RunStatus:
             return "failed (checkpoint damaged: a relaunch fails on it)"
         if self.result_damaged:  # (not "resumable": no kill or crash stopped it)
             return "failed (result.json damaged: a relaunch moves it aside and trains the run again)"
+        if self.error:
+            return "failed (stopped on an error)"
         if self.resumable:
             return f"{self.state} (resumable)"
         if self.waiting:
@@ -431,6 +436,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
     # each by status (or collect, or report), at ~0.3 s a GB, which the relaunch that resumes them reads anyway
     ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
+    result_problem = read_result(d / "result.json", d.name)[1] if state == "failed" else None
     if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
         seen = max(seen, _live_tokens(d, run_config or {}))
     progress = _progress(state, seen, tokens)
@@ -442,11 +448,28 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
         state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
         job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem,
-        result_damaged=read_result(d / "result.json", d.name)[1] if state == "failed" else None,
+        result_damaged=result_problem,
+        error=job_error(job) if state == "failed" and not (ckpt_problem or result_problem) else None,
         resumable=state == "failed" and ckpt_problem is None and checkpoint_path(d).exists(),
         waiting=pending_reason(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
     )  # fmt: skip
+
+
+def job_error(job: dict) -> str | None:
+    """The UserError a SLURM job failed on: the last `error: ` line (as `RunJob` says it) at the end of its
+    stderr log (job.json's `log` is its stdout's, `<job>_<task>_log.out`); None where there is none."""
+    log = job.get("log")
+    if job.get("executor") != "slurm" or not isinstance(log, str) or not log.endswith("_log.out"):
+        return None
+    try:
+        with open(log.removesuffix("out") + "err", "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 8192))  # (the error is its last words; a log may be long)
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    said = [line for line in tail.splitlines() if line.startswith("error: ")]
+    return said[-1].removeprefix("error: ") if said else None
 
 
 def _progress(state: str, seen: int, tokens: int) -> float | None:

@@ -759,6 +759,37 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
     out = capsys.readouterr().out
     assert "failed (resumable)" in out and "launching the sweep again resumes it" in out and "ETA: unknown" in out
 
+def test_status_says_the_error_a_slurm_job_failed_on(tmp_path, monkeypatch, capsys):
+    """A SLURM job that failed on a UserError (data its node cannot see) says it in one line in its log, but
+    status said only "failed" and "`scaling sweep launch` again", which meets the same error. It names the error
+    (its log's last `error: ` line), and counts the run neither as plainly failed nor as resumable."""
+    import sweeps.store
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    monkeypatch.setattr(sweeps.store, "slurm_queue", lambda: {})  # the jobs have left the queue
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    erred, killed = (sweep_dir / c.run_id for c in spec.runs())
+    logs = sweep_dir / ".submitit"
+    logs.mkdir()
+    for d, job in ((erred, "7_0"), (killed, "7_1")):
+        write_json(d / "job.json", {"executor": "slurm", "job_id": job, "log": str(logs / f"{job}_0_log.out")})
+        write_checkpoint(d)
+    (logs / "7_0_0_log.err").write_text("GPU available: False, used: False\nerror: data /x does not exist; give "
+                                       "builtin\nsrun: error: vm: task 0: Exited with exit code 2\n")
+    (logs / "7_1_0_log.err").write_text("srun: error: vm: task 0: Killed\n")
+    rows = {r.run_id: r for r in status(sweep_dir).runs}
+    assert rows[erred.name].error == "data /x does not exist; give builtin" and rows[killed.name].error is None
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "failed (stopped on an error)" in out and "failed (resumable)" in out
+    assert (f"1 failed run stopped on an error, which a relaunch meets again until it is fixed: {erred.name} (SLURM "
+            "job 7_0): data /x does not exist; give builtin\n") in out
+    assert "1 of the failed runs stopped after a checkpoint" in out  # the killed one alone
+
+
 def test_status_says_a_failed_runs_result_json_is_damaged(tmp_path, capsys):
     """A run whose result.json is no result record (not JSON, another status) is failed, but status called it
     "failed (resumable)" with the note "(killed, cancelled or crashed)", and nothing said the file was damaged

@@ -366,7 +366,11 @@ def _status(args: argparse.Namespace) -> int:
     if diverged:  # where each stopped (result.json's diverged_at_step), not only how many did
         print("diverged: " + _first_ten([f"{r.run_id} ({r.family} {r.size} {r.recipe}) at step "
                                          f"{'?' if r.diverged_at_step is None else r.diverged_at_step}" for r in diverged], ", "))
-    resumable = sum(r.resumable and not r.result_damaged for r in st.runs)  # (those: the note below)
+    errors = [r for r in st.runs if r.error]  # a relaunch meets their error again: said (the job id names its log)
+    if errors:
+        print(f"{count(len(errors), 'failed run')} stopped on an error, which a relaunch meets again until it is "
+              "fixed: " + _first_ten([f"{r.run_id} (SLURM job {r.job_id}): {r.error}" for r in errors]))
+    resumable = sum(r.resumable and not r.result_damaged and not r.error for r in st.runs)  # (those: the notes around)
     if resumable:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
               f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
