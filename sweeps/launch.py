@@ -41,7 +41,7 @@ from sweeps.spec import SweepSpec
 from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, local_launch, lock_holder, point_label,
                           read_json, read_result, recipe_label, run_dirs, run_lock, run_state, setting_differences,
                           slurm_queue_for, write_json)
-from scaling import usable_cpus
+from scaling import signals, usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
 from scaling.errors import UserError
@@ -82,6 +82,10 @@ class RunJob(submitit.helpers.Checkpointable):
     def __call__(self) -> dict:
         """The job's entry (submitit's, on SLURM): `run`, with a UserError said in one line and the job failed
         with the CLI's exit status, 2. Raised on, submitit logs the error's whole traceback, then re-raises it."""
+        # SLURM's warning or a preemption's SIGTERM may come while `run` imports torch and Lightning, before train
+        # handles them: recorded, as `scaling train` does, so train stops before its first step and the job requeues
+        # (submitit's own SIGTERM handler only logged it: the job trained on until SLURM killed it, not requeued)
+        signals.record_early((signal.SIGUSR1, signal.SIGTERM))
         try:
             return self.run()
         except UserError as e:  # (a damaged checkpoint, another corpus): as `scaling train` says it

@@ -1073,6 +1073,35 @@ def test_a_slurm_jobs_user_error_is_one_line_in_its_log_and_fails_the_run(tmp_pa
     assert not (run_dir / "result.json").exists() and run_state(run_dir, {}) == "failed"  # its job left the queue
 
 
+def test_a_slurm_jobs_sigterm_during_its_imports_stops_it_before_training(tmp_path, monkeypatch):
+    """A preemption's SIGTERM that reaches a SLURM job while it imports torch and Lightning (before train handles
+    signals) went to submitit's handler, which only logs it: the job trained on until SLURM killed it KillWait
+    later, and was not requeued (seen on the test cluster). The job's entry records it, as `scaling train` does:
+    train stops before its first step with `Preempted`, from which the job requeues."""
+    from scaling import signals
+    from scaling.train import Preempted
+    from sweeps import launch as launch_mod
+    from sweeps.launch import RunJob, pending
+
+    (run,) = pending(load(tmp_path, overrides=("grid.seed=0",)), tmp_path / "sweep")[0]
+    run_dir = tmp_path / "sweep" / run.run_id
+    real_lock = launch_mod.run_lock
+
+    def lock_after_a_sigterm(path):  # the signal comes once the job has started, before train
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_lock(path)
+
+    monkeypatch.setattr(launch_mod, "run_lock", lock_after_a_sigterm)
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # submitit's job: SIGTERM only logged
+    try:
+        with pytest.raises(Preempted, match="received SIGTERM while the run was being built"):
+            RunJob(run, run_dir)()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        signals._early.clear()
+    assert not (run_dir / "result.json").exists()
+
+
 def _launch_until_a_run_evaluates(spec: Path, sweep_dir: Path) -> tuple[list[str], subprocess.Popen]:
     """`sweep launch --executor local --json` started in the background and waited on until a run has
     written its first evaluation (the run is under way, or 120 s passed); the command (without --json)
