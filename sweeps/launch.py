@@ -458,8 +458,10 @@ def max_array_size() -> int:
         out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True, timeout=30).stdout
     except FileNotFoundError:
         raise UserError("--executor slurm: scontrol not found; run on a SLURM login node or use --executor local") from None
-    except subprocess.SubprocessError as e:
-        raise UserError(f"--executor slurm: `scontrol show config` failed ({e}); is the cluster up?") from None
+    except subprocess.SubprocessError as e:  # (scontrol's own last words, where it said any: "Unable to contact ...")
+        said = (e.stderr or "").strip().splitlines() if isinstance(e, subprocess.CalledProcessError) else []
+        raise UserError(f"--executor slurm: `scontrol show config` failed ({said[-1] if said else e}); is the "
+                        "cluster up?") from None
     m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
     return int(m.group(1)) if m else 1001  # SLURM's default
 

@@ -1593,6 +1593,23 @@ def test_status_reads_a_run_folder_with_a_damaged_job_record(tmp_path, job):
     assert [(r.run_id, r.state, r.tokens, r.seed) for r in st.runs][1:] == [("0000extra", "failed", 0, 0)]
 
 
+def test_a_slurm_controller_that_is_down_is_named_in_scontrols_words(monkeypatch):
+    """`scontrol show config` failing (the controller down) was said as Python's CalledProcessError
+    ("Command '['scontrol', 'show', 'config']' returned non-zero exit status 1."); its own last line says why."""
+    from sweeps import launch as launch_mod
+    from sweeps.launch import max_array_size
+
+    def down(cmd, **kwargs):
+        raise subprocess.CalledProcessError(1, cmd, "", "slurm_load_ctl_conf error: Unable to contact slurm controller "
+                                                        "(connect failure)\n")
+
+    monkeypatch.setattr(launch_mod.subprocess, "run", down)
+    with pytest.raises(UserError) as said:
+        max_array_size()
+    assert str(said.value) == ("--executor slurm: `scontrol show config` failed (slurm_load_ctl_conf error: Unable to "
+                               "contact slurm controller (connect failure)); is the cluster up?")
+
+
 def test_a_slurm_launch_without_sbatch_is_one_line_and_leaves_no_job_records(tmp_path, monkeypatch, capsys):
     """`launch --executor slurm` where sbatch (or srun) is not on PATH: one line naming the command, exit 2, and
     no run left with a job record (it read as failed). Before, sbatch's absence surfaced at submission as
