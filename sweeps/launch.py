@@ -499,16 +499,23 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
         before = {c.run_id: read_json(sweep_dir / c.run_id / "job.json") for c in part}
         for c in part:
             _prepare(sweep_dir / c.run_id, c, "slurm")
-        try:  # (submitit prints a refusing sbatch's stderr itself: kept for the one line below, not said twice)
-            with contextlib.redirect_stderr(io.StringIO()), ex.batch():
-                jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
-        except submitit.core.utils.FailedJobError as e:
-            for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)
-                _restore_job(sweep_dir / c.run_id, before[c.run_id])
-            raise UserError(sbatch_refusal(str(e))) from None
-        for c, job in zip(part, jobs):
-            _record_job_id(sweep_dir / c.run_id, job.job_id, str(job.paths.stdout))
-            report.submitted.append({"run_id": c.run_id, "job_id": job.job_id})
+        # Ctrl-C or SIGTERM waits until sbatch has answered and its job ids are recorded: stopped between the two,
+        # the jobs sbatch submitted ran with no id in their runs' records (`failed` to status, submitted again)
+        with signals.recorded((signal.SIGINT, signal.SIGTERM)) as stops:
+            try:  # (submitit prints a refusing sbatch's stderr itself: kept for the one line below, not said twice)
+                with contextlib.redirect_stderr(io.StringIO()), ex.batch():
+                    jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
+            except submitit.core.utils.FailedJobError as e:
+                for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)
+                    _restore_job(sweep_dir / c.run_id, before[c.run_id])
+                if stops:  # (a Ctrl-C reaches sbatch too, which then submits nothing)
+                    raise KeyboardInterrupt from None
+                raise UserError(sbatch_refusal(str(e))) from None
+            for c, job in zip(part, jobs):
+                _record_job_id(sweep_dir / c.run_id, job.job_id, str(job.paths.stdout))
+                report.submitted.append({"run_id": c.run_id, "job_id": job.job_id})
+        if stops:
+            raise KeyboardInterrupt
         if progress:
             ids = jobs[0].job_id.split("_")[0]
             print(f"submitted {count(len(part), 'run')} as SLURM job {ids} ({start + len(part)}/{len(todo)})", flush=True)

@@ -286,6 +286,42 @@ def test_a_refused_submission_leaves_the_runs_as_they_were(tmp_path, capsys):
     assert not list(sweep_dir.glob("*/job.json"))
 
 
+def test_a_launch_stopped_while_sbatch_submits_records_the_jobs(tmp_path):
+    """SIGTERM (or Ctrl-C) to a launch while sbatch is submitting: sbatch goes on and submits, so the launch waits
+    for its answer and records the job ids before it stops (exit 130). Before, the runs kept job records with no
+    id, which status read as failed ("launch again") while their jobs were queued, and a relaunch submitted them
+    twice."""
+    import sys
+
+    from sweeps.store import status
+
+    slow = tmp_path / "bin"  # an sbatch that takes a few seconds to answer, as a busy controller's does
+    slow.mkdir()
+    (slow / "sbatch").write_text(f"#!/bin/sh\nsleep 3\nexec {shutil.which('sbatch')} \"$@\"\n")
+    (slow / "sbatch").chmod(0o755)
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(textwrap.dedent(SPEC))
+    sweep_dir = tmp_path / "runs"
+    env = {**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"}
+    p = subprocess.Popen([sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec_path), "--executor", "slurm",
+                          "--sweep-dir", str(sweep_dir), "--set", 'name="slurm-stopped"'],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        # the job records are written just before sbatch is called
+        wait_for("the launch to call sbatch", lambda: len(list(sweep_dir.glob("*/job.json"))) == 2, sweep_dir, 60, 0.1)
+        time.sleep(1)
+        p.terminate()
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 130, out
+        jobs = [read_json(d)["job_id"] for d in sweep_dir.glob("*/job.json")]
+        assert all(jobs), (jobs, out)
+        assert {r.state for r in status(sweep_dir).runs} <= {"queued", "running", "done"}
+    finally:  # (by the sweep's name: jobs whose ids went unrecorded too)
+        if p.poll() is None:
+            p.kill()
+        subprocess.run(["scancel", "--name", "slurm-stopped"], check=False)
+
+
 def test_status_says_why_slurm_holds_jobs_that_can_never_start(tmp_path):
     """More CPUs than any node has: sbatch takes the jobs and they wait forever; status names squeue's
     reason and the way out instead of an ETA of 'unknown'."""
