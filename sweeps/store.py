@@ -403,6 +403,9 @@ def status(sweep_dir: Path) -> SweepStatus:
         rows.append(run_status(d, queue, job, result, planned.get(d.name), now))
     counts = dict.fromkeys(STATES, 0) | state_counts(rows)
     eta_s, method = _sweep_eta(rows, results, launching(sweep_dir))
+    if queue is None and counts["queued"]:  # (`run_state` trusted the job records: said, as the jobs may be long gone)
+        method += ("; squeue could not be run here (no SLURM client, or its controller did not answer): runs with a "
+                   "SLURM job and no result are counted queued")
     return SweepStatus(str(sweep_dir), counts, rows, eta_s, method + _waiting_note(rows))
 
 

@@ -790,6 +790,26 @@ def test_status_says_the_error_a_slurm_job_failed_on(tmp_path, monkeypatch, caps
     assert "1 of the failed runs stopped after a checkpoint" in out  # the killed one alone
 
 
+def test_status_says_when_squeue_could_not_be_asked(tmp_path, monkeypatch):
+    """Where squeue cannot be run (its controller down), status counts a run with a SLURM job and no result as
+    queued, trusting the record (a relaunch must not submit it twice); it said nothing of it, so a job long
+    failed read as queued without a word. Its ETA line says squeue could not be run."""
+    import sweeps.store
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=0",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    (run,) = spec.runs()
+    write_json(sweep_dir / run.run_id / "job.json", {"executor": "slurm", "job_id": "7"})
+    monkeypatch.setattr(sweeps.store, "slurm_queue", lambda: None)
+    st = status(sweep_dir)
+    assert st.counts["queued"] == 1 and "squeue could not be run here" in st.eta_method, st.eta_method
+    monkeypatch.setattr(sweeps.store, "slurm_queue", lambda: {"7": sweeps.store.QueuedJob("PENDING", "Priority")})
+    assert "squeue could not be run" not in status(sweep_dir).eta_method
+
+
 def test_status_says_a_failed_runs_result_json_is_damaged(tmp_path, capsys):
     """A run whose result.json is no result record (not JSON, another status) is failed, but status called it
     "failed (resumable)" with the note "(killed, cancelled or crashed)", and nothing said the file was damaged
