@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from models.ladder import FAMILIES, SIZES, ModelSize, ladder, model_size
+from scaling.errors import UserError
 
 
 if TYPE_CHECKING:
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
 def build_model(family: str, size: str | ModelSize, vocab_size: int = 8192, seq_len: int = 256) -> nn.Module:
     """Build a freshly initialised model (seed torch's RNG first for a reproducible init)."""
     s = size if isinstance(size, ModelSize) else model_size(family, size)
+    if s.family != family:
+        model_size(family, s.name)  # an unknown family: the same message as for a name
+        raise UserError(f"build_model got a {s.family} size for family {family!r}; pass model_size({family!r}, "
+                        f"{s.name!r}) or the size's name")
     if s.family == "nanochat":
         from models.nanochat import Nanochat as cls
     else:

@@ -101,6 +101,19 @@ def test_unknown_family_or_size_is_a_user_error():
         build_model("nanochat", "3M")
 
 
+def test_a_size_of_another_family_is_refused():
+    """build_model(family, ModelSize) built the ModelSize's family whatever `family` said (a nanochat
+    call with a llama2 size gave a Llama; an unknown family went unchecked)."""
+    from models import model_size
+
+    llama = model_size("llama2", "0.5M")
+    assert type(build_model("llama2", llama, vocab_size=64, seq_len=8)).__name__ == "Llama"
+    with pytest.raises(UserError, match="a llama2 size for family 'nanochat'"):
+        build_model("nanochat", llama, vocab_size=64, seq_len=8)
+    with pytest.raises(UserError, match="family"):
+        build_model("gpt5", llama, vocab_size=64, seq_len=8)
+
+
 def test_flops_per_token():
     s = ladder("nanochat")[1]  # 1M: depth 5, width 128
     assert s.flops_per_token() == 6 * s.n_params
