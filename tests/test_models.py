@@ -114,6 +114,24 @@ def test_a_size_of_another_family_is_refused():
         build_model("gpt5", llama, vocab_size=64, seq_len=8)
 
 
+def test_the_documented_ladder_table_is_the_code_s():
+    """docs/models.md's ladder table (depth, width, heads, MLP and N of both families) is what
+    `models.ladder` builds; the docs said width = 64·depth held 'where the parameter target allows',
+    which 80M (11 x 768; 12 x 768 is within 10%) did not."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
+    rows = re.findall(r"^\| ([0-9.]+M) \| (.+) \|$", text, re.M)
+    llama, nano = {s.name: s for s in ladder("llama2")}, {s.name: s for s in ladder("nanochat")}
+    assert [name for name, _ in rows] == list(SIZES)
+    for name, cells in rows:
+        a, b = llama[name], nano[name]
+        expect = [a.depth, a.width, a.heads, f"{a.width / a.depth:.1f}", a.mlp, b.mlp, f"{a.n_params:,}", f"{b.n_params:,}"]
+        assert [c.strip() for c in cells.split("|")] == [str(e) for e in expect], name
+    assert "where the parameter target allows" not in text
+
+
 def test_flops_per_token():
     s = ladder("nanochat")[1]  # 1M: depth 5, width 128
     assert s.flops_per_token() == 6 * s.n_params
