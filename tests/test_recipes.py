@@ -265,3 +265,46 @@ def test_cli_recipes_shows_a_name_given_twice_once(capsys):
 
     assert main(["recipes", "nvfp4", "ufp4", "nvfp4", "--json"]) == 0
     assert [d["name"] for d in json.loads(capsys.readouterr().out)] == ["nvfp4", "ufp4"]
+
+
+@pytest.mark.parametrize("name, across_layers, across_steps", [
+    ("nvfp4", False, False),        # "RHT sign vector drawn once per run and shared by all layers"
+    ("nvfp4_rht_all", False, False),
+    ("ufp4", False, False),         # "RHT seed policy as nvfp4"
+    ("mxfp4_rht", False, True),     # "signs redrawn every step"
+    ("quartet2", True, True),       # MS-EDEN: "signs redrawn at every backward call (seed from step and layer)"
+])
+def test_rht_sign_vectors_follow_each_recipes_policy(name, across_layers, across_steps):
+    """The sign vectors the layers' random Hadamard transforms use (QLinear.step_seeds -> signs_for),
+    per RECIPES.md: whether they differ between layers and between steps; both operands of a GEMM
+    always share one (the product is unchanged), and a run seed changes them all."""
+    import torch.nn as nn
+
+    from scaling.linear import QLinear, convert
+    from scaling.recipes import GEMMS
+    from scaling.transforms import signs_for
+
+    def vectors(recipe, run_seed, step):
+        model = nn.Module()
+        model.blocks = nn.ModuleList([nn.Sequential(nn.Linear(128, 128, bias=False)) for _ in range(3)])
+        layers = [m for m in convert(model, recipe, seed=run_seed).modules() if isinstance(m, QLinear)]
+        out = []
+        for layer in layers:
+            rows = dict(zip(OPERANDS, layer.step_seeds(step)))
+            per_op = {o: tuple(signs_for(recipe.spec(o).signs, recipe.spec(o).transform, rows[o][1]).tolist())
+                      for o in OPERANDS if recipe.spec(o) is not None and recipe.spec(o).signs != "ones"}
+            for a, b in GEMMS.values():
+                if a in per_op:
+                    assert per_op[a] == per_op[b], f"{name}: {a} and {b} must share their signs"
+            out.append(per_op)
+        return out
+
+    recipe = get_recipe(name)
+    step5, step6, other_run = vectors(recipe, 3, 5), vectors(recipe, 3, 6), vectors(recipe, 4, 5)
+    ops = list(step5[0])
+    assert ops, f"{name} has random signs"
+    for o in ops:
+        assert (len({layer[o] for layer in step5}) == len(step5)) == across_layers, o
+        assert (len({layer[o] for layer in step5}) == 1) == (not across_layers), o
+        assert all((a[o] != b[o]) == across_steps for a, b in zip(step5, step6)), o
+        assert all(a[o] != b[o] for a, b in zip(step5, other_run)), o
