@@ -742,7 +742,7 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
     """A run that stopped after a checkpoint (killed, cancelled) is failed but resumable, and with
     nothing running or queued the ETA says the sweep needs launching again, not a time."""
     from sweeps.launch import pending
-    from sweeps.store import local_launch, status, write_json
+    from sweeps.store import status, write_json
 
     spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
     sweep_dir = tmp_path / "sweep"
