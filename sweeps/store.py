@@ -429,6 +429,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     d = Path(run_dir)
     now = time.time() if now is None else now
     state = run_state(d, queue, result, job)
+    result_problem = _result_problem(d, result) if state == "failed" else None
     job, result = job or {}, result or {}
     run_config = read_json(d / "config.json")  # (train's, resolved: its batch size and sequence length)
     cfg = _config_of(planned, job.get("config"), run_config)
@@ -439,7 +440,6 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
     # each by status (or collect, or report), at ~0.3 s a GB, which the relaunch that resumes them reads anyway
     ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
-    result_problem = read_result(d / "result.json", d.name)[1] if state == "failed" else None
     if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
         seen = max(seen, _live_tokens(d, run_config or {}))
     progress = _progress(state, seen, tokens)
@@ -457,6 +457,16 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         waiting=pending_reason(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
     )  # fmt: skip
+
+
+def _result_problem(run_dir: Path, result: dict | None) -> str | None:
+    """What is wrong with a run's result.json, from the record the caller read (`read_json`'s: None where
+    there is none or it is not a JSON object); the file is read again, for `read_result`'s words, only
+    where it is there but was not read as one."""
+    if result is not None:
+        return record_problem(result, run_dir.name)
+    path = run_dir / "result.json"
+    return read_result(path, run_dir.name)[1] if path.exists() else None
 
 
 def job_error(job: dict) -> str | None:
