@@ -182,7 +182,8 @@ class RunConfig:
     def trained_tokens(self) -> int:
         """The tokens the run trains on: its whole steps' (`tokens` rounded down to whole batches)."""
         c = self.resolved()
-        return self.steps * c.batch_size * c.seq_len
+        batch = c.batch_size * c.seq_len
+        return c.tokens // batch * batch  # (`steps` whole batches; resolved once)
 
     @property
     def run_id(self) -> str:
