@@ -65,7 +65,7 @@ class RunConfig:
     schedule: str = "wsd"  # "wsd" | "cosine"
     warmup: float = 0.0  # fraction of steps (nanochat: 0)
     decay: float = 0.2  # WSD: fraction of steps in the final linear decay (nanochat: 0.2)
-    final_lr: float = 0.0  # lr multiplier at the end of the decay
+    final_lr: float = 0.0  # lr multiplier at the end of the decay, in [0, 1]
     grad_clip: float = 1.0  # global grad-norm clip; 0 disables
     eval_interval: int | None = None  # steps; None -> about 8 evaluations per run
     eval_tokens: int = 65536  # size of the fixed validation set (capped by the val split)
@@ -154,7 +154,7 @@ class RunConfig:
         number("lr_mult", 0, MAX_LR_MULT, lo_open=True)
         number("warmup", 0, 1)
         number("decay", 0, 1)
-        number("final_lr", 0)
+        number("final_lr", 0, 1)  # (above 1 the "decay" would raise the lr: a typo of a base lr)
         number("grad_clip", 0)
         number("spike_nats", 0, lo_open=True)
         if self.warmup + self.decay > 1:

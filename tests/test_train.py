@@ -394,6 +394,14 @@ def test_compile_takes_a_mode():
     assert RunConfig.from_dict(json.loads(cudagraphs.to_json())) == cudagraphs
 
 
+@pytest.mark.parametrize("final_lr", [1.5, -0.1, float("nan")])
+def test_a_final_lr_outside_0_to_1_is_refused(final_lr):
+    """final_lr is the lr multiplier the decay ends at: above 1 the decay raised the lr (it was accepted)."""
+    with pytest.raises(UserError, match="final_lr must be a finite number >= 0 and <= 1"):
+        _config(final_lr=final_lr).resolved()
+    assert _config(final_lr=1.0).resolved().final_lr == 1.0  # (no decay at all: allowed)
+
+
 def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     with pytest.raises(UserError, match="fault_nan_at_step must be a step number"):
         _config(fault_nan_at_step="x").resolved()
