@@ -106,6 +106,9 @@ class RunConfig:
             got = f"{self.tokens:.6g}" if isinstance(self.tokens, (int, float)) else repr(self.tokens)
             raise TokensError(f"tokens must be a number from 1 to {MAX_TOKENS:.0e}, got {got}")
         batch_size, seq_len = self._batch_shape(self.tokens)
+        if self.eval_tokens < seq_len:  # (the validation set is whole windows: it would hold one, not what was asked)
+            raise UserError(f"eval_tokens {self.eval_tokens} is less than one sequence (seq_len {seq_len}): the "
+                            f"validation set holds whole windows of seq_len tokens; give at least {seq_len}, or a shorter seq_len")
         micro_batch_size = min(batch_size, self.micro_batch_size or default_micro_batch(s.n_params, seq_len))
         if batch_size % micro_batch_size:
             given = "" if self.micro_batch_size else f" (the default for {s.name} at seq_len {seq_len})"

@@ -427,6 +427,7 @@ def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     (["--lr-mult", "0"], "lr_mult must be a finite number > 0"),
     (["--lr-mult", "1e300"], "lr_mult must be a finite number > 0 and <= 1e+09"),  # Adam's overflow: a traceback
     (["--eval-tokens", "0"], "eval_tokens must be a positive whole number"),
+    (["--eval-tokens", "100", "--seq-len", "128"], "eval_tokens 100 is less than one sequence (seq_len 128)"),
     (["--vocab-size", "0"], "vocab_size must be a positive whole number"),
     (["--data", "/nonexistent/data", "--vocab-size", "300"], "vocab_size 300 applies to the built-in corpus only"),
     (["--tokens", "1e99"], "tokens must be a number from 1 to 1e+15"),
@@ -436,7 +437,7 @@ def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     (["--batch-size", "12", "--micro-batch-size", "8", "--seq-len", "64"], "micro_batch_size 8; set a batch_size "
      "that is, or micro_batch_size 6"),
     # a window longer than the built-in corpus's validation split (220,566 tokens), not its training split
-    (["--tokens", "3e5", "--seq-len", "250000", "--batch-size", "1"],
+    (["--tokens", "3e5", "--seq-len", "250000", "--batch-size", "1", "--eval-tokens", "250000"],
      "validation split holds only 220566 tokens, less than one window of seq_len + 1 = 250001"),
 ])
 def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
