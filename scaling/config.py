@@ -92,6 +92,9 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise UserError(f"{name} must be a positive whole number or left unset (the rule), got {value!r}")
+        if not isinstance(self.data, str) or not self.data.strip():  # ("" would read as the working folder, Path(""))
+            raise UserError(f"data must be builtin (the built-in corpus) or a folder that `scaling data prepare` made, "
+                            f"got {self.data!r}")
         vocab_size = self.vocab_size
         if self.data != "builtin" and vocab_size is not None:  # else ignored, yet a part of the run's id
             raise UserError(f"vocab_size {vocab_size} applies to the built-in corpus only: the prepared dir {self.data} "

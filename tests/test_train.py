@@ -402,6 +402,16 @@ def test_a_final_lr_outside_0_to_1_is_refused(final_lr):
     assert _config(final_lr=1.0).resolved().final_lr == 1.0  # (no decay at all: allowed)
 
 
+@pytest.mark.parametrize("data", ["", "  "])
+def test_an_empty_data_path_is_refused_not_read_as_the_working_folder(data, tmp_path, capsys):
+    """A config.json with "data": "" was read as Path("") = ".", and the error then told the user to
+    prepare a corpus into the working folder."""
+    (tmp_path / "config.json").write_text(_config(data=data).to_json())
+    assert main(["train", "--config", str(tmp_path / "config.json"), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "data must be builtin" in err and "--out ." not in err, err
+
+
 def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     with pytest.raises(UserError, match="fault_nan_at_step must be a step number"):
         _config(fault_nan_at_step="x").resolved()
