@@ -68,3 +68,29 @@ def test_demo_refuses_files_of_its_names_in_out_before_any_work(tmp_path, capsys
         assert err.startswith("error: --out ") and name.split("/")[-1] in err and "Traceback" not in err, err
         assert (out / name).read_text() == text
         assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [name]
+
+
+def test_demo_stopped_by_sigterm_outside_the_sweep_says_so_and_how_to_go_on(tmp_path, capsys, monkeypatch):
+    """SIGTERM before the sweep (data, diagnostics) or after it (the report) killed the demo by its
+    default action, exit 143 and not a word; it now stops as Ctrl-C does, with the way to go on."""
+    import os
+    import signal
+
+    import scaling.commands.demo as demo
+    from scaling.cli import main
+
+    class Killed(Exception):  # stands for SIGTERM's default action (which would end pytest's process)
+        pass
+
+    def killed(signum, frame):
+        raise Killed
+
+    monkeypatch.setattr(demo, "_device", lambda: os.kill(os.getpid(), signal.SIGTERM) or "CPU")
+    before = signal.signal(signal.SIGTERM, killed)
+    try:
+        assert main(["demo", "--out", str(tmp_path / "out")]) == 130
+        assert signal.getsignal(signal.SIGTERM) is killed  # (the handler from before the demo is back)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "run the same command again" in err and "Traceback" not in err

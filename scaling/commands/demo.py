@@ -85,6 +85,20 @@ def _check_outputs(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sweeps.launch import interrupt_on_sigterm
+
+    # SIGTERM in any stage, not only the sweep's (where the launch turns it into a Ctrl-C), stops the demo
+    # as Ctrl-C does: one line saying so, exit 130. Its default action exited 143 without a word.
+    try:
+        with interrupt_on_sigterm():
+            return _run(args)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C or SIGTERM); run the same command again to go on: finished runs are kept, "
+              "stopped ones resume from their checkpoints", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     from reports import build
     from scaling.console import print_json
     from scaling.commands.report import print_summary
