@@ -163,7 +163,7 @@ class RunConfig:
         number("final_lr", 0, 1)  # (above 1 the "decay" would raise the lr: a typo of a base lr)
         number("grad_clip", 0)
         number("spike_nats", 0, lo_open=True)
-        if self.warmup + self.decay > 1:
+        if self.schedule == "wsd" and self.warmup + self.decay > 1:  # (cosine reads no decay: its warmup may be 1)
             raise UserError(f"warmup {self.warmup:g} + decay {self.decay:g} is more than the whole run; "
                             "keep their sum at most 1")
         for name in ("vocab_size", "eval_tokens", "spike_steps"):

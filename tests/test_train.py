@@ -412,6 +412,14 @@ def test_an_empty_data_path_is_refused_not_read_as_the_working_folder(data, tmp_
     assert "data must be builtin" in err and "--out ." not in err, err
 
 
+def test_a_cosine_schedule_is_not_refused_for_a_decay_it_does_not_read():
+    """warmup + decay > 1 is refused for wsd; cosine reads no decay, so its long warmup was refused for
+    the default decay 0.2, a setting the user never gave."""
+    assert _config(schedule="cosine", warmup=0.9).resolved().warmup == 0.9
+    with pytest.raises(UserError, match="is more than the whole run"):
+        _config(schedule="wsd", warmup=0.9).resolved()
+
+
 def test_a_test_only_fault_of_the_wrong_type_is_refused_before_training():
     with pytest.raises(UserError, match="fault_nan_at_step must be a step number"):
         _config(fault_nan_at_step="x").resolved()
