@@ -480,6 +480,22 @@ def test_a_refused_run_leaves_no_empty_runs_folder(tmp_path, monkeypatch, capsys
     assert main(argv) == 2
     assert [p.name for p in tmp_path.rglob("*")] == ["runs"]
 
+def test_ctrl_c_before_a_run_starts_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the run was being built (its data read, its model made) left --out and the parents
+    made for it behind, holding only the lock: a refusal's cleanup caught Exception, not KeyboardInterrupt."""
+    import scaling.train
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scaling.train, "train", interrupted)
+    out = tmp_path / "runs" / "run"
+    assert main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "10k",
+                 "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_token_count_below_one_is_refused_not_read_as_zero(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:  # argparse's own error for the flag
         main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "0.4",

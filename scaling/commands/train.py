@@ -140,7 +140,7 @@ def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
                             f"{holder.get('host', '?')}); wait for it, or choose another --out")
         try:
             return train(config, run_dir, progress=progress)
-        except Exception:  # a refusal, or a crash before the run wrote anything: no empty folder stays
+        except BaseException:  # a refusal, a crash or Ctrl-C before the run wrote anything: no empty folder stays
             if made and [p.name for p in run_dir.iterdir()] == ["lock"]:
                 (run_dir / "lock").unlink()
                 made_here = [run_dir, *run_dir.parents]
