@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from scaling.commands.demo import demo_spec_path
 
 
@@ -94,3 +96,18 @@ def test_demo_stopped_by_sigterm_outside_the_sweep_says_so_and_how_to_go_on(tmp_
         signal.signal(signal.SIGTERM, before)
     err = capsys.readouterr().err
     assert "interrupted" in err and "run the same command again" in err and "Traceback" not in err
+
+
+def test_demo_on_slurm_without_its_commands_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """--executor slurm on a machine without sbatch/srun was refused only at the sweep, after the corpus
+    and the diagnostics (and with a diagnostics.json left in --out)."""
+    import sweeps.launch
+    import scaling.commands.demo as demo
+    from scaling.cli import main
+
+    monkeypatch.setattr(sweeps.launch.shutil, "which", lambda name: None)
+    monkeypatch.setattr(demo, "_diagnostics", lambda *a: pytest.fail("the demo ran the diagnostics"))
+    monkeypatch.setattr("scaling.data.builtin_data_dir", lambda *a, **k: pytest.fail("the demo prepared the data"))
+    assert main(["demo", "--executor", "slurm", "--out", str(tmp_path / "out")]) == 2
+    assert "sbatch and srun not found" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     from reports import build
     from scaling.console import print_json
     from scaling.commands.report import print_summary
-    from sweeps.launch import check_sweep_dir, launch
+    from sweeps.launch import check_slurm_client, check_sweep_dir, launch
     from sweeps.spec import load_spec
     from sweeps.store import collect, write_parquet
 
@@ -110,6 +110,8 @@ def _run(args: argparse.Namespace) -> int:
     timings: dict[str, float] = {}
     out = check_sweep_dir(args.out, flag="--out")
     _check_outputs(out)
+    if args.executor == "slurm":  # (a machine without SLURM's commands: refused before the data and diagnostics)
+        check_slurm_client()
     spec = load_spec(args.spec or demo_spec_path(), args.set)
     runs = spec.runs()
     print(f"demo: {len(runs)} runs ({', '.join(spec.size)} × {', '.join(spec.recipe)}), {spec.data} data, "
