@@ -228,15 +228,26 @@ OPTIONAL_MEANING = {"recipe": "every row is fitted as one group, 'all', whatever
                     "status": "every row counts as a completed run, diverged ones included"}
 
 
-def _refuse_near_miss(df: pl.DataFrame, name: str, where: str) -> None:
-    """UserError where df lacks the optional column `name` but has one spelt almost like it (`Recipe`,
-    `recipe `, `runid`): read as absent, a two-recipe table was fitted as one group and exited 0."""
+def _near_miss(df: pl.DataFrame, name: str) -> str | None:
+    """df's column spelt almost like `name` (`Recipe`, `recipe `, `runid`) or holding it as a word (`Recipe Name`,
+    `recipe-name`, `fp4_recipe`, `run_status`), else None."""
     import difflib
+    import re
 
     simple = {c.strip().lower().replace(" ", "_"): c for c in df.columns}
     close = difflib.get_close_matches(name, list(simple), n=1, cutoff=0.8)
     if close:
-        column = simple[close[0]]
+        return simple[close[0]]
+    letters = lambda s: re.sub(r"[^a-z0-9]", "", s.lower())  # noqa: E731  ('Run ID' -> 'runid')
+    return next((c for c in df.columns if letters(name) in letters(c)), None)
+
+
+def _refuse_near_miss(df: pl.DataFrame, name: str, where: str) -> None:
+    """UserError where df lacks the optional column `name` but has one named almost like it (`_near_miss`):
+    read as absent, a two-recipe table (its recipes under `Recipe` or `Recipe Name`) was fitted as one group
+    and exited 0."""
+    column = _near_miss(df, name)
+    if column is not None:
         # (--columns strips spaces, so a name with spaces around it can only be renamed)
         mapped = "" if column != column.strip() else f", or map it with --columns \"{name}={column}\""
         raise UserError(f"{where} has no {name!r} column but has {column!r}; rename it to {name}{mapped} "

@@ -507,6 +507,25 @@ def test_a_table_with_loss_and_val_loss_is_fitted_on_the_column_mapped(tmp_path)
         read_table(t)
 
 
+@pytest.mark.parametrize("name, column", [("recipe", "Recipe Name"), ("recipe", "fp4_recipe"),
+                                          ("run_id", "wandb_run_id"), ("status", "Run Status")])
+def test_a_column_named_around_recipe_run_id_or_status_is_refused_then_read_when_mapped(tmp_path, name, column):
+    """'Recipe Name' (too unlike 'recipe' for a spelling match) was read as absent: two recipes fitted as one
+    group 'all', exit 0. Now refused, naming the --columns entry that reads it; the report refuses it too."""
+    t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    t = t.with_columns(status=pl.lit("completed")).rename({name: column})
+    with pytest.raises(UserError, match=f'has no {name!r} column but has {column!r}.*--columns "{name}={column}"'):
+        read_table(t)
+    path = tmp_path / "t.csv"
+    t.write_csv(path)
+    from reports.load import load
+
+    with pytest.raises(UserError, match=f"but has {column!r}"):
+        load(path)
+    table = read_table(t, columns=f"{name}={column}")
+    assert set(table["recipe"]) == ({"bf16", "fp4"})
+
+
 @pytest.mark.parametrize("case, needle", [
     ("missing_file", "does not exist"),
     ("missing_column", "lacks column"),
