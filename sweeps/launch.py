@@ -288,27 +288,34 @@ def sbatch_refusal(error: str) -> str:
     return f"sbatch refused the jobs: {said}{hint}"
 
 
-def _prepare(run_dir: Path, config, executor: str) -> None:
+def _prepare(run_dir: Path, config, executor: str) -> Path | None:
     """Record the submission; move a failed or damaged result aside (result.failed-<n>.json,
-    result.damaged-<n>.json: kept, never read as a result) so train() runs again (it resumes)."""
+    result.damaged-<n>.json: kept, never read as a result) so train() runs again (it resumes).
+    Returns where the result was moved (None: it had none to move), for `_restore_job`."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "result.json"
     result, damaged = read_result(path, run_dir.name)
+    moved = None
     if damaged or (result is not None and RESULT_STATES.get(result.get("status")) == "failed"):
         kind = "damaged" if damaged else "failed"
         n = len(list(run_dir.glob(f"result.{kind}-*.json")))
-        os.replace(path, run_dir / f"result.{kind}-{n}.json")
+        moved = run_dir / f"result.{kind}-{n}.json"
+        os.replace(path, moved)
     write_json(run_dir / "job.json", {
         "executor": executor, "job_id": None, "submitted": time.time(), "config": config.to_dict(),
     })  # fmt: skip
+    return moved
 
 
-def _restore_job(run_dir: Path, job: dict | None) -> None:
-    """Put back the job record a refused submission replaced (or remove the one it made)."""
+def _restore_job(run_dir: Path, job: dict | None, moved: Path | None = None) -> None:
+    """Put back what a refused submission's `_prepare` changed: the job record it replaced (or remove the one
+    it made) and the result it moved aside (`moved`), so the run keeps its record of failure."""
     if job is None:
         (run_dir / "job.json").unlink(missing_ok=True)
     else:
         write_json(run_dir / "job.json", job)
+    if moved is not None:
+        os.replace(moved, run_dir / "result.json")
 
 
 def _record_job_id(run_dir: Path, job_id: str | None, log: str | None = None) -> None:
@@ -497,8 +504,7 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
         before = {c.run_id: read_json(sweep_dir / c.run_id / "job.json") for c in part}
-        for c in part:
-            _prepare(sweep_dir / c.run_id, c, "slurm")
+        moved = {c.run_id: _prepare(sweep_dir / c.run_id, c, "slurm") for c in part}
         # Ctrl-C or SIGTERM waits until sbatch has answered and its job ids are recorded: stopped between the two,
         # the jobs sbatch submitted ran with no id in their runs' records (`failed` to status, submitted again)
         with signals.recorded((signal.SIGINT, signal.SIGTERM)) as stops:
@@ -507,7 +513,7 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
                     jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
             except submitit.core.utils.FailedJobError as e:
                 for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)
-                    _restore_job(sweep_dir / c.run_id, before[c.run_id])
+                    _restore_job(sweep_dir / c.run_id, before[c.run_id], moved[c.run_id])
                 if stops:  # (a Ctrl-C reaches sbatch too, which then submits nothing)
                     raise KeyboardInterrupt from None
                 raise UserError(sbatch_refusal(str(e))) from None

@@ -1648,3 +1648,41 @@ def test_a_slurm_launch_without_sbatch_is_one_line_and_leaves_no_job_records(tmp
     err = capsys.readouterr().err
     assert err.startswith("error: --executor slurm: sbatch ") and "not found on PATH" in err and err.count("\n") == 1, err
     assert not list(sweep_dir.glob("*/job.json"))  # (status: the runs are missing, not failed)
+
+
+def test_a_refused_submission_leaves_the_run_folders_as_they_were(tmp_path, monkeypatch):
+    """A relaunch moves a failed run's result.json aside (result.failed-0.json) before sbatch; where sbatch then
+    refused the jobs, only job.json was put back, so the run lost its record of failure. Refused, every run
+    folder is left as it was."""
+    import contextlib
+
+    from submitit.core.utils import FailedJobError
+
+    from sweeps import launch as launch_mod
+    from sweeps.launch import LaunchReport, _launch_slurm, pending
+    from sweeps.store import write_json
+
+    spec = load(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    todo, _ = pending(spec, sweep_dir)
+    failed = sweep_dir / todo[0].run_id
+    write_json(failed / "job.json", {"executor": "slurm", "job_id": "5_0", "submitted": 1.0})
+    write_json(failed / "result.json", {"run_id": failed.name, "status": "failed", "recipe": "bf16"})
+
+    class Refused:  # sbatch says no when the batch is submitted, as submitit's executor raises it
+        @contextlib.contextmanager
+        def batch(self):
+            yield
+            raise FailedJobError("sbatch: error: Invalid account or account/partition combination specified")
+
+        def submit(self, job):
+            return None
+
+    def files() -> dict:
+        return {str(p.relative_to(sweep_dir)): p.read_bytes() for p in sweep_dir.rglob("*") if p.is_file()}
+
+    monkeypatch.setattr(launch_mod, "slurm_executor", lambda spec, folder: Refused())
+    before = files()
+    with pytest.raises(UserError, match="executor.slurm.account"):
+        _launch_slurm(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "slurm", len(todo)), False, 10)
+    assert files() == before
