@@ -178,12 +178,13 @@ class QueuedJob:
 
 
 def slurm_queue() -> dict[str, QueuedJob] | None:
-    """Job id → its `QueuedJob` for every job in the queue (array tasks one per line); None without squeue."""
+    """Job id → its `QueuedJob` for each of this user's jobs in the queue (array tasks one per line; `--me`: no
+    other user's ids, and a cheap call on a big cluster); None without squeue."""
     if shutil.which("squeue") is None:
         return None
     try:
         out = subprocess.run(
-            ["squeue", "-h", "-r", "-o", "%i|%T|%r"], capture_output=True, text=True, check=True, timeout=30
+            ["squeue", "--me", "-h", "-r", "-o", "%i|%T|%r"], capture_output=True, text=True, check=True, timeout=30
         ).stdout
     except (subprocess.SubprocessError, OSError):
         return None

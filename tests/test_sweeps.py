@@ -1686,3 +1686,21 @@ def test_a_refused_submission_leaves_the_run_folders_as_they_were(tmp_path, monk
     with pytest.raises(UserError, match="executor.slurm.account"):
         _launch_slurm(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "slurm", len(todo)), False, 10)
     assert files() == before
+
+
+def test_squeue_is_asked_for_this_users_jobs_only(monkeypatch):
+    """status asked squeue for every user's jobs: slow on a big cluster, and another user's job ids could be read
+    as ours. It asks for the current user's (`--me`, SLURM 20.11 and later: Debian's 22.05 has it)."""
+    import sweeps.store
+
+    asked = []
+
+    def squeue(cmd, **kwargs):
+        asked.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="7_0|PENDING|Priority\n7_1|RUNNING|None\n", stderr="")
+
+    monkeypatch.setattr(sweeps.store.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(sweeps.store.subprocess, "run", squeue)
+    queue = sweeps.store.slurm_queue()
+    assert "--me" in asked[0]
+    assert queue == {"7_0": sweeps.store.QueuedJob("PENDING", "Priority"), "7_1": sweeps.store.QueuedJob("RUNNING")}
