@@ -358,7 +358,8 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
         elif r not in known_recipes:
             raise UserError(f"grid.recipe[{i}]: unknown recipe {r!r}; known: {', '.join(known_recipes)}"
                             " (or a path to a recipe .toml)")
-    _check_recipe_names(file_names)
+    copies = _check_recipe_names(file_names)
+    recipe = [r for r in recipe if r not in copies]  # (a copy of a file: one recipe)
     _check_shapes(family, size, recipe)
     seed = _axis(grid, "seed", int, default=[0], check=lambda v: v >= 0, what="a non-negative integer")
     lr_mult = _axis(grid, "lr_mult", float, default=[1.0], check=lambda v: v > 0, what="a positive number")
@@ -388,11 +389,17 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
                         "64000 (megabytes); sbatch would refuse every job")
     local = _local_settings(_table(executor, "local", "executor."))
     return SweepSpec(
-        name=name, data=data, family=tuple(family), size=tuple(size), recipe=tuple(recipe),
-        seed=tuple(seed), lr_mult=tuple(lr_mult), tokens=tuple(tokens), tokens_per_param=tuple(tpp),
+        name=name, data=data, family=_once(family), size=_once(size), recipe=_once(recipe),
+        seed=_once(seed), lr_mult=_once(lr_mult), tokens=tuple(tokens), tokens_per_param=tuple(tpp),
         budgets=tuple(budgets), train=train, slurm=slurm, local=local,
         default_executor=default_executor, source=source, corpus=corpus,
     )  # fmt: skip
+
+
+def _once(values: list) -> tuple:
+    """An axis's values, each once (in order): a value given twice is one grid point, whose runs are the same.
+    (The token axes keep theirs: a token problem names its value by its index in the spec.)"""
+    return tuple(dict.fromkeys(values))
 
 
 def prepared_dir(corpus: Path) -> Path:
@@ -429,16 +436,20 @@ def _check_recipe_file(path: str, where: str) -> str:
         raise UserError(f"{where}: {e}") from None
 
 
-def _check_recipe_names(file_names: dict[str, str]) -> None:
+def _check_recipe_names(file_names: dict[str, str]) -> set[str]:
     """Two recipe files (file -> recipe name) of one name but different content would pool two recipes
     under that name in results, fits and reports (they group runs by name). Two files of the same
-    content are one recipe (their runs have one id)."""
+    content are one recipe (their runs have one id): returns the later copies, for the grid to drop."""
     files: dict[str, str] = {}
+    copies = set()
     for r, name in file_names.items():
         other = files.setdefault(name, r)
         if other != r and Path(other).read_bytes() != Path(r).read_bytes():
             raise UserError(f"grid.recipe: {other} and {r} are both named {name!r} but differ; results, fits and "
                             "reports group runs by recipe name, so give each file a name of its own")
+        if other != r:
+            copies.add(r)
+    return copies
 
 
 def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> None:

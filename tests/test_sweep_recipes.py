@@ -218,3 +218,16 @@ def test_plan_prices_a_recipe_file_by_the_rows_of_its_name(tmp_path):
     rows = {row["recipe"]: row for row in plan_rows(spec, speeds=plan_speeds(str(bench), "gpu"))}
     assert rows["mine"]["vs_bf16"] == 0.5 and not rows["mine"]["speed_note"], rows["mine"]
     assert rows["mine"]["gpu_hours"] == pytest.approx(2 * rows["bf16"]["gpu_hours"])
+
+
+def test_two_copies_of_one_recipe_file_are_one_recipe_of_the_spec(tmp_path):
+    """Two files of one name and content are one recipe (one run per grid point), but the spec listed both
+    (`scaling demo` named the recipe twice, `_check_shapes` checked it twice). A value given twice is one."""
+    text = 'name = "mine"\nbase = "nvfp4"\n'
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "mine.toml").write_text(text)
+    a, b = tmp_path / "a" / "mine.toml", tmp_path / "b" / "mine.toml"
+    spec = _load(tmp_path, '["1M", "1M"]', f'["bf16", "{a}", "{b}", "bf16"]')
+    assert spec.recipe == ("bf16", str(a)) and spec.size == ("1M",)
+    assert len(spec.runs()) == 2
