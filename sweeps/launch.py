@@ -40,7 +40,7 @@ import submitit
 from sweeps.spec import SweepSpec
 from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, local_launch, lock_holder, point_label,
                           read_json, read_result, recipe_label, run_dirs, run_lock, run_state, setting_differences,
-                          slurm_queue_for, write_json)
+                          slurm_queue_for, slurm_submission, write_json)
 from scaling import signals, usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -501,30 +501,37 @@ def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchRe
                   chunk: int) -> None:  # fmt: skip
     chunk = max(1, chunk)
     ex = slurm_executor(spec, sweep_dir / ".submitit")
-    for start in range(0, len(todo), chunk):
-        part = todo[start : start + chunk]
-        before = {c.run_id: read_json(sweep_dir / c.run_id / "job.json") for c in part}
-        moved = {c.run_id: _prepare(sweep_dir / c.run_id, c, "slurm") for c in part}
-        # Ctrl-C or SIGTERM waits until sbatch has answered and its job ids are recorded: stopped between the two,
-        # the jobs sbatch submitted ran with no id in their runs' records (`failed` to status, submitted again)
-        with signals.recorded((signal.SIGINT, signal.SIGTERM)) as stops:
-            try:  # (submitit prints a refusing sbatch's stderr itself: kept for the one line below, not said twice)
-                with contextlib.redirect_stderr(io.StringIO()), ex.batch():
-                    jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
-            except submitit.core.utils.FailedJobError as e:
-                for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)
-                    _restore_job(sweep_dir / c.run_id, before[c.run_id], moved[c.run_id])
-                if stops:  # (a Ctrl-C reaches sbatch too, which then submits nothing)
-                    raise KeyboardInterrupt from None
-                raise UserError(sbatch_refusal(str(e))) from None
-            for c, job in zip(part, jobs):
-                _record_job_id(sweep_dir / c.run_id, job.job_id, str(job.paths.stdout))
-                report.submitted.append({"run_id": c.run_id, "job_id": job.job_id})
-        if stops:
-            raise KeyboardInterrupt
-        if progress:
-            ids = jobs[0].job_id.split("_")[0]
-            print(f"submitted {count(len(part), 'run')} as SLURM job {ids} ({start + len(part)}/{len(todo)})", flush=True)
+    with slurm_submission(sweep_dir):  # (status reads a run whose job id sbatch has not yet given as queued)
+        for start in range(0, len(todo), chunk):
+            _submit_part(ex, todo, start, chunk, sweep_dir, report, progress)
+
+
+def _submit_part(ex: submitit.SlurmExecutor, todo: list, start: int, chunk: int, sweep_dir: Path, report: LaunchReport,
+                 progress: bool) -> None:
+    """Submit the runs todo[start : start + chunk] as one array, recording each one's job id."""
+    part = todo[start : start + chunk]
+    before = {c.run_id: read_json(sweep_dir / c.run_id / "job.json") for c in part}
+    moved = {c.run_id: _prepare(sweep_dir / c.run_id, c, "slurm") for c in part}
+    # Ctrl-C or SIGTERM waits until sbatch has answered and its job ids are recorded: stopped between the two,
+    # the jobs sbatch submitted ran with no id in their runs' records (`failed` to status, submitted again)
+    with signals.recorded((signal.SIGINT, signal.SIGTERM)) as stops:
+        try:  # (submitit prints a refusing sbatch's stderr itself: kept for the one line below, not said twice)
+            with contextlib.redirect_stderr(io.StringIO()), ex.batch():
+                jobs = [ex.submit(RunJob(c, sweep_dir / c.run_id)) for c in part]
+        except submitit.core.utils.FailedJobError as e:
+            for c in part:  # nothing was submitted: the runs stay as they were (missing, or failed before)
+                _restore_job(sweep_dir / c.run_id, before[c.run_id], moved[c.run_id])
+            if stops:  # (a Ctrl-C reaches sbatch too, which then submits nothing)
+                raise KeyboardInterrupt from None
+            raise UserError(sbatch_refusal(str(e))) from None
+        for c, job in zip(part, jobs):
+            _record_job_id(sweep_dir / c.run_id, job.job_id, str(job.paths.stdout))
+            report.submitted.append({"run_id": c.run_id, "job_id": job.job_id})
+    if stops:
+        raise KeyboardInterrupt
+    if progress:
+        ids = jobs[0].job_id.split("_")[0]
+        print(f"submitted {count(len(part), 'run')} as SLURM job {ids} ({start + len(part)}/{len(todo)})", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------

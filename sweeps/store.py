@@ -138,14 +138,14 @@ def _held_elsewhere(path: Path, mode: int) -> bytes | None:
 
 
 LAUNCH_LOCK = "launch.lock"  # at a sweep folder's top: held by each local launch into it while it lives
+SUBMIT_LOCK = "submit.lock"  # at a sweep folder's top: held by each SLURM launch into it while it submits
 
 
 @contextlib.contextmanager
-def local_launch(sweep_dir: Path) -> Iterator[None]:
-    """Hold the sweep's launch lock (shared: two launches into one sweep may overlap) for the block: a
-    local launch's runs wait for its slots as `missing`, and `status` must not tell the user to launch
-    again while one lives. The kernel drops the lock with the process (its workers do not inherit it)."""
-    fd = os.open(Path(sweep_dir) / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+def _hold_shared(path: Path) -> Iterator[None]:
+    """Hold a shared flock on `path` for the block (the kernel drops it with the process; children do not
+    inherit it)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         yield
@@ -153,9 +153,27 @@ def local_launch(sweep_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def local_launch(sweep_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold the sweep's launch lock (shared: two launches into one sweep may overlap) for the block: a
+    local launch's runs wait for its slots as `missing`, and `status` must not tell the user to launch
+    again while one lives."""
+    return _hold_shared(Path(sweep_dir) / LAUNCH_LOCK)
+
+
 def launching(sweep_dir: Path) -> bool:
     """Whether a local launch into the sweep is alive now (`local_launch`'s shared lock)."""
     return _held_elsewhere(Path(sweep_dir) / LAUNCH_LOCK, fcntl.LOCK_EX) is not None
+
+
+def slurm_submission(sweep_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold the sweep's submission lock for the block: while sbatch is under way its runs' job records have
+    no job id yet, and must read queued, not failed (`run_state`)."""
+    return _hold_shared(Path(sweep_dir) / SUBMIT_LOCK)
+
+
+def submitting(sweep_dir: Path) -> bool:
+    """Whether a SLURM launch into the sweep is submitting now (`slurm_submission`'s shared lock)."""
+    return _held_elsewhere(Path(sweep_dir) / SUBMIT_LOCK, fcntl.LOCK_EX) is not None
 
 
 def _slurm_job_id() -> str | None:
@@ -231,6 +249,8 @@ def run_state(run_dir: Path, queue: dict[str, QueuedJob] | None, result: dict | 
         return "running" if queue[job["job_id"]].state in ("RUNNING", "COMPLETING") else "queued"
     if job and job.get("job_id") and queue is None and job.get("executor") == "slurm":
         return "queued"  # no squeue here: trust the record rather than submit twice
+    if job and not job.get("job_id") and job.get("executor") == "slurm" and submitting(run_dir.parent):
+        return "queued"  # sbatch is under way: the job id comes when it answers (a launcher killed meanwhile: failed)
     return "failed" if job else "missing"
 
 

@@ -1678,8 +1678,8 @@ def test_a_refused_submission_leaves_the_run_folders_as_they_were(tmp_path, monk
         def submit(self, job):
             return None
 
-    def files() -> dict:
-        return {str(p.relative_to(sweep_dir)): p.read_bytes() for p in sweep_dir.rglob("*") if p.is_file()}
+    def files() -> dict:  # (the run folders' files)
+        return {str(p.relative_to(sweep_dir)): p.read_bytes() for p in sweep_dir.glob("*/*") if p.is_file()}
 
     monkeypatch.setattr(launch_mod, "slurm_executor", lambda spec, folder: Refused())
     before = files()
@@ -1704,3 +1704,38 @@ def test_squeue_is_asked_for_this_users_jobs_only(monkeypatch):
     queue = sweeps.store.slurm_queue()
     assert "--me" in asked[0]
     assert queue == {"7_0": sweeps.store.QueuedJob("PENDING", "Priority"), "7_1": sweeps.store.QueuedJob("RUNNING")}
+
+
+def test_a_run_being_submitted_reads_queued_not_failed(tmp_path, monkeypatch):
+    """While sbatch was under way a run's job.json had no job id yet, and status read the run as failed (and a
+    second launch would submit it again). The SLURM launcher holds the sweep's submission lock meanwhile: such
+    a run reads queued; once the launcher is gone (killed mid-sbatch) it reads failed again."""
+    import contextlib
+    import types
+
+    import sweeps.store
+    from sweeps import launch as launch_mod
+    from sweeps.launch import LaunchReport, _launch_slurm, pending
+    from sweeps.store import run_state
+
+    monkeypatch.setattr(sweeps.store, "slurm_queue", lambda: {})  # (no cluster: the jobs are in no queue)
+    spec = load(tmp_path, overrides=("grid.seed=0",))
+    sweep_dir = tmp_path / "sweep"
+    todo, _ = pending(spec, sweep_dir)
+    run_dir = sweep_dir / todo[0].run_id
+    seen = []
+
+    class Submitting:
+        @contextlib.contextmanager
+        def batch(self):
+            yield
+            seen.append(run_state(run_dir, sweeps.store.slurm_queue()))  # sbatch under way
+
+        def submit(self, job):
+            return types.SimpleNamespace(job_id="9_0", paths=types.SimpleNamespace(stdout=tmp_path / "9_0_0_log.out"))
+
+    monkeypatch.setattr(launch_mod, "slurm_executor", lambda spec, folder: Submitting())
+    _launch_slurm(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "slurm", 1), False, 10)
+    assert seen == ["queued"]
+    sweeps.store.write_json(run_dir / "job.json", {"executor": "slurm", "job_id": None})  # its launcher killed mid-sbatch
+    assert run_state(run_dir, {}) == "failed"
