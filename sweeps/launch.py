@@ -298,7 +298,9 @@ def _prepare(run_dir: Path, config, executor: str) -> Path | None:
     moved = None
     if damaged or (result is not None and RESULT_STATES.get(result.get("status")) == "failed"):
         kind = "damaged" if damaged else "failed"
-        n = len(list(run_dir.glob(f"result.{kind}-*.json")))
+        # the number after the highest kept (not their count: with one removed, that would replace another)
+        kept = [p.name[len(f"result.{kind}-") : -len(".json")] for p in run_dir.glob(f"result.{kind}-*.json")]
+        n = max((int(k) + 1 for k in kept if k.isdigit()), default=0)
         moved = run_dir / f"result.{kind}-{n}.json"
         os.replace(path, moved)
     write_json(run_dir / "job.json", {

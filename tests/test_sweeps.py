@@ -1739,3 +1739,18 @@ def test_a_run_being_submitted_reads_queued_not_failed(tmp_path, monkeypatch):
     assert seen == ["queued"]
     sweeps.store.write_json(run_dir / "job.json", {"executor": "slurm", "job_id": None})  # its launcher killed mid-sbatch
     assert run_state(run_dir, {}) == "failed"
+
+
+def test_a_relaunch_never_overwrites_an_earlier_failed_result(tmp_path):
+    """The failed result a relaunch moves aside was numbered by how many result.failed-<n>.json there were: with
+    result.failed-0.json removed, the next one replaced result.failed-1.json. It takes the number after the highest."""
+    from sweeps.launch import _prepare
+    from sweeps.store import write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=0",))
+    (config,) = spec.runs()
+    run_dir = tmp_path / config.run_id
+    write_json(run_dir / "result.failed-1.json", {"first": True})
+    write_json(run_dir / "result.json", {"run_id": run_dir.name, "status": "failed", "recipe": "bf16"})
+    assert _prepare(run_dir, config, "local") == run_dir / "result.failed-2.json"
+    assert json.loads((run_dir / "result.failed-1.json").read_text()) == {"first": True}
