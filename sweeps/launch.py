@@ -338,6 +338,8 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
     sweep_dir = check_sweep_dir(sweep_dir_for(spec, sweep_dir))
     if executor == "slurm":
         check_slurm_client()
+    else:
+        check_local_gpus(spec)
     chunk = max_array_size() if executor == "slurm" else 0  # also: is there a cluster at all?
     prepare_data(spec, progress)
     todo, skipped = pending(spec, sweep_dir)
@@ -549,6 +551,23 @@ def visible_gpus() -> list[str]:
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def check_local_gpus(spec: SweepSpec) -> None:
+    """UserError where executor.local.gpus lists a GPU this machine lacks: its worker (CUDA_VISIBLE_DEVICES=that
+    index) would see no GPU and train on CPU, unsaid. Judged where CUDA_VISIBLE_DEVICES is unset (the indices are
+    then torch's); where it is set, the listed indices replace it and are the driver's, which torch cannot count."""
+    gpus = spec.local.gpus
+    if gpus == "all" or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        return
+    import torch
+
+    present = torch.cuda.device_count()
+    missing = [g for g in gpus if g >= present]
+    if missing:
+        has = f"it has {count(present, 'GPU')}, 0 to {present - 1}" if present else "it has none"
+        raise UserError(f"executor.local.gpus: GPU {missing[0]} is not on this machine ({has}); list GPUs it has, "
+                        "or \"all\"" + ("" if present else ", which trains on CPU without a GPU"))
 
 
 def local_slots(spec: SweepSpec) -> list[dict[str, str]]:

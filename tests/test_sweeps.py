@@ -1754,3 +1754,18 @@ def test_a_relaunch_never_overwrites_an_earlier_failed_result(tmp_path):
     write_json(run_dir / "result.json", {"run_id": run_dir.name, "status": "failed", "recipe": "bf16"})
     assert _prepare(run_dir, config, "local") == run_dir / "result.failed-2.json"
     assert json.loads((run_dir / "result.failed-1.json").read_text()) == {"first": True}
+
+
+def test_a_local_launch_refuses_gpus_this_machine_lacks(tmp_path, monkeypatch):
+    """executor.local.gpus = [3] on a machine without a GPU 3: each worker saw no GPU (CUDA_VISIBLE_DEVICES=3) and
+    the whole sweep trained on CPU without a word. The launch stops first, naming the setting."""
+    import torch
+
+    from sweeps.launch import launch
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    spec = load(tmp_path, overrides=("executor.local.gpus=[1, 3]",))
+    with pytest.raises(UserError, match=r"executor.local.gpus: GPU 3 is not on this machine \(it has 2 GPUs"):
+        launch(spec, executor="local", sweep_dir=tmp_path / "sweep", progress=False)
+    assert not (tmp_path / "sweep" / "sweep.json").exists()
