@@ -103,6 +103,18 @@ class QuantSpec:
                    "ignored: set scale = \"fp32\" and tensor_scale = true, or give blocks")
         elif self.scale == "e8m0" and self.tensor_scale:
             yield "an E8M0 (MX) block scale takes no tensor scale: set tensor_scale = false"
+        # headroom sets an E4M3/FP32 block scale's target (amax -> elem_max / headroom), scale_bound the two-level
+        # tensor scale (amax -> elem_max * scale_bound); elsewhere quantize reads neither, and a value asked for
+        # would be ignored (the recipe table would still show the headroom)
+        if self.headroom != 1.0 and (self.block is None or self.scale == "e8m0"):
+            where = ("per-tensor scaling maps the tensor's amax to the element max and" if self.block is None else
+                     "an E8M0 (MX) block scale follows the OCP floor rule (2^(floor(log2 amax) - emax)) and")
+            yield f"{where} would ignore headroom = {self.headroom:g}: set headroom = 1"
+        if self.scale_bound != 448.0 and (self.block is None or not self.tensor_scale):
+            where = ("per-tensor scaling (one FP32 scale: amax -> element max)" if self.block is None else
+                     "a block scale without a tensor scale (tensor_scale = false)")
+            yield (f"scale_bound sets the two-level FP32 tensor scale (amax -> element max x scale_bound); {where} "
+                   f"would ignore scale_bound = {self.scale_bound:g}: leave it at 448")
         if self.rounding not in ("rtne", "sr"):
             yield f"rounding must be 'rtne' or 'sr' (got {self.rounding!r})"
         if self.transform not in (0, *HADAMARD_SIZES):

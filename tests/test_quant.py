@@ -501,6 +501,26 @@ def test_quantspec_validation(fields, message):
         NV.but(**fields)
 
 
+PER_TENSOR = QuantSpec(elem="e4m3", block=None, scale="fp32")
+
+
+@pytest.mark.parametrize("base, fields, message", [
+    (MX, {"headroom": 2.0}, r"E8M0 \(MX\) block scale .* would ignore headroom = 2"),
+    (PER_TENSOR, {"headroom": 2.0}, r"per-tensor scaling .* would ignore headroom = 2"),
+    (MX, {"scale_bound": 256.0}, r"without a tensor scale .* would ignore scale_bound = 256"),
+    (NV.but(tensor_scale=False), {"scale_bound": 256.0}, r"without a tensor scale .* would ignore scale_bound"),
+    (PER_TENSOR, {"scale_bound": 256.0}, r"per-tensor scaling .* would ignore scale_bound = 256"),
+])
+def test_quantspec_refuses_fields_its_scales_ignore(base, fields, message):
+    """headroom is read only by E4M3/FP32 block scales and scale_bound only by the two-level tensor
+    scale: elsewhere the quantizer gave the values of the defaults (and describe() claimed the headroom)."""
+    with pytest.raises(ValueError, match=message):
+        base.but(**fields)
+    x = torch.randn(4, 64)  # where they are read, they are taken
+    assert not torch.equal(quantize(x, NV.but(headroom=2.0)).values, quantize(x, NV).values)
+    assert not torch.equal(quantize(x, NV.but(scale_bound=256.0)).tensor_scale, quantize(x, NV).tensor_scale)
+
+
 def test_k_not_divisible_is_a_user_error_with_the_reason():
     with pytest.raises(UserError, match=r"multiple of 16 .*refuse rather than pad"):
         quantize(torch.randn(4, 40), NV)
