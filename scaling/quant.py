@@ -87,6 +87,16 @@ class QuantSpec:
             return
         if self.cap is not None and (self.elem not in formats.GRIDS or self.cap not in formats.GRIDS[self.elem]):
             yield f"cap must be a level of a 4-bit grid (got {self.cap!r} for {self.elem})"
+        elif self.cap is not None and self.scale == "e8m0" and self.block is not None:
+            # the floor rule reads the whole grid's emax (formats.e8m0_floor_scale): a block's amax lands in
+            # [2^emax, 2^(emax + 1)) whatever the cap, so a cap below that binade clips every block's top values
+            emax = formats.EMAX[self.elem]
+            top = [lvl for lvl in formats.GRIDS[self.elem] if lvl >= 2.0 ** emax]
+            if self.cap < 2.0 ** emax:
+                yield (f"an E8M0 (MX) block scale maps a block's amax to [{2.0 ** emax:g}, {2.0 ** (emax + 1):g}) on "
+                       f"the {self.elem} grid whatever the cap (OCP floor rule, emax {emax}), so a cap of {self.cap:g} "
+                       f"would clip every block's largest values to it: cap at {' or '.join(f'{t:g}' for t in top)}, "
+                       "or use E4M3 block scales (which map the amax to the cap)")
         if self.block is not None:
             if len(self.block) != 2 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.block):
                 yield (f"block must be [rows, cols] of positive integers, or per-tensor (None; \"tensor\" in a "

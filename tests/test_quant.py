@@ -521,6 +521,16 @@ def test_quantspec_refuses_fields_its_scales_ignore(base, fields, message):
     assert not torch.equal(quantize(x, NV.but(scale_bound=256.0)).tensor_scale, quantize(x, NV).tensor_scale)
 
 
+@pytest.mark.parametrize("cap, elem", [(2.0, "e2m1"), (3.0, "e2m1"), (0.5, "e1m2")])
+def test_an_e8m0_scale_refuses_a_cap_below_the_grids_top_binade(cap, elem):
+    """The OCP floor rule maps a block's amax to [2^emax, 2^(emax + 1)) of the whole grid whatever the cap:
+    MXFP4 capped at 2 quantized a block of amax 1 as (1.0, 0.75) -> (0.5, 0.5), every block's top clipped."""
+    with pytest.raises(ValueError, match=rf"E8M0 \(MX\) block scale .* cap of {cap:g} would clip"):
+        MX.but(elem=elem, cap=cap)
+    MX.but(cap=4.0)  # in E2M1's top binade [4, 8): the floor rule's amax -> [4, 8) clips at 4, as a cap means
+    NV.but(cap=2.0)  # an E4M3 block scale maps the amax to the cap itself
+
+
 def test_k_not_divisible_is_a_user_error_with_the_reason():
     with pytest.raises(UserError, match=r"multiple of 16 .*refuse rather than pad"):
         quantize(torch.randn(4, 40), NV)
