@@ -46,8 +46,12 @@ from scaling.files import atomic_path, checkpoint_path, checkpoint_problem, writ
 from scaling.progress import StepBar, progress_callbacks
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
-# Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets), matched against the CUDA device name.
-PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12}
+# Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets: half the "with sparsity" figure), matched against
+# the CUDA device name, the longest key first: the PCIe and NVL cards of a name run at lower clocks and
+# power ("NVIDIA H100 PCIe" 756e12, "NVIDIA H100 NVL" / "NVIDIA H200 NVL" 835e12) than the SXM ones
+# ("NVIDIA H100 80GB HBM3", "NVIDIA H200": 989e12).
+PEAK_BF16_FLOPS = {"H100": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H200": 989e12, "H200 NVL": 835e12,
+                   "GH200": 989e12, "A100": 312e12, "L40S": 362e12}
 METRICS_COLUMNS = ("step", "tokens", "val_loss", "val_bpb", "train_loss", "lr", "tokens_per_s")
 
 

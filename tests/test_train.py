@@ -59,6 +59,19 @@ def _checkpoint_step(run_dir: Path) -> int:
     return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
 
 
+@pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12),
+                                         ("NVIDIA H100 NVL", 835e12), ("NVIDIA H200", 989e12),
+                                         ("NVIDIA H200 NVL", 835e12), ("NVIDIA GH200 480GB", 989e12),
+                                         ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA GeForce RTX 4090", None)])
+def test_mfu_peak_is_the_cards_own(monkeypatch, name, peak):
+    """MFU's denominator is the dense BF16 peak of the card the run is on: an H100 PCIe (756 TFLOP/s)
+    or an NVL card (835) is not the SXM card (989), which would understate their MFU by 15-24%."""
+    from scaling.train import peak_flops
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    assert peak_flops(torch.device("cuda")) == peak
+
+
 def test_result_record_and_run_directory(reference):
     run_dir, result = reference
     assert set(RESULT_FIELDS) <= set(result)
