@@ -19,6 +19,8 @@ FLOPs per token (training, forward + backward = 3 × forward, Kaplan et al. 2020
 - ``flops_per_token_exact`` = 6·(N + V·width) + 12·depth·width·T: the LM head's matmul plus the
   attention scores and the attention-weighted sum (2·T·width each per layer forward; Chinchilla
   App. F, PaLM App. B, nanochat's estimate_flops). Embedding lookups, norms and softmax are not counted.
+  The full T x T scores are counted, as PaLM and nanochat count them, not the causal half that the
+  fused attention kernels compute (docs/models.md: MFU by executed FLOPs is ~6% lower at 160M).
 """
 
 from __future__ import annotations
