@@ -171,7 +171,8 @@ class QuantSpec:
     def bf16_exact(self) -> bool:
         """Whether every GEMM operand value (element x block scale) is a BF16 number: with an E8M0 or
         E4M3 block scale, or none (per-tensor), at most 8 significant bits; an FP32 block scale can
-        carry 24, which a BF16 operand would round."""
+        carry 24, which a BF16 operand would round. (Outside it: MXFP8 blocks of amax below 2^-116, whose
+        E4M3 subnormals times the E8M0 scale fall below BF16's smallest subnormal; docs/numerics.md.)"""
         return self.block is None or self.scale != "fp32"
 
     @property
