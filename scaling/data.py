@@ -129,10 +129,10 @@ def _check_column(path: Path, schema, text_column: str) -> None:
 
 
 def _scan(path: Path, text_column: str):
-    """A polars LazyFrame over a parquet or jsonl(.gz) file, its text column checked."""
+    """A polars LazyFrame over a parquet file, its text column checked."""
     import polars as pl
 
-    frame = pl.scan_parquet(path) if _kind(path) == "parquet" else pl.scan_ndjson(path, infer_schema_length=1000)
+    frame = pl.scan_parquet(path)
     _check_column(path, frame.collect_schema(), text_column)
     return frame
 
@@ -140,17 +140,31 @@ def _scan(path: Path, text_column: str):
 def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
     """Fail early (before any tokenizer training) on a file that cannot be read or lacks the text column."""
     for path in paths:
-        if _kind(path) != "txt":
+        if _kind(path) == "jsonl":
+            _check_jsonl(path, text_column)
+        elif _kind(path) == "parquet":
             import polars as pl  # only here: the cached built-in corpus must load where polars is absent
 
             try:
                 _scan(path, text_column)
-            except (pl.exceptions.PolarsError, OSError, EOFError) as e:  # OSError: a truncated .gz
-                if _kind(path) == "jsonl":  # our own reading names the line (polars: "Syntax at character 0")
-                    for _ in _jsonl_documents(path, text_column):
-                        pass
-                    continue  # ours reads it (a leading BOM polars refuses), and it is ours that prepare uses
-                raise UserError(_unreadable(path, text_column, e)) from None
+            except (pl.exceptions.PolarsError, OSError) as e:
+                raise UserError(_unreadable(path, e)) from None
+
+
+def _check_jsonl(path: Path, text_column: str) -> None:
+    """The check of a JSON-lines file by the reader prepare uses (not polars' schema, inferred from the first
+    1000 rows: rows without the field or with null there, which hold no document, made it refuse the file):
+    the first row whose field is not null must hold a string; a file whose rows never have the field is refused.
+    Reads until that row, so all of a file only where it refuses (or holds no document)."""
+    fields: set[str] = set()
+    for n, row in _jsonl_rows(path, text_column):
+        if row.get(text_column) is not None:
+            _jsonl_text(path, n, text_column, row)
+            return
+        fields.update(row)
+    if fields and text_column not in fields:
+        raise UserError(f"{path} has no {text_column!r} field (fields: {', '.join(sorted(fields))}); "
+                        "pass --text-column NAME")
 
 
 def _utf8_text(path: Path) -> str:
@@ -184,13 +198,22 @@ def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
         for batch in batches:
             yield from (t for t in batch.to_series() if t.strip())
     except (pl.exceptions.PolarsError, OSError, EOFError) as e:
-        raise UserError(_unreadable(path, text_column, e)) from None
+        raise UserError(_unreadable(path, e)) from None
 
 
 def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
     """The non-empty `text_column` strings of a JSON-lines file, parsed here line by line: polars turns
     a field that is a number or an object in some rows into its JSON text, which would be trained on
     as prose. A row without the field, or with null, holds no document (as in parquet)."""
+    for n, row in _jsonl_rows(path, text_column):
+        text = _jsonl_text(path, n, text_column, row)
+        if text and text.strip():
+            yield LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file; UserError naming the line that
+    is not UTF-8, not JSON or not an object."""
     import gzip
 
     opener = gzip.open if path.name.lower().endswith(".gz") else open
@@ -211,21 +234,23 @@ def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
                 if not isinstance(row, dict):  # (a list or a bare value: the line itself, not its field, is wrong)
                     raise UserError(f"{path}, line {n}: a JSON {type(row).__name__}, not an object with a "
                                     f"{text_column!r} field; fix or drop that line")
-                text = row.get(text_column)
-                if not isinstance(text, (str, type(None))):
-                    raise UserError(f"{path}, line {n}: {text_column!r} is {type(text).__name__}, not a string; every "
-                                    f"document's {text_column!r} must be text (fix or drop the rows that are not)")
-                if text and text.strip():
-                    yield LONE_SURROGATE.sub("\ufffd", text)
+                yield n, row
     except (OSError, EOFError) as e:  # a truncated .gz
         raise UserError(f"could not read {path} as JSON lines ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
                         ) from None
 
 
-def _unreadable(path: Path, text_column: str, error: Exception) -> str:
-    what = ("a parquet file" if _kind(path) == "parquet" else
-            f"JSON lines: one object per line with a {text_column!r} string field")
-    return f"could not read {path} (it should be {what}; polars said: {str(error).splitlines()[0][:200]})"
+def _jsonl_text(path: Path, n: int, text_column: str, row: dict) -> str | None:
+    """Row `n`'s text (None where it has none); UserError where the field holds no string."""
+    text = row.get(text_column)
+    if not isinstance(text, (str, type(None))):
+        raise UserError(f"{path}, line {n}: {text_column!r} is {type(text).__name__}, not a string; every "
+                        f"document's {text_column!r} must be text (fix or drop the rows that are not)")
+    return text
+
+
+def _unreadable(path: Path, error: Exception) -> str:
+    return f"could not read {path} (it should be a parquet file; polars said: {str(error).splitlines()[0][:200]})"
 
 
 def count_documents(path: Path) -> int | None:

@@ -370,6 +370,21 @@ def test_a_json_escape_of_a_lone_surrogate_becomes_a_replacement_character(tmp_p
         assert set(docs) == {"a lone \ufffd surrogate", "a pair \U0001f389 kept"}
 
 
+@pytest.mark.parametrize("blank", [{"text": None}, {}])
+def test_jsonl_rows_without_text_before_the_documents_are_skipped(tmp_path, docs, prepared, blank):
+    """A JSON-lines file whose first 1000+ rows had a null 'text' (or none) was refused ("column 'text' is
+    Null", "has no 'text' column"): polars' schema, inferred from those rows, checked it; such rows are skipped."""
+    src = tmp_path / "late.jsonl"
+    src.write_text("".join(json.dumps({"id": i, **blank}) + "\n" for i in range(1100))
+                   + "".join(json.dumps({"id": i, "text": d}) + "\n" for i, d in enumerate(docs)))
+    out = tmp_path / "out"
+    meta = data.prepare([src], out, tokenizer=prepared, val_fraction=0.2, progress=False)
+    assert meta["train_docs"] + meta["val_docs"] == len(docs)
+    (tmp_path / "none.jsonl").write_text('{"id": 1}\n{"id": 2, "body": "text"}\n')
+    with pytest.raises(UserError, match=r"no 'text' field \(fields: body, id\)"):
+        data.prepare([tmp_path / "none.jsonl"], tmp_path / "out2", tokenizer=prepared, progress=False)
+
+
 @pytest.mark.parametrize("name", ["bom.jsonl", "bom.txt"])
 def test_a_leading_utf8_bom_is_no_text(tmp_path, name):
     """Windows tools (PowerShell, Notepad) start UTF-8 files with a BOM: a JSON-lines file was refused
