@@ -351,6 +351,10 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise UserError(f"{path} is not a `tokenizers` tokenizer.json: {e}") from None
     if tokenizer.token_to_id(EOT) is None:
         tokenizer.add_special_tokens([EOT])
+    # A tokenizer.json saved by transformers may carry its truncation (max_length) and padding: every
+    # document was cut to its first max_length tokens (and padded), the rest of the corpus dropped unsaid.
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
     return tokenizer
 
 

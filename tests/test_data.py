@@ -122,6 +122,21 @@ def test_val_sources_and_uint32(tmp_path, docs, prepared):
     assert split_documents(out, "val") == docs[30:]
 
 
+def test_a_given_tokenizers_truncation_and_padding_are_turned_off(tmp_path, docs, prepared):
+    """A tokenizer.json saved with truncation (transformers' max_length) cut every document to its first
+    128 tokens (padded to 256): most of the corpus was dropped and bytes/token read ~30."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(prepared / "tokenizer.json"))
+    tok.enable_truncation(128)
+    tok.enable_padding(length=256, pad_id=0, pad_token=data.EOT)
+    tok.save(str(tmp_path / "hf.json"))
+    src = write_corpus(tmp_path / "src", docs, "parquet")
+    data.prepare([src], tmp_path / "out", tokenizer=tmp_path / "hf.json", val_fraction=0.2, progress=False)
+    for name in ("train.bin", "val.bin"):
+        assert (tmp_path / "out" / name).read_bytes() == (prepared / name).read_bytes(), name
+
+
 def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
     src = write_corpus(tmp_path / "src", docs[:12], "parquet")
     out = tmp_path / "out"
