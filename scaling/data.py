@@ -95,16 +95,18 @@ def resolve_sources(patterns: Sequence[str | Path]) -> list[Path]:
             paths.extend(builtin_sources())
             continue
         expanded = os.path.expanduser(pattern)
-        if any(c in expanded for c in "*?["):
-            matches = sorted(Path(p) for p in glob(expanded, recursive=True) if Path(p).is_file())
-            if not matches:
-                raise UserError(f"the glob {pattern!r} matches no files")
-        elif Path(expanded).is_dir():
+        # A path that exists is that path, even where its name holds glob characters ("books[2023].parquet"
+        # as a glob matches only "books2.parquet" and the like)
+        if Path(expanded).is_dir():
             matches = sorted(p for p in Path(expanded).iterdir() if p.is_file() and _kind(p))
             if not matches:
                 raise UserError(f"the directory {pattern!r} holds no .parquet, .jsonl, .jsonl.gz or .txt files")
         elif Path(expanded).exists():
             matches = [Path(expanded)]
+        elif any(c in expanded for c in "*?["):
+            matches = sorted(Path(p) for p in glob(expanded, recursive=True) if Path(p).is_file())
+            if not matches:
+                raise UserError(f"the glob {pattern!r} matches no files")
         else:
             raise UserError(f"data source {pattern!r} does not exist")
         for path in matches:

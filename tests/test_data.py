@@ -253,6 +253,15 @@ def _cli_error(args: list[str], capsys) -> str:
     return err.strip().splitlines()[-1]
 
 
+def test_a_source_whose_name_holds_glob_characters_is_that_file(tmp_path, docs):
+    """'books[2023].parquet' (or a folder 'shard[1]') was taken as a glob, which matches 'books2.parquet'
+    and the like, and refused as a glob matching nothing, though the file is there."""
+    src = write_corpus(tmp_path / "src", docs[:3], "parquet").rename(tmp_path / "src" / "books[2023].parquet")
+    folder = write_corpus(tmp_path / "shard[1]", docs[:3], "jsonl").parent
+    assert data.resolve_sources([str(src), str(folder)]) == [src.resolve(), (folder / "corpus.jsonl").resolve()]
+    assert data.resolve_sources([str(tmp_path / "src" / "books*.parquet")]) == [src.resolve()]  # a glob still
+
+
 def test_cli_errors(tmp_path, docs, capsys):
     out = str(tmp_path / "out")
     (tmp_path / "notes.txt").write_text("text")
