@@ -126,8 +126,10 @@ def _check_column(path: Path, schema, text_column: str) -> None:
             f"{path} has no {text_column!r} column (columns: {', '.join(schema.names()) or 'none'}); "
             "pass --text-column NAME"
         )
-    if schema[text_column] != pl.String:
-        raise UserError(f"{path}: column {text_column!r} is {schema[text_column]}, not text")
+    dtype = schema[text_column]
+    # (Categorical: a dictionary-encoded string column, as pandas' `category` writes it, holds text too)
+    if dtype not in (pl.String, pl.Categorical) and not isinstance(dtype, pl.Enum):
+        raise UserError(f"{path}: column {text_column!r} is {dtype}, not text; pass --text-column NAME of a string column")
 
 
 def _scan(path: Path, text_column: str):
@@ -196,7 +198,7 @@ def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
         yield from _jsonl_documents(path, text_column)
         return
     try:
-        batches = _scan(path, text_column).select(pl.col(text_column)).drop_nulls().collect_batches(chunk_size=READ_BATCH_ROWS)
+        batches = _scan(path, text_column).select(pl.col(text_column).cast(pl.String)).drop_nulls().collect_batches(chunk_size=READ_BATCH_ROWS)
         for batch in batches:
             yield from (t for t in batch.to_series() if t.strip())
     except (pl.exceptions.PolarsError, OSError, EOFError) as e:

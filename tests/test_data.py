@@ -262,6 +262,21 @@ def test_a_source_whose_name_holds_glob_characters_is_that_file(tmp_path, docs):
     assert data.resolve_sources([str(tmp_path / "src" / "books*.parquet")]) == [src.resolve()]  # a glob still
 
 
+def test_a_dictionary_encoded_parquet_text_column_is_text(tmp_path, docs, prepared):
+    """pandas' `category` dtype (or pyarrow's dictionary_encode) writes the column as a dictionary of
+    strings, which polars reads as Categorical: it was refused as "Categorical, not text"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": pa.array(docs).dictionary_encode()}), tmp_path / "cat.parquet")
+    data.prepare([tmp_path / "cat.parquet"], tmp_path / "out", tokenizer=prepared, val_fraction=0.2, progress=False)
+    for name in ("train.bin", "val.bin"):
+        assert (tmp_path / "out" / name).read_bytes() == (prepared / name).read_bytes(), name
+    pq.write_table(pa.table({"text": pa.array([1, 2])}), tmp_path / "ints.parquet")
+    with pytest.raises(UserError, match="'text' is Int64, not text"):
+        data.prepare([tmp_path / "ints.parquet"], tmp_path / "out2", tokenizer=prepared, progress=False)
+
+
 def test_cli_errors(tmp_path, docs, capsys):
     out = str(tmp_path / "out")
     (tmp_path / "notes.txt").write_text("text")
