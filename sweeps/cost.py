@@ -1,5 +1,7 @@
-"""What a sweep costs: 6·N·D FLOPs per run at an assumed BF16 MFU, each quantized recipe slowed by its
-measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
+"""What a sweep costs: each run's FLOPs as MFU counts them (`mfu_flops`: 6·(N + V·width) + attention per
+token, as `scaling train` and `scaling bench train` measure MFU) at an assumed BF16 MFU, each quantized
+recipe slowed by its measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
+(The plan's `flops` column stays 6·N·D, the fits' compute C.)
 
 On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes around BF16 GEMMs), so
 its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.73x
@@ -196,8 +198,34 @@ def cpu_hours(flops: float, flops_per_s: float, speed: Speed) -> float:
 
 
 def gpu_hours(flops: float, mfu: float, peak_tflops: float, speed: Speed) -> float:
-    """Hours of one GPU for `flops` at `mfu` of `peak_tflops` (BF16), slowed by the recipe's speed."""
+    """Hours of one GPU for `flops` (as MFU counts them: `mfu_flops`) at `mfu` of `peak_tflops` (BF16),
+    slowed by the recipe's speed."""
     return flops / (mfu * (speed.vs_bf16 or 1.0) * peak_tflops * 1e12) / 3600
+
+
+def corpus_vocab_size(spec) -> int | None:
+    """The vocabulary the sweep's runs train with, whose LM head MFU counts: a prepared dir's (its
+    meta.json); for a raw corpus that `launch` prepares (`spec.corpus`), its prepared copy's where one is
+    sound, else the one `scaling data prepare` gives (DEFAULT_VOCAB_SIZE); None for the built-in corpus,
+    whose vocab is each run's resolved `vocab_size` (train.vocab_size, else BUILTIN_VOCAB_SIZE)."""
+    from scaling import data
+
+    if spec.data == "builtin":
+        return None
+    try:
+        return int(data.read_meta(spec.data)["vocab_size"])
+    except UserError:
+        if spec.corpus:  # not prepared yet (or damaged): launch prepares it at the default vocab
+            return data.DEFAULT_VOCAB_SIZE
+        raise  # a data dir launch would refuse too, naming the fix
+
+
+def mfu_flops(config, vocab_size: int | None) -> float:
+    """A run's training FLOPs as MFU counts them (result.json's `flops_exact`, `scaling bench train`):
+    flops_per_token_exact at the corpus's `vocab_size` (`corpus_vocab_size`; None: the resolved config's)
+    and the run's seq_len, times its token budget."""
+    r = config.resolved()
+    return float(r.model_size().flops_per_token_exact(vocab_size or r.vocab_size, r.seq_len) * r.tokens)
 
 
 # --- a recipe the benchmark has not measured -------------------------------------------------------

@@ -298,14 +298,47 @@ def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     plan = json.loads(capsys.readouterr().out)
     from models import model_size
 
-    n = model_size("nanochat", "0.5M").n_params
+    s = model_size("nanochat", "0.5M")
     assert plan["runs"] == 2 and [r["seed"] for r in plan["run_list"]] == [0, 1]
-    assert plan["total_flops"] == 2 * 6 * n * 4096
-    assert plan["gpu_hours"] == pytest.approx(plan["total_flops"] / (0.5 * 100e12) / 3600)
+    assert plan["total_flops"] == 2 * 6 * s.n_params * 4096  # 6·N·D: the fits' C
+    # the hours count the FLOPs MFU counts (result.json's, `bench train`'s): the built-in corpus's vocab 4096, seq_len 64
+    exact = 2 * (6 * (s.n_params + 4096 * s.width) + 12 * s.depth * s.width * 64) * 4096
+    assert plan["total_flops_exact"] == exact
+    assert plan["gpu_hours"] == pytest.approx(exact / (0.5 * 100e12) / 3600)
     assert main(["sweep", "plan", str(spec), "--device", "gpu"]) == 0
     out = capsys.readouterr().out
     assert "2 runs" in out and "GPU-hours at 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
+    assert "(MFU as `scaling train` measures it: " in out
     assert "priced on GPU: --device gpu" in out
+
+
+def test_plan_prices_gpu_hours_at_the_vocab_of_the_corpus_the_runs_train_on(tmp_path, monkeypatch):
+    """MFU counts the LM head at the corpus's vocab (result.json, `bench train`), so plan priced a run by 6·N·D
+    at a measured MFU under-counted its hours (0.38x at 10M, vocab 32768). The vocab is a prepared dir's
+    meta.json; a raw corpus not yet prepared, the one `scaling data prepare` gives; the built-in corpus's."""
+    from models import model_size
+    from scaling import data
+    from scaling.commands.sweep import plan_rows
+
+    monkeypatch.setenv("SCALING_CACHE", str(tmp_path / "cache"))  # (no prepared copy of the raw corpus)
+    s = model_size("nanochat", "0.5M")
+
+    def hours(vocab: int) -> float:  # two runs of 4096 tokens at seq_len 64, 30% of 989 TFLOP/s
+        return 2 * (6 * (s.n_params + vocab * s.width) + 12 * s.depth * s.width * 64) * 4096 / (0.3 * 989e12) / 3600
+
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    meta = dict(format_version=1, vocab_size=1000, dtype="uint16", eot_id=0, train_tokens=8, val_tokens=4,
+                train_docs=1, val_docs=1, train_bytes=8, val_bytes=4, bytes_per_token=1.0)
+    (prepared / "meta.json").write_text(json.dumps(meta))
+    (prepared / "train.bin").write_bytes(bytes(16))
+    (prepared / "val.bin").write_bytes(bytes(8))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"text": "hello"}\n')
+    for where, vocab in (("builtin", data.BUILTIN_VOCAB_SIZE), (prepared, 1000), (corpus, data.DEFAULT_VOCAB_SIZE)):
+        rows = plan_rows(load(tmp_path, overrides=(f'data="{where}"',)))
+        assert sum(r["gpu_hours"] for r in rows) == pytest.approx(hours(vocab)), where
+        assert rows[0]["flops"] == 6 * s.n_params * 4096  # (the fits' C, unchanged)
 
 
 def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys, monkeypatch):

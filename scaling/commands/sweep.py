@@ -14,6 +14,8 @@ from scaling.errors import UserError
 DEFAULT_MFU = 0.30
 DEFAULT_PEAK_TFLOPS = 989.0  # H100 SXM, dense BF16 (FP4 recipes are emulated in BF16)
 PLAN_TABLE_RUNS = 200  # beyond this many runs, `plan` groups its table by family, size and recipe
+# What GPU-hours are counted in: the FLOPs per token that MFU counts (result.json, `scaling bench train`)
+FLOPS_EXACT_RULE = "6*(N + V*width) + 12*depth*width*seq_len per token (N non-embedding, V the corpus's vocab)"
 SWEEP_DIR_HELP = "the sweep's run folder that launch made: runs/<name>/, or launch's --sweep-dir"
 
 
@@ -31,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description="Print the runs of a sweep spec, their total FLOPs and estimated GPU-hours (or "
                                    "CPU-hours); nothing is launched.")
     spec_args(p)
-    p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="assumed model FLOPs utilisation")
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                   help="assumed model FLOPs utilisation, as `scaling train` and `scaling bench train` measure it "
+                        "(FLOPs of 6·(N + V·width) + attention per token)")
     p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
                    help=f"assumed GPU peak, TFLOP/s (default {DEFAULT_PEAK_TFLOPS:g}: H100 dense BF16)")
     p.add_argument("--bench", default="default", metavar="FILE",
@@ -85,20 +89,24 @@ def _toml_str(text: str) -> str:
 
 def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_TFLOPS,
               speeds: PlanSpeeds | None = None, device: str = "gpu") -> list[dict]:
-    """One row per run: its grid values, 6·N·D FLOPs, and the hours they take (`hours`, and under
-    `gpu_hours` or `cpu_hours` by `device`). On "gpu": at `mfu` of `peak_tflops` for BF16, its recipe
-    slowed by the speed the benchmark's `train` rows measured (`speeds`, from `plan_speeds`; None: every
-    recipe at BF16's speed). On "cpu": the benchmark CPU's hours (all its threads), at the BF16 FLOP/s of
-    the benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's)."""
+    """One row per run: its grid values, 6·N·D FLOPs (`flops`, the fits' C), its FLOPs as MFU counts them
+    (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling bench train` count them),
+    and the hours it takes (`hours`, and under `gpu_hours` or `cpu_hours` by `device`). On "gpu": its
+    `flops_exact` at `mfu` of `peak_tflops` for BF16, its recipe slowed by the speed the benchmark's
+    `train` rows measured (`speeds`, from `plan_speeds`; None: every recipe at BF16's speed). On "cpu":
+    the benchmark CPU's hours (all its threads), its 6·N·D at the BF16 FLOP/s (6·N per token) of the
+    benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's)."""
     from models import model_size
-    from sweeps.cost import Speed, cpu_flops_per_s, cpu_hours, gpu_hours, priced_speed
+    from sweeps.cost import Speed, corpus_vocab_size, cpu_flops_per_s, cpu_hours, gpu_hours, mfu_flops, priced_speed
     from sweeps.store import recipe_label
 
     if device == "cpu" and speeds is None:
         speeds = plan_speeds(None, device)
+    vocab_size = corpus_vocab_size(spec)  # (the corpus's meta.json read once, not once a run)
     rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
     for c in spec.runs():
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
+        flops_exact = mfu_flops(c, vocab_size)
         key = (c.recipe, c.family, c.size)
         if key not in priced:
             priced[key] = (priced_speed(*key, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, ""))
@@ -107,10 +115,10 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
             rate, _ = cpu_flops_per_s(c.family, c.size, speeds.rows)
             hours = cpu_hours(flops, rate, speed)
         else:
-            hours = gpu_hours(flops, mfu, peak_tflops, speed)
+            hours = gpu_hours(flops_exact, mfu, peak_tflops, speed)
         rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=recipe_label(c.recipe), tokens=c.tokens,
-                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, vs_bf16=speed.vs_bf16, speed_from=speed.source,
-                         speed_note=speed.note, hours=hours, **{f"{device}_hours": hours}))  # fmt: skip
+                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact, vs_bf16=speed.vs_bf16,
+                         speed_from=speed.source, speed_note=speed.note, hours=hours, **{f"{device}_hours": hours}))  # fmt: skip
     return rows
 
 
@@ -186,7 +194,8 @@ def _plan(args: argparse.Namespace) -> int:
     total = sum(r["flops"] for r in rows)
     hours = sum(r["hours"] for r in rows)
     summary = dict(name=spec.name, runs=len(rows), total_flops=total, device=device, device_why=device_why,
-                   hours=hours, **{f"{device}_hours": hours}, bench=bench, flops_rule="6*N*D (N non-embedding)")
+                   hours=hours, **{f"{device}_hours": hours}, bench=bench, flops_rule="6*N*D (N non-embedding)",
+                   total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE)
     if device == "gpu":
         summary.update(mfu=args.mfu, peak_tflops=args.peak_tflops)
     else:
@@ -212,7 +221,8 @@ def _plan(args: argparse.Namespace) -> int:
     print(f"priced on {device.upper()}: {device_why}{other}")
     if device == "gpu":
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
-              f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16"
+              f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16 (MFU as `scaling train` measures it: "
+              f"{summary['total_flops_exact']:.3e} FLOPs of 6·(N + V·width) + attention per token)"
               + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
     else:
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
