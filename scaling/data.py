@@ -84,8 +84,10 @@ def _kind(path: Path) -> str | None:
     return None
 
 
-def resolve_sources(patterns: Sequence[str | Path]) -> list[Path]:
-    """Expand paths, globs and directories (their supported files) into a sorted, de-duplicated list."""
+def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> list[Path]:
+    """Expand paths, globs and directories (their supported files) into a sorted, de-duplicated list.
+    A glob's matches inside `out` (the folder being prepared) are not sources: `corpus/**` with `--out
+    corpus/prepared` matched the first preparation's meta.json and train.bin, refusing the same command again."""
     if not patterns:
         raise UserError("no data sources given: name parquet, jsonl(.gz) or txt files, globs or directories")
     paths: list[Path] = []
@@ -104,7 +106,7 @@ def resolve_sources(patterns: Sequence[str | Path]) -> list[Path]:
         elif Path(expanded).exists():
             matches = [Path(expanded)]
         elif any(c in expanded for c in "*?["):
-            matches = sorted(Path(p) for p in glob(expanded, recursive=True) if Path(p).is_file())
+            matches = sorted(Path(p) for p in glob(expanded, recursive=True) if Path(p).is_file() and not _inside(p, out))
             if not matches:
                 raise UserError(f"the glob {pattern!r} matches no files")
         else:
@@ -116,6 +118,10 @@ def resolve_sources(patterns: Sequence[str | Path]) -> list[Path]:
                 raise UserError(f"{path}: unsupported file type; use .parquet, .jsonl(.gz), .ndjson(.gz) or .txt")
             paths.append(path.resolve())
     return list(dict.fromkeys(paths))
+
+
+def _inside(path: str | Path, folder: Path | None) -> bool:
+    return folder is not None and Path(path).resolve().is_relative_to(folder.resolve())
 
 
 def _check_column(path: Path, schema, text_column: str) -> None:
@@ -550,8 +556,8 @@ def prepare(
     """Tokenize `sources` into `out_dir` and return its meta. A dir already prepared with the same
     request is returned as is (unless force); the work runs under a lock on `out_dir/.lock`."""
     out = Path(out_dir).expanduser()
-    train_paths = resolve_sources(sources)
-    val_paths = resolve_sources(val_sources) if val_sources else []
+    train_paths = resolve_sources(sources, out)
+    val_paths = resolve_sources(val_sources, out) if val_sources else []
     if both := sorted(set(train_paths) & set(val_paths)):
         raise UserError(f"{both[0]} is both a training source and a --val source; name it once")
     if not val_paths and not 0.0 < val_fraction < 1.0:

@@ -262,6 +262,17 @@ def test_a_source_whose_name_holds_glob_characters_is_that_file(tmp_path, docs):
     assert data.resolve_sources([str(tmp_path / "src" / "books*.parquet")]) == [src.resolve()]  # a glob still
 
 
+def test_a_glob_reaching_into_the_output_folder_leaves_its_files_out(tmp_path, docs, prepared):
+    """`prepare 'corpus/**' --out corpus/prepared` matched, the second time, the first run's meta.json and
+    train.bin (refused as an unsupported file type): the same command failed on its second run."""
+    write_corpus(tmp_path / "corpus", docs, "jsonl")
+    out = tmp_path / "corpus" / "prepared"
+    glob_ = str(tmp_path / "corpus" / "**")
+    for _ in range(2):
+        data.prepare([glob_], out, tokenizer=prepared, val_fraction=0.2, progress=False)
+    assert data.resolve_sources([glob_], out) == [(tmp_path / "corpus" / "corpus.jsonl").resolve()]
+
+
 def test_a_dictionary_encoded_parquet_text_column_is_text(tmp_path, docs, prepared):
     """pandas' `category` dtype (or pyarrow's dictionary_encode) writes the column as a dictionary of
     strings, which polars reads as Categorical: it was refused as "Categorical, not text"."""
