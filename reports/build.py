@@ -137,8 +137,9 @@ VERDICT_WORDS = {
 }
 
 
-def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> str:
-    """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size."""
+def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int, runs: pl.DataFrame | None = None) -> str:
+    """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size; with the
+    study's `runs`, followed by the recipe's runs that are in no fit (`not_fitted`), where it has any."""
     words = ("is **inconclusive** (no bootstrap ran: `--bootstrap 0` judges no recipe)" if not bootstrap else
              f"is **inconclusive** ({literal(pen['undecidable'])})" if pen.get("undecidable") else
              VERDICT_WORDS.get(pen["verdict"], literal(pen["verdict"])))
@@ -161,7 +162,28 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int) -> s
                  f"{_short(m['value'][1])}× {_interval(m['ci95'][1], 3)}; its loss gap at equal compute is "
                  f"{g['value'][0]:+.3g} {_interval(g['ci95'][0], 3)} and {g['value'][1]:+.3g} "
                  f"{_interval(g['ci95'][1], 3)} nats/token there")
-    return text + "."
+    aside = not_fitted(runs, recipe) if runs is not None else None
+    return text + "." + (f" Not in its fit: {aside}." if aside else "")
+
+
+def not_fitted(runs: pl.DataFrame, recipe: str) -> str | None:
+    """A recipe's runs that are no points of its law (diverged, failed, or completed without a finite loss), in
+    words: '2 of its 20 runs (2 diverged), at C = 1.2e+16 to 9.6e+20 FLOP'; None where every run is a point.
+    The verdict says them beside the penalty: a recipe whose largest runs diverged read "does not grow" there,
+    its divergences said only in the failures section."""
+    from fits.table import NO_LOSS, fit_point
+
+    mine = runs.filter(pl.col("recipe") == recipe)
+    aside = mine.filter(~fit_point())
+    if not aside.height:
+        return None
+    ended = aside.select(pl.when(pl.col("status") == "completed").then(pl.lit(NO_LOSS))
+                         .otherwise(pl.col("status")).alias("ended"))["ended"]
+    how = ", ".join(f"{n} {s}" for s, n in sorted(ended.value_counts().iter_rows()))
+    c = aside["C"].drop_nulls()
+    where = ("" if not c.len() else f", at C = {c.min():.2g} FLOP" if c.min() == c.max()
+             else f", at C = {c.min():.2g} to {c.max():.2g} FLOP")
+    return f"{aside.height} of its {count(mine.height, 'run')} ({literal(how)}{where}; listed under Diverged and failed runs)"
 
 
 def _test_words(pen: dict) -> str:
@@ -184,6 +206,7 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     if not penalty:
         return s.omit(literal(no_penalty_reason(fitted, baseline)) + " The fitted laws are below.")
     n_runs = sum(g["n_runs"] for g in fitted["groups"].values())
+    aside = not_fitted(study.runs, baseline)
     short = [f"{literal(r)}'s {p['n_replicates']}" for r, p in sorted(penalty.items())
              if p.get("n_replicates", fitted["bootstrap"]) < fitted["bootstrap"]]  # replicates whose fits failed
     intervals = (f"intervals are 95% bootstrap intervals over {fitted['bootstrap']} replicates that resample whole runs"
@@ -194,8 +217,9 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
         f"Does each recipe's loss penalty against **{literal(baseline)}** grow with compute? {fitted['law'].capitalize()} "
         f"laws fitted to {count(n_runs, 'completed run')}; {intervals}; numbers are along each law's compute-optimal "
         "allocation. A multiplier below 1 means the recipe needs more compute than the baseline for the same loss."
+        + (f" Not in {literal(baseline)}'s fit, against which every penalty is measured: {aside}." if aside else "")
     ))
-    s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"]) for r in sorted(penalty))))
+    s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"], study.runs) for r in sorted(penalty))))
     if skipped:
         s.add(Paragraph(f"Not judged: {literal(left_out(fitted))} (their runs are still in the tables below)."))
     rule = next(iter(penalty.values())).get("rule")
@@ -691,7 +715,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
                 "p_adjusted": p.get("p_adjusted"),
-                "sentence": plain(verdict_sentence(r, p, baseline, bootstrap))}
+                "sentence": plain(verdict_sentence(r, p, baseline, bootstrap, study.runs))}
             for r, p in sorted(fitted.get("penalty", {}).items())
         },
         "skipped": fitted.get("skipped", {}),

@@ -717,6 +717,31 @@ def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
     assert "not computable" in verdict_sentence("nvfp4", untestable, "bf16", 100)
 
 
+def test_the_verdict_names_the_runs_of_a_recipe_and_of_the_baseline_that_are_in_no_fit():
+    """A recipe whose largest run diverged read "does not grow" in the verdict (and on the console), its
+    divergence said only in the failures section; the verdict now names each recipe's runs left out of its fit,
+    and the baseline's, with how they ended and at what compute."""
+    from reports.build import section_verdict, verdict_sentence
+    from reports.load import Study
+
+    runs = pl.DataFrame({"recipe": ["bf16"] * 3 + ["mxfp4"] * 4, "run_id": list("abcdefg"),
+                         "C": [1e15, 1e16, 1e17, 1e15, 1e16, 1e17, 2e17],
+                         "loss": [4.0, 3.5, float("nan"), 4.2, float("inf"), float("nan"), None],
+                         "status": ["completed", "completed", "diverged", "completed", "completed", "diverged", "failed"]})
+    flat = {"verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
+    sentence = verdict_sentence("mxfp4", flat, "bf16", 100, runs)
+    assert sentence.endswith(" Not in its fit: 3 of its 4 runs (1 completed without a finite loss, 1 diverged, 1 failed, "
+                             "at C = 1e+16 to 2e+17 FLOP; listed under Diverged and failed runs)."), sentence
+    assert "Not in its fit" not in verdict_sentence("bf16", flat, "bf16", 100, runs.filter(pl.col("status") == "completed"))
+    fitted = {"law": "chinchilla", "bootstrap": 100, "skipped": {}, "penalty": {"mxfp4": flat},
+              "groups": {"bf16": {"n_runs": 2}, "mxfp4": {"n_runs": 1}}}
+    section = section_verdict(fitted, "bf16", Study(source=Path("t.csv"), runs=runs))
+    intro, bullets = section.blocks[0].text, section.blocks[1].items
+    assert ("Not in bf16's fit, against which every penalty is measured: 1 of its 3 runs (1 diverged, at C = 1e+17 FLOP; "
+            "listed under Diverged and failed runs).") in intro, intro
+    assert bullets == (sentence,)
+
+
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
     from scaling.cli import main
 
