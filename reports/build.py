@@ -243,6 +243,8 @@ def _params_table(groups: dict, keys: tuple[str, ...] = LAW_PARAMS) -> Table:
 
 
 def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
+    from fits.penalty import left_out
+
     s = Section("Loss vs compute")
     laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
     done = compare.completed(study.runs)
@@ -254,10 +256,14 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     off_note = "".join(f" {literal(r)}'s frontier lies outside the axes: its law's compute-optimal model at the runs' middle "
                        f"compute has N ≈ {n:.3g} (the runs' sizes: {done['N'].min():.3g} to {done['N'].max():.3g}) and "
                        f"loss {loss:.3g}." for r, (n, loss) in off.items())
+    skipped = fitted.get("skipped", {})
+    # a recipe left out of the fits has a panel of points and no law (none, with no completed run): say why here too
+    unfitted = (f" No law for {', '.join(map(literal, sorted(skipped)))} (not fitted: {literal(left_out(fitted))})."
+                if skipped else "")
     s.add(Figure(path, f"Final validation loss of every completed run against its training compute, one panel per recipe; "
                        f"thin lines: the fitted {fitted['law']} law along {along}; thick line: its compute-optimal "
                        f"frontier" + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1 else ".")
-                 + off_note))
+                 + off_note + unfitted))
     s.add(_params_table(fitted["groups"]))
     warnings = fit_warnings(fitted)
     if warnings:

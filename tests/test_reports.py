@@ -742,6 +742,26 @@ def test_the_verdict_names_the_runs_of_a_recipe_and_of_the_baseline_that_are_in_
     assert bullets == (sentence,)
 
 
+def test_the_loss_figures_caption_says_why_a_recipe_has_no_law(tmp_path, monkeypatch):
+    """A recipe left out of the fits (too few runs) had a panel of points and no law, and no row in the parameters'
+    table, without a word in that section; its caption now names it and the fits' reason."""
+    from reports import figures
+    from reports.build import section_loss_vs_compute
+    from reports.load import Study
+
+    monkeypatch.setattr(figures, "loss_vs_compute", lambda *a: a[-1])  # the caption, not the drawing
+    rows = [("bf16", N, D, law_loss(N, D)) for N in SIZES.values() for D in BUDGETS] + [("fp4", 2e6, 2e8, 9.0)]
+    runs = pl.DataFrame(rows, schema=["recipe", "N", "D", "loss"], orient="row").with_columns(
+        C=6 * pl.col("N") * pl.col("D"), status=pl.lit("completed"), run_id=pl.int_range(len(rows)).cast(pl.Utf8))
+    reason = "group 'fp4' has 1 point from 1 run; a chinchilla fit needs at least 8 points (5 parameters) from 3 runs"
+    fitted = {"law": "chinchilla", "skipped": {"fp4": reason},
+              "groups": {"bf16": {"params": {k: LAW[k] for k in ("A", "B", "E", "alpha", "beta")}, "n_points": 12,
+                                  "n_runs": 12, "objective": 0.0}}}
+    section = section_loss_vs_compute(Study(source=Path("t.csv"), runs=runs), fitted, "bf16",
+                                      {"bf16": "#000000", "fp4": "#1f77b4"}, tmp_path)
+    assert section.blocks[0].caption.endswith(f" No law for fp4 (not fitted: {reason}).")
+
+
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
     from scaling.cli import main
 
