@@ -80,7 +80,8 @@ def _text(value) -> bool:
 # row has it); an optional one a row lacks leaves that row unjudged (a kernel row without gbps).
 ROW_FIELDS = {
     "kernels": {"name": ("a name", _text, True), "recipe": ("a name", _text, True), "operand": ("a name", _text, True),
-                "gbps": ("a number", _number, False), "copy_gbps": ("a number", _number, False)},
+                "gbps": ("a number", _number, False), "copy_gbps": ("a number", _number, False),
+                "gbps_back_to_back": ("a number", _number, False)},
     "linear": {"recipe": ("a name", _text, True), "d": ("a number", _number, False),
                "tokens": ("a number", _number, False), "ratio_vs_bf16": ("a number", _number, False),
                "ratio_range": ("a [low, high] pair of numbers",
@@ -90,12 +91,18 @@ ROW_FIELDS = {
     "cpu": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
             "cpu_ratio_vs_bf16": ("a number", _number, False)},
 }
+# The header's fields the targets read, null in a file no GPU measured: (what it must be, its test)
+HEADER_FIELDS = {"copy_gbps": ("a number", _number)}
 
 
 def check_fields(bench: dict, path: str | Path, option: str) -> None:
     """UserError naming the first row of a benchmark file whose field the targets or a sweep's plan read is
-    missing or of another kind (a file edited by hand): they stopped on a KeyError's, TypeError's or
-    ValueError's traceback."""
+    missing or of another kind (a file edited by hand), or a header field of another kind: they stopped
+    on a KeyError's, TypeError's or ValueError's traceback."""
+    for field, (kind, holds) in HEADER_FIELDS.items():
+        if bench.get(field) is not None and not holds(bench[field]):
+            raise UserError(f"{option}: {path}'s {field} must be {kind} (or null), and it has "
+                            f"{json.dumps(bench[field])}; fix it, or give a file `scaling bench` wrote")
     for section, fields in ROW_FIELDS.items():
         for i, row in enumerate(bench.get(section, []), 1):
             for field, (kind, holds, required) in fields.items():

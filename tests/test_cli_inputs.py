@@ -201,6 +201,8 @@ def test_bench_targets_refuses_rows_that_are_not_rows(tmp_path, capsys, content,
     ('{"name": "quantize", "gbps": 100, "copy_gbps": 200}', "kernels", "its recipe must be a name, and it lacks it"),
     ('{"name": "quantize", "recipe": "nvfp4", "operand": "fprop.x", "gbps": "100"}', "kernels",
      'its gbps must be a number, and it has "100"'),
+    ('{"name": "quantize", "recipe": "nvfp4", "operand": "fprop.x", "gbps": 100, "gbps_back_to_back": "x"}',
+     "kernels", 'its gbps_back_to_back must be a number, and it has "x"'),
     ('{"recipe": "nvfp4", "d": 2048, "tokens": 16384, "ratio_vs_bf16": 1.2, "ratio_range": 1}', "linear",
      "its ratio_range must be a [low, high] pair of numbers"),
     ('{"recipe": "nvfp4", "family": "nanochat", "size": "160M", "ratio_vs_bf16": "fast"}', "train",
@@ -213,6 +215,20 @@ def test_bench_targets_refuses_a_row_with_a_field_missing_or_of_another_kind(tmp
     path.write_text(content)
     _refused(["bench", "targets", "--out", str(path)], capsys, f"{section} row 1: {said}")
     _refused(["bench", "fit", "--out", str(path)], capsys, f"{section} row 1: {said}")
+    assert path.read_text() == content
+
+
+@pytest.mark.parametrize("copy", ['"fast"', "true", "[4000]"])
+def test_bench_targets_refuses_a_header_copy_rate_of_another_kind(tmp_path, capsys, copy):
+    """A kernel row is judged against the header's copy_gbps where it has none of its own: one written as
+    text stopped the targets on a ValueError's traceback (and `true` judged the row against 1 GB/s)."""
+    path = tmp_path / "edited.json"
+    content = (f'{{"device": "test GPU", "copy_gbps": {copy}, "kernels": [{{"name": "quantize", "recipe": "nvfp4", '
+               '"operand": "fprop.x", "gbps": 3000}]}')
+    path.write_text(content)
+    said = f"edited.json's copy_gbps must be a number (or null), and it has {copy}"
+    _refused(["bench", "targets", "--out", str(path)], capsys, said)
+    _refused(["bench", "fit", "--out", str(path)], capsys, said)
     assert path.read_text() == content
 
 
