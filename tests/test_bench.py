@@ -599,3 +599,20 @@ def test_a_file_that_is_no_benchmark_is_refused_saying_what_to_give(tmp_path, ca
         assert err.count("error:") == 1 and "Traceback" not in err, err
         assert "give a file `scaling bench` wrote" in err or "choose another name" in err, err  # (not JSON: check_output's)
         assert out.read_text() == text
+
+
+def test_an_empty_out_file_is_a_new_one(tmp_path, monkeypatch, capsys):
+    """An empty --out (`mktemp --suffix .json`), which check_output takes as a file to write, was refused
+    as "cannot read ... as a benchmark JSON (Expecting value ...)"; `bench targets` still refuses one."""
+    import fits.bench
+    from scaling.cli import main
+
+    monkeypatch.setattr(fits.bench, "bench_fit", lambda: {"points": 1, "bootstrap": 0, "workers": 1, "wall_s": 1.0,
+                                                          "ms_per_replicate": 0.0, "truth": {}, "params": {},
+                                                          "ci95": {}})
+    out = tmp_path / "new.json"
+    out.write_text("")
+    assert main(["bench", "targets", "--out", str(out)]) == 2 and "cannot read" in capsys.readouterr().err
+    assert main(["bench", "fit", "--out", str(out)]) == 0, capsys.readouterr().err
+    bench = json.loads(out.read_text())
+    assert bench["fit"]["points"] == 1 and bench["device"] is None and bench["kernels"] == []

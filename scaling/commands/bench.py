@@ -181,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.out, folder=False, suffix=".json")
     # Every file keeps issue 7's keys, so that a script reads any of them alike: null (or no rows) where
     # no GPU section measured (a file of cpu, quantizer, sass, fit or calibration results alone)
-    result: dict = {**_file_keys(), **(_read(args.out) if args.out and args.out.exists() else {})}
+    # (an empty file is a new one, as check_output takes it: `mktemp --suffix .json`; targets reads it as it is)
+    merge = args.out and args.out.exists() and (only_targets or args.out.stat().st_size)
+    result: dict = {**_file_keys(), **(_read(args.out) if merge else {})}
     if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
         result = {"profile": [], **result}
 
