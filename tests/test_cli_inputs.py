@@ -159,9 +159,12 @@ def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, ca
 
 @pytest.mark.parametrize("argv, flag", [(["cpu", "--batch", "4"], "--batch"), (["quantizer", "--steps", "3"], "--steps"),
                                         (["cpu", "--dims", "128"], "--dims"), (["targets", "--recipes", "nvfp4"], "--recipes"),
-                                        (["quantizer", "--sizes", "1M"], "--sizes"), (["cpu", "--top", "3"], "--top")])
+                                        (["quantizer", "--sizes", "1M"], "--sizes"), (["cpu", "--top", "3"], "--top"),
+                                        (["fit", "--sweeps", "5"], "--sweeps"),
+                                        (["cpu", "--compile-mode", "reduce-overhead"], "--compile-mode")])
 def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no_benchmarks):
-    """`bench cpu --batch 4` ran the trainer's batch and said nothing of the 4."""
+    """`bench cpu --batch 4` ran the trainer's batch and said nothing of the 4 (and, options with a
+    default, `bench fit --sweeps 5` and `bench cpu --compile-mode reduce-overhead`, until they had none)."""
     _refused(["bench", *argv], capsys, f"{flag} is read by", "none of them runs here", f"leave {flag} out")
     assert no_benchmarks == []
     assert main(["bench", "cpu", "quantizer", "--dims", "128", "--steps", "1", "--json"]) == 0  # one section reads each

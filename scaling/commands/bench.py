@@ -33,11 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the trainer's, 64 up to 160M and 32 at 324M)")
     parser.add_argument("--accumulate", type=int,
                         help="train: micro-batches per optimizer step (default: the trainer's batch rule per size)")
-    parser.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
-                        help="train: torch.compile mode (reduce-overhead replays CUDA graphs)")
+    parser.add_argument("--compile-mode", choices=COMPILE_MODES,
+                        help="train: torch.compile mode (reduce-overhead replays CUDA graphs) (default: default)")
     parser.add_argument("--top", type=int, help="linear, profile: list each layer's or recipe's top kernels by GPU "
                         "time (default: none for linear, 25 for profile)")
-    parser.add_argument("--sweeps", type=int, default=40,
+    parser.add_argument("--sweeps", type=int,
                         help="calibration: synthetic sweeps per case (default 40; each case's rate is +-~7%% at 40)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
@@ -70,7 +70,8 @@ def _items(value: str | None, default: str) -> tuple[str, ...]:
 OPTION_SECTIONS = {"--recipes": ("kernels", "linear", "train", "profile", "stages", "sass", "cpu", "quantizer"),
                    "--families": ("train", "profile", "cpu"), "--sizes": ("train", "profile", "cpu"),
                    "--dims": ("linear", "quantizer"), "--steps": ("train", "cpu"), "--batch": ("train", "profile"),
-                   "--accumulate": ("train",), "--top": ("linear", "profile")}
+                   "--accumulate": ("train",), "--top": ("linear", "profile"), "--compile-mode": ("train",),
+                   "--sweeps": ("calibration",)}
 
 
 def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
@@ -218,13 +219,14 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
     if "calibration" in wanted:
         from fits.calibration import calibrate
 
-        progress(f"calibration of the kappa = 0 test, {args.sweeps} synthetic sweeps per case:")
+        sweeps = 40 if args.sweeps is None else args.sweeps
+        progress(f"calibration of the kappa = 0 test, {sweeps} synthetic sweeps per case:")
         result["calibration_provenance"] = provenance = _provenance()
         # each case saved as it ends (the whole takes ~10 minutes on 2 cores), stamped: a run cut short
         # leaves the earlier call's other cases, from other code
         save, _ = _row_saver(result, "calibration", {"measured": provenance["date"],
                                                      "git_commit": provenance["git_commit"]}, args.out)
-        save(calibrate(sweeps=args.sweeps, workers=2, progress=progress, on_row=save))  # (fewer on fewer cores)
+        save(calibrate(sweeps=sweeps, workers=2, progress=progress, on_row=save))  # (fewer on fewer cores)
     if "sass" in wanted:
         result["sass"] = _merge("sass", result.get("sass", []), _bench_sass(list(recipes) or None, progress))
         from scaling.bench import versions
@@ -504,7 +506,7 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
         bench.bench_train(device, families=_items(args.families, FAMILIES), sizes=_items(args.sizes, "40M,160M"),
                           recipes=recipes or bench.TRAIN_RECIPES, steps=4 if args.steps is None else args.steps,
                           batch=args.batch,
-                          accumulate=args.accumulate, compile_mode=args.compile_mode,
+                          accumulate=args.accumulate, compile_mode=args.compile_mode or "default",
                           earlier=earlier, progress=progress, on_row=save_rows)
     if "stages" in gpu:
         progress("stages, once each inside the profiler's range:")
