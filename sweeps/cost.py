@@ -91,8 +91,10 @@ ROW_FIELDS = {
     "cpu": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
             "cpu_ratio_vs_bf16": ("a number", _number, False)},
 }
-# The header's fields the targets read, null in a file no GPU measured: (what it must be, its test)
-HEADER_FIELDS = {"copy_gbps": ("a number", _number)}
+# The header's fields the targets and `scaling bench` read, null (or absent) where nothing measured
+# them: (what it must be, its test)
+HEADER_FIELDS = {"copy_gbps": ("a number", _number), "cpu_machine": ("an object", lambda v: isinstance(v, dict)),
+                 "sass_versions": ("an object", lambda v: isinstance(v, dict))}
 
 
 def check_fields(bench: dict, path: str | Path, option: str) -> None:

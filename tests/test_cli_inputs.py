@@ -235,6 +235,18 @@ def test_bench_targets_refuses_a_header_copy_rate_of_another_kind(tmp_path, caps
     assert path.read_text() == content
 
 
+@pytest.mark.parametrize("header, argv", [('"cpu_machine": "AMD EPYC", "cpu": []', ["quantizer", "--recipes", "nvfp4"]),
+                                          ('"sass_versions": "3.6", "sass": []', ["sass", "--recipes", "nvfp4"])])
+def test_bench_refuses_a_machine_header_that_is_no_object(tmp_path, capsys, no_benchmarks, header, argv):
+    """The header naming the CPU or Triton of a file's rows, edited into text, stopped `bench quantizer`
+    and `bench sass --out` on an AttributeError's traceback."""
+    path = tmp_path / "edited.json"
+    path.write_text(f"{{{header}}}")
+    field = header.split('"')[1]
+    _refused(["bench", *argv, "--out", str(path)], capsys, f"edited.json's {field} must be an object (or null)")
+    assert path.read_text() == f"{{{header}}}" and no_benchmarks == []
+
+
 @pytest.mark.parametrize("row, said", [
     ('{"recipe": "nvfp4", "family": "nanochat", "size": "160M", "ratio_vs_bf16": "fast"}',
      'train row 1: its ratio_vs_bf16 must be a number, and it has "fast"'),
