@@ -616,3 +616,20 @@ def test_an_empty_out_file_is_a_new_one(tmp_path, monkeypatch, capsys):
     assert main(["bench", "fit", "--out", str(out)]) == 0, capsys.readouterr().err
     bench = json.loads(out.read_text())
     assert bench["fit"]["points"] == 1 and bench["device"] is None and bench["kernels"] == []
+
+
+def test_out_after_an_equals_sign_expands_its_tilde(tmp_path, monkeypatch, capsys):
+    """`--out=~/x.json` (no shell expands a ~ after '='): check_output checked the home folder's path and
+    the file went to a folder named '~' under the working directory; bench targets found no such file."""
+    import fits.bench
+    from scaling.cli import main
+
+    monkeypatch.setattr(fits.bench, "bench_fit", lambda: {"points": 1, "bootstrap": 0, "workers": 1, "wall_s": 1.0,
+                                                          "ms_per_replicate": 0.0, "truth": {}, "params": {},
+                                                          "ci95": {}})
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "fit", "--out=~/x.json"]) == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "home" / "x.json").read_text())["fit"]["points"] == 1
+    assert not (tmp_path / "~").exists()
+    assert main(["bench", "targets", "--out=~/x.json"]) == 0, capsys.readouterr().err

@@ -171,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
     from scaling.files import check_output, write_json_atomic
 
     wanted = list(dict.fromkeys(args.what))
+    if args.out:  # (`--out=~/x.json`, which no shell expands: check_output checked ~'s, and ./~/x.json was written)
+        args.out = args.out.expanduser()
     recipes = _items(args.recipes, "")
     dims = _check_args(args, wanted, recipes)  # before any benchmark runs, so a typo costs nothing
     recipes = _one_per_name(args.recipes, recipes)
