@@ -327,6 +327,24 @@ def test_fit_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, c
     assert "groups" in json.loads(earlier.read_text())
 
 
+def test_fit_and_report_out_after_an_equals_sign_expand_its_tilde(tmp_path, monkeypatch, capsys):
+    """`--out=~/fits.json` (no shell expands a ~ after '='): check_output checked the home folder's path,
+    and the file was written under a folder named '~' in the working folder."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.chdir(tmp_path)
+    base = [str(EXAMPLE_RESULTS), "--bootstrap", "0", "--json"]
+    assert main(["fit", *base, "--starts", "1", "--out=~/fits.json"]) == 0
+    assert (tmp_path / "home" / "fits.json").is_file()
+    import reports
+
+    built = []  # (the report's own build takes ~13 s: what matters here is the folder it is given)
+    monkeypatch.setattr(reports, "build", lambda source, out, **kw: built.append(Path(out)) or {})
+    assert main(["report", *base, "--out=~/report"]) == 0
+    capsys.readouterr()
+    assert built == [tmp_path / "home" / "report"] and not (tmp_path / "~").exists()
+
+
 # --- scaling sweep collect ----------------------------------------------------------------------
 
 @pytest.fixture

@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
                         f"from `scaling sweep collect {args.results}`, or run `scaling report {args.results} --out DIR` "
                         "on a sweep folder")
     if args.out:  # before the fit, so a fit is never lost to an unwritable --out
-        check_output(args.out, folder=False, suffix=".json")
+        args.out = check_output(args.out, folder=False, suffix=".json")  # (expanded: `--out=~/f.json`)
         _refuse_other_json(args.out)
     from fits.table import read_file
 

@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.diagnostics:  # before the fits, not as a paragraph of the report they made
         _check_diagnostics(args.diagnostics)
-    check_output(args.out, folder=True)
-    summary = build(args.source, args.out, baseline=args.baseline, law=args.law, bootstrap=args.bootstrap,
+    out = check_output(args.out, folder=True)  # (expanded: `--out=~/report`, which no shell expands)
+    summary = build(args.source, out, baseline=args.baseline, law=args.law, bootstrap=args.bootstrap,
                     diagnostics=args.diagnostics, columns=args.columns, seed=args.seed, title=args.title)
     if args.json:
         print_json(summary)
