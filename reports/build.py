@@ -199,7 +199,7 @@ def _test_words(pen: dict) -> str:
 
 
 def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
-    from fits.penalty import left_out, no_penalty_reason  # (fits imported where used: `import reports` stays light)
+    from fits.penalty import MIN_REPLICATES, left_out, no_penalty_reason  # (fits imported where used: `import reports` stays light)
 
     s = Section("Verdict")
     penalty, skipped = fitted.get("penalty", {}), fitted.get("skipped", {})
@@ -211,6 +211,9 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
              if p.get("n_replicates", fitted["bootstrap"]) < fitted["bootstrap"]]  # replicates whose fits failed
     intervals = (f"intervals are 95% bootstrap intervals over {fitted['bootstrap']} replicates that resample whole runs"
                  + (f" (of which fitted: {', '.join(short)})" if short else "")
+                 + (f", too few for their 2.5% ends to be more than the extreme replicates (a 95% interval needs at "
+                    f"least {MIN_REPLICATES}: `--bootstrap`), so they are rough and no recipe is judged"
+                    if fitted["bootstrap"] < MIN_REPLICATES else "")
                  if fitted["bootstrap"] else "no bootstrap ran (`--bootstrap 0`), so there are no intervals and no "
                  "recipe is judged")
     s.add(Paragraph(

@@ -513,6 +513,8 @@ def test_report_from_sweep_dir(tmp_path):
     text = html_lib.unescape(re.sub(r"<[^>]+>", "", html))
     for recipe in ("nvfp4", "mxfp4"):  # the verdict the CLI prints is the one in the report
         assert summary["verdicts"][recipe]["sentence"] in text
+    # 16 replicates: the report's "95% bootstrap intervals" said so without a word on how few that is
+    assert "over 16 replicates that resample whole runs, too few" in text and "needs at least 40" in text
     md = (out / "report.md").read_text()
     assert "![penalty_vs_compute](figures/penalty_vs_compute.png)" in md
     assert md.startswith("# FP4 scaling report: fp4-ladder\n")  # the sweep's name, not its folder's
