@@ -539,6 +539,31 @@ def test_cli_missing_arguments_and_foreign_run_dir(tmp_path, capsys):
     assert "holds a different run" in capsys.readouterr().err
 
 
+def test_an_out_folder_inside_another_run_is_refused(tmp_path, capsys):
+    """--out RUN/lightning/version_0 (it holds only a metrics.csv, a run's file name) trained a new run
+    there, replacing the other run's per-step log with its own validation curve."""
+    other = tmp_path / "other"
+    log = other / "lightning" / "version_0" / "metrics.csv"
+    log.parent.mkdir(parents=True)
+    log.write_text("train_loss,step\n")
+    (other / "config.json").write_text(_config(seed=5).to_json())
+    (other / "data.json").write_text("{}")
+    cfg = tmp_path / "c.json"
+    cfg.write_text(_config().to_json())
+    for out in (log.parent, other / "checkpoints" / "new"):
+        assert main(["train", "--config", str(cfg), "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert f"--out {out} lies inside the folder of another run, {other}; " in err, err
+        assert f"such as {tmp_path / 'run'}" in err
+    assert log.read_text() == "train_loss,step\n" and sorted(p.name for p in log.parent.iterdir()) == ["metrics.csv"]
+    assert not (other / "checkpoints").exists()
+    # a folder that merely holds a config.json of some other program is no run
+    (tmp_path / "config.json").write_text("{}")
+    from scaling.commands.train import check_not_foreign
+
+    check_not_foreign(tmp_path / "fresh")
+
+
 @pytest.mark.parametrize("text, said", [
     ("[1, 2]", "a run config is a JSON object of named fields (family, size, recipe, tokens, ...), not list"),
     ("null", "a run config is a JSON object of named fields (family, size, recipe, tokens, ...), not null"),

@@ -160,9 +160,14 @@ def check_not_foreign(run_dir: Path) -> None:
     """Refuse an --out folder that holds no run (no config.json) but other things: a sweep's folder
     (runs/demo), the working directory (--out .), a folder of one's own. The run's files would be
     written among them (its config.json at a sweep's top, beside its sweep.json), or a checkpoint
-    of another program's resumed."""
+    of another program's resumed. Also a folder inside another run's folder (`_enclosing_run`)."""
     from scaling.errors import UserError
 
+    outer = _enclosing_run(run_dir)
+    if outer is not None:  # its lightning/version_0 holds a metrics.csv (a run's file name), which the run replaced
+        raise UserError(f"--out {run_dir} lies inside the folder of another run, {outer}; a run's folder holds that "
+                        f"run alone (its own files would be overwritten): pass a folder outside it, such as "
+                        f"{_unused(outer.parent / 'run')}")
     if not run_dir.is_dir() or (run_dir / "config.json").exists():
         return  # (a folder with a run's config.json is train's to check: the same run, or refused)
     foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()
@@ -172,6 +177,16 @@ def check_not_foreign(run_dir: Path) -> None:
         raise UserError(f"--out {run_dir} holds no run but other files ({shown}); a run writes its config.json, "
                         f"metrics.csv, checkpoints/ and more into its own folder: pass a new or empty folder, "
                         f"such as {_unused(run_dir / 'run')}")
+
+
+def _enclosing_run(run_dir: Path) -> Path | None:
+    """The run folder that run_dir lies inside (a parent holding a run's config.json or job.json and
+    another of a run's files), or None."""
+    for folder in run_dir.absolute().parents:
+        names = {name for name in RUN_FILES if (folder / name).exists()}
+        if names & {"config.json", "job.json"} and len(names) >= 2:
+            return folder
+    return None
 
 
 def _unused(path: Path) -> Path:
