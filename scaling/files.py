@@ -61,6 +61,17 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
+def remove_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the temp files `atomic_path(path)` left beside `path` when its process was killed
+    mid-write (SIGKILL: no cleanup runs); returns them. Only for a caller that knows no other process
+    writes `path` now (a run's files under its lock)."""
+    path = Path(path)
+    stale = sorted(path.parent.glob(f".{path.name}.*.tmp"))
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+    return stale
+
+
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)

@@ -42,7 +42,8 @@ from scaling import kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences
 from scaling.errors import UserError
-from scaling.files import atomic_path, checkpoint_path, checkpoint_problem, write_atomic, write_json_atomic
+from scaling.files import (atomic_path, checkpoint_path, checkpoint_problem, remove_stale_temps, write_atomic,
+                           write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
@@ -544,7 +545,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     """Train one run in `run_dir` (resuming from its checkpoint) and return the result record.
 
     Returns the existing record if result.json exists. Raises `Preempted` after saving a checkpoint
-    when SIGUSR1/SIGTERM arrives; any other exception leaves no result.json."""
+    when SIGUSR1/SIGTERM arrives; any other exception leaves no result.json. Its callers (`scaling
+    train`, a sweep's job) hold the run's lock: the temp files of a killed process's writes are removed."""
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
     config = config.resolved()
@@ -590,6 +592,10 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
             enable_progress_bar=any(isinstance(c, StepBar) for c in shown),
             enable_model_summary=False, deterministic=False,
         )
+        # a process killed while writing a checkpoint (SIGKILL after SLURM's grace period) left its temp
+        # file, as large as a checkpoint, beside it; this process holds the run's lock, so none is being written
+        for name in (run.checkpoint_path, run_dir / "metrics.csv", result_path):
+            remove_stale_temps(name)
         ckpt = run.checkpoint_path if run.checkpoint_path.exists() else None
         if ckpt is not None:
             check_checkpoint(ckpt)

@@ -152,6 +152,22 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     assert val(run_dir) == val(ref_dir)
 
 
+def test_a_checkpoint_half_written_by_a_killed_process_is_removed_on_resume(tmp_path):
+    """SIGKILL while a checkpoint was being written left its temp file (as large as a checkpoint: GBs
+    at 160M) in checkpoints/ for good, one more at each such kill; the resume removes it and goes on
+    from last.ckpt."""
+    config = _config(tokens=4 * 4 * 64, eval_interval=2, checkpoint_interval=2)
+    run_dir = tmp_path / "run"
+    first = train(config, run_dir, progress=False)
+    (run_dir / "result.json").unlink()  # killed after its last checkpoint, in the next one's write
+    stale = [run_dir / "checkpoints" / ".last.ckpt.k1ll3d.tmp", run_dir / ".result.json.h4lf.tmp"]
+    for path in stale:
+        path.write_bytes(b"PK\x03\x04 half")
+    assert train(config, run_dir, progress=False)["val_loss"] == first["val_loss"]
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["last.ckpt"]
+    assert not any(p.exists() for p in stale)
+
+
 @pytest.mark.parametrize("sig, code, said", [
     (signal.SIGUSR1, PREEMPTED_EXIT_CODE, "preempted: received SIGUSR1"),  # SLURM, before preempting: requeue
     (signal.SIGINT, 130, "interrupted: received SIGINT"),  # Ctrl-C
