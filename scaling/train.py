@@ -551,9 +551,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     result_path = run_dir / "result.json"
     config = config.resolved()
     check_run_dir(config, run_dir)
-    precision = _precision(config)  # a precision this machine cannot run: before anything is made
-    if result_path.exists():
+    if result_path.exists():  # (a finished GPU run's record is read on any machine)
         return _finished_record(result_path)
+    precision = _precision(config)  # a precision this machine cannot run: before anything is made
     wall_start = time.perf_counter()
     # the code this process imports now is what trains: a commit or pull into the checkout during the run
     # must not relabel it (read at the end, it did)

@@ -168,6 +168,19 @@ def test_a_checkpoint_half_written_by_a_killed_process_is_removed_on_resume(tmp_
     assert not any(p.exists() for p in stale)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CPU machine's refusal of a GPU precision")
+def test_a_finished_gpu_run_is_read_on_a_cpu(tmp_path):
+    """A finished run under --precision bf16-mixed, relaunched on a CPU machine (a login node, to read
+    its record) was refused as 'precision bf16-mixed needs a GPU' though nothing was to be trained."""
+    run_dir = tmp_path / "run"
+    train(_config(tokens=2 * 4 * 64, eval_interval=2), run_dir, progress=False)
+    on_gpu = _config(tokens=2 * 4 * 64, eval_interval=2, precision="bf16-mixed").resolved()
+    (run_dir / "config.json").write_text(on_gpu.to_json())
+    record = {**json.loads((run_dir / "result.json").read_text()), "run_id": on_gpu.run_id}
+    (run_dir / "result.json").write_text(json.dumps(record))
+    assert train(on_gpu, run_dir, progress=False) == record
+
+
 @pytest.mark.parametrize("sig, code, said", [
     (signal.SIGUSR1, PREEMPTED_EXIT_CODE, "preempted: received SIGUSR1"),  # SLURM, before preempting: requeue
     (signal.SIGINT, 130, "interrupted: received SIGINT"),  # Ctrl-C
