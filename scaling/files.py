@@ -61,6 +61,24 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive flock on `.<name>.lock` beside `path` for the block (waiting for it): a writer that
+    reads `path`, changes it and writes it back takes it around all three, so that two processes doing so
+    at once never lose each other's changes. The kernel drops it when its process dies; the lock file
+    stays (removing it would let a waiting process lock a file no longer there)."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, _new_file_mode())
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def remove_stale_temps(path: str | Path) -> list[Path]:
     """Remove the temp files `atomic_path(path)` left beside `path` when its process was killed
     mid-write (SIGKILL: no cleanup runs); returns them. Only for a caller that knows no other process

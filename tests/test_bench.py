@@ -633,3 +633,64 @@ def test_out_after_an_equals_sign_expands_its_tilde(tmp_path, monkeypatch, capsy
     assert json.loads((tmp_path / "home" / "x.json").read_text())["fit"]["points"] == 1
     assert not (tmp_path / "~").exists()
     assert main(["bench", "targets", "--out=~/x.json"]) == 0, capsys.readouterr().err
+
+
+def test_calls_writing_one_file_at_once_keep_each_others_rows(tmp_path, monkeypatch):
+    """Two `scaling bench` calls into one --out lost rows: each read the file at its start and wrote it
+    whole (at its end, or after each row), so `bench quantizer` and `bench fit` side by side left the
+    fit alone. Each write merges this call's rows into what the file holds then, under its lock."""
+    import fits.bench
+    import fits.calibration
+    from scaling import bench
+    from scaling.cli import main
+
+    out = tmp_path / "cc.json"
+    out.write_text(json.dumps({"notes": ["a note"]}))
+    monkeypatch.setattr(bench, "bench_cpu_quantizer", lambda recipes, **kw: [
+        {"recipe": "nvfp4", "operand": "fprop.x", "tokens": 1, "d": 128, "reference_ms": 1.0}])
+    quantizer = ["bench", "quantizer", "--recipes", "nvfp4", "--dims", "128", "--out", str(out)]
+
+    def bench_fit():  # another call writes the file while this one measures
+        assert main(quantizer) == 0
+        return {"points": 1}
+
+    def calibrate(sweeps, on_row, **kw):
+        rows = [{"grid": "3x3", "sweeps": sweeps}]
+        on_row(rows)
+        data = json.loads(out.read_text())  # (a row of the file's replaced meanwhile: this call's wins)
+        data["quantizer"][0]["reference_ms"] = 2.0
+        data["calibration"][0]["reject_5pct"] = "theirs"
+        out.write_text(json.dumps(data))
+        return rows + [{"grid": "4x4", "sweeps": sweeps}]
+
+    monkeypatch.setattr(fits.bench, "bench_fit", bench_fit)
+    monkeypatch.setattr(fits.calibration, "calibrate", calibrate)
+    assert main(["bench", "fit", "calibration", "--json", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["fit"] == {"points": 1} and data["notes"] == ["a note"]
+    assert [(r["recipe"], r["reference_ms"]) for r in data["quantizer"]] == [("nvfp4", 2.0)]
+    assert [r["grid"] for r in data["calibration"]] == ["3x3", "4x4"]
+    assert "reject_5pct" not in data["calibration"][0]  # this call's row of that key wins
+    assert data["cpu_machine"] == bench.cpu_header() and data["device"] is None
+
+
+def test_a_bench_write_waits_for_the_files_lock(tmp_path):
+    """The file is written under an exclusive flock on `.<name>.lock` beside it, taken before it is re-read."""
+    import fcntl
+    import threading
+
+    from scaling.commands.bench import _save
+
+    out = tmp_path / "cc.json"
+    out.write_text(json.dumps({"fit": {"points": 1}}))
+    with open(tmp_path / ".cc.json.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        writer = threading.Thread(target=_save, args=(out, {}, {"quantizer": [{"recipe": "nvfp4"}]}))
+        writer.start()
+        writer.join(0.3)
+        assert writer.is_alive() and "quantizer" not in out.read_text()
+        out.write_text(json.dumps({"fit": {"points": 2}}))  # written meanwhile by the lock's holder
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        writer.join(5)
+    data = json.loads(out.read_text())
+    assert data["fit"] == {"points": 2} and data["quantizer"] == [{"recipe": "nvfp4"}]

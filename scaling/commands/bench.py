@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="+", choices=SECTIONS,
                         help="which benchmarks to run (sass compiles every tile of each recipe's kernels for sm_90: "
                              "~2-3 min per recipe on 2 CPU cores; --recipes narrows it)")
-    parser.add_argument("--out", type=Path, help="JSON file to write (sections not run are kept from it); "
+    parser.add_argument("--out", type=Path, help="JSON file to write (each write merges this call's rows into "
+                        "what it holds then, under a lock: sections not run, and rows other calls wrote, are kept); "
                         "targets: the file checked (default reports/bench/h200.json)")
     parser.add_argument("--recipes", help="comma-separated recipes (default: per section)")
     parser.add_argument("--families", help="train, profile, cpu: model families (default: nanochat,llama2; "
@@ -106,17 +107,50 @@ def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
     return [r for r in old if key(r) not in fresh] + new
 
 
-def _row_saver(result: dict, section: str, stamp: dict, out: Path | None):
-    """(a callback taking the section's rows this call measured so far, which merges them, each with the
-    stamp, into result and saves it to out at once; the section's rows before this call)."""
-    from scaling.files import write_json_atomic
+def _merged(base: dict, fresh: dict) -> dict:
+    """`fresh` (what this call measured: each section's rows, and the other keys it set) merged into `base`
+    (the file as it is now): its rows replace those of the same key (ROW_KEYS) and are added after the
+    others; its other keys (a GPU call's header: device, date, versions, copy_gbps; cpu_machine,
+    sass_versions, calibration_provenance, fit) replace the file's; everything else the file holds is kept
+    as it is now (sections, rows and headers another call wrote meanwhile, the hand-written `notes`).
+    Every file keeps issue 7's keys (`_file_keys`), and a GPU call's (one that set `device`) a GPU file's
+    layout (bench.py's docstring)."""
+    merged = {**_file_keys(), **base}
+    if "device" in fresh:
+        merged = {"profile": [], **merged}
+    if "copy_gbps" in fresh:
+        _keep_copy(merged)
+    for key, value in fresh.items():
+        merged[key] = _merge(key, merged.get(key, []), value) if key in ROW_KEYS else value
+    return merged
 
+
+def _save(out: Path | None, result: dict, fresh: dict) -> None:
+    """The one way `scaling bench` writes its file: under the lock beside `out` (`scaling.files.locked`),
+    re-read it, merge `fresh` into it (`_merged`) and write it atomically, so calls writing one file at
+    once (a 10-minute `bench calibration` beside a `bench fit`) never lose each other's rows; a file
+    damaged meanwhile is refused, never overwritten. Without out, `fresh` is merged into `result` alone.
+    Either way `result` becomes the merged file (what the tables and targets read)."""
+    from scaling.files import locked, write_json_atomic
+
+    if out:
+        with locked(out):
+            merged = _merged(_read(out) if out.is_file() and out.stat().st_size else {}, fresh)
+            write_json_atomic(out, merged)
+    else:
+        merged = _merged(result, fresh)
+    result.clear()
+    result.update(merged)
+
+
+def _row_saver(result: dict, fresh: dict, section: str, stamp: dict, out: Path | None):
+    """(a callback taking the section's rows this call measured so far, which saves them, each with the
+    stamp, at once (`_save`); the section's rows before this call)."""
     earlier = list(result.get(section, []))
 
     def save(rows: list[dict]) -> None:
-        result[section] = _merge(section, earlier, [{**r, **stamp} for r in rows])
-        if out:
-            write_json_atomic(out, result)
+        fresh[section] = [{**r, **stamp} for r in rows]
+        _save(out, result, fresh)
     return save, earlier
 
 
@@ -162,13 +196,14 @@ def _bench_sass(recipes: list[str] | None, progress) -> list[dict]:
 
 
 def _file_keys() -> dict:
-    """The keys every benchmark file holds (issue 7: "so scripts can read every file"), unmeasured."""
+    """The keys every benchmark file holds (issue 7: "so scripts can read every file"), unmeasured: null (or
+    no rows) where no GPU section measured (a file of cpu, quantizer, sass, fit or calibration results alone)."""
     return {"device": None, "date": None, "versions": None, "copy_gbps": None, "kernels": [], "linear": [], "train": []}
 
 
 def run(args: argparse.Namespace) -> int:
     from scaling.console import print_json
-    from scaling.files import check_output, write_json_atomic
+    from scaling.files import check_output
 
     wanted = list(dict.fromkeys(args.what))
     if args.out:  # (`--out=~/x.json`, which no shell expands: check_output checked ~'s, and ./~/x.json was written)
@@ -182,24 +217,23 @@ def run(args: argparse.Namespace) -> int:
     only_targets = wanted == ["targets"]  # reads the file, writes nothing
     if args.out and not only_targets:
         check_output(args.out, folder=False, suffix=".json")
-    # Every file keeps issue 7's keys, so that a script reads any of them alike: null (or no rows) where
-    # no GPU section measured (a file of cpu, quantizer, sass, fit or calibration results alone)
+    # The file as this call starts (the refusals below and train's earlier rows read it); what it writes is
+    # merged into the file as it is then (`_save`)
     # (an empty file is a new one, as check_output takes it: `mktemp --suffix .json`; targets reads it as it is)
     merge = args.out and args.out.exists() and (only_targets or args.out.stat().st_size)
     result: dict = {**_file_keys(), **(_read(args.out) if merge else {})}
-    if gpu:  # a GPU file's layout (bench.py's docstring), whichever of its sections run now
-        result = {"profile": [], **result}
 
     def progress(line: str) -> None:
         if not args.json:
             print(line, flush=True)
 
     _same_machine(result, wanted, args.out)  # (before any section runs: a refusal costs nothing)
-    _run_cpu_sections(args, wanted, recipes, dims, result, progress)
+    fresh: dict = {}  # what this call measures, merged into the file as it is when saved (`_save`)
+    _run_cpu_sections(args, wanted, recipes, dims, result, fresh, progress)
     if gpu:
-        _run_gpu_sections(args, gpu, recipes, dims, result, progress)
-    if args.out and not only_targets:
-        write_json_atomic(args.out, result)
+        _run_gpu_sections(args, gpu, recipes, dims, result, fresh, progress)
+    if not only_targets:
+        _save(args.out, result, fresh)
     checked = _targets(result if args.out else None, args.out) if "targets" in wanted else None
     if args.json:
         print_json({"targets": checked[0]} if only_targets else
@@ -212,42 +246,43 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...], dims: dict,
-                      result: dict, progress) -> None:
-    """The sections that need no GPU (fit, calibration, sass, cpu, quantizer), into result."""
+                      result: dict, fresh: dict, progress) -> None:
+    """The sections that need no GPU (fit, calibration, sass, cpu, quantizer), into fresh (result: the
+    file as this call read it)."""
     if "fit" in wanted:
         from fits.bench import bench_fit  # the fits helper's benchmark (no torch)
 
-        result["fit"] = bench_fit()
+        fresh["fit"] = bench_fit()
     if "calibration" in wanted:
         from fits.calibration import calibrate
 
         sweeps = 40 if args.sweeps is None else args.sweeps
         progress(f"calibration of the kappa = 0 test, {sweeps} synthetic sweeps per case:")
-        result["calibration_provenance"] = provenance = _provenance()
+        fresh["calibration_provenance"] = provenance = _provenance()
         # each case saved as it ends (the whole takes ~10 minutes on 2 cores), stamped: a run cut short
         # leaves the earlier call's other cases, from other code
-        save, _ = _row_saver(result, "calibration", {"measured": provenance["date"],
-                                                     "git_commit": provenance["git_commit"]}, args.out)
+        save, _ = _row_saver(result, fresh, "calibration", {"measured": provenance["date"],
+                                                            "git_commit": provenance["git_commit"]}, args.out)
         save(calibrate(sweeps=sweeps, workers=2, progress=progress, on_row=save))  # (fewer on fewer cores)
     if "sass" in wanted:
-        result["sass"] = _merge("sass", result.get("sass", []), _bench_sass(list(recipes) or None, progress))
+        fresh["sass"] = _bench_sass(list(recipes) or None, progress)
         from scaling.bench import versions
 
-        result["sass_versions"] = versions()
+        fresh["sass_versions"] = versions()
     if "cpu" in wanted or "quantizer" in wanted:
         from scaling import bench
 
-        result["cpu_machine"] = machine = bench.cpu_header()
+        fresh["cpu_machine"] = machine = bench.cpu_header()
         progress(f"{machine['cpu']}, {machine['threads']} threads"
                  + (f", quantizer: {machine['quantizer']}" if "quantizer" in wanted else ""))
     if "cpu" in wanted:
         rows = bench.bench_cpu(families=_items(args.families, FAMILIES), sizes=_items(args.sizes, "1M"),
                                recipes=recipes or ("bf16", "nvfp4"), steps=8 if args.steps is None else args.steps,
                                progress=progress)
-        result["cpu"] = _merge("cpu", result.get("cpu", []), rows)
+        fresh["cpu"] = rows
     if "quantizer" in wanted:
         rows = bench.bench_cpu_quantizer(recipes=recipes or ("nvfp4",), dims=dims["quantizer"], progress=progress)
-        result["quantizer"] = _merge("quantizer", result.get("quantizer", []), rows)
+        fresh["quantizer"] = rows
 
 
 def _check_gpu(gpu: list[str], wanted: list[str]) -> None:
@@ -473,9 +508,9 @@ def device_file(name: str) -> str:
 
 
 def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[str, ...], dims: dict,
-                      result: dict, progress) -> None:
-    """The GPU sections, into result; with --out each finished row is saved at once, so a run cut
-    short (a time limit) keeps what it measured."""
+                      result: dict, fresh: dict, progress) -> None:
+    """The GPU sections, into fresh (result: the file as this call read it); with --out each finished row
+    is saved at once, so a run cut short (a time limit) keeps what it measured."""
     import torch
 
     _check_gpu(gpu, gpu)
@@ -483,23 +518,23 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
 
     device = torch.device("cuda")
     _same_device(result, torch.cuda.get_device_name(device), args.out)
-    _keep_copy(result)
-    result.update(bench.header(device))
-    progress(f"{result['device']}: copy {result['copy_gbps']:.0f} GB/s")
+    header = bench.header(device)  # (the file's rows without their own copy_gbps keep its old one: `_merged`)
+    fresh.update(header)
+    progress(f"{header['device']}: copy {header['copy_gbps']:.0f} GB/s")
 
     import scaling
 
     # each row this call measures names when and from what code (a file's rows come from many calls)
-    stamp = {"measured": result["date"], "git_commit": scaling.git_commit()}
+    stamp = {"measured": header["date"], "git_commit": scaling.git_commit()}
 
     def saver(section: str):
-        return _row_saver(result, section, stamp, args.out)
+        return _row_saver(result, fresh, section, stamp, args.out)
 
     if "kernels" in gpu:
         bench.bench_kernels(device, recipes=list(recipes) or None, progress=progress, on_row=saver("kernels")[0],
-                            copy=result["copy_gbps"])
+                            copy=header["copy_gbps"])
     if "loss" in gpu:
-        result["loss"] = _merge("loss", result.get("loss", []), bench.bench_loss(device, progress=progress))
+        fresh["loss"] = bench.bench_loss(device, progress=progress)
     if "linear" in gpu:
         bench.bench_linear(device, dims=dims["linear"], recipes=recipes or bench.LINEAR_RECIPES, progress=progress,
                            on_row=saver("linear")[0], top=args.top or 0)
