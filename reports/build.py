@@ -231,18 +231,37 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     return s
 
 
-def _params_table(groups: dict, keys: tuple[str, ...] = LAW_PARAMS) -> Table:
-    present = [k for k in keys if any(k in g["params"] for g in groups.values())]
-    rows = []
-    for name, g in sorted(groups.items()):
+def _params_table(fitted: dict, baseline: str) -> Table:
+    """The fitted laws' parameters, a row per group. Under the Quartet law with a baseline, the other recipes have no
+    law of their own: they share the baseline's A, B, E, α, β, γ (cells '= bf16', as `scaling fit` prints them) and
+    differ by their constant effN, effD only, shown beside it (every row repeated the baseline's law, which read as
+    a bug)."""
+    groups, law = fitted["groups"], fitted["law"]
+    shared = {name for name, g in groups.items() if law == "quartet" and "effN_const" in g["params"]}
+    present = [k for k in LAW_PARAMS if any(k in g["params"] for g in groups.values())]
+    efficiency = ("effN_const", "effD_const") if shared else ()
+    rows = []  # (the baseline's row first where the others share its law)
+    for name, g in sorted(groups.items(), key=lambda item: (item[0] in shared, item[0])):
         row: list[Any] = [name]
         for k in present:
             v = g["params"].get(k)
-            row.append(f"{fmt(v)} {_ci(g.get('ci95', {}), k)}".strip() if v is not None else None)
+            row.append(f"= {baseline}" if name in shared else
+                       f"{fmt(v)} {_ci(g.get('ci95', {}), k)}".strip() if v is not None else None)
+        for k in efficiency:
+            v = g["params"].get(k)
+            row.append(f"{fmt(v)} {_ci(g.get('ci95', {}), k)}".strip() if v is not None else 1.0)
         row += [g.get("n_points"), g.get("n_runs"), g.get("objective")]
         rows.append(tuple(row))
-    return Table(("recipe", *present, "points", "runs", "objective"), tuple(rows),
-                 "Fitted law parameters, 95% bootstrap intervals in brackets; objective: the Huber loss at the optimum.")
+    caption = ("Fitted law parameters, 95% bootstrap intervals in brackets; objective: the Huber loss at the optimum."
+               if not shared else
+               f"Fitted law parameters, 95% bootstrap intervals in brackets. Under the Quartet law the recipes share the "
+               f"law fitted on {literal(baseline)} (its row) and differ only by their efficiencies: a recipe's law is that "
+               f"one at N·effN and D·effD, with effN and effD fitted while the law is held fixed ({literal(baseline)}'s are "
+               "1). Here effN and effD are constant (the Quartet paper's quantities); the curves drawn are the growth "
+               "model's, whose efficiencies vary as N^κN and D^κD (Parameter and data efficiency). Objective: the Huber "
+               f"loss at the optimum of the row's fit ({literal(baseline)}'s law; another recipe's effN and effD).")
+    return Table(("recipe", *present, *("effN", "effD")[:len(efficiency)], "points", "runs", "objective"),
+                 tuple(rows), caption)
 
 
 def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
@@ -267,7 +286,7 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
                        f"thin lines: the fitted {fitted['law']} law along {along}; thick line: its compute-optimal "
                        f"frontier" + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1 else ".")
                  + off_note + unfitted))
-    s.add(_params_table(fitted["groups"]))
+    s.add(_params_table(fitted, baseline))
     warnings = fit_warnings(fitted)
     if warnings:
         s.add(Paragraph("**Fit warnings** (read the laws and the verdicts with care): "

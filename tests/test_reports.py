@@ -705,6 +705,41 @@ def test_sections_say_why_there_is_no_penalty(tmp_path):
             in verdict_sentence("nvfp4", in_family, "bf16", 100))
 
 
+def _quartet_fits(bootstrap: int = 8) -> dict:
+    """A fits.json under --law quartet: the recipes share bf16's law (their params repeat it) and add effN, effD."""
+    law = {"A": 379.1, "B": 660.0, "E": 1.591, "alpha": 0.34, "beta": 0.268, "gamma": 1.025}
+    ci = {k: ([0.9 * v, 1.1 * v] if bootstrap else [math.nan, math.nan]) for k, v in law.items()}
+
+    def recipe(effN, effD):
+        eff = {"effN": effN, "effD": effD, "kappaN": 0.01, "kappaD": -0.02, "N0": 5e6, "D0": 5e8,
+               "effN_const": effN, "effD_const": effD}
+        return {"params": {**law, **eff}, "n_points": 12, "n_runs": 12, "objective": 3e-5,
+                "ci95": {**ci, **{k: ([0.9 * v, 1.1 * v] if bootstrap else [math.nan, math.nan]) for k, v in eff.items()}}}
+
+    return {"law": "quartet", "baseline": "bf16", "bootstrap": bootstrap,
+            "groups": {"mxfp4": recipe(0.64, 0.76), "bf16": {"params": law, "ci95": ci, "n_points": 12, "n_runs": 12,
+                                                             "objective": 7e-6}, "nvfp4": recipe(0.88, 0.93)}}
+
+
+def test_under_the_quartet_law_the_parameters_table_shows_the_shared_law_once_and_each_recipes_efficiencies():
+    """Under --law quartet every recipe's row repeated the baseline's A..γ and intervals (the recipes share its law),
+    which read as a bug; what differs, effN and effD, was only in a later section."""
+    from reports.build import _params_table
+
+    table = _params_table(_quartet_fits(), "bf16")
+    assert table.columns == ("recipe", "A", "B", "E", "alpha", "beta", "gamma", "effN", "effD", "points", "runs",
+                             "objective")
+    (base, *recipes) = table.rows
+    assert base[0] == "bf16" and base[1] == "379.1 [341.2, 417]" and base[7:9] == (1.0, 1.0)
+    assert [r[0] for r in recipes] == ["mxfp4", "nvfp4"]
+    for r in recipes:
+        assert r[1:7] == ("= bf16",) * 6
+    assert recipes[0][7:9] == ("0.64 [0.576, 0.704]", "0.76 [0.684, 0.836]")
+    assert "share the law fitted on bf16" in table.caption
+    chinchilla = _params_table({**_quartet_fits(), "law": "chinchilla"}, "bf16")  # each recipe's own law: as it was
+    assert "effN" not in chinchilla.columns and "= bf16" not in {c for r in chinchilla.rows for c in r}
+
+
 def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
     from reports.build import verdict_sentence
 
