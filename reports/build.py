@@ -119,6 +119,16 @@ def _interval(pair, digits: int = 4) -> str:
     return f"[{_short(lo)}, {_short(hi)}]"
 
 
+CI = "95% CI"  # a table's column of intervals
+
+
+def _intervals_table(columns: tuple[str, ...], rows: list, caption: str, bootstrap: int) -> Table:
+    """A table with interval columns (CI); with no bootstrap there are none, and its CI columns are left out
+    (they read '[—, —]' in one table and blank in another; the verdict's opening says no bootstrap ran)."""
+    keep = [i for i, c in enumerate(columns) if bootstrap or c != CI]
+    return Table(tuple(columns[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in rows), caption)
+
+
 def _short(x) -> str:
     """Three significant digits, for numbers inside sentences: 0.500, 1.00, 784 (not '784.'), 0 (not '0.00':
     an interval's end that underflowed is none of 3 digits' precision; the tables say 0 too)."""
@@ -150,18 +160,22 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int, runs
         words += f" (by more than {pen['margin']:.0%} per decade of compute, at 95%{alone})"
     text = f"**{literal(recipe)}**: the penalty against {literal(baseline)} {words}"
     rpd = pen.get("ratio_per_decade", {})
-    text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))} {_interval(rpd.get('ci95'), 3)} per "
+
+    def ci(pair) -> str:  # with no bootstrap, no interval: no '[—, —]' after every number (the verdict's opening says why)
+        return f" {_interval(pair, 3)}" if bootstrap else ""
+
+    text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))}{ci(rpd.get('ci95'))} per "
              f"decade of compute (likelihood-ratio test of no growth: {_test_words(pen)})")
     m, g = pen.get("multiplier"), pen.get("gap")
     if m and g:
         # m(C) = the baseline's compute for the recipe's loss at C, over C: below 1, the recipe's compute
         # is worth less than the baseline's.
         # ("it reaches the loss bf16 reaches with 0.59× of that compute" read as well as the recipe needing less)
-        text += (f". At C = {m['C'][0]:.2g} FLOP, {literal(baseline)} reaches this recipe's loss with {_short(m['value'][0])}× "
-                 f"{_interval(m['ci95'][0], 3)} of that compute, at {m['C'][1]:.2g} FLOP with "
-                 f"{_short(m['value'][1])}× {_interval(m['ci95'][1], 3)}; its loss gap at equal compute is "
-                 f"{g['value'][0]:+.3g} {_interval(g['ci95'][0], 3)} and {g['value'][1]:+.3g} "
-                 f"{_interval(g['ci95'][1], 3)} nats/token there")
+        text += (f". At C = {m['C'][0]:.2g} FLOP, {literal(baseline)} reaches this recipe's loss with {_short(m['value'][0])}×"
+                 f"{ci(m['ci95'][0])} of that compute, at {m['C'][1]:.2g} FLOP with "
+                 f"{_short(m['value'][1])}×{ci(m['ci95'][1])}; its loss gap at equal compute is "
+                 f"{g['value'][0]:+.3g}{ci(g['ci95'][0])} and {g['value'][1]:+.3g}"
+                 f"{ci(g['ci95'][1])} nats/token there")
     aside = not_fitted(runs, recipe) if runs is not None else None
     return text + "." + (f" Not in its fit: {aside}." if aside else "")
 
@@ -240,21 +254,22 @@ def _params_table(fitted: dict, baseline: str) -> Table:
     shared = {name for name, g in groups.items() if law == "quartet" and "effN_const" in g["params"]}
     present = [k for k in LAW_PARAMS if any(k in g["params"] for g in groups.values())]
     efficiency = ("effN_const", "effD_const") if shared else ()
+
+    def cell(g: dict, k: str) -> str:  # with no bootstrap, no brackets
+        return f"{fmt(g['params'][k])} {_ci(g.get('ci95', {}), k) if fitted['bootstrap'] else ''}".strip()
+
     rows = []  # (the baseline's row first where the others share its law)
     for name, g in sorted(groups.items(), key=lambda item: (item[0] in shared, item[0])):
         row: list[Any] = [name]
         for k in present:
-            v = g["params"].get(k)
-            row.append(f"= {baseline}" if name in shared else
-                       f"{fmt(v)} {_ci(g.get('ci95', {}), k)}".strip() if v is not None else None)
+            row.append(f"= {baseline}" if name in shared else cell(g, k) if g["params"].get(k) is not None else None)
         for k in efficiency:
-            v = g["params"].get(k)
-            row.append(f"{fmt(v)} {_ci(g.get('ci95', {}), k)}".strip() if v is not None else 1.0)
+            row.append(cell(g, k) if g["params"].get(k) is not None else 1.0)
         row += [g.get("n_points"), g.get("n_runs"), g.get("objective")]
         rows.append(tuple(row))
-    caption = ("Fitted law parameters, 95% bootstrap intervals in brackets; objective: the Huber loss at the optimum."
-               if not shared else
-               f"Fitted law parameters, 95% bootstrap intervals in brackets. Under the Quartet law the recipes share the "
+    intervals = "95% bootstrap intervals in brackets" if fitted["bootstrap"] else "no intervals (no bootstrap ran)"
+    caption = (f"Fitted law parameters, {intervals}; objective: the Huber loss at the optimum." if not shared else
+               f"Fitted law parameters, {intervals}. Under the Quartet law the recipes share the "
                f"law fitted on {literal(baseline)} (its row) and differ only by their efficiencies: a recipe's law is that "
                f"one at N·effN and D·effD, with effN and effD fitted while the law is held fixed ({literal(baseline)}'s are "
                "1). Here effN and effD are constant (the Quartet paper's quantities); the curves drawn are the growth "
@@ -307,9 +322,10 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
         return s.omit("Not computed. " + literal(no_penalty_reason(fitted, baseline)))
     path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
     s.add(Figure(path, f"Left: the compute multiplier, {literal(baseline)}'s compute that reaches the recipe's loss divided by the "
-                       f"recipe's compute. Right: the loss gap to {literal(baseline)} at equal compute. Line: the fit; shaded: the 95% "
-                       "bootstrap band (cut at the axes when it is very wide: the tables give its ends); solid over "
-                       "the recipe's compute range in the data, dotted beyond. The curves are the growth model's, "
+                       f"recipe's compute. Right: the loss gap to {literal(baseline)} at equal compute. Line: the fit; "
+                       + ("shaded: the 95% bootstrap band (cut at the axes when it is very wide: the tables give its ends)"
+                          if fitted["bootstrap"] else "no band (no bootstrap ran)")
+                       + "; solid over the recipe's compute range in the data, dotted beyond. The curves are the growth model's, "
                        f"which gives each recipe {literal(baseline)}'s loss floor E: a recipe whose penalty is a higher floor "
                        "shows as growth, and its dotted extrapolation carries that model's assumption."))
     rows = []
@@ -318,16 +334,17 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
         for j, where in enumerate(m["where"]):
             rows.append((recipe, where, m["C"][j], m["value"][j], _interval(m["ci95"][j]), g["value"][j],
                          _interval(g["ci95"][j])))
-    s.add(Table(("recipe", "where", "C (FLOP)", "multiplier", "95% CI", "loss gap (nats)", "95% CI"), tuple(rows),
-                "The multiplier and the loss gap at the ends of the data's compute range and of the extrapolation."))
+    s.add(_intervals_table(("recipe", "where", "C (FLOP)", "multiplier", CI, "loss gap (nats)", CI), rows,
+                           "The multiplier and the loss gap at the ends of the data's compute range and of the "
+                           "extrapolation.", fitted["bootstrap"]))
     rows = [(r, p["verdict"], p["ratio_per_decade"]["value"], _interval(p["ratio_per_decade"]["ci95"]),
              p["kappaN"]["value"], _interval(p["kappaN"]["ci95"]), p["kappaD"]["value"], _interval(p["kappaD"]["ci95"]),
              p["p_value"], p["p_adjusted"]) for r, p in sorted(fitted["penalty"].items())]
-    s.add(Table(("recipe", "verdict", "multiplier ratio per decade", "95% CI", "κN", "95% CI", "κD", "95% CI", "p (κ = 0)",
-                 "p, Holm-adjusted"),
-                tuple(rows), "What decides the verdict: how the multiplier changes per decade of compute, the growth "
-                             "exponents of effN and effD, and the likelihood-ratio test of κN = κD = 0 (the verdict "
-                             "reads its p Holm-adjusted over the recipes judged together)."))
+    s.add(_intervals_table(("recipe", "verdict", "multiplier ratio per decade", CI, "κN", CI, "κD", CI, "p (κ = 0)",
+                            "p, Holm-adjusted"),
+                           rows, "What decides the verdict: how the multiplier changes per decade of compute, the growth "
+                                 "exponents of effN and effD, and the likelihood-ratio test of κN = κD = 0 (the verdict "
+                                 "reads its p Holm-adjusted over the recipes judged together).", fitted["bootstrap"]))
     return s
 
 
@@ -402,8 +419,8 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
         "fixed while effN and effD are fitted per recipe (constant efficiencies, as in the Quartet paper). "
         "κN and κD are the growth model's exponents, effN(N) ∝ N^κN and effD(D) ∝ D^κD: 0 means constant."
     ))
-    s.add(Table(("recipe", "effN", "95% CI", "effD", "95% CI", "effN·effD", "κN", "95% CI", "κD", "95% CI"), tuple(rows),
-                "effN·effD is the constant model's compute multiplier."))
+    s.add(_intervals_table(("recipe", "effN", CI, "effD", CI, "effN·effD", "κN", CI, "κD", CI), rows,
+                           "effN·effD is the constant model's compute multiplier.", fitted["bootstrap"]))
     return s
 
 

@@ -740,6 +740,34 @@ def test_under_the_quartet_law_the_parameters_table_shows_the_shared_law_once_an
     assert "effN" not in chinchilla.columns and "= bf16" not in {c for r in chinchilla.rows for c in r}
 
 
+def test_without_a_bootstrap_no_number_is_followed_by_brackets(tmp_path, monkeypatch):
+    """--bootstrap 0: the verdict's sentences printed '[—, —]' after every number and the penalty tables had columns
+    of them, while the efficiency table's were blank; there are no intervals, so none is shown anywhere."""
+    import importlib
+
+    b = importlib.import_module("reports.build")  # (the module: `reports.build` is also the function)
+    nan = [math.nan, math.nan]
+    ends = {"C": [1e15, 1e17, 1e19], "where": ["data min", "data max", "100x data max"], "value": [0.5, 0.47, 0.44],
+            "ci95": [nan] * 3}
+    pen = {"verdict": "inconclusive", "undecidable": "no bootstrap", "p_value": 0.26, "p_adjusted": 0.51, "family": 2,
+           "ratio_per_decade": {"value": 0.963, "ci95": nan}, "multiplier": ends, "gap": ends,
+           "kappaN": {"value": -0.1, "ci95": nan}, "kappaD": {"value": 0.07, "ci95": nan}}
+    fitted = {**_quartet_fits(bootstrap=0), "penalty": {"mxfp4": pen}, "bands": {"mxfp4": {}}}
+    sentence = b.verdict_sentence("mxfp4", pen, "bf16", bootstrap=0)
+    assert "×0.963 per decade" in sentence and "with 0.500× of that compute" in sentence and "[" not in sentence
+    monkeypatch.setattr(b.figures, "penalty_vs_compute", lambda *a: tmp_path / "p.png")
+    tables = [b._params_table(fitted, "bf16")]
+    tables += [blk for s in (b.section_penalty(fitted, "bf16", {}, tmp_path), b.section_efficiency(fitted, "bf16"))
+               for blk in s.blocks if isinstance(blk, b.Table)]
+    assert len(tables) == 4
+    for t in tables:
+        assert b.CI not in t.columns and not any("[" in str(c) for r in t.rows for c in r), (t.columns, t.rows)
+    assert "no intervals (no bootstrap ran)" in tables[0].caption
+    with_bootstrap = {**fitted, "bootstrap": 8}
+    assert b.CI in b.section_efficiency(with_bootstrap, "bf16").blocks[-1].columns  # (as it was)
+    assert "[" in b.verdict_sentence("mxfp4", pen, "bf16", bootstrap=8)
+
+
 def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
     from reports.build import verdict_sentence
 
