@@ -475,6 +475,42 @@ def test_infinite_cells_sort_as_infinities_in_the_html():
     assert all(js_number.fullmatch(k) for k in keys), keys
 
 
+SORT_PROBE = """<script>
+window.addEventListener("load", function () {
+  var table = document.querySelector("table.sortable"), ths = table.tHead.rows[0].children, out = [];
+  [1, 1, 2, 2].forEach(function (col) {
+    ths[col].click();
+    out.push(Array.prototype.map.call(table.tBodies[0].rows, function (r) { return r.children[0].textContent; }).join(""));
+  });
+  var pre = document.createElement("pre");
+  pre.id = "sorted";
+  pre.textContent = "sorted " + out.join(" ");
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_the_html_sorts_infinities_intervals_and_blanks_in_order(tmp_path):
+    """Two Infinity cells made the comparator return NaN (Infinity - Infinity), and an interval column ('[10, 20]')
+    sorted as text ('[10' before '[2'). Numbers and intervals (by their first number) sort both ways, equal ones
+    keep their order, text follows, blank and NaN cells come last."""
+    import re
+
+    from reports.document import Document, Section, Table
+    from reports.render import to_html
+
+    rows = (("a", math.inf, "[0.68, 0.76]"), ("b", 1.0, "[10, 20]"), ("c", math.inf, "[2, 3]"), ("d", math.nan, "[—, —]"),
+            ("e", -math.inf, "[−∞, 1]"), ("f", 2.0, "9.5 [9, 12]"), ("g", None, ""), ("h", 1e-4, "text"))
+    page = to_html(Document("t", "", [Section("s", [Table(("name", "x", "ci"), rows)])]))
+    probe = tmp_path / "sort.html"
+    probe.write_text(page.replace("</body>", SORT_PROBE + "</body>"))
+    dom = chromium(_chromium(), tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()).stdout
+    found = re.search(r'<pre id="sorted">sorted (\w+) (\w+) (\w+) (\w+)</pre>', dom)
+    assert found, dom[-500:]
+    # x up, x down (the two infinities a, c equal: kept in order), ci up, ci down ('text' after the numbers)
+    assert found.groups() == ("ehbfacdg", "acfbhedg", "eacfbhdg", "bfcaehdg"), found.groups()
+
+
 def test_report_from_sweep_dir(tmp_path):
     from reports import build
 
