@@ -855,7 +855,7 @@ def test_the_loss_figures_caption_says_why_a_recipe_has_no_law(tmp_path, monkeyp
     runs = pl.DataFrame(rows, schema=["recipe", "N", "D", "loss"], orient="row").with_columns(
         C=6 * pl.col("N") * pl.col("D"), status=pl.lit("completed"), run_id=pl.int_range(len(rows)).cast(pl.Utf8))
     reason = "group 'fp4' has 1 point from 1 run; a chinchilla fit needs at least 8 points (5 parameters) from 3 runs"
-    fitted = {"law": "chinchilla", "skipped": {"fp4": reason},
+    fitted = {"law": "chinchilla", "bootstrap": 100, "skipped": {"fp4": reason},
               "groups": {"bf16": {"params": {k: LAW[k] for k in ("A", "B", "E", "alpha", "beta")}, "n_points": 12,
                                   "n_runs": 12, "objective": 0.0}}}
     section = section_loss_vs_compute(Study(source=Path("t.csv"), runs=runs), fitted, "bf16",
