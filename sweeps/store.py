@@ -744,11 +744,13 @@ def collect_runs(sweep_dir: Path) -> Collected:
     records, recipe_files, points, waiting = [], {}, {}, []
     for d in sweep_run_dirs(sweep_dir, plan):
         r = read_json(d / "result.json")
-        problem = record_problem(r, d.name) if r is not None else "not a JSON object" if (d / "result.json").exists() else None
+        problem = _result_problem(d, r)  # (the judgement status makes of a failed run's record: one place)
         if problem:  # written atomically, so not by a crash: edited or damaged
             from scaling.errors import UserError
 
-            raise UserError(f"{d / 'result.json'} is not a result record ({problem}); restore it, or remove it "
+            # (a file read as no JSON object is said so, not with the parser's words, as collect always said it)
+            said = "not a JSON object" if r is None else problem
+            raise UserError(f"{d / 'result.json'} is not a result record ({said}); restore it, or remove it "
                             "and relaunch the sweep to train that run again")
         if r is None or RESULT_STATES[r["status"]] not in ("done", "diverged"):
             waiting.append((d, read_json(d / "job.json"), r))  # its status: once the queue is known, below
