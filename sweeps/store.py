@@ -385,6 +385,13 @@ class RunStatus:
     def progress_label(self) -> str:
         return "unknown" if self.progress is None else f"{self.progress:.0%}"
 
+    @property
+    def relaunch_resumes(self) -> bool:
+        """A relaunch resumes it from its checkpoint and goes on: resumable, and no damaged checkpoint (it fails
+        on it), no damaged result.json (no kill or crash stopped it) and no error (met again). The label's
+        "(resumable)" and `status`'s count of such runs, both."""
+        return self.resumable and not (self.checkpoint_damaged or self.result_damaged or self.error)
+
     def state_label(self) -> str:
         """The state as `status --runs` and a report's list of unfinished runs say it."""
         if self.checkpoint_damaged:
@@ -393,7 +400,7 @@ class RunStatus:
             return "failed (result.json damaged: a relaunch moves it aside and trains the run again)"
         if self.error:
             return "failed (stopped on an error)"
-        if self.resumable:
+        if self.relaunch_resumes:
             return f"{self.state} (resumable)"
         if self.waiting:
             return f"queued ({self.waiting})"

@@ -380,7 +380,7 @@ def _status(args: argparse.Namespace) -> int:
     if errors:
         print(f"{count(len(errors), 'failed run')} stopped on an error, which a relaunch meets again until it is "
               "fixed: " + _first_ten([f"{r.run_id} (SLURM job {r.job_id}): {r.error}" for r in errors]))
-    resumable = sum(r.resumable and not r.result_damaged and not r.error for r in st.runs)  # (those: the notes around)
+    resumable = sum(r.relaunch_resumes for r in st.runs)  # (the others: the notes around; as --runs labels them)
     if resumable:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
               f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
