@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Iterable
 
 import torch
 import torch.nn as nn
@@ -542,6 +543,17 @@ def convert(model: nn.Module, recipe: Recipe, seed: int = 0) -> nn.Module:
                         setattr(parent, name, QLinear.from_linear(child, recipe, layer_index, seed))
                     layer_index += 1
     return model
+
+
+def check_model(recipe: Recipe, depth: int, linears: Iterable[tuple[int, int]], where: str) -> None:
+    """Refuse, before the model is built (a sweep's plan, a benchmark's sections), a model of `depth` blocks
+    whose block linears (`linears`: (fan_in, fan_out) each) the recipe cannot quantize: its blocks
+    (`check_blocks`), then each shape (`check_shape`). A bf16 recipe fits any (convert leaves it alone)."""
+    if not recipe.is_quantized:
+        return
+    check_blocks(recipe, depth, where)
+    for fan_in, fan_out in sorted(set(linears)):
+        check_shape(recipe, fan_in, fan_out, where)
 
 
 def check_blocks(recipe: Recipe, depth: int, where: str = "this model") -> None:

@@ -306,7 +306,7 @@ def _check_models(args: argparse.Namespace, wanted: list[str], recipes: tuple[st
     only when its turn came, after the rows before it had taken their minutes (and were not saved)."""
     from models import model_size
     from scaling import bench
-    from scaling.linear import check_blocks, check_shape
+    from scaling.linear import check_model
     from scaling.recipes import get_recipe
 
     for section, (families, sizes, default_recipes) in MODEL_DEFAULTS.items():
@@ -321,13 +321,9 @@ def _check_models(args: argparse.Namespace, wanted: list[str], recipes: tuple[st
                     flag = "--families" if "family" in str(e) else "--sizes"
                     raise UserError(f"{flag} {getattr(args, flag[2:])}: {e}") from None
                 for name in names:
-                    recipe = get_recipe(name)
-                    if not recipe.is_quantized:
-                        continue
+                    recipe = get_recipe(name)  # (an unknown name: its own error, not this check's)
                     try:
-                        check_blocks(recipe, m.depth, f"{family} {size}")
-                        for fan_in, fan_out in sorted(set(m.block_linears)):
-                            check_shape(recipe, fan_in, fan_out, f"{family} {size}")
+                        check_model(recipe, m.depth, m.block_linears, f"{family} {size}")
                     except UserError as e:
                         raise UserError(f"bench {section}: {e}; or drop that size (--sizes) or recipe (--recipes)") from None
 
