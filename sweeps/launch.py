@@ -206,8 +206,10 @@ def check_sweep_dir(path: str | Path, flag: str = "sweep dir") -> Path:
     return path
 
 
-def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]]]:
-    """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json."""
+def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False) -> tuple[list, dict[str, list[str]]]:
+    """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json. `submission`: the caller holds
+    the sweep's submission lock (`slurm_submission`, exclusive), so no other launch is submitting into it: a job
+    record with no job id is a killed launch's (failed), not one whose sbatch is under way."""
     configs = spec.runs()
     check_same_spec(configs, sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -218,7 +220,7 @@ def pending(spec: SweepSpec, sweep_dir: Path) -> tuple[list, dict[str, list[str]
     queue = slurm_queue_for([sweep_dir / c.run_id for c in configs])
     todo, skipped = [], {}
     for c in configs:
-        state = run_state(sweep_dir / c.run_id, queue)
+        state = run_state(sweep_dir / c.run_id, queue, others_submitting=False if submission else None)
         if state in ("failed", "missing"):
             todo.append(c)
         else:
@@ -342,10 +344,21 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
         check_local_gpus(spec)
     chunk = max_array_size() if executor == "slurm" else 0  # also: is there a cluster at all?
     prepare_data(spec, progress)
+    if executor == "slurm":
+        # one SLURM launch at a time plans and submits into a sweep folder: a second one waits, then finds the
+        # first's runs queued (planned beside it, it read those of arrays not yet submitted as missing: twice)
+        def waiting() -> None:
+            if progress:
+                print(f"waiting for another launch into {sweep_dir} to finish submitting", flush=True)
+
+        sweep_dir.mkdir(parents=True, exist_ok=True)  # (the lock's folder)
+        with slurm_submission(sweep_dir, waiting):
+            todo, skipped = pending(spec, sweep_dir, submission=True)
+            return _launch_runs(spec, executor, sweep_dir, todo, skipped, progress, chunk)
     todo, skipped = pending(spec, sweep_dir)
     # held while this launch lives: its runs waiting for a slot read `missing`, and status must not say
     # "launch again" meanwhile (a SLURM launch returns once submitted: squeue says what is queued)
-    with local_launch(sweep_dir) if executor == "local" else contextlib.nullcontext():
+    with local_launch(sweep_dir):
         return _launch_runs(spec, executor, sweep_dir, todo, skipped, progress, chunk)
 
 
@@ -503,11 +516,12 @@ def slurm_executor(spec: SweepSpec, folder: Path) -> submitit.SlurmExecutor:
 
 def _launch_slurm(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool,
                   chunk: int) -> None:  # fmt: skip
+    """Submit `todo` in arrays of `chunk`, under the sweep's submission lock (`launch` holds it: status reads a run
+    whose job id sbatch has not yet given as queued)."""
     chunk = max(1, chunk)
     ex = slurm_executor(spec, sweep_dir / ".submitit")
-    with slurm_submission(sweep_dir):  # (status reads a run whose job id sbatch has not yet given as queued)
-        for start in range(0, len(todo), chunk):
-            _submit_part(ex, todo, start, chunk, sweep_dir, report, progress)
+    for start in range(0, len(todo), chunk):
+        _submit_part(ex, todo, start, chunk, sweep_dir, report, progress)
 
 
 def _submit_part(ex: submitit.SlurmExecutor, todo: list, start: int, chunk: int, sweep_dir: Path, report: LaunchReport,

@@ -27,7 +27,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from scaling.console import count
 from scaling.files import checkpoint_path, checkpoint_problem, write_atomic, write_json_atomic
@@ -138,7 +138,7 @@ def _held_elsewhere(path: Path, mode: int) -> bytes | None:
 
 
 LAUNCH_LOCK = "launch.lock"  # at a sweep folder's top: held by each local launch into it while it lives
-SUBMIT_LOCK = "submit.lock"  # at a sweep folder's top: held by each SLURM launch into it while it submits
+SUBMIT_LOCK = "submit.lock"  # at a sweep folder's top: held by a SLURM launch into it from its plan through its sbatch
 
 
 @contextlib.contextmanager
@@ -165,14 +165,26 @@ def launching(sweep_dir: Path) -> bool:
     return _held_elsewhere(Path(sweep_dir) / LAUNCH_LOCK, fcntl.LOCK_EX) is not None
 
 
-def slurm_submission(sweep_dir: Path) -> contextlib.AbstractContextManager[None]:
-    """Hold the sweep's submission lock for the block: while sbatch is under way its runs' job records have
-    no job id yet, and must read queued, not failed (`run_state`)."""
-    return _hold_shared(Path(sweep_dir) / SUBMIT_LOCK)
+@contextlib.contextmanager
+def slurm_submission(sweep_dir: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the sweep's submission lock (exclusive) for the block, a SLURM launch's plan and submission: while
+    sbatch is under way its runs' job records have no job id yet, and must read queued, not failed (`run_state`);
+    and a second SLURM launch into the sweep waits here until the first has submitted, then finds its runs queued
+    (held shared, from the first sbatch on, a second launch read the runs of arrays the first had not reached yet
+    as missing, and both submitted them). `waiting`: called once where another launch holds the lock."""
+    fd = os.open(Path(sweep_dir) / SUBMIT_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if not _take(fd):  # (retried a few ms: a `submitting` probe holds it for microseconds)
+            if waiting is not None:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def submitting(sweep_dir: Path) -> bool:
-    """Whether a SLURM launch into the sweep is submitting now (`slurm_submission`'s shared lock)."""
+    """Whether a SLURM launch into the sweep is submitting now (`slurm_submission`'s lock)."""
     return _held_elsewhere(Path(sweep_dir) / SUBMIT_LOCK, fcntl.LOCK_EX) is not None
 
 
@@ -235,9 +247,11 @@ _UNREAD: Any = object()  # run_state's records not passed in: it reads them itse
 
 
 def run_state(run_dir: Path, queue: dict[str, QueuedJob] | None, result: dict | None = _UNREAD,
-              job: dict | None = _UNREAD) -> str:
+              job: dict | None = _UNREAD, others_submitting: bool | None = None) -> str:
     """One of STATES for a run directory (queue: `slurm_queue()`, fetched once per sweep; result and
-    job: its result.json and job.json where the caller has read them, None where there is none)."""
+    job: its result.json and job.json where the caller has read them, None where there is none;
+    others_submitting: whether a SLURM launch is submitting into the sweep, None to ask its lock (`submitting`):
+    False from the launch that holds it, whose own lock is no other launch's sbatch under way)."""
     run_dir = Path(run_dir)
     result = read_json(run_dir / "result.json") if result is _UNREAD else result
     if result is not None:  # (a damaged record is no result: a relaunch moves it aside and trains the run)
@@ -249,7 +263,8 @@ def run_state(run_dir: Path, queue: dict[str, QueuedJob] | None, result: dict | 
         return "running" if queue[job["job_id"]].state in ("RUNNING", "COMPLETING") else "queued"
     if job and job.get("job_id") and queue is None and job.get("executor") == "slurm":
         return "queued"  # no squeue here: trust the record rather than submit twice
-    if job and not job.get("job_id") and job.get("executor") == "slurm" and submitting(run_dir.parent):
+    if job and not job.get("job_id") and job.get("executor") == "slurm" and (
+            submitting(run_dir.parent) if others_submitting is None else others_submitting):
         return "queued"  # sbatch is under way: the job id comes when it answers (a launcher killed meanwhile: failed)
     return "failed" if job else "missing"
 

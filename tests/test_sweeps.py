@@ -1749,7 +1749,7 @@ def test_a_run_being_submitted_reads_queued_not_failed(tmp_path, monkeypatch):
     import sweeps.store
     from sweeps import launch as launch_mod
     from sweeps.launch import LaunchReport, _launch_slurm, pending
-    from sweeps.store import run_state
+    from sweeps.store import run_state, slurm_submission
 
     monkeypatch.setattr(sweeps.store, "slurm_queue", lambda: {})  # (no cluster: the jobs are in no queue)
     spec = load(tmp_path, overrides=("grid.seed=0",))
@@ -1768,10 +1768,13 @@ def test_a_run_being_submitted_reads_queued_not_failed(tmp_path, monkeypatch):
             return types.SimpleNamespace(job_id="9_0", paths=types.SimpleNamespace(stdout=tmp_path / "9_0_0_log.out"))
 
     monkeypatch.setattr(launch_mod, "slurm_executor", lambda spec, folder: Submitting())
-    _launch_slurm(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "slurm", 1), False, 10)
+    with slurm_submission(sweep_dir):  # (as `launch` holds it)
+        _launch_slurm(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "slurm", 1), False, 10)
     assert seen == ["queued"]
     sweeps.store.write_json(run_dir / "job.json", {"executor": "slurm", "job_id": None})  # its launcher killed mid-sbatch
     assert run_state(run_dir, {}) == "failed"
+    with slurm_submission(sweep_dir):  # a relaunch, under its own lock, submits it again
+        assert [c.run_id for c in pending(spec, sweep_dir, submission=True)[0]] == [run_dir.name]
 
 
 def test_a_relaunch_never_overwrites_an_earlier_failed_result(tmp_path):

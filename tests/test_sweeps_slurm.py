@@ -322,6 +322,44 @@ def test_a_launch_stopped_while_sbatch_submits_records_the_jobs(tmp_path):
         subprocess.run(["scancel", "--name", "slurm-stopped"], check=False)
 
 
+def test_two_launches_at_once_submit_each_run_once(tmp_path):
+    """A second SLURM launch into a sweep folder while the first still submits waits for it, then finds every run
+    queued. Before, the runs of the arrays the first had not reached yet (no job record) read missing to the
+    second, and both submitted them."""
+    import sys
+
+    from sweeps.launch import launch, max_array_size
+
+    limit = max_array_size()
+    if limit > 8:
+        pytest.skip(f"MaxArraySize={limit}: this test wants the small limit of .ci/slurm-up")
+    slow = tmp_path / "bin"  # the first launch's sbatch takes a few seconds to answer, as a busy controller's does
+    slow.mkdir()
+    (slow / "sbatch").write_text(f"#!/bin/sh\nsleep 3\nexec {shutil.which('sbatch')} \"$@\"\n")
+    (slow / "sbatch").chmod(0o755)
+    # two arrays; more CPUs than the node has, so that the jobs wait in the queue and never run
+    sets = [f"grid.seed={list(range(limit + 1))}", "executor.slurm.cpus=999", 'name="slurm-twice"']
+    spec = load(tmp_path, *sets)
+    sweep_dir = tmp_path / "runs"
+    first = subprocess.Popen([sys.executable, "-m", "scaling.cli", "sweep", "launch", str(tmp_path / "spec.toml"),
+                              "--executor", "slurm", "--sweep-dir", str(sweep_dir), *(x for s in sets for x in ("--set", s))],
+                             env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"}, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        wait_for("the first array's sbatch", lambda: len(list(sweep_dir.glob("*/job.json"))) == limit, sweep_dir, 60, 0.1)
+        second = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
+        out, _ = first.communicate(timeout=60)
+        assert first.returncode == 0, out
+        assert second.submitted == [] and len(second.skipped["queued"]) == limit + 1, second
+        names = subprocess.run(["squeue", "--me", "-h", "-r", "-n", "slurm-twice", "-o", "%i"], capture_output=True,
+                               text=True).stdout.split()  # fmt: skip
+        assert len(names) == limit + 1, names
+    finally:
+        if first.poll() is None:
+            first.kill()
+        subprocess.run(["scancel", "--name", "slurm-twice"], check=False)
+
+
 def test_status_says_why_slurm_holds_jobs_that_can_never_start(tmp_path):
     """More CPUs than any node has: sbatch takes the jobs and they wait forever; status names squeue's
     reason and the way out instead of an ETA of 'unknown'."""
