@@ -111,3 +111,23 @@ def test_demo_on_slurm_without_its_commands_is_refused_before_any_work(tmp_path,
     assert main(["demo", "--executor", "slurm", "--out", str(tmp_path / "out")]) == 2
     assert "sbatch and srun not found" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_demo_on_slurm_with_json_prints_what_it_submitted(tmp_path, capsys, monkeypatch):
+    """`demo --executor slurm --json` returns once the runs are submitted: it printed nothing on stdout (a script
+    reading its JSON met none). It prints the launch report, its timings and the command to run once all is done."""
+    import json
+
+    import sweeps.launch
+    import scaling.commands.demo as demo
+    from scaling.cli import main
+
+    out = tmp_path / "out"
+    report = sweeps.launch.LaunchReport(str(out), "slurm", 1, submitted=[{"run_id": "abc", "job_id": "7_0"}])
+    monkeypatch.setattr(sweeps.launch, "check_slurm_client", lambda: None)
+    monkeypatch.setattr(sweeps.launch, "launch", lambda spec, **kwargs: report)
+    monkeypatch.setattr(demo, "_diagnostics", lambda spec, out: out / "diagnostics.json")
+    assert main(["demo", "--executor", "slurm", "--out", str(out), "--json", "--set", 'grid.size="0.5M"']) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["launch"]["submitted"] == [{"run_id": "abc", "job_id": "7_0"}]
+    assert summary["then"] == f"scaling report {out} --out {out / 'report'}" and summary["timings"]["sweep_s"] >= 0

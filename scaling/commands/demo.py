@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -135,11 +136,16 @@ def _run(args: argparse.Namespace) -> int:
 
     t = _step(f"3/5 the sweep: {len(runs)} runs")
     with contextlib.redirect_stdout(sys.stderr):  # progress; stdout is the summary's (--json: JSON alone)
-        launch(spec, executor=args.executor, sweep_dir=out, progress=True)
+        launched = launch(spec, executor=args.executor, sweep_dir=out, progress=True)
     timings["sweep_s"] = time.perf_counter() - t
     if args.executor == "slurm":
-        print(f"\nsubmitted to SLURM; when `scaling sweep status {out}` shows every run done, run\n"
-              f"  scaling report {out} --out {out / 'report'}", file=sys.stderr)
+        then = f"scaling report {out} --out {out / 'report'}"
+        print(f"\nsubmitted to SLURM; when `scaling sweep status {out}` shows every run done, run\n  {then}",
+              file=sys.stderr)
+        if args.json:  # (stdout held nothing: a script reading it met no JSON) what was submitted, and what comes next
+            timings["total_s"] = time.perf_counter() - started
+            print_json({"executor": "slurm", "out": str(out), "diagnostics": str(diag),
+                        "launch": dataclasses.asdict(launched), "timings": timings, "then": then})
         return 0
 
     t = _step("4/5 collect")
