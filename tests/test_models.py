@@ -180,3 +180,96 @@ def test_cpu_head_loss_matches_autograds_composition(cap, monkeypatch):
     h.grad = None
     (2.5 * frozen).backward()
     torch.testing.assert_close(h.grad, ref_h.grad, rtol=1e-5, atol=1e-7)
+
+
+def _reference_logits(model: nn.Module, family: str, idx: torch.Tensor) -> torch.Tensor:
+    """The documented forward pass written out from the papers in float64 (no code shared with
+    models/): RMSNorm x/√(mean x² + eps) (Llama-2: learned gain, eps 1e-5; nanochat: no gain, eps
+    of the dtype, also after the embedding), RoPE θ = 10000 on (i, i + D/2) pairs rotated as nanochat
+    does, nanochat's QK-norm after RoPE, masked softmax attention, SwiGLU or ReLU², soft-cap 15."""
+    import torch.nn.functional as F
+
+    w = {k: v.detach().double() for k, v in model.state_dict().items()}
+    V, C = w["embed.weight"].shape
+    H = C // 64
+    B, T = idx.shape
+    ang = torch.outer(torch.arange(T, dtype=torch.float64),
+                      10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    cos, sin = ang.cos(), ang.sin()
+
+    def rms(x, gain=None, eps=None):
+        y = x / torch.sqrt(x.square().mean(-1, keepdim=True) + (eps or torch.finfo(x.dtype).eps))
+        return y if gain is None else y * gain
+
+    def rope(x):  # (B, H, T, 64)
+        x1, x2 = x[..., :32], x[..., 32:]
+        return torch.cat([x1 * cos + x2 * sin, x2 * cos - x1 * sin], -1)
+
+    def attention(x, p, qk_norm):
+        q, k, v = ((x @ w[f"{p}attn.{n}.weight"].T).view(B, T, H, 64).transpose(1, 2) for n in "qkv")
+        q, k = rope(q), rope(k)
+        if qk_norm:
+            q, k = rms(q), rms(k)
+        s = (q @ k.transpose(-1, -2) / 8.0).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        return (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C) @ w[f"{p}attn.o.weight"].T
+
+    x = w["embed.weight"][idx]
+    depth = len(model.blocks)
+    if family == "llama2":
+        for i in range(depth):
+            p = f"blocks.{i}."
+            x = x + attention(rms(x, w[p + "attn_norm.weight"], 1e-5), p, False)
+            h = rms(x, w[p + "mlp_norm.weight"], 1e-5)
+            swiglu = F.silu(h @ w[p + "mlp.gate.weight"].T) * (h @ w[p + "mlp.up.weight"].T)
+            x = x + swiglu @ w[p + "mlp.down.weight"].T
+        return rms(x, w["norm.weight"], 1e-5) @ w["lm_head.weight"].T
+    x = rms(x)
+    for i in range(depth):
+        p = f"blocks.{i}."
+        x = x + attention(rms(x), p, True)
+        x = x + F.relu(rms(x) @ w[p + "mlp.up.weight"].T).square() @ w[p + "mlp.down.weight"].T
+    return 15.0 * torch.tanh(rms(x) @ w["lm_head.weight"].T / 15.0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forward_matches_an_independent_reference(family):
+    """Logits of a micro model (float32, CPU kernels) and of its float64 copy agree with the forward
+    pass written out in float64 from the papers; every weight random (nanochat's zero-initialised
+    output projections and head too, gains away from 1), sequences shorter than the RoPE tables."""
+    torch.manual_seed(0)
+    model = build_model(family, "1M", vocab_size=256, seq_len=48)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(1 + 0.3 * torch.randn_like(p) if "norm" in name else 0.05 * torch.randn_like(p))
+    idx = torch.randint(0, 256, (2, 40))
+    ref = _reference_logits(model, family, idx)
+    torch.testing.assert_close(model(idx).double(), ref, rtol=0, atol=1e-4)  # float32 (logits up to ~10)
+    torch.testing.assert_close(model.double()(idx).double(), ref, rtol=0, atol=1e-4)  # (RoPE tables in float32)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_init_is_the_documented_one(family):
+    """llama2: N(0, 0.02), output projections 0.02/√(2·depth), gains 1; nanochat: embedding N(0, 1),
+    block linears 1/√fan_in · min(1, √(fan_out/fan_in)), output projections and head zero."""
+    torch.manual_seed(0)
+    model = build_model(family, "4M", vocab_size=4096, seq_len=32)
+    depth = len(model.blocks)
+    for name, p in model.named_parameters():
+        if "norm" in name:
+            expected = None
+        elif name.endswith(("attn.o.weight", "mlp.down.weight")):
+            expected = 0.02 / math.sqrt(2 * depth) if family == "llama2" else 0.0
+        elif family == "llama2":
+            expected = 0.02
+        elif name == "embed.weight":
+            expected = 1.0
+        elif name == "lm_head.weight":
+            expected = 0.0
+        else:
+            fan_out, fan_in = p.shape
+            expected = min(1.0, math.sqrt(fan_out / fan_in)) / math.sqrt(fan_in)
+        if expected is None:
+            assert torch.equal(p, torch.ones_like(p)), name
+        else:
+            assert p.std().item() == pytest.approx(expected, rel=0.05, abs=1e-12), name
+            assert abs(p.mean().item()) < 0.05 * expected + 1e-12, name
