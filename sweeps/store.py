@@ -547,15 +547,29 @@ def _run_eta(run_dir: Path, progress: float | None, tokens: int, now: float) -> 
     return (now - holder["started"]) * (1 - progress) / (progress - start) if progress > start else None
 
 
-def relaunch_advice(states: dict[str, int]) -> str:
-    """What to do about a sweep's runs with no result, by how many are in each state (`collect`'s note,
-    a report's list): running and queued runs finish without a relaunch, the others need one."""
-    n, in_flight = sum(states.values()), states.get("running", 0) + states.get("queued", 0)
+def relaunch_advice(runs: Iterable[RunStatus]) -> str:
+    """What to do about a sweep's runs with no result (`collect`'s note, a report's list), by their states:
+    running and queued runs finish without a relaunch; failed runs that stopped on an error (`RunStatus.error`,
+    as `status` says it) meet it again on a relaunch until it is fixed, so they are counted apart; a relaunch
+    trains or resumes the others."""
+    runs = list(runs)
+    n, in_flight = len(runs), sum(r.state in ("running", "queued") for r in runs)
+    erred = sum(bool(r.error) for r in runs)  # (failed runs only)
+    rest = n - in_flight - erred
     if in_flight == n:
         return "they finish without a relaunch"
-    if not in_flight:
-        return "`scaling sweep launch` again trains or resumes them"
-    return f"`scaling sweep launch` again trains or resumes the {n - in_flight} neither running nor queued"
+    said = []
+    if erred:
+        said.append(f"{count(erred, 'failed run')} stopped on an error, which a relaunch meets again until it is fixed "
+                    f"(`scaling sweep status` prints {'it' if erred == 1 else 'each'})")
+    if rest == n:
+        said.append("`scaling sweep launch` again trains or resumes them")
+    elif rest:
+        which = "others" if erred else "neither running nor queued"
+        said.append(f"`scaling sweep launch` again trains or resumes the {rest} {which}")
+    if in_flight and not rest:
+        said.append(f"the {in_flight} running or queued finish without a relaunch")
+    return "; ".join(said)
 
 
 def damaged_checkpoint(run_dir: Path, contents: bool = False) -> str | None:

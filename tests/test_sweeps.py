@@ -823,6 +823,44 @@ def test_status_says_the_error_a_slurm_job_failed_on(tmp_path, monkeypatch, caps
     assert "1 of the failed runs stopped after a checkpoint" in out  # the killed one alone
 
 
+def test_collect_says_a_relaunch_meets_a_failed_runs_error_again(tmp_path, monkeypatch, capsys):
+    """collect's note said "`scaling sweep launch` again trains or resumes them" of every failed run, also of one
+    whose SLURM job stopped on a UserError, which a relaunch meets again until it is fixed: it counts those
+    apart, as status does, and points at status for the error."""
+    import sweeps.store
+    from sweeps.launch import pending
+    from sweeps.store import RunStatus, relaunch_advice, write_json
+
+    monkeypatch.setattr(sweeps.store, "slurm_queue", lambda: {})  # the jobs have left the queue
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    erred, killed, _ = (sweep_dir / c.run_id for c in spec.runs())
+    logs = sweep_dir / ".submitit"
+    logs.mkdir()
+    for d, job in ((erred, "7_0"), (killed, "7_1")):
+        write_json(d / "job.json", {"executor": "slurm", "job_id": job, "log": str(logs / f"{job}_0_log.out")})
+        write_checkpoint(d)
+    (logs / "7_0_0_log.err").write_text("error: recipe file /x/r.toml does not exist\n")
+    (logs / "7_1_0_log.err").write_text("srun: error: vm: task 0: Killed\n")
+    assert main(["sweep", "collect", str(sweep_dir)]) == 0
+    err = capsys.readouterr().err
+    assert "3 runs of the sweep have no result (2 failed, 1 missing)" in err, err
+    assert err.rstrip().endswith(
+        "lists them; 1 failed run stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep "
+        "status` prints it); `scaling sweep launch` again trains or resumes the 2 others"), err
+
+    def run(state, error=None):
+        return RunStatus("r", "nanochat", "0.5M", "bf16", 4096, 0, state, 0.0, None, None, None, error=error)
+
+    assert relaunch_advice([run("failed", "x"), run("failed", "y")]) == (
+        "2 failed runs stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep status` "
+        "prints each)")
+    assert relaunch_advice([run("failed", "x"), run("queued")]) == (
+        "1 failed run stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep status` "
+        "prints it); the 1 running or queued finish without a relaunch")
+
+
 def test_status_says_when_squeue_could_not_be_asked(tmp_path, monkeypatch):
     """Where squeue cannot be run (its controller down), status counts a run with a SLURM job and no result as
     queued, trusting the record (a relaunch must not submit it twice); it said nothing of it, so a job long
