@@ -9,7 +9,8 @@ SLURM: arrays are split to fit the cluster's MaxArraySize. Before a timeout SLUR
 (``--signal``), on preemption SIGTERM: train() checkpoints at the end of the step and raises
 ``Preempted``; the job then takes submitit's own path (its USR2 handler): ``RunJob.checkpoint()``
 resubmits the same run and submitit requeues the job, which resumes from the checkpoint. A
-``scancel`` (SIGTERM too) is told apart (``_cancelled``) and not requeued: a relaunch resumes the run.
+``scancel`` (SIGTERM too) is told apart (``_cancelled``) and not requeued: the job says so in one line and
+exits 75, with no traceback; a relaunch resumes the run.
 Lightning's own SLURM auto-requeue is off in train (it runs with ``LightningEnvironment``), so
 only submitit requeues.
 
@@ -96,7 +97,7 @@ class RunJob(submitit.helpers.Checkpointable):
         """Train the run under its lock (a local worker's entry: it says a UserError itself, and goes on).
         `record`: the executor whose job record (job.json, `_prepare`) to write once the lock is held: a
         local worker's, so that no moment finds the record without the lock (`failed` to `sweep status`)."""
-        from scaling.train import Preempted, train
+        from scaling.train import PREEMPTED_EXIT_CODE, Preempted, train
 
         with run_lock(Path(self.run_dir)) as locked:
             if not locked:
@@ -108,13 +109,17 @@ class RunJob(submitit.helpers.Checkpointable):
                 # progress as a line a minute in the job's log (its stderr is a file: `tail -f` follows a run)
                 return train(self.config, Path(self.run_dir), progress=True)
             except Preempted as e:
+                slurm = os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
+                if slurm and e.signum == signal.SIGTERM and _cancelled():
+                    # the end of this job, said in one line (its log's stderr): a Preempted raised on went to
+                    # submitit, which logged its whole traceback. A SystemExit, as for a UserError: submitit's
+                    # handler lets it by; scancel is SLURM's record of the job's end (CANCELLED)
+                    print(f"cancelled (scancel): {e}; the job is not requeued, and `scaling sweep launch` with the "
+                          "same spec resumes the run", file=sys.stderr, flush=True)
+                    raise SystemExit(PREEMPTED_EXIT_CODE) from None
                 print(f"{e}", flush=True)
-                if os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
-                    if e.signum == signal.SIGTERM and _cancelled():
-                        print("the job was cancelled (scancel), so it is not requeued; its checkpoint stays, and "
-                              "`scaling sweep launch` with the same spec resumes the run", flush=True)
-                    else:
-                        _requeue_through_submitit()
+                if slurm:  # a preemption, a time limit's USR1, `scontrol requeue`: submitit's requeue path
+                    _requeue_through_submitit()
                 raise
 
     def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:

@@ -1164,6 +1164,40 @@ def test_a_slurm_jobs_user_error_is_one_line_in_its_log_and_fails_the_run(tmp_pa
     assert not (run_dir / "result.json").exists() and run_state(run_dir, {}) == "failed"  # its job left the queue
 
 
+def test_a_cancelled_slurm_job_says_so_in_one_line_and_a_preempted_one_still_requeues(tmp_path, monkeypatch, capsys):
+    """A SLURM job cancelled (scancel) after a checkpoint raised `Preempted` on to submitit, which logged its whole
+    traceback before the job's end. It says in one line what happened (the checkpoint's step, that a relaunch
+    resumes) and exits PREEMPTED_EXIT_CODE (a SystemExit: submitit's handler lets it by); a SIGTERM that is no
+    cancel (a preemption, `scontrol requeue`) and a time limit's USR1 still take submitit's requeue path."""
+    import scaling.train
+    from scaling.train import PREEMPTED_EXIT_CODE, Preempted
+    from sweeps import launch as launch_mod
+    from sweeps.launch import RunJob, pending
+
+    (run,) = pending(load(tmp_path, overrides=("grid.seed=0",)), tmp_path / "sweep")[0]
+    run_dir = tmp_path / "sweep" / run.run_id
+    signum = signal.SIGTERM
+
+    def stopped(config, run_dir, progress):
+        raise Preempted(f"received {signal.Signals(signum).name}; checkpoint saved at step 8", signum)
+
+    requeued, cancelled = [], True
+    monkeypatch.setattr(scaling.train, "train", stopped)
+    monkeypatch.setattr(launch_mod, "_cancelled", lambda: cancelled)
+    monkeypatch.setattr(launch_mod, "_requeue_through_submitit", lambda: requeued.append(1))
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
+    with pytest.raises(SystemExit) as ended:
+        RunJob(run, run_dir)()
+    out, err = capsys.readouterr()
+    assert ended.value.code == PREEMPTED_EXIT_CODE and not requeued and out == ""
+    assert err == ("cancelled (scancel): received SIGTERM; checkpoint saved at step 8; the job is not requeued, and "
+                   "`scaling sweep launch` with the same spec resumes the run\n"), err
+    for signum, cancelled in ((signal.SIGTERM, False), (signal.SIGUSR1, True)):  # preempted; at the time limit
+        with pytest.raises(Preempted):  # (submitit's handler exits the process first, in a real job)
+            RunJob(run, run_dir)()
+    assert len(requeued) == 2 and "not requeued" not in "".join(capsys.readouterr())
+
+
 def test_a_slurm_jobs_sigterm_during_its_imports_stops_it_before_training(tmp_path, monkeypatch):
     """A preemption's SIGTERM that reaches a SLURM job while it imports torch and Lightning (before train handles
     signals) went to submitit's handler, which only logs it: the job trained on until SLURM killed it KillWait

@@ -205,6 +205,7 @@ def test_a_cancelled_job_stays_cancelled_and_a_relaunch_resumes_it(finished_swee
     log = job_log(sweep_dir, job_id)
     assert "checkpoint saved at step" in log and "is not requeued" in log, log
     assert "requeueing" not in log, log  # submitit's requeue path was not taken
+    assert "Traceback" not in log, log  # one line says it (`RunJob.run`), not Preempted's traceback
 
     again = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
     assert [s["run_id"] for s in again.submitted] == [run_dir.name]
