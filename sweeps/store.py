@@ -550,22 +550,27 @@ def _run_eta(run_dir: Path, progress: float | None, tokens: int, now: float) -> 
 def relaunch_advice(runs: Iterable[RunStatus]) -> str:
     """What to do about a sweep's runs with no result (`collect`'s note, a report's list), by their states:
     running and queued runs finish without a relaunch; failed runs that stopped on an error (`RunStatus.error`,
-    as `status` says it) meet it again on a relaunch until it is fixed, so they are counted apart; a relaunch
-    trains or resumes the others."""
+    as `status` says it) meet it again on a relaunch until it is fixed, and so do those whose checkpoint is
+    damaged (`RunStatus.checkpoint_damaged`: train refuses to resume from it), so both are counted apart; a
+    relaunch trains or resumes the others."""
     runs = list(runs)
     n, in_flight = len(runs), sum(r.state in ("running", "queued") for r in runs)
     erred = sum(bool(r.error) for r in runs)  # (failed runs only)
-    rest = n - in_flight - erred
+    broken = sum(bool(r.checkpoint_damaged) and not r.error for r in runs)  # (failed runs only)
+    rest = n - in_flight - erred - broken
     if in_flight == n:
         return "they finish without a relaunch"
     said = []
     if erred:
         said.append(f"{count(erred, 'failed run')} stopped on an error, which a relaunch meets again until it is fixed "
                     f"(`scaling sweep status` prints {'it' if erred == 1 else 'each'})")
+    if broken:
+        said.append(f"{count(broken, 'failed run')} {'has' if broken == 1 else 'have'} a damaged checkpoint, which a "
+                    "relaunch fails on until it is moved aside (`scaling sweep status` says how)")
     if rest == n:
         said.append("`scaling sweep launch` again trains or resumes them")
     elif rest:
-        which = "others" if erred else "neither running nor queued"
+        which = ("other" if rest == 1 else "others") if erred or broken else "neither running nor queued"
         said.append(f"`scaling sweep launch` again trains or resumes the {rest} {which}")
     if in_flight and not rest:
         said.append(f"the {in_flight} running or queued finish without a relaunch")

@@ -850,8 +850,9 @@ def test_collect_says_a_relaunch_meets_a_failed_runs_error_again(tmp_path, monke
         "lists them; 1 failed run stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep "
         "status` prints it); `scaling sweep launch` again trains or resumes the 2 others"), err
 
-    def run(state, error=None):
-        return RunStatus("r", "nanochat", "0.5M", "bf16", 4096, 0, state, 0.0, None, None, None, error=error)
+    def run(state, error=None, checkpoint_damaged=None):
+        return RunStatus("r", "nanochat", "0.5M", "bf16", 4096, 0, state, 0.0, None, None, None, error=error,
+                         checkpoint_damaged=checkpoint_damaged)
 
     assert relaunch_advice([run("failed", "x"), run("failed", "y")]) == (
         "2 failed runs stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep status` "
@@ -859,6 +860,11 @@ def test_collect_says_a_relaunch_meets_a_failed_runs_error_again(tmp_path, monke
     assert relaunch_advice([run("failed", "x"), run("queued")]) == (
         "1 failed run stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep status` "
         "prints it); the 1 running or queued finish without a relaunch")
+    # a damaged checkpoint: train refuses to resume from it, so a relaunch fails the run again (it was counted
+    # among the runs a relaunch "trains or resumes")
+    assert relaunch_advice([run("failed", checkpoint_damaged="not a zip archive"), run("failed")]) == (
+        "1 failed run has a damaged checkpoint, which a relaunch fails on until it is moved aside (`scaling sweep "
+        "status` says how); `scaling sweep launch` again trains or resumes the 1 other")
 
 
 def test_status_says_when_squeue_could_not_be_asked(tmp_path, monkeypatch):
