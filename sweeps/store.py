@@ -142,12 +142,17 @@ SUBMIT_LOCK = "submit.lock"  # at a sweep folder's top: held by a SLURM launch i
 
 
 @contextlib.contextmanager
-def _hold_shared(path: Path) -> Iterator[None]:
-    """Hold a shared flock on `path` for the block (the kernel drops it with the process; children do not
-    inherit it)."""
+def _hold(path: Path, exclusive: bool = False, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold a flock on `path` for the block, shared or exclusive, waiting for it (`waiting`: called once where
+    another process holds it exclusively); the kernel drops it with the process, children do not inherit it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        elif not _take(fd):  # (retried a few ms: a probe such as `submitting` holds it for microseconds)
+            if waiting is not None:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
@@ -157,7 +162,7 @@ def local_launch(sweep_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the sweep's launch lock (shared: two launches into one sweep may overlap) for the block: a
     local launch's runs wait for its slots as `missing`, and `status` must not tell the user to launch
     again while one lives."""
-    return _hold_shared(Path(sweep_dir) / LAUNCH_LOCK)
+    return _hold(Path(sweep_dir) / LAUNCH_LOCK)
 
 
 def launching(sweep_dir: Path) -> bool:
@@ -165,22 +170,13 @@ def launching(sweep_dir: Path) -> bool:
     return _held_elsewhere(Path(sweep_dir) / LAUNCH_LOCK, fcntl.LOCK_EX) is not None
 
 
-@contextlib.contextmanager
-def slurm_submission(sweep_dir: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+def slurm_submission(sweep_dir: Path, waiting: Callable[[], None] | None = None) -> contextlib.AbstractContextManager[None]:
     """Hold the sweep's submission lock (exclusive) for the block, a SLURM launch's plan and submission: while
     sbatch is under way its runs' job records have no job id yet, and must read queued, not failed (`run_state`);
     and a second SLURM launch into the sweep waits here until the first has submitted, then finds its runs queued
     (held shared, from the first sbatch on, a second launch read the runs of arrays the first had not reached yet
     as missing, and both submitted them). `waiting`: called once where another launch holds the lock."""
-    fd = os.open(Path(sweep_dir) / SUBMIT_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if not _take(fd):  # (retried a few ms: a `submitting` probe holds it for microseconds)
-            if waiting is not None:
-                waiting()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    return _hold(Path(sweep_dir) / SUBMIT_LOCK, exclusive=True, waiting=waiting)
 
 
 def submitting(sweep_dir: Path) -> bool:
