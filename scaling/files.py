@@ -11,7 +11,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 # A full disk or quota: the errors after which every further write to that file system fails too
 SPACE_ERRORS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name))
@@ -61,22 +61,51 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
+def take_exclusive(fd: int, tries: int = 20) -> bool:
+    """Take the exclusive flock on fd without waiting; False where another process holds it. A probe (`sweep
+    status` asking whether a run or a launch holds its lock) holds it shared for microseconds: a try that
+    meets one is made again a few ms later, so a probe at the wrong moment does not read as a holder."""
+    import fcntl
+    import time
+
+    for i in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if i + 1 < tries:
+                time.sleep(0.005)
+    return False
+
+
 @contextlib.contextmanager
-def locked(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive flock on `.<name>.lock` beside `path` for the block (waiting for it): a writer that
-    reads `path`, changes it and writes it back takes it around all three, so that two processes doing so
-    at once never lose each other's changes. The kernel drops it when its process dies; the lock file
-    stays (removing it would let a waiting process lock a file no longer there)."""
+def held(path: str | Path, exclusive: bool = True, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold a flock on the file `path` (made where missing) for the block, exclusive or shared, waiting for it
+    (`waiting`: called once where another process holds it). The kernel drops it when its process dies, and
+    children do not inherit it; the file stays (removing it would let a waiting process lock a file no longer
+    there)."""
     import fcntl
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, _new_file_mode())
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, _new_file_mode())
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not exclusive:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        elif not take_exclusive(fd):
+            if waiting is not None:
+                waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
+
+
+def locked(path: str | Path) -> contextlib.AbstractContextManager[None]:
+    """Hold an exclusive flock on `.<name>.lock` beside `path` for the block (waiting for it): a writer that
+    reads `path`, changes it and writes it back takes it around all three, so that two processes doing so
+    at once never lose each other's changes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return held(path.parent / f".{path.name}.lock")
 
 
 def remove_stale_temps(path: str | Path) -> list[Path]:

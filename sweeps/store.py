@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from scaling.console import count
-from scaling.files import checkpoint_path, checkpoint_problem, write_atomic, write_json_atomic
+from scaling.files import checkpoint_path, checkpoint_problem, held, take_exclusive, write_atomic, write_json_atomic
 from sweeps.spec import GRID_FIELDS
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
@@ -76,7 +76,7 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
     run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(run_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if not _take(fd):
+        if not take_exclusive(fd):  # (a status probe at that moment is waited out)
             yield False
             return
         holder = {
@@ -92,20 +92,6 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-
-
-def _take(fd: int, tries: int = 20) -> bool:
-    """Take the exclusive lock on fd; False where another process holds it. A `lock_holder` probe (status,
-    a second launch) holds the lock shared for microseconds: a try that meets one is made again a few ms
-    later, so a probe at the wrong moment does not read as a trainer and make the run's job leave it."""
-    for i in range(tries):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if i + 1 < tries:
-                time.sleep(0.005)
-    return False
 
 
 def lock_holder(run_dir: Path) -> dict | None:
@@ -141,28 +127,11 @@ LAUNCH_LOCK = "launch.lock"  # at a sweep folder's top: held by each local launc
 SUBMIT_LOCK = "submit.lock"  # at a sweep folder's top: held by a SLURM launch into it from its plan through its sbatch
 
 
-@contextlib.contextmanager
-def _hold(path: Path, exclusive: bool = False, waiting: Callable[[], None] | None = None) -> Iterator[None]:
-    """Hold a flock on `path` for the block, shared or exclusive, waiting for it (`waiting`: called once where
-    another process holds it exclusively); the kernel drops it with the process, children do not inherit it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if not exclusive:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        elif not _take(fd):  # (retried a few ms: a probe such as `submitting` holds it for microseconds)
-            if waiting is not None:
-                waiting()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def local_launch(sweep_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the sweep's launch lock (shared: two launches into one sweep may overlap) for the block: a
     local launch's runs wait for its slots as `missing`, and `status` must not tell the user to launch
     again while one lives."""
-    return _hold(Path(sweep_dir) / LAUNCH_LOCK)
+    return held(Path(sweep_dir) / LAUNCH_LOCK, exclusive=False)
 
 
 def launching(sweep_dir: Path) -> bool:
@@ -176,7 +145,7 @@ def slurm_submission(sweep_dir: Path, waiting: Callable[[], None] | None = None)
     and a second SLURM launch into the sweep waits here until the first has submitted, then finds its runs queued
     (held shared, from the first sbatch on, a second launch read the runs of arrays the first had not reached yet
     as missing, and both submitted them). `waiting`: called once where another launch holds the lock."""
-    return _hold(Path(sweep_dir) / SUBMIT_LOCK, exclusive=True, waiting=waiting)
+    return held(Path(sweep_dir) / SUBMIT_LOCK, waiting=waiting)
 
 
 def submitting(sweep_dir: Path) -> bool:
