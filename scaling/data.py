@@ -30,6 +30,7 @@ import time
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from glob import glob
+from collections import Counter
 from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
@@ -133,8 +134,9 @@ def _check_column(path: Path, schema, text_column: str) -> None:
             "pass --text-column NAME"
         )
     dtype = schema[text_column]
-    # (Categorical: a dictionary-encoded string column, as pandas' `category` writes it, holds text too)
-    if dtype not in (pl.String, pl.Categorical) and not isinstance(dtype, pl.Enum):
+    # (Categorical: a dictionary-encoded string column, as pandas' `category` writes it, holds text too; Null:
+    # polars' type for a column of nulls only, which holds no document, as a String column of nulls does)
+    if dtype not in (pl.String, pl.Categorical, pl.Null) and not isinstance(dtype, pl.Enum):
         raise UserError(f"{path}: column {text_column!r} is {dtype}, not text; pass --text-column NAME of a string column")
 
 
@@ -148,11 +150,10 @@ def _scan(path: Path, text_column: str):
 
 
 def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
-    """Fail early (before any tokenizer training) on a file that cannot be read or lacks the text column."""
+    """Fail early (before the lock, and before reusing a prepared dir) on a parquet file that cannot be read or
+    lacks the text column: its schema only. Whether each file holds a document is `_check_documents`."""
     for path in paths:
-        if _kind(path) == "jsonl":
-            _check_jsonl(path, text_column)
-        elif _kind(path) == "parquet":
+        if _kind(path) == "parquet":
             import polars as pl  # only here: the cached built-in corpus must load where polars is absent
 
             try:
@@ -161,20 +162,32 @@ def check_sources(paths: Sequence[Path], text_column: str = "text") -> None:
                 raise UserError(_unreadable(path, e)) from None
 
 
-def _check_jsonl(path: Path, text_column: str) -> None:
-    """The check of a JSON-lines file by the reader prepare uses (not polars' schema, inferred from the first
-    1000 rows: rows without the field or with null there, which hold no document, made it refuse the file):
-    the first row whose field is not null must hold a string; a file whose rows never have the field is refused.
-    Reads until that row, so all of a file only where it refuses (or holds no document)."""
-    fields: set[str] = set()
-    for n, row in _jsonl_rows(path, text_column):
-        if row.get(text_column) is not None:
-            _jsonl_text(path, n, text_column, row)
-            return
-        fields.update(row)
-    if fields and text_column not in fields:
-        raise UserError(f"{path} has no {text_column!r} field (fields: {', '.join(sorted(fields))}); "
-                        "pass --text-column NAME")
+def _check_documents(paths: Sequence[Path], text_column: str) -> None:
+    """UserError naming the first file that holds no document (or cannot be read as its format). Reads each
+    file up to its first document: all of it only where it refuses."""
+    for path in paths:
+        if next(read_documents(path, text_column), None) is None:
+            raise UserError(_no_documents(path, text_column))
+
+
+def _no_documents(path: Path, text_column: str) -> str:
+    """Why `path`, which yields no document, yields none, and the fix. Every format alike: a file without
+    a document is refused (a wrong --text-column, an empty export, a shard cut off), while rows without
+    text among documents are skipped and counted (meta.json's skipped_rows)."""
+    kind, fix = _kind(path), "leave the file out"
+    if kind == "txt":
+        return f"{path} holds no document: the file is empty or only whitespace; {fix}"
+    if kind == "jsonl":
+        fields = set().union(*(row for _, row in _jsonl_rows(path, text_column)))
+        if fields and text_column not in fields:
+            return (f"{path} has no {text_column!r} field (fields: {', '.join(sorted(fields))}); "
+                    "pass --text-column NAME")
+    rows = sum(1 for _ in _texts(path, text_column))
+    if rows == 0:
+        return f"{path} holds no document: it has no rows; {fix}"
+    column = "field" if kind == "jsonl" else "column"
+    return (f"{path} holds no document: the {text_column!r} of all its {rows:,} rows is null, missing or blank; "
+            f"{fix}, or pass --text-column NAME of the {column} that holds the text")
 
 
 def _utf8_text(path: Path) -> str:
@@ -192,33 +205,37 @@ def _utf8_text(path: Path) -> str:
 
 def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
     """Yield the non-empty documents of one file, lazily (polars batches of READ_BATCH_ROWS rows)."""
-    import polars as pl
+    return (text for text in _texts(path, text_column) if text is not None)
 
+
+def _texts(path: Path, text_column: str) -> Iterator[str | None]:
+    """Each row's document, or None for a row without one (its text null, missing or blank): the one
+    place that decides what a row without text is, for every format."""
     kind = _kind(path)
     if kind == "txt":  # one document per file: a .txt is a book, a speech, an article
         text = _utf8_text(path)
-        if text.strip():
-            yield text
+        yield text if text.strip() else None
         return
     if kind == "jsonl":
-        yield from _jsonl_documents(path, text_column)
+        yield from _jsonl_texts(path, text_column)
         return
+    import polars as pl
+
     try:
-        batches = _scan(path, text_column).select(pl.col(text_column).cast(pl.String)).drop_nulls().collect_batches(chunk_size=READ_BATCH_ROWS)
+        batches = _scan(path, text_column).select(pl.col(text_column).cast(pl.String)).collect_batches(chunk_size=READ_BATCH_ROWS)
         for batch in batches:
-            yield from (t for t in batch.to_series() if t.strip())
+            yield from (t if t is not None and t.strip() else None for t in batch.to_series())
     except (pl.exceptions.PolarsError, OSError, EOFError) as e:
         raise UserError(_unreadable(path, e)) from None
 
 
-def _jsonl_documents(path: Path, text_column: str) -> Iterator[str]:
-    """The non-empty `text_column` strings of a JSON-lines file, parsed here line by line: polars turns
+def _jsonl_texts(path: Path, text_column: str) -> Iterator[str | None]:
+    """The `text_column` of each row of a JSON-lines file, parsed here line by line: polars turns
     a field that is a number or an object in some rows into its JSON text, which would be trained on
     as prose. A row without the field, or with null, holds no document (as in parquet)."""
     for n, row in _jsonl_rows(path, text_column):
         text = _jsonl_text(path, n, text_column, row)
-        if text and text.strip():
-            yield LONE_SURROGATE.sub("\ufffd", text)
+        yield LONE_SURROGATE.sub("\ufffd", text) if text and text.strip() else None
 
 
 def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
@@ -408,41 +425,41 @@ class _Doc:
     val: bool
 
 
-def _documents(
-    train_paths: list[Path], val_paths: list[Path], text_column: str, val_fraction: float, seed: int, max_docs: int | None
-) -> Iterator[_Doc]:
-    """Every document once, tagged train or val. max_docs caps the documents taken from the train paths."""
+def _documents(train_paths: list[Path], val_paths: list[Path], text_column: str, val_fraction: float, seed: int,
+               max_docs: int | None, skipped: Counter) -> Iterator[_Doc]:
+    """Every document once, tagged train or val; each row without one is counted in skipped["rows"].
+    max_docs caps the documents taken from the train paths."""
     split = not val_paths
-    main = chain.from_iterable(read_documents(p, text_column) for p in train_paths)
+    main = _kept(chain.from_iterable(_texts(p, text_column) for p in train_paths), skipped)
     yield from (_Doc(t, split and in_val(t, val_fraction, seed)) for t in islice(main, max_docs))
     for path in val_paths:
-        yield from (_Doc(t, True) for t in read_documents(path, text_column))
+        yield from (_Doc(t, True) for t in _kept(_texts(path, text_column), skipped))
+
+
+def _kept(texts: Iterable[str | None], skipped: Counter) -> Iterator[str]:
+    for text in texts:
+        if text is None:
+            skipped["rows"] += 1
+        else:
+            yield text
 
 
 def _check_split(train_paths: list[Path], val_paths: list[Path], request: dict) -> None:
-    """UserError, before the tokenizer is trained or anything encoded, where the corpus has no document
-    with text or a split would be empty (one document; a --val-fraction no document's hash falls under;
-    --val files without text). Reads only until it has seen a document of each side, as a normal corpus
-    does within its first few dozen documents; it reads everything only where it is about to refuse."""
+    """UserError, before the tokenizer is trained or anything encoded, where a split would be empty (one
+    document; a --val-fraction no document's hash falls under). Reads only until it has seen a document of
+    each side, as a normal corpus does within its first few dozen documents; it reads everything only where
+    it is about to refuse. (Every file holds a document, `_check_documents`: --val files give both sides.)"""
+    if val_paths:
+        return
     text_column, val_fraction, seed = request["text_column"], request["val_fraction"], request["seed"]
     main = islice(chain.from_iterable(read_documents(p, text_column) for p in train_paths), request["max_docs"])
     shown = ", ".join(request["sources"][:3]) + (" ..." if len(request["sources"]) > 3 else "")
-    if val_paths:
-        if next(main, None) is None:
-            raise UserError(f"no documents with text in {shown}")
-        if next(chain.from_iterable(read_documents(p, text_column) for p in val_paths), None) is None:
-            raise UserError(f"the validation split is empty: the --val files ({', '.join(map(str, val_paths[:3]))}"
-                            f"{' ...' if len(val_paths) > 3 else ''}) hold no documents with text; pass --val files "
-                            "that do, or leave --val out to split SOURCES by --val-fraction")
-        return
     docs, sides = 0, set()
     for text in main:
         docs += 1
         sides.add(in_val(text, val_fraction, seed))
         if len(sides) == 2:
             return
-    if docs == 0:
-        raise UserError(f"no documents with text in {shown}")
     capped = f" (--max-docs {docs})" if docs == request["max_docs"] else ""
     if docs == 1:
         raise UserError(f"the corpus ({shown}) is a single document{capped}: the split takes whole documents (a .txt "
@@ -637,7 +654,9 @@ def _source_names(paths: list[Path]) -> list[str]:
 def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[Path], tokenizer_path, progress: bool) -> dict:
     start = time.perf_counter()
     text_column, val_fraction, seed = request["text_column"], request["val_fraction"] or 0.0, request["seed"]
-    _check_split(train_paths, val_paths, request)  # before the tokenizer is trained and the corpus encoded
+    # before the tokenizer is trained and the corpus encoded
+    _check_documents(train_paths + val_paths, text_column)
+    _check_split(train_paths, val_paths, request)
     if tokenizer_path is not None:
         tok = load_tokenizer(tokenizer_path)
     else:
@@ -656,7 +675,8 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
     total = None if None in counts else sum(counts)
     if total is not None and request["max_docs"] is not None:
         total = min(total, request["max_docs"] + sum(counts[len(train_paths) :]))
-    docs = _documents(train_paths, val_paths, text_column, val_fraction, seed, request["max_docs"])
+    skipped: Counter = Counter()
+    docs = _documents(train_paths, val_paths, text_column, val_fraction, seed, request["max_docs"], skipped)
     train, val = _TokenFile(out / "train.bin", dtype), _TokenFile(out / "val.bin", dtype)
     try:
         _tokenize(tok, docs, train, val, total, progress)
@@ -687,6 +707,8 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         # tokens include one EOT per document (0 bytes of text), so bpb = loss / ln 2 / bytes_per_token
         # counts the EOT predictions too, as the per-token loss does.
         "bytes_per_token": val.bytes / val.tokens,
+        # rows (parquet rows, JSON lines) among the documents whose text is null, missing or blank: left out
+        "skipped_rows": skipped["rows"],
         "sources": request["sources"],
         "val_sources": request["val_sources"],
         "text_column": text_column,
@@ -698,6 +720,9 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         "request": request,
     }
     write_atomic(out / "meta.json", json.dumps(meta, indent=2) + "\n")  # last: it marks the dir complete
+    if skipped["rows"]:  # said, as the small vocabulary is: rows of the sources are not in the data
+        print(f"note: {skipped['rows']:,} rows with a null, missing or blank {text_column!r} were skipped "
+              "(meta.json's skipped_rows)", file=sys.stderr)
     return meta
 
 

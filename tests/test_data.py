@@ -301,7 +301,8 @@ def test_cli_errors(tmp_path, docs, capsys):
     assert "no 'body' column" in err and "id, text" in err
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"text": ""}\n{"text": "  "}\n')
-    assert "no documents with text" in _cli_error(["prepare", str(empty), "--out", out, "--vocab-size", "300"], capsys)
+    assert "empty.jsonl holds no document: the 'text' of all its 2 rows is null, missing or blank" in _cli_error(
+        ["prepare", str(empty), "--out", out, "--vocab-size", "300"], capsys)
     assert "must be above 256" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", "100"], capsys)
     assert "must be above 256" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", "0"], capsys)  # not the default
     (tmp_path / "latin1.txt").write_bytes(("caf\xe9 au lait " * 300).encode("latin-1"))
@@ -381,7 +382,7 @@ def test_an_empty_split_is_refused_before_any_tokenizing(tmp_path, docs, prepare
     assert "the training split is empty: all 12 documents" in err and "lower --val-fraction" in err
     (tmp_path / "blank.jsonl").write_text('{"text": "  "}\n')
     err = _cli_error(["prepare", str(src), "--out", str(out), "--val", str(tmp_path / "blank.jsonl")], capsys)
-    assert "the validation split is empty: the --val files" in err and "blank.jsonl" in err
+    assert "blank.jsonl holds no document" in err
     assert not out.exists()
 
 
@@ -433,6 +434,41 @@ def test_jsonl_rows_without_text_before_the_documents_are_skipped(tmp_path, docs
     (tmp_path / "none.jsonl").write_text('{"id": 1}\n{"id": 2, "body": "text"}\n')
     with pytest.raises(UserError, match=r"no 'text' field \(fields: body, id\)"):
         data.prepare([tmp_path / "none.jsonl"], tmp_path / "out2", tokenizer=prepared, progress=False)
+
+
+def _rows_file(directory: Path, fmt: str, texts: list, dtype=pl.String) -> Path:
+    """`texts` (None: a null) as the 'text' of one parquet, jsonl or jsonl.gz file."""
+    path = directory / f"rows.{fmt}"
+    if fmt == "parquet":
+        pl.DataFrame({"text": texts}, schema={"text": dtype}).write_parquet(path)
+    else:
+        lines = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
+        path.write_bytes(gzip.compress(lines) if fmt.endswith(".gz") else lines)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl.gz"])
+def test_rows_without_text_are_skipped_and_counted_and_a_file_of_none_refused(tmp_path, docs, prepared, fmt):
+    """A parquet column of nulls only was refused ("column 'text' is Null, not text") while a JSON-lines file
+    of nulls was taken without a word (a wrong --text-column, a cut shard). Now every format alike: rows
+    without text among documents are skipped and counted (skipped_rows); a file of no document is refused."""
+    src = _rows_file(tmp_path, fmt, [None, *docs[:10], "  ", None, *docs[10:20], ""])
+    meta = data.prepare([src], tmp_path / "out", tokenizer=prepared, val_fraction=0.2, progress=False)
+    assert (meta["train_docs"] + meta["val_docs"], meta["skipped_rows"]) == (20, 4)
+    (tmp_path / "none").mkdir()
+    for dtype in [pl.String] + [pl.Null] * (fmt == "parquet"):  # (pl.Null: polars' type of a column of nulls only)
+        empty = _rows_file(tmp_path / "none", fmt, [None, None, "  "], dtype)
+        with pytest.raises(UserError, match=rf"rows\.{fmt.replace('.', '[.]')} holds no document: the 'text' of all "
+                                            r"its 3 rows is null, missing or blank"):
+            data.prepare([src, empty], tmp_path / "out2", tokenizer=prepared, val_fraction=0.2, progress=False)
+    assert not (tmp_path / "out2").exists()
+
+
+def test_an_empty_txt_among_documents_is_refused(tmp_path, docs, prepared, capsys):
+    txt = write_corpus(tmp_path / "src", docs[:12], "txt")
+    (txt / "zz-empty.txt").write_text(" \n")
+    err = _cli_error(["prepare", str(txt), "--out", str(tmp_path / "out"), "--tokenizer", str(prepared)], capsys)
+    assert err.endswith("zz-empty.txt holds no document: the file is empty or only whitespace; leave the file out")
 
 
 @pytest.mark.parametrize("name", ["bom.jsonl", "bom.txt"])
