@@ -17,7 +17,6 @@ falls under `val_fraction`, so identical documents always land on the same side;
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -27,10 +26,10 @@ import os
 import re
 import sys
 import time
-from contextlib import contextmanager, suppress
+from collections import Counter
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from glob import glob
-from collections import Counter
 from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 import numpy as np
 
 from scaling.errors import UserError
-from scaling.files import cache_dir, fsync_replace, write_atomic
+from scaling.files import cache_dir, fsync_replace, held, write_atomic
 
 if TYPE_CHECKING:  # tokenizers is imported where a tokenizer is made or loaded
     from tokenizers import Tokenizer
@@ -511,28 +510,26 @@ def _batches(docs: Iterator[_Doc]) -> Iterator[list[_Doc]]:
 
 
 @contextmanager
-def _locked(directory: Path):
-    """Hold `directory/.lock` for the block. A folder made here for a preparation that failed is
-    removed again (where it holds nothing but its lock): a refused request leaves nothing behind."""
+def _output_folder(directory: Path) -> Iterator[None]:
+    """Make `directory` and hold its `.lock` for the block (exclusive, waiting: concurrent preparations of
+    one dir wait for each other). A folder made here for a preparation that failed is removed again (where
+    it holds nothing but its lock): a refused request leaves nothing behind."""
     made = not directory.exists()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        lock = open(directory / ".lock", "w")
-    except OSError as e:
-        raise UserError(f"cannot use {directory} as the output folder ({e.strerror or type(e).__name__}); "
-                        "choose a writable --out folder") from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with ExitStack() as lock:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            lock.enter_context(held(directory / ".lock"))
+        except OSError as e:
+            raise UserError(f"cannot use {directory} as the output folder ({e.strerror or type(e).__name__}); "
+                            "choose a writable --out folder") from None
         try:
             yield
-        except BaseException:
+        except BaseException:  # (under the lock still: no other preparation is in the folder)
             if made and [p.name for p in directory.iterdir()] == [".lock"]:
                 with suppress(OSError):
                     (directory / ".lock").unlink()
                     directory.rmdir()
             raise
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _sha256(path: Path) -> str:
@@ -603,7 +600,7 @@ def prepare(
     }
     if out.is_dir() and _checked_meta(out)[0] is None:  # (a prepared dir's files are its own, whatever lies beside)
         _check_own_folder(out, tokenizer_path)  # before the lock: a refused folder gets no .lock either
-    with _locked(out):
+    with _output_folder(out):
         meta, _ = _checked_meta(out)  # a damaged dir is prepared again
         if meta is not None and not force and meta.get("request") == request:
             return meta
