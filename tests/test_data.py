@@ -305,6 +305,8 @@ def test_cli_errors(tmp_path, docs, capsys):
         ["prepare", str(empty), "--out", out, "--vocab-size", "300"], capsys)
     assert "must be above 256" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", "100"], capsys)
     assert "must be above 256" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", "0"], capsys)  # not the default
+    # the BPE trainer reserved ~66 bytes per entry: 2**31 asked for 141 GB, and the process aborted (a Rust backtrace)
+    assert "and at most 1,048,576" in _cli_error(["prepare", str(src), "--out", out, "--vocab-size", str(2**31)], capsys)
     (tmp_path / "latin1.txt").write_bytes(("caf\xe9 au lait " * 300).encode("latin-1"))
     assert "bytes that are not UTF-8" in _cli_error(["prepare", str(tmp_path / "latin1.txt"), "--out", out], capsys)
     (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 8)
