@@ -322,7 +322,8 @@ def test_cli_errors(tmp_path, docs, capsys):
     assert "no meta.json" in _cli_error(["info", str(tmp_path)], capsys)
     (tmp_path / "only-dirs" / "a").mkdir(parents=True)
     assert "matches no files" in _cli_error(["prepare", str(tmp_path / "only-dirs" / "*"), "--out", out], capsys)
-    assert "choose a writable --out folder" in _cli_error(["prepare", str(src), "--out", str(tmp_path / "notes.csv")], capsys)
+    assert _cli_error(["prepare", str(src), "--out", str(tmp_path / "notes.csv")], capsys).endswith(
+        f"--out {tmp_path / 'notes.csv'} is a file, not a folder; pass a folder path")  # was "(File exists)"
     assert not Path(out).exists()  # no refusal left an output folder (or its lock) behind
 
     # a JSON-lines field that is not a string in some rows: refused by line (polars made it JSON text)

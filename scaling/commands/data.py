@@ -52,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from scaling import data
     from scaling.errors import UserError
+    from scaling.files import check_output
 
     if args.action == "info":
         # `builtin` (where no folder of that name is here) is the built-in corpus, as in `--data builtin`
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out is None:
             raise UserError("--out DIR is required (only the plain `builtin` source has a default dir)")
         out = args.out
+        check_output(out, folder=True)  # a file named as --out read "cannot use it as the output folder (File exists)"
         meta = data.prepare(
             args.sources,
             out,
