@@ -246,6 +246,7 @@ def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
     import gzip
 
     opener = gzip.open if path.name.lower().endswith(".gz") else open
+    n = 0
     try:
         with opener(path, "rb") as lines:  # bytes, decoded per line: an undecodable line is named
             for n, raw in enumerate(lines, 1):
@@ -265,8 +266,8 @@ def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
                                     f"{text_column!r} field; fix or drop that line")
                 yield n, row
     except (OSError, EOFError) as e:  # a truncated .gz
-        raise UserError(f"could not read {path} as JSON lines ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-                        ) from None
+        raise UserError(f"could not read {path} as JSON lines past line {n} ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:200]}): the file is {DAMAGED}") from None
 
 
 def _jsonl_text(path: Path, n: int, text_column: str, row: dict) -> str | None:
@@ -278,8 +279,12 @@ def _jsonl_text(path: Path, n: int, text_column: str, row: dict) -> str | None:
     return text
 
 
+DAMAGED = "damaged or cut short (a download or copy that stopped); fetch or write it again, or leave it out"
+
+
 def _unreadable(path: Path, error: Exception) -> str:
-    return f"could not read {path} (it should be a parquet file; polars said: {str(error).splitlines()[0][:200]})"
+    return (f"could not read {path} as parquet (polars said: {str(error).splitlines()[0][:200]}): "
+            f"the file is not parquet, or {DAMAGED}")
 
 
 def count_documents(path: Path) -> int | None:

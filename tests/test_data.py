@@ -317,7 +317,10 @@ def test_cli_errors(tmp_path, docs, capsys):
     whole = gzip.compress(b'{"text": "a document"}\n' * 50)
     (tmp_path / "cut.jsonl.gz").write_bytes(whole[:10])  # a download cut short
     err = _cli_error(["prepare", str(tmp_path / "cut.jsonl.gz"), "--out", out], capsys)
-    assert "could not read" in err and "cut.jsonl.gz" in err
+    assert "could not read" in err and "cut.jsonl.gz" in err and err.endswith("fetch or write it again, or leave it out")
+    (tmp_path / "cut.parquet").write_bytes(src.read_bytes()[:-100])
+    err = _cli_error(["prepare", str(src), str(tmp_path / "cut.parquet"), "--out", out], capsys)
+    assert f"could not read {tmp_path / 'cut.parquet'} as parquet (polars said: " in err and "or leave it out" in err
     assert "not both" in _cli_error(["prepare", str(src), "--out", out, "--val", str(src), "--val-fraction", "0.1"], capsys)
     assert "no meta.json" in _cli_error(["info", str(tmp_path)], capsys)
     (tmp_path / "only-dirs" / "a").mkdir(parents=True)
