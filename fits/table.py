@@ -318,6 +318,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     # Every file but a parquet one is read as CSV (read_file), so its rows are lines of text (a .txt too)
     unit = "line" if file is not None and Path(file).suffix.lower() not in PARQUET_SUFFIXES else "row"
     got = find_columns(df, mapping, where)
+    _refuse_non_numbers(df, got, where)
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = pick_column(df, "status", mapping)
     if status is not None:  # a sweep's table: diverged and failed runs (and completed ones without a finite
@@ -350,6 +351,22 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
         out = (out.with_columns(_rank=pl.col("loss").rank("ordinal", descending=True).over("recipe"))
                .filter(pl.col("_rank") > drop_highest).drop("_rank"))
     return out
+
+
+def _refuse_non_numbers(df: pl.DataFrame, got: dict[str, str | None], where: str) -> None:
+    """UserError for an N, D, C or loss column of true/false, dates or lists: cast to numbers they became
+    1 and 0, days or microseconds, and were fitted (a parquet's all-true column mapped as loss: A = B = E = 1)."""
+    for name in ("N", "D", "C", "loss"):
+        column = got[name]
+        if column is None or (name == "C" and got["D"]):  # (a C beside D is unused)
+            continue
+        dtype = df[column].dtype
+        kind = ("true/false values" if dtype == pl.Boolean else "dates or times" if dtype.is_temporal()
+                else "lists or records" if dtype.is_nested() else None)
+        if kind:
+            what = repr(column) + ("" if column == name else f" ({name})")
+            raise UserError(f"{where}'s column {what} holds {kind} ({dtype}), not numbers; map {name} to the column "
+                            f"of numbers with --columns \"{name}=COLUMN\", or fix the table, then run again")
 
 
 def _where_first(rows: pl.DataFrame, unit: str) -> str:

@@ -575,6 +575,9 @@ def test_a_column_named_around_recipe_run_id_or_status_is_refused_then_read_when
     ("loss_and_val_loss", "t.csv has both 'loss' and 'val_loss' columns, either of which could be loss; say which "
                           "with --columns \"loss=val_loss\" (or \"loss=loss\")"),
     ("n_and_n_params", "t.csv has both 'N' and 'n_params' columns, either of which could be N; say which"),
+    ("boolean_loss", "t.parquet's column 'converged' (loss) holds true/false values (Boolean), not numbers; map loss "
+                     "to the column of numbers with --columns \"loss=COLUMN\""),
+    ("date_tokens", "t.parquet's column 'D' holds dates or times (Date), not numbers"),
 ])
 def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
@@ -628,6 +631,10 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.with_columns(recipe=pl.col("recipe").replace({"fp4": "fp4\n(RHT)"}))
     elif case == "lr_mult_text":  # the learning-rate note formatted '1x' with :g, a ValueError
         t = t.with_columns(lr_mult=pl.lit("1x"))
+    elif case == "boolean_loss":  # read as 1.0: A = B = E = 1, alpha = beta = 2, fitted and printed, exit 0
+        t, extra = t.with_columns(converged=True), ["--columns", "loss=converged"]
+    elif case == "date_tokens":  # read as days since 1970
+        t = t.with_columns(D=pl.date(2026, 1, 1) + pl.duration(days=pl.int_range(pl.len())))
     elif case == "too_few":
         t = t.head(5)
     elif case == "empty":  # a sweep collected before any run finished, say: the header alone
@@ -660,6 +667,9 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         with zipfile.ZipFile(path, "w") as z:
             z.writestr("xl/workbook.xml", "<workbook/>")
     elif case == "parquet_as_csv":  # "ComputeError: invalid utf-8 sequence"
+        t.write_parquet(path)
+    elif case in ("boolean_loss", "date_tokens"):  # (a parquet file keeps its columns' types)
+        path = tmp_path / "t.parquet"
         t.write_parquet(path)
     elif case == "utf16":  # read as UTF-8: "lacks column(s) N, loss" listing names spelt 'r e c i p e'
         path.write_bytes(t.write_csv().encode("utf-16"))
