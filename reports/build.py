@@ -697,6 +697,17 @@ def refuse_replacing_others(out_dir: Path) -> None:
                         "fits.json) is there; pass a new or empty folder as --out, or move those files first")
 
 
+def subtitle(runs: pl.DataFrame, baseline: str, compared: bool, law: str) -> str:
+    """The report's line under its title: runs, recipes, baseline, law. compared: a penalty against the baseline was
+    computed."""
+    recipes = sorted(set(runs["recipe"]))  # (the study's, not the fitted ones: with the others left out, it is still the baseline)
+    role = (f"baseline {code(baseline)}" if compared
+            # a table (or a sweep so far) of the baseline alone: it is there, with nothing to compare
+            else f"baseline {code(baseline)} (no other recipe has results)" if recipes == [baseline]
+            else f"no baseline ({code(baseline)})")
+    return f"{count(runs.height, 'run')}, recipes {', '.join(map(literal, recipes))}; {role}; law `{law}`."
+
+
 def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: str = "chinchilla",
           bootstrap: int = 200, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None,
           seed: int = 0, workers: int | None = None, title: str | None = None) -> dict:
@@ -729,10 +740,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         write_json_atomic(stage / "fits.json", fitted, indent=2)
         doc = Document(
             title=title or f"FP4 scaling report: {_sweep_name(study) or study.source.name}",
-            subtitle=f"{count(study.runs.height, 'run')}, recipes {', '.join(map(literal, sorted(set(study.runs['recipe']))))}; "
-                     # (the study's recipes, not the fitted ones: with the others left out, it is still the baseline)
-                     + (f"baseline {code(baseline)}" if compared else f"no baseline ({code(baseline)})")
-                     + f"; law `{law}`.",
+            subtitle=subtitle(study.runs, baseline, compared, law),
             sections=[
                 section_verdict(fitted, baseline, study),
                 section_loss_vs_compute(study, fitted, baseline, colors, fig_dir),

@@ -978,6 +978,21 @@ def test_the_subtitle_names_the_baseline_when_the_other_recipes_are_left_out(tmp
     assert "recipes bf16, nvfp4; baseline `bf16`; law" in md and "No recipe could be judged against bf16" in md
 
 
+@pytest.mark.parametrize("recipes, compared, role", [
+    (["bf16", "nvfp4"], True, "baseline `bf16`"),
+    (["bf16"], False, "baseline `bf16` (no other recipe has results)"),  # said "no baseline (`bf16`)" of bf16's runs
+    (["nvfp4"], False, "no baseline (`bf16`)"),
+])
+def test_the_subtitle_says_whether_the_baseline_is_there(recipes, compared, role):
+    """A table of bf16's runs alone (or a sweep whose other recipes are still running) read "recipes bf16; no
+    baseline (`bf16`)": bf16 is there, with nothing to compare against it."""
+    from reports.build import subtitle
+
+    runs = pl.DataFrame({"recipe": [r for r in recipes for _ in range(3)]})
+    assert subtitle(runs, "bf16", compared, "chinchilla") == (
+        f"{3 * len(recipes)} runs, recipes {', '.join(recipes)}; {role}; law `chinchilla`.")
+
+
 def test_a_failed_record_without_its_size_does_not_crash_the_validation_curves(tmp_path):
     """A failed run's record may hold no n_params (it crashed before they were known): the report's
     validation-curve figure sorted its N, None beside floats, and the report ended in a TypeError."""
