@@ -212,13 +212,30 @@ def _test_words(pen: dict) -> str:
     return f"p = {p:.2g}"
 
 
+def unfinished_note(unfinished: list[RunStatus]) -> str | None:
+    """A sweep's runs with no result (still running or queued, killed), by state and recipe, for the verdict: it is
+    on the runs that have one, and read alone it looked final (the runs were named only under the failures)."""
+    if not unfinished:
+        return None
+
+    def tally(values: list[str]) -> str:
+        return ", ".join(f"{n} {literal(v)}" for v, n in sorted(pl.Series(values).value_counts().iter_rows()))
+
+    n = len(unfinished)
+    return (f"{count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result yet ({tally([r.state for r in unfinished])}; "
+            f"by recipe: {tally([r.recipe for r in unfinished])}) and {'is' if n == 1 else 'are'} in no fit: what follows is "
+            "on the runs that have one, and may change once these do (they are listed under Diverged and failed runs).")
+
+
 def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     from fits.penalty import MIN_REPLICATES, left_out, no_penalty_reason  # (fits imported where used: `import reports` stays light)
 
     s = Section("Verdict")
     penalty, skipped = fitted.get("penalty", {}), fitted.get("skipped", {})
+    unfinished = unfinished_note(study.unfinished)
     if not penalty:
-        return s.omit(literal(no_penalty_reason(fitted, baseline)) + " The fitted laws are below.")
+        s.omit(literal(no_penalty_reason(fitted, baseline)) + " The fitted laws are below.")
+        return s.add(Paragraph(unfinished)) if unfinished else s
     n_runs = sum(g["n_runs"] for g in fitted["groups"].values())
     aside = not_fitted(study.runs, baseline)
     short = [f"{literal(r)}'s {p['n_replicates']}" for r, p in sorted(penalty.items())
@@ -236,6 +253,8 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
         "allocation. A multiplier below 1 means the recipe needs more compute than the baseline for the same loss."
         + (f" Not in {literal(baseline)}'s fit, against which every penalty is measured: {aside}." if aside else "")
     ))
+    if unfinished:
+        s.add(Paragraph(unfinished))
     s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"], study.runs) for r in sorted(penalty))))
     if skipped:
         s.add(Paragraph(f"Not judged: {literal(left_out(fitted))} (their runs are still in the tables below)."))

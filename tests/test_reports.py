@@ -155,6 +155,31 @@ def test_a_sweep_in_progress_lists_its_first_runs_without_a_result():
     assert text.endswith("shows them all; they finish without a relaunch.")  # (queued: no launch again)
 
 
+@pytest.mark.parametrize("penalty", [{}, {"nvfp4": {"verdict": "inconclusive", "p_value": 0.5, "n_replicates": 0,
+                                                 "ratio_per_decade": {"value": 1.0, "ci95": [None, None]}}}])
+def test_the_verdict_of_a_sweep_in_progress_says_which_runs_it_is_without(penalty):
+    """A report of a sweep still running gave its verdict (or "Only the baseline (bf16) has results") as if final:
+    the runs with no result were named only in the failures section, near the end."""
+    from reports.build import section_verdict
+    from reports.document import Paragraph
+    from reports.load import Study
+    from sweeps.store import RunStatus
+
+    runs = pl.DataFrame({"recipe": ["bf16"] * 3 + ["nvfp4"] * 3, "status": ["completed"] * 6,
+                         "loss": [3.0] * 6, "C": [1e18] * 6})
+    fitted = {"law": "chinchilla", "bootstrap": 0, "groups": {r: {"n_runs": 3} for r in ("bf16", *penalty)},
+              "penalty": penalty, "skipped": {}}
+    unfinished = [RunStatus(f"{r}-{i}", "nanochat", "0.5M", r, 4096, 0, state, 0.5, None, None, None)
+                  for i, (r, state) in enumerate([("mxfp4", "running"), ("mxfp4", "queued"), ("nvfp4", "running")])]
+    study = Study(source=Path("sweep"), runs=runs if penalty else runs.head(3), unfinished=unfinished)
+    text = " ".join(b.text for b in section_verdict(fitted, "bf16", study).blocks if isinstance(b, Paragraph))
+    assert ("3 runs of the sweep have no result yet (1 queued, 2 running; by recipe: 2 mxfp4, 1 nvfp4) and are in no "
+            "fit: what follows is on the runs that have one, and may change once these do") in text, text
+    study.unfinished = []
+    text = " ".join(b.text for b in section_verdict(fitted, "bf16", study).blocks if isinstance(b, Paragraph))
+    assert "no result" not in text
+
+
 def test_the_reports_relaunch_advice_counts_states_not_the_words_of_their_labels(tmp_path, monkeypatch):
     """The report counted its runs without a result by their labels' first words ("queued (Priority)"): a
     label worded otherwise would have told the user to launch again a run SLURM still holds. It counts
