@@ -105,10 +105,10 @@ class QuantSpec:
                 yield f"block must be 1xN or NxN (got {self.block[0]}x{self.block[1]})"
         if self.scale not in SCALE_FORMATS:
             yield f"scale must be one of {', '.join(SCALE_FORMATS)} (got {self.scale!r})"
-        if self.block is None and (self.scale == "e8m0" or not self.tensor_scale):
+        if self.block is None and (self.scale in ("e8m0", "e4m3") or not self.tensor_scale):
             # per-tensor scaling is always an FP32 amax scale (quantize ignores `scale` and `tensor_scale` there):
-            # a power-of-two (E8M0) per-tensor scale, or none, would be asked for and not made
-            said = 'scale = "e8m0"' if self.scale == "e8m0" else "tensor_scale = false"
+            # a power-of-two (E8M0) or E4M3 per-tensor scale, or none, would be asked for and not made
+            said = f'scale = "{self.scale}"' if self.scale in ("e8m0", "e4m3") else "tensor_scale = false"
             yield (f"per-tensor scaling (block \"tensor\") is one FP32 scale per tensor, so {said} would be "
                    "ignored: set scale = \"fp32\" and tensor_scale = true, or give blocks")
         elif self.scale == "e8m0" and self.tensor_scale:

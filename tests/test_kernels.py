@@ -1051,7 +1051,7 @@ def test_compiles_without_graph_break():
 @in_process
 def test_fallbacks(monkeypatch):
     x = torch.randn(4, 32, device=DEVICE)
-    fp8_sr = QuantSpec(elem="e4m3", block=None, rounding="sr")
+    fp8_sr = QuantSpec(elem="e4m3", block=None, scale="fp32", rounding="sr")
     assert not kernels.supports(fp8_sr)
     out, _ = kernels.gemm_operand(x, fp8_sr, -1, 3, torch.float32)  # the reference answers
     assert torch.equal(out, quant.gemm_operand(x, fp8_sr, -1, 3, torch.float32)[0])

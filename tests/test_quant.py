@@ -510,6 +510,8 @@ PER_TENSOR = QuantSpec(elem="e4m3", block=None, scale="fp32")
     (MX, {"scale_bound": 256.0}, r"without a tensor scale .* would ignore scale_bound = 256"),
     (NV.but(tensor_scale=False), {"scale_bound": 256.0}, r"without a tensor scale .* would ignore scale_bound"),
     (PER_TENSOR, {"scale_bound": 256.0}, r"per-tensor scaling .* would ignore scale_bound = 256"),
+    (PER_TENSOR, {"scale": "e4m3"}, r'per-tensor scaling .* so scale = "e4m3" would be ignored'),
+    (PER_TENSOR, {"scale": "e8m0", "tensor_scale": False}, r'per-tensor scaling .* so scale = "e8m0" would be'),
 ])
 def test_quantspec_refuses_fields_its_scales_ignore(base, fields, message):
     """headroom is read only by E4M3/FP32 block scales and scale_bound only by the two-level tensor

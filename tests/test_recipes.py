@@ -163,11 +163,12 @@ def test_a_recipe_file_can_ask_for_per_tensor_scaling(tmp_path):
         Recipe.from_toml(p)
 
 
-@pytest.mark.parametrize("base, extra, said", [("mxfp4", "", 'scale = "e8m0"'),
+@pytest.mark.parametrize("base, extra, said", [("mxfp4", "", 'scale = "e8m0"'), ("nvfp4", "", 'scale = "e4m3"'),
                                               ("fp8", "tensor_scale = false\n", "tensor_scale = false")])
 def test_per_tensor_scaling_refuses_scale_fields_it_would_ignore(tmp_path, base, extra, said):
     # quantize scales a per-tensor operand by one FP32 amax scale whatever `scale` and `tensor_scale` say:
-    # MXFP4 "but per-tensor" was accepted and quantized with an FP32 scale, not a power of two
+    # MXFP4 "but per-tensor" was accepted and quantized with an FP32 scale, not a power of two; NVFP4 "but
+    # per-tensor" kept its E4M3 `scale`, which no per-tensor operand reads
     p = tmp_path / "pt.toml"
     p.write_text(f'name = "pt"\nbase = "{base}"\n[fprop.x]\nblock = "tensor"\n{extra}'
                  f'[fprop.w]\nblock = "tensor"\n{extra}')
