@@ -139,6 +139,9 @@ class QuantSpec:
             yield "4/6 is defined for the E2M1 grid"
         if self.eden and (not self.transform or self.transform % self.block_k):
             yield "MS-EDEN needs a Hadamard transform whose group is a multiple of the block"
+        if self.eden and self.rounding == "sr":
+            yield ("MS-EDEN rounds its elements to nearest and its block scales stochastically (RECIPES.md), so it "
+                   'takes no element SR: set rounding = "rtne", or eden = false for plain SR')
 
     # ---- derived properties
     @property

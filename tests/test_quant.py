@@ -494,6 +494,10 @@ def test_same_seed_same_signs_and_bits():
     ({"signs": "run"}, "random signs need a transform"),
     ({"elem": "e1m2", "four_over_six": True}, "4/6 is defined for the E2M1 grid"),
     ({"eden": True}, "MS-EDEN needs a Hadamard transform"),
+    # RECIPES.md: MS-EDEN's elements round to nearest, its scales stochastically; element SR on top
+    # quantized otherwise and read "MS-EDEN" all the same in `scaling recipes`
+    ({"eden": True, "transform": 128, "signs": "layer_step", "rounding": "sr"},
+     r'MS-EDEN rounds its elements to nearest .* set rounding = "rtne"'),
     ({"headroom": 0.0}, "headroom must be a positive number"),
 ])
 def test_quantspec_validation(fields, message):
