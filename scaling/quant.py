@@ -137,6 +137,10 @@ class QuantSpec:
             yield "4/6 and MS-EDEN need E4M3 block scales"
         if self.four_over_six and self.elem != "e2m1":
             yield "4/6 is defined for the E2M1 grid"
+        elif self.four_over_six and self.cap is not None:
+            # quantize's second candidate maps the amax to 4 whatever the cap: under cap 4 it is the first
+            yield (f"4/6 chooses per block between amax -> 6 and amax -> 4 on the whole E2M1 grid, so it takes no cap "
+                   f'(got {self.cap:g}): remove the cap (cap = "none" in a recipe file) or set four_over_six = false')
         if self.eden and (not self.transform or self.transform % self.block_k):
             yield "MS-EDEN needs a Hadamard transform whose group is a multiple of the block"
         if self.eden and self.rounding == "sr":

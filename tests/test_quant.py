@@ -493,6 +493,8 @@ def test_same_seed_same_signs_and_bits():
     ({"transform": 64}, "transform must be 0 or"),
     ({"signs": "run"}, "random signs need a transform"),
     ({"elem": "e1m2", "four_over_six": True}, "4/6 is defined for the E2M1 grid"),
+    # its amax -> 4 candidate is fixed: under cap 4 both candidates were one, 4/6 a silent no-op
+    ({"cap": 4.0, "four_over_six": True}, r'4/6 chooses .* whole E2M1 grid, so it takes no cap .*\(cap = "none"'),
     ({"eden": True}, "MS-EDEN needs a Hadamard transform"),
     # RECIPES.md: MS-EDEN's elements round to nearest, its scales stochastically; element SR on top
     # quantized otherwise and read "MS-EDEN" all the same in `scaling recipes`
