@@ -132,7 +132,8 @@ class QuantSpec:
         if self.signs not in SIGN_POLICIES:
             yield f"signs must be one of {', '.join(SIGN_POLICIES)} (got {self.signs!r})"
         if self.signs in SIGN_POLICIES[1:] and not self.transform:  # (a misspelt policy: one message)
-            yield "random signs need a transform (set transform to 16, 32 or 128)"
+            yield (f'signs = "{self.signs}" draws random signs for a transform: set transform to 16, 32 or 128, '
+                   'or signs = "ones" for none')
         if (self.four_over_six or self.eden) and (self.scale != "e4m3" or self.block is None):
             yield "4/6 and MS-EDEN need E4M3 block scales"
         if self.four_over_six and self.elem != "e2m1":

@@ -491,7 +491,7 @@ def test_same_seed_same_signs_and_bits():
     ({"scale": "e8m0"}, "takes no tensor scale"),
     ({"rounding": "nearest"}, "rounding must be"),
     ({"transform": 64}, "transform must be 0 or"),
-    ({"signs": "run"}, "random signs need a transform"),
+    ({"signs": "run"}, 'signs = "run" draws random signs for a transform'),
     ({"elem": "e1m2", "four_over_six": True}, "4/6 is defined for the E2M1 grid"),
     # its amax -> 4 candidate is fixed: under cap 4 both candidates were one, 4/6 a silent no-op
     ({"cap": 4.0, "four_over_six": True}, r'4/6 chooses .* whole E2M1 grid, so it takes no cap .*\(cap = "none"'),

@@ -132,6 +132,19 @@ def test_a_misspelt_sign_policy_is_one_message(tmp_path):
     assert str(e.value) == f"{p}: fprop.x: signs must be one of ones, run, step, layer_step (got 'random')"
 
 
+def test_taking_a_base_transform_off_names_its_sign_policy(tmp_path):
+    # the table keeps the base's signs = "run": the message only said to set a transform, the opposite
+    # of what the file asks for
+    p = tmp_path / "no_rht.toml"
+    p.write_text('name = "no_rht"\nbase = "ufp4_rht_wgrad"\n[wgrad.dy]\ntransform = 0\n[wgrad.x]\ntransform = 0\n')
+    with pytest.raises(UserError) as e:
+        Recipe.from_toml(p)
+    assert str(e.value) == (f'{p}: wgrad.dy: signs = "run" draws random signs for a transform: set transform to '
+                            '16, 32 or 128, or signs = "ones" for none')
+    p.write_text(p.read_text().replace("transform = 0", 'transform = 0\nsigns = "ones"'))
+    assert Recipe.from_toml(p).wgrad_x == get_recipe("ufp4_no_rht").wgrad_x
+
+
 def test_an_operand_table_changes_the_base_operand_field_by_field(tmp_path):
     p = tmp_path / "q2sr.toml"
     p.write_text('name = "q2sr"\nbase = "quartet2"\n[fprop.x]\nrounding = "sr"\n')
