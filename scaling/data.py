@@ -612,6 +612,8 @@ def prepare(
         "seed": seed,
         "tokenizer": _sha256(tokenizer_path) if tokenizer_path else {"vocab_size": vocab_size, "sample_bytes": tokenizer_sample_bytes},
     }
+    if files := _file_stamps(train_paths + val_paths):  # (none for the built-in corpus alone: its dirs stay valid)
+        request["files"] = files
     if out.is_dir() and _checked_meta(out)[0] is None:  # (a prepared dir's files are its own, whatever lies beside)
         _check_own_folder(out, tokenizer_path)  # before the lock: a refused folder gets no .lock either
     with _output_folder(out):
@@ -619,9 +621,8 @@ def prepare(
         if meta is not None and not force and meta.get("request") == request:
             return meta
         if meta is not None and progress and meta.get("request") != request:
-            changed = sorted(k for k in request if (meta.get("request") or {}).get(k) != request[k])
-            print(f"replacing the data in {out}, prepared with another {', '.join(changed)} (a run that trained on "
-                  "it refuses to resume on the new data)", file=sys.stderr, flush=True)
+            print(f"replacing the data in {out}, prepared {_changes(meta.get('request') or {}, request)} (a run that "
+                  "trained on it refuses to resume on the new data)", file=sys.stderr, flush=True)
         return _prepare(out, request, train_paths, val_paths, tokenizer_path, progress)
 
 
@@ -660,6 +661,25 @@ def _source_names(paths: list[Path]) -> list[str]:
         else:
             names.append(str(path))
     return names
+
+
+def _file_stamps(paths: list[Path]) -> dict[str, list[int]]:
+    """{path: [size, modification time in ns]} of each source outside the built-in corpus (pinned by its
+    package's version): a file rewritten under the same path was reused unnoticed, its old tokens trained on."""
+    return {name: [(st := path.stat()).st_size, st.st_mtime_ns]
+            for path, name in zip(paths, _source_names(paths)) if not name.startswith("builtin:")}
+
+
+def _changes(old: dict, new: dict) -> str:
+    """How the request `new` differs from `old` (a prepared dir's), for the notice that its data is replaced:
+    the settings that differ, or, for the same settings, the source files changed since."""
+    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if keys != ["files"]:
+        return f"with another {', '.join(k for k in keys if k != 'files')}"
+    if "files" not in old:  # prepared before the files' sizes and times were recorded
+        return "before its source files' sizes and modification times were recorded"
+    changed = [name for name, stamp in new["files"].items() if old["files"].get(name) != stamp]
+    return f"from an earlier version of {', '.join(changed)}, whose size or modification time has changed since"
 
 
 def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[Path], tokenizer_path, progress: bool) -> dict:

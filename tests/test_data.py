@@ -163,6 +163,29 @@ def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
     assert data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)["request"] == first["request"]
 
 
+def test_a_source_rewritten_under_the_same_path_is_prepared_again(tmp_path, docs, capsys):
+    """A source file rewritten in place (60 documents where 30 were) was reused unnoticed: the old tokens."""
+    src = write_corpus(tmp_path / "src", docs[:30], "parquet")
+    args = ["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--vocab-size", "300", "--val-fraction", "0.2",
+            "--json"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["request"]["files"] == {str(src): [src.stat().st_size, src.stat().st_mtime_ns]}
+    write_corpus(tmp_path / "src", docs[:40], "parquet")
+    assert main(args[:-1]) == 0  # (without --json, which hides the notice)
+    shown = capsys.readouterr()
+    assert f"prepared from an earlier version of {src}, whose size or modification time" in shown.err
+    assert data.read_meta(tmp_path / "out")["train_docs"] + data.read_meta(tmp_path / "out")["val_docs"] == 40
+    # A dir prepared before the files were recorded still loads (for training); a new `prepare` redoes it.
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    del meta["request"]["files"]
+    (tmp_path / "out" / "meta.json").write_text(json.dumps(meta))
+    assert len(data.load_tokens(tmp_path / "out", "train")) == meta["train_tokens"]
+    assert main(args[:-1]) == 0
+    assert "prepared before its source files' sizes and modification times were recorded" in capsys.readouterr().err
+    assert "files" in data.read_meta(tmp_path / "out")["request"]
+
+
 def test_concurrent_prepares_wait_for_each_other(tmp_path, docs):
     src = write_corpus(tmp_path / "src", docs, "parquet")
     out = tmp_path / "out"
