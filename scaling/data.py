@@ -197,12 +197,33 @@ def _utf8_text(path: Path) -> str:
     U+FFFD; a file with NUL bytes or with more than 1% of its characters undecodable is refused, since
     its tokens would be noise (a binary file, or another encoding)."""
     raw = path.read_bytes()
+    if encoding := _utf16(raw):
+        raise UserError(_not_utf8_but(path, encoding))
     text = raw.decode("utf-8-sig", errors="replace")  # (-sig: a Windows editor's leading BOM is no text)
     bad = text.count("\ufffd") - raw.count("\ufffd".encode())
     if b"\0" in raw or bad > max(16, len(text) // 100):
         what = "holds NUL bytes (a binary file?)" if b"\0" in raw else f"has {bad:,} bytes that are not UTF-8"
         raise UserError(f"{path} {what}; pass UTF-8 text (convert with e.g. `iconv -f latin1 -t utf-8`) or leave it out")
     return text
+
+
+def _utf16(raw: bytes) -> str | None:
+    """The UTF-16 encoding `iconv` should read `raw` with, where it looks like UTF-16 text (Windows' "Unicode"):
+    its byte-order mark, or, without one, a NUL in every other byte (text in the ASCII range); else None.
+    Such a file was refused as "holds NUL bytes (a binary file?)" with a Latin-1 hint, which garbles it."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") and raw[:4] != b"\xff\xfe\0\0":  # (that one is UTF-32's mark)
+        return "UTF-16"  # (iconv reads the mark)
+    head = raw[:4096]
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    if len(head) >= 4 and max(even, odd) >= 0.9 * (len(head) // 2) and min(even, odd) <= 0.1 * (len(head) // 2):
+        return "UTF-16LE" if odd > even else "UTF-16BE"
+    return None
+
+
+def _not_utf8_but(path: Path, encoding: str) -> str:
+    name, iconv = path.name, f"iconv -f {encoding} -t UTF-8"
+    command = f"zcat {name} | {iconv} | gzip" if name.lower().endswith(".gz") else f"{iconv} {name}"
+    return f"{path} is {encoding} text, not UTF-8; convert it (`{command} > utf8-{name}`) or leave it out"
 
 
 def read_documents(path: Path, text_column: str = "text") -> Iterator[str]:
@@ -253,6 +274,8 @@ def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
                 try:
                     line = raw.decode("utf-8-sig" if n == 1 else "utf-8")  # (-sig: a Windows tool's leading BOM)
                 except UnicodeDecodeError as e:
+                    if n == 1 and (encoding := _utf16(raw)):
+                        raise UserError(_not_utf8_but(path, encoding)) from None
                     raise UserError(f"{path}, line {n}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1}); "
                                     "convert the file (e.g. `iconv -f latin1 -t utf-8`) or drop that line") from None
                 if not line.strip():
@@ -260,6 +283,8 @@ def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
+                    if n == 1 and (encoding := _utf16(raw)):  # (without a mark: its "{" decodes, its NULs are no JSON)
+                        raise UserError(_not_utf8_but(path, encoding)) from None
                     raise UserError(f"{path}, line {n}: not JSON ({e.msg} at column {e.colno}); fix or drop that line")
                 if not isinstance(row, dict):  # (a list or a bare value: the line itself, not its field, is wrong)
                     raise UserError(f"{path}, line {n}: a JSON {type(row).__name__}, not an object with a "

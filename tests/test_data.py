@@ -514,6 +514,20 @@ def test_a_leading_utf8_bom_is_no_text(tmp_path, name):
     assert not any("\ufeff" in d for d in docs) and (text in docs if name.endswith("txt") else f"{text}0" in docs)
 
 
+@pytest.mark.parametrize("name, encoding, shown", [("mark.txt", "utf-16", "UTF-16"), ("le.txt", "utf-16-le", "UTF-16LE"),
+                                                   ("be.txt", "utf-16-be", "UTF-16BE"), ("cjk.txt", "utf-16", "UTF-16"),
+                                                   ("rows.jsonl", "utf-16", "UTF-16"), ("rows.jsonl", "utf-16-le", "UTF-16LE"),
+                                                   ("rows.jsonl.gz", "utf-16", "UTF-16")])
+def test_a_utf16_file_is_named_utf16_with_its_iconv(tmp_path, docs, capsys, name, encoding, shown):
+    """A UTF-16 .txt (Windows' "Unicode") was "holds NUL bytes (a binary file?)" with an `iconv -f latin1` hint."""
+    text = "中文文本" * 300 if name.startswith("cjk") else docs[0]
+    content = (json.dumps({"text": text}) + "\n" if ".jsonl" in name else text).encode(encoding)
+    (tmp_path / name).write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
+    err = _cli_error(["prepare", str(tmp_path / name), "--out", str(tmp_path / "out"), "--vocab-size", "300"], capsys)
+    assert f"{name} is {shown} text, not UTF-8; convert it (`" in err and f"iconv -f {shown} -t UTF-8" in err, err
+    assert "latin1" not in err and "NUL" not in err
+
+
 def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(tmp_path, docs, prepared, monkeypatch):
     """A document longer than an encode batch (a corpus in one .txt) was encoded at once: its Encoding
     took ~120x its text (a 26 MB .txt peaked at 4.3 GB). Its pieces, cut before a word's space, give
