@@ -583,7 +583,7 @@ def _progress(enabled: bool):
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("docs  {task.fields[tokens]:,} tokens"),
+        TextColumn("rows  {task.fields[tokens]:,} tokens"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         disable=not enabled,
@@ -735,7 +735,7 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
     docs = _documents(train_paths, val_paths, text_column, val_fraction, seed, request["max_docs"], skipped)
     train, val = _TokenFile(out / "train.bin", dtype), _TokenFile(out / "val.bin", dtype)
     try:
-        _tokenize(tok, docs, train, val, total, progress)
+        _tokenize(tok, docs, train, val, total, progress, skipped)
         if train.docs + val.docs == 0:
             shown = ", ".join(request["sources"][:3]) + (" ..." if len(request["sources"]) > 3 else "")
             raise UserError(f"no documents with text in {shown}")
@@ -782,12 +782,14 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
     return meta
 
 
-def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, total: int | None, progress: bool) -> None:
+def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, total: int | None, progress: bool,
+              skipped: Counter) -> None:
     """Encode batches of documents (multi-threaded inside `tokenizers`) and append each, followed
-    by EOT, to the train or val token file."""
+    by EOT, to the train or val token file. The bar counts rows (documents and the rows without text
+    that `docs` skipped, in `skipped`): its total is the files' rows, which a count of documents fell short of."""
     eot_id = tok.token_to_id(EOT)
     with _progress(progress) as bar:
-        task = bar.add_task("tokenizing", total=total, tokens=0)
+        task, rows = bar.add_task("tokenizing", total=total, tokens=0), 0
         for batch in _batches(docs):
             encodings = _encode(tok, [d.text for d in batch])
             for file in (train, val):
@@ -796,7 +798,8 @@ def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, tot
                     n = sum(len(e) + 1 for _, e in picked)
                     ids = np.fromiter(chain.from_iterable(chain(e, (eot_id,)) for _, e in picked), np.int64, count=n)
                     file.write(ids, len(picked), sum(len(d.text.encode("utf-8", "surrogatepass")) for d, _ in picked))
-            bar.update(task, advance=len(batch), tokens=train.tokens + val.tokens)
+            bar.update(task, completed=(rows := train.docs + val.docs + skipped["rows"]), tokens=train.tokens + val.tokens)
+        bar.update(task, total=rows)  # all read: 100% (the total with --max-docs, or of JSON lines, was not known)
 
 
 def _encode(tok, texts: list[str]) -> list[Sequence[int]]:

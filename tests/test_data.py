@@ -493,6 +493,16 @@ def test_rows_without_text_are_skipped_and_counted_and_a_file_of_none_refused(tm
     assert not (tmp_path / "out2").exists()
 
 
+@pytest.mark.parametrize("max_docs", [[], ["--max-docs", "15"]])
+def test_the_progress_bar_counts_rows_and_ends_full(tmp_path, docs, prepared, capsys, max_docs):
+    """The bar's total is the parquet rows, but it counted documents: with rows skipped it ended at 20/24."""
+    src = _rows_file(tmp_path, "parquet", [None, *docs[:10], "  ", None, *docs[10:20], ""])
+    assert main(["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--tokenizer", str(prepared),
+                 "--val-fraction", "0.2", *max_docs]) == 0
+    bar = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tokenizing")][-1]
+    assert (" 24/24 rows " if not max_docs else " 18/18 rows ") in bar, bar
+
+
 def test_an_empty_txt_among_documents_is_refused(tmp_path, docs, prepared, capsys):
     txt = write_corpus(tmp_path / "src", docs[:12], "txt")
     (txt / "zz-empty.txt").write_text(" \n")
