@@ -854,9 +854,12 @@ def _checked_meta(data_dir: Path) -> tuple[dict | None, str | None]:
     missing = [k for k in (*_META_NUMBERS, "dtype") if k not in meta]
     if missing:
         return None, f"has a meta.json without {', '.join(missing)}"
-    if meta["dtype"] not in ("uint16", "uint32") or not all(
-            isinstance(meta[k], (int, float)) and not isinstance(meta[k], bool) for k in _META_NUMBERS):
-        return None, "has a meta.json with a wrong dtype or a field that is not a number"
+    if meta["dtype"] not in ("uint16", "uint32"):
+        return None, f"has a meta.json with dtype {meta['dtype']!r} (not uint16 or uint32)"
+    # (prepare writes no empty split: a 0 there divided by zero in `data info`, a NaN made every bpb NaN)
+    if bad := [k for k in _META_NUMBERS if not (isinstance(meta[k], (int, float)) and not isinstance(meta[k], bool)
+                                                and math.isfinite(meta[k]) and meta[k] > 0)]:
+        return None, f"has a meta.json whose {', '.join(bad)} is not a positive number"
     for split in ("train", "val"):
         tokens = data_dir / f"{split}.bin"
         size = int(meta[f"{split}_tokens"]) * np.dtype(meta["dtype"]).itemsize

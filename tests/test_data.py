@@ -418,7 +418,10 @@ def test_an_empty_split_is_refused_before_any_tokenizing(tmp_path, docs, prepare
 @pytest.mark.parametrize("meta, message", [("{bad", "has a damaged meta.json (JSONDecodeError"),
                                            ("[1, 2]", "has a damaged meta.json (not a JSON object)"),
                                            ("{}", "has a meta.json without vocab_size, "),
-                                           (None, "has no val.bin")])
+                                           (None, "has no val.bin"),
+                                           ({"val_tokens": 0}, "whose val_tokens is not a positive number"),
+                                           ({"bytes_per_token": math.nan}, "whose bytes_per_token is not a positive"),
+                                           ({"dtype": "int8"}, "has a meta.json with dtype 'int8' (not uint16")])
 def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, capsys, meta, message):
     """`data info` and `train` on a prepared dir whose meta.json or token files were damaged: one line,
     exit 2, the command that mends it, and no run folder made."""
@@ -428,6 +431,10 @@ def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, ca
     shutil.copytree(prepared, bad)
     if meta is None:
         (bad / "val.bin").unlink()
+    elif isinstance(meta, dict):  # one field changed (a split of 0 tokens: its file emptied too)
+        (bad / "meta.json").write_text(json.dumps({**json.loads((bad / "meta.json").read_text()), **meta}))
+        if meta.get("val_tokens") == 0:
+            (bad / "val.bin").write_bytes(b"")
     else:
         (bad / "meta.json").write_text(meta)
     err = _cli_error(["info", str(bad)], capsys)
