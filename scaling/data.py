@@ -839,7 +839,8 @@ _META_NUMBERS = ("vocab_size", "train_tokens", "val_tokens", "train_docs", "val_
 
 def _checked_meta(data_dir: Path) -> tuple[dict | None, str | None]:
     """(meta.json's content, None) for a complete prepared dir, else (None, what is wrong): meta.json
-    missing, unreadable or lacking a field, or a token file missing or of another length than it says."""
+    missing, unreadable or lacking a field, a token file missing or of another length than it says, or
+    its tokenizer.json missing or replaced."""
     path = data_dir / "meta.json"
     if data_dir.is_file():
         return None, "is a file, not a prepared data dir (the folder `scaling data prepare --out DIR` makes)"
@@ -867,7 +868,22 @@ def _checked_meta(data_dir: Path) -> tuple[dict | None, str | None]:
             return None, f"has no {split}.bin"
         if tokens.stat().st_size != size:
             return None, f"has a {split}.bin of {tokens.stat().st_size:,} bytes where meta.json says {size:,}"
-    return meta, None
+    problem = _tokenizer_problem(data_dir, meta)
+    return (None, problem) if problem else (meta, None)
+
+
+def _tokenizer_problem(data_dir: Path, meta: dict) -> str | None:
+    """What is wrong with a prepared dir's tokenizer.json (missing, or replaced: not the one its ids are of,
+    which `--tokenizer DIR` would then apply to another corpus), else None. (A meta.json without
+    tokenizer_sha256 is not checked.)"""
+    path = data_dir / "tokenizer.json"
+    if "tokenizer_sha256" not in meta:
+        return None
+    if not path.is_file():
+        return "has no tokenizer.json"
+    if _sha256(path) != meta["tokenizer_sha256"]:
+        return "has a tokenizer.json other than the one its tokens were made with (its sha256 is not meta.json's)"
+    return None
 
 
 def read_meta(data_dir: str | Path) -> dict:

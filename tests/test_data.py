@@ -153,6 +153,10 @@ def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
         data.load_tokens(out, "train")
     data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)
     assert (out / "train.bin").read_bytes() == good
+    tokenizer = (out / "tokenizer.json").read_text()
+    (out / "tokenizer.json").write_text(tokenizer.replace('"<|endoftext|>"', '"<|end|>"'))  # replaced: redone
+    data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)
+    assert (out / "tokenizer.json").read_text() == tokenizer
     # A different request on a prepared dir redoes it; a failing one leaves the prepared dir as it was.
     tokenizer, meta = (out / "tokenizer.json").read_bytes(), data.read_meta(out)
     with pytest.raises(UserError, match="validation split is empty"):
@@ -421,7 +425,8 @@ def test_an_empty_split_is_refused_before_any_tokenizing(tmp_path, docs, prepare
                                            (None, "has no val.bin"),
                                            ({"val_tokens": 0}, "whose val_tokens is not a positive number"),
                                            ({"bytes_per_token": math.nan}, "whose bytes_per_token is not a positive"),
-                                           ({"dtype": "int8"}, "has a meta.json with dtype 'int8' (not uint16")])
+                                           ({"dtype": "int8"}, "has a meta.json with dtype 'int8' (not uint16"),
+                                           ("tokenizer.json", "has a tokenizer.json other than the one its tokens")])
 def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, capsys, meta, message):
     """`data info` and `train` on a prepared dir whose meta.json or token files were damaged: one line,
     exit 2, the command that mends it, and no run folder made."""
@@ -431,6 +436,8 @@ def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, ca
     shutil.copytree(prepared, bad)
     if meta is None:
         (bad / "val.bin").unlink()
+    elif meta == "tokenizer.json":  # another prepared dir's (another corpus's ids)
+        (bad / "tokenizer.json").write_text(data.train_tokenizer(["another corpus"] * 3, 300, False).to_str())
     elif isinstance(meta, dict):  # one field changed (a split of 0 tokens: its file emptied too)
         (bad / "meta.json").write_text(json.dumps({**json.loads((bad / "meta.json").read_text()), **meta}))
         if meta.get("val_tokens") == 0:
