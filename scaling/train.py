@@ -134,6 +134,13 @@ class TokenDataModule(L.LightningDataModule):
             raise UserError(f"{data_dir}'s validation split holds only {len(val)} tokens, less than one window of "
                             f"seq_len + 1 = {config.seq_len + 1}; use a shorter --seq-len, or prepare the data again "
                             "with a larger --val-fraction (or more --val text)")
+        # An id past the vocabulary was an IndexError deep in the embedding: meta.json and the token files are of
+        # two preparations (a scan of the ids: ~15 ms for 70M tokens)
+        top, vocab_size = int(max(self.train_tokens.max(), val.max())), int(self.meta["vocab_size"])
+        if top >= vocab_size:
+            raise UserError(f"{data_dir} holds token id {top:,}, beyond its meta.json's vocab_size {vocab_size:,}: its "
+                            f"token files and meta.json do not belong together; prepare it again with `scaling data "
+                            f"prepare SOURCES --out {data_dir}`")
         self.val = val_windows(val, config.eval_tokens, config.seq_len)
 
     def train_dataloader(self) -> torch.utils.data.DataLoader:
