@@ -474,11 +474,42 @@ def prepare_data(spec: SweepSpec, progress: bool = True) -> None:
 def check_slurm_client() -> None:
     """UserError where this machine lacks the commands a SLURM launch runs here: sbatch (submits) and srun
     (submitit refuses to start without it). Found missing only at submission, sbatch's absence was an OSError
-    after every run's job record was written (each read as a failed run), and srun's a RuntimeError traceback."""
+    after every run's job record was written (each read as a failed run), and srun's a RuntimeError traceback.
+    Then whether the cluster's controller answers (`check_slurm_controller`)."""
     missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
     if missing:
         raise UserError(f"--executor slurm: {' and '.join(missing)} not found on PATH; run on a SLURM login node "
                         "(or put the SLURM commands' folder on PATH), or use --executor local")
+    check_slurm_controller()
+
+
+PING_TIMEOUT_S = 10  # `scontrol ping` answers in milliseconds; a missing SLURM_CONF retries for a minute
+
+
+def check_slurm_controller(timeout_s: float = PING_TIMEOUT_S) -> None:
+    """UserError where SLURM's controller does not answer `scontrol ping` (slurmctld stopped, SLURM_CONF naming
+    another host): `demo` found it out only at its sweep, after the data and the diagnostics."""
+    try:
+        out = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise UserError("--executor slurm: scontrol not found; run on a SLURM login node or use --executor local") from None
+    except subprocess.TimeoutExpired as e:
+        said = _last_words(e.stderr)
+        raise UserError(f"--executor slurm: the SLURM controller did not answer `scontrol ping` in {timeout_s:g} s"
+                        f"{f' ({said})' if said else ''}; is the cluster up, and does SLURM_CONF name its "
+                        "slurm.conf? Or use --executor local") from None
+    if " is UP" in out.stdout:  # (any of the controllers: a backup answers while the primary is down)
+        return
+    said = (out.stdout.strip().splitlines() or [""])[0] or _last_words(out.stderr) or f"exit status {out.returncode}"
+    raise UserError(f"--executor slurm: the SLURM controller does not answer (`scontrol ping`: {said}); start "
+                    "slurmctld, or point SLURM_CONF at this cluster's slurm.conf, or use --executor local")
+
+
+def _last_words(text: str | bytes | None) -> str:
+    """A SLURM command's last line of stderr ("scontrol: fatal: Unable to process configuration file")."""
+    text = text.decode(errors="replace") if isinstance(text, bytes) else text or ""
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def max_array_size() -> int:
@@ -488,8 +519,8 @@ def max_array_size() -> int:
     except FileNotFoundError:
         raise UserError("--executor slurm: scontrol not found; run on a SLURM login node or use --executor local") from None
     except subprocess.SubprocessError as e:  # (scontrol's own last words, where it said any: "Unable to contact ...")
-        said = (e.stderr or "").strip().splitlines() if isinstance(e, subprocess.CalledProcessError) else []
-        raise UserError(f"--executor slurm: `scontrol show config` failed ({said[-1] if said else e}); is the "
+        said = _last_words(e.stderr) if isinstance(e, subprocess.CalledProcessError) else ""
+        raise UserError(f"--executor slurm: `scontrol show config` failed ({said or e}); is the "
                         "cluster up?") from None
     m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
     return int(m.group(1)) if m else 1001  # SLURM's default

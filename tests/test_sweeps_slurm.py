@@ -243,6 +243,31 @@ def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
     assert "Restoring states from the checkpoint" in log, log
     assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
 
+def test_demo_with_an_unreachable_controller_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """`demo --executor slurm` where the controller does not answer (slurmctld stopped, SLURM_CONF naming
+    another host or port): one line, exit 2, before the data and the diagnostics. Before, only the commands
+    were checked up front, and `scontrol show config` failed at the sweep, after the diagnostics were written."""
+    import re
+
+    import scaling.commands.demo as demo
+    from scaling.cli import main
+
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    if not conf.is_file():
+        pytest.skip(f"no slurm.conf at {conf} to copy")
+    text = re.sub(r"^SlurmctldPort=.*\n", "", conf.read_text(), flags=re.M)
+    (tmp_path / "slurm.conf").write_text(text + "SlurmctldPort=1\n")  # (nothing listens there)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    monkeypatch.setattr(demo, "_diagnostics", lambda *a: pytest.fail("the demo ran the diagnostics"))
+    monkeypatch.setattr("scaling.data.builtin_data_dir", lambda *a, **k: pytest.fail("the demo prepared the data"))
+    t0 = time.time()
+    assert main(["demo", "--executor", "slurm", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --executor slurm: the SLURM controller does not answer (`scontrol ping`: ")
+    assert err.count("\n") == 1 and "is DOWN" in err, err
+    assert not (tmp_path / "out").exists() and time.time() - t0 < 10
+
+
 def test_arrays_are_split_above_max_array_size(tmp_path):
     from sweeps.launch import launch, max_array_size
 
