@@ -35,7 +35,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scaling.errors import UserError
 
@@ -91,6 +91,14 @@ class LocalSettings:
     gpus: str | tuple[int, ...] = "all"  # "all" visible GPUs, or their indices
     jobs_per_gpu: int = 1  # small runs share a GPU
     cpu_jobs: int = 1  # runs at once when there is no GPU; threads are split between them
+
+
+class PlannedRun(NamedTuple):
+    """A run of the grid: its config (`scaling.config.RunConfig`), that config's `resolved()`, and its run_id."""
+
+    config: Any
+    resolved: Any
+    run_id: str
 
 
 @dataclass(frozen=True)
@@ -151,11 +159,16 @@ class SweepSpec:
 
     def runs(self) -> list:
         """One `scaling.config.RunConfig` per grid point (same order as `points()`), de-duplicated by run_id."""
+        return [run.config for run in self.resolved_runs()]
+
+    def resolved_runs(self) -> list[PlannedRun]:
+        """`runs()` with each config's `resolved()` and run_id, which checking the runs computes anyway: for a
+        caller that needs them (`plan`), rather than resolving every config again."""
         from scaling.config import RunConfig, TokensError
         from scaling.linear import check_tokens
         from scaling.recipes import get_recipe
 
-        configs, seen, recipes = [], set(), {}
+        runs, seen, recipes = [], set(), {}
         for p in self.points():
             cfg = RunConfig(**self.train, data=self.data, **{k: p[k] for k in GRID_FIELDS if k in p})
             try:
@@ -173,8 +186,8 @@ class SweepSpec:
                 raise UserError(f"train: {e} (run {p})") from None
             if run_id not in seen:
                 seen.add(run_id)
-                configs.append(cfg)
-        return configs
+                runs.append(PlannedRun(cfg, r, run_id))
+        return runs
 
     def _token_problem(self, p: dict, problem: str) -> str:
         """A run's token count it cannot train, blamed on the value of the token setting that gave it (not

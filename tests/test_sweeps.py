@@ -312,6 +312,22 @@ def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     assert "priced on GPU: --device gpu" in out
 
 
+def test_plan_resolves_each_run_config_once(tmp_path, monkeypatch):
+    """plan resolved every run's config three times: checking the grid (`SweepSpec.runs`), then again for its
+    run_id and for its FLOPs as MFU counts them. It takes the grid's resolved configs and ids (`resolved_runs`)."""
+    from scaling.commands.sweep import plan_rows
+    from scaling.config import RunConfig
+
+    spec = load(tmp_path)
+    resolve = RunConfig.resolved
+    calls = []
+    monkeypatch.setattr(RunConfig, "resolved", lambda self: calls.append(self) or resolve(self))
+    rows = plan_rows(spec)
+    assert len(rows) == 2 and len(calls) == 2
+    monkeypatch.undo()
+    assert [r["run_id"] for r in rows] == [c.run_id for c in spec.runs()]
+
+
 def test_plan_prices_gpu_hours_at_the_vocab_of_the_corpus_the_runs_train_on(tmp_path, monkeypatch):
     """MFU counts the LM head at the corpus's vocab (result.json, `bench train`), so plan priced a run by 6·N·D
     at a measured MFU under-counted its hours (0.38x at 10M, vocab 32768). The vocab is a prepared dir's

@@ -104,9 +104,9 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
         speeds = plan_speeds(None, device)
     vocab_size = corpus_vocab_size(spec)  # (the corpus's meta.json read once, not once a run)
     rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
-    for c in spec.runs():
+    for c, resolved, run_id in spec.resolved_runs():  # (each config resolved once, as checking the grid did)
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
-        flops_exact = mfu_flops(c, vocab_size)
+        flops_exact = mfu_flops(resolved, vocab_size)
         key = (c.recipe, c.family, c.size)
         if key not in priced:
             priced[key] = (priced_speed(*key, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, ""))
@@ -116,7 +116,7 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
             hours = cpu_hours(flops, rate, speed)
         else:
             hours = gpu_hours(flops_exact, mfu, peak_tflops, speed)
-        rows.append(dict(run_id=c.run_id, family=c.family, size=c.size, recipe=recipe_label(c.recipe), tokens=c.tokens,
+        rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe_label(c.recipe), tokens=c.tokens,
                          seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact, vs_bf16=speed.vs_bf16,
                          speed_from=speed.source, speed_note=speed.note, hours=hours, **{f"{device}_hours": hours}))  # fmt: skip
     return rows
