@@ -9,7 +9,7 @@ SLURM: arrays are split to fit the cluster's MaxArraySize. Before a timeout SLUR
 (``--signal``), on preemption SIGTERM: train() checkpoints at the end of the step and raises
 ``Preempted``; the job then takes submitit's own path (its USR2 handler): ``RunJob.checkpoint()``
 resubmits the same run and submitit requeues the job, which resumes from the checkpoint. A
-``scancel`` (SIGTERM too) is told apart (``_cancelled``) and not requeued: the job says so in one line and
+``scancel`` (SIGTERM too) is told apart (``_sigterm_cause``) and not requeued: the job says so in one line and
 exits 75, with no traceback; a relaunch resumes the run.
 Lightning's own SLURM auto-requeue is off in train (it runs with ``LightningEnvironment``), so
 only submitit requeues.
@@ -110,7 +110,8 @@ class RunJob(submitit.helpers.Checkpointable):
                 return train(self.config, Path(self.run_dir), progress=True)
             except Preempted as e:
                 slurm = os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
-                if slurm and e.signum == signal.SIGTERM and _cancelled():
+                cause = _stop_cause(e.signum) if slurm else None
+                if cause == "cancelled":
                     # the end of this job, said in one line (its log's stderr): a Preempted raised on went to
                     # submitit, which logged its whole traceback. A SystemExit, as for a UserError: submitit's
                     # handler lets it by; scancel is SLURM's record of the job's end (CANCELLED)
@@ -119,7 +120,7 @@ class RunJob(submitit.helpers.Checkpointable):
                     raise SystemExit(PREEMPTED_EXIT_CODE) from None
                 print(f"{e}", flush=True)
                 if slurm:  # a preemption, a time limit's USR1, `scontrol requeue`: submitit's requeue path
-                    _requeue_through_submitit()
+                    _requeue_through_submitit(timed_out=cause == "timeout")
                 raise
 
     def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
@@ -128,26 +129,33 @@ class RunJob(submitit.helpers.Checkpointable):
         return submitit.helpers.DelayedSubmission(RunJob(self.config, self.run_dir))
 
 
-def _cancelled() -> bool:
-    """Whether SLURM's SIGTERM ends this job for good (`scancel`) rather than requeueing it. While a
-    job handles SIGTERM, `scontrol show job` reads COMPLETING either way; what differs is that a
-    requeue (`scontrol requeue`, preemption in REQUEUE mode) has already counted a restart beyond
-    the one this job started as, a preemption sets PreemptTime, and a time limit ends the job at
-    StartTime + TimeLimit (where the USR1 before it came too late). None of these: cancelled. Where
-    scontrol cannot tell, False (the job is requeued, as before)."""
+def _stop_cause(signum: int) -> str:
+    """Why SLURM stopped this job: "timeout" for USR1 (sent signal_delay_s before the time limit), else why its
+    SIGTERM came (`_sigterm_cause`)."""
+    return "timeout" if signum == signal.SIGUSR1 else _sigterm_cause()
+
+
+def _sigterm_cause() -> str:
+    """Why SLURM's SIGTERM came: "cancelled" (`scancel`: the job ends for good), "requeued" (`scontrol requeue`,
+    a preemption) or "timeout" (the time limit, reached before the USR1 ahead of it was acted on). While a job
+    handles SIGTERM, `scontrol show job` reads COMPLETING either way; what differs is that a requeue has already
+    counted a restart beyond the one this job started as, a preemption sets PreemptTime, and a time limit ends
+    the job at StartTime + TimeLimit. Where scontrol cannot tell, "requeued" (the job is requeued, as before)."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
-        return False
+        return "requeued"
     try:
         out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
-        return False
+        return "requeued"
     fields = _own_record(out.stdout, job)
     if out.returncode != 0 or not fields.get("Restarts", "").isdigit():
-        return False
+        return "requeued"
     requeued = int(fields["Restarts"]) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     preempted = fields.get("PreemptTime", "None") not in ("None", "Unknown")
-    return not requeued and not preempted and not _at_time_limit(fields)
+    if requeued or preempted:
+        return "requeued"
+    return "timeout" if _at_time_limit(fields) else "cancelled"
 
 
 def _own_record(scontrol_out: str, job: str) -> dict[str, str]:
@@ -179,9 +187,17 @@ def _at_time_limit(fields: dict[str, str]) -> bool:
     return ran.total_seconds() >= seconds - 10
 
 
-def _requeue_through_submitit() -> None:
+def _requeue_through_submitit(timed_out: bool) -> None:
     """After train saved a checkpoint on SLURM's signal: submitit's own preemption path, i.e.
-    RunJob.checkpoint() → the same run stored for the requeued job → `scontrol requeue` → exit."""
+    RunJob.checkpoint() → the same run stored for the requeued job → `scontrol requeue` → exit.
+    `timed_out`: the job met its time limit (`_stop_cause`), which submitit counts against max_timeouts, rather
+    than a preemption or `scontrol requeue` (free). submitit's handler guesses it from the job's wall time (a
+    signal after min(80% of the limit, the limit - 10 min) is a timeout): under a limit of 10 minutes or less
+    every preemption spent a timeout, and with signal_delay_s over a fifth of the limit and 10 minutes, no
+    time limit did (requeued for ever). This job knows which it was, and tells it."""
+    from submitit.core.job_environment import SignalHandler
+
+    SignalHandler.has_timed_out = lambda self: timed_out  # (the job's one handler; the process ends in it)
     try:
         os.kill(os.getpid(), signal.SIGUSR2)  # submitit's handler (SlurmJobEnvironment.USR_SIG)
         time.sleep(60)  # the handler runs at once and exits; this is never reached in practice

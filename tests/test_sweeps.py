@@ -1161,10 +1161,14 @@ def test_a_requeued_array_task_is_not_taken_for_cancelled(monkeypatch):
     monkeypatch.setattr(launch_mod.subprocess, "run", lambda *a, **k: out)
     monkeypatch.setenv("SLURM_JOB_ID", "74")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
-    assert not launch_mod._cancelled()
+    assert launch_mod._sigterm_cause() == "requeued"
     # the same task cancelled (no restart counted) is still a cancel
     out = subprocess.CompletedProcess([], 0, stdout=f"{own.replace('Restarts=1', 'Restarts=0')}\n{other}\n", stderr="")
-    assert launch_mod._cancelled()
+    assert launch_mod._sigterm_cause() == "cancelled"
+    # ... and ended at its time limit (30 minutes after it started), a timeout, which submitit counts
+    at_limit = own.replace("Restarts=1", "Restarts=0").replace("EndTime=2026-12-06T03:41:29", "EndTime=2026-12-06T04:11:13")
+    out = subprocess.CompletedProcess([], 0, stdout=f"{at_limit}\n{other}\n", stderr="")
+    assert launch_mod._sigterm_cause() == "timeout"
 
 
 def test_a_slurm_jobs_user_error_is_one_line_in_its_log_and_fails_the_run(tmp_path, capsys):
@@ -1203,10 +1207,10 @@ def test_a_cancelled_slurm_job_says_so_in_one_line_and_a_preempted_one_still_req
     def stopped(config, run_dir, progress):
         raise Preempted(f"received {signal.Signals(signum).name}; checkpoint saved at step 8", signum)
 
-    requeued, cancelled = [], True
+    requeued, cause = [], "cancelled"
     monkeypatch.setattr(scaling.train, "train", stopped)
-    monkeypatch.setattr(launch_mod, "_cancelled", lambda: cancelled)
-    monkeypatch.setattr(launch_mod, "_requeue_through_submitit", lambda: requeued.append(1))
+    monkeypatch.setattr(launch_mod, "_sigterm_cause", lambda: cause)
+    monkeypatch.setattr(launch_mod, "_requeue_through_submitit", lambda timed_out: requeued.append(timed_out))
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
     with pytest.raises(SystemExit) as ended:
         RunJob(run, run_dir)()
@@ -1214,10 +1218,12 @@ def test_a_cancelled_slurm_job_says_so_in_one_line_and_a_preempted_one_still_req
     assert ended.value.code == PREEMPTED_EXIT_CODE and not requeued and out == ""
     assert err == ("cancelled (scancel): received SIGTERM; checkpoint saved at step 8; the job is not requeued, and "
                    "`scaling sweep launch` with the same spec resumes the run\n"), err
-    for signum, cancelled in ((signal.SIGTERM, False), (signal.SIGUSR1, True)):  # preempted; at the time limit
+    # preempted; the time limit's USR1; the time limit's SIGTERM (USR1 came too late): submitit is told which were
+    # timeouts (it counts them against max_timeouts), not left to guess from the wall time
+    for signum, cause in ((signal.SIGTERM, "requeued"), (signal.SIGUSR1, "cancelled"), (signal.SIGTERM, "timeout")):
         with pytest.raises(Preempted):  # (submitit's handler exits the process first, in a real job)
             RunJob(run, run_dir)()
-    assert len(requeued) == 2 and "not requeued" not in "".join(capsys.readouterr())
+    assert requeued == [False, True, True] and "not requeued" not in "".join(capsys.readouterr())
 
 
 def test_a_slurm_jobs_sigterm_during_its_imports_stops_it_before_training(tmp_path, monkeypatch):

@@ -88,12 +88,12 @@ def wait_done(sweep_dir: Path, run_ids: list[str]) -> None:
     wait_for(f"results of {run_ids}", lambda: all((sweep_dir / r / "result.json").exists() for r in run_ids), sweep_dir)
 
 
-def launch_to_first_checkpoint(tmp_path: Path):
+def launch_to_first_checkpoint(tmp_path: Path, *overrides: str):
     """(spec, sweep dir, run dir, job id) of the finished sweep's seed-0 run launched alone, once its
     first checkpoint is on disk (long before it ends)."""
     from sweeps.launch import launch
 
-    spec = load(tmp_path, "grid.seed=0")
+    spec = load(tmp_path, "grid.seed=0", *overrides)
     sweep_dir = tmp_path / "runs"
     (sub,) = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False).submitted
     run_dir = sweep_dir / sub["run_id"]
@@ -223,11 +223,13 @@ def _urgent_partition() -> bool:
 def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
     """Preemption (.ci/slurm-up: partition `urgent` preempts `debug` in CANCEL mode) also sends
     SIGTERM; the job tells it from a cancel (PreemptTime is set), requeues itself through submitit and
-    resumes from its checkpoint to the uninterrupted run's result."""
+    resumes from its checkpoint to the uninterrupted run's result. Under a short time limit too, as a
+    preemption, not a timeout: submitit took any signal after min(80% of the limit, the limit - 10 min) for a
+    timeout, so under a limit of 10 minutes or less every preemption spent one of max_timeouts."""
     if not _urgent_partition():
         pytest.skip("no `urgent` partition to preempt with (a cluster not set up by .ci/slurm-up)")
     _, baseline_dir, _ = finished_sweep
-    _, sweep_dir, run_dir, job_id = launch_to_first_checkpoint(tmp_path)
+    _, sweep_dir, run_dir, job_id = launch_to_first_checkpoint(tmp_path, "executor.slurm.time=5")
     cpus = os.cpu_count() or 1  # the whole node: the run's job must make way
     urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-c", str(cpus), "-o", str(tmp_path / "urgent.out"),
                              "--wrap", "sleep 1"], capture_output=True, text=True, check=True).stdout.strip()
@@ -240,6 +242,7 @@ def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
     log = job_log(sweep_dir, job_id)
     assert "DUE TO PREEMPTION" in log and "checkpoint saved at step" in log, log
     assert "is not requeued" not in log and "requeueing" in log, log  # submitit's requeue path
+    assert "this job is preempted" in log and "(50 remaining timeouts)" in log, log  # no timeout spent
     assert "Restoring states from the checkpoint" in log, log
     assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
 
