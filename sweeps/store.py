@@ -361,6 +361,7 @@ class RunStatus:
     # a failed SLURM run's UserError, as its job said it (the last `error: ` line of its log, `job_error`): a relaunch
     # meets it again until it is fixed (data the compute nodes cannot see, ...)
     error: str | None = None
+    lr_mult: float = 1.0  # its place on an LR sweep's axis: two runs that differ only in it differ only here
 
     def progress_label(self) -> str:
         return "unknown" if self.progress is None else f"{self.progress:.0%}"
@@ -464,6 +465,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         resumable=state == "failed" and ckpt_problem is None and checkpoint_path(d).exists(),
         waiting=pending_reason(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
+        lr_mult=_number(cfg.get("lr_mult", result.get("lr_mult"))) or 1.0,
     )  # fmt: skip
 
 
@@ -558,8 +560,14 @@ def _config_of(*records: Any) -> dict:
 
 def _whole(value: Any) -> int | None:
     """A record's count (tokens, seed) as an int; None where a damaged record has something else there."""
+    number = _number(value)
+    return int(number) if number is not None else None
+
+
+def _number(value: Any) -> float | None:
+    """A record's finite number (lr_mult); None where a damaged record has something else there."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
-    return int(value) if ok else None
+    return float(value) if ok else None
 
 
 # squeue reasons a pending job never leaves by itself: no node or partition can meet the request

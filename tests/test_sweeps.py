@@ -808,6 +808,28 @@ def test_status_says_which_failed_runs_resume_and_that_nothing_runs(tmp_path, ca
     out = capsys.readouterr().out
     assert "failed (resumable)" in out and "launching the sweep again resumes it" in out and "ETA: unknown" in out
 
+def test_status_and_collect_tables_show_an_lr_sweeps_lr_mult(tmp_path, capsys):
+    """An LR sweep's runs of one grid point differ only in lr_mult, which `status --runs` and `collect` left out of
+    their tables: two rows alike but for val_loss, and no telling which LR gave which. They show it where a run's
+    is not 1 (as `point_label` names a run)."""
+    from sweeps.launch import pending
+    from sweeps.store import write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=0", "grid.lr_mult=[1.0, 4.0]"))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)  # writes the plan (sweep.json)
+    for c, loss in zip(spec.runs(), (5.25, 9.5)):
+        write_json(sweep_dir / c.run_id / "result.json", {"run_id": c.run_id, "status": "completed", "recipe": "bf16",
+                                                          "seed": 0, "lr_mult": c.lr_mult, "val_loss": loss})
+    table = re.compile(r"lr_mult.*\n.*\n.*\b0\s*\S\s*1\s*\S.*5\.25.*\n.*\b0\s*\S\s*4\s*\S.*9\.5")
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    assert table.search(capsys.readouterr().out)
+    assert main(["sweep", "collect", str(sweep_dir)]) == 0
+    assert table.search(capsys.readouterr().out)
+    assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+    assert [r["lr_mult"] for r in json.loads(capsys.readouterr().out)["runs"]] == [1.0, 4.0]
+
+
 def test_status_says_the_error_a_slurm_job_failed_on(tmp_path, monkeypatch, capsys):
     """A SLURM job that failed on a UserError (data its node cannot see) says it in one line in its log, but
     status said only "failed" and "`scaling sweep launch` again", which meets the same error. It names the error

@@ -366,7 +366,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.runs:
         rows = [dict(dataclasses.asdict(r), progress=r.progress_label(), eta=duration(r.eta_s) if r.state == "running" else "",
                      state=r.state_label()) for r in st.runs]
-        print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "state", "progress", "val_loss",
+        lr = ["lr_mult"] if any(r.lr_mult != 1.0 for r in st.runs) else []  # (an LR sweep's runs differ only there)
+        print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", *lr, "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
     row = {s: st.counts[s] for s in STATES} | {"total": total, "eta": duration(st.eta_s)}
@@ -429,6 +430,8 @@ def _collect(args: argparse.Namespace) -> int:
         return 0
     cols = [c for c in ("run_id", "family", "size", "recipe", "tokens", "seed", "status", "val_loss", "val_bpb", "wall_s")
             if c in df.columns]  # fmt: skip
+    if "lr_mult" in df.columns and (df["lr_mult"].fill_null(1.0) != 1.0).any():  # an LR sweep's runs differ only there
+        cols.insert(cols.index("seed") + 1 if "seed" in cols else len(cols), "lr_mult")
     if "diverged_at_step" in df.columns and df["diverged_at_step"].drop_nulls().len():  # where diverged runs stopped
         cols.insert(cols.index("status") + 1 if "status" in cols else len(cols), "diverged_at_step")
     print_table(df.select(cols).to_dicts(), cols, title=count(df.height, "run"))
