@@ -195,9 +195,12 @@ def _requeue_through_submitit(timed_out: bool) -> None:
     signal after min(80% of the limit, the limit - 10 min) is a timeout): under a limit of 10 minutes or less
     every preemption spent a timeout, and with signal_delay_s over a fifth of the limit and 10 minutes, no
     time limit did (requeued for ever). This job knows which it was, and tells it."""
-    from submitit.core.job_environment import SignalHandler
-
-    SignalHandler.has_timed_out = lambda self: timed_out  # (the job's one handler; the process ends in it)
+    try:  # (submitit's internals: where another release moved them, its own wall-time guess decides, as before)
+        from submitit.core.job_environment import SignalHandler
+    except ImportError:
+        SignalHandler = None
+    if SignalHandler is not None and hasattr(SignalHandler, "has_timed_out"):
+        SignalHandler.has_timed_out = lambda self: timed_out  # (the job's one handler; the process ends in it)
     try:
         os.kill(os.getpid(), signal.SIGUSR2)  # submitit's handler (SlurmJobEnvironment.USR_SIG)
         time.sleep(60)  # the handler runs at once and exits; this is never reached in practice
