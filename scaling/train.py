@@ -557,9 +557,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
     config = config.resolved()
-    check_run_dir(config, run_dir)
-    if result_path.exists():  # (a finished GPU run's record is read on any machine)
-        return _finished_record(result_path)
+    finished = finished_record(config, run_dir)
+    if finished is not None:
+        return finished
     precision = _precision(config)  # a precision this machine cannot run: before anything is made
     wall_start = time.perf_counter()
     # the code this process imports now is what trains: a commit or pull into the checkout during the run
@@ -632,6 +632,16 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                            git_commit=commit)
     write_json_atomic(result_path, result, indent=2)
     return result
+
+
+def finished_record(config: RunConfig, run_dir: Path) -> dict | None:
+    """The record of the run in run_dir if it has finished (result.json), else None; a UserError where
+    run_dir holds another run (`check_run_dir`). Reads and writes nothing else, and takes no lock (the
+    record is written last, atomically): a finished run is read on any machine (a GPU run's precision
+    is not checked) and from read-only storage."""
+    check_run_dir(config.resolved(), run_dir)
+    path = run_dir / "result.json"
+    return _finished_record(path) if path.exists() else None
 
 
 def _finished_record(path: Path) -> dict:

@@ -181,6 +181,21 @@ def test_a_finished_gpu_run_is_read_on_a_cpu(tmp_path):
     assert train(on_gpu, run_dir, progress=False) == record
 
 
+def test_a_finished_run_is_read_back_without_writing_in_its_folder(tmp_path, capsys):
+    """A finished run on read-only storage (an archive) was refused ('cannot write in ...'): the command
+    took the run's lock, which creates its lock file. Its record is read, and nothing is written there."""
+    archived = tmp_path / "archived"
+    short = _config(tokens=2 * 4 * 64, eval_interval=2)
+    result = train(short, archived, progress=False)
+    state = lambda: sorted((str(p), p.stat().st_mtime_ns) for p in archived.rglob("*"))  # noqa: E731
+    before = state()
+    config = tmp_path / "config.json"
+    config.write_text(short.to_json())
+    assert main(["train", "--config", str(config), "--out", str(archived), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["val_loss"] == result["val_loss"]
+    assert state() == before
+
+
 @pytest.mark.parametrize("sig, code, said", [
     (signal.SIGUSR1, PREEMPTED_EXIT_CODE, "preempted: received SIGUSR1"),  # SLURM, before preempting: requeue
     (signal.SIGINT, 130, "interrupted: received SIGINT"),  # Ctrl-C

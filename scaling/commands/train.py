@@ -96,13 +96,19 @@ def run(args: argparse.Namespace) -> int:
     signals.record_early((signal.SIGUSR1, signal.SIGTERM))
     from scaling.console import print_json, print_table
     from scaling.files import check_output
-    from scaling.train import PREEMPTED_EXIT_CODE, Preempted
+    from scaling.train import PREEMPTED_EXIT_CODE, Preempted, finished_record
 
     config = config_from_args(args)
-    run_dir = check_output(Path(args.out) if args.out else Path("runs") / "adhoc" / config.run_id, folder=True)
+    run_dir = Path(args.out).expanduser() if args.out else Path("runs") / "adhoc" / config.run_id
+    # a finished run is only read, without its lock: from read-only storage (an archive) too
+    finished = (run_dir / "result.json").is_file()
+    if not finished:
+        check_output(run_dir, folder=True)
     check_not_foreign(run_dir)
     try:
-        result = _train_locked(config, run_dir, not args.no_progress)
+        result = finished_record(config, run_dir) if finished else None
+        if result is None:
+            result = _train_locked(config, run_dir, not args.no_progress)
     except Preempted as e:
         if e.signum == signal.SIGINT:
             print(f"interrupted: {e}; resume with the same command", file=sys.stderr)
