@@ -43,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
+def _current(path: Path) -> dict:
+    """What a benchmark file holds now to merge into: nothing where it does not exist or is empty (a new
+    file, as check_output takes it: `mktemp --suffix .json`)."""
+    return _read(path) if path.is_file() and path.stat().st_size else {}
+
+
 def _read(path: Path) -> dict:
     from sweeps.cost import read_bench
 
@@ -135,7 +141,7 @@ def _save(out: Path | None, result: dict, fresh: dict) -> None:
 
     if out:
         with locked(out):
-            merged = _merged(_read(out) if out.is_file() and out.stat().st_size else {}, fresh)
+            merged = _merged(_current(out), fresh)
             write_json_atomic(out, merged)
     else:
         merged = _merged(result, fresh)
@@ -219,9 +225,11 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.out, folder=False, suffix=".json")
     # The file as this call starts (the refusals below and train's earlier rows read it); what it writes is
     # merged into the file as it is then (`_save`)
-    # (an empty file is a new one, as check_output takes it: `mktemp --suffix .json`; targets reads it as it is)
-    merge = args.out and args.out.exists() and (only_targets or args.out.stat().st_size)
-    result: dict = {**_file_keys(), **(_read(args.out) if merge else {})}
+    if only_targets and args.out and args.out.exists():
+        current = _read(args.out)  # (as it is: an empty file is refused, it holds nothing to check)
+    else:
+        current = _current(args.out) if args.out else {}
+    result: dict = {**_file_keys(), **current}
 
     def progress(line: str) -> None:
         if not args.json:
