@@ -551,6 +551,28 @@ def test_a_cpus_rows_never_go_into_another_machines_file(tmp_path, monkeypatch, 
     assert len(json.loads(out.read_text())["quantizer"]) == 2
 
 
+def test_a_file_another_machine_wrote_meanwhile_is_refused_when_rows_are_saved(tmp_path, monkeypatch, capsys):
+    """The file's machine was checked only as the call began: a file another machine's call wrote while
+    this one measured (a shared reports/ folder) was merged into and its header renamed after this
+    machine, over that machine's rows. The save checks again under the file's lock: exit 2, and the
+    other machine's file is left as it is."""
+    from scaling import bench
+    from scaling.cli import main
+
+    out = tmp_path / "cpu.json"
+    theirs = json.dumps({"cpu_machine": {"cpu": "Other CPU", "threads": 1}, "quantizer": [{"recipe": "ufp4", "d": 1}]})
+
+    def measured_while_another_machine_writes(recipes, **kw):
+        out.write_text(theirs)
+        return [{"recipe": "nvfp4", "operand": "fprop.x", "tokens": 1, "d": 128, "reference_ms": 1.0}]
+
+    monkeypatch.setattr(bench, "bench_cpu_quantizer", measured_while_another_machine_writes)
+    assert main(["bench", "quantizer", "--recipes", "nvfp4", "--dims", "128", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds cpu and quantizer rows measured on Other CPU" in err and "since this one started" in err, err
+    assert "Traceback" not in err and out.read_text() == theirs
+
+
 def test_sass_rows_never_go_into_another_tritons_file(tmp_path, monkeypatch, capsys):
     """`bench sass --out reports/bench/sass-sm90-triton3.6.json` without the 3.6 wheel on the path
     merged Triton 3.9's counts into the 3.6 file and stamped all its rows 3.9. Refused now (exit 2)."""

@@ -141,7 +141,13 @@ def _save(out: Path | None, result: dict, fresh: dict) -> None:
 
     if out:
         with locked(out):
-            merged = _merged(_current(out), fresh)
+            now = _current(out)
+            try:  # (checked as the call began; another machine's call may have written the file since)
+                _same_machine(now, fresh, out)
+            except UserError as e:
+                raise UserError(f"{e} (another call wrote the file since this one started; this call's rows "
+                                "were not added to it)") from None
+            merged = _merged(now, fresh)
             write_json_atomic(out, merged)
     else:
         merged = _merged(result, fresh)
@@ -235,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(line, flush=True)
 
-    _same_machine(result, wanted, args.out)  # (before any section runs: a refusal costs nothing)
+    _same_machine(result, _headers(wanted), args.out)  # (before any section runs: a refusal costs nothing)
     fresh: dict = {}  # what this call measures, merged into the file as it is when saved (`_save`)
     _run_cpu_sections(args, wanted, recipes, dims, result, fresh, progress)
     if gpu:
@@ -475,30 +481,42 @@ def _same_device(result: dict, name: str, out) -> None:
                         f"give a file of this device's (e.g. reports/bench/{device_file(name)}), or a new one")
 
 
-def _same_machine(result: dict, wanted: list[str], out) -> None:
-    """Refuse to add this CPU's cpu or quantizer rows to a file measured on another CPU or thread count,
-    and sass rows to a file compiled with another Triton: the file's header (cpu_machine, sass_versions)
-    names one machine or compiler for all its rows, and a new call rewrote it under the older rows."""
-    old = result.get("cpu_machine")
-    if old and {"cpu", "quantizer"} & set(wanted):
+def _headers(wanted: list[str]) -> dict:
+    """The file headers naming this machine that the sections wanted write (cpu_machine for cpu and
+    quantizer, sass_versions' Triton for sass; a GPU's device: `_run_gpu_sections`)."""
+    headers: dict = {}
+    if {"cpu", "quantizer"} & set(wanted):
         from scaling.bench import cpu_header
 
-        now = cpu_header()
-        if (old.get("cpu"), old.get("threads")) != (now["cpu"], now["threads"]):
-            raise UserError(f"--out {out} holds cpu and quantizer rows measured on {old.get('cpu')} "
-                            f"({old.get('threads')} threads), and this is {now['cpu']} ({now['threads']} threads); "
-                            "give a file of this machine's (e.g. reports/bench/cpu-<machine>.json), or a new one"
-                            + (f", or run with OMP_NUM_THREADS={old.get('threads')}" if old.get("cpu") == now["cpu"]
-                               else ""))
-    old = (result.get("sass_versions") or {}).get("triton")
-    if old and "sass" in wanted:
-        import triton
+        headers["cpu_machine"] = cpu_header()
+    if "sass" in wanted:
+        try:
+            import triton
+        except ImportError:  # (`_bench_sass` says what to install)
+            return headers
+        headers["sass_versions"] = {"triton": triton.__version__}
+    return headers
 
-        if old != triton.__version__:
-            raise UserError(f"--out {out} holds sass rows compiled with Triton {old}, and this Triton is "
-                            f"{triton.__version__}; give a file of this Triton's (e.g. reports/bench/sass-sm90-triton"
-                            f"{'.'.join(triton.__version__.split('.')[:2])}.json), or a new one, or put Triton {old} "
-                            "first on PYTHONPATH (docs/kernels.md, \"Benchmarks\")")
+
+def _same_machine(file: dict, headers: dict, out) -> None:
+    """Refuse to add this call's rows to a file measured on another GPU, CPU or thread count, or compiled
+    with another Triton: `headers` (device, cpu_machine, sass_versions) are this call's, and the file's name
+    one machine or compiler for all its rows; a new call rewrote them under the older rows."""
+    if headers.get("device"):
+        _same_device(file, headers["device"], out)
+    old, now = file.get("cpu_machine"), headers.get("cpu_machine")
+    if old and now and (old.get("cpu"), old.get("threads")) != (now["cpu"], now["threads"]):
+        raise UserError(f"--out {out} holds cpu and quantizer rows measured on {old.get('cpu')} "
+                        f"({old.get('threads')} threads), and this is {now['cpu']} ({now['threads']} threads); "
+                        "give a file of this machine's (e.g. reports/bench/cpu-<machine>.json), or a new one"
+                        + (f", or run with OMP_NUM_THREADS={old.get('threads')}" if old.get("cpu") == now["cpu"]
+                           else ""))
+    old, now = ((d.get("sass_versions") or {}).get("triton") for d in (file, headers))
+    if old and now and old != now:
+        raise UserError(f"--out {out} holds sass rows compiled with Triton {old}, and this Triton is "
+                        f"{now}; give a file of this Triton's (e.g. reports/bench/sass-sm90-triton"
+                        f"{'.'.join(now.split('.')[:2])}.json), or a new one, or put Triton {old} "
+                        "first on PYTHONPATH (docs/kernels.md, \"Benchmarks\")")
 
 
 def device_file(name: str) -> str:
