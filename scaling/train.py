@@ -639,9 +639,17 @@ def finished_record(config: RunConfig, run_dir: Path) -> dict | None:
     run_dir holds another run (`check_run_dir`). Reads and writes nothing else, and takes no lock (the
     record is written last, atomically): a finished run is read on any machine (a GPU run's precision
     is not checked) and from read-only storage."""
-    check_run_dir(config.resolved(), run_dir)
+    config = config.resolved()
+    check_run_dir(config, run_dir)
     path = run_dir / "result.json"
-    return _finished_record(path) if path.exists() else None
+    if not path.exists():
+        return None
+    record = _finished_record(path)
+    # (a folder whose config.json is gone: its record was returned as that of any run asked for)
+    if not (run_dir / "config.json").exists() and record["run_id"] != config.run_id:
+        raise UserError(f"{path} is the record of another run ({record['run_id']}, not {config.run_id}), and "
+                        f"{run_dir} has no config.json; choose another --out directory")
+    return record
 
 
 def _finished_record(path: Path) -> dict:

@@ -196,6 +196,19 @@ def test_a_finished_run_is_read_back_without_writing_in_its_folder(tmp_path, cap
     assert state() == before
 
 
+def test_a_finished_folder_whose_config_is_gone_is_not_taken_for_another_run(tmp_path):
+    """A finished run's folder whose config.json was lost: `train` returned its result.json as the record
+    of any run asked for (another recipe, another budget). Its own run still reads it."""
+    run_dir = tmp_path / "run"
+    config = _config(tokens=2 * 4 * 64, eval_interval=2)
+    record = train(config, run_dir, progress=False)
+    (run_dir / "config.json").unlink()
+    with pytest.raises(UserError, match=r"result.json is the record of another run \(\w+, not \w+\), and .* has no "
+                                        r"config.json; choose another --out directory"):
+        train(_config(tokens=2 * 4 * 64, eval_interval=2, recipe="nvfp4"), run_dir, progress=False)
+    assert train(config, run_dir, progress=False)["val_loss"] == record["val_loss"]
+
+
 @pytest.mark.parametrize("sig, code, said", [
     (signal.SIGUSR1, PREEMPTED_EXIT_CODE, "preempted: received SIGUSR1"),  # SLURM, before preempting: requeue
     (signal.SIGINT, 130, "interrupted: received SIGINT"),  # Ctrl-C
