@@ -1598,7 +1598,7 @@ def test_a_run_whose_folder_is_deleted_mid_run_fails_and_the_launch_exits_1(tmp_
     """`rm -rf` of a run's folder while its worker trains it: the run ends without a result, so the
     launch counts it failed (exit 1) and says what happened, rather than `missing` with exit 0 and a
     pointer to a log that is gone; the next run goes on, and a relaunch trains the run anew."""
-    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [65536, 4096]").replace("seed = [0, 1]", "seed = 0")
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [32768, 4096]").replace("seed = [0, 1]", "seed = 0")
                       .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 8"))
     sweep_dir = tmp_path / "sweep"
     cmd, p = _launch_until_a_run_evaluates(spec, sweep_dir)  # (the long run, in the only worker)
