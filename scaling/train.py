@@ -42,8 +42,8 @@ from scaling import kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences
 from scaling.errors import UserError
-from scaling.files import (atomic_path, checkpoint_path, checkpoint_problem, remove_stale_temps, write_atomic,
-                           write_json_atomic)
+from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
+                           checkpoint_problem, remove_stale_temps, write_atomic, write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
@@ -194,6 +194,7 @@ class LanguageModel(L.LightningModule):
         from scaling.recipes import get_recipe
 
         self.config, self.size, self.recipe = config, config.model_size(), get_recipe(config.recipe)
+        self.run_id = config.run_id  # (as the run starts: a recipe file's id hashes its content then)
         check_tokens(self.recipe, config.micro_batch_size * config.seq_len)
         self.automatic_optimization = False  # two optimizers (Muon + AdamW)
         torch.manual_seed(config.seed)
@@ -262,6 +263,9 @@ class LanguageModel(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["divergence"] = (self.running_min, self.spike_count)
+        # the run the checkpoint is of, so that a folder whose config.json is lost is not resumed as another run
+        # (`check_run_dir`); one JSON text, which `checkpoint_run` reads without loading the tensors
+        checkpoint[CHECKPOINT_RUN_KEY] = json.dumps({"run_id": self.run_id, "config": self.config.to_dict()})
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.running_min, self.spike_count = checkpoint["divergence"]
@@ -447,12 +451,25 @@ def _precision(config: RunConfig) -> str:
 
 
 def check_run_dir(config: RunConfig, run_dir: Path) -> None:
-    """UserError unless run_dir is new or holds this same run (its config, and its recipe file's
-    content as the run started: the run's id hashes the file as it is now, on both sides)."""
-    path = run_dir / "config.json"
-    if not path.exists():
-        return
-    existing = RunConfig.from_json(path)
+    """UserError unless run_dir is new or holds this same run: its config.json, its recipe file's content
+    as the run started (the run's id hashes the file as it is now, on both sides), and the run its
+    checkpoint is of (`checkpoint_of_another_run`), which a folder whose config.json is lost still says."""
+    if (run_dir / "config.json").exists():
+        _check_config_json(config, run_dir)
+    other = checkpoint_of_another_run(run_dir, config.run_id)
+    if other is not None:
+        try:
+            said = differences(RunConfig.from_dict(other["config"]), config)
+        except (UserError, TypeError):  # (a config of another version of RunConfig: its id alone is said)
+            said = ""
+        raise UserError(f"{run_dir} holds the checkpoint of another run ({other['run_id']}, not {config.run_id}"
+                        + (f": {said}" if said else "") + "); choose another --out directory, or give that run's "
+                        "settings to resume it")
+
+
+def _check_config_json(config: RunConfig, run_dir: Path) -> None:
+    """`check_run_dir`'s check of the folder's config.json (and its recipe.toml)."""
+    existing = RunConfig.from_json(run_dir / "config.json")
     kept = run_dir / "recipe.toml"
     moved = existing.recipe.endswith(".toml") and not Path(existing.recipe).is_file() and kept.is_file()
     if moved and config.recipe == existing.recipe:  # (the same path as the run's: its id would hash the path)

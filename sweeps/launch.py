@@ -46,7 +46,7 @@ from scaling import signals, usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
 from scaling.errors import UserError
-from scaling.files import SPACE_ERRORS, check_output, checkpoint_path
+from scaling.files import SPACE_ERRORS, check_output, checkpoint_of_another_run, checkpoint_path
 
 
 @dataclass
@@ -396,7 +396,9 @@ def _launch_runs(spec: SweepSpec, executor: str, sweep_dir: Path, todo: list, sk
         # (the archives' directories only: their CRC-32s would read every resumable run's checkpoint here, on a
         # login node, before each job reads its own again; train refuses flipped bytes in one line, and status names them)
         damaged = [c.run_id for c in todo if damaged_checkpoint(sweep_dir / c.run_id)]
-        resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo) - len(damaged)
+        foreign = [c.run_id for c in todo
+                   if c.run_id not in damaged and checkpoint_of_another_run(sweep_dir / c.run_id, c.run_id)]
+        resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo) - len(damaged) - len(foreign)
         resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
         print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
               flush=True)
@@ -404,6 +406,10 @@ def _launch_runs(spec: SweepSpec, executor: str, sweep_dir: Path, todo: list, sk
             print(f"warning: {count(len(damaged), 'run')} ({', '.join(damaged[:5])}{', ...' if len(damaged) > 5 else ''}) "
                   f"{'has a damaged checkpoint' if len(damaged) == 1 else 'have damaged checkpoints'}, on which "
                   "training fails again; `scaling sweep status` names the files to move away", flush=True)
+        if foreign:  # train refuses to resume another run's checkpoint (`check_run_dir`): said before they fail
+            print(f"warning: {count(len(foreign), 'run')} ({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}) "
+                  f"{'holds the checkpoint' if len(foreign) == 1 else 'hold checkpoints'} of another run, on which "
+                  "training fails; `scaling sweep status` names the files to move away", flush=True)
     if executor == "local":  # (a SLURM launch returns once submitted: `status` follows every run)
         report.elsewhere = list(skipped.get("running", []))
         if progress and report.elsewhere and todo:  # (with none of its own, the wait's line says it)

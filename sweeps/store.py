@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from scaling.console import count
-from scaling.files import checkpoint_path, checkpoint_problem, held, take_exclusive, write_atomic, write_json_atomic
+from scaling.files import (checkpoint_of_another_run, checkpoint_path, checkpoint_problem, held, take_exclusive,
+                           write_atomic, write_json_atomic)
 from sweeps.spec import GRID_FIELDS
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
@@ -355,6 +356,9 @@ class RunStatus:
     # a failed run's checkpoint that is damaged, and how (`checkpoint_problem`): a relaunch stops on it, as train
     # refuses to resume from it, until it is moved away
     checkpoint_damaged: str | None = None
+    # a failed run's checkpoint that is another run's, that run's id (`checkpoint_of_another_run`, the rule train
+    # refuses a resume by): a relaunch stops on it until it is moved away
+    checkpoint_of: str | None = None
     # a failed run's result.json that is no result record, and why (`read_result`'s words): edited or damaged, as
     # train writes it atomically; a relaunch moves it aside (result.damaged-<n>.json) and trains the run again
     result_damaged: str | None = None
@@ -371,12 +375,14 @@ class RunStatus:
         """A relaunch resumes it from its checkpoint and goes on: resumable, and no damaged checkpoint (it fails
         on it), no damaged result.json (no kill or crash stopped it) and no error (met again). The label's
         "(resumable)" and `status`'s count of such runs, both."""
-        return self.resumable and not (self.checkpoint_damaged or self.result_damaged or self.error)
+        return self.resumable and not (self.checkpoint_damaged or self.checkpoint_of or self.result_damaged or self.error)
 
     def state_label(self) -> str:
         """The state as `status --runs` and a report's list of unfinished runs say it."""
         if self.checkpoint_damaged:
             return "failed (checkpoint damaged: a relaunch fails on it)"
+        if self.checkpoint_of:
+            return f"failed (checkpoint of another run, {self.checkpoint_of}: a relaunch fails on it)"
         if self.result_damaged:  # (not "resumable": no kill or crash stopped it)
             return "failed (result.json damaged: a relaunch moves it aside and trains the run again)"
         if self.error:
@@ -449,6 +455,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
     # each by status (or collect, or report), at ~0.3 s a GB, which the relaunch that resumes them reads anyway
     ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
+    other = checkpoint_of_another_run(d, d.name) if state == "failed" and not ckpt_problem else None
     if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
         seen = max(seen, _live_tokens(d, run_config or {}))
     progress = _progress(state, seen, tokens)
@@ -459,10 +466,10 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
                 else recipe_label(str(cfg.get("recipe", "")), d / "recipe.toml")), tokens=tokens,
         seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
         state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
-        job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem,
+        job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem, checkpoint_of=other and other["run_id"],
         result_damaged=result_problem,
-        error=job_error(job) if state == "failed" and not (ckpt_problem or result_problem) else None,
-        resumable=state == "failed" and ckpt_problem is None and checkpoint_path(d).exists(),
+        error=job_error(job) if state == "failed" and not (ckpt_problem or other or result_problem) else None,
+        resumable=state == "failed" and ckpt_problem is None and other is None and checkpoint_path(d).exists(),
         waiting=pending_reason(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
         lr_mult=_number(cfg.get("lr_mult", result.get("lr_mult"))) or 1.0,
@@ -518,13 +525,14 @@ def relaunch_advice(runs: Iterable[RunStatus]) -> str:
     """What to do about a sweep's runs with no result (`collect`'s note, a report's list), by their states:
     running and queued runs finish without a relaunch; failed runs that stopped on an error (`RunStatus.error`,
     as `status` says it) meet it again on a relaunch until it is fixed, and so do those whose checkpoint is
-    damaged (`RunStatus.checkpoint_damaged`: train refuses to resume from it), so both are counted apart; a
-    relaunch trains or resumes the others."""
+    damaged (`RunStatus.checkpoint_damaged`: train refuses to resume from it) or another run's
+    (`RunStatus.checkpoint_of`), so these are counted apart; a relaunch trains or resumes the others."""
     runs = list(runs)
     n, in_flight = len(runs), sum(r.state in ("running", "queued") for r in runs)
     erred = sum(bool(r.error) for r in runs)  # (failed runs only)
     broken = sum(bool(r.checkpoint_damaged) and not r.error for r in runs)  # (failed runs only)
-    rest = n - in_flight - erred - broken
+    foreign = sum(bool(r.checkpoint_of) for r in runs)  # (failed runs only, with no error or damage)
+    rest = n - in_flight - erred - broken - foreign
     if in_flight == n:
         return "they finish without a relaunch"
     said = []
@@ -534,10 +542,13 @@ def relaunch_advice(runs: Iterable[RunStatus]) -> str:
     if broken:
         said.append(f"{count(broken, 'failed run')} {'has' if broken == 1 else 'have'} a damaged checkpoint, which a "
                     "relaunch fails on until it is moved aside (`scaling sweep status` says how)")
+    if foreign:
+        said.append(f"{count(foreign, 'failed run')} {'holds' if foreign == 1 else 'hold'} the checkpoint of another run, "
+                    "which a relaunch fails on until it is moved aside (`scaling sweep status` says how)")
     if rest == n:
         said.append("`scaling sweep launch` again trains or resumes them")
     elif rest:
-        which = ("other" if rest == 1 else "others") if erred or broken else "neither running nor queued"
+        which = ("other" if rest == 1 else "others") if erred or broken or foreign else "neither running nor queued"
         said.append(f"`scaling sweep launch` again trains or resumes the {rest} {which}")
     if in_flight and not rest:
         said.append(f"the {in_flight} running or queued finish without a relaunch")

@@ -958,15 +958,17 @@ def test_status_says_a_failed_runs_result_json_is_damaged(tmp_path, capsys):
     assert runs[edited.name]["result_damaged"].startswith("status 'weird'") and runs[killed.name]["result_damaged"] is None
 
 
-def write_checkpoint(run_dir: Path) -> Path:
-    """A checkpoint as torch writes one (a zip archive with a pickled state), at the run's checkpoint path."""
+def write_checkpoint(run_dir: Path, run_id: str | None = None) -> Path:
+    """A checkpoint as torch writes one (a zip archive with a pickled state), at the run's checkpoint path; with
+    run_id, naming that run as train's do (`CHECKPOINT_RUN_KEY`)."""
     import torch
 
-    from scaling.files import checkpoint_path
+    from scaling.files import CHECKPOINT_RUN_KEY, checkpoint_path
 
     path = checkpoint_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"global_step": 3, "state_dict": {"w": torch.zeros(256)}}, path)
+    named = {CHECKPOINT_RUN_KEY: json.dumps({"run_id": run_id, "config": {}})} if run_id else {}
+    torch.save({"global_step": 3, "state_dict": {"w": torch.zeros(256)}, **named}, path)
     return path
 
 
@@ -1053,6 +1055,43 @@ def test_a_relaunch_does_with_a_damaged_checkpoint_what_status_said(tmp_path, ca
     assert f"the checkpoint {ckpt} is damaged" in log and "Traceback" not in log, log
     assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
     assert "failed (checkpoint damaged: a relaunch fails on it)" in capsys.readouterr().out
+
+
+def test_status_and_launch_say_a_checkpoint_of_another_run_fails_a_relaunch(tmp_path, capsys):
+    """A run folder whose checkpoint is another run's (its config.json lost, the checkpoint copied in): train
+    refuses to resume it, yet status said "failed (resumable)" and launch counted it among the runs it resumes.
+    Both now say what train does, by its rule (`checkpoint_of_another_run`); the run's own checkpoint resumes."""
+    from sweeps.launch import pending
+    from sweeps.store import relaunch_advice, status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    theirs, own = (sweep_dir / c.run_id for c in spec.runs())
+    for d in (theirs, own):
+        write_json(d / "job.json", {"executor": "local", "job_id": None})
+        ckpt = write_checkpoint(d, run_id=own.name)
+    ckpt = theirs / "checkpoints" / "last.ckpt"
+    rows = {r.run_id: r for r in status(sweep_dir).runs}
+    assert (rows[theirs.name].resumable, rows[theirs.name].checkpoint_of) == (False, own.name)
+    assert (rows[own.name].resumable, rows[own.name].checkpoint_of) == (True, None)
+    assert relaunch_advice(rows.values()) == (
+        "1 failed run holds the checkpoint of another run, which a relaunch fails on until it is moved aside "
+        "(`scaling sweep status` says how); `scaling sweep launch` again trains or resumes the 1 other")
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert f"failed (checkpoint of another run, {own.name}: a relaunch fails on it)" in out and "failed (resumable)" in out
+    assert (f"1 failed run holds the checkpoint of another run, on which a relaunch fails again: {ckpt} (run "
+            f"{own.name}'s); move it away (mv {ckpt} {ckpt}.other) and launch") in out, out
+    args = ["sweep", "launch", str(write_spec(tmp_path)), "--executor", "local", "--sweep-dir", str(sweep_dir),
+            "--set", "grid.seed=0"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "1 to run\n" in out and "from its checkpoint" not in out, out
+    assert f"warning: 1 run ({theirs.name}) holds the checkpoint of another run, on which training fails" in out, out
+    log = (theirs / "train.log").read_text()
+    assert f"{theirs} holds the checkpoint of another run ({own.name}, not {theirs.name}" in log, log
+    assert "Traceback" not in log, log
 
 
 # ---------------------------------------------------------------------------------------------

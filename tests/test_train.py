@@ -115,6 +115,30 @@ def test_a_run_resumed_at_its_last_step_keeps_its_training_rate(reference, tmp_p
     assert resumed["val_loss"] == result["val_loss"]
 
 
+def test_a_checkpoint_whose_config_json_is_lost_resumes_its_own_run_only(reference, tmp_path, capsys):
+    """A run folder with a checkpoint and no config.json (lost by hand or disk) was resumed under any config asked
+    for (an nvfp4 checkpoint trained on as bf16): the checkpoint names its run, another run is refused (one line
+    naming both, exit 2) and the same run resumes, its config.json written again."""
+    import shutil
+
+    run_dir, result = reference
+    lost = tmp_path / "lost"
+    shutil.copytree(run_dir, lost)
+    for name in ("config.json", "result.json"):
+        (lost / name).unlink()
+    other = _config(lr_mult=2.0)
+    args = ["train", "--config", str(run_dir / "config.json"), "--lr-mult", "2", "--out", str(lost), "--no-progress"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {lost} holds the checkpoint of another run ({result['run_id']}, not {other.run_id}: "
+                   "lr_mult 1.0 there, 2.0 here); choose another --out directory, or give that run's settings to "
+                   "resume it\n"), err
+    assert sorted(p.name for p in lost.iterdir()) == ["checkpoints", "data.json", "lightning", "lock", "metrics.csv"]
+    resumed = train(_config(), lost, progress=False)  # (at its last step: nothing left to train)
+    assert resumed["val_loss"] == result["val_loss"] and resumed["run_id"] == result["run_id"]
+    assert RunConfig.from_json(lost / "config.json") == _config().resolved()
+
+
 def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     run_dir = tmp_path / "killed"
     proc = _start_cli(_config(), run_dir)

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from scaling.errors import UserError
 
@@ -356,7 +356,6 @@ def _status(args: argparse.Namespace) -> int:
     import dataclasses
 
     from scaling.console import count, duration, print_json, print_table
-    from scaling.files import checkpoint_path
     from sweeps.store import STATES, status
 
     st = status(args.sweep_dir)
@@ -386,14 +385,28 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
               f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
     _say_damaged_results([r for r in st.runs if r.result_damaged], Path(st.sweep_dir))
-    damaged = [r for r in st.runs if r.checkpoint_damaged]
-    if damaged:  # train refuses to resume from them (`check_checkpoint`): a relaunch would fail them again
-        paths = [checkpoint_path(Path(st.sweep_dir) / r.run_id) for r in damaged]
-        shown = _first_ten([f"{p} ({r.checkpoint_damaged})" for p, r in zip(paths, damaged)])
-        how = f"mv {paths[0]} {paths[0]}.bad" if len(damaged) == 1 else "mv FILE FILE.bad, each"
-        print(f"{count(len(damaged), 'failed run')} left a damaged checkpoint, on which a relaunch fails again: "
-              f"{shown}; move it away ({how}) and launch the sweep again to train the run from the start")
+    # train refuses to resume from these (`check_checkpoint`, `check_run_dir`): a relaunch would fail them again
+    damaged, foreign = [r for r in st.runs if r.checkpoint_damaged], [r for r in st.runs if r.checkpoint_of]
+    _say_refused_checkpoints(damaged, Path(st.sweep_dir), "left a damaged checkpoint", "bad",
+                             lambda r: r.checkpoint_damaged)
+    _say_refused_checkpoints(foreign, Path(st.sweep_dir), f"{'holds' if len(foreign) == 1 else 'hold'} the checkpoint "
+                             "of another run", "other", lambda r: f"run {r.checkpoint_of}'s")
     return 0
+
+
+def _say_refused_checkpoints(runs: list, sweep_dir: Path, what: str, suffix: str, why: Callable) -> None:
+    """A line naming the failed runs whose checkpoint a relaunch fails on (`what` they did, `why` each's: damaged,
+    or another run's), and the command that moves it aside (to FILE.<suffix>)."""
+    from scaling.console import count
+    from scaling.files import checkpoint_path
+
+    if not runs:
+        return
+    paths = [checkpoint_path(sweep_dir / r.run_id) for r in runs]
+    shown = _first_ten([f"{p} ({why(r)})" for p, r in zip(paths, runs)])
+    how = f"mv {paths[0]} {paths[0]}.{suffix}" if len(runs) == 1 else f"mv FILE FILE.{suffix}, each"
+    print(f"{count(len(runs), 'failed run')} {what}, on which a relaunch fails again: {shown}; move it away ({how}) "
+          "and launch the sweep again to train the run from the start")
 
 
 def _say_damaged_results(runs: list, sweep_dir: Path) -> None:
