@@ -206,6 +206,7 @@ class LanguageModel(L.LightningModule):
         self.running_min, self.spike_count, self.diverged = math.inf, 0, False
         self.diverged_at_step: int | None = None  # (1-based, as metrics.csv's steps) the step that tripped the rule
         self.stop_requested = None  # set by train(): a signal asked the run to stop (see forward_backward)
+        self.git_commit: str | None = None  # set by train(): the code training the run, which its checkpoints name
 
     def configure_optimizers(self):
         return list(optim.build_optimizers(self.model, self.size.width, self.config.lr_mult))
@@ -265,10 +266,36 @@ class LanguageModel(L.LightningModule):
         checkpoint["divergence"] = (self.running_min, self.spike_count)
         # the run the checkpoint is of, so that a folder whose config.json is lost is not resumed as another run
         # (`check_run_dir`); one JSON text, which `checkpoint_run` reads without loading the tensors
-        checkpoint[CHECKPOINT_RUN_KEY] = json.dumps({"run_id": self.run_id, "config": self.config.to_dict()})
+        checkpoint[CHECKPOINT_RUN_KEY] = json.dumps({"run_id": self.run_id, "config": self.config.to_dict(),
+                                                     "git_commit": self.git_commit})
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # (called before Lightning loads the weights: a checkpoint the code's model has changed from since was
+        # a traceback of load_state_dict's)
+        misfit = state_misfit(self.state_dict(), checkpoint["state_dict"])
+        if misfit:
+            path = Path(self.trainer.ckpt_path)
+            written = (json.loads(checkpoint[CHECKPOINT_RUN_KEY]).get("git_commit")
+                       if CHECKPOINT_RUN_KEY in checkpoint else None)
+            code = f"the code that wrote it (commit {written})" if written else "the code that wrote it"
+            raise UserError(f"the checkpoint {path} does not fit this code's model ({misfit}): resume the run with "
+                            f"{code}, or move the checkpoint away (mv {path} {path}.old) to train the run from the start")
         self.running_min, self.spike_count = checkpoint["divergence"]
+
+
+def state_misfit(model: dict, saved: dict) -> str | None:
+    """How a checkpoint's weights (`saved`) do not fit the model's state dict (`model`): the names one has and
+    the other lacks, and shapes that differ (a few of each); None where they fit."""
+    def few(names: list[str]) -> str:
+        return ", ".join(names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+
+    shape = lambda v: tuple(getattr(v, "shape", ()))  # noqa: E731
+    lacks, extra = [k for k in model if k not in saved], [k for k in saved if k not in model]
+    shapes = [f"{k} {shape(saved[k])} there, {shape(v)} here" for k, v in model.items()
+              if k in saved and shape(saved[k]) != shape(v)]
+    said = ([f"it lacks {few(lacks)}"] if lacks else []) + ([f"it holds {few(extra)}, which the model has not"]
+                                                             if extra else []) + shapes[:2]
+    return "; ".join(said) or None
 
 
 def build(config: RunConfig) -> tuple[LanguageModel, TokenDataModule]:
@@ -627,7 +654,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         raise Preempted(f"received {signal.Signals(early[0]).name} while the run was being built, before its "
                         "first step; nothing was trained (its last checkpoint, if any, stays)", early[0])
     previous = run.install_signal_handlers()
-    module.stop_requested = run.stop_requested
+    module.stop_requested, module.git_commit = run.stop_requested, commit
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
     except StepInterrupted as e:

@@ -139,6 +139,29 @@ def test_a_checkpoint_whose_config_json_is_lost_resumes_its_own_run_only(referen
     assert RunConfig.from_json(lost / "config.json") == _config().resolved()
 
 
+def test_a_checkpoint_the_models_code_has_changed_from_since_is_one_line(reference, tmp_path):
+    """The code changed between the run's processes (a model's or a recipe's weights renamed, added, reshaped):
+    the resume was Lightning's load_state_dict traceback; it is one line naming the weights that differ, the
+    commit that wrote the checkpoint, and the two ways out."""
+    import shutil
+
+    run_dir, _ = reference
+    changed = tmp_path / "changed"
+    shutil.copytree(run_dir, changed)
+    (changed / "result.json").unlink()
+    ckpt = changed / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, weights_only=False)
+    name = next(k for k in state["state_dict"] if k.endswith(".weight"))
+    state["state_dict"][name + "_old"] = state["state_dict"].pop(name)
+    torch.save(state, ckpt)
+    said = (rf"the checkpoint {ckpt} does not fit this code's model \(it lacks {re.escape(name)}; it holds "
+            rf"{re.escape(name)}_old, which the model has not\): resume the run with the code that wrote it \(commit "
+            rf"\w+(-dirty)?\), or move the checkpoint away \(mv {ckpt} {ckpt}.old\) to train the run from the start$")
+    with pytest.raises(UserError, match=said):
+        train(_config(), changed, progress=False)
+    assert not (changed / "result.json").exists()
+
+
 def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     run_dir = tmp_path / "killed"
     proc = _start_cli(_config(), run_dir)
