@@ -39,6 +39,7 @@ SIGN_POLICIES = ("ones", "run", "step", "layer_step")
 SCALE_FORMATS = ("e8m0", "e4m3", "fp32")
 # Keys for the separate random streams of one call (elements vs block scales).
 SCALE_STREAM = 0x2545F491
+E4M3_MIN_NORMAL = formats.FLOAT_LAYOUT["e4m3"][1]  # 2^-6
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,13 @@ class QuantSpec:
                    "ignored: set scale = \"fp32\" and tensor_scale = true, or give blocks")
         elif self.scale == "e8m0" and self.tensor_scale:
             yield "an E8M0 (MX) block scale takes no tensor scale: set tensor_scale = false"
+        elif self.scale == "e4m3" and not self.tensor_scale and _block_target(self) * E4M3_MIN_NORMAL > 1:
+            # with no tensor scale to lift it, the block scale amax / target of a block of amax 1 (FP8
+            # elements: 1/448, 1/57344) is an E4M3 subnormal or 0, and the elements saturate or vanish
+            yield (f"an E4M3 block scale without a tensor scale is amax / {_block_target(self):g} for {self.elem} "
+                   f"elements, below E4M3's smallest normal ({E4M3_MIN_NORMAL:g}) for any block of amax under "
+                   f"{_block_target(self) * E4M3_MIN_NORMAL:g}, so ordinary data quantizes to zeros or saturates: "
+                   'set tensor_scale = true (two-level scaling), or scale = "e8m0" (MX scaling)')
         # headroom sets an E4M3/FP32 block scale's target (amax -> elem_max / headroom), scale_bound the two-level
         # tensor scale (amax -> elem_max * scale_bound); elsewhere quantize reads neither, and a value asked for
         # would be ignored (the recipe table would still show the headroom)

@@ -529,6 +529,18 @@ def test_quantspec_refuses_fields_its_scales_ignore(base, fields, message):
     assert not torch.equal(quantize(x, NV.but(scale_bound=256.0)).tensor_scale, quantize(x, NV).tensor_scale)
 
 
+@pytest.mark.parametrize("elem", ["e4m3", "e5m2"])
+def test_fp8_elements_refuse_an_e4m3_block_scale_without_a_tensor_scale(elem):
+    """The block scale amax / elem_max of a block of amax ~1 is below E4M3's range (1/57344 rounds to 0):
+    E5M2 elements under it quantized randn to all zeros, E4M3 elements saturated at 448."""
+    with pytest.raises(ValueError, match=rf"E4M3 block scale without a tensor scale .* {elem} .*tensor_scale = true"):
+        QuantSpec(elem=elem, tensor_scale=False)
+    x = torch.randn(4, 32)
+    for spec in (QuantSpec(elem=elem), QuantSpec(elem=elem, scale="e8m0", tensor_scale=False)):  # the fixes named
+        assert torch.allclose(quantize(x, spec).dequantize(), x, rtol=0.3, atol=0.02)
+    QuantSpec(elem="int4", tensor_scale=False)  # 4-bit grids: amax / 7 is well inside E4M3's range
+
+
 @pytest.mark.parametrize("cap, elem", [(2.0, "e2m1"), (3.0, "e2m1"), (0.5, "e1m2")])
 def test_an_e8m0_scale_refuses_a_cap_below_the_grids_top_binade(cap, elem):
     """The OCP floor rule maps a block's amax to [2^emax, 2^(emax + 1)) of the whole grid whatever the cap:
