@@ -99,7 +99,8 @@ def test_recipe_from_toml(tmp_path):
     ('name = "x"\n[fprop.z]\nelem = "e2m1"\n', ["fprop.z"]),
     ('name = "x"\n[wgrad.x]\ntransform = 16\nsigns = "run"\n', ["wgrad", "same transform"]),
     ('[fprop.x]\nelem = "e2m1"\n', ["name"]),
-    ('name = "x"\nbase = "nvfp5"\n', ["base 'nvfp5' is not a preset", "nvfp4"]),
+    ('name = "x"\nbase = "nvfp5"\n', ["base 'nvfp5' is not a preset (did you mean nvfp4?)"]),
+    ('name = "x"\nbase = "Nvfp4"\n', ["base 'Nvfp4' is not a preset (did you mean nvfp4?)"]),  # as get_recipe says
     ('name = "x"\nbase = 3\n', ["base 3 is not a preset"]),
     ('name = "x"\n[fprop.x]\nblock = [1, 16.0]\n', ["fprop.x", "block must be [rows, cols] of positive integers"]),
     ('name = "x"\n[fprop.x]\nheadroom = "big"\n', ["fprop.x", "headroom must be a positive number"]),
