@@ -127,8 +127,10 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
     unknown = set(data) - allowed
     if unknown:
         raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
-    if not isinstance(data.get("name"), str) or not data["name"]:
+    if "name" not in data or data["name"] == "":
         raise UserError(f"{where}: `name` (a string) is required")
+    if not isinstance(data["name"], str):
+        raise UserError(f'{where}: name must be a string (got {data["name"]!r}); quote it, e.g. name = "mine"')
     if data["name"] != data["name"].strip() or not data["name"].isprintable():
         raise UserError(f"{where}: name {data['name']!r} has spaces around it or unprintable characters; "
                         "results, fits and reports show it as it is: write it plainly")

@@ -98,7 +98,8 @@ def test_recipe_from_toml(tmp_path):
     ('name = "x"\n[fprop.x]\nelemm = "e2m1"\n', ["fprop.x.elemm", "unknown field"]),
     ('name = "x"\n[fprop.z]\nelem = "e2m1"\n', ["fprop.z"]),
     ('name = "x"\n[wgrad.x]\ntransform = 16\nsigns = "run"\n', ["wgrad", "same transform"]),
-    ('[fprop.x]\nelem = "e2m1"\n', ["name"]),
+    ('[fprop.x]\nelem = "e2m1"\n', ["`name` (a string) is required"]),
+    ('name = 5\n', ["name must be a string (got 5)"]),  # it said "is required", as if there were none
     ('name = "x"\nbase = "nvfp5"\n', ["base 'nvfp5' is not a preset (did you mean nvfp4?)"]),
     ('name = "x"\nbase = "Nvfp4"\n', ["base 'Nvfp4' is not a preset (did you mean nvfp4?)"]),  # as get_recipe says
     ('name = "x"\nbase = 3\n', ["base 3 is not a preset"]),
