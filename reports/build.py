@@ -529,7 +529,8 @@ def _add_unfinished(s: Section, unfinished: list[RunStatus]) -> None:
     listed = f" (the first {UNFINISHED_LISTED} below)" if n > UNFINISHED_LISTED else ""
     s.add(Paragraph(f"{count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result{listed} (the job was "
                     "killed, cancelled or crashed, or is still queued or running): not in this report's fits, tables or "
-                    f"counts. `scaling sweep status --runs` shows them all; {relaunch_advice(unfinished)}."))
+                    f"counts. `scaling sweep status --runs` shows {'it' if n == 1 else 'them all'}; "
+                    f"{relaunch_advice(unfinished)}."))
     s.add(Table(UNFINISHED_COLUMNS, tuple((r.run_id, r.recipe, r.family, r.size, r.tokens, r.seed, r.state_label(),
                                            r.progress_label()) for r in unfinished[:UNFINISHED_LISTED])))
 

@@ -534,7 +534,7 @@ def relaunch_advice(runs: Iterable[RunStatus]) -> str:
     foreign = sum(bool(r.checkpoint_of) for r in runs)  # (failed runs only, with no error or damage)
     rest = n - in_flight - erred - broken - foreign
     if in_flight == n:
-        return "they finish without a relaunch"
+        return "it finishes without a relaunch" if n == 1 else "they finish without a relaunch"
     said = []
     if erred:
         said.append(f"{count(erred, 'failed run')} stopped on an error, which a relaunch meets again until it is fixed "
@@ -546,12 +546,12 @@ def relaunch_advice(runs: Iterable[RunStatus]) -> str:
         said.append(f"{count(foreign, 'failed run')} {'holds' if foreign == 1 else 'hold'} the checkpoint of another run, "
                     "which a relaunch fails on until it is moved aside (`scaling sweep status` says how)")
     if rest == n:
-        said.append("`scaling sweep launch` again trains or resumes them")
+        said.append(f"`scaling sweep launch` again trains or resumes {'it' if n == 1 else 'them'}")
     elif rest:
         which = ("other" if rest == 1 else "others") if erred or broken or foreign else "neither running nor queued"
         said.append(f"`scaling sweep launch` again trains or resumes the {rest} {which}")
     if in_flight and not rest:
-        said.append(f"the {in_flight} running or queued finish without a relaunch")
+        said.append(f"the {in_flight} running or queued {'finishes' if in_flight == 1 else 'finish'} without a relaunch")
     return "; ".join(said)
 
 

@@ -113,7 +113,7 @@ def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
     blocks = section_failures(study).blocks
     text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
     assert "1 run of the sweep has no result" in text and "all 36 runs completed" not in text
-    assert text.endswith("shows them all; `scaling sweep launch` again trains or resumes them.")
+    assert text.endswith("shows it; `scaling sweep launch` again trains or resumes it.")  # one run: not "them"
     table = [b for b in blocks if isinstance(b, Table)][-1]
     assert dict(zip(table.columns, table.rows[0])) == {"run_id": killed.name, "recipe": "nvfp4", "family": "nanochat",
                                                        "size": "XL", "tokens": 1_200_000_000, "seed": 1,
@@ -198,7 +198,7 @@ def test_the_reports_relaunch_advice_counts_states_not_the_words_of_their_labels
     monkeypatch.setattr(RunStatus, "state_label", lambda r: f"held by SLURM as {r.state}")
     blocks = section_failures(load(sweep)).blocks
     text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
-    assert text.endswith("shows them all; they finish without a relaunch."), text
+    assert text.endswith("shows it; it finishes without a relaunch."), text
     assert [b for b in blocks if isinstance(b, Table)][-1].rows[0][6] == "held by SLURM as queued"
 
 

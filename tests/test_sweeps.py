@@ -897,7 +897,8 @@ def test_collect_says_a_relaunch_meets_a_failed_runs_error_again(tmp_path, monke
         "prints each)")
     assert relaunch_advice([run("failed", "x"), run("queued")]) == (
         "1 failed run stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep status` "
-        "prints it); the 1 running or queued finish without a relaunch")
+        "prints it); the 1 running or queued finishes without a relaunch")
+    assert relaunch_advice([run("queued")]) == "it finishes without a relaunch"
     # a damaged checkpoint: train refuses to resume from it, so a relaunch fails the run again (it was counted
     # among the runs a relaunch "trains or resumes")
     assert relaunch_advice([run("failed", checkpoint_damaged="not a zip archive"), run("failed")]) == (
@@ -1718,7 +1719,10 @@ def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, cap
     assert capsys.readouterr().err.rstrip().endswith("lists them; `scaling sweep launch` again trains or resumes them")
     write_json(failed / "result.json", {"run_id": failed.name, "recipe": "bf16", "status": "diverged", "val_loss": 9.0})
     assert main(["sweep", "collect", str(sweep_dir)]) == 0
-    assert "1 run of the sweep has no result (1 missing)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "1 run of the sweep has no result (1 missing)" in err
+    # one run is "it", not "them"
+    assert err.rstrip().endswith("lists it; `scaling sweep launch` again trains or resumes it"), err
 
 
 def test_collect_walks_the_run_folders_once(tmp_path, capsys, monkeypatch):

@@ -464,4 +464,5 @@ def _say_unfinished(sweep_dir: Path, runs: list) -> None:
         n = len(runs)
         print(f"note: {count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result "
               f"({', '.join(f'{v} {k}' for k, v in sorted(left.items()))}): not in this table; "
-              f"`scaling sweep status {sweep_dir} --runs` lists them; {relaunch_advice(runs)}", file=sys.stderr)
+              f"`scaling sweep status {sweep_dir} --runs` lists {'it' if n == 1 else 'them'}; {relaunch_advice(runs)}",
+              file=sys.stderr)
