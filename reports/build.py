@@ -304,7 +304,8 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     s = Section("Loss vs compute")
     laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
     done = compare.completed(study.runs)
-    path = figures.loss_vs_compute(done, laws, baseline, colors, fig_dir / "loss_vs_compute.png")
+    path = figures.loss_vs_compute(done, laws, baseline, colors, fig_dir / "loss_vs_compute.png",
+                                   loss_column=None if study.validation_loss else study.loss_column)
     n_sizes = done["N"].n_unique()
     along = ("each model size" if n_sizes <= figures.LAW_LINES else
              f"{figures.LAW_LINES} of the {n_sizes} model sizes, spread over their range")
@@ -316,7 +317,9 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     # a recipe left out of the fits has a panel of points and no law (none, with no completed run): say why here too
     unfitted = (f" No law for {', '.join(map(literal, sorted(skipped)))} (not fitted: {literal(left_out(fitted))})."
                 if skipped else "")
-    s.add(Figure(path, f"Final validation loss of every completed run against its training compute, one panel per recipe; "
+    what = ("Final validation loss" if study.validation_loss else
+            f"Loss (the table's {code(study.loss_column)} column)")  # (a table's could be any loss)
+    s.add(Figure(path, f"{what} of every completed run against its training compute, one panel per recipe; "
                        f"thin lines: the fitted {fitted['law']} law along {along}; thick line: its compute-optimal "
                        f"frontier" + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1 else ".")
                  + off_note + unfitted))

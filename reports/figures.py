@@ -128,10 +128,12 @@ def frontiers_off_axes(runs: pl.DataFrame, laws: dict) -> dict[str, tuple[float,
     return out
 
 
-def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict, path: Path) -> Path:
+def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict, path: Path,
+                    loss_column: str | None = None) -> Path:
     """One panel per recipe: runs as points (shade = model size), the fitted law along each size,
     and the compute-optimal frontier (the baseline's frontier dashed in every panel).
-    laws: recipe -> the parameters of its law curve (fits' named form)."""
+    laws: recipe -> the parameters of its law curve (fits' named form); loss_column: the table's column the
+    losses come from, None for result records' validation loss."""
     import fits
 
     recipes = [r for r in [baseline, *sorted(set(runs["recipe"]) - {baseline})] if r in set(runs["recipe"])]
@@ -159,7 +161,8 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
                 ax.plot(grid_c, base_front, color="black", lw=1, ls="--", label=f"{_text(baseline)} frontier")
             ax.set_title(_text(recipe), color=color if recipe != baseline else "black")
             ax.set_xlabel("training compute C = 6ND (FLOP)")
-        axes[0].set_ylabel("validation loss (nats/token)")
+        axes[0].set_ylabel("validation loss (nats/token)" if loss_column is None else
+                           f"loss (the table's {_text(loss_column)} column)")
         axes[0].legend(loc="upper right")  # (the baseline's panel: its labels are ours, none a recipe's name)
         axes[0].set_ylim(*_loss_range(runs))
         axes[0].set_xlim(c_lo, c_hi)

@@ -39,6 +39,13 @@ class Study:
     has_status: bool = False  # True when each run's status is known (records, or a table's status column)
     earlier_rows: int = 0  # a table's rows set aside as earlier checkpoints of a run (`_final_rows`)
     unfinished: list[RunStatus] = field(default_factory=list)  # a sweep's runs without a result, as status has them
+    loss_column: str = "loss"  # the source's column read as `loss` (a result record's val_loss, or a table's)
+
+    @property
+    def validation_loss(self) -> bool:
+        """Whether `loss` is the result records' final validation loss (a sweep's, its collected table's, or a
+        report's results.csv, which names it `loss`), not a table's column that could hold any loss."""
+        return self.from_records and self.loss_column in ("val_loss", "loss")
 
 
 def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.DataFrame:
@@ -155,7 +162,7 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
 
     columns maps the fit names (N, D, C, loss, recipe, run_id) to a table's own, as `scaling fit --columns`.
     """
-    from fits.table import parse_columns
+    from fits.table import parse_columns, pick_column
 
     columns = parse_columns(columns)
     source = Path(source)
@@ -183,7 +190,7 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
     final = _final_rows(runs)
     study = Study(source=source, runs=final, sweep_dir=sweep_dir, from_records=from_records,
                   has_status=from_records or _status_column(raw, columns) is not None,
-                  earlier_rows=runs.height - final.height)
+                  earlier_rows=runs.height - final.height, loss_column=pick_column(raw, "loss", columns))
     study.run_root = run_root
     if sweep_dir is not None:
         study.unfinished = _unfinished(unfinished, final["run_id"])

@@ -875,7 +875,7 @@ def test_the_loss_figures_caption_says_why_a_recipe_has_no_law(tmp_path, monkeyp
     from reports.build import section_loss_vs_compute
     from reports.load import Study
 
-    monkeypatch.setattr(figures, "loss_vs_compute", lambda *a: a[-1])  # the caption, not the drawing
+    monkeypatch.setattr(figures, "loss_vs_compute", lambda *a, **k: a[-1])  # the caption, not the drawing
     rows = [("bf16", N, D, law_loss(N, D)) for N in SIZES.values() for D in BUDGETS] + [("fp4", 2e6, 2e8, 9.0)]
     runs = pl.DataFrame(rows, schema=["recipe", "N", "D", "loss"], orient="row").with_columns(
         C=6 * pl.col("N") * pl.col("D"), status=pl.lit("completed"), run_id=pl.int_range(len(rows)).cast(pl.Utf8))
@@ -886,6 +886,36 @@ def test_the_loss_figures_caption_says_why_a_recipe_has_no_law(tmp_path, monkeyp
     section = section_loss_vs_compute(Study(source=Path("t.csv"), runs=runs), fitted, "bf16",
                                       {"bf16": "#000000", "fp4": "#1f77b4"}, tmp_path)
     assert section.blocks[0].caption.endswith(f" No law for fp4 (not fitted: {reason}).")
+
+
+def test_the_loss_figure_calls_a_tables_loss_by_its_column(tmp_path, monkeypatch):
+    """A CSV's `loss` column could hold any loss (training, perplexity's log): the caption and the axis said
+    "Final validation loss" of it as of a sweep's result records. A table's is named by its column."""
+    from reports import figures
+    from reports.build import section_loss_vs_compute
+    from reports.load import load
+
+    drawn = []
+    monkeypatch.setattr(figures, "loss_vs_compute", lambda *a, **k: drawn.append(k.get("loss_column")) or a[-1])
+    fitted = {"law": "chinchilla", "bootstrap": 0, "skipped": {}, "groups": {}}
+
+    def caption(study) -> str:
+        return section_loss_vs_compute(study, fitted, "bf16", {}, tmp_path).blocks[0].caption
+
+    csv = external_csv(tmp_path)
+    assert caption(load(csv)).startswith("Loss (the table's `loss` column) of every completed run")
+    pl.read_csv(csv).rename({"loss": "train loss"}).write_csv(csv)
+    assert caption(load(csv, columns="loss=train loss")).startswith("Loss (the table's `train loss` column)")
+    sweep = make_sweep(tmp_path)
+    assert caption(load(sweep)).startswith("Final validation loss of every completed run")
+    from reports.build import _flat_table
+    from sweeps.store import collect_runs
+
+    collect_runs(sweep)[0].write_parquet(sweep / "results.parquet")  # the sweep's records, as collect writes them
+    _flat_table(load(sweep).runs).write_csv(tmp_path / "results.csv")  # and as a report writes them (val_loss: loss)
+    for table in (sweep / "results.parquet", tmp_path / "results.csv"):
+        assert caption(load(table)).startswith("Final validation loss of every completed run"), table
+    assert drawn == ["loss", "train loss", None, None, None]  # the axis: the table's column, or validation loss
 
 
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
