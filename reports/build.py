@@ -383,7 +383,7 @@ def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Se
     label = [k for k in ("family", "size") if k in by_size.columns]
     cols = ("recipe", *label, "N", "mean gap (%)", "min (%)", "max (%)", "pairs")
     s.add(Table(cols, tuple(by_size.select("recipe", *label, "N", "mean_gap_pct", "min_gap_pct", "max_gap_pct", "pairs").iter_rows()),
-                "Per recipe and model size: mean over token budgets and seeds."))
+                f"Per recipe and model size: mean over {compare.averaged_over(gaps)}."))
     s.add(Figure(figures.gap_vs_size(gaps, by_size, colors, baseline, fig_dir / "gap_vs_size.png"),
                  "Relative loss gap of each matched pair (dots) and the per-size mean (line)."))
     s.add(Table(("recipe", *keys, "loss", f"{baseline} loss", f"{baseline} runs", "gap (%)"),

@@ -21,13 +21,28 @@ def match_keys(runs: pl.DataFrame) -> list[str]:
 
 
 KEY_WORDS = {"D": "tokens", "lr_mult": "learning-rate multiplier"}
+OVER_WORDS = {"D": "token budgets", "seed": "seeds", "lr_mult": "learning-rate multipliers"}
+
+
+def _listed(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
 def pairing(keys: list[str]) -> str:
     """How `relative_gaps` pairs runs with match keys `keys`, in words: the gap section's text and figure title."""
-    words = [KEY_WORDS.get(k, k) for k in keys]
-    same = "same " + (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words))
+    same = "same " + _listed([KEY_WORDS.get(k, k) for k in keys])
     return same if "seed" in keys else f"{same}, against the mean of the baseline's runs there (no seeds)"
+
+
+def averaged_over(gaps: pl.DataFrame) -> str:
+    """What `gaps_by_size` averages a recipe's gaps over at one model size, in words: the match keys beside the
+    size, and a table's replicates (runs of one recipe with the same keys) where it has no seeds to tell them apart."""
+    keys = match_keys(gaps)
+    words = [OVER_WORDS[k] for k in keys if k not in size_keys(gaps)]
+    if "seed" not in keys and gaps.select("recipe", *keys).is_duplicated().any():
+        words.append("replicates (the table has no seed column)")
+    return _listed(words)
 
 
 def size_keys(runs: pl.DataFrame) -> list[str]:
@@ -60,7 +75,7 @@ def relative_gaps(runs: pl.DataFrame, baseline: str) -> pl.DataFrame:
 
 
 def gaps_by_size(gaps: pl.DataFrame) -> pl.DataFrame:
-    """Mean gap per recipe and model size (over token budgets and seeds), with the pair count."""
+    """Mean gap per recipe and model size (over the other match keys: `averaged_over`), with the pair count."""
     keys = size_keys(gaps)
     return (
         gaps.group_by("recipe", *keys)

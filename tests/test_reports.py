@@ -270,6 +270,23 @@ def test_replicates_without_seeds_are_compared_with_the_mean_of_the_baselines(tm
     assert [dict(zip(every.columns, r))["bf16 runs"] for r in every.rows] == [3, 3]
 
 
+@pytest.mark.parametrize("table, over", [
+    (REPLICATES, "token budgets and replicates (the table has no seed column)"),
+    ("recipe,N,D,loss\nbf16,1e6,2e7,4.0\nfp4,1e6,2e7,4.1\nbf16,1e6,4e7,3.9\nfp4,1e6,4e7,4.0\n", "token budgets"),
+    ("recipe,N,D,seed,loss\nbf16,1e6,2e7,0,4.0\nfp4,1e6,2e7,0,4.1\n", "token budgets and seeds")],
+    ids=["replicates", "no seeds", "seeds"])
+def test_the_per_size_gap_table_says_what_its_mean_is_over(tmp_path, table, over):
+    """Its caption said "mean over token budgets and seeds" of a table without seeds."""
+    from reports.build import section_gaps
+    from reports.document import Table
+    from reports.load import load
+
+    csv = tmp_path / "t.csv"
+    csv.write_text(table)
+    by_size = next(b for b in section_gaps(load(csv), "bf16", {"fp4": "red"}, tmp_path).blocks if isinstance(b, Table))
+    assert by_size.caption == f"Per recipe and model size: mean over {over}."
+
+
 def test_replicates_with_seeds_are_paired_by_seed(tmp_path):
     from reports.load import load
 
