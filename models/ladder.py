@@ -83,6 +83,12 @@ class ModelSize:
             return self.depth * block
         return self.depth * (block + 2 * self.width) + self.width  # + two norm weights a block, final norm
 
+    @property
+    def seq_len(self) -> int:
+        """The context length a run of this size trains at unless told: 256 for the micro sizes (CPU),
+        1024 for the paper ladder."""
+        return 256 if self.name in MICRO else 1024
+
     def n_params_total(self, vocab_size: int) -> int:
         """All parameters: N + token embedding + (untied) LM head."""
         return self.n_params + 2 * vocab_size * self.width

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.ladder import MICRO, ModelSize, model_size
+from models.ladder import ModelSize, model_size
 from scaling import optim
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
@@ -58,7 +58,7 @@ class RunConfig:
     seed: int = 0
     data: str = "builtin"  # "builtin" or a prepared data dir (`scaling data prepare`)
     vocab_size: int | None = None  # builtin corpus only; None -> scaling.data.BUILTIN_VOCAB_SIZE
-    seq_len: int | None = None  # None -> 256 for micro sizes, 1024 otherwise
+    seq_len: int | None = None  # None -> ModelSize.seq_len: 256 for micro sizes, 1024 otherwise
     batch_size: int | None = None  # sequences per step; None -> optim.batch_sequences (DeepSeek rule)
     micro_batch_size: int | None = None  # sequences per forward (gradient accumulation); None -> default_micro_batch
     lr_mult: float = 1.0  # multiplies every base lr of scaling.optim
@@ -134,7 +134,7 @@ class RunConfig:
     def _batch_shape(self, tokens: float) -> tuple[int, int]:
         """(sequences per step, seq_len): the given ones, else the rules' (the batch rule's grows with tokens)."""
         s = self.model_size()
-        seq_len = self.seq_len or (256 if s.name in MICRO else 1024)
+        seq_len = self.seq_len or s.seq_len
         return self.batch_size or optim.batch_sequences(s.n_params, tokens, seq_len), seq_len
 
     def min_tokens(self) -> int:

@@ -148,8 +148,8 @@ def test_an_empty_positional_after_a_flag_is_not_blamed_on_the_flag(tmp_path, mo
 
 
 def test_options_keep_their_types_and_defaults():
-    args = build_parser(["models"]).parse_args(["models", "--vocab-size", "300"])
-    assert args.vocab_size == 300 and args.seq_len == 1024
+    args = build_parser(["models"]).parse_args(["models", "--seq-len", "300"])
+    assert args.seq_len == 300 and args.vocab_size == 32768
 
 
 @pytest.mark.parametrize("argv, verb, unknown", [

@@ -145,6 +145,24 @@ def test_scaling_models_json(capsys):
     assert all(r["family"] == "llama2" and r["n_params_total"] > r["n_params"] for r in rows)
 
 
+def test_scaling_models_counts_flops_at_the_seq_len_a_run_of_the_size_trains_at(capsys):
+    """The exact FLOPs per token `scaling models` prints are those a run's MFU counts (result.json's
+    flops_exact): at the run's default seq_len, 256 for the micro sizes (it printed them at 1024 for every
+    size: 1M's 3.5 times its runs'); --seq-len sets one for all."""
+    from scaling.config import RunConfig
+
+    assert main(["models", "--json"]) == 0
+    for r in json.loads(capsys.readouterr().out):
+        run = RunConfig(family=r["family"], size=r["size"], recipe="bf16", tokens=10**9).resolved()
+        s = run.model_size()
+        assert r["seq_len"] == run.seq_len == (256 if r["size"] in MICRO else 1024)
+        assert r["flops_per_token_exact"] == s.flops_per_token_exact(32768, run.seq_len), r
+    assert main(["models", "--family", "nanochat", "--seq-len", "512", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["seq_len"] for r in rows} == {512}
+    assert rows[1]["flops_per_token_exact"] == ladder("nanochat")[1].flops_per_token_exact(32768, 512)
+
+
 def test_scaling_models_lists_a_repeated_family_once(capsys):
     assert main(["models", "--family", "llama2", "--family", "llama2", "--json"]) == 0
     assert [r["size"] for r in json.loads(capsys.readouterr().out)] == list(SIZES)  # (it listed each twice)

@@ -10,7 +10,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="family to list (repeatable; default: both)")
     parser.add_argument("--vocab-size", type=int, default=32768,
                         help="vocabulary size for N total and exact FLOPs (default 32768, as `scaling data prepare`)")
-    parser.add_argument("--seq-len", type=int, default=1024, help="context length for exact FLOPs (default 1024)")
+    parser.add_argument("--seq-len", type=int,
+                        help="context length for exact FLOPs (default: each size's, as `scaling train`: 256 for the "
+                             "micro sizes, 1024 for the rest)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -20,19 +22,19 @@ def run(args: argparse.Namespace) -> int:
     from scaling.errors import UserError
 
     for flag, value in (("--vocab-size", args.vocab_size), ("--seq-len", args.seq_len)):
-        if value < 1:
+        if value is not None and value < 1:
             raise UserError(f"{flag} must be a positive whole number, got {value}")
 
     rows = [
         {"family": s.family, "size": s.name, "depth": s.depth, "width": s.width, "heads": s.heads,
          "mlp": s.mlp, "n_params": s.n_params, "n_params_total": s.n_params_total(args.vocab_size),
-         "flops_per_token": s.flops_per_token(),
-         "flops_per_token_exact": s.flops_per_token_exact(args.vocab_size, args.seq_len)}
+         "seq_len": args.seq_len or s.seq_len, "flops_per_token": s.flops_per_token(),
+         "flops_per_token_exact": s.flops_per_token_exact(args.vocab_size, args.seq_len or s.seq_len)}
         for family in dict.fromkeys(args.family or FAMILIES) for s in ladder(family)  # (each family once)
     ]
     if args.json:
         print_json(rows)
     else:
-        print_table(rows, title=f"model ladder (vocab {args.vocab_size}, seq_len {args.seq_len}; "
+        print_table(rows, title=f"model ladder (vocab {args.vocab_size}; "
                                 "N excludes embedding and head; FLOPs per training token)")
     return 0
