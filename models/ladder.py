@@ -26,6 +26,7 @@ FLOPs per token (training, forward + backward = 3 × forward, Kaplan et al. 2020
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from scaling.errors import UserError
 
@@ -102,11 +103,29 @@ class ModelSize:
         return 6 * (self.n_params + vocab_size * self.width) + 12 * self.depth * self.width * seq_len
 
 
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" (did you mean llama2?)" for a near miss of a known name, else ""."""
+    import difflib
+
+    known = list(known)
+    close = [k for k in known if k.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _size_meant(name: str) -> str:
+    """" (did you mean 160M?)" for a size's name in lower case or without its M (160m, 160), else "".
+    (Spelling distance would offer 324M for 3M.)"""
+    meant = name.strip().upper().removesuffix("M") + "M"
+    return f" (did you mean {meant}?)" if meant in SIZES else ""
+
+
 def model_size(family: str, name: str) -> ModelSize:
     if family not in FAMILIES:
-        raise UserError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
+        raise UserError(f"unknown model family {family!r}{_did_you_mean(family, FAMILIES)}; "
+                        f"choose one of {', '.join(FAMILIES)}")
     if name not in SIZES:
-        raise UserError(f"unknown model size {name!r}; choose one of {', '.join(SIZES)} (see `scaling models`)")
+        raise UserError(f"unknown model size {name!r}{_size_meant(name)}; choose one of {', '.join(SIZES)} "
+                        "(see `scaling models`)")
     depth, width = SIZES[name]
     mlp = 4 * width if family == "nanochat" else swiglu_hidden(width, name in MICRO)
     return ModelSize(family, name, depth, width, width // HEAD_DIM, mlp)

@@ -101,6 +101,25 @@ def test_unknown_family_or_size_is_a_user_error():
         build_model("nanochat", "3M")
 
 
+@pytest.mark.parametrize("family, size, hint", [
+    ("nanochat", "160m", "unknown model size '160m' (did you mean 160M?); choose one of 0.5M, 1M,"),
+    ("nanochat", "80", "unknown model size '80' (did you mean 80M?)"),
+    ("llama", "1M", "unknown model family 'llama' (did you mean llama2?); choose one of llama2, nanochat"),
+    ("Nanochat", "1M", "unknown model family 'Nanochat' (did you mean nanochat?)"),
+])
+def test_a_near_miss_of_a_size_or_family_is_named(family, size, hint):
+    """As an unknown recipe: the name meant, where one is close (the messages listed every name only)."""
+    with pytest.raises(UserError) as e:
+        build_model(family, size)
+    assert str(e.value).startswith(hint)
+
+
+def test_a_name_near_no_size_suggests_none():
+    with pytest.raises(UserError) as e:
+        build_model("nanochat", "3M")
+    assert "did you mean" not in str(e.value)
+
+
 def test_a_size_of_another_family_is_refused():
     """build_model(family, ModelSize) built the ModelSize's family whatever `family` said (a nanochat
     call with a llama2 size gave a Llama; an unknown family went unchecked)."""
