@@ -2,9 +2,10 @@
 
 Rule (both families):
 - head dimension 64, so heads = width / 64;
-- depth and width from the table SIZES, aiming at nanochat's width = 64 · depth, which only 10M meets
-  exactly (width/depth 57.6–85.3 on the paper ladder; 80M is 11 x 768 where 12 x 768 would keep it:
-  the shapes stay, recorded runs used them; docs/models.md);
+- width from the table SIZES; depth the table's too, and at that width the one whose nanochat N is
+  nearest the name. The widths aim at nanochat's width = 64 · depth, which only 10M meets exactly
+  (width/depth 57.6–85.3 on the paper ladder; 80M is 11 x 768, nearer 80M than 12 x 768 which
+  would keep it: the shapes stay, recorded runs used them; docs/models.md);
 - every in/out feature of a block linear is a multiple of 128 for sizes ≥ 10M (Hadamard groups of up
   to 128 and 16/32-element FP4 blocks along K tile it exactly) and a multiple of 32 for the micro sizes;
 - MLP hidden width per family: nanochat 4·width (ReLU²); Llama-2 SwiGLU by Llama-2's own rule for

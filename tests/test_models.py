@@ -151,6 +151,20 @@ def test_the_documented_ladder_table_is_the_code_s():
     assert "where the parameter target allows" not in text
 
 
+def test_each_depth_is_the_one_whose_nanochat_n_is_nearest_the_name():
+    """docs/models.md's rule for the table's depths, which is why 80M is 11 x 768 (-2.7%) and not
+    12 x 768 (+6.2%, width = 64·depth), and why only 80M could have kept width = 64·depth within 10%."""
+    import dataclasses
+
+    for s in ladder("nanochat"):
+        error = {d: abs(dataclasses.replace(s, depth=d).n_params / _target(s.name) - 1) for d in range(1, 4 * s.depth)}
+        assert min(error, key=error.get) == s.depth, s
+        if s.name not in MICRO:  # width/64 layers within 10% of the name
+            aspect = abs(dataclasses.replace(s, depth=s.width // 64).n_params / _target(s.name) - 1)
+            assert (aspect <= 0.10) == (s.name in ("10M", "80M")), s
+    assert dataclasses.replace(ladder("llama2")[8], depth=12).n_params == 84_953_856  # (the docs' 85.0M)
+
+
 def test_flops_per_token():
     s = ladder("nanochat")[1]  # 1M: depth 5, width 128
     assert s.flops_per_token() == 6 * s.n_params
