@@ -67,6 +67,28 @@ def test_forward_shapes_loss_and_causality(family):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_attention_is_torchs_fused_sdpa_and_no_layer_has_a_bias(family):
+    """The spec: both families attend with F.scaled_dot_product_attention (once a block, causal), and
+    have no biases anywhere (the head's included)."""
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    calls = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append((func, (kwargs or {}).get("is_causal")))
+            return func(*args, **(kwargs or {}))
+
+    model = build_model(family, "0.5M", vocab_size=64, seq_len=16)
+    with Record():
+        model(torch.randint(0, 64, (1, 16)))
+    assert [c for c in calls if c[0] is F.scaled_dot_product_attention] == [(F.scaled_dot_product_attention, True)] * 10
+    assert not any(f in (F.softmax, torch.softmax, torch.Tensor.softmax) for f, _ in calls)
+    assert [n for n, _ in model.named_parameters() if "bias" in n] == [] and model.lm_head.bias is None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_a_sequence_longer_than_the_rope_tables_is_refused(family):
     """On a CPU the fused RoPE kernel would read past its tables (NaN, run-to-run noise)."""
     model = build_model(family, "0.5M", vocab_size=256, seq_len=16)
