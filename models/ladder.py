@@ -120,10 +120,16 @@ def _size_meant(name: str) -> str:
     return f" (did you mean {meant}?)" if meant in SIZES else ""
 
 
-def model_size(family: str, name: str) -> ModelSize:
+def check_family(family: str) -> str:
+    """`family`, if it is one of FAMILIES; else a UserError naming the near miss."""
     if family not in FAMILIES:
         raise UserError(f"unknown model family {family!r}{_did_you_mean(family, FAMILIES)}; "
                         f"choose one of {', '.join(FAMILIES)}")
+    return family
+
+
+def model_size(family: str, name: str) -> ModelSize:
+    check_family(family)
     if name not in SIZES:
         raise UserError(f"unknown model size {name!r}{_size_meant(name)}; choose one of {', '.join(SIZES)} "
                         "(see `scaling models`)")

@@ -218,6 +218,16 @@ def test_scaling_models_counts_flops_at_the_seq_len_a_run_of_the_size_trains_at(
     assert rows[1]["flops_per_token_exact"] == ladder("nanochat")[1].flops_per_token_exact(32768, 512)
 
 
+def test_scaling_models_names_the_family_meant(capsys):
+    """--family was argparse's choices: 'invalid choice: 'llama'', where `scaling train` and `bench`
+    name the near miss; it now has the ladder's one message, exit 2."""
+    with pytest.raises(SystemExit) as e:
+        main(["models", "--family", "llama"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == ("error: scaling models: argument --family: unknown model family 'llama' (did "
+                                       "you mean llama2?); choose one of llama2, nanochat; see `scaling models --help`\n")
+
+
 def test_scaling_models_lists_a_repeated_family_once(capsys):
     assert main(["models", "--family", "llama2", "--family", "llama2", "--json"]) == 0
     assert [r["size"] for r in json.loads(capsys.readouterr().out)] == list(SIZES)  # (it listed each twice)

@@ -5,8 +5,21 @@ from __future__ import annotations
 import argparse
 
 
+def _family(text: str) -> str:
+    """A --family value, refused with the ladder's message (which names a near miss: llama -> llama2)."""
+    from models.ladder import check_family
+    from scaling.errors import UserError
+
+    try:
+        return check_family(text)
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--family", choices=["llama2", "nanochat"], action="append",
+    from models.ladder import FAMILIES
+
+    parser.add_argument("--family", type=_family, action="append", metavar="{" + ",".join(FAMILIES) + "}",
                         help="family to list (repeatable; default: both)")
     parser.add_argument("--vocab-size", type=int, default=32768,
                         help="vocabulary size for N total and exact FLOPs (default 32768, as `scaling data prepare`)")
