@@ -979,16 +979,9 @@ def test_status_says_a_failed_runs_damaged_checkpoint_fails_a_relaunch(tmp_path,
     naming it), so a relaunch fails the run again until the file is moved away. Status said "failed
     (resumable)" for any checkpoint file; it says what a relaunch does, by train's own check."""
     from scaling.train import check_checkpoint
-    from sweeps.launch import pending
-    from sweeps.store import status, write_json
+    from sweeps.store import status
 
-    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
-    sweep_dir = tmp_path / "sweep"
-    pending(spec, sweep_dir)
-    damaged, sound = (sweep_dir / c.run_id for c in spec.runs())
-    for d in (damaged, sound):
-        write_json(d / "job.json", {"executor": "local", "job_id": None})
-        write_checkpoint(d)
+    spec, sweep_dir, damaged, sound = _two_checkpointed_runs(tmp_path)
     ckpt = damaged / "checkpoints" / "last.ckpt"
     whole = ckpt.read_bytes()
     ckpt.write_bytes({"empty": b"", "truncated": whole[: len(whole) // 2], "not a zip": b"a checkpoint"}[damage])
@@ -1062,16 +1055,9 @@ def test_status_and_launch_say_a_checkpoint_of_another_run_fails_a_relaunch(tmp_
     """A run folder whose checkpoint is another run's (its config.json lost, the checkpoint copied in): train
     refuses to resume it, yet status said "failed (resumable)" and launch counted it among the runs it resumes.
     Both now say what train does, by its rule (`checkpoint_of_another_run`); the run's own checkpoint resumes."""
-    from sweeps.launch import pending
-    from sweeps.store import relaunch_advice, status, write_json
+    from sweeps.store import relaunch_advice, status
 
-    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
-    sweep_dir = tmp_path / "sweep"
-    pending(spec, sweep_dir)
-    theirs, own = (sweep_dir / c.run_id for c in spec.runs())
-    for d in (theirs, own):
-        write_json(d / "job.json", {"executor": "local", "job_id": None})
-        ckpt = write_checkpoint(d, run_id=own.name)
+    spec, sweep_dir, theirs, own = _two_checkpointed_runs(tmp_path, both_name_the_second=True)
     ckpt = theirs / "checkpoints" / "last.ckpt"
     rows = {r.run_id: r for r in status(sweep_dir).runs}
     assert (rows[theirs.name].resumable, rows[theirs.name].checkpoint_of) == (False, own.name)
@@ -1970,3 +1956,22 @@ def test_a_local_launch_refuses_gpus_this_machine_lacks(tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"executor.local.gpus: GPU 3 is not on this machine \(it has 2 GPUs"):
         launch(spec, executor="local", sweep_dir=tmp_path / "sweep", progress=False)
     assert not (tmp_path / "sweep" / "sweep.json").exists()
+
+
+def _two_checkpointed_runs(tmp_path: Path, both_name_the_second: bool = False) -> tuple:
+    """A pending two-run sweep (seeds 0 and 1), each run with a local job record and a checkpoint (both
+    checkpoints naming the second run, where asked): (spec, sweep_dir, first run dir, second run dir)."""
+    from sweeps.launch import pending
+    from sweeps.store import write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    first, second = (sweep_dir / c.run_id for c in spec.runs())
+    for d in (first, second):
+        write_json(d / "job.json", {"executor": "local", "job_id": None})
+        if both_name_the_second:
+            write_checkpoint(d, run_id=second.name)
+        else:
+            write_checkpoint(d)
+    return spec, sweep_dir, first, second
