@@ -645,13 +645,22 @@ def check_local_gpus(spec: SweepSpec) -> None:
                         "or \"all\"" + ("" if present else ", which trains on CPU without a GPU"))
 
 
+def thread_budget() -> int:
+    """The threads the local workers share: OMP_NUM_THREADS where the launch's environment sets it (a user's or
+    a scheduler's statement of what this launch may use; two launches on one machine, or a test runner's
+    workers, would otherwise each take every core and oversubscribe them, which OpenMP's spinning barriers
+    slow several-fold), else the cores this process may use."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else usable_cpus()
+
+
 def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
     """One environment per concurrent worker: a GPU each (jobs_per_gpu per GPU), or a share of the cores."""
     s = spec.local
     gpus = visible_gpus() if s.gpus == "all" else [str(g) for g in s.gpus]
     if gpus:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
-    threads = str(max(1, usable_cpus() // s.cpu_jobs))
+    threads = str(max(1, thread_budget() // s.cpu_jobs))
     return [{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}] * s.cpu_jobs
 
 

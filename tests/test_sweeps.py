@@ -1975,3 +1975,22 @@ def _two_checkpointed_runs(tmp_path: Path, both_name_the_second: bool = False) -
         else:
             write_checkpoint(d)
     return spec, sweep_dir, first, second
+
+
+def test_cpu_slots_split_the_launchs_thread_budget(tmp_path, monkeypatch):
+    """Each CPU worker gets the launch's OMP_NUM_THREADS / cpu_jobs where the launch's environment sets it
+    (a test runner's workers, or two launches, on one machine: every core to each would oversubscribe them,
+    several-fold slower), else the usable cores / cpu_jobs; never below one thread."""
+    from scaling import usable_cpus
+    from sweeps.launch import local_slots
+
+    write_spec(tmp_path)  # cpu_jobs = 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("OMP_NUM_THREADS", "6")
+    slots = local_slots(load(tmp_path))
+    assert [s["OMP_NUM_THREADS"] for s in slots] == ["3", "3"] and all(s["CUDA_VISIBLE_DEVICES"] == "" for s in slots)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert [s["OMP_NUM_THREADS"] for s in local_slots(load(tmp_path))] == ["1", "1"]
+    for unset in ("", "auto"):  # not a count: the cores decide
+        monkeypatch.setenv("OMP_NUM_THREADS", unset)
+        assert local_slots(load(tmp_path))[0]["OMP_NUM_THREADS"] == str(max(1, usable_cpus() // 2))
