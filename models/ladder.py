@@ -27,9 +27,8 @@ FLOPs per token (training, forward + backward = 3 × forward, Kaplan et al. 2020
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
 
-from scaling.errors import UserError
+from scaling.errors import UserError, did_you_mean
 
 FAMILIES = ("llama2", "nanochat")
 HEAD_DIM = 64
@@ -104,15 +103,6 @@ class ModelSize:
         return 6 * (self.n_params + vocab_size * self.width) + 12 * self.depth * self.width * seq_len
 
 
-def _did_you_mean(name: str, known: Iterable[str]) -> str:
-    """" (did you mean llama2?)" for a near miss of a known name, else ""."""
-    import difflib
-
-    known = list(known)
-    close = [k for k in known if k.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
 def _size_meant(name: str) -> str:
     """" (did you mean 160M?)" for a size's name in lower case or without its M (160m, 160), else "".
     (Spelling distance would offer 324M for 3M.)"""
@@ -123,7 +113,7 @@ def _size_meant(name: str) -> str:
 def check_family(family: str) -> str:
     """`family`, if it is one of FAMILIES; else a UserError naming the near miss."""
     if family not in FAMILIES:
-        raise UserError(f"unknown model family {family!r}{_did_you_mean(family, FAMILIES)}; "
+        raise UserError(f"unknown model family {family!r}{did_you_mean(family, FAMILIES)}; "
                         f"choose one of {', '.join(FAMILIES)}")
     return family
 

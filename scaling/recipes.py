@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from scaling.errors import UserError
+from scaling.errors import UserError, did_you_mean
 from scaling.quant import QuantSpec
 
 OPERANDS = ("fprop_x", "fprop_w", "dgrad_dy", "dgrad_w", "wgrad_dy", "wgrad_x")
@@ -144,7 +144,7 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
     if "source" in data and not isinstance(data["source"], str):
         raise UserError(f"{where}: source must be a string (where the recipe comes from), got {data['source']!r}")
     if "base" in data and (not isinstance(data["base"], str) or data["base"] not in PRESETS):
-        hint = _did_you_mean(data["base"]) if isinstance(data["base"], str) else ""
+        hint = did_you_mean(data["base"], PRESETS) if isinstance(data["base"], str) else ""
         raise UserError(f"{where}: base {data['base']!r} is not a preset{hint}; choose one of {', '.join(PRESETS)}")
     base = PRESETS[data["base"]] if "base" in data else Recipe(name=data["name"])
     changes: dict = {"name": data["name"], "source": data.get("source", f"user recipe ({where})")}
@@ -302,13 +302,5 @@ def get_recipe(name: str | Path) -> Recipe:
     if path.is_file():
         raise UserError(f"recipe file {name} must end in .toml (recipe files are TOML); rename it, e.g. "
                         f"{path.with_suffix('.toml')}")
-    raise UserError(f"unknown recipe {name!r}{_did_you_mean(name)}; known recipes: {', '.join(PRESETS)} "
+    raise UserError(f"unknown recipe {name!r}{did_you_mean(name, PRESETS)}; known recipes: {', '.join(PRESETS)} "
                     "(or a path to a recipe .toml)")
-
-
-def _did_you_mean(name: str) -> str:
-    """' (did you mean nvfp4?)' for a preset name in other letter case or misspelt, else ''."""
-    import difflib
-
-    close = difflib.get_close_matches(name.lower(), list(PRESETS), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""

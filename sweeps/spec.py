@@ -347,30 +347,26 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     _no_unknown(iso, {"budgets"}, "isoflop.")
 
     family = _axis(grid, "family", str, default=["nanochat"])
-    from models import FAMILIES, ladder
+    from models import model_size
+    from models.ladder import check_family
 
     for i, fam in enumerate(family):
-        if fam not in FAMILIES:
-            raise UserError(f"grid.family[{i}]: unknown family {fam!r}; known: {', '.join(FAMILIES)}")
+        _at(f"grid.family[{i}]", check_family, fam)
     size = _axis(grid, "size", str)
     for i, s in enumerate(size):
         for fam in family:
-            names = [m.name for m in ladder(fam)]
-            if s not in names:
-                raise UserError(f"grid.size[{i}]: {s!r} is not in the {fam} ladder; known: {', '.join(names)}")
+            _at(f"grid.size[{i}]", model_size, fam, s)
     recipe = _axis(grid, "recipe", str)
-    from scaling.recipes import list_recipes
+    from scaling.recipes import get_recipe
 
-    known_recipes = list_recipes()
     file_names = {}  # recipe file -> its recipe's name
     for i, r in enumerate(recipe):
         if r.endswith(".toml"):
             _check_recipe_beside_spec(r, source, f"grid.recipe[{i}]")
             recipe[i] = r = str(Path(r).expanduser().resolve())
             file_names[r] = _check_recipe_file(r, f"grid.recipe[{i}]")
-        elif r not in known_recipes:
-            raise UserError(f"grid.recipe[{i}]: unknown recipe {r!r}; known: {', '.join(known_recipes)}"
-                            " (or a path to a recipe .toml)")
+        else:
+            _at(f"grid.recipe[{i}]", get_recipe, r)
     copies = _check_recipe_names(file_names)
     recipe = [r for r in recipe if r not in copies]  # (a copy of a file: one recipe)
     _check_shapes(family, size, recipe)
@@ -443,10 +439,7 @@ def _check_recipe_file(path: str, where: str) -> str:
     """The recipe file's name, or a UserError saying where in the spec it was named."""
     from scaling.recipes import Recipe
 
-    try:
-        return Recipe.from_toml(path).name
-    except UserError as e:
-        raise UserError(f"{where}: {e}") from None
+    return _at(where, lambda: Recipe.from_toml(path).name)
 
 
 def _check_recipe_names(file_names: dict[str, str]) -> set[str]:
@@ -610,6 +603,14 @@ def _axis(table: dict, key: str, kind: type, default: list | None = None, check=
             raise UserError(f"{prefix}{key}[{i}]: expected {what}, got {values[i]!r}")
         out.append(v)
     return out
+
+
+def _at(where: str, check, *args):
+    """check(*args), its UserError prefixed by where in the spec the value came from."""
+    try:
+        return check(*args)
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
 
 
 def _no_unknown(table: dict, known: set[str], prefix: str) -> None:

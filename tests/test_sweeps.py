@@ -65,11 +65,13 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
 @pytest.mark.parametrize(
     "override, message",
     [
-        ('grid.recipe=["bf16", "nvfp5"]', "grid.recipe[1]: unknown recipe 'nvfp5'; known: "),
-        ('grid.size=["0.5M", "3M"]', "grid.size[1]: '3M' is not in the nanochat ladder; known: 0.5M, 1M"),
+        ('grid.recipe=["bf16", "nvfp5"]', "grid.recipe[1]: unknown recipe 'nvfp5' (did you mean nvfp4?); known recipes: "),
+        ('grid.size=["0.5M", "3M"]', "grid.size[1]: unknown model size '3M'; choose one of 0.5M, 1M"),
         ('grid.tokens="many"', "grid.tokens[0]: expected an integer, got 'many'"),
         ("grid.seed=-1", "grid.seed[0]: expected a non-negative integer, got -1"),
-        ('grid.family="gpt5"', "grid.family[0]: unknown family 'gpt5'; known: llama2, nanochat"),
+        ('grid.family="gpt5"', "grid.family[0]: unknown model family 'gpt5'; choose one of llama2, nanochat"),
+        ('grid.family="Llama2"', "grid.family[0]: unknown model family 'Llama2' (did you mean llama2?); choose one of"),
+        ('grid.size="160m"', "grid.size[0]: unknown model size '160m' (did you mean 160M?); choose one of"),
         ('train.seq_len="long"', "train.seq_len: expected an integer, got 'long'"),
         ("train.learning_rate=0.1", "train.learning_rate: unknown setting; known: "),
         ("train.recipe='bf16'", "train.recipe: set it as grid.recipe, not in [train]"),
