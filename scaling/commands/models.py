@@ -18,11 +18,13 @@ def _family(text: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from models.ladder import FAMILIES
+    from scaling.data import DEFAULT_VOCAB_SIZE
 
     parser.add_argument("--family", type=_family, action="append", metavar="{" + ",".join(FAMILIES) + "}",
                         help="family to list (repeatable; default: both)")
-    parser.add_argument("--vocab-size", type=int, default=32768,
-                        help="vocabulary size for N total and exact FLOPs (default 32768, as `scaling data prepare`)")
+    parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
+                        help=f"vocabulary size for N total and exact FLOPs (default {DEFAULT_VOCAB_SIZE}, as `scaling data "
+                             "prepare`)")
     parser.add_argument("--seq-len", type=int,
                         help="context length for exact FLOPs (default: each size's, as `scaling train`: 256 for the "
                              "micro sizes, 1024 for the rest)")
