@@ -437,9 +437,11 @@ class _TokenFile:
         self.tmp = path.with_name(f".{path.name}.tmp")
         self.file = open(self.tmp, "wb")
         self.tokens = self.docs = self.bytes = 0
+        self.max_id = -1  # meta.json's {split}_max_id: train checks it against vocab_size without a scan
 
     def write(self, ids: np.ndarray, docs: int, nbytes: int) -> None:
         self.file.write(ids.astype(self.dtype, copy=False).tobytes())
+        self.max_id = max(self.max_id, int(ids.max(initial=-1)))
         self.tokens += len(ids)
         self.docs += docs
         self.bytes += nbytes
@@ -759,7 +761,7 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         "vocab_size": vocab_size,
         "dtype": dtype.name,
         "eot_id": tok.token_to_id(EOT),
-        **{f"{f.split}_{k}": getattr(f, k) for f in (train, val) for k in ("tokens", "docs", "bytes")},
+        **{f"{f.split}_{k}": getattr(f, k) for f in (train, val) for k in ("tokens", "docs", "bytes", "max_id")},
         # tokens include one EOT per document (0 bytes of text), so bpb = loss / ln 2 / bytes_per_token
         # counts the EOT predictions too, as the per-token loss does.
         "bytes_per_token": val.bytes / val.tokens,
@@ -903,6 +905,24 @@ def load_tokens(data_dir: str | Path, split: str) -> np.memmap:
         raise ValueError(f"split must be 'train' or 'val', not {split!r}")
     meta = read_meta(data_dir)
     return np.memmap(Path(data_dir).expanduser() / f"{split}.bin", dtype=np.dtype(meta["dtype"]), mode="r")
+
+
+def max_token_id(data_dir: str | Path, meta: dict) -> int:
+    """The largest token id in a prepared dir's train.bin and val.bin: meta.json's {split}_max_id, which
+    prepare records as it writes them. A split is scanned only where meta.json lacks the record (prepared
+    before it was kept) or its file was written after meta.json (replaced or edited by hand: not the file
+    the record is of); a scan reads the whole file (seconds to minutes for a GPU corpus of billions)."""
+    data_dir = Path(data_dir).expanduser()
+    written = (data_dir / "meta.json").stat().st_mtime_ns
+    tops = []
+    for split in ("train", "val"):
+        recorded = meta.get(f"{split}_max_id")
+        if isinstance(recorded, int) and (data_dir / f"{split}.bin").stat().st_mtime_ns <= written:
+            tops.append(recorded)
+        else:
+            tokens = load_tokens(data_dir, split)
+            tops.append(int(tokens.max()))
+    return max(tops)
 
 
 def unigram_entropy(data_dir: str | Path) -> float:

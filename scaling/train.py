@@ -123,7 +123,7 @@ def val_windows(tokens: np.ndarray, n_tokens: int, seq_len: int) -> torch.Tensor
 class TokenDataModule(L.LightningDataModule):
     def __init__(self, config: RunConfig, data_dir: Path):
         super().__init__()
-        from scaling.data import load_tokens, read_meta
+        from scaling.data import load_tokens, max_token_id, read_meta
 
         self.config, self.meta = config, read_meta(data_dir)
         self.train_tokens = load_tokens(data_dir, "train")
@@ -135,8 +135,8 @@ class TokenDataModule(L.LightningDataModule):
                             f"seq_len + 1 = {config.seq_len + 1}; use a shorter --seq-len, or prepare the data again "
                             "with a larger --val-fraction (or more --val text)")
         # An id past the vocabulary was an IndexError deep in the embedding: meta.json and the token files are of
-        # two preparations (a scan of the ids: ~15 ms for 70M tokens)
-        top, vocab_size = int(max(self.train_tokens.max(), val.max())), int(self.meta["vocab_size"])
+        # two preparations (the largest id is meta.json's record; a scan only where it lacks one or a file is newer)
+        top, vocab_size = max_token_id(data_dir, self.meta), int(self.meta["vocab_size"])
         if top >= vocab_size:
             raise UserError(f"{data_dir} holds token id {top:,}, beyond its meta.json's vocab_size {vocab_size:,}: its "
                             f"token files and meta.json do not belong together; prepare it again with `scaling data "

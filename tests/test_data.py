@@ -81,6 +81,7 @@ def test_round_trip_split_and_meta(prepared, docs):
         assert meta[f"{split}_docs"] == len(texts)
         assert meta[f"{split}_tokens"] == len(data.load_tokens(prepared, split))
         assert meta[f"{split}_bytes"] == sum(len(t.encode()) for t in texts)
+        assert meta[f"{split}_max_id"] == int(data.load_tokens(prepared, split).max())
     assert meta["bytes_per_token"] == pytest.approx(meta["val_bytes"] / meta["val_tokens"])
     assert 2.0 < meta["bytes_per_token"] < 5.0
     assert meta["tokenizer_sha256"] and meta["sources"][0].endswith("corpus.parquet")
@@ -427,7 +428,10 @@ def test_an_empty_split_is_refused_before_any_tokenizing(tmp_path, docs, prepare
                                            ({"bytes_per_token": math.nan}, "whose bytes_per_token is not a positive"),
                                            ({"dtype": "int8"}, "has a meta.json with dtype 'int8' (not uint16"),
                                            ("tokenizer.json", "has a tokenizer.json other than the one its tokens"),
-                                           ({"vocab_size": 300}, "beyond its meta.json's vocab_size 300: its token files")])
+                                           ({"vocab_size": 300}, "beyond its meta.json's vocab_size 300: its token files"),
+                                           ({"vocab_size": 300, "train_max_id": None, "val_max_id": None},
+                                            "beyond its meta.json's vocab_size 300: its token files"),
+                                           ("val.bin", "holds token id 65,535, beyond its meta.json's vocab_size")])
 def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, capsys, meta, message):
     """`data info` and `train` on a prepared dir whose meta.json or token files were damaged: one line,
     exit 2, the command that mends it, and no run folder made."""
@@ -439,8 +443,14 @@ def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, ca
         (bad / "val.bin").unlink()
     elif meta == "tokenizer.json":  # another prepared dir's (another corpus's ids)
         (bad / "tokenizer.json").write_text(data.train_tokenizer(["another corpus"] * 3, 300, False).to_str())
-    elif isinstance(meta, dict):  # one field changed (a split of 0 tokens: its file emptied too)
-        (bad / "meta.json").write_text(json.dumps({**json.loads((bad / "meta.json").read_text()), **meta}))
+    elif meta == "val.bin":  # rewritten by hand after prepare, its length kept: meta.json's max id is not its
+        ids = np.fromfile(bad / "val.bin", dtype=np.uint16)
+        ids[-1] = 65535
+        ids.tofile(bad / "val.bin")
+    elif isinstance(meta, dict):  # fields changed (None: left out, as a dir prepared before the max ids were
+        # recorded; a split of 0 tokens: its file emptied too)
+        edited = {**json.loads((bad / "meta.json").read_text()), **meta}
+        (bad / "meta.json").write_text(json.dumps({k: v for k, v in edited.items() if v is not None}))
         if meta.get("val_tokens") == 0:
             (bad / "val.bin").write_bytes(b"")
     else:
@@ -453,6 +463,26 @@ def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, ca
                  "--data", str(bad), "--out", str(run)]) == 2
     err = capsys.readouterr().err
     assert message in err and f"scaling data prepare SOURCES --out {bad}" in err and not run.exists(), err
+
+
+def test_the_largest_token_id_is_meta_jsons_record_unless_a_token_file_is_newer(tmp_path, prepared, monkeypatch):
+    """A train start reads the largest id from meta.json, not from a scan of the token files (a GPU corpus of
+    billions of tokens: a minute per run); a token file written after meta.json is scanned, as is one whose
+    meta.json holds no record."""
+    import os
+    import shutil
+
+    d = tmp_path / "d"
+    shutil.copytree(prepared, d)  # (its files' times kept: token files older than meta.json)
+    meta = data.read_meta(d)
+    scans = []
+    monkeypatch.setattr(data, "load_tokens", lambda *a: scans.append(a) or np.array([VOCAB + 7]))
+    assert data.max_token_id(d, meta) == max(meta["train_max_id"], meta["val_max_id"]) and not scans
+    stamp = (d / "meta.json").stat().st_mtime_ns + 10**9
+    os.utime(d / "val.bin", ns=(stamp, stamp))
+    assert data.max_token_id(d, meta) == VOCAB + 7 and scans == [(d, "val")]
+    assert data.max_token_id(d, {k: v for k, v in meta.items() if k != "train_max_id"}) == VOCAB + 7
+    assert scans[1:] == [(d, "train"), (d, "val")]
 
 
 def test_a_json_escape_of_a_lone_surrogate_becomes_a_replacement_character(tmp_path, prepared):
