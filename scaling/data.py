@@ -573,8 +573,19 @@ def _output_folder(directory: Path) -> Iterator[None]:
             raise
 
 
+# (path, size, modification time in ns, inode) -> sha256: read_meta checks a dir's tokenizer.json 4-6 times per
+# train start, as `scaling data info` and a sweep's launch do once more; a file replaced or rewritten is another key.
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The file's sha256, hashed once per process for each version of the file."""
+    with open(path, "rb") as f:  # (its stat and its bytes of one open file: a file replaced between is not mixed up)
+        st = os.fstat(f.fileno())
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        if key not in _DIGESTS:
+            _DIGESTS[key] = hashlib.sha256(f.read()).hexdigest()
+    return _DIGESTS[key]
 
 
 def _progress(enabled: bool):

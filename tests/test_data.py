@@ -485,6 +485,30 @@ def test_the_largest_token_id_is_meta_jsons_record_unless_a_token_file_is_newer(
     assert scans[1:] == [(d, "train"), (d, "val")]
 
 
+def test_the_tokenizer_is_hashed_once_per_version_of_the_file(tmp_path, prepared, monkeypatch):
+    """read_meta checks tokenizer.json's sha256 on every read (4-6 per train start): a file hashed before is
+    not read again, while one replaced or rewritten in place, its size kept, is refused as before."""
+    import shutil
+
+    d = tmp_path / "d"
+    shutil.copytree(prepared, d)
+    data.read_meta(d)
+    hashed = []
+    sha256 = data.hashlib.sha256
+    monkeypatch.setattr(data.hashlib, "sha256", lambda b: hashed.append(len(b)) or sha256(b))
+    for _ in range(3):
+        data.read_meta(d)
+        data.load_tokens(d, "val")
+    assert hashed == []
+    text = (d / "tokenizer.json").read_text()
+    (d / "tokenizer.json").write_text(text.replace('"<|endoftext|>"', '"<|endoftexu|>"', 1))  # (in place, same size)
+    with pytest.raises(UserError, match="has a tokenizer.json other than the one its tokens were made with"):
+        data.read_meta(d)
+    assert len(hashed) == 1
+    shutil.copy2(prepared / "tokenizer.json", d / "tokenizer.json")  # (put back, with its time)
+    assert data.read_meta(d)
+
+
 def test_a_json_escape_of_a_lone_surrogate_becomes_a_replacement_character(tmp_path, prepared):
     """'\\ud800' with no partner is valid JSON but no UTF-8 text: the tokenizer's training and its
     encoding both raised (a traceback); it becomes U+FFFD, as a .txt's undecodable bytes do."""
