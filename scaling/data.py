@@ -287,7 +287,7 @@ def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
                         raise UserError(_not_utf8_but(path, encoding)) from None
                     raise UserError(f"{path}, line {n}: not JSON ({e.msg} at column {e.colno}); fix or drop that line")
                 if not isinstance(row, dict):  # (a list or a bare value: the line itself, not its field, is wrong)
-                    raise UserError(f"{path}, line {n}: a JSON {type(row).__name__}, not an object with a "
+                    raise UserError(f"{path}, line {n}: {_json_kind(row)}, not an object with a "
                                     f"{text_column!r} field; fix or drop that line")
                 yield n, row
     except (OSError, EOFError) as e:  # a truncated .gz
@@ -299,9 +299,15 @@ def _jsonl_text(path: Path, n: int, text_column: str, row: dict) -> str | None:
     """Row `n`'s text (None where it has none); UserError where the field holds no string."""
     text = row.get(text_column)
     if not isinstance(text, (str, type(None))):
-        raise UserError(f"{path}, line {n}: {text_column!r} is {type(text).__name__}, not a string; every "
+        raise UserError(f"{path}, line {n}: {text_column!r} is {_json_kind(text)}, not a string; every "
                         f"document's {text_column!r} must be text (fix or drop the rows that are not)")
     return text
+
+
+def _json_kind(value) -> str:
+    """What a parsed JSON value is, in JSON's words ("an array", not Python's "list"; "null", not "NoneType")."""
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return kinds.get(type(value), "null")
 
 
 DAMAGED = "damaged or cut short (a download or copy that stopped); fetch or write it again, or leave it out"

@@ -359,11 +359,17 @@ def test_cli_errors(tmp_path, docs, capsys):
 
     # a JSON-lines field that is not a string in some rows: refused by line (polars made it JSON text)
     (tmp_path / "mixed.jsonl").write_text('{"text": "a document"}\n{"text": {"secret": 1}}\n')
-    assert "mixed.jsonl, line 2: 'text' is dict, not a string" in _cli_error(
+    assert "mixed.jsonl, line 2: 'text' is an object, not a string" in _cli_error(  # (was Python's "dict")
         ["prepare", str(tmp_path / "mixed.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
     (tmp_path / "list.jsonl").write_text('{"text": "a document"}\n["a document"]\n')  # was "'text' is a JSON list"
     assert _cli_error(["prepare", str(tmp_path / "list.jsonl"), "--out", out, "--vocab-size", "300"], capsys).endswith(
-        "list.jsonl, line 2: a JSON list, not an object with a 'text' field; fix or drop that line")
+        "list.jsonl, line 2: an array, not an object with a 'text' field; fix or drop that line")
+    (tmp_path / "null.jsonl").write_text('{"text": "a document"}\nnull\n{"text": 7}\n')  # was "a JSON NoneType"
+    assert "null.jsonl, line 2: null, not an object" in _cli_error(
+        ["prepare", str(tmp_path / "null.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
+    (tmp_path / "null.jsonl").write_text('{"text": "a document"}\n{"text": 7}\n')
+    assert "null.jsonl, line 2: 'text' is a number, not a string" in _cli_error(
+        ["prepare", str(tmp_path / "null.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
     (tmp_path / "latin1.jsonl").write_bytes(b'{"text": "a document"}\n{"text": "caf\xe9"}\n')
     assert "latin1.jsonl, line 2: not UTF-8 (byte 0xe9" in _cli_error(
         ["prepare", str(tmp_path / "latin1.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
