@@ -291,6 +291,9 @@ def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
                                     f"{text_column!r} field; fix or drop that line")
                 yield n, row
     except (OSError, EOFError) as e:  # a truncated .gz
+        if isinstance(e, gzip.BadGzipFile) and n == 0:  # (its first bytes are no gzip header: not damaged, not gzip)
+            raise UserError(f"{path} is not gzip-compressed, though its name ends in .gz; rename a plain JSON-lines "
+                            f"file to {path.name[:-3]}, or compress it (`gzip`)") from None
         raise UserError(f"could not read {path} as JSON lines past line {n} ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:200]}): the file is {DAMAGED}") from None
 

@@ -370,6 +370,10 @@ def test_cli_errors(tmp_path, docs, capsys):
     (tmp_path / "null.jsonl").write_text('{"text": "a document"}\n{"text": 7}\n')
     assert "null.jsonl, line 2: 'text' is a number, not a string" in _cli_error(
         ["prepare", str(tmp_path / "null.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
+    (tmp_path / "plain.jsonl.gz").write_text('{"text": "a document"}\n')  # was "damaged or cut short"
+    assert _cli_error(["prepare", str(tmp_path / "plain.jsonl.gz"), "--out", out], capsys).endswith(
+        "plain.jsonl.gz is not gzip-compressed, though its name ends in .gz; rename a plain JSON-lines file to "
+        "plain.jsonl, or compress it (`gzip`)")
     (tmp_path / "latin1.jsonl").write_bytes(b'{"text": "a document"}\n{"text": "caf\xe9"}\n')
     assert "latin1.jsonl, line 2: not UTF-8 (byte 0xe9" in _cli_error(
         ["prepare", str(tmp_path / "latin1.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
