@@ -249,7 +249,7 @@ def _texts(path: Path, text_column: str) -> Iterator[str | None]:
         for batch in batches:
             yield from (t if t is not None and t.strip() else None for t in batch.to_series())
     except (pl.exceptions.PolarsError, OSError, EOFError) as e:
-        raise UserError(_unreadable(path, e)) from None
+        raise UserError(_unreadable(path, e, text_column)) from None
 
 
 def _jsonl_texts(path: Path, text_column: str) -> Iterator[str | None]:
@@ -316,8 +316,14 @@ def _json_kind(value) -> str:
 DAMAGED = "damaged or cut short (a download or copy that stopped); fetch or write it again, or leave it out"
 
 
-def _unreadable(path: Path, error: Exception) -> str:
-    return (f"could not read {path} as parquet (polars said: {str(error).splitlines()[0][:200]}): "
+def _unreadable(path: Path, error: Exception, text_column: str | None = None) -> str:
+    said = str(error).splitlines()[0][:200]
+    # (only the text column is read: polars' "String data contained invalid UTF-8" is of its values; the file is
+    # whole, and "fetch it again" gives the same bytes)
+    if text_column is not None and "invalid utf-8" in said.lower():
+        return (f"{path}: its {text_column!r} column holds strings that are not UTF-8 (polars said: {said}); write the "
+                "file again with that text decoded to UTF-8 (from its encoding, e.g. latin-1), or leave it out")
+    return (f"could not read {path} as parquet (polars said: {said}): "
             f"the file is not parquet, or {DAMAGED}")
 
 

@@ -370,6 +370,13 @@ def test_cli_errors(tmp_path, docs, capsys):
     (tmp_path / "null.jsonl").write_text('{"text": "a document"}\n{"text": 7}\n')
     assert "null.jsonl, line 2: 'text' is a number, not a string" in _cli_error(
         ["prepare", str(tmp_path / "null.jsonl"), "--out", out, "--vocab-size", "300"], capsys)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = pa.array([b"a document", "caf\xe9 in latin-1".encode("latin-1")]).view(pa.string())  # (unchecked)
+    pq.write_table(pa.table({"text": texts}), tmp_path / "latin1.parquet")  # was "damaged or cut short"
+    assert _cli_error(["prepare", str(tmp_path / "latin1.parquet"), "--out", out], capsys).startswith(
+        f"error: {tmp_path / 'latin1.parquet'}: its 'text' column holds strings that are not UTF-8 (polars said: ")
     (tmp_path / "plain.jsonl.gz").write_text('{"text": "a document"}\n')  # was "damaged or cut short"
     assert _cli_error(["prepare", str(tmp_path / "plain.jsonl.gz"), "--out", out], capsys).endswith(
         "plain.jsonl.gz is not gzip-compressed, though its name ends in .gz; rename a plain JSON-lines file to "
