@@ -117,8 +117,11 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
         for path in matches:
             if path.is_dir():
                 continue
-            if _kind(path) is None:
-                raise UserError(f"{path}: unsupported file type; use .parquet, .jsonl(.gz), .ndjson(.gz) or .txt")
+            if _kind(path) is None:  # (from a glob: the user did not name it, and may not know it is there)
+                kinds = ".parquet, .jsonl(.gz), .ndjson(.gz) or .txt"
+                fix = (f"narrow the glob {pattern!r} to {kinds} files, or pass the folder (its supported files only)"
+                       if path != Path(expanded) else f"use {kinds}")
+                raise UserError(f"{path}: unsupported file type; {fix}")
             paths.append(path.resolve())
     return list(dict.fromkeys(paths))
 

@@ -324,6 +324,10 @@ def test_cli_errors(tmp_path, docs, capsys):
     assert "matches no files" in _cli_error(["prepare", str(tmp_path / "*.parquet"), "--out", out], capsys)
     (tmp_path / "notes.csv").write_text("a,b\n")
     assert "unsupported file type" in _cli_error(["prepare", str(tmp_path / "notes.csv"), "--out", out], capsys)
+    glob = str(tmp_path / "n*")  # (matches notes.csv, which it did not name: was "use .parquet, ...")
+    assert _cli_error(["prepare", glob, "--out", out], capsys).endswith(
+        f"notes.csv: unsupported file type; narrow the glob {glob!r} to .parquet, .jsonl(.gz), .ndjson(.gz) or .txt "
+        "files, or pass the folder (its supported files only)")
     src = write_corpus(tmp_path / "src", docs[:5], "parquet")
     err = _cli_error(["prepare", str(src), "--out", out, "--text-column", "body"], capsys)
     assert "no 'body' column" in err and "id, text" in err
