@@ -20,8 +20,8 @@ import numpy as np
 import polars as pl
 
 from fits import penalty
-from fits.fit import (BOUNDS, FREE, N_PARAMS, Points, bootstrap_weights, efficiency_starts, epoch_grid, fit_grid,
-                      minimize_from, parallel_map, percentile_ci)
+from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, bootstrap_weights, efficiency_starts, epoch_grid, fit_grid,
+                      flat_parameters, minimize_from, parallel_map, percentile_ci)
 from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, log_predict, to_params
 from fits.table import learning_rate_note, never_completed, read_file, read_table, set_aside_note
@@ -202,14 +202,30 @@ def _warnings(name: str, params: dict, ci: dict) -> list[str]:
     return out
 
 
-def _group_entry(name, pts, params, ci, objective) -> dict:
+def _group_entry(name, pts, params, ci, objective, flat) -> dict:
     C = 6 * np.exp(pts.logN + pts.logD)
     return {"params": params, "ci95": ci, "n_points": int(len(pts.logL)), "n_runs": pts.n_runs,
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
+            "not_identified": flat,
             "warnings": (_warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))
                          + (_count_units_warning(name, pts) or _ratio_units_warning(name, pts))
-                         + _one_ratio_warning(name, pts) + _no_floor_warning(name, params, pts))}
+                         + _one_ratio_warning(name, pts) + _flat_warning(name, flat, pts)
+                         + _no_floor_warning(name, params, pts, "E" in flat))}
+
+
+def _flat_warning(name: str, flat: list[str], pts: Points) -> list[str]:
+    """The law's parameters the data does not identify (`fit.flat_parameters`): their printed values are where
+    the optimiser stopped on a flat valley, which float noise moves, and so is the law away from the runs."""
+    if not flat:
+        return []
+    sizes, budgets = (len(np.unique(np.round(v, 9))) for v in (pts.logN, pts.logD))
+    names = flat[0] if len(flat) == 1 else ", ".join(flat[:-1]) + " and " + flat[-1]
+    return [f"{name}: {names} {'is' if len(flat) == 1 else 'are'} not identified by these runs ({count(sizes, 'model size')}, "
+            f"{count(budgets, 'token count')}): other values fit them as well (a unit step along the fit's flattest direction "
+            f"moves the fitted log losses by under {FLAT:g}), so the values printed are where the optimiser stopped, which "
+            "float noise (the rows' order, one ulp of a loss) moves, and so does the law away from the runs' sizes and "
+            "token counts, its compute-optimal frontier included; more model sizes or token counts would pin them"]
 
 
 def _one_ratio_warning(name: str, pts: Points) -> list[str]:
@@ -227,14 +243,17 @@ def _one_ratio_warning(name: str, pts: Points) -> list[str]:
 FLOORLESS = 1e-3
 
 
-def _no_floor_warning(name: str, params: dict, pts: Points) -> list[str]:
+def _no_floor_warning(name: str, params: dict, pts: Points, flat: bool = False) -> list[str]:
     """E, the irreducible loss, fitted at ~0 (e is unbounded: the demo's bf16 took E = 2.8e-18): the law
     then predicts a loss that falls to 0 with compute, and every extrapolation (compute-optimal frontiers,
-    multipliers beyond the data) inherits that; the fit's E and its interval say it, here in words."""
+    multipliers beyond the data) inherits that; the fit's E and its interval say it, here in words. `flat`: E is
+    not identified, so its value (bf16's in the demo: 2.8e-18 from the sweep's table, 7e-90 from
+    the same runs in another row order) is noise and is not quoted."""
     lowest = float(np.exp(pts.logL.min()))
     if "E" not in params or not params["E"] < FLOORLESS * lowest:
         return []
-    return [f"{name}: E = {params['E']:.3g}, the irreducible loss, is ~0 (under {FLOORLESS:g} of the lowest loss, "
+    value = "" if flat else f" = {params['E']:.3g}"
+    return [f"{name}: E{value}, the irreducible loss, is ~0 (under {FLOORLESS:g} of the lowest loss, "
             f"{lowest:.4g}): the data puts no floor under the law, and what it predicts beyond the data falls "
             "toward 0; larger models or more tokens per size (where the loss flattens) would pin E"]
 
@@ -331,7 +350,9 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
         ok = [r for r in reps if all(np.isfinite(v).all() for v in r.values())]
         ci = _param_ci([_named(r, g, pts, law, jobs, base) for r in ok])
         objective = objectives[f"law:{g}"] if f"law:{g}" in jobs else objectives[f"const:{g}"]
-        out_groups[g] = _group_entry(g, pts, params, ci, objective)
+        own = f"law:{g}" in jobs  # else it shares the baseline's law (quartet), identified or not on its points
+        flat = flat_parameters(thetas[f"law:{g if own else base}"], law, pts if own else groups[base])
+        out_groups[g] = _group_entry(g, pts, params, ci, objective, flat)
 
     result = {"law": law, "baseline": base, "groups": out_groups, "penalty": {}, "bands": {},
               "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed}

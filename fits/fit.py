@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from fits.laws import IDX, base_theta, log_predict
+from fits.laws import IDX, THETA, base_theta, log_predict
 from scaling import usable_cpus
 
 DELTA = 1e-3
@@ -110,6 +110,33 @@ def uncentre(x: np.ndarray, shifts: tuple) -> np.ndarray:
     for ia, ial, m in shifts:
         x[ia] += m * x[ial]
     return x
+
+
+# A direction of the free parameters (centred, as the optimiser moves them) along which a unit step moves the
+# fitted log losses by less than this (root mean square over the points) is one the data does not identify: the
+# fit is flat along it, and where the optimiser stops on it is float noise (the rows' order, one ulp of a loss).
+# An identified law's flattest direction moves them ~1e-2 (Chinchilla's 240 points, a 3 x 3 synthetic grid); an
+# exactly flat one (A, alpha and E from two model sizes) ~1e-17, and bf16's alpha at its bound in the demo ~7e-9.
+FLAT = 1e-6
+
+
+def flat_parameters(theta: np.ndarray, kind: str, pts: Points) -> list[str]:
+    """The named parameters (A, B, E, alpha, ...) that move along a direction the data does not identify
+    (FLAT): the singular vectors of the fit's Jacobian, d log L / d parameters at the points, whose singular
+    value is below FLAT; a parameter moves along one where its component is not ~0 (over 1e-6: an exact zero
+    comes out of the SVD as ~1e-13). How much each moves depends on where on the valley the fit stopped (noise),
+    so only whether it moves at all is said."""
+    free = FREE[kind]
+    _, J = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, jac=True, recipe=pts.recipe)
+    J = J[:, free]
+    for ia, ial, m in centring(free, pts):  # d/dα at fixed a_c = a − m·α (a and α are otherwise collinear)
+        J[:, ial] += m * J[:, ia]
+    if not np.isfinite(J).all():
+        return []
+    _, s, vt = np.linalg.svd(J / np.sqrt(len(J)), full_matrices=False)
+    moved = (np.abs(vt[s < FLAT]) > 1e-6).any(axis=0)
+    names = {"a": "A", "b": "B", "e": "E", "u": "effN", "v": "effD"}
+    return [names.get(THETA[free[k]], THETA[free[k]]) for k in np.flatnonzero(moved)]
 
 
 def centre(y: np.ndarray, shifts: tuple) -> np.ndarray:
