@@ -275,6 +275,8 @@ def _params_table(fitted: dict, baseline: str) -> Table:
     efficiency = ("effN_const", "effD_const") if shared else ()
 
     def cell(g: dict, k: str) -> str:  # with no bootstrap, no brackets
+        if k in g.get("not_identified", ()):  # its value and interval are where the optimiser stopped on a flat valley
+            return "not identified"
         return f"{fmt(g['params'][k])} {_ci(g.get('ci95', {}), k) if fitted['bootstrap'] else ''}".strip()
 
     rows = []  # (the baseline's row first where the others share its law)
@@ -287,6 +289,9 @@ def _params_table(fitted: dict, baseline: str) -> Table:
         row += [g.get("n_points"), g.get("n_runs"), g.get("objective")]
         rows.append(tuple(row))
     intervals = "95% bootstrap intervals in brackets" if fitted["bootstrap"] else "no intervals (no bootstrap ran)"
+    if any(g.get("not_identified") for g in groups.values()):
+        intervals += ("; not identified: a parameter these runs do not pin (the fit warnings say why), whose value and "
+                      "interval would be float noise")
     caption = (f"Fitted law parameters, {intervals}; objective: the Huber loss at the optimum." if not shared else
                f"Fitted law parameters, {intervals}. Under the Quartet law the recipes share the "
                f"law fitted on {literal(baseline)} (its row) and differ only by their efficiencies: a recipe's law is that "
@@ -304,15 +309,16 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     s = Section("Loss vs compute")
     laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
     done = compare.completed(study.runs)
+    flat = frozenset(g for g, entry in fitted["groups"].items() if entry.get("not_identified"))
     path = figures.loss_vs_compute(done, laws, baseline, colors, fig_dir / "loss_vs_compute.png",
-                                   loss_column=None if study.validation_loss else study.loss_column)
+                                   loss_column=None if study.validation_loss else study.loss_column, no_frontier=flat)
     n_sizes = done["N"].n_unique()
     along = ("each model size" if n_sizes <= figures.LAW_LINES else
              f"{figures.LAW_LINES} of the {n_sizes} model sizes, spread over their range")
-    off = figures.frontiers_off_axes(done, laws)
+    off = figures.frontiers_off_axes(done, laws, flat)
     off_note = "".join(f" {literal(r)}'s frontier lies outside the axes: its law's compute-optimal model at the runs' middle "
                        f"compute has N ≈ {n:.3g} (the runs' sizes: {done['N'].min():.3g} to {done['N'].max():.3g}) and "
-                       f"loss {loss:.3g}." for r, (n, loss) in off.items())
+                       f"loss {loss:.3g}." for r, (n, loss) in off.items()) + _no_frontier_note(fitted, flat)
     skipped = fitted.get("skipped", {})
     # a recipe left out of the fits has a panel of points and no law (none, with no completed run): say why here too
     unfitted = (f" No law for {', '.join(map(literal, sorted(skipped)))} (not fitted: {literal(left_out(fitted))})."
@@ -320,8 +326,10 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
     what = ("Final validation loss" if study.validation_loss else
             f"Loss (the table's {code(study.loss_column)} column)")  # (a table's could be any loss)
     s.add(Figure(path, f"{what} of every completed run against its training compute, one panel per recipe; "
-                       f"thin lines: the fitted {fitted['law']} law along {along}; thick line: its compute-optimal "
-                       f"frontier" + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1 else ".")
+                       f"thin lines: the fitted {fitted['law']} law along {along}"
+                 + ("; thick line: its compute-optimal frontier" if set(laws) - flat else "")
+                 + (f"; dashed: {literal(baseline)}'s frontier." if baseline in laws and len(laws) > 1
+                    and baseline not in flat else ".")
                  + off_note + unfitted))
     s.add(_params_table(fitted, baseline))
     warnings = fit_warnings(fitted)
@@ -329,6 +337,19 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
         s.add(Paragraph("**Fit warnings** (read the laws and the verdicts with care): "
                         + "; ".join(map(literal, warnings)) + "."))
     return s
+
+
+def _no_frontier_note(fitted: dict, flat: frozenset) -> str:
+    """Why the recipes in `flat` have no frontier drawn: their runs do not identify the law away from their own
+    sizes (fits' `not_identified`), so its optimum, the N a point estimate would print, is float noise (mxfp4's in the
+    demo: N ≈ 114 from the sweep's table, 2.8e4 from the same runs in the report's results.csv)."""
+    if not flat:
+        return ""
+    groups = fitted["groups"]
+    which = "; ".join(f"{literal(g)}: {', '.join(groups[g]['not_identified'])}" for g in sorted(flat))
+    return (f" No compute-optimal frontier is drawn for {', '.join(map(literal, sorted(flat)))}: these runs do not identify "
+            f"their laws ({which}; see the fit warnings), which other values fit as well, so where the optimum lies, and "
+            "the model size it would name, is float noise, not data.")
 
 
 def fit_warnings(fitted: dict) -> list[str]:

@@ -108,10 +108,11 @@ def _loss_range(runs: pl.DataFrame) -> tuple[float, float]:
     return loss.min() - pad, loss.max() + pad
 
 
-def frontiers_off_axes(runs: pl.DataFrame, laws: dict) -> dict[str, tuple[float, float]]:
+def frontiers_off_axes(runs: pl.DataFrame, laws: dict, no_frontier: frozenset = frozenset()) -> dict[str, tuple[float, float]]:
     """recipe -> (N_opt, loss_opt) at the runs' middle compute, for each recipe whose compute-optimal
     frontier never enters loss_vs_compute's axes (a law fitted over few sizes can put the optimum far
-    outside them): the caption says so, where the thick line is missing from its panel."""
+    outside them): the caption says so, where the thick line is missing from its panel. The recipes in
+    `no_frontier` (laws the runs do not identify, whose optimum is float noise) are not among them."""
     import fits
 
     lo, hi = _loss_range(runs)
@@ -119,7 +120,7 @@ def frontiers_off_axes(runs: pl.DataFrame, laws: dict) -> dict[str, tuple[float,
     grid_c = np.logspace(*np.log10(_compute_range(runs)), 200)
     out = {}
     for recipe, params in laws.items():
-        if params is None:
+        if params is None or recipe in no_frontier:
             continue
         loss = fits.compute_optimal(params, grid_c)[2]
         if not np.any((loss >= lo) & (loss <= hi)):
@@ -129,11 +130,12 @@ def frontiers_off_axes(runs: pl.DataFrame, laws: dict) -> dict[str, tuple[float,
 
 
 def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict, path: Path,
-                    loss_column: str | None = None) -> Path:
+                    loss_column: str | None = None, no_frontier: frozenset = frozenset()) -> Path:
     """One panel per recipe: runs as points (shade = model size), the fitted law along each size,
     and the compute-optimal frontier (the baseline's frontier dashed in every panel).
     laws: recipe -> the parameters of its law curve (fits' named form); loss_column: the table's column the
-    losses come from, None for result records' validation loss."""
+    losses come from, None for result records' validation loss; no_frontier: recipes whose frontier is not
+    drawn (their law is not identified away from the runs' sizes: where it lies is float noise)."""
     import fits
 
     recipes = [r for r in [baseline, *sorted(set(runs["recipe"]) - {baseline})] if r in set(runs["recipe"])]
@@ -141,7 +143,8 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
     shade = {n: 0.35 + 0.65 * i / max(1, len(sizes) - 1) for i, n in enumerate(sizes)}
     c_lo, c_hi = _compute_range(runs)
     grid_c = np.logspace(math.log10(c_lo), math.log10(c_hi), 200)
-    base_front = fits.compute_optimal(laws[baseline], grid_c)[2] if baseline in laws else None
+    base_front = (fits.compute_optimal(laws[baseline], grid_c)[2] if baseline in laws and baseline not in no_frontier
+                  else None)
     with plt.rc_context(STYLE):
         fig, axes = _grid(len(recipes))
         for ax, recipe in zip(axes, recipes):
@@ -155,7 +158,7 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
             if mine.height:  # one scatter, each point shaded by its size (one per size took minutes at 6,000 sizes)
                 rgba = [(*to_rgb(color), shade[n]) for n in mine["N"].to_list()]
                 ax.scatter(mine["C"], mine["loss"], s=16, c=rgba, edgecolor="white", lw=0.4, zorder=3)
-            if params is not None:
+            if params is not None and recipe not in no_frontier:
                 ax.plot(grid_c, fits.compute_optimal(params, grid_c)[2], color=color, lw=2, label="compute-optimal (fit)")
             if base_front is not None and recipe != baseline:
                 ax.plot(grid_c, base_front, color="black", lw=1, ls="--", label=f"{_text(baseline)} frontier")
@@ -163,7 +166,8 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
             ax.set_xlabel("training compute C = 6ND (FLOP)")
         axes[0].set_ylabel("validation loss (nats/token)" if loss_column is None else
                            f"loss (the table's {_text(loss_column)} column)")
-        axes[0].legend(loc="upper right")  # (the baseline's panel: its labels are ours, none a recipe's name)
+        if axes[0].get_legend_handles_labels()[0]:  # (none where no frontier is drawn)
+            axes[0].legend(loc="upper right")  # (the baseline's panel: its labels are ours, none a recipe's name)
         axes[0].set_ylim(*_loss_range(runs))
         axes[0].set_xlim(c_lo, c_hi)
         for ax in axes:

@@ -1355,3 +1355,35 @@ def test_a_frontier_outside_the_figures_axes_is_named_with_its_optimum():
     c_mid = math.sqrt(runs["C"].min() * runs["C"].max())
     assert (n_opt, loss_opt) == pytest.approx(tuple(float(v) for v in fits.compute_optimal(flat, c_mid)[::2]))
     assert n_opt < 5e5 and loss_opt < runs["loss"].min()
+
+
+def test_a_law_the_runs_do_not_identify_has_no_frontier_nor_printed_optimum_or_parameters(tmp_path, monkeypatch):
+    """The demo's caption said mxfp4's frontier lay outside the axes at N ≈ 114: the optimum of a law its two
+    model sizes do not identify (A, α and E trade off along a line of equally good fits), which the same runs in
+    another row order put at 2.8e4. Such a law's frontier is neither drawn nor named, nor are the parameters
+    it cannot pin printed; a law that three sizes pin keeps its frontier and its numbers."""
+    import fits
+    from fits.synthetic import synthetic_table
+    from reports import figures
+    from reports.build import section_loss_vs_compute
+    from reports.load import Study
+
+    drawn: dict = {}
+    real = figures.loss_vs_compute
+    monkeypatch.setattr(figures, "loss_vs_compute", lambda *a, **k: drawn.update(k) or real(*a, **k))
+    table = pl.concat([synthetic_table({"bf16": {}}, sizes=(1e7, 1e8, 1e9), ratios=(5, 10, 20, 40), noise=0.003),
+                       synthetic_table({"mxfp4": {}}, sizes=(1e7, 1e9), ratios=(5, 10, 20, 40), noise=0.003)])
+    fitted = {"law": "chinchilla", "bootstrap": 0, "skipped": {}, "groups": fits.fit_law(table, top=10)}
+    runs = table.with_columns(C=6 * pl.col("N") * pl.col("D"), status=pl.lit("completed"))
+    section = section_loss_vs_compute(Study(source=Path("t.csv"), runs=runs), fitted, "bf16",
+                                      {"bf16": "#000000", "mxfp4": "#1f77b4"}, tmp_path)
+    caption = section.blocks[0].caption
+    assert drawn["no_frontier"] == {"mxfp4"}
+    assert ("thick line: its compute-optimal frontier; dashed: bf16's frontier. No compute-optimal frontier is drawn "
+            "for mxfp4: these runs do not identify their laws (mxfp4: A, E, alpha; see the fit warnings)") in caption
+    assert "N ≈" not in caption
+    params = section.blocks[1]
+    rows = {row[0]: dict(zip(params.columns, row)) for row in params.rows}
+    assert [k for k, v in rows["mxfp4"].items() if v == "not identified"] == ["A", "E", "alpha"]
+    assert "not identified" not in rows["bf16"].values()
+    assert "not identified: a parameter these runs do not pin" in params.caption
