@@ -43,7 +43,7 @@ from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences
 from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
-                           checkpoint_problem, remove_stale_temps, write_atomic, write_json_atomic)
+                           checkpoint_problem, checkpoint_run, remove_stale_temps, write_atomic, write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
@@ -207,6 +207,7 @@ class LanguageModel(L.LightningModule):
         self.diverged_at_step: int | None = None  # (1-based, as metrics.csv's steps) the step that tripped the rule
         self.stop_requested = None  # set by train(): a signal asked the run to stop (see forward_backward)
         self.git_commit: str | None = None  # set by train(): the code training the run, which its checkpoints name
+        self.data: dict | None = None  # set by train(): the corpus's `data_identity`, which its checkpoints record
 
     def configure_optimizers(self):
         return list(optim.build_optimizers(self.model, self.size.width, self.config.lr_mult))
@@ -266,8 +267,9 @@ class LanguageModel(L.LightningModule):
         checkpoint["divergence"] = (self.running_min, self.spike_count)
         # the run the checkpoint is of, so that a folder whose config.json is lost is not resumed as another run
         # (`check_run_dir`); one JSON text, which `checkpoint_run` reads without loading the tensors
+        # and the corpus it trained on, which a resume checks the data against where data.json was lost
         checkpoint[CHECKPOINT_RUN_KEY] = json.dumps({"run_id": self.run_id, "config": self.config.to_dict(),
-                                                     "git_commit": self.git_commit})
+                                                     "git_commit": self.git_commit, "data": self.data})
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         # (called before Lightning loads the weights: a checkpoint the code's model has changed from since was
@@ -615,8 +617,15 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         # user errors (unknown recipe, missing data, ...) come from here: a run dir is made only for a run that starts
         module, datamodule = build(config)
         prepare_run_dir(config, run_dir)
+        # a process killed while writing a checkpoint (SIGKILL after SLURM's grace period) left its temp
+        # file, as large as a checkpoint, beside it; this process holds the run's lock, so none is being written
+        for name in (checkpoint_path(run_dir), run_dir / "metrics.csv", result_path):
+            remove_stale_temps(name)
+        ckpt = checkpoint_path(run_dir) if checkpoint_path(run_dir).exists() else None
+        if ckpt is not None:
+            check_checkpoint(ckpt)
         meta = datamodule.meta
-        check_run_data(run_dir, meta, config.data)
+        check_run_data(run_dir, meta, config.data, ckpt)
         for note in (repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)),
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
@@ -643,18 +652,11 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
             enable_progress_bar=any(isinstance(c, StepBar) for c in shown),
             enable_model_summary=False, deterministic=False,
         )
-        # a process killed while writing a checkpoint (SIGKILL after SLURM's grace period) left its temp
-        # file, as large as a checkpoint, beside it; this process holds the run's lock, so none is being written
-        for name in (run.checkpoint_path, run_dir / "metrics.csv", result_path):
-            remove_stale_temps(name)
-        ckpt = run.checkpoint_path if run.checkpoint_path.exists() else None
-        if ckpt is not None:
-            check_checkpoint(ckpt)
     if early:
         raise Preempted(f"received {signal.Signals(early[0]).name} while the run was being built, before its "
                         "first step; nothing was trained (its last checkpoint, if any, stays)", early[0])
     previous = run.install_signal_handlers()
-    module.stop_requested, module.git_commit = run.stop_requested, commit
+    module.stop_requested, module.git_commit, module.data = run.stop_requested, commit, data_identity(meta)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
     except StepInterrupted as e:
@@ -715,24 +717,43 @@ DATA_IDENTITY = ("vocab_size", "dtype", "eot_id", "train_tokens", "val_tokens", 
                  "sources", "val_sources", "text_column", "val_fraction", "seed")
 
 
-def check_run_data(run_dir: Path, meta: dict, data: str) -> None:
-    """Record the corpus a run trains on (run_dir/data.json) when it starts; refuse to go on with
-    another one when it resumes."""
-    identity = {k: meta.get(k) for k in DATA_IDENTITY}
+def data_identity(meta: dict) -> dict:
+    """What a run records of its corpus (data.json, and its checkpoints): meta.json's DATA_IDENTITY fields."""
+    return {k: meta.get(k) for k in DATA_IDENTITY}
+
+
+def check_run_data(run_dir: Path, meta: dict, data: str, ckpt: Path | None = None) -> None:
+    """Record the corpus a run trains on (run_dir/data.json) when it starts; when it resumes, refuse a corpus
+    other than the one data.json records or the one its checkpoint `ckpt` records (checkpoints name their
+    corpus: `checkpoint_run`'s "data"). A data.json lost after a checkpoint is written again only once the
+    data match the checkpoint's record; where the checkpoint has none (older code), the resume is refused: the
+    corpus the first steps trained on can no longer be known (writing the current data's record would vouch for it)."""
+    identity = data_identity(meta)
     path = run_dir / "data.json"
     try:
-        started = json.loads(path.read_text())
-    except FileNotFoundError:  # a new run (or one from before runs kept this): record it
-        write_json_atomic(path, identity, indent=2)
-        return
+        records = [json.loads(path.read_text())]
+    except FileNotFoundError:
+        records = []
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UserError(f"{path} is damaged: move it away (mv {path} {path}.bad) to resume without the "
-                        "check that the corpus is the one the run started on") from None
-    changed = [f"{k} {started.get(k)!r} then, {identity[k]!r} now" for k in DATA_IDENTITY
-               if started.get(k) != identity[k]]
-    if changed:
-        raise UserError(f"the data {data} is not the corpus the run in {run_dir} started on ({'; '.join(changed[:2])}): "
-                        "prepare it again as it was, or train on the new data in another --out directory")
+        raise UserError(f"{path} is damaged: move it away (mv {path} {path}.bad) and run again: the data are then checked "
+                        "against the corpus the run's checkpoint records") from None
+    saved = (checkpoint_run(ckpt) or {}).get("data") if ckpt is not None else None
+    records += [saved] if isinstance(saved, dict) else []
+    for started in records:
+        changed = [f"{k} {started.get(k)!r} then, {identity[k]!r} now" for k in DATA_IDENTITY
+                   if started.get(k) != identity[k]]
+        if changed:
+            raise UserError(f"the data {data} is not the corpus the run in {run_dir} started on "
+                            f"({'; '.join(changed[:2])}): prepare it again as it was, or train on the new data in "
+                            "another --out directory")
+    if path.exists():
+        return
+    if ckpt is not None and not records:
+        raise UserError(f"{path} is missing and the checkpoint {ckpt} predates checkpoints recording their corpus, "
+                        f"so the data {data} cannot be checked against what the run's first steps trained on: restore "
+                        f"{path.name} (a run trained on the same corpus holds the same one), or move the checkpoint "
+                        f"away (mv {ckpt} {ckpt}.old) to train the run from the start")
+    write_json_atomic(path, identity, indent=2)  # a new run's, or one the checkpoint's record has vouched for
 
 
 def check_checkpoint(path: Path) -> None:

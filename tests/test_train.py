@@ -199,6 +199,47 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     assert val(run_dir) == val(ref_dir)
 
 
+def _rewrite_checkpoint_run(ckpt: Path, change) -> None:
+    """Rewrite the run record a checkpoint holds (its `fp4_scaling_run` JSON) through `change(record)`."""
+    from scaling.files import CHECKPOINT_RUN_KEY
+
+    state = torch.load(ckpt, weights_only=False)
+    record = json.loads(state[CHECKPOINT_RUN_KEY])
+    change(record)
+    state[CHECKPOINT_RUN_KEY] = json.dumps(record)
+    torch.save(state, ckpt)
+
+
+def test_a_lost_data_json_is_written_again_only_once_the_checkpoint_vouches_for_the_data(reference, tmp_path):
+    """data.json deleted between a preemption and the resume: the resume wrote a new one from whatever the data
+    folder held then. The checkpoint records the corpus: data that differ from it are refused, a checkpoint of
+    older code that records none is refused (nothing can tell the corpus), matching data get data.json back."""
+    import shutil
+
+    run_dir, result = reference
+    lost = tmp_path / "lost"
+    shutil.copytree(run_dir, lost)
+    started = json.loads((lost / "data.json").read_text())
+    for name in ("data.json", "result.json"):
+        (lost / name).unlink()
+    ckpt = lost / "checkpoints" / "last.ckpt"
+    good = ckpt.read_bytes()
+    _rewrite_checkpoint_run(ckpt, lambda r: r["data"].update(train_tokens=r["data"]["train_tokens"] + 1))
+    with pytest.raises(UserError, match=rf"is not the corpus the run in {lost} started on \(train_tokens "
+                                        rf"{started['train_tokens'] + 1} then, {started['train_tokens']} now\)"):
+        train(_config(), lost, progress=False)
+    assert not (lost / "data.json").exists()
+    _rewrite_checkpoint_run(ckpt, lambda r: r.pop("data"))  # (a checkpoint of code before they recorded it)
+    with pytest.raises(UserError, match=rf"^{lost / 'data.json'} is missing and the checkpoint {ckpt} predates "
+                                        rf"checkpoints recording their corpus, .*: restore data.json .*, or move the "
+                                        rf"checkpoint away \(mv {ckpt} {ckpt}.old\) to train the run from the start$"):
+        train(_config(), lost, progress=False)
+    assert not (lost / "data.json").exists()
+    ckpt.write_bytes(good)
+    assert train(_config(), lost, progress=False)["val_loss"] == result["val_loss"]
+    assert json.loads((lost / "data.json").read_text()) == started
+
+
 def test_a_checkpoint_half_written_by_a_killed_process_is_removed_on_resume(tmp_path):
     """SIGKILL while a checkpoint was being written left its temp file (as large as a checkpoint: GBs
     at 160M) in checkpoints/ for good, one more at each such kill; the resume removes it and goes on
