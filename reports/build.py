@@ -571,6 +571,21 @@ def _distinct(runs: pl.DataFrame, col: str) -> list:
     return values
 
 
+def _run_commits(runs: pl.DataFrame) -> tuple[list, int]:
+    """The commits the runs trained under, and how many runs trained under several: each record's git_commits
+    (its processes', JSON text in a collected table), else its git_commit (records from before git_commits)."""
+    def column(name: str) -> list:
+        return runs[name].to_list() if name in runs.columns else [None] * runs.height
+
+    commits, resumed = [], 0
+    for many, one in zip(column("git_commits"), column("git_commit")):
+        many = json.loads(many) if isinstance(many, str) else many
+        own = [c for c in dict.fromkeys(many or [one]) if c is not None]
+        resumed += len(own) > 1
+        commits += [c for c in own if c not in commits]
+    return commits, resumed
+
+
 def _run_configs(study: Study) -> list[dict]:
     if study.run_root is None:
         return []
@@ -603,8 +618,9 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
         for v in _distinct(runs, "versions"):
             items.append("Versions: " + (", ".join(f"{literal(k)} {literal(val)}" for k, val in v.items())
                                          if isinstance(v, dict) else literal(v)))
-        commits = _distinct(runs, "git_commit")
-        items.append("Git commit of the runs: " + (", ".join(map(code, commits)) if commits else "not recorded"))
+        commits, resumed = _run_commits(runs)
+        items.append("Git commit of the runs: " + (", ".join(map(code, commits)) if commits else "not recorded")
+                     + (f" ({count(resumed, 'run')} trained under more than one)" if resumed else ""))
         hardware = [h for col in ("hardware", "device", "gpu") for h in _distinct(runs, col)]
         configs = _run_configs(study)
         hardware += [c[k] for c in configs for k in ("device", "hardware", "accelerator") if c.get(k) and c[k] not in hardware]

@@ -208,6 +208,8 @@ class LanguageModel(L.LightningModule):
         self.stop_requested = None  # set by train(): a signal asked the run to stop (see forward_backward)
         self.git_commit: str | None = None  # set by train(): the code training the run, which its checkpoints name
         self.data: dict | None = None  # set by train(): the corpus's `data_identity`, which its checkpoints record
+        # the commits of the earlier processes whose work the checkpoint resumed from holds (`git_commits`)
+        self.earlier_commits: list[str | None] = []
 
     def configure_optimizers(self):
         return list(optim.build_optimizers(self.model, self.size.width, self.config.lr_mult))
@@ -269,16 +271,26 @@ class LanguageModel(L.LightningModule):
         # (`check_run_dir`); one JSON text, which `checkpoint_run` reads without loading the tensors
         # and the corpus it trained on, which a resume checks the data against where data.json was lost
         checkpoint[CHECKPOINT_RUN_KEY] = json.dumps({"run_id": self.run_id, "config": self.config.to_dict(),
-                                                     "git_commit": self.git_commit, "data": self.data})
+                                                     "git_commit": self.git_commit, "git_commits": self.git_commits,
+                                                     "data": self.data})
+
+    @property
+    def git_commits(self) -> list[str | None]:
+        """The commits of the processes that trained the run up to now, in order, this one's last (a commit
+        repeated by consecutive processes once): a run trained under two versions of the code says so."""
+        earlier = self.earlier_commits
+        return earlier + [self.git_commit] if earlier[-1:] != [self.git_commit] else list(earlier)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         # (called before Lightning loads the weights: a checkpoint the code's model has changed from since was
         # a traceback of load_state_dict's)
+        run = json.loads(checkpoint[CHECKPOINT_RUN_KEY]) if CHECKPOINT_RUN_KEY in checkpoint else {}
+        written = run.get("git_commit")
+        # (a checkpoint of code before they kept the list knows its writer's commit at most: null where not even it)
+        self.earlier_commits = run.get("git_commits") or [written]
         misfit = state_misfit(self.state_dict(), checkpoint["state_dict"])
         if misfit:
             path = Path(self.trainer.ckpt_path)
-            written = (json.loads(checkpoint[CHECKPOINT_RUN_KEY]).get("git_commit")
-                       if CHECKPOINT_RUN_KEY in checkpoint else None)
             code = f"the code that wrote it (commit {written})" if written else "the code that wrote it"
             raise UserError(f"the checkpoint {path} does not fit this code's model ({misfit}): resume the run with "
                             f"{code}, or move the checkpoint away (mv {path} {path}.old) to train the run from the start")
@@ -675,7 +687,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step,
-                           git_commit=commit)
+                           git_commits=module.git_commits)
     write_json_atomic(result_path, result, indent=2)
     return result
 
@@ -780,11 +792,12 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
 
 def result_record(config: RunConfig, recipe: str, status: str, final: dict, tokens_per_s: float,
                   device: torch.device, train_tokens: int, vocab_size: int, wall_s: float,
-                  diverged_at_step: int | None = None, *, git_commit: str | None) -> dict:
+                  diverged_at_step: int | None = None, *, git_commits: list[str | None]) -> dict:
     """The result record (DESIGN.md); `recipe` is the recipe's name, also for a recipe file (fits and
     reports group by it; the file's path goes into recipe_file). tokens, flops and epochs are the run's
     budget (its grid point), also for a diverged run, which stopped at `diverged_at_step` of `steps`.
-    `git_commit` is the checkout's when the run's process started (`train` reads it before building)."""
+    `git_commits`: the commits of the run's processes (`LanguageModel.git_commits`), the last one's (the
+    checkout's when it started: `train` reads it before building) also as `git_commit`."""
     s = config.model_size()
     tokens = config.trained_tokens
     per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
@@ -796,10 +809,10 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
         "val_loss": final["val_loss"], "val_bpb": final["val_bpb"], "tokens_per_s": tokens_per_s,
         "mfu": per_token_exact * tokens_per_s / peak if peak and math.isfinite(tokens_per_s) else None,
         "epochs": tokens / train_tokens, "wall_s": wall_s, "vocab_size": vocab_size,
-        "versions": versions(), "git_commit": git_commit,
+        "versions": versions(), "git_commit": git_commits[-1],
         # extras
         "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
-        "diverged_at_step": diverged_at_step,
+        "diverged_at_step": diverged_at_step, "git_commits": git_commits,
         **({"recipe_file": config.recipe} if recipe != config.recipe else {}),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
     }

@@ -47,3 +47,33 @@ def test_a_run_records_the_commit_it_started_from_not_the_one_checked_out_when_i
     config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=2 * 4 * 64, seq_len=64, batch_size=4,
                        eval_tokens=256)
     assert train_module.train(config, tmp_path / "run", progress=False)["git_commit"] == "started-at"
+
+
+def test_a_run_resumed_under_another_commit_records_both(tmp_path, monkeypatch):
+    """A run preempted under one commit and resumed under another recorded the second alone: its record
+    now lists the commits its processes ran (git_commits), and git_commit stays the last one's."""
+    import os
+    import signal
+
+    import pytest
+
+    import scaling.train as train_module
+    from scaling.config import RunConfig
+
+    checkout = {"head": "one"}
+    monkeypatch.setattr(scaling, "git_commit", lambda *a, **k: checkout["head"])
+    step = train_module.LanguageModel.training_step
+
+    def preempted_at_step_2(self, batch, batch_idx):
+        if int(batch[0]) == 1 and checkout["head"] == "one":
+            os.kill(os.getpid(), signal.SIGUSR1)  # as SLURM's warning: the run checkpoints at the step's end
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(train_module.LanguageModel, "training_step", preempted_at_step_2)
+    config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=4 * 4 * 64, seq_len=64, batch_size=4,
+                       eval_tokens=256)
+    with pytest.raises(train_module.Preempted):
+        train_module.train(config, tmp_path / "run", progress=False)
+    checkout["head"] = "two"
+    record = train_module.train(config, tmp_path / "run", progress=False)
+    assert record["git_commits"] == ["one", "two"] and record["git_commit"] == "two"

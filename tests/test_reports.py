@@ -1387,3 +1387,18 @@ def test_a_law_the_runs_do_not_identify_has_no_frontier_nor_printed_optimum_or_p
     assert [k for k, v in rows["mxfp4"].items() if v == "not identified"] == ["A", "E", "alpha"]
     assert "not identified" not in rows["bf16"].values()
     assert "not identified: a parameter these runs do not pin" in params.caption
+
+
+def test_provenance_names_every_commit_a_resumed_run_trained_under(tmp_path):
+    """A run preempted under one commit and resumed under another lists both in its record's git_commits; the
+    report named its git_commit (the last process's) alone, as if one version of the code had trained it."""
+    from reports.build import section_provenance
+    from reports.document import Bullets
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    path = sweep / "bf16-S-200M" / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "git_commits": ["0ld1234", "abc1234"]}))
+    items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
+    line = next(i for i in items if i.startswith("Git commit"))
+    assert "0ld1234" in line and "abc1234" in line and "(1 run trained under more than one)" in line, line
