@@ -330,14 +330,20 @@ def rows_launch(x: torch.Tensor, spec):
     return Launch(x, spec, -1, seeds, torch.bfloat16)
 
 
+def reference_amax(x: torch.Tensor, spec, dim: int, seeds: Seeds) -> torch.Tensor:
+    """The tensor amax the reference's scales come from: the largest |element| of x rotated."""
+    return quant.rotated(x, spec, dim, seeds)[0].abs().amax()
+
+
 @in_process
 @pytest.mark.parametrize("warps,iters,D,lanes", [(4, 4, 256, 1), (8, 1, 384, 1), (8, 4, 128, 1), (4, 1, 384, 4),
                                                  (8, 4, 256, 4)])
 def test_transposing_amax_takes_the_rows_amax(warps: int, iters: int, D: int, lanes: int):
     """The transposing pass that also takes the amax along x's rows (`rht128.serves_rows_amax`:
-    MS-EDEN's dgrad dY beside its wgrad dY, under other seeds): the copy is x's transpose, the operand
-    along dim 0 has the reference's bits, and so has the one along the last axis quantized with the
-    rows' amax. 256 tokens: with 4 groups a program the last program's groups are past the end; with
+    MS-EDEN's dgrad dY beside its wgrad dY, under other seeds): the copy is x's transpose, and both
+    amaxes are the bits of the reference's (the largest |element| rotated along each axis, which the
+    reference's scales come from; the quantize passes that take them are checked against the reference
+    by `test_gemm_operand_and_amax` and the tile tests). 256 tokens: with 4 groups a program the last program's groups are past the end; with
     8 warps a program takes 256 features, so at D = 384 its second group is past the end, and at D =
     128 the whole second group. The rows' groups a thread's (on features of many magnitudes, one of
     them zero) or over 4 lanes (on elements of many magnitudes within each group, `wide_groups`,
@@ -353,8 +359,8 @@ def test_transposing_amax_takes_the_rows_amax(warps: int, iters: int, D: int, la
         assert rht128.serves_rows_amax(launch, rows)
         rht128.run_move_amax(launch, warps, iters, rows=rows, lanes=lanes)
         assert_same_bits(launch.buf, x.t())
-        quantize_and_check(launch, x, r.wgrad_dy, 0)
-        quantize_and_check(rows, x, r.dgrad_dy, -1, seeds=ROWS_SEEDS)
+        assert_same_bits(launch.amax, reference_amax(x, r.wgrad_dy, 0, Seeds(99, 7)))
+        assert_same_bits(rows.amax, reference_amax(x, r.dgrad_dy, -1, ROWS_SEEDS))
 
 
 @in_process
@@ -376,11 +382,6 @@ def test_gemm_operand_and_amax():
 
 
 SPIKES = ((0, 0), (-1, -1), (-1, 0), (0, -1), (21, 77))  # corners of x and a point inside
-
-
-def reference_amax(x: torch.Tensor, spec, dim: int, seeds: Seeds) -> torch.Tensor:
-    """The tensor amax the reference's scales come from: the largest |element| of x rotated."""
-    return quant.rotated(x, spec, dim, seeds)[0].abs().amax()
 
 
 def spiked(R: int, K: int, where: tuple[int, int]) -> torch.Tensor:
@@ -431,7 +432,10 @@ def test_amax_passes_see_every_tile(kind: str):
         x = spiked(96, 160, where)
         launch = make_launch(x, spec, dim, iters=3, groups=False)
         launch.cfg["BK"], launch.cfg["TILE"] = 32, 128  # 4 rows x 32: programs along both axes
-        run_launch(launch, x, spec, dim)
+        if launch.moved:
+            launch.run_move()
+        launch.run_amax()
+        assert_same_bits(launch.amax, reference_amax(x, spec, dim, Seeds(99, 7)))
 
 
 @in_process
