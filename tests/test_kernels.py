@@ -273,7 +273,8 @@ def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, la
     with 4 tiles a program, whole tiles are); with a scale (a kept operand in real units) and without:
     the operand quantized under it has the reference's bits, its inverse tensor scale too. Magnitudes
     vary by row, and unscaled also by element (`wide_groups`: the butterflies' sums round, so their
-    order shows)."""
+    order shows). The amax is compared with the reference's bits (of x in real units where scaled): the
+    quantize pass that takes it is checked by the tests of whole launches (test_scaled_inputs_match_the_reference_of_real_units)."""
     from scaling.kernels import rht128
 
     spec = RHT128_SPECS[name]
@@ -284,7 +285,8 @@ def test_rht128_amax_tiles_match_reference(name: str, warps: int, iters: int, la
         scale = torch.tensor(0.0123456, device=DEVICE) if scaled else None
         launch = make_launch(x, spec, -1, scale=scale)
         rht128.run_amax(launch, warps, iters, lanes)
-        quantize_and_check(launch, x, spec, -1, scale)
+        assert_same_bits(launch.amax, reference_amax(x if scale is None else quant.in_real_units(x, scale), spec, -1,
+                                                     Seeds(99, 7)))
 
 
 def wide_groups(R: int, K: int, gen: torch.Generator) -> torch.Tensor:
