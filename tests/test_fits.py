@@ -370,6 +370,23 @@ def test_a_flat_direction_is_named_in_any_row_order_and_a_third_size_pins_it():
     assert g["not_identified"] == [] and not any("not identified" in w for w in g["warnings"])
 
 
+def test_scaling_fits_table_prints_no_value_for_a_parameter_the_runs_do_not_identify(tmp_path, capsys):
+    """`scaling fit`'s table printed the values of A, alpha and E from two model sizes, which float noise moves
+    (the warning said so below it); like the report's table, it now says "not identified" in their place, and
+    the JSON keeps the values."""
+    from scaling.cli import main
+
+    csv = tmp_path / "two.csv"
+    synthetic_table({"bf16": {}}, sizes=(1e7, 1e9), ratios=(5, 10, 20, 40), noise=0.003, seed=1).write_csv(csv)
+    assert main(["fit", str(csv), "--bootstrap", "0", "--starts", "10"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "bf16" in line and "│" in line)
+    assert row.count("not identified") == 3 and "not identified: a parameter these runs do" in out, out
+    assert main(["fit", str(csv), "--bootstrap", "0", "--starts", "10", "--json"]) == 0
+    group = json.loads(capsys.readouterr().out)["groups"]["bf16"]
+    assert group["not_identified"] == ["A", "E", "alpha"] and all(k in group["params"] for k in ("A", "E", "alpha"))
+
+
 def test_named_runs_with_equal_rounded_losses_are_distinct():
     """Two seeds of one setting whose losses a CSV rounded alike are two runs when the table names them."""
     t = pl.DataFrame({"recipe": ["bf16"] * 2, "run_id": ["seed0", "seed1"], "N": [1e6] * 2, "D": [1e8] * 2,

@@ -85,6 +85,8 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
         for n in used:
             if shared and n in ("A", "B", "E", "alpha", "beta", "gamma"):
                 row[n] = f"= {out['baseline']}"
+            elif n in g.get("not_identified", ()):  # (its value and interval: where the fit stopped on a flat valley)
+                row[n] = "not identified"
             else:
                 row[n] = _with_ci(g["params"][n], g["ci95"].get(n)) if n in g["params"] else ""
         if g.get("isoflop"):
@@ -95,6 +97,8 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
         cols.append("isoFLOP a")
     intervals = (f"95% bootstrap intervals ({out['bootstrap']} replicates)" if out["bootstrap"]
                  else "point estimates (no bootstrap: --bootstrap 0)")
+    if any(g.get("not_identified") for g in out["groups"].values()):
+        intervals += "; not identified: a parameter these runs do not pin (see the warnings; the JSON keeps its value)"
     print_table(rows, cols, title=f"{out['law']} law, {intervals}")
     for note in ("set_aside_note", "learning_rate_note"):
         if out.get(note):
