@@ -91,9 +91,15 @@ def objective(x: np.ndarray, free: list[int], theta0: np.ndarray, pts: Points, w
     if w is not None:
         h, dh = h * w, dh * w
     grad = (J[:, free] * dh[:, None]).sum(0)  # no BLAS: its threads fight over 2 cores for tiny products
-    for ia, ial, m in shifts:  # chain rule through a = a_c + m·α
-        grad[ial] += m * grad[ia]
-    return float(h.sum()), grad
+    return float(h.sum()), centred_derivatives(grad, shifts)
+
+
+def centred_derivatives(d: np.ndarray, shifts: tuple) -> np.ndarray:
+    """Derivatives along the last axis with respect to (a, α) turned into ones with respect to (a_c, α): the
+    chain rule through a = a_c + m·α (`centring`); likewise b, β. In place; returns d."""
+    for ia, ial, m in shifts:
+        d[..., ial] += m * d[..., ia]
+    return d
 
 
 def centring(free: list[int], pts: Points) -> tuple:
@@ -128,9 +134,7 @@ def flat_parameters(theta: np.ndarray, kind: str, pts: Points) -> list[str]:
     so only whether it moves at all is said."""
     free = FREE[kind]
     _, J = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, jac=True, recipe=pts.recipe)
-    J = J[:, free]
-    for ia, ial, m in centring(free, pts):  # d/dα at fixed a_c = a − m·α (a and α are otherwise collinear)
-        J[:, ial] += m * J[:, ia]
+    J = centred_derivatives(J[:, free], centring(free, pts))  # (a and α are otherwise collinear)
     if not np.isfinite(J).all():
         return []
     _, s, vt = np.linalg.svd(J / np.sqrt(len(J)), full_matrices=False)

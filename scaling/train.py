@@ -631,9 +631,10 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         prepare_run_dir(config, run_dir)
         # a process killed while writing a checkpoint (SIGKILL after SLURM's grace period) left its temp
         # file, as large as a checkpoint, beside it; this process holds the run's lock, so none is being written
-        for name in (checkpoint_path(run_dir), run_dir / "metrics.csv", result_path):
+        last = checkpoint_path(run_dir)
+        for name in (last, run_dir / "metrics.csv", result_path):
             remove_stale_temps(name)
-        ckpt = checkpoint_path(run_dir) if checkpoint_path(run_dir).exists() else None
+        ckpt = last if last.exists() else None
         if ckpt is not None:
             check_checkpoint(ckpt)
         meta = datamodule.meta
