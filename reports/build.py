@@ -571,6 +571,19 @@ def _distinct(runs: pl.DataFrame, col: str) -> list:
     return values
 
 
+def _of_processes(runs: pl.DataFrame, key: str) -> list:
+    """Each value of `key` the runs' processes recorded (a record's `processes`, JSON text in a collected table):
+    a run resumed on another machine or under other versions names both."""
+    values = []
+    for many in (runs["processes"].to_list() if "processes" in runs.columns else []):
+        many = json.loads(many) if isinstance(many, str) else many
+        for p in many or []:
+            v = p.get(key) if isinstance(p, dict) else None
+            if v is not None and v not in values:
+                values.append(v)
+    return values
+
+
 def _run_commits(runs: pl.DataFrame) -> tuple[list, int]:
     """The commits the runs trained under, and how many runs trained under several: each record's git_commits
     (its processes', JSON text in a collected table), else its git_commit (records from before git_commits)."""
@@ -615,13 +628,14 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
         items.append("The source is a table of external results, not result records: versions, commits, hardware, "
                      "data and epochs are not known to this report.")
     else:
-        for v in _distinct(runs, "versions"):
+        versions = _distinct(runs, "versions")
+        for v in versions + [v for v in _of_processes(runs, "versions") if v not in versions]:
             items.append("Versions: " + (", ".join(f"{literal(k)} {literal(val)}" for k, val in v.items())
                                          if isinstance(v, dict) else literal(v)))
         commits, resumed = _run_commits(runs)
         items.append("Git commit of the runs: " + (", ".join(map(code, commits)) if commits else "not recorded")
                      + (f" ({count(resumed, 'run')} trained under more than one)" if resumed else ""))
-        hardware = [h for col in ("hardware", "device", "gpu") for h in _distinct(runs, col)]
+        hardware = [h for col in ("hardware", "device", "gpu") for h in _distinct(runs, col)] + _of_processes(runs, "device")
         configs = _run_configs(study)
         hardware += [c[k] for c in configs for k in ("device", "hardware", "accelerator") if c.get(k) and c[k] not in hardware]
         items.append("Hardware: " + (", ".join(map(literal, dict.fromkeys(map(str, hardware)))) if hardware

@@ -31,6 +31,20 @@ def git_commit(short: bool = False, where: str | None = None) -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def cpu_name() -> str:
+    """The CPU's model name ("AMD EPYC 7B13"): /proc/cpuinfo's where there is one, else what platform says.
+    CPU runs of one config differ in their last bits between CPU models (their float kernels do), so a
+    record names the model, not "cpu"."""
+    import platform
+
+    name = platform.processor() or platform.machine() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    except OSError:
+        return name
+
+
 def usable_cpus() -> int:
     """The cores this process may use, not the node's: its CPU affinity (a SLURM allocation or `taskset`
     narrows it), capped by a cgroup CPU quota (`docker --cpus`, a Kubernetes limit), whose extra cores

@@ -874,13 +874,9 @@ def bench_cpu_quantizer(recipes: tuple[str, ...] = ("nvfp4",), tokens: int = QUA
 def cpu_header() -> dict:
     """The CPU the `cpu` and `quantizer` sections ran on: its model name, torch's thread count and
     which quantizer a CPU run uses here (the fused C one, or the reference where it does not build)."""
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    except OSError:
-        pass
-    from scaling import cpu_quantize
+    from scaling import cpu_name, cpu_quantize
+
+    name = cpu_name()
 
     quantizer = "fused C (scaling/cpu_quantize.c)" if cpu_quantize.library() is not None else "reference (no C compiler)"
     return {"cpu": name, "threads": torch.get_num_threads(), "torch": torch.__version__, "quantizer": quantizer,

@@ -206,10 +206,11 @@ class LanguageModel(L.LightningModule):
         self.running_min, self.spike_count, self.diverged = math.inf, 0, False
         self.diverged_at_step: int | None = None  # (1-based, as metrics.csv's steps) the step that tripped the rule
         self.stop_requested = None  # set by train(): a signal asked the run to stop (see forward_backward)
-        self.git_commit: str | None = None  # set by train(): the code training the run, which its checkpoints name
+        # set by train(): this process's code, device and versions (`process_record`), which its checkpoints name
+        self.process: dict = {"git_commit": None}
         self.data: dict | None = None  # set by train(): the corpus's `data_identity`, which its checkpoints record
-        # the commits of the earlier processes whose work the checkpoint resumed from holds (`git_commits`)
-        self.earlier_commits: list[str | None] = []
+        # the records of the earlier processes whose work the checkpoint resumed from holds (`processes`)
+        self.earlier_processes: list[dict] = []
 
     def configure_optimizers(self):
         return list(optim.build_optimizers(self.model, self.size.width, self.config.lr_mult))
@@ -271,23 +272,30 @@ class LanguageModel(L.LightningModule):
         # (`check_run_dir`); one JSON text, which `checkpoint_run` reads without loading the tensors
         # and the corpus it trained on, which a resume checks the data against where data.json was lost
         checkpoint[CHECKPOINT_RUN_KEY] = json.dumps({"run_id": self.run_id, "config": self.config.to_dict(),
-                                                     "git_commit": self.git_commit, "git_commits": self.git_commits,
+                                                     "git_commit": self.process["git_commit"],
+                                                     "git_commits": self.git_commits, "processes": self.processes,
                                                      "data": self.data})
 
     @property
+    def processes(self) -> list[dict]:
+        """The records (`process_record`) of the processes that trained the run up to now, in order, this one's
+        last (consecutive processes with the same record once): a run resumed under other code, on another
+        kind of device or under other versions says so."""
+        earlier = self.earlier_processes
+        return earlier + [self.process] if earlier[-1:] != [self.process] else list(earlier)
+
+    @property
     def git_commits(self) -> list[str | None]:
-        """The commits of the processes that trained the run up to now, in order, this one's last (a commit
-        repeated by consecutive processes once): a run trained under two versions of the code says so."""
-        earlier = self.earlier_commits
-        return earlier + [self.git_commit] if earlier[-1:] != [self.git_commit] else list(earlier)
+        return commits_of(self.processes)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         # (called before Lightning loads the weights: a checkpoint the code's model has changed from since was
         # a traceback of load_state_dict's)
         run = json.loads(checkpoint[CHECKPOINT_RUN_KEY]) if CHECKPOINT_RUN_KEY in checkpoint else {}
         written = run.get("git_commit")
-        # (a checkpoint of code before they kept the list knows its writer's commit at most: null where not even it)
-        self.earlier_commits = run.get("git_commits") or [written]
+        # (a checkpoint of code before it kept processes knows their commits (git_commits), or its writer's commit
+        # at most: null where not even it)
+        self.earlier_processes = run.get("processes") or [{"git_commit": c} for c in run.get("git_commits") or [written]]
         misfit = state_misfit(self.state_dict(), checkpoint["state_dict"])
         if misfit:
             path = Path(self.trainer.ckpt_path)
@@ -295,6 +303,13 @@ class LanguageModel(L.LightningModule):
             raise UserError(f"the checkpoint {path} does not fit this code's model ({misfit}): resume the run with "
                             f"{code}, or move the checkpoint away (mv {path} {path}.old) to train the run from the start")
         self.running_min, self.spike_count = checkpoint["divergence"]
+
+
+def commits_of(processes: list[dict]) -> list[str | None]:
+    """The commits of a run's processes (`LanguageModel.processes`), in order, a commit repeated by consecutive
+    processes once: a run trained under two versions of the code says so."""
+    commits = [p.get("git_commit") for p in processes]
+    return [c for i, c in enumerate(commits) if i == 0 or c != commits[i - 1]]
 
 
 def state_misfit(model: dict, saved: dict) -> str | None:
@@ -467,6 +482,18 @@ def peak_flops(device: torch.device) -> float | None:
         if key in name:
             return PEAK_BF16_FLOPS[key]
     return None
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model (`scaling.cpu_name`)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else scaling.cpu_name()
+
+
+def process_record(git_commit: str | None, device: torch.device) -> dict:
+    """What a process that trains a run records of itself: its code's commit, its device and its versions. A
+    run's processes may differ in each (a resume after a pull, a requeue onto another node), and each changes
+    the run's bits or speed."""
+    return {"git_commit": git_commit, "device": device_name(device), "versions": versions()}
 
 
 def versions() -> dict:
@@ -669,7 +696,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         raise Preempted(f"received {signal.Signals(early[0]).name} while the run was being built, before its "
                         "first step; nothing was trained (its last checkpoint, if any, stays)", early[0])
     previous = run.install_signal_handlers()
-    module.stop_requested, module.git_commit, module.data = run.stop_requested, commit, data_identity(meta)
+    module.stop_requested, module.data = run.stop_requested, data_identity(meta)
+    module.process = process_record(commit, trainer.strategy.root_device)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
     except StepInterrupted as e:
@@ -688,7 +716,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step,
-                           git_commits=module.git_commits)
+                           processes=module.processes)
     write_json_atomic(result_path, result, indent=2)
     return result
 
@@ -793,12 +821,13 @@ def out_of_memory_message(config: RunConfig, device: torch.device) -> str:
 
 def result_record(config: RunConfig, recipe: str, status: str, final: dict, tokens_per_s: float,
                   device: torch.device, train_tokens: int, vocab_size: int, wall_s: float,
-                  diverged_at_step: int | None = None, *, git_commits: list[str | None]) -> dict:
+                  diverged_at_step: int | None = None, *, processes: list[dict]) -> dict:
     """The result record (DESIGN.md); `recipe` is the recipe's name, also for a recipe file (fits and
     reports group by it; the file's path goes into recipe_file). tokens, flops and epochs are the run's
     budget (its grid point), also for a diverged run, which stopped at `diverged_at_step` of `steps`.
-    `git_commits`: the commits of the run's processes (`LanguageModel.git_commits`), the last one's (the
-    checkout's when it started: `train` reads it before building) also as `git_commit`."""
+    `processes`: the records of the run's processes (`LanguageModel.processes`); the last one's commit (the
+    checkout's when it started: `train` reads it before building), versions and device are the record's
+    `git_commit`, `versions` and `device`, and `git_commits` lists every process's commit."""
     s = config.model_size()
     tokens = config.trained_tokens
     per_token_exact = s.flops_per_token_exact(vocab_size, config.seq_len)
@@ -810,12 +839,12 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
         "val_loss": final["val_loss"], "val_bpb": final["val_bpb"], "tokens_per_s": tokens_per_s,
         "mfu": per_token_exact * tokens_per_s / peak if peak and math.isfinite(tokens_per_s) else None,
         "epochs": tokens / train_tokens, "wall_s": wall_s, "vocab_size": vocab_size,
-        "versions": versions(), "git_commit": git_commits[-1],
+        "versions": processes[-1]["versions"], "git_commit": processes[-1]["git_commit"],
         # extras
         "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
-        "diverged_at_step": diverged_at_step, "git_commits": git_commits,
+        "diverged_at_step": diverged_at_step, "git_commits": commits_of(processes), "processes": processes,
         **({"recipe_file": config.recipe} if recipe != config.recipe else {}),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "device": processes[-1]["device"],
     }
     return record
 

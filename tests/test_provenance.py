@@ -77,3 +77,41 @@ def test_a_run_resumed_under_another_commit_records_both(tmp_path, monkeypatch):
     checkout["head"] = "two"
     record = train_module.train(config, tmp_path / "run", progress=False)
     assert record["git_commits"] == ["one", "two"] and record["git_commit"] == "two"
+    assert [p["git_commit"] for p in record["processes"]] == ["one", "two"]
+
+
+def test_a_run_records_each_process_its_device_and_versions(tmp_path, monkeypatch):
+    """A run's record named its last process's versions alone, and a CPU run's device as "x86_64"
+    (platform.processor), though CPU models give different bits: each process now records its commit, device
+    (the CPU's model name) and versions (`processes`), and the record's versions and device are the last's."""
+    import os
+    import signal
+
+    import pytest
+
+    import scaling.train as train_module
+    from scaling.config import RunConfig
+
+    torch_version = {"now": "2.0-first"}
+    versions = train_module.versions
+    monkeypatch.setattr(train_module, "versions", lambda: {**versions(), "torch": torch_version["now"]})
+    step = train_module.LanguageModel.training_step
+
+    def preempted_at_step_2(self, batch, batch_idx):
+        if int(batch[0]) == 1 and torch_version["now"] == "2.0-first":
+            os.kill(os.getpid(), signal.SIGUSR1)
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(train_module.LanguageModel, "training_step", preempted_at_step_2)
+    config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=4 * 4 * 64, seq_len=64, batch_size=4,
+                       eval_tokens=256)
+    with pytest.raises(train_module.Preempted):
+        train_module.train(config, tmp_path / "run", progress=False)
+    torch_version["now"] = "2.0-second"
+    record = train_module.train(config, tmp_path / "run", progress=False)
+    assert [p["versions"]["torch"] for p in record["processes"]] == ["2.0-first", "2.0-second"]
+    assert record["versions"]["torch"] == "2.0-second" and len(record["git_commits"]) == 1
+    assert record["device"] == scaling.cpu_name() == record["processes"][0]["device"]
+    with open("/proc/cpuinfo") as f:  # (Linux: the model's name, not the architecture's)
+        model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    assert record["device"] == model

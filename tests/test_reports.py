@@ -1402,3 +1402,24 @@ def test_provenance_names_every_commit_a_resumed_run_trained_under(tmp_path):
     items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
     line = next(i for i in items if i.startswith("Git commit"))
     assert "0ld1234" in line and "abc1234" in line and "(1 run trained under more than one)" in line, line
+
+
+def test_provenance_names_every_device_and_versions_a_resumed_run_trained_on(tmp_path):
+    """A run requeued onto another kind of node, or resumed under another torch, records each process
+    (`processes`); the report named the last process's device and versions alone."""
+    from reports.build import section_provenance
+    from reports.document import Bullets
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    path = sweep / "bf16-S-200M" / "result.json"
+    record = json.loads(path.read_text())
+    first = {"git_commit": "abc1234", "device": "NVIDIA A100-SXM4-80GB", "versions": {"torch": "2.11.0"}}
+    last = {"git_commit": "abc1234", "device": "NVIDIA H100 80GB HBM3", "versions": {"torch": "2.13.0"}}
+    path.write_text(json.dumps({**record, "device": last["device"], "versions": last["versions"],
+                                "processes": [first, last]}))
+    items = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Bullets)).items
+    hardware = next(i for i in items if i.startswith("Hardware"))
+    assert "A100" in hardware and "H100" in hardware, hardware
+    versions = [i for i in items if i.startswith("Versions")]
+    assert any("2.11.0" in v for v in versions) and any("2.13.0" in v for v in versions), versions
