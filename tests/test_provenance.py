@@ -49,9 +49,12 @@ def test_a_run_records_the_commit_it_started_from_not_the_one_checked_out_when_i
     assert train_module.train(config, tmp_path / "run", progress=False)["git_commit"] == "started-at"
 
 
-def test_a_run_resumed_under_another_commit_records_both(tmp_path, monkeypatch):
-    """A run preempted under one commit and resumed under another recorded the second alone: its record
-    now lists the commits its processes ran (git_commits), and git_commit stays the last one's."""
+def test_a_run_records_each_process_its_commit_device_and_versions(tmp_path, monkeypatch):
+    """A run preempted under one commit and resumed under another recorded the second alone, and its versions
+    and device were its last process's alone (a CPU's as "x86_64", platform.processor, though CPU models give
+    different bits): the record now lists each process's commit, device (a CPU's model name) and versions
+    (`processes`; consecutive processes with the same record once), their commits (`git_commits`), and the
+    last process's `git_commit`, `versions` and `device`."""
     import os
     import signal
 
@@ -60,58 +63,32 @@ def test_a_run_resumed_under_another_commit_records_both(tmp_path, monkeypatch):
     import scaling.train as train_module
     from scaling.config import RunConfig
 
-    checkout = {"head": "one"}
-    monkeypatch.setattr(scaling, "git_commit", lambda *a, **k: checkout["head"])
+    # three processes: commit one, then commit two, then commit two under another torch; the first two preempted
+    now = {"commit": "one", "torch": "2.0-first", "stop_at": 1}
+    monkeypatch.setattr(scaling, "git_commit", lambda *a, **k: now["commit"])
+    versions = train_module.versions
+    monkeypatch.setattr(train_module, "versions", lambda: {**versions(), "torch": now["torch"]})
     step = train_module.LanguageModel.training_step
 
-    def preempted_at_step_2(self, batch, batch_idx):
-        if int(batch[0]) == 1 and checkout["head"] == "one":
+    def preempted(self, batch, batch_idx):
+        if int(batch[0]) == now["stop_at"]:
             os.kill(os.getpid(), signal.SIGUSR1)  # as SLURM's warning: the run checkpoints at the step's end
         return step(self, batch, batch_idx)
 
-    monkeypatch.setattr(train_module.LanguageModel, "training_step", preempted_at_step_2)
+    monkeypatch.setattr(train_module.LanguageModel, "training_step", preempted)
     config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=4 * 4 * 64, seq_len=64, batch_size=4,
                        eval_tokens=256)
-    with pytest.raises(train_module.Preempted):
-        train_module.train(config, tmp_path / "run", progress=False)
-    checkout["head"] = "two"
+    for change in ({"commit": "two", "stop_at": 2}, {"torch": "2.0-second", "stop_at": None}):
+        with pytest.raises(train_module.Preempted):
+            train_module.train(config, tmp_path / "run", progress=False)
+        now.update(change)
     record = train_module.train(config, tmp_path / "run", progress=False)
+    processes = record["processes"]
+    assert [(p["git_commit"], p["versions"]["torch"]) for p in processes] == [
+        ("one", "2.0-first"), ("two", "2.0-first"), ("two", "2.0-second")]
     assert record["git_commits"] == ["one", "two"] and record["git_commit"] == "two"
-    assert [p["git_commit"] for p in record["processes"]] == ["one", "two"]
-
-
-def test_a_run_records_each_process_its_device_and_versions(tmp_path, monkeypatch):
-    """A run's record named its last process's versions alone, and a CPU run's device as "x86_64"
-    (platform.processor), though CPU models give different bits: each process now records its commit, device
-    (the CPU's model name) and versions (`processes`), and the record's versions and device are the last's."""
-    import os
-    import signal
-
-    import pytest
-
-    import scaling.train as train_module
-    from scaling.config import RunConfig
-
-    torch_version = {"now": "2.0-first"}
-    versions = train_module.versions
-    monkeypatch.setattr(train_module, "versions", lambda: {**versions(), "torch": torch_version["now"]})
-    step = train_module.LanguageModel.training_step
-
-    def preempted_at_step_2(self, batch, batch_idx):
-        if int(batch[0]) == 1 and torch_version["now"] == "2.0-first":
-            os.kill(os.getpid(), signal.SIGUSR1)
-        return step(self, batch, batch_idx)
-
-    monkeypatch.setattr(train_module.LanguageModel, "training_step", preempted_at_step_2)
-    config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=4 * 4 * 64, seq_len=64, batch_size=4,
-                       eval_tokens=256)
-    with pytest.raises(train_module.Preempted):
-        train_module.train(config, tmp_path / "run", progress=False)
-    torch_version["now"] = "2.0-second"
-    record = train_module.train(config, tmp_path / "run", progress=False)
-    assert [p["versions"]["torch"] for p in record["processes"]] == ["2.0-first", "2.0-second"]
-    assert record["versions"]["torch"] == "2.0-second" and len(record["git_commits"]) == 1
-    assert record["device"] == scaling.cpu_name() == record["processes"][0]["device"]
+    assert record["versions"]["torch"] == "2.0-second"
+    assert record["device"] == scaling.cpu_name() == processes[0]["device"]
     with open("/proc/cpuinfo") as f:  # (Linux: the model's name, not the architecture's)
         model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     assert record["device"] == model
