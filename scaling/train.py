@@ -547,6 +547,9 @@ def _check_config_json(config: RunConfig, run_dir: Path) -> None:
         existing = dataclasses.replace(existing, recipe=str(kept))  # the file moved: its id is its content's
     if existing.run_id != config.run_id:
         started = checkpoint_path(run_dir).exists() or (run_dir / "result.json").exists()
+        moved = moved_data_message(existing, config, run_dir) if started else None
+        if moved:
+            raise UserError(moved)
         raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}: "
                         f"{differences(existing, config)}); "
                         + ("choose another --out directory" if started else
@@ -555,6 +558,27 @@ def _check_config_json(config: RunConfig, run_dir: Path) -> None:
     if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != Path(config.recipe).read_bytes():
         raise UserError(f"{config.recipe} has changed since the run in {run_dir} started (its recipe then is "
                         f"{kept}); restore the file, or train the new recipe in another --out directory")
+
+
+def moved_data_message(existing: RunConfig, config: RunConfig, run_dir: Path) -> str | None:
+    """Where the run in run_dir (`existing`) differs from `config` in its data's path alone and the data there are
+    the corpus it recorded (data.json): the corpus moved. A run's id includes its data's path (the corpus's content
+    is checked on every resume, `check_run_data`), so a moved corpus names another run: say how to go on with this one."""
+    if dataclasses.replace(existing, data=config.data).run_id != config.run_id:
+        return None
+    try:
+        from scaling.data import read_meta
+
+        same = json.loads((run_dir / "data.json").read_text()) == data_identity(read_meta(resolve_data_dir(config)))
+    except (OSError, ValueError, UserError):
+        return None
+    if not same:
+        return None
+    link = ("" if existing.data == "builtin" else f" (where that path is gone, a link to the new place does: ln -s "
+            f"{resolve_data_dir(config).resolve()} {existing.data})")
+    return (f"{run_dir} holds this run trained on the data {existing.data}; {config.data} holds the same corpus (its "
+            f"tokenizer and token files), moved there, but a run's id includes its data's path: go on with the run "
+            f"by giving --data {existing.data}{link}, or train it anew in another --out directory")
 
 
 def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:

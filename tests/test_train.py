@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -864,3 +865,29 @@ sys.exit(main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "b
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert "interrupted: received SIGINT" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == -signal.SIGINT  # killed by the second Ctrl-C (a shell shows 130)
+
+
+def test_a_moved_corpus_is_named_as_the_runs_own_with_the_way_to_go_on(tmp_path):
+    """A prepared corpus moved to another path was refused as "a different run" (the run's id includes its
+    data's path), as if the data had changed: the message now says the data there are the run's own corpus and
+    how to go on with the run (the old path, or a link from it), which then resumes or returns the run."""
+    from scaling import data
+
+    moved, before = tmp_path / "moved", tmp_path / "corpus"
+    shutil.copytree(data.builtin_data_dir(data.BUILTIN_VOCAB_SIZE), before)
+    config = _config(tokens=2 * 4 * 64, eval_tokens=256, data=str(before))
+    record = train(config, tmp_path / "run", progress=False)
+    before.rename(moved)
+    with pytest.raises(UserError) as e:
+        train(dataclasses.replace(config, data=str(moved)), tmp_path / "run", progress=False)
+    assert f"holds this run trained on the data {before}" in str(e.value)
+    assert f"--data {before}" in str(e.value) and f"ln -s {moved.resolve()} {before}" in str(e.value), e.value
+    before.symlink_to(moved)
+    assert train(config, tmp_path / "run", progress=False) == record
+    # other data at the new path (another corpus, not the run's) is still "a different run"
+    shutil.rmtree(moved)
+    shutil.copytree(data.builtin_data_dir(data.BUILTIN_VOCAB_SIZE), moved)
+    meta = json.loads((moved / "meta.json").read_text())
+    (moved / "meta.json").write_text(json.dumps({**meta, "val_docs": meta["val_docs"] + 1}))
+    with pytest.raises(UserError, match="holds a different run"):
+        train(dataclasses.replace(config, data=str(moved)), tmp_path / "run", progress=False)
