@@ -547,9 +547,11 @@ def _check_config_json(config: RunConfig, run_dir: Path) -> None:
         existing = dataclasses.replace(existing, recipe=str(kept))  # the file moved: its id is its content's
     if existing.run_id != config.run_id:
         started = checkpoint_path(run_dir).exists() or (run_dir / "result.json").exists()
-        moved = moved_data_message(existing, config, run_dir) if started else None
-        if moved:
-            raise UserError(moved)
+        if started and moved_corpus(existing, config, run_dir):
+            raise UserError(f"{run_dir} holds this run trained on the data {existing.data}; {config.data} holds the same "
+                            "corpus (its tokenizer and token files), moved there, but a run's id includes its data's "
+                            f"path: go on with the run by giving --data {existing.data}{moved_corpus_link(existing, config)}, "
+                            "or train it anew in another --out directory")
         raise UserError(f"{run_dir} holds a different run ({existing.run_id}, not {config.run_id}: "
                         f"{differences(existing, config)}); "
                         + ("choose another --out directory" if started else
@@ -560,25 +562,24 @@ def _check_config_json(config: RunConfig, run_dir: Path) -> None:
                         f"{kept}); restore the file, or train the new recipe in another --out directory")
 
 
-def moved_data_message(existing: RunConfig, config: RunConfig, run_dir: Path) -> str | None:
-    """Where the run in run_dir (`existing`) differs from `config` in its data's path alone and the data there are
-    the corpus it recorded (data.json): the corpus moved. A run's id includes its data's path (the corpus's content
-    is checked on every resume, `check_run_data`), so a moved corpus names another run: say how to go on with this one."""
+def moved_corpus(existing: RunConfig, config: RunConfig, run_dir: Path) -> bool:
+    """Whether the run in run_dir (`existing`) differs from `config` in its data's path alone and the data there
+    are the corpus it recorded (data.json): the corpus moved. A run's id includes its data's path (the corpus's
+    content is checked on every resume, `check_run_data`), so a moved corpus names another run."""
     if dataclasses.replace(existing, data=config.data).run_id != config.run_id:
-        return None
+        return False
     try:
         from scaling.data import read_meta
 
-        same = json.loads((run_dir / "data.json").read_text()) == data_identity(read_meta(resolve_data_dir(config)))
+        return json.loads((run_dir / "data.json").read_text()) == data_identity(read_meta(resolve_data_dir(config)))
     except (OSError, ValueError, UserError):
-        return None
-    if not same:
-        return None
-    link = ("" if existing.data == "builtin" else f" (where that path is gone, a link to the new place does: ln -s "
+        return False
+
+
+def moved_corpus_link(existing: RunConfig, config: RunConfig) -> str:
+    """How to give a moved corpus its old path again (`moved_corpus`), where that path is gone."""
+    return ("" if existing.data == "builtin" else f" (where that path is gone, a link to the new place does: ln -s "
             f"{resolve_data_dir(config).resolve()} {existing.data})")
-    return (f"{run_dir} holds this run trained on the data {existing.data}; {config.data} holds the same corpus (its "
-            f"tokenizer and token files), moved there, but a run's id includes its data's path: go on with the run "
-            f"by giving --data {existing.data}{link}, or train it anew in another --out directory")
 
 
 def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:

@@ -1996,3 +1996,30 @@ def test_cpu_slots_split_the_launchs_thread_budget(tmp_path, monkeypatch):
     for unset in ("", "auto"):  # not a count: the cores decide
         monkeypatch.setenv("OMP_NUM_THREADS", unset)
         assert local_slots(load(tmp_path))[0]["OMP_NUM_THREADS"] == str(max(1, usable_cpus() // 2))
+
+
+def test_a_launch_names_a_moved_corpus_as_the_runs_own(tmp_path):
+    """The spec's prepared data moved to another path: the relaunch was refused as "under other settings (data
+    ... there, ... here)", as if the corpus had changed; it now says the data there are its runs' corpus, moved,
+    and how to go on with them (the spec's old data path, or a link from it). Another corpus keeps the old words."""
+    from scaling import data
+    from scaling.train import data_identity
+    from sweeps.launch import check_same_spec
+
+    before, moved = tmp_path / "corpus", tmp_path / "moved"
+    shutil.copytree(data.builtin_data_dir(data.BUILTIN_VOCAB_SIZE), before)
+    (c, _) = load(tmp_path, TINY.replace('data = "builtin"', f'data = "{before}"')).runs()
+    run_dir = tmp_path / "sweep" / c.run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(c.resolved().to_json())
+    (run_dir / "data.json").write_text(json.dumps(data_identity(data.read_meta(before))))
+    before.rename(moved)
+    (c, _) = load(tmp_path, TINY.replace('data = "builtin"', f'data = "{moved}"')).runs()
+    with pytest.raises(UserError) as e:
+        check_same_spec([c], tmp_path / "sweep")
+    assert f"holds 1 run of this spec trained on the data {before}, which {moved} holds too" in str(e.value), e.value
+    assert f"set the spec's data back to {before}" in str(e.value) and f"ln -s {moved.resolve()} {before}" in str(e.value)
+    meta = json.loads((moved / "meta.json").read_text())
+    (moved / "meta.json").write_text(json.dumps({**meta, "val_docs": meta["val_docs"] + 1}))
+    with pytest.raises(UserError, match="under other settings"):
+        check_same_spec([c], tmp_path / "sweep")
