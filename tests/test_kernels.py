@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import subprocess
 import sys
@@ -36,6 +37,31 @@ import triton.language as tl  # noqa: E402
 from scaling.kernels import quantize as quantize_kernels  # noqa: E402
 
 in_process = pytest.mark.skipif(SUBPROCESS, reason="triton was imported uninterpreted: run in a subprocess")
+
+
+def _xor_sum_by_numpy(reduce_ops) -> None:
+    """Triton 3.9's interpreter reduces with numpy for sum, max and min, but runs any other combine
+    function element by element in Python (`ReduceOps.generic_reduce`): tl.xor_sum (`quantize._partner`,
+    every butterfly across lanes) took ~0.15 s a call, most of an RHT128 or pair test's time. Xor is
+    exact, associative and commutative: numpy's reduction gives the same bits (checked against the
+    element-by-element xor by test_xor_sum_is_every_elements_xor)."""
+    import numpy as np
+
+    generic = reduce_ops.apply_impl
+
+    def apply_impl(self, input):
+        if self.combine_fn is not tl.standard._xor_combine or len(input) != 1:
+            return generic(self, input)
+        data = np.bitwise_xor.reduce(input[0].handle.data, axis=self.axis, keepdims=self.keep_dims)
+        return self.to_tensor(data, input[0].dtype)
+
+    reduce_ops.apply_impl = apply_impl
+
+
+if os.environ.get("TRITON_INTERPRET") == "1" and not SUBPROCESS:
+    from triton.runtime import interpreter as _interpreter
+
+    _xor_sum_by_numpy(_interpreter.ReduceOps)
 
 
 @pytest.mark.skipif(not SUBPROCESS, reason="runs in process")
@@ -143,6 +169,29 @@ def test_kernel_matches_reference(name: str, dim: int):
             check(xd, spec, dim, seed=1234 + len(case), dtype=torch.bfloat16)
     if spec.tensor_scale or spec.block is None:  # fp32 operand output too
         check(x.to(DEVICE), spec, dim, seed=7, dtype=torch.float32)
+
+
+@triton.jit
+def _xor_sum_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr, AXIS: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :])
+    if AXIS == 0:
+        tl.store(out_ptr + tl.arange(0, C)[None, :], tl.xor_sum(x, 0, keep_dims=True))
+    elif AXIS == 1:
+        tl.store(out_ptr + tl.arange(0, R), tl.xor_sum(x, 1))
+    else:
+        tl.store(out_ptr, tl.xor_sum(x))
+
+
+@in_process
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_xor_sum_is_every_elements_xor(axis):
+    """tl.xor_sum (`quantize._partner`'s) along each axis and whole: the xor of the elements (under
+    the interpreter, by `_xor_sum_by_numpy`)."""
+    x = torch.randint(-2**31, 2**31, (8, 16), generator=torch.Generator().manual_seed(1)).to(torch.int32)
+    want = functools.reduce(torch.bitwise_xor, (x.flatten() if axis is None else x.movedim(axis, 0)).unbind())
+    out = torch.zeros(want.shape, dtype=torch.int32, device=DEVICE)
+    _xor_sum_kernel[(1,)](x.to(DEVICE), out, R=8, C=16, AXIS=-1 if axis is None else axis)
+    assert torch.equal(out.cpu(), want)
 
 
 def rounding_inputs() -> torch.Tensor:
