@@ -58,10 +58,47 @@ def _xor_sum_by_numpy(reduce_ops) -> None:
     reduce_ops.apply_impl = apply_impl
 
 
+def _patch_lang_once_a_launch(interpreter) -> None:
+    """Triton 3.9's interpreter patches triton.language again at every call of a @jit helper
+    (`_patch_lang`: inspect.getmembers of tl, tl.tensor and tl.math, ~1 ms; half an RHT128 test's
+    time). Those calls' patches are never restored and set what the launch's own patch set (or, for
+    helpers that see tl.core, what their first call set): within a launch only the first call for a
+    set of language modules does anything, so the others are skipped here."""
+    patch_lang, launch = interpreter._patch_lang, interpreter.GridExecutor.__call__
+    done: list[set] = []  # (the language modules patched in the running launch)
+
+    class Unpatched:
+        def restore(self) -> None:
+            pass
+
+    keys: dict[int, frozenset] = {}  # (a module's globals: which language modules they hold)
+
+    def once(fn):
+        key = keys.get(id(fn.__globals__))
+        if key is None:
+            key = keys[id(fn.__globals__)] = frozenset(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
+        if done and key in done[-1]:
+            return Unpatched()
+        scope = patch_lang(fn)
+        if done:
+            done[-1].add(key)
+        return scope
+
+    def run(self, *args, **kwargs):
+        done.append(set())
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            done.pop()
+
+    interpreter._patch_lang, interpreter.GridExecutor.__call__ = once, run
+
+
 if os.environ.get("TRITON_INTERPRET") == "1" and not SUBPROCESS:
     from triton.runtime import interpreter as _interpreter
 
     _xor_sum_by_numpy(_interpreter.ReduceOps)
+    _patch_lang_once_a_launch(_interpreter)
 
 
 @pytest.mark.skipif(not SUBPROCESS, reason="runs in process")
