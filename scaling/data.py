@@ -791,8 +791,8 @@ def _prepare(out: Path, request: dict, train_paths: list[Path], val_paths: list[
         "dtype": dtype.name,
         "eot_id": tok.token_to_id(EOT),
         **{f"{f.split}_{k}": getattr(f, k) for f in (train, val) for k in ("tokens", "docs", "bytes", "max_id")},
-        # tokens include one EOT per document (0 bytes of text), so bpb = loss / ln 2 / bytes_per_token
-        # counts the EOT predictions too, as the per-token loss does.
+        # tokens include one EOT per document (0 bytes of text); val_bpb divides by this average only where the
+        # bytes of the text scored cannot be counted (`scored_bytes`)
         "bytes_per_token": val.bytes / val.tokens,
         # rows (parquet rows, JSON lines) among the documents whose text is null, missing or blank: left out
         "skipped_rows": skipped["rows"],
@@ -958,14 +958,81 @@ def unigram_entropy(data_dir: str | Path) -> float:
     """Entropy (nats/token) of the train split's unigram distribution: the loss of a model that
     ignores context, which any trained model must beat."""
     meta = read_meta(data_dir)
-    tokens = load_tokens(data_dir, "train")
-    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
-    for i in range(0, len(tokens), 1 << 24):  # chunks keep memory bounded on large corpora
-        counts += np.bincount(tokens[i : i + (1 << 24)], minlength=meta["vocab_size"])
+    counts = token_counts(load_tokens(data_dir, "train"), meta["vocab_size"])
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
 
 
-def bits_per_byte(loss_nats: float, bytes_per_token: float) -> float:
-    """Convert a per-token loss (nats) to bits per UTF-8 byte of text."""
-    return loss_nats / math.log(2) / bytes_per_token
+def token_counts(tokens: np.ndarray, size: int) -> np.ndarray:
+    """How often each id occurs in `tokens`, ids below `size` (int64)."""
+    counts = np.zeros(size, dtype=np.int64)
+    for i in range(0, len(tokens), 1 << 24):  # chunks keep memory bounded on large corpora
+        counts += np.bincount(tokens[i : i + (1 << 24)], minlength=size)
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bits per byte
+
+
+def bits_per_byte(loss_nats: float, tokens: int, n_bytes: float) -> float:
+    """Bits per UTF-8 byte of a mean per-token loss (nats) over `tokens` tokens that spell `n_bytes` bytes of text."""
+    return loss_nats * tokens / math.log(2) / n_bytes
+
+
+@dataclass(frozen=True)
+class ScoredBytes:
+    """What val_bpb divides by: the scored `tokens` spell `bytes` bytes of text, counted as `counted` says:
+    "scored text" (those tokens' own bytes) or "split average" (the validation split's bytes per token, where
+    the tokens' own cannot be counted: `note` says why)."""
+
+    tokens: int
+    bytes: int | float
+    counted: str
+    note: str | None = None
+
+
+def scored_bytes(data_dir: str | Path, meta: dict, targets: np.ndarray) -> ScoredBytes:
+    """The bytes of text that `targets` (token ids of the prepared dir's validation split: the scored targets)
+    spell, counted with the tokenizer's byte table (`token_bytes`); the table is trusted only where it gives
+    meta.json's val_bytes on the whole split (a scan of val.bin: ~0.4 s per 100M tokens). Otherwise the split's
+    average bytes per token stands in for the targets' own."""
+    try:
+        table, why = token_bytes(load_tokenizer(data_dir), meta["eot_id"])
+    except UserError as e:  # a dir prepared before meta.json named its tokenizer.json, which is gone since
+        table, why = None, str(e)
+    if table is not None:
+        counted = int(token_counts(load_tokens(data_dir, "val"), len(table)) @ table)
+        if counted == meta["val_bytes"]:
+            return ScoredBytes(targets.size, int(table[targets].sum()), "scored text")
+        why = f"its byte table counts {counted:,} bytes in val.bin, not meta.json's val_bytes {meta['val_bytes']:,}"
+    note = (f"note: val_bpb divides by the validation split's average bytes per token, not by the bytes of the "
+            f"text scored: the tokenizer's tokens cannot be counted in bytes ({why})")
+    return ScoredBytes(targets.size, targets.size * meta["val_bytes"] / meta["val_tokens"], "split average", note)
+
+
+def token_bytes(tokenizer: Tokenizer, eot_id: int) -> tuple[np.ndarray | None, str | None]:
+    """(each token id's UTF-8 bytes of text as an int64 array indexed by id, None) for a byte-level tokenizer
+    (as `train_tokenizer`'s): its tokens are spelled in GPT-2's byte alphabet, one character per byte, and the
+    text reaches them unchanged (no normalizer). The EOT stands for no text (0 bytes); another added token is
+    matched in the text as written (its content's bytes). Else (None, why not)."""
+    from tokenizers import pre_tokenizers
+
+    spec = json.loads(tokenizer.to_str())
+    pre = spec.get("pre_tokenizer") or {}
+    if spec.get("normalizer") is not None:
+        return None, "it has a normalizer, which changes the text before it is split"
+    if "ByteLevel" not in [p.get("type") for p in pre.get("pretokenizers", [pre])]:
+        return None, "it is not byte-level (no ByteLevel pre-tokenizer)"
+    alphabet, added = set(pre_tokenizers.ByteLevel.alphabet()), {t["id"] for t in spec.get("added_tokens", [])}
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    table = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+    for token, i in vocab.items():
+        if i in added:
+            table[i] = len(token.encode("utf-8"))
+        elif set(token) <= alphabet:
+            table[i] = len(token)
+        else:
+            return None, f"its token {token!r} is not spelled in GPT-2's byte alphabet"
+    table[eot_id] = 0
+    return table, None

@@ -31,6 +31,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lightning as L
 import numpy as np
@@ -45,6 +46,9 @@ from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
                            checkpoint_problem, checkpoint_run, remove_stale_temps, write_atomic, write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
+
+if TYPE_CHECKING:
+    from scaling.data import ScoredBytes
 
 PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets: half the "with sparsity" figure), matched against
@@ -125,7 +129,7 @@ class TokenDataModule(L.LightningDataModule):
         super().__init__()
         from scaling.data import load_tokens, max_token_id, read_meta
 
-        self.config, self.meta = config, read_meta(data_dir)
+        self.config, self.data_dir, self.meta = config, data_dir, read_meta(data_dir)
         self.train_tokens = load_tokens(data_dir, "train")
         val = load_tokens(data_dir, "val")
         if len(self.train_tokens) <= config.seq_len + 1:
@@ -347,13 +351,18 @@ class RunDirectory(L.Callback):
     `checkpoint_interval` steps, and on SIGUSR1/SIGTERM/SIGINT saves a checkpoint and raises `Preempted`
     (at the end of the step, or at the next micro-batch boundary of a step of several)."""
 
-    def __init__(self, run_dir: Path, config: RunConfig, bytes_per_token: float, started: float | None = None):
-        self.run_dir, self.config, self.bytes_per_token = run_dir, config, bytes_per_token
+    def __init__(self, run_dir: Path, config: RunConfig, scored: ScoredBytes, started: float | None = None):
+        # scored: the bytes of text the validation windows' targets spell, val_bpb's denominator
+        self.run_dir, self.config, self.scored = run_dir, config, scored
         # wall time: this process's since `started` (perf_counter), plus the earlier processes' up to
         # the checkpoint this one resumed from (their work after it is redone, so counted here)
         self.started = time.perf_counter() if started is None else started
         self.wall_before = 0.0
         self.rows: list[dict] = []
+        # how the last row's val_bpb counted its bytes (`ScoredBytes.counted`): a row of a checkpoint written by code
+        # before they were counted divided by the split average. (Kept beside the rows, not in them: older code
+        # writing metrics.csv from a newer checkpoint's rows refused a key it did not know.)
+        self.bpb_bytes: str | None = None
         self.step_time, self.step_tokens, self.train_losses = 0.0, 0, []
         self.preempt_signal: int | None = None
 
@@ -415,11 +424,12 @@ class RunDirectory(L.Callback):
 
         loss = module.evaluate(trainer.datamodule.val_batches())
         row = {"step": step, "tokens": step * self.config.batch_size * self.config.seq_len, "val_loss": loss,
-               "val_bpb": bits_per_byte(loss, self.bytes_per_token),
+               "val_bpb": bits_per_byte(loss, self.scored.tokens, self.scored.bytes),
                "train_loss": float(np.mean(self.train_losses)) if self.train_losses else math.nan,
                "lr": module.lr_multiplier(step - 1), "tokens_per_s": self.tokens_per_s}
         self.train_losses = []
         self.rows = [r for r in self.rows if r["step"] < step] + [row]
+        self.bpb_bytes = self.scored.counted
         module.log_dict({"val_loss": loss, "val_bpb": row["val_bpb"]}, prog_bar=True)
         self.write_metrics()
         return row
@@ -447,10 +457,11 @@ class RunDirectory(L.Callback):
         # train_losses: the steps since the last evaluation, so a resumed run's next metrics row
         # averages the same steps as an uninterrupted run's
         return {"rows": self.rows, "wall_s": self.wall_s, "train_losses": list(self.train_losses),
-                "step_time": self.step_time, "step_tokens": self.step_tokens}
+                "step_time": self.step_time, "step_tokens": self.step_tokens, "bpb_bytes": self.bpb_bytes}
 
     def load_state_dict(self, state: dict) -> None:
         self.rows = state["rows"]  # rows written after the checkpoint by a killed process are dropped
+        self.bpb_bytes = state.get("bpb_bytes", "split average" if self.rows else None)
         self.wall_before = state.get("wall_s", 0.0)
         # (a run resumed at its last step times no step of its own: its rate is the earlier processes')
         self.step_time, self.step_tokens = state.get("step_time", 0.0), state.get("step_tokens", 0)
@@ -691,12 +702,15 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
             check_checkpoint(ckpt)
         meta = datamodule.meta
         check_run_data(run_dir, meta, config.data, ckpt)
-        for note in (repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)),
+        from scaling.data import scored_bytes
+
+        scored = scored_bytes(datamodule.data_dir, meta, datamodule.val[:, 1:].numpy())  # the windows' targets
+        for note in (repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)), scored.note,
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
             if note:
                 print(note, file=sys.stderr, flush=True)
-        run = RunDirectory(run_dir, config, meta["bytes_per_token"], started=wall_start)  # of the validation split
+        run = RunDirectory(run_dir, config, scored, started=wall_start)
         from lightning.fabric.plugins.environments import LightningEnvironment
         from lightning.pytorch.loggers import CSVLogger
 
@@ -738,7 +752,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     finally:
         signals.restore_handlers(previous)
     status = "diverged" if module.diverged else "completed"
-    final = run.rows[-1] if status == "completed" else {"val_loss": math.nan, "val_bpb": math.nan}
+    final = ({**run.rows[-1], "bpb_bytes": run.bpb_bytes} if status == "completed" else
+             {"val_loss": math.nan, "val_bpb": math.nan, "bpb_bytes": None})
     result = result_record(config, module.recipe.name, status, final, run.tokens_per_s, trainer.strategy.root_device,
                            int(meta["train_tokens"]), int(meta["vocab_size"]), run.wall_s, module.diverged_at_step,
                            processes=module.processes)
@@ -868,6 +883,7 @@ def result_record(config: RunConfig, recipe: str, status: str, final: dict, toke
         # extras
         "steps": config.steps, "batch_size": config.batch_size, "seq_len": config.seq_len, "lr_mult": config.lr_mult,
         "diverged_at_step": diverged_at_step, "git_commits": commits_of(processes), "processes": processes,
+        "bpb_bytes": final.get("bpb_bytes"),  # how val_bpb's bytes were counted (`scaling.data.scored_bytes`)
         **({"recipe_file": config.recipe} if recipe != config.recipe else {}),
         "device": processes[-1]["device"],
     }

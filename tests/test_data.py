@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -95,6 +96,92 @@ def test_unigram_entropy(prepared):
     expected = -(p * np.log(p)).sum()
     assert data.unigram_entropy(prepared) == pytest.approx(expected, rel=1e-12)
     assert 3.0 < expected < math.log(VOCAB)
+
+
+def test_the_byte_table_counts_each_splits_bytes_exactly(tmp_path, docs, prepared):
+    """val_bpb counts the bytes of the text it scores with a table of each token's bytes: a trained (byte-level)
+    BPE spells a token in GPT-2's byte alphabet, a character per byte, and the EOT is no text. Summed over each
+    split the table gives meta.json's byte count exactly, multi-byte UTF-8 (accents, CJK, emoji) included."""
+    wide = [d.replace("the ", "thé 日本 ").replace("and ", "and 😀 ") for d in docs[:10]]
+    train, val = write_corpus(tmp_path / "a", docs[10:20] + wide[5:], "jsonl"), write_corpus(tmp_path / "b", wide[:5], "jsonl")
+    meta = data.prepare([train], tmp_path / "out", val_sources=[val], tokenizer=prepared, progress=False)
+    assert all("日" in d and "😀" in d for d in split_documents(tmp_path / "out", "val"))
+    table, why = data.token_bytes(data.load_tokenizer(prepared), meta["eot_id"])
+    assert why is None and table[meta["eot_id"]] == 0 and table.max() > 1
+    for split in ("train", "val"):
+        counts = data.token_counts(data.load_tokens(tmp_path / "out", split), len(table))
+        assert counts @ table == meta[f"{split}_bytes"], split
+
+
+def test_scored_bytes_are_the_bytes_of_the_text_the_targets_spell(prepared):
+    """The denominator of val_bpb: the targets' own bytes (their text decoded), not the split's average per token."""
+    meta = data.read_meta(prepared)
+    tok, val = data.load_tokenizer(prepared), np.asarray(data.load_tokens(prepared, "val"))
+    eot = int(np.flatnonzero(val == meta["eot_id"])[0])
+    targets = np.stack([val[s + 1 : s + 33] for s in (0, eot - 9, 1900)])  # three windows' targets, an EOT among them
+    scored = data.scored_bytes(prepared, meta, targets)
+    by_hand = sum(len(tok.decode(row.tolist()).encode("utf-8")) for row in targets)  # (decode drops the EOT)
+    assert (scored.tokens, scored.bytes, scored.counted, scored.note) == (targets.size, by_hand, "scored text", None)
+    assert by_hand != pytest.approx(targets.size * meta["bytes_per_token"], rel=1e-3)  # the split's average is not it
+    # bits per byte: the targets' nats (the mean loss over them, times their number) / ln 2 / their bytes
+    assert data.bits_per_byte(2.5, scored.tokens, scored.bytes) == pytest.approx(2.5 * 96 / math.log(2) / by_hand, rel=1e-15)
+
+
+def _not_byte_level(directory: Path, docs: list[str]) -> Path:
+    """A word-level BPE (whitespace pre-tokenizer): its tokens are no bytes of GPT-2's alphabet."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=400, special_tokens=[data.EOT, "[UNK]"], show_progress=False))
+    tok.save(str(directory / "words.json"))
+    return directory / "words.json"
+
+
+def _normalizing(directory: Path, prepared: Path) -> Path:
+    """The trained byte-level BPE behind a lowercasing normalizer: the text it splits is not the text's bytes."""
+    spec = json.loads((prepared / "tokenizer.json").read_text())
+    (directory / "lower.json").write_text(json.dumps({**spec, "normalizer": {"type": "Lowercase"}}))
+    return directory / "lower.json"
+
+
+@pytest.mark.parametrize("kind", ["not byte-level", "normalizer", "literal EOT"])
+def test_tokens_that_cannot_be_counted_in_bytes_fall_back_to_the_split_average(tmp_path, docs, prepared, kind):
+    """A user's tokenizer whose tokens are not their bytes (not byte-level, a normalizer), or a corpus whose text
+    holds the EOT's own string (which the tokenizer turns into the EOT, 0 bytes in the table): the table's sum
+    over val.bin is not meta.json's val_bytes, so val_bpb divides by the split's average bytes per token, with a
+    note saying why."""
+    texts = [d.replace(". ", f". {data.EOT} ") for d in docs[:12]] if kind == "literal EOT" else docs[:12]
+    tokenizer = {"not byte-level": lambda: _not_byte_level(tmp_path, docs), "normalizer": lambda: _normalizing(tmp_path, prepared),
+                 "literal EOT": lambda: prepared}[kind]()
+    out = tmp_path / "out"
+    meta = data.prepare([write_corpus(tmp_path / "src", texts, "jsonl")], out, tokenizer=tokenizer, val_fraction=0.3,
+                        progress=False)
+    targets = np.asarray(data.load_tokens(out, "val"))[1:65]
+    scored = data.scored_bytes(out, meta, targets)
+    why = {"not byte-level": r"it is not byte-level \(no ByteLevel pre-tokenizer\)",
+           "normalizer": "it has a normalizer, which changes the text before it is split",
+           "literal EOT": rf"its byte table counts [\d,]+ bytes in val.bin, not meta.json's val_bytes {meta['val_bytes']:,}"}[kind]
+    assert scored.counted == "split average" and scored.tokens == 64
+    assert scored.bytes == pytest.approx(64 * meta["bytes_per_token"], rel=1e-15)
+    assert re.fullmatch(r"note: val_bpb divides by the validation split's average bytes per token, not by the bytes of "
+                        rf"the text scored: the tokenizer's tokens cannot be counted in bytes \({why}\)", scored.note)
+    assert data.bits_per_byte(3.0, scored.tokens, scored.bytes) == pytest.approx(3.0 / math.log(2) / meta["bytes_per_token"])
+
+
+def test_a_data_dir_without_its_tokenizer_falls_back_to_the_split_average(tmp_path, prepared):
+    """A dir prepared before meta.json named its tokenizer.json (no tokenizer_sha256), which has lost the file since:
+    it trained before bytes were counted, and still does, dividing by the split's average."""
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(prepared, old)
+    (old / "tokenizer.json").unlink()
+    meta = {k: v for k, v in data.read_meta(prepared).items() if k != "tokenizer_sha256"}
+    (old / "meta.json").write_text(json.dumps(meta))
+    scored = data.scored_bytes(old, data.read_meta(old), np.asarray(data.load_tokens(old, "val"))[1:11])
+    assert (scored.counted, scored.tokens) == ("split average", 10)
+    assert scored.note.endswith(f"(tokenizer file {old / 'tokenizer.json'} does not exist)")
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "jsonl.gz", "txt"])

@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -99,6 +100,44 @@ def test_result_record_and_run_directory(reference):
             train(_config(), run_dir)
     finally:
         (run_dir / "result.json").write_bytes(record)
+
+
+def test_val_bpb_is_the_nats_scored_over_the_bytes_of_the_text_scored(reference):
+    """val_bpb divided the windows' mean loss by the whole validation split's bytes per token, not by the bytes
+    of the windows' own text: off by their ratio. It is the targets' nats / ln 2 / the UTF-8 bytes they spell."""
+    from scaling import data
+    from scaling.train import val_windows
+
+    run_dir, result = reference
+    d = data.builtin_data_dir()
+    tok, meta = data.load_tokenizer(d), data.read_meta(d)
+    targets = val_windows(data.load_tokens(d, "val"), BASE["eval_tokens"], BASE["seq_len"])[:, 1:]
+    text_bytes = sum(len(tok.decode(row.tolist()).encode("utf-8")) for row in targets)  # (decode drops EOTs: no text)
+    expected = result["val_loss"] * targets.numel() / math.log(2) / text_bytes
+    assert result["val_bpb"] == pytest.approx(expected, rel=1e-12) and result["bpb_bytes"] == "scored text"
+    assert result["val_bpb"] != pytest.approx(result["val_loss"] / math.log(2) / meta["bytes_per_token"], rel=1e-4)
+    last = (run_dir / "metrics.csv").read_text().splitlines()[-1].split(",")
+    assert float(last[3]) == result["val_bpb"]
+
+
+def test_a_row_evaluated_before_bytes_were_counted_says_so(reference, tmp_path):
+    """A run resumed at its last step from a checkpoint of code that divided by the split's average (it does not
+    record bpb_bytes) keeps that row's val_bpb, and result.json says how it was counted."""
+    import shutil
+
+    run_dir, result = reference
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    (old / "result.json").unlink()
+    ckpt = old / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, weights_only=False)
+    callback = state["callbacks"]["RunDirectory"]
+    assert callback.pop("bpb_bytes") == "scored text"
+    callback["rows"][-1]["val_bpb"] = 1.5  # (the old definition's value, kept)
+    torch.save(state, ckpt)
+    resumed = train(_config(), old, progress=False)
+    assert (resumed["val_bpb"], resumed["bpb_bytes"]) == (1.5, "split average")
+    assert resumed["val_loss"] == result["val_loss"]
 
 
 def test_a_run_resumed_at_its_last_step_keeps_its_training_rate(reference, tmp_path):
