@@ -819,6 +819,9 @@ def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, tot
     by EOT, to the train or val token file. The bar counts rows (documents and the rows without text
     that `docs` skipped, in `skipped`): its total is the files' rows, which a count of documents fell short of."""
     eot_id = tok.token_to_id(EOT)
+    # a document's text that spells a special token ("<|endoftext|>" quoted in a web page) is text: matched as the
+    # token, it cut the document in two and its bytes went uncounted (val_bpb then fell back to the split average)
+    tok.encode_special_tokens = True
     with _progress(progress) as bar:
         task, rows = bar.add_task("tokenizing", total=total, tokens=0), 0
         for batch in _batches(docs):
