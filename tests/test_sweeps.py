@@ -1152,15 +1152,19 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     assert (damaged.parent / "result.damaged-0.json").read_text() == "{bad"
     assert status(sweep_dir).counts["done"] == 2
     # So is a record edited to a status train never writes, or another run's record copied in: a relaunch
-    # moved neither aside (it kept failing, or kept the other run's loss under this run as done).
-    for edit in ({"status": "weird"}, {"run_id": "0000other"}):
-        record = json.loads(damaged.read_text())
-        damaged.write_text(json.dumps({**record, **edit}))
-        assert status(sweep_dir).counts["failed"] == 1
-        assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
-        assert "[1/1] done" in capsys.readouterr().out
-        assert json.loads(damaged.read_text())["run_id"] == damaged.parent.name
-    assert len(list(damaged.parent.glob("result.damaged-*.json"))) == 3 and status(sweep_dir).counts["done"] == 2
+    # moved neither aside (it kept failing, or kept the other run's loss under this run as done). One of
+    # each, relaunched together in one worker (cpu_jobs=1: one import of torch and Lightning, not two).
+    records = sorted(sweep_dir.glob("*/result.json"))  # (damaged is the first)
+    for record, edit in zip(records, ({"status": "weird"}, {"run_id": "0000other"})):
+        record.write_text(json.dumps({**json.loads(record.read_text()), **edit}))
+    assert status(sweep_dir).counts["failed"] == 2
+    assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir),
+                 "--set", "executor.local.cpu_jobs=1"]) == 0
+    out = capsys.readouterr().out
+    assert "running 2 runs, 1 at a time" in out and "[2/2] done" in out, out
+    assert all(json.loads(r.read_text())["run_id"] == r.parent.name for r in records)
+    assert [len(list(r.parent.glob("result.damaged-*.json"))) for r in records] == [2, 1]
+    assert status(sweep_dir).counts["done"] == 2
 
 
 def test_the_exit_status_counts_this_launchs_failures():
@@ -1305,6 +1309,19 @@ def test_a_slurm_jobs_sigterm_during_its_imports_stops_it_before_training(tmp_pa
     assert not (run_dir / "result.json").exists()
 
 
+def _await_run_evaluating(sweep_dir: Path, p: subprocess.Popen, but: tuple[Path, ...] = ()) -> Path:
+    """The folder of a run (not one of `but`) once it has written its first evaluation, the launch `p`
+    still going (asserted; waited up to 120 s)."""
+    deadline = time.time() + 120
+    while not (new := [m.parent for m in sweep_dir.glob("*/metrics.csv") if m.parent not in but]) \
+            and p.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    if p.poll() is not None or not new:
+        p.kill()
+        pytest.fail(f"no run evaluated while the launch ran: {p.communicate()}")
+    return new[0]
+
+
 def _launch_until_a_run_evaluates(spec: Path, sweep_dir: Path) -> tuple[list[str], subprocess.Popen]:
     """`sweep launch --executor local --json` started in the background and waited on until a run has
     written its first evaluation (the run is under way, or 120 s passed); the command (without --json)
@@ -1312,10 +1329,7 @@ def _launch_until_a_run_evaluates(spec: Path, sweep_dir: Path) -> tuple[list[str
     cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
            "--sweep-dir", str(sweep_dir)]
     p = subprocess.Popen(cmd + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert p.poll() is None, p.communicate()
+    _await_run_evaluating(sweep_dir, p)
     return cmd, p
 
 
@@ -1323,10 +1337,10 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     """`kill` of a local launch mid-run: the launcher exits 130 once its worker has saved a checkpoint
     and gone (no run left locked, no result.json), with --json printing its report so far; a relaunch
     resumes the run from that checkpoint."""
-    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 65536").replace("seed = [0, 1]", "seed = 0")
-                      .replace("eval_interval = 4", "eval_interval = 16"))
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 8192").replace("seed = [0, 1]", "seed = 0")
+                      .replace("eval_interval = 4", "eval_interval = 2"))
     sweep_dir = tmp_path / "sweep"
-    cmd, p = _launch_until_a_run_evaluates(spec, sweep_dir)  # (step 16 of 128)
+    cmd, p = _launch_until_a_run_evaluates(spec, sweep_dir)  # (step 2 of 16)
     try:
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=120)
@@ -1348,7 +1362,7 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
     out = capsys.readouterr().out
     assert "local: 1 to run (1 from its checkpoint)" in out and "[1/1] done" in out, out
     result = json.loads((run_dir / "result.json").read_text())
-    assert result["status"] == "completed" and result["tokens"] == 65536
+    assert result["status"] == "completed" and result["tokens"] == 8192
     assert steps_before < len((run_dir / "metrics.csv").read_text().splitlines()) - 1 == 8  # one row per evaluation
 
 
@@ -1387,43 +1401,45 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def test_a_run_whose_worker_is_killed_fails_and_the_launch_exits_1(tmp_path):
+def test_a_run_whose_worker_is_killed_or_whose_folder_is_deleted_fails_and_the_launch_exits_1(tmp_path, capsys):
     """The OOM killer's SIGKILL of a local worker mid-run: that run is `failed` (no result.json, the
-    log's note says how its worker ended), a new worker runs the next run to completion, and the
-    launch exits 1 with the failure counted in --json's report; a relaunch reruns only the failed run."""
-    # the longer run goes first (longest first) and is killed; the short one then runs in a new worker
-    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [32768, 4096]").replace("seed = [0, 1]", "seed = 0")
-                      .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 8"))
+    log's note says how its worker ended), and a new worker takes the next run. `rm -rf` of a run's
+    folder while its worker trains it: the run ends without a result, so the launch counts it failed
+    and says what happened, rather than `missing` with exit 0 and a pointer to a log that is gone; the
+    same worker runs the next run to completion. The launch exits 1 with both failures counted in
+    --json's report; a relaunch reruns only the failed runs, the deleted one anew. (One sweep for
+    both: each launch's worker imports torch and Lightning, seconds.)"""
+    # longest first, in the only worker: the first is killed, the second (in a new worker) deleted
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [8192, 6144, 4096]").replace("seed = [0, 1]", "seed = 0")
+                      .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 2"))
     sweep_dir = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "scaling.cli", "sweep", "launch", str(spec), "--executor", "local",
            "--sweep-dir", str(sweep_dir), "--json"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 120
-        while not list(sweep_dir.glob("*/metrics.csv")) and p.poll() is None and time.time() < deadline:
-            time.sleep(0.2)  # the first run is under way in the only worker
-        assert p.poll() is None, p.communicate()
-        (victim_dir,) = [m.parent for m in sweep_dir.glob("*/metrics.csv")]
+        killed = _await_run_evaluating(sweep_dir, p)  # (step 2 of 16)
         (worker,) = _children(p.pid)
         os.kill(worker, signal.SIGKILL)
+        deleted = _await_run_evaluating(sweep_dir, p, but=(killed,))  # (step 2 of 12, in a new worker)
+        shutil.rmtree(deleted)
         out, err = p.communicate(timeout=300)
     finally:
         p.kill()
     assert p.returncode == 1, out + err
     report = json.loads(out)
-    assert report["finished"] == {"failed": 1, "done": 1} and report["total"] == 2, out
+    assert report["finished"] == {"failed": 2, "done": 1} and report["total"] == 3, out
     # --json keeps stdout for the report, and the progress a long launch owes its user goes to stderr
-    assert "[1/2] failed" in err and "killed by SIGKILL" in err and "[2/2] done" in err, err
-    assert not (victim_dir / "result.json").exists()
+    assert re.search(r"\[1/3\] failed .*killed by SIGKILL", err) and "[3/3] done" in err, err
+    assert re.search(r"\[2/3\] failed .*its run folder was removed while it ran", err), err
+    assert not (killed / "result.json").exists()
     assert "[sweep launch] its worker exited mid-run (killed by SIGKILL); out of memory?" in (
-        victim_dir / "train.log").read_text()
+        killed / "train.log").read_text()
     (other,) = [r for r in sweep_dir.glob("*/result.json")]
     assert json.loads(other.read_text())["status"] == "completed"
 
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert json.loads(again.stdout)["finished"] == {"done": 1}
-    assert json.loads((victim_dir / "result.json").read_text())["status"] == "completed"
+    assert main(cmd[3:]) == 0
+    assert json.loads(capsys.readouterr().out)["finished"] == {"done": 2}
+    assert all(json.loads((d / "result.json").read_text())["status"] == "completed" for d in (killed, deleted))
 
 
 def test_status_counts_progress_and_eta(tmp_path):
@@ -1620,27 +1636,6 @@ def test_a_refused_submission_names_the_setting_behind_it():
     # a warning's words name no setting of the refusal
     said = sbatch_refusal("sbatch: warning: --time ignored\nsbatch: error: Batch job submission failed: something")
     assert said == "sbatch refused the jobs: sbatch: error: Batch job submission failed: something"
-
-
-def test_a_run_whose_folder_is_deleted_mid_run_fails_and_the_launch_exits_1(tmp_path):
-    """`rm -rf` of a run's folder while its worker trains it: the run ends without a result, so the
-    launch counts it failed (exit 1) and says what happened, rather than `missing` with exit 0 and a
-    pointer to a log that is gone; the next run goes on, and a relaunch trains the run anew."""
-    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = [32768, 4096]").replace("seed = [0, 1]", "seed = 0")
-                      .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 8"))
-    sweep_dir = tmp_path / "sweep"
-    cmd, p = _launch_until_a_run_evaluates(spec, sweep_dir)  # (the long run, in the only worker)
-    try:
-        (victim,) = [m.parent for m in sweep_dir.glob("*/metrics.csv")]
-        shutil.rmtree(victim)
-        out, err = p.communicate(timeout=300)
-    finally:
-        p.kill()
-    assert p.returncode == 1, out + err
-    report = json.loads(out)
-    assert report["finished"] == {"failed": 1, "done": 1}, out
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "[1/1] done" in again.stdout, again.stdout + again.stderr
 
 
 def _started_run(sweep_dir: Path, config) -> Path:
