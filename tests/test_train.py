@@ -449,7 +449,7 @@ def test_a_signal_while_torch_is_imported_stops_the_run_as_preempted(tmp_path):
     """SIGTERM during `scaling train`'s imports (before train() could take it): recorded, exit 75 with
     the preemption's message, not death by the signal's default action; the relaunch trains the run."""
     config, run_dir = tmp_path / "config.json", tmp_path / "run"
-    config.write_text(_config().to_json())
+    config.write_text(_config(tokens=10 * 4 * 64, eval_interval=5).to_json())  # (the relaunch trains it: 10 steps)
     args = ["train", "--config", str(config), "--out", str(run_dir), "--no-progress"]
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
     stopped = subprocess.run([sys.executable, "-c", _SIGTERM_AT_TORCH, *args], env=env, capture_output=True, text=True)
