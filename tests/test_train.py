@@ -74,6 +74,15 @@ def test_mfu_peak_is_the_cards_own(monkeypatch, name, peak):
     assert peak_flops(torch.device("cuda")) == peak
 
 
+def _copy_without(run_dir: Path, to: Path, *names: str) -> Path:
+    """A copy of a finished run's folder without the named files (result.json: the run stopped after its last
+    checkpoint, before its record), as a preempted or damaged run would leave it."""
+    shutil.copytree(run_dir, to)
+    for name in names:
+        (to / name).unlink()
+    return to
+
+
 def test_result_record_and_run_directory(reference):
     run_dir, result = reference
     assert set(RESULT_FIELDS) <= set(result)
@@ -123,12 +132,8 @@ def test_val_bpb_is_the_nats_scored_over_the_bytes_of_the_text_scored(reference)
 def test_a_row_evaluated_before_bytes_were_counted_says_so(reference, tmp_path):
     """A run resumed at its last step from a checkpoint of code that divided by the split's average (it does not
     record bpb_bytes) keeps that row's val_bpb, and result.json says how it was counted."""
-    import shutil
-
     run_dir, result = reference
-    old = tmp_path / "old"
-    shutil.copytree(run_dir, old)
-    (old / "result.json").unlink()
+    old = _copy_without(run_dir, tmp_path / "old", "result.json")
     ckpt = old / "checkpoints" / "last.ckpt"
     state = torch.load(ckpt, weights_only=False)
     callback = state["callbacks"]["RunDirectory"]
@@ -143,12 +148,8 @@ def test_a_row_evaluated_before_bytes_were_counted_says_so(reference, tmp_path):
 def test_a_run_resumed_at_its_last_step_keeps_its_training_rate(reference, tmp_path):
     """Stopped after its last step's checkpoint, before result.json (a preemption then): the relaunch
     times no step of its own, and reports the rate its earlier process measured, not NaN."""
-    import shutil
-
     run_dir, result = reference
-    again = tmp_path / "again"
-    shutil.copytree(run_dir, again)
-    (again / "result.json").unlink()
+    again = _copy_without(run_dir, tmp_path / "again", "result.json")
     assert _checkpoint_step(again) == 40  # the last step
     resumed = train(_config(), again, progress=False)
     assert resumed["tokens_per_s"] == result["tokens_per_s"] > 0
@@ -159,13 +160,8 @@ def test_a_checkpoint_whose_config_json_is_lost_resumes_its_own_run_only(referen
     """A run folder with a checkpoint and no config.json (lost by hand or disk) was resumed under any config asked
     for (an nvfp4 checkpoint trained on as bf16): the checkpoint names its run, another run is refused (one line
     naming both, exit 2) and the same run resumes, its config.json written again."""
-    import shutil
-
     run_dir, result = reference
-    lost = tmp_path / "lost"
-    shutil.copytree(run_dir, lost)
-    for name in ("config.json", "result.json"):
-        (lost / name).unlink()
+    lost = _copy_without(run_dir, tmp_path / "lost", "config.json", "result.json")
     other = _config(lr_mult=2.0)
     args = ["train", "--config", str(run_dir / "config.json"), "--lr-mult", "2", "--out", str(lost), "--no-progress"]
     assert main(args) == 2
@@ -183,12 +179,8 @@ def test_a_checkpoint_the_models_code_has_changed_from_since_is_one_line(referen
     """The code changed between the run's processes (a model's or a recipe's weights renamed, added, reshaped):
     the resume was Lightning's load_state_dict traceback; it is one line naming the weights that differ, the
     commit that wrote the checkpoint, and the two ways out."""
-    import shutil
-
     run_dir, _ = reference
-    changed = tmp_path / "changed"
-    shutil.copytree(run_dir, changed)
-    (changed / "result.json").unlink()
+    changed = _copy_without(run_dir, tmp_path / "changed", "result.json")
     ckpt = changed / "checkpoints" / "last.ckpt"
     state = torch.load(ckpt, weights_only=False)
     name = next(k for k in state["state_dict"] if k.endswith(".weight"))
@@ -254,14 +246,9 @@ def test_a_lost_data_json_is_written_again_only_once_the_checkpoint_vouches_for_
     """data.json deleted between a preemption and the resume: the resume wrote a new one from whatever the data
     folder held then. The checkpoint records the corpus: data that differ from it are refused, a checkpoint of
     older code that records none is refused (nothing can tell the corpus), matching data get data.json back."""
-    import shutil
-
     run_dir, result = reference
-    lost = tmp_path / "lost"
-    shutil.copytree(run_dir, lost)
-    started = json.loads((lost / "data.json").read_text())
-    for name in ("data.json", "result.json"):
-        (lost / name).unlink()
+    started = json.loads((run_dir / "data.json").read_text())
+    lost = _copy_without(run_dir, tmp_path / "lost", "data.json", "result.json")
     ckpt = lost / "checkpoints" / "last.ckpt"
     good = ckpt.read_bytes()
     _rewrite_checkpoint_run(ckpt, lambda r: r["data"].update(train_tokens=r["data"]["train_tokens"] + 1))
