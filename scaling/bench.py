@@ -876,10 +876,8 @@ def cpu_header() -> dict:
     which quantizer a CPU run uses here (the fused C one, or the reference where it does not build)."""
     from scaling import cpu_name, cpu_quantize
 
-    name = cpu_name()
-
     quantizer = "fused C (scaling/cpu_quantize.c)" if cpu_quantize.library() is not None else "reference (no C compiler)"
-    return {"cpu": name, "threads": torch.get_num_threads(), "torch": torch.__version__, "quantizer": quantizer,
+    return {"cpu": cpu_name(), "threads": torch.get_num_threads(), "torch": torch.__version__, "quantizer": quantizer,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 

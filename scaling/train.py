@@ -274,7 +274,8 @@ class LanguageModel(L.LightningModule):
         checkpoint["divergence"] = (self.running_min, self.spike_count)
         # the run the checkpoint is of, so that a folder whose config.json is lost is not resumed as another run
         # (`check_run_dir`); one JSON text, which `checkpoint_run` reads without loading the tensors
-        # and the corpus it trained on, which a resume checks the data against where data.json was lost
+        # and the corpus it trained on, which a resume checks the data against where data.json was lost.
+        # (git_commit and git_commits follow from processes: kept for older code resuming this checkpoint)
         checkpoint[CHECKPOINT_RUN_KEY] = json.dumps({"run_id": self.run_id, "config": self.config.to_dict(),
                                                      "git_commit": self.process["git_commit"],
                                                      "git_commits": self.git_commits, "processes": self.processes,

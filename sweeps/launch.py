@@ -266,13 +266,13 @@ def check_same_spec(configs: list, sweep_dir: Path) -> None:
     d, cfg = old[0]
     c = here[grid_point(cfg)]
     more = f" (and {count(len(old) - 1, 'other run')} like it)" if len(old) > 1 else ""
-    differ = setting_differences(cfg, c.resolved().to_dict())
     from scaling.config import RunConfig
     from scaling.train import moved_corpus, moved_corpus_link
 
     try:  # (a config of an older version of RunConfig is not this one's moved)
         started = RunConfig.from_dict(cfg)
-        moved = all(moved_corpus(RunConfig.from_dict(cfg), here[grid_point(cfg)].resolved(), d) for d, cfg in old)
+        moved = all(moved_corpus(RunConfig.from_dict(one), here[grid_point(one)].resolved(), run_dir)
+                    for run_dir, one in old)
     except (UserError, TypeError):
         moved = False
     if moved:
@@ -281,7 +281,7 @@ def check_same_spec(configs: list, sweep_dir: Path) -> None:
                         f"its data's path, so set the spec's data back to {started.data} to go on with them"
                         f"{moved_corpus_link(started, c)} (--set data=... does too), or move the old runs out of {sweep_dir}")
     raise UserError(f"{sweep_dir} holds run {d.name}{more} at this spec's grid point {point_label(cfg)} under other "
-                    f"settings ({differ}): the spec or a recipe file changed since that run started; launch the "
+                    f"settings ({setting_differences(cfg, c.resolved().to_dict())}): the spec or a recipe file changed since that run started; launch the "
                     "changed spec into a sweep folder of its own (launch --sweep-dir, demo --out), or undo the "
                     f"change, or move the old runs out of {sweep_dir}")
 
