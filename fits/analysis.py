@@ -20,10 +20,10 @@ import numpy as np
 import polars as pl
 
 from fits import penalty
-from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, bootstrap_weights, efficiency_starts, epoch_grid, fit_grid,
-                      flat_parameters, minimize_from, parallel_map, percentile_ci)
+from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, at_bound, bootstrap_weights, efficiency_starts, epoch_grid,
+                      fit_grid, flat_parameters, minimize_from, parallel_map, percentile_ci)
 from fits.isoflop import isoflop_fit
-from fits.laws import IDX, LAWS, log_predict, to_params
+from fits.laws import IDX, LAWS, THETA, log_predict, to_params
 from fits.table import learning_rate_note, never_completed, read_file, read_table, set_aside_note
 from fits.threads import single_threaded_blas
 from scaling.console import count
@@ -188,10 +188,9 @@ def _warnings(name: str, params: dict, ci: dict) -> list[str]:
     outside its own bootstrap interval (resampling the runs moves the fit to another basin)."""
     out = []
     for k, v in params.items():
-        lo, hi = BOUNDS.get(IDX.get(k, -1), (None, None))
-        # L-BFGS-B stops short of an active bound by up to ~1e-5 of it (bf16's alpha 9.99994 of 10 in the
-        # demo), so "at" the bound is within 1e-4 of it.
-        if lo is not None and (np.isclose(v, lo, rtol=1e-4, atol=1e-9) or np.isclose(v, hi, rtol=1e-4)):
+        bounds = at_bound(v, k)
+        if bounds:
+            lo, hi = bounds
             out.append(f"{name}: {k} = {v:.4g} is at the fit's bound [{lo:g}, {hi:g}]; the data cannot pin it "
                        "(more model sizes or token budgets would)")
         c_lo, c_hi = ci.get(k, (np.nan, np.nan))
@@ -219,13 +218,23 @@ def _flat_warning(name: str, flat: list[str], pts: Points) -> list[str]:
     the optimiser stopped on a flat valley, which float noise moves, and so is the law away from the runs."""
     if not flat:
         return []
-    sizes, budgets = (len(np.unique(np.round(v, 9))) for v in (pts.logN, pts.logD))
-    names = flat[0] if len(flat) == 1 else ", ".join(flat[:-1]) + " and " + flat[-1]
-    return [f"{name}: {names} {'is' if len(flat) == 1 else 'are'} not identified by these runs ({count(sizes, 'model size')}, "
+    sizes, budgets = _grid(pts)
+    return [f"{name}: {_and(flat)} {'is' if len(flat) == 1 else 'are'} not identified by these runs ({count(sizes, 'model size')}, "
             f"{count(budgets, 'token count')}): other values fit them as well (a unit step along the fit's flattest direction "
             f"moves the fitted log losses by under {FLAT:g}), so the values printed are where the optimiser stopped, which "
             "float noise (the rows' order, one ulp of a loss) moves, and so does the law away from the runs' sizes and "
             "token counts, its compute-optimal frontier included; more model sizes or token counts would pin them"]
+
+
+def _grid(pts: Points) -> tuple[int, int]:
+    """How many distinct model sizes and token counts a group's points have."""
+    sizes, budgets = (len(np.unique(np.round(v, 9))) for v in (pts.logN, pts.logD))
+    return sizes, budgets
+
+
+def _and(names: list[str]) -> str:
+    """'A', 'A and E', 'A, E and alpha'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _one_ratio_warning(name: str, pts: Points) -> list[str]:
@@ -358,7 +367,7 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
               "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed}
     tests = _tests(law, groups, base, thetas, [g for g in groups if f"growth:{g}" in jobs])
     for r, test in tests.items():
-        result["penalty"][r], result["bands"][r] = _penalty(r, groups[r], thetas, reps, base, margin, extrapolate, test)
+        result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test)
     result["timing"] = {**timing, "total_s": time.perf_counter() - t0}
     return result
 
@@ -373,8 +382,9 @@ def _tests(law: str, groups: dict[str, Points], base: str, thetas: dict, judged:
     return {r: (stat, p, adjusted[r], family) for r, (stat, p) in lrs.items()}
 
 
-def _penalty(r, pts, thetas, reps, base, margin, extrapolate, test):
+def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test):
     """Recipe r's penalty entry and bands; `test` = (LR statistic, raw p, Holm-adjusted p, family size)."""
+    pts = groups[r]
     C = 6 * np.exp(pts.logN + pts.logD)
     c_lo, c_hi = float(C.min()), float(C.max())
     logC = np.linspace(np.log(c_lo), np.log(c_hi * extrapolate), GRID_POINTS)
@@ -405,10 +415,14 @@ def _penalty(r, pts, thetas, reps, base, margin, extrapolate, test):
             lo, med, hi = (np.nanpercentile(stack, q, axis=0) if boot else stack[0] for q in (2.5, 50, 97.5))
         return {"value": point[name].tolist(), "median": med.tolist(), "lo": lo.tolist(), "hi": hi.tolist()}
 
+    multiplier = at_marks("multiplier")
+    unidentified = _identification(r, base, pts, groups[base], law, thetas, reps, ok, multiplier["ci95"], ratio_ci)
     entry = {
-        "verdict": penalty.verdict(p_adjusted, ratio_ci, margin, len(ok)),
+        "verdict": penalty.verdict(p_adjusted, ratio_ci, margin, len(ok), identified=not unidentified),
         "undecidable": penalty.undecidable(ratio_ci, len(ok)) if reps else penalty.NO_BOOTSTRAP,
-        "multiplier": at_marks("multiplier"),
+        "identified": not unidentified,  # False: the numbers below are where the optimiser stopped, not estimates
+        "unidentified": unidentified,  # why, a sentence per cause, each saying what runs would pin it
+        "multiplier": multiplier,
         "gap": at_marks("gap"),
         "p_value": p_value,
         "p_adjusted": p_adjusted, "family": family,  # Holm over the recipes judged in this analysis
@@ -423,6 +437,71 @@ def _penalty(r, pts, thetas, reps, base, margin, extrapolate, test):
     bands = {"C": np.exp(logC).tolist(), "in_data": (np.exp(logC) <= c_hi * (1 + 1e-9)).tolist(),
              "multiplier": band("multiplier"), "gap": band("gap"), "loss_baseline": band("loss_baseline")}
     return entry, bands
+
+
+# A multiplier interval's end this far from 1 either way (compute worth 10^12 times more or less than the baseline's)
+# is no estimate from runs: it comes from replicates on laws the runs do not pin, whose compute-optimal frontier under-
+# or overflows (the demo's mxfp4: [1.5e-19, 6.6e+110] at its smallest compute; nvfp4's lower end 2.5e-314).
+DEGENERATE = 1e12
+# Which runs pin a parameter: the N term's by more model sizes, the D term's by more token counts per size.
+PINNED_BY = {"A": "model sizes", "alpha": "model sizes", "effN": "model sizes", "kappaN": "model sizes",
+             "B": "token counts per size", "beta": "token counts per size", "effD": "token counts per size",
+             "kappaD": "token counts per size", "gamma": "model sizes and token counts per size"}
+
+
+def _identification(r: str, base: str, pts: Points, base_pts: Points, law: str, thetas: dict, reps: list[dict],
+                    ok: list[dict], multiplier_ci: list, ratio_ci: tuple[float, float]) -> list[str]:
+    """Why these runs do not identify recipe r's penalty against `base`, a sentence per cause that ends with what
+    would pin it; [] where they do. The penalty is read along the baseline law's compute-optimal frontier with the
+    recipe's efficiencies on it, so it needs both pinned: no flat direction (`fit.flat_parameters`; the baseline's
+    E aside, which the multiplier and the gap do not depend on), no estimate or 95% interval end at an optimiser
+    bound (the bound's value, not the data's), and a bootstrap whose replicates fit and stay finite."""
+    bkey, gkey = f"law:{base}", f"growth:{r}"
+    base_flat = [k for k in flat_parameters(thetas[bkey], law, base_pts) if k != "E"]
+    reasons = []
+    for whose, key, kind, flat, own in ((f"{base}'s law, along whose compute-optimal frontier every multiplier is read",
+                                         bkey, law, base_flat, base_pts),
+                                        (f"{r}'s efficiencies against it", gkey, "growth",
+                                         flat_parameters(thetas[gkey], "growth", pts), pts)):
+        problems, names = _unpinned(flat, thetas[key], [rep[key] for rep in ok], kind, own)
+        if problems:
+            holder = base if key == bkey else r
+            needs = sorted({PINNED_BY[k] for k in names}, key=len)
+            reasons.append(f"{whose}: {'; '.join(problems)}; more {holder} {' and '.join(needs)} would pin "
+                           f"{'it' if len(names) == 1 else 'them'}")
+    failed = len(reps) - len(ok)
+    if failed > 0.025 * len(reps):  # more than one tail of the interval: what it leaves out could be either end
+        reasons.append(f"{failed} of {len(reps)} bootstrap replicates' fits failed, more than the 2.5% beyond either end "
+                       "of a 95% interval, so it does not say where the penalty lies; more runs would steady them")
+    ends = np.array([e for pair in (*multiplier_ci, ratio_ci) for e in pair], float)
+    ends = ends[np.isfinite(ends)]
+    if len(ends) and (ends.min() < 1 / DEGENERATE or ends.max() > DEGENERATE):
+        reasons.append(f"the bootstrap intervals of the multiplier reach {ends.min():.3g} to {ends.max():.3g}, beyond "
+                       f"{1 / DEGENERATE:g} to {DEGENERATE:g}: replicates on laws the runs do not pin, whose frontiers under- "
+                       "or overflow, not an interval of the data; more model sizes and token counts would pin them")
+    return reasons
+
+
+def _unpinned(flat: list[str], theta: np.ndarray, replicates: list[np.ndarray], kind: str,
+              pts: Points) -> tuple[list[str], list[str]]:
+    """What about one fit's parameters the runs do not pin, in words, and those parameters' names: the flat
+    ones, and each bounded one whose estimate or 95% bootstrap interval end is at its bound."""
+    problems, names = [], list(flat)
+    if flat:
+        sizes, budgets = _grid(pts)
+        problems.append(f"{_and(flat)} {'is' if len(flat) == 1 else 'are'} not identified by its {count(sizes, 'model size')} "
+                        f"and {count(budgets, 'token count')}, which other values fit as well")
+    for k in (THETA[i] for i in FREE[kind] if i in BOUNDS):
+        bounds = at_bound(theta[IDX[k]], k)
+        if bounds:
+            problems.append(f"{k} = {theta[IDX[k]]:.4g} is at its bound [{bounds[0]:g}, {bounds[1]:g}]")
+        reached = [e for e in percentile_ci(np.array([rep[IDX[k]] for rep in replicates])) if at_bound(e, k)]
+        if reached:
+            problems.append(f"{k}'s 95% bootstrap interval ends at its {'bounds' if len(reached) == 2 else 'bound'} "
+                            f"({' and '.join(f'{e:g}' for e in reached)}), not at a value of the data")
+        if (bounds or reached) and k not in names:
+            names.append(k)
+    return problems, names
 
 
 LARGE_TABLE = 20_000  # points: about 10 s of full fit on 2 cores, before the bootstrap's first progress line

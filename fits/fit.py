@@ -39,6 +39,16 @@ BOUNDS = {IDX["gamma"]: (0.05, 20.0), IDX["kappaN"]: (-0.9, 5.0), IDX["kappaD"]:
           IDX["alpha"]: (1e-3, 10.0), IDX["beta"]: (1e-3, 10.0)}
 
 
+def at_bound(value: float, name: str) -> tuple[float, float] | None:
+    """The bounds of parameter `name` (θ's: alpha, kappaN, ...) where `value` sits at one of them, else None.
+    L-BFGS-B stops short of an active bound by up to ~1e-5 of it (bf16's alpha 9.99994 of 10 in the demo), so "at"
+    the bound is within 1e-4 of it."""
+    lo, hi = BOUNDS.get(IDX.get(name, -1), (None, None))
+    if lo is None or not np.isfinite(value):
+        return None
+    return (lo, hi) if np.isclose(value, lo, rtol=1e-4, atol=1e-9) or np.isclose(value, hi, rtol=1e-4) else None
+
+
 @dataclass(frozen=True)
 class Points:
     """One group's data in log space; `runs` maps each point to its run (0..n_runs-1)."""

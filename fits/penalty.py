@@ -11,6 +11,10 @@ With κN = κD = 0, m(C) = effN₀·effD₀ at every C. `ratio_per_decade` = m(1
 Verdict (the rule also in docs/fits.md), with p the likelihood-ratio test's of κN = κD = 0, Holm-adjusted
 over the recipes judged together in one analysis (`holm`: each is tested at 0.05, so with 5 independent
 tests under the null at least one would otherwise reject κ = 0 ~23% of the time):
+  inconclusive   whatever the numbers where the runs do not identify the penalty (`analysis._identification`:
+                 a flat direction of the baseline's law or of the recipe's efficiencies, an estimate or interval
+                 end at an optimiser bound, failed or degenerate bootstrap replicates): its numbers are then where
+                 the optimiser stopped, float noise, and neither growth nor its absence can be read off them;
   inconclusive   whatever the numbers where the bootstrap cannot decide (`undecidable`: fewer than
                  MIN_REPLICATES replicates fitted, or every replicate giving the same ratio; resampling
                  the runs does not move the fit) or where p or the interval is not finite (no bootstrap);
@@ -139,11 +143,12 @@ def holm(p_values: dict[str, float]) -> dict[str, float]:
 
 
 def verdict(p_value: float, ratio_ci: tuple[float, float], margin: float = MARGIN,
-            n_replicates: int | None = None) -> str:
+            n_replicates: int | None = None, identified: bool = True) -> str:
     """The rule in this module's docstring; `p_value` the test's p as the rule reads it (Holm-adjusted
-    where several recipes are judged together), `n_replicates` (the bootstrap replicates fitted) where known."""
+    where several recipes are judged together), `n_replicates` (the bootstrap replicates fitted) where known,
+    `identified`: whether the runs identify the penalty (False: inconclusive, whatever the numbers)."""
     lo, hi = ratio_ci
-    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(p_value)):
+    if not (identified and np.isfinite(lo) and np.isfinite(hi) and np.isfinite(p_value)):
         return "inconclusive"
     if n_replicates is not None and undecidable(ratio_ci, n_replicates):
         return "inconclusive"
@@ -162,7 +167,7 @@ def rule_text(margin: float = MARGIN) -> str:
             f"below 1; shrinks: that adjusted p < {ALPHA} and the CI lies above 1; does not grow: the CI's lower "
             f"end is >= {1 - margin:g} (the multiplier falls by at most {margin:.0%} per decade of compute); "
             f"the CIs are each recipe's own 95% intervals; else inconclusive, as also with fewer than "
-            f"{MIN_REPLICATES} bootstrap replicates or an interval of zero width")
+            f"{MIN_REPLICATES} bootstrap replicates, an interval of zero width, or a penalty the runs do not identify")
 
 
 def left_out(fitted: dict) -> str:

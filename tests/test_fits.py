@@ -136,6 +136,8 @@ def test_recovers_efficiencies_growth_and_verdicts():
     assert penalty["grows"]["verdict"] == "grows", penalty["grows"]
     assert penalty["grows"]["p_value"] < 0.05 and penalty["grows"]["ratio_per_decade"]["ci95"][1] < 1
     assert penalty["flat"]["verdict"] == "does not grow", penalty["flat"]
+    # six sizes by five ratios pin both laws and every efficiency: identified, with nothing to say against it
+    assert all(p["identified"] is True and p["unidentified"] == [] for p in penalty.values()), penalty
     for p in penalty.values():  # both recipes are one Holm family; raw p kept as it was
         assert p["family"] == len(penalty) and p["p_adjusted"] >= p["p_value"], p
     assert {r: p["p_adjusted"] for r, p in penalty.items()} == holm({r: p["p_value"] for r, p in penalty.items()})
@@ -354,6 +356,71 @@ def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
     assert fits.analyse(table, bootstrap=8, workers=1, top=10)["groups"]["bf16"]["warnings"] == []  # a pinned law
 
 
+DEMO = Path(__file__).resolve().parents[1] / "reports" / "examples" / "demo" / "results.csv"
+
+
+def test_a_penalty_the_runs_do_not_identify_is_said_so_not_given_as_an_interval(capsys):
+    """The demo's real runs (two model sizes of ~1M parameters, four token budgets) do not identify bf16's law: A, B
+    and alpha lie on a flat valley, alpha at its bound. Every penalty is read along that law's compute-optimal frontier,
+    so its numbers are float noise: the example's fits.json gave mxfp4's multiplier the 95% interval [1.5e-19, 6.6e+110]
+    and kappaN [-0.9, 5] (its bounds), printed as estimates. The fit now says, per recipe, that the runs do not identify
+    the penalty, why, and which runs would; the verdict is inconclusive whatever the numbers, and `scaling fit`'s table
+    prints no number for it (the JSON keeps them, under the same keys)."""
+    from scaling.commands.fit import print_human
+
+    out = fits.analyse(DEMO, bootstrap=8, workers=1, top=10)
+    for recipe, flat in (("mxfp4", "effN, effD, kappaN and kappaD"), ("nvfp4", "effN and kappaN")):
+        p = out["penalty"][recipe]
+        assert p["identified"] is False and p["verdict"] == "inconclusive", p
+        law, efficiencies = p["unidentified"]
+        assert law.startswith("bf16's law, along whose compute-optimal frontier every multiplier is read: A, B and alpha "
+                              "are not identified by its 2 model sizes and 4 token counts, which other values fit as well; "
+                              "alpha = 10 is at its bound [0.001, 10]"), law
+        assert law.endswith("more bf16 model sizes and token counts per size would pin them"), law
+        assert efficiencies.startswith(f"{recipe}'s efficiencies against it: {flat} are not identified by its 2 model "
+                                       "sizes"), efficiencies
+        assert all(k in p for k in ("multiplier", "gap", "ratio_per_decade", "kappaN", "kappaD", "undecidable"))
+    print_human(out)
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if line.lstrip("│ ").startswith("mxfp4") and "inconclusive" in line)
+    assert row.count("not identified") == 4, row
+    assert "mxfp4: not identified by these runs, so no growth or its absence is claimed: bf16's law" in printed
+
+
+def test_a_bootstrap_interval_at_an_optimiser_bound_or_beyond_any_compute_is_no_estimate():
+    """What the bootstrap says of a fit whose point estimate looks pinned: a 95% interval that ends at the optimiser's
+    bound (more than 2.5% of replicates stopped there) ends where the optimiser was stopped, not where the data put
+    it; failed replicates beyond one tail's 2.5% leave the interval unknown at either end; and a multiplier interval
+    reaching 1e-12 or 1e12 comes from replicates whose frontier under- or overflowed."""
+    from fits.analysis import _identification, _unpinned
+    from fits.fit import Points
+    from fits.laws import IDX, base_theta
+
+    pts = synthetic_table({"bf16": {}}, sizes=(1e7, 1e8, 1e9), ratios=(5, 20, 80)).pipe(read_table)
+    pts = Points.from_arrays(pts["N"], pts["D"], pts["loss"], pts["run_id"])
+    theta = base_theta()
+    theta[IDX["kappaN"]] = 0.2
+    replicates = [theta.copy() for _ in range(40)]
+    for rep in replicates[:3]:  # 3 of 40 (7.5%) at the upper bound: the interval's upper end is the bound
+        rep[IDX["kappaN"]] = 5.0
+    problems, names = _unpinned([], theta, replicates, "growth", pts)
+    assert problems == ["kappaN's 95% bootstrap interval ends at its bound (5), not at a value of the data"]
+    assert names == ["kappaN"]
+    assert _unpinned([], theta, replicates[2:], "growth", pts) == ([], [])  # 1 of 38: inside the 2.5% tail
+
+    law = base_theta()
+    law[[IDX["a"], IDX["b"], IDX["e"], IDX["alpha"], IDX["beta"]]] = np.log(400), np.log(1200), np.log(1.8), 0.34, 0.3
+    growth = law.copy()
+    thetas = {"law:bf16": law, "growth:fp4": growth}
+    ok = [thetas] * 40
+    assert _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok, ok, [[0.8, 1.2]] * 3, (0.9, 1.1)) == []
+    failed = [{k: np.full_like(v, np.nan) for k, v in thetas.items()}] * 2
+    (why,) = _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok + failed, ok, [[0.8, 1.2]] * 3, (0.9, 1.1))
+    assert why.startswith("2 of 42 bootstrap replicates' fits failed, more than the 2.5%"), why
+    (why,) = _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok, ok, [[1.5e-19, 6.6e110]] * 3, (0.1, 50))
+    assert why.startswith("the bootstrap intervals of the multiplier reach 1.5e-19 to 6.6e+110, beyond 1e-12 to 1e+12"), why
+
+
 def test_a_flat_direction_is_named_in_any_row_order_and_a_third_size_pins_it():
     """Two model sizes give A/N^α + E at two N only, so A, α and E trade off along a line of laws that fit
     equally well, and where the optimiser stops on it is float noise: the demo's mxfp4 law put its
@@ -421,6 +488,9 @@ def test_verdict_rule():
     assert verdict(0.01, (1.05, 1.3), n_replicates=3) == "inconclusive"
     assert verdict(float("nan"), (1.05, 1.3)) == "inconclusive"
     assert verdict(0.01, (0.8, 0.95), n_replicates=3) == "inconclusive"
+    # ... as does a penalty the runs do not identify: neither growth nor its absence is read off float noise
+    assert verdict(0.01, (0.8, 0.95), n_replicates=100, identified=False) == "inconclusive"
+    assert verdict(0.5, (0.95, 1.04), n_replicates=100, identified=False) == "inconclusive"
 
 
 def test_holm_adjusts_over_the_family():

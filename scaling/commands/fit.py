@@ -72,6 +72,12 @@ def _with_ci(value: float, ci) -> str:
     return f"{_fmt(value)} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
+def _penalty_cell(pen: dict, value: float, ci) -> str:
+    """A penalty number with its interval; "not identified" where the runs do not identify the penalty (the number is
+    where the fit stopped on a flat valley: the JSON keeps it, `identified` false)."""
+    return _with_ci(value, ci) if pen.get("identified", True) else "not identified"
+
+
 def print_human(out: dict, baseline: str = "bf16") -> None:
     """baseline: the one asked for (out["baseline"] is None where no penalty was computed)."""
     from scaling.console import print_table
@@ -117,16 +123,19 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
     for recipe, p in out["penalty"].items():
         m, gap = p["multiplier"], p["gap"]
         rows.append({"recipe": recipe, "verdict": p["verdict"],
-                     "multiplier @data max": _with_ci(m["value"][1], m["ci95"][1]),
-                     f"multiplier @{m['where'][2]}": _with_ci(m["value"][2], m["ci95"][2]),
-                     "ratio per decade": _with_ci(p["ratio_per_decade"]["value"], p["ratio_per_decade"]["ci95"]),
-                     "gap @data max (nats)": _with_ci(gap["value"][1], gap["ci95"][1]),
+                     "multiplier @data max": _penalty_cell(p, m["value"][1], m["ci95"][1]),
+                     f"multiplier @{m['where'][2]}": _penalty_cell(p, m["value"][2], m["ci95"][2]),
+                     "ratio per decade": _penalty_cell(p, p["ratio_per_decade"]["value"], p["ratio_per_decade"]["ci95"]),
+                     "gap @data max (nats)": _penalty_cell(p, gap["value"][1], gap["ci95"][1]),
                      "p (kappa=0)": p["p_value"],
                      "p Holm-adjusted": p["p_adjusted"]})  # what the verdict reads
     print_table(rows, title=f"penalty against {out['baseline']} (multiplier: baseline compute for the same loss / C)")
     print(f"rule: {next(iter(out['penalty'].values()))['rule']}")
     for recipe, p in out["penalty"].items():
-        if p.get("undecidable"):
+        if p.get("unidentified"):
+            print(f"{recipe}: not identified by these runs, so no growth or its absence is claimed: "
+                  f"{'; '.join(p['unidentified'])}")
+        elif p.get("undecidable"):
             print(f"{recipe}: inconclusive whatever the interval: {p['undecidable']}")
 
 
