@@ -147,9 +147,32 @@ VERDICT_WORDS = {
 }
 
 
+NOT_IDENTIFIED = "not identified"  # a table's cell where the runs do not pin the number (its value would be float noise)
+
+
+def identified(pen: dict) -> bool:
+    """Whether the runs identify a recipe's penalty (fits' `identified`; a fits.json from before it has none: read as
+    identified, as it was then)."""
+    return pen.get("identified", True) is not False
+
+
+def _not_identified_sentence(recipe: str, pen: dict, baseline: str) -> str:
+    """The verdict of a penalty the runs do not identify: why, in fits' words, and no number: its multiplier, ratio
+    per decade and their intervals are where the optimiser stopped on a flat valley, so no claim is read off them."""
+    reasons = [literal(r) for r in pen.get("unidentified", [])]
+    why = reasons[0] if len(reasons) == 1 else "; ".join(f"({i}) {r}" for i, r in enumerate(reasons, 1))
+    return (f"**{literal(recipe)}**: the penalty against {literal(baseline)} is **not identified by these runs**: {why}. "
+            "So no multiplier, ratio per decade or interval is given for it (they would be float noise, not estimates), "
+            "and whether the penalty grows with compute is not claimed either way (verdict: inconclusive)")
+
+
 def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int, runs: pl.DataFrame | None = None) -> str:
-    """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size; with the
-    study's `runs`, followed by the recipe's runs that are in no fit (`not_fitted`), where it has any."""
+    """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size, or, where
+    the runs do not identify the penalty, why; with the study's `runs`, followed by the recipe's runs that are in no
+    fit (`not_fitted`), where it has any."""
+    aside = not_fitted(runs, recipe) if runs is not None else None
+    if not identified(pen):
+        return _not_identified_sentence(recipe, pen, baseline) + "." + (f" Not in its fit: {aside}." if aside else "")
     words = ("is **inconclusive** (no bootstrap ran: `--bootstrap 0` judges no recipe)" if not bootstrap else
              f"is **inconclusive** ({literal(pen['undecidable'])})" if pen.get("undecidable") else
              VERDICT_WORDS.get(pen["verdict"], literal(pen["verdict"])))
@@ -176,7 +199,6 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int, runs
                  f"{_short(m['value'][1])}×{ci(m['ci95'][1])}; its loss gap at equal compute is "
                  f"{g['value'][0]:+.3g}{ci(g['ci95'][0])} and {g['value'][1]:+.3g}"
                  f"{ci(g['ci95'][1])} nats/token there")
-    aside = not_fitted(runs, recipe) if runs is not None else None
     return text + "." + (f" Not in its fit: {aside}." if aside else "")
 
 
@@ -363,32 +385,53 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
         from fits.penalty import no_penalty_reason
 
         return s.omit("Not computed. " + literal(no_penalty_reason(fitted, baseline)))
-    path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
-    s.add(Figure(path, f"Left: the compute multiplier, {literal(baseline)}'s compute that reaches the recipe's loss divided by the "
-                       f"recipe's compute. Right: the loss gap to {literal(baseline)} at equal compute. Line: the fit; "
-                       + ("shaded: the 95% bootstrap band (cut at the axes when it is very wide: the tables give its ends)"
-                          if fitted["bootstrap"] else "no band (no bootstrap ran)")
-                       + "; solid over the recipe's compute range in the data, dotted beyond. The curves are the growth model's, "
-                       f"which gives each recipe {literal(baseline)}'s loss floor E: a recipe whose penalty is a higher floor "
-                       "shows as growth, and its dotted extrapolation carries that model's assumption."))
+    pinned = {r: b for r, b in bands.items() if identified(fitted["penalty"][r])}
+    unpinned = sorted(set(bands) - set(pinned))
+    not_drawn = (f" Not drawn: {', '.join(map(literal, unpinned))}, whose penalty these runs do not identify (the Verdict "
+                 "says why): its curves and band would be float noise." if unpinned else "")
+    if not pinned:
+        s.add(Paragraph(f"No figure: these runs identify no recipe's penalty against {literal(baseline)} (the Verdict says "
+                        "why), so its multiplier and loss gap along compute, and their bands, would be float noise."))
+    else:
+        s.add(_penalty_figure(fitted, pinned, baseline, colors, fig_dir, not_drawn))
     rows = []
     for recipe, pen in sorted(fitted["penalty"].items()):
         m, g = pen["multiplier"], pen["gap"]
         for j, where in enumerate(m["where"]):
-            rows.append((recipe, where, m["C"][j], m["value"][j], _interval(m["ci95"][j]), g["value"][j],
-                         _interval(g["ci95"][j])))
+            rows.append((recipe, where, m["C"][j], *_estimate(pen, m["value"][j], m["ci95"][j]),
+                         *_estimate(pen, g["value"][j], g["ci95"][j])))
+    unidentified_note = (f" A cell reading {NOT_IDENTIFIED}: a penalty these runs do not pin (the Verdict says why), whose "
+                         "values and intervals would be float noise." if unpinned else "")
     s.add(_intervals_table(("recipe", "where", "C (FLOP)", "multiplier", CI, "loss gap (nats)", CI), rows,
                            "The multiplier and the loss gap at the ends of the data's compute range and of the "
-                           "extrapolation.", fitted["bootstrap"]))
-    rows = [(r, p["verdict"], p["ratio_per_decade"]["value"], _interval(p["ratio_per_decade"]["ci95"]),
-             p["kappaN"]["value"], _interval(p["kappaN"]["ci95"]), p["kappaD"]["value"], _interval(p["kappaD"]["ci95"]),
+                           "extrapolation." + unidentified_note, fitted["bootstrap"]))
+    rows = [(r, p["verdict"], *_estimate(p, p["ratio_per_decade"]["value"], p["ratio_per_decade"]["ci95"]),
+             *_estimate(p, p["kappaN"]["value"], p["kappaN"]["ci95"]), *_estimate(p, p["kappaD"]["value"], p["kappaD"]["ci95"]),
              p["p_value"], p["p_adjusted"]) for r, p in sorted(fitted["penalty"].items())]
     s.add(_intervals_table(("recipe", "verdict", "multiplier ratio per decade", CI, "κN", CI, "κD", CI, "p (κ = 0)",
                             "p, Holm-adjusted"),
                            rows, "What decides the verdict: how the multiplier changes per decade of compute, the growth "
                                  "exponents of effN and effD, and the likelihood-ratio test of κN = κD = 0 (the verdict "
-                                 "reads its p Holm-adjusted over the recipes judged together).", fitted["bootstrap"]))
+                                 "reads its p Holm-adjusted over the recipes judged together)." + unidentified_note,
+                           fitted["bootstrap"]))
     return s
+
+
+def _estimate(pen: dict, value, ci95) -> tuple:
+    """A penalty number's (value, interval) cells: NOT_IDENTIFIED in both where the runs do not identify the penalty."""
+    return (value, _interval(ci95)) if identified(pen) else (NOT_IDENTIFIED, NOT_IDENTIFIED)
+
+
+def _penalty_figure(fitted: dict, bands: dict, baseline: str, colors: dict, fig_dir: Path, not_drawn: str) -> Figure:
+    """The multiplier and gap along compute of the recipes in `bands` (those whose penalty the runs identify)."""
+    path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
+    return Figure(path, f"Left: the compute multiplier, {literal(baseline)}'s compute that reaches the recipe's loss divided by the "
+                       f"recipe's compute. Right: the loss gap to {literal(baseline)} at equal compute. Line: the fit; "
+                       + ("shaded: the 95% bootstrap band (cut at the axes when it is very wide: the tables give its ends)"
+                          if fitted["bootstrap"] else "no band (no bootstrap ran)")
+                       + "; solid over the recipe's compute range in the data, dotted beyond. The curves are the growth model's, "
+                       f"which gives each recipe {literal(baseline)}'s loss floor E: a recipe whose penalty is a higher floor "
+                       "shows as growth, and its dotted extrapolation carries that model's assumption." + not_drawn)
 
 
 def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Section:
@@ -448,8 +491,10 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
         p, ci = g["params"], g.get("ci95", {})
         if name == baseline or "effN_const" not in p:
             continue
+        pen = fitted.get("penalty", {}).get(name, {})  # κN, κD are its penalty's growth exponents (that section's)
+        growth = [cell for k in ("kappaN", "kappaD") for cell in _estimate(pen, p[k], ci.get(k))]
         rows.append((name, p["effN_const"], _ci(ci, "effN_const"), p["effD_const"], _ci(ci, "effD_const"),
-                     p["effN_const"] * p["effD_const"], p["kappaN"], _ci(ci, "kappaN"), p["kappaD"], _ci(ci, "kappaD")))
+                     p["effN_const"] * p["effD_const"], *growth))
     if not rows:
         from fits.penalty import no_penalty_reason
 
@@ -462,8 +507,12 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
         "fixed while effN and effD are fitted per recipe (constant efficiencies, as in the Quartet paper). "
         "κN and κD are the growth model's exponents, effN(N) ∝ N^κN and effD(D) ∝ D^κD: 0 means constant."
     ))
+    unpinned = any(NOT_IDENTIFIED in row for row in rows)
     s.add(_intervals_table(("recipe", "effN", CI, "effD", CI, "effN·effD", "κN", CI, "κD", CI), rows,
-                           "effN·effD is the constant model's compute multiplier.", fitted["bootstrap"]))
+                           "effN·effD is the constant model's compute multiplier."
+                           + (f" A cell reading {NOT_IDENTIFIED}: κN or κD of a penalty these runs do not pin (the Verdict "
+                              "says why), whose value and interval would be float noise." if unpinned else ""),
+                           fitted["bootstrap"]))
     return s
 
 

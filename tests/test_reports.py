@@ -576,6 +576,7 @@ def test_report_from_sweep_dir(tmp_path):
     assert summary["omitted"] == {} and summary["unfinished"] == {}
     for recipe, pen in fitted["penalty"].items():  # the two recipes are one Holm family
         assert pen["family"] == 2 and pen["p_adjusted"] >= pen["p_value"]
+        assert pen["identified"] is True and pen["unidentified"] == []  # four sizes by three budgets pin the penalty
         assert summary["verdicts"][recipe]["p_adjusted"] == pytest.approx(pen["p_adjusted"])
         assert "after Holm's adjustment over 2 recipes" in summary["verdicts"][recipe]["sentence"]
 
@@ -596,6 +597,7 @@ def test_report_from_sweep_dir(tmp_path):
     assert "over 16 replicates that resample whole runs, too few" in text and "needs at least 40" in text
     md = (out / "report.md").read_text()
     assert "![penalty_vs_compute](figures/penalty_vs_compute.png)" in md
+    assert "not identified" not in md and "Not drawn" not in md
     assert md.startswith("# FP4 scaling report: fp4-ladder\n")  # the sweep's name, not its folder's
     check_in_browser(out / "index.html", tmp_path)
 
@@ -1390,6 +1392,45 @@ def test_a_law_the_runs_do_not_identify_has_no_frontier_nor_printed_optimum_or_p
     assert [k for k, v in rows["mxfp4"].items() if v == "not identified"] == ["A", "E", "alpha"]
     assert "not identified" not in rows["bf16"].values()
     assert "not identified: a parameter these runs do not pin" in params.caption
+
+
+def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_interval(tmp_path):
+    """The demo's real runs (two model sizes, reports/examples/demo/results.csv) do not identify bf16's law, along
+    whose frontier every penalty is read: the example report printed mxfp4's multiplier as 0.954x [1.50e-19,
+    6.58e+110] and kappaN's interval as [-0.9, 5] (its bounds), float noise as estimates, beside a verdict
+    sentence built on them. The report now says, per recipe, that these runs do not identify the penalty and what
+    would, prints no number for it in the verdict or the tables, draws no penalty figure, and claims neither
+    growth nor its absence."""
+    import html as html_lib
+    import re
+
+    from reports import build
+
+    demo = ROOT / "reports" / "examples" / "demo" / "results.csv"
+    summary = build(demo, tmp_path / "r", bootstrap=8, workers=1)
+    md = (tmp_path / "r" / "report.md").read_text()
+    verdict = md[md.index("## Verdict"):md.index("## Loss vs compute")]
+    for recipe in ("mxfp4", "nvfp4"):
+        sentence = summary["verdicts"][recipe]["sentence"]
+        assert sentence.startswith(f"{recipe}: the penalty against bf16 is not identified by these runs: (1) bf16's law, "
+                                   "along whose compute-optimal frontier every multiplier is read: A, B and alpha are not "
+                                   "identified by its 2 model sizes and 4 token counts"), sentence
+        assert "more bf16 model sizes and token counts per size would pin them" in sentence, sentence
+        assert sentence.endswith("whether the penalty grows with compute is not claimed either way (verdict: "
+                                 "inconclusive)."), sentence
+        assert not re.search(r"\bgrows\*\* with|does not grow\*\*|×", verdict), verdict
+    assert "multiplier changes by" not in verdict and "e-1" not in verdict and "e+1" not in verdict, verdict
+    penalty = md[md.index("## Penalty vs compute"):md.index("## Relative loss gap")]
+    assert "No figure: these runs identify no recipe's penalty against bf16" in penalty
+    rows = [line for line in penalty.splitlines() if line.startswith(("| mxfp4", "| nvfp4"))]
+    assert len(rows) == 8 and all(row.count("not identified") in (4, 6) for row in rows), rows
+    assert not (tmp_path / "r" / "figures" / "penalty_vs_compute.png").exists()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "r" / "index.html").read_text()))
+    assert all(summary["verdicts"][r]["sentence"] in text for r in ("mxfp4", "nvfp4"))
+    fitted = json.loads((tmp_path / "r" / "fits.json").read_text())  # the keys as before, and what is not pinned
+    for pen in fitted["penalty"].values():
+        assert {"verdict", "multiplier", "gap", "ratio_per_decade", "kappaN", "kappaD", "undecidable"} <= set(pen)
+        assert pen["identified"] is False and len(pen["unidentified"]) == 2
 
 
 def test_provenance_names_every_commit_a_resumed_run_trained_under(tmp_path):
