@@ -22,31 +22,12 @@ from dataclasses import dataclass
 
 import torch
 
-GRIDS: dict[str, tuple[float, ...]] = {
-    "e2m1": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0),
-    "e1m2": (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75),
-    "int4": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0),
-}
+# The formats' tables live in the torch-free scaling.format_tables (QuantSpec checks against them without
+# torch); the quantizers and kernels read them here, beside the rounding onto them.
+from scaling.format_tables import (ELEM_CODES, ELEMENT_FORMATS, EMAX, E8M0_MAX_EXP, E8M0_MIN_EXP,  # noqa: F401
+                                   FLOAT_LAYOUT, GRIDS, SCALE_CODES, grid_max)
+
 FP8_DTYPES: dict[str, torch.dtype] = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
-# Every element format as a float format: (mantissa bits, smallest normal). The spacing of its values
-# at a magnitude a is 2^-mantissa_bits times the power of two at or below a, never less than at the
-# smallest normal: E2M1 steps 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 6]; E1M2 and INT4 are uniform.
-FLOAT_LAYOUT: dict[str, tuple[int, float]] = {
-    "e2m1": (1, 1.0), "e1m2": (2, 1.0), "int4": (2, 4.0), "e4m3": (3, 2.0 ** -6), "e5m2": (2, 2.0 ** -14)}
-ELEMENT_FORMATS = tuple(GRIDS) + tuple(FP8_DTYPES)
-# emax of each element format: the exponent of its largest normal power of two (OCP MX table).
-EMAX = {"e2m1": 2, "e1m2": 0, "int4": 2, "e4m3": 8, "e5m2": 15}
-E8M0_MIN_EXP, E8M0_MAX_EXP = -127, 127
-# The integer each element and block-scale format is known by inside the kernels (Triton and C).
-ELEM_CODES = {"e2m1": 0, "e1m2": 1, "int4": 2, "e4m3": 3, "e5m2": 4}
-SCALE_CODES = {"e8m0": 0, "e4m3": 1, "fp32": 2}
-
-
-def grid_max(fmt: str) -> float:
-    """The largest magnitude of an element format."""
-    if fmt in GRIDS:
-        return GRIDS[fmt][-1]
-    return float(torch.finfo(FP8_DTYPES[fmt]).max)
 
 
 @dataclass(frozen=True)

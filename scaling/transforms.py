@@ -19,9 +19,6 @@ import torch
 
 from scaling.seeds import random_signs
 
-HADAMARD_SIZES = (16, 32, 128)
-
-
 def hadamard_matrix(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The normalised Sylvester Hadamard matrix H_n (symmetric, orthogonal)."""
     if n < 1 or n & (n - 1):

@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 
+from scaling.format_tables import FP8_MAX
 from scaling.formats import (
     FP8_DTYPES,
     GRIDS,
@@ -165,6 +166,14 @@ def test_fp8_saturation(fmt, fmax, above):
     x = torch.tensor(above + [-v for v in above])
     assert round_fp8_rtne(x, fmt).tolist() == [fmax] * len(above) + [-fmax] * len(above)
     assert grid_max(fmt) == fmax
+
+
+def test_the_torch_free_fp8_maxima_are_the_fp8_dtypes():
+    """format_tables writes the FP8 maxima down (QuantSpec reads them without torch): they must be the
+    largest values of the dtypes the quantizer casts to, for every FP8 format and no other."""
+    assert set(FP8_MAX) == set(FP8_DTYPES)
+    for fmt, dtype in FP8_DTYPES.items():
+        assert FP8_MAX[fmt] == torch.finfo(dtype).max
 
 
 def test_fp8_rtne_ties():
