@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, fields, replace
+from collections.abc import Iterable
 from pathlib import Path
 
 from scaling.errors import UserError, did_you_mean
@@ -304,3 +305,61 @@ def get_recipe(name: str | Path) -> Recipe:
                         f"{path.with_suffix('.toml')}")
     raise UserError(f"unknown recipe {name!r}{did_you_mean(name, PRESETS)}; known recipes: {', '.join(PRESETS)} "
                     "(or a path to a recipe .toml)")
+
+
+# ---- what a recipe can quantize: checked before a model is built or a run starts (no torch: a sweep's
+# plan and the benchmark's argument checks call them too)
+
+def check_model(recipe: Recipe, depth: int, linears: Iterable[tuple[int, int]], where: str) -> None:
+    """Refuse, before the model is built (a sweep's plan, a benchmark's sections), a model of `depth` blocks
+    whose block linears (`linears`: (fan_in, fan_out) each) the recipe cannot quantize: its blocks
+    (`check_blocks`), then each shape (`check_shape`). A bf16 recipe fits any (convert leaves it alone)."""
+    if not recipe.is_quantized:
+        return
+    check_blocks(recipe, depth, where)
+    for fan_in, fan_out in sorted(set(linears)):
+        check_shape(recipe, fan_in, fan_out, where)
+
+
+def check_blocks(recipe: Recipe, depth: int, where: str = "this model") -> None:
+    """Refuse a recipe whose high_precision_blocks name a block the model does not have."""
+    outside = [i for i in recipe.high_precision_blocks if not -depth <= i < depth]
+    if outside:
+        raise UserError(f"recipe {recipe.name}: high_precision_blocks {outside} name no block of {where}, "
+                        f"which has {depth} (0 to {depth - 1}, or -1 for the last)")
+
+
+def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str = "a linear layer") -> None:
+    """Refuse, before any training, a layer whose GEMM K does not fit the recipe's blocks/transforms.
+    (The token count, wgrad's K, is checked when the batch arrives.)"""
+    ks = {"fprop_x": in_features, "fprop_w": in_features, "dgrad_dy": out_features, "dgrad_w": out_features}
+    for operand, k in ks.items():
+        spec = getattr(recipe, operand)
+        if spec is not None and k % spec.k_multiple:
+            raise UserError(
+                f"recipe {recipe.name!r} cannot quantize {where} ({in_features} -> {out_features}): "
+                f"{operand_name(operand)} needs K = {k} to be a multiple of {spec.k_multiple} "
+                f"({spec.describe()}); pick a model size whose widths are multiples of {spec.k_multiple}")
+        if spec is not None and spec.block_rows > 1 and operand.endswith("_w"):
+            # a weight's 2-D tiles span its other dimension too (an activation's span tokens, which
+            # the reference checks when the batch arrives)
+            other = out_features if operand == "fprop_w" else in_features
+            if other % spec.block_rows:
+                raise UserError(f"recipe {recipe.name!r}: {where} needs both dimensions to be multiples of "
+                                f"{spec.block_rows} for {spec.block_rows}x{spec.block_k} tiles")
+
+
+def check_tokens(recipe: Recipe, tokens: int, where: str = "this run") -> None:
+    """Refuse, before any training, a micro-batch of `tokens` tokens that the recipe cannot quantize:
+    wgrad's K is the token count, and an activation's 2-D tiles span tokens. (Unchecked, the first
+    backward stopped the run with the dimension's size alone, after its run folder was made.)"""
+    needs = {"wgrad_dy": "k_multiple", "wgrad_x": "k_multiple", "fprop_x": "block_rows", "dgrad_dy": "block_rows"}
+    for operand, need in needs.items():
+        spec = getattr(recipe, operand)
+        m = getattr(spec, need) if spec is not None else 1
+        if tokens % m:
+            raise UserError(
+                f"recipe {recipe.name!r} cannot quantize the micro-batches of {where} ({tokens} tokens each): "
+                f"{operand_name(operand)} ({spec.describe()}) needs the token count to be a multiple of {m}; "
+                f"set micro_batch_size x seq_len (--micro-batch-size, --seq-len; a sweep's [train]) to a "
+                f"multiple of {m}")

@@ -194,8 +194,8 @@ class LanguageModel(L.LightningModule):
 
     def __init__(self, config: RunConfig, vocab_size: int):
         super().__init__()
-        from scaling.linear import check_tokens, convert
-        from scaling.recipes import get_recipe
+        from scaling.linear import convert
+        from scaling.recipes import check_tokens, get_recipe
 
         self.config, self.size, self.recipe = config, config.model_size(), get_recipe(config.recipe)
         self.run_id = config.run_id  # (as the run starts: a recipe file's id hashes its content then)

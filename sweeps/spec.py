@@ -165,8 +165,7 @@ class SweepSpec:
         """`runs()` with each config's `resolved()` and run_id, which checking the runs computes anyway: for a
         caller that needs them (`plan`), rather than resolving every config again."""
         from scaling.config import RunConfig, TokensError
-        from scaling.linear import check_tokens
-        from scaling.recipes import get_recipe
+        from scaling.recipes import check_tokens, get_recipe
 
         runs, seen, recipes = [], set(), {}
         for p in self.points():
@@ -463,8 +462,7 @@ def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> 
     Hadamard groups (e.g. quartet2's RHT128 needs widths that are multiples of 128), and its
     high_precision_blocks blocks of that model (the sizes differ in depth: 1M has 5, 0.5M 10)."""
     from models import model_size
-    from scaling.linear import check_model
-    from scaling.recipes import get_recipe
+    from scaling.recipes import check_model, get_recipe
 
     for fam in families:
         for size in sizes:

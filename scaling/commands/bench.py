@@ -320,8 +320,7 @@ def _check_models(args: argparse.Namespace, wanted: list[str], recipes: tuple[st
     only when its turn came, after the rows before it had taken their minutes (and were not saved)."""
     from models import model_size
     from scaling import bench
-    from scaling.linear import check_model
-    from scaling.recipes import get_recipe
+    from scaling.recipes import check_model, get_recipe
 
     for section, (families, sizes, default_recipes) in MODEL_DEFAULTS.items():
         if section not in wanted:
