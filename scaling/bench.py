@@ -610,11 +610,11 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
 
 def train_accumulation(n_params: int, micro_batch: int, seq_len: int = 1024) -> int:
     """Micro-batches per optimizer step in a compute-optimal run (20 tokens per parameter), by the
-    trainer's batch rule (scaling.optim.batch_sequences): 256 sequences at 160M (4 of 64), 128 at
+    trainer's batch rule (scaling.hyperparams.batch_sequences): 256 sequences at 160M (4 of 64), 128 at
     40M (2 of 64)."""
-    from scaling import optim
+    from scaling.hyperparams import batch_sequences
 
-    return max(1, optim.batch_sequences(n_params, 20 * n_params, seq_len) // micro_batch)
+    return max(1, batch_sequences(n_params, 20 * n_params, seq_len) // micro_batch)
 
 
 def training_step(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.ladder import ModelSize, model_size
-from scaling import optim
+from scaling import hyperparams
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 
@@ -59,7 +59,7 @@ class RunConfig:
     data: str = "builtin"  # "builtin" or a prepared data dir (`scaling data prepare`)
     vocab_size: int | None = None  # builtin corpus only; None -> scaling.data.BUILTIN_VOCAB_SIZE
     seq_len: int | None = None  # None -> ModelSize.seq_len: 256 for micro sizes, 1024 otherwise
-    batch_size: int | None = None  # sequences per step; None -> optim.batch_sequences (DeepSeek rule)
+    batch_size: int | None = None  # sequences per step; None -> hyperparams.batch_sequences (DeepSeek rule)
     micro_batch_size: int | None = None  # sequences per forward (gradient accumulation); None -> default_micro_batch
     lr_mult: float = 1.0  # multiplies every base lr of scaling.optim
     schedule: str = "wsd"  # "wsd" | "cosine"
@@ -79,8 +79,8 @@ class RunConfig:
     def resolved(self) -> "RunConfig":
         """Fill the None fields from the rules; validate names (UserError)."""
         s = self.model_size()
-        if self.schedule not in optim.SCHEDULES:
-            raise UserError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(optim.SCHEDULES)}")
+        if self.schedule not in hyperparams.SCHEDULES:
+            raise UserError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(hyperparams.SCHEDULES)}")
         self._check_ranges()
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
             raise UserError(f"seed must be a whole number from 0 to 2**32 - 1, got {self.seed!r}")
@@ -135,7 +135,7 @@ class RunConfig:
         """(sequences per step, seq_len): the given ones, else the rules' (the batch rule's grows with tokens)."""
         s = self.model_size()
         seq_len = self.seq_len or s.seq_len
-        return self.batch_size or optim.batch_sequences(s.n_params, tokens, seq_len), seq_len
+        return self.batch_size or hyperparams.batch_sequences(s.n_params, tokens, seq_len), seq_len
 
     def min_tokens(self) -> int:
         """The fewest tokens this run can train (`resolved` refuses fewer than one batch). The batch rule's

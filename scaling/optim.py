@@ -1,4 +1,4 @@
-"""Optimizers and schedules: Muon for the block matrices, AdamW for the rest; WSD or cosine.
+"""Optimizers: Muon for the block matrices, AdamW for the rest, at the LR a schedule gives (`apply_schedule`).
 
 Where each number comes from:
 - Muon (Jordan et al. 2024) on every 2-D weight inside ``model.blocks``: lr 0.02, momentum 0.95,
@@ -10,16 +10,11 @@ Where each number comes from:
 - AdamW, betas (0.8, 0.95), eps 1e-10, no weight decay (nanochat): token embedding lr 0.2, LM head
   lr 0.004 (nanochat), norm gains and other scalars lr 0.04 (modded-nanogpt's scalar lr);
   all three × (width / 768)^-0.5, nanochat's 1/√d_model transfer from its d=768 tuning.
-- Batch size: DeepSeek LLM (arXiv 2401.02954, eq. 1) B_opt = 0.292 · C^0.3271 tokens with
-  C = 6·N·D, rounded to a power-of-two number of sequences.
-- Schedules multiply every group's base lr by a pure function of the step (so a resumed run gets
-  the same lr): WSD (warmup–stable–decay; nanochat: no warmup, linear "warmdown" over the last 20%
-  to 0; MiniCPM/Hägele et al. 2024) or cosine (warmup, then cosine to ``final``).
+- The batch-size rule and the LR schedules (`apply_schedule` sets the multiplier they give) are
+  arithmetic, in the torch-free scaling.hyperparams.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn as nn
@@ -28,17 +23,6 @@ MUON_LR = 0.02
 EMBED_LR, HEAD_LR, SCALAR_LR = 0.2, 0.004, 0.04
 ADAM_BETAS, ADAM_EPS = (0.8, 0.95), 1e-10
 MUON_MOMENTUM = 0.95
-SCHEDULES = ("wsd", "cosine")
-
-
-def batch_tokens(n_params: int, tokens: int) -> float:
-    """DeepSeek LLM's compute-optimal batch size in tokens for C = 6·N·D."""
-    return 0.292 * (6.0 * n_params * tokens) ** 0.3271
-
-
-def batch_sequences(n_params: int, tokens: int, seq_len: int) -> int:
-    """`batch_tokens` as a power-of-two number of sequences (at least 1)."""
-    return 2 ** max(0, round(math.log2(batch_tokens(n_params, tokens) / seq_len)))
 
 
 class Muon(torch.optim.Optimizer):
@@ -109,22 +93,6 @@ def build_optimizers(model: nn.Module, width: int, lr_mult: float = 1.0) -> tupl
         for g in opt.param_groups:
             g["base_lr"] = g["lr"]
     return muon, adamw
-
-
-def lr_multiplier(step: int, total_steps: int, schedule: str = "wsd", warmup: float = 0.0,
-                  decay: float = 0.2, final: float = 0.0) -> float:
-    """The lr multiplier at `step` (0-based) of `total_steps`; warmup/decay are fractions of the run."""
-    warmup_steps = round(warmup * total_steps)
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    if schedule == "wsd":
-        decay_steps = round(decay * total_steps)
-        left = total_steps - step  # steps left including this one (nanochat's warmdown)
-        return 1.0 if left > decay_steps else final + (1.0 - final) * left / decay_steps
-    if schedule == "cosine":
-        progress = (step - warmup_steps) / max(1, total_steps - 1 - warmup_steps)
-        return final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-    raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
 
 
 def apply_schedule(optimizers: tuple[torch.optim.Optimizer, ...], multiplier: float) -> None:

@@ -39,7 +39,7 @@ import torch
 
 import scaling
 from models import build_model
-from scaling import kernels, optim, signals
+from scaling import hyperparams, kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences
 from scaling.errors import UserError
@@ -221,7 +221,7 @@ class LanguageModel(L.LightningModule):
 
     def lr_multiplier(self, step: int) -> float:
         c = self.config
-        return optim.lr_multiplier(step, self.steps, c.schedule, c.warmup, c.decay, c.final_lr)
+        return hyperparams.lr_multiplier(step, self.steps, c.schedule, c.warmup, c.decay, c.final_lr)
 
     def training_step(self, batch, batch_idx):
         step, x, y = batch

@@ -65,14 +65,14 @@ def test_train_rows_accumulate_as_the_trainer_batches():
     """The benchmark runs the trainer's micro-batch and steps the optimizers once per batch of the
     trainer's rule (20 tokens/parameter), as a resolved RunConfig of that size has them."""
     from models import model_size
-    from scaling import optim
+    from scaling import hyperparams
     from scaling.bench import train_accumulation
     from scaling.config import RunConfig, default_micro_batch
 
     for size, micro, steps in (("324M", 32, 16), ("160M", 64, 4), ("40M", 64, 2)):
         n = model_size("nanochat", size).n_params
         assert default_micro_batch(n, 1024) == micro
-        assert train_accumulation(n, micro) == steps == optim.batch_sequences(n, 20 * n, 1024) // micro
+        assert train_accumulation(n, micro) == steps == hyperparams.batch_sequences(n, 20 * n, 1024) // micro
         run = RunConfig("nanochat", size, "bf16", tokens=20 * n, data="unused").resolved()
         assert (run.micro_batch_size, run.batch_size // run.micro_batch_size) == (micro, steps)
 

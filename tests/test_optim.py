@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from models import build_model
-from scaling import optim
+from scaling import hyperparams, optim
 
 
 @pytest.mark.parametrize("family", ["llama2", "nanochat"])
@@ -73,21 +73,21 @@ def test_a_few_steps_fit_a_batch():
 
 def test_wsd_and_cosine_schedules():
     total = 100
-    wsd = [optim.lr_multiplier(s, total, "wsd", warmup=0.02, decay=0.2, final=0.1) for s in range(total)]
+    wsd = [hyperparams.lr_multiplier(s, total, "wsd", warmup=0.02, decay=0.2, final=0.1) for s in range(total)]
     assert wsd[0] == pytest.approx(0.5) and wsd[1] == 1.0  # linear warmup over 2 steps
     assert all(m == 1.0 for m in wsd[2:81])  # stable
     assert all(a > b for a, b in zip(wsd[80:], wsd[81:]))  # linear decay ...
     assert wsd[-1] == pytest.approx(0.1 + 0.9 / 20)  # ... towards `final`
-    cos = [optim.lr_multiplier(s, total, "cosine", warmup=0.0, final=0.0) for s in range(total)]
+    cos = [hyperparams.lr_multiplier(s, total, "cosine", warmup=0.0, final=0.0) for s in range(total)]
     assert cos[0] == 1.0 and cos[-1] == pytest.approx(0.0, abs=1e-12)
     assert all(a >= b for a, b in zip(cos, cos[1:]))
     with pytest.raises(ValueError):
-        optim.lr_multiplier(0, 10, "linear")
+        hyperparams.lr_multiplier(0, 10, "linear")
 
 
 def test_batch_size_rule_grows_with_compute():
-    sizes = [optim.batch_sequences(n, 20 * n, 1024) for n in (10e6, 40e6, 160e6, 324e6)]
+    sizes = [hyperparams.batch_sequences(n, 20 * n, 1024) for n in (10e6, 40e6, 160e6, 324e6)]
     assert all(b & (b - 1) == 0 for b in sizes)  # powers of two
     assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
     # DeepSeek LLM eq. 1: about 0.33M tokens at C = 3e18
-    assert optim.batch_tokens(160e6, 3.125e9) == pytest.approx(0.292 * 3e18**0.3271)
+    assert hyperparams.batch_tokens(160e6, 3.125e9) == pytest.approx(0.292 * 3e18**0.3271)

@@ -27,6 +27,11 @@ def run_without_torch(argv: list[str], cwd: Path = ROOT) -> subprocess.Completed
 @pytest.mark.parametrize("argv", [
     ["recipes"],
     ["recipes", "--json"],
+    # --device: where it is left to plan, a machine with a CUDA driver asks torch how many GPUs it has
+    # (test_sweep_plan_on_a_machine_without_cuda_imports_no_torch)
+    ["sweep", "plan", "sweeps/demo.toml", "--device", "cpu"],
+    ["sweep", "plan", "sweeps/micro.toml", "--data", "builtin", "--device", "gpu", "--json"],
+    ["sweep", "plan", "sweeps/paper.toml", "--data", "builtin", "--device", "gpu"],
 ], ids=" ".join)
 def test_verb_imports_no_torch(argv):
     r = run_without_torch(argv)
