@@ -21,6 +21,7 @@ Local: long-lived worker processes (``WORKER_COMMAND``, as ``python -m sweeps.la
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import json
 import os
@@ -636,9 +637,20 @@ def visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return [g for g in visible.split(",") if g.strip()]
+    return [str(i) for i in range(cuda_device_count())]
+
+
+def cuda_device_count() -> int:
+    """torch.cuda.device_count(), without importing torch where no CUDA driver is installed (a laptop, a CPU
+    node): torch sees a CUDA GPU only through the driver's libcuda, and its import takes seconds that `sweep
+    plan` (which asks where a local launch would train) need not spend, or fails where torch is absent."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
     import torch
 
-    return [str(i) for i in range(torch.cuda.device_count())]
+    return torch.cuda.device_count()
 
 
 def check_local_gpus(spec: SweepSpec) -> None:
@@ -648,9 +660,7 @@ def check_local_gpus(spec: SweepSpec) -> None:
     gpus = spec.local.gpus
     if gpus == "all" or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
         return
-    import torch
-
-    present = torch.cuda.device_count()
+    present = cuda_device_count()
     missing = [g for g in gpus if g >= present]
     if missing:
         has = f"it has {count(present, 'GPU')}, 0 to {present - 1}" if present else "it has none"

@@ -1943,12 +1943,11 @@ def test_a_relaunch_never_overwrites_an_earlier_failed_result(tmp_path):
 def test_a_local_launch_refuses_gpus_this_machine_lacks(tmp_path, monkeypatch):
     """executor.local.gpus = [3] on a machine without a GPU 3: each worker saw no GPU (CUDA_VISIBLE_DEVICES=3) and
     the whole sweep trained on CPU without a word. The launch stops first, naming the setting."""
-    import torch
-
+    import sweeps.launch
     from sweeps.launch import launch
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(sweeps.launch, "cuda_device_count", lambda: 2)  # a machine of two GPUs
     spec = load(tmp_path, overrides=("executor.local.gpus=[1, 3]",))
     with pytest.raises(UserError, match=r"executor.local.gpus: GPU 3 is not on this machine \(it has 2 GPUs"):
         launch(spec, executor="local", sweep_dir=tmp_path / "sweep", progress=False)
