@@ -43,6 +43,10 @@ def has_cuda_driver() -> bool:
     ["sweep", "plan", "sweeps/demo.toml", "--device", "cpu"],
     ["sweep", "plan", "sweeps/micro.toml", "--data", "builtin", "--device", "gpu", "--json"],
     ["sweep", "plan", "sweeps/paper.toml", "--data", "builtin", "--device", "gpu"],
+    # the argument checks every bench call runs imported torch; `bench fit` and `calibration` (the same
+    # path, but 30 s and 10 min) ran on a laptop only through this
+    ["bench", "targets"],
+    ["bench", "targets", "--json"],
 ], ids=" ".join)
 def test_verb_imports_no_torch(argv):
     r = run_without_torch(argv)

@@ -318,13 +318,15 @@ def _check_models(args: argparse.Namespace, wanted: list[str], recipes: tuple[st
     """Refuse, before any section runs, a family or size that does not exist (`--sizes 160m`) and a
     recipe whose blocks the size's widths do not tile (quartet2's RHT128 on 0.5M): each was refused
     only when its turn came, after the rows before it had taken their minutes (and were not saved)."""
+    sections = [s for s in MODEL_DEFAULTS if s in wanted]
+    if not sections:  # (scaling.bench imports torch: `bench fit`, `calibration` and `targets` run without it)
+        return
     from models import model_size
     from scaling import bench
     from scaling.recipes import check_model, get_recipe
 
-    for section, (families, sizes, default_recipes) in MODEL_DEFAULTS.items():
-        if section not in wanted:
-            continue
+    for section in sections:
+        families, sizes, default_recipes = MODEL_DEFAULTS[section]
         names = recipes or _items(default_recipes, "") or bench.TRAIN_RECIPES
         for family in _items(args.families, families):
             for size in _items(args.sizes, sizes):
