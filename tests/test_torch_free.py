@@ -47,6 +47,9 @@ def has_cuda_driver() -> bool:
     # path, but 30 s and 10 min) ran on a laptop only through this
     ["bench", "targets"],
     ["bench", "targets", "--json"],
+    # sizes and FLOPs from the ladder's arithmetic (models.ladder; test_models checks it against the built
+    # models' parameter counts): it never imported torch, and a laptop keeps it so
+    ["models", "--json"],
 ], ids=" ".join)
 def test_verb_imports_no_torch(argv):
     r = run_without_torch(argv)
