@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from fits.laws import IDX, THETA, base_theta, log_predict
+from fits.laws import IDX, THETA, base_theta, log_predict, log_predict_scaled, scaled_logs
 from scaling import usable_cpus
 
 DELTA = 1e-3
+EFFICIENCY = ("u", "v", "kappaN", "kappaD")  # θ's entries of a recipe's efficiencies and their growth
 FREE = {  # parameters each fit moves; the rest of θ stays where the caller put it
     "chinchilla": [IDX[k] for k in ("a", "b", "e", "alpha", "beta")],
     "quartet": [IDX[k] for k in ("a", "b", "e", "alpha", "beta", "gamma")],
@@ -88,27 +89,53 @@ def huber(r: np.ndarray, delta: float = DELTA) -> tuple[np.ndarray, np.ndarray]:
     """Huber loss and its derivative (scipy.special.huber's definition)."""
     a = np.abs(r)
     value = np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
-    return value, np.clip(r, -delta, delta)
+    return value, np.minimum(np.maximum(r, -delta), delta)  # np.clip's, without its Python-level dispatch
 
 
-def objective(x: np.ndarray, free: list[int], theta0: np.ndarray, pts: Points, w: np.ndarray | None,
-              shifts: tuple = ()):
-    """Σ w·Huber(log L̂ − log L) and its gradient in the free parameters (x centred by `shifts`)."""
-    theta = theta0.copy()
-    theta[free] = uncentre(x, shifts)
-    pred, J = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, jac=True, recipe=pts.recipe)
-    h, dh = huber(pred - pts.logL)
-    if w is not None:
-        h, dh = h * w, dh * w
-    grad = (J[:, free] * dh[:, None]).sum(0)  # no BLAS: its threads fight over 2 cores for tiny products
-    return float(h.sum()), centred_derivatives(grad, shifts)
+class Objective:
+    """Σ w·Huber(log L̂ − log L) over `pts` and its gradient in θ's entries `free`, as L-BFGS-B calls it: x holds
+    the free entries, centred by `shifts`; the rest of θ stays at theta0's. A fit calls it hundreds of times per
+    start on a few points, where numpy's overhead per operation is the cost, so what does not move with x (the
+    points' offsets from N₀, D₀, and log N·effN, log D·effD while the efficiencies stay fixed) is computed
+    once here, and only the free entries' derivatives are."""
+
+    def __init__(self, free: list[int], theta0: np.ndarray, pts: Points, w: np.ndarray | None = None,
+                 shifts: tuple = ()) -> None:
+        self.free, self.pts, self.w, self.shifts = free, pts, w, shifts
+        self.theta0 = [float(t) for t in theta0]
+        self.dN, self.dD = pts.logN - pts.logN0, pts.logD - pts.logD0
+        moves_efficiency = any(THETA[i] in EFFICIENCY for i in free)
+        self.scaled = None if moves_efficiency else self._scaled(self.theta0)
+
+    def _scaled(self, theta: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        return scaled_logs(theta, self.pts.logN, self.pts.logD, self.dN, self.dD, self.pts.recipe)
+
+    def theta(self, x: np.ndarray) -> list[float]:
+        """The full θ at the optimiser's x."""
+        theta = list(self.theta0)
+        for i, value in zip(self.free, uncentre(x, self.shifts).tolist()):
+            theta[i] = value
+        return theta
+
+    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        theta = self.theta(x)
+        xN, xD = self.scaled or self._scaled(theta)
+        pred, rows = log_predict_scaled(theta, xN, xD, self.free, self.dN, self.dD, self.pts.recipe)
+        h, dh = huber(pred - self.pts.logL)
+        if self.w is not None:
+            h, dh = h * self.w, dh * self.w
+        # Σᵢ dhᵢ·∂ᵢ as each row's sum, not a BLAS dot: its threads fight over 2 cores for tiny products, and its
+        # order of summation differs, which moves where a fit stops in a flat valley.
+        rows *= dh
+        return float(h.sum()), centred_derivatives(rows.sum(1), self.shifts)
 
 
 def centred_derivatives(d: np.ndarray, shifts: tuple) -> np.ndarray:
     """Derivatives along the last axis with respect to (a, α) turned into ones with respect to (a_c, α): the
     chain rule through a = a_c + m·α (`centring`); likewise b, β. In place; returns d."""
+    columns = d.T  # each derivative's values as one row: d[ial] of a vector is a float, not a view (the objective's case)
     for ia, ial, m in shifts:
-        d[..., ial] += m * d[..., ia]
+        columns[ial] += m * columns[ia]
     return d
 
 
@@ -214,7 +241,7 @@ def minimize_from(starts: np.ndarray, kind: str, pts: Points, w: np.ndarray | No
     hi = np.array([b[1] if b[1] is not None else np.inf for b in bounds])
     for theta0 in starts:
         x0 = centre(np.clip(theta0[free], lo, hi), shifts)
-        res = minimize(objective, x0, args=(free, theta0, pts, w, shifts), jac=True, method="L-BFGS-B",
+        res = minimize(Objective(free, theta0, pts, w, shifts), x0, jac=True, method="L-BFGS-B",
                        bounds=bounds, options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
         if np.isfinite(res.fun) and (best is None or res.fun < best.objective):
             theta = theta0.copy()

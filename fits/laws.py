@@ -33,33 +33,50 @@ def log_predict(theta: np.ndarray, logN: np.ndarray, logD: np.ndarray, logN0: fl
     recipe: optional 0/1 per point; the efficiencies apply only where it is 1 (a joint fit of the
     baseline's points, 0, and one recipe's, 1). None: they apply everywhere.
     """
-    a, b, e, alpha, beta, gamma, u, v, kN, kD = theta
-    gN = u + kN * (logN - logN0)  # log effN(N)
-    gD = v + kD * (logD - logD0)
+    dN, dD = logN - logN0, logD - logD0
+    xN, xD = scaled_logs(theta, logN, logD, dN, dD, recipe)
+    if not jac:
+        return log_predict_scaled(theta, xN, xD)
+    pred, rows = log_predict_scaled(theta, xN, xD, range(len(THETA)), dN, dD, recipe)
+    return pred, np.ascontiguousarray(rows.T)
+
+
+def scaled_logs(theta, logN: np.ndarray, logD: np.ndarray, dN: np.ndarray, dD: np.ndarray,
+                recipe: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(log(N·effN(N)), log(D·effD(D))) at each point; dN, dD are log N − log N₀, log D − log D₀.
+    θ: anything indexed by THETA's positions (an array, a list of floats, or (10, k, 1) columns)."""
+    gN = theta[IDX["u"]] + theta[IDX["kappaN"]] * dN  # log effN(N)
+    gD = theta[IDX["v"]] + theta[IDX["kappaD"]] * dD
     if recipe is not None:
         gN, gD = gN * recipe, gD * recipe
-    xN, xD = logN + gN, logD + gD  # log(N · effN(N)), log(D · effD(D))
+    return logN + gN, logD + gD
+
+
+def log_predict_scaled(theta, xN: np.ndarray, xD: np.ndarray, columns=None, dN: np.ndarray | None = None,
+                       dD: np.ndarray | None = None, recipe: np.ndarray | None = None):
+    """log L from `scaled_logs`' xN, xD; with `columns` (positions in θ), also d log L / dθ of those
+    entries, one row each: a (len(columns), n) array (dN, dD and recipe as `scaled_logs` took them: the
+    u, v, κ rows need them). A fit asks only for the entries it moves, and computes xN, xD once where the
+    efficiencies stay fixed: the optimiser calls this thousands of times on a handful of points."""
+    a, b, e, alpha, beta, gamma = theta[:6]
     t1 = a - alpha * xN
     t2 = b - beta * xD
     s = np.logaddexp(t1, t2)  # log(A/(N effN)^α + B/(D effD)^β)
     pred = np.logaddexp(e, gamma * s)
-    if not jac:
+    if columns is None:
         return pred
-    p1, p2 = np.exp(t1 - s), np.exp(t2 - s)
     qe = np.exp(e - pred)
     ds = (1.0 - qe) * gamma  # d pred / d s
-    J = np.empty((pred.shape[0], len(THETA)))
-    J[:, 0] = ds * p1
-    J[:, 1] = ds * p2
-    J[:, 2] = qe
-    J[:, 3] = -ds * p1 * xN
-    J[:, 4] = -ds * p2 * xD
-    J[:, 5] = (1.0 - qe) * s
-    J[:, 6] = -ds * p1 * alpha * (1 if recipe is None else recipe)
-    J[:, 7] = -ds * p2 * beta * (1 if recipe is None else recipe)
-    J[:, 8] = J[:, 6] * (logN - logN0)
-    J[:, 9] = J[:, 7] * (logD - logD0)
-    return pred, J
+    da, db = ds * np.exp(t1 - s), ds * np.exp(t2 - s)  # d pred / d a, d b
+    if max(columns) >= IDX["u"]:  # d pred / d u, d v: only where the efficiencies apply
+        du = -da * alpha if recipe is None else -da * alpha * recipe
+        dv = -db * beta if recipe is None else -db * beta * recipe
+    derivative = {  # by θ entry, each computed only when asked for
+        "a": lambda: da, "b": lambda: db, "e": lambda: qe, "alpha": lambda: -da * xN, "beta": lambda: -db * xD,
+        "gamma": lambda: (1.0 - qe) * s, "u": lambda: du, "v": lambda: dv, "kappaN": lambda: du * dN,
+        "kappaD": lambda: dv * dD,
+    }
+    return pred, np.array([derivative[THETA[i]]() for i in columns])
 
 
 def to_params(theta: np.ndarray, law: str, logN0: float = 0.0, logD0: float = 0.0,

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 import fits
-from fits.fit import Points, objective_at
+from fits.fit import DELTA, FREE, Objective, Points, centre, centring, huber, objective_at
 from fits.isoflop import isoflop_fit
-from fits.laws import compute_optimal, from_params, predict
+from fits.laws import IDX, THETA, compute_optimal, from_params, log_predict, predict
 from fits.penalty import curves, holm, verdict
 from fits.synthetic import EPOCH, synthetic_table
 from fits.table import read_table
@@ -471,6 +471,63 @@ def test_the_no_growth_test_is_calibrated_on_a_small_grid():
 
     (row,) = calibrate(sweeps=8, cases=(("3x3", "normal", "constant"),), workers=1)
     assert row["mean_stat"] < 4.0 and row["reject_5pct"] <= 0.25 and row["untestable"] == 0, row
+
+
+def _central_difference(f, x: np.ndarray, step: float = 1e-6) -> np.ndarray:
+    """d f / d x by central differences, one column per entry of x (f returns an array or a float)."""
+    columns = []
+    for k in range(len(x)):
+        up, down = x.copy(), x.copy()
+        up[k] += step
+        down[k] -= step
+        columns.append((np.asarray(f(up)) - np.asarray(f(down))) / (2 * step))
+    return np.stack(columns, axis=-1)
+
+
+def _gradient_case(seed: int, n: int, joint: bool):
+    """Points of a baseline (and, if joint, a recipe: the LR test's joint fit) and a θ away from any fit, with
+    every entry off its neutral value (efficiencies and κ too, which a law fit holds fixed at theta0's)."""
+    rng = np.random.default_rng(seed)
+    logN, logD = rng.uniform(15, 21, n), rng.uniform(17, 24, n)
+    recipe = (np.arange(n) >= n // 2).astype(float) if joint else None
+    pts = Points(logN, logD, rng.uniform(0.7, 1.5, n), np.arange(n) // 2, float(logN.mean()), float(logD.mean()), recipe)
+    theta = np.array([6.0, 7.5, 0.4, 0.35, 0.3, 0.9, -0.2, -0.1, -0.08, 0.05]) + rng.normal(0, 0.05, 10)
+    return pts, theta, rng.integers(0, 3, n).astype(float)
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_law_derivatives_match_finite_differences(joint):
+    """log_predict's analytic d log L / dθ (which every fit's gradient is made of) against central differences,
+    for all ten entries of θ, with the efficiencies applied everywhere or only to a joint fit's recipe points."""
+    pts, theta, _ = _gradient_case(1, 12, joint)
+    args = (pts.logN, pts.logD, pts.logN0, pts.logD0)
+    pred, J = log_predict(theta, *args, jac=True, recipe=pts.recipe)
+    assert J.shape == (12, len(THETA)) and np.array_equal(pred, log_predict(theta, *args, recipe=pts.recipe))
+    numeric = _central_difference(lambda t: log_predict(t, *args, recipe=pts.recipe), theta)
+    np.testing.assert_allclose(J, numeric, rtol=1e-6, atol=1e-9)
+    if joint:  # a baseline point does not depend on the recipe's efficiencies at all
+        assert not J[pts.recipe == 0][:, [IDX[k] for k in ("u", "v", "kappaN", "kappaD")]].any()
+
+
+@pytest.mark.parametrize("kind", sorted(FREE))
+def test_the_fit_objective_is_the_weighted_huber_sum_and_its_gradient_matches_finite_differences(kind):
+    """The objective L-BFGS-B minimises (fit.Objective: only the free entries' derivatives, the efficiencies'
+    logs computed once where they stay fixed, a and b centred on α and β) for every kind of fit: its value is
+    Σ w·Huber(log L̂ − log L) at the θ its x stands for, and its gradient that value's central differences."""
+    pts, theta0, w = _gradient_case(2, 12, "+" in kind)
+    free = FREE[kind]
+    shifts = centring(free, pts)
+    objective = Objective(free, theta0, pts, w, shifts)
+    x = centre(theta0[free] + 0.03, shifts)
+    theta = theta0.copy()
+    theta[free] = theta0[free] + 0.03
+    residuals = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, recipe=pts.recipe) - pts.logL
+    assert np.abs(residuals).min() > 10 * DELTA  # away from Huber's switch, where central differences smear it
+    value, gradient = objective(x)
+    assert value == pytest.approx(float((w * huber(residuals)[0]).sum()), rel=1e-12)
+    assert np.allclose(objective.theta(x), theta, rtol=1e-12, atol=1e-12)
+    numeric = _central_difference(lambda y: objective(y)[0], x)
+    np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-10)
 
 
 def test_verdict_rule():
