@@ -106,6 +106,7 @@ class Objective:
         self.dN, self.dD = pts.logN - pts.logN0, pts.logD - pts.logD0
         moves_efficiency = any(THETA[i] in EFFICIENCY for i in free)
         self.scaled = None if moves_efficiency else self._scaled(self.theta0)
+        self._at, self._gradient = b"", np.empty(0)
 
     def _scaled(self, theta: list[float]) -> tuple[np.ndarray, np.ndarray]:
         return scaled_logs(theta, self.pts.logN, self.pts.logD, self.dN, self.dD, self.pts.recipe)
@@ -116,6 +117,15 @@ class Objective:
         for i, value in zip(self.free, uncentre(x, self.shifts).tolist()):
             theta[i] = value
         return theta
+
+    def value(self, x: np.ndarray) -> float:
+        """The objective at x; its gradient there is kept for `gradient`, which L-BFGS-B asks for next at the
+        same x (cheaper than scipy's own memo of jac=True, which compares and copies x on every call)."""
+        self._at, (f, self._gradient) = x.tobytes(), self(x)
+        return f
+
+    def gradient(self, x: np.ndarray) -> np.ndarray:
+        return self._gradient if x.tobytes() == self._at else self(x)[1]
 
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         theta = self.theta(x)
@@ -241,7 +251,8 @@ def minimize_from(starts: np.ndarray, kind: str, pts: Points, w: np.ndarray | No
     hi = np.array([b[1] if b[1] is not None else np.inf for b in bounds])
     for theta0 in starts:
         x0 = centre(np.clip(theta0[free], lo, hi), shifts)
-        res = minimize(Objective(free, theta0, pts, w, shifts), x0, jac=True, method="L-BFGS-B",
+        objective = Objective(free, theta0, pts, w, shifts)
+        res = minimize(objective.value, x0, jac=objective.gradient, method="L-BFGS-B",
                        bounds=bounds, options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
         if np.isfinite(res.fun) and (best is None or res.fun < best.objective):
             theta = theta0.copy()

@@ -528,6 +528,10 @@ def test_the_fit_objective_is_the_weighted_huber_sum_and_its_gradient_matches_fi
     assert np.allclose(objective.theta(x), theta, rtol=1e-12, atol=1e-12)
     numeric = _central_difference(lambda y: objective(y)[0], x)
     np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-10)
+    # as L-BFGS-B calls it: value, then the gradient kept from that call; at another x, that x's gradient
+    assert objective.value(x) == value and np.array_equal(objective.gradient(x), gradient)
+    assert not np.array_equal(objective.gradient(x + 0.01), gradient)
+    assert np.array_equal(objective.gradient(x + 0.01), objective(x + 0.01)[1])
 
 
 def test_verdict_rule():
