@@ -20,8 +20,8 @@ import numpy as np
 import polars as pl
 
 from fits import penalty
-from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, at_bound, bootstrap_weights, efficiency_starts, epoch_grid,
-                      fit_grid, flat_parameters, minimize_from, parallel_map, percentile_ci)
+from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, at_bound, best_fit, bootstrap_weights, efficiency_starts,
+                      epoch_grid, fit_from, flat_parameters, minimize_from, parallel_map, percentile_ci, rank_starts)
 from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, THETA, log_predict, to_params
 from fits.table import learning_rate_note, never_completed, read_file, read_table, set_aside_note
@@ -113,14 +113,13 @@ def _plan(groups: dict[str, Points], law: str, baseline: str | None) -> dict[str
     return jobs
 
 
-def _fit_full(groups, jobs, top):
+def _fit_full(groups, jobs, top, workers):
     thetas, objectives, starts = {}, {}, {}
-    grids = {}
+    laws = _fit_laws(groups, jobs, top, workers)
     for key, (kind, g, base) in jobs.items():
         pts = groups[g]
         if base is None:
-            grid = grids.setdefault(kind, epoch_grid(kind))
-            fit, ranked = fit_grid(kind, pts, grid, top=top)
+            fit, ranked = laws[key]
             starts[key] = ranked[:REPLICATE_GRID_STARTS]
         else:
             s = efficiency_starts(thetas[base])
@@ -131,6 +130,28 @@ def _fit_full(groups, jobs, top):
             raise UserError(f"the {kind} fit of group {g!r} failed from every start; check the data for outliers")
         thetas[key], objectives[key] = fit.theta, fit.objective
     return thetas, objectives, starts
+
+
+def _fit_laws(groups: dict[str, Points], jobs: dict, top: int | None, workers: int) -> dict[str, tuple]:
+    """Each law job's (fit, grid of starts ranked best first): L-BFGS-B from its `top` best starts. The starts
+    of every law job share one pool of `workers` processes (most of the full fit's time is here: 50 starts a
+    group of hundreds of steps each); each start's fit is independent of the others' and the best is taken in
+    the starts' order (`best_fit`), so the result is the one process's, bit for bit."""
+    grids, ranked = {}, {}
+    for key, (kind, g, base) in jobs.items():
+        if base is None:
+            ranked[key] = rank_starts(grids.setdefault(kind, epoch_grid(kind)), groups[g])
+    ctx = {"groups": groups, "jobs": jobs, "starts": {key: r[:top] for key, r in ranked.items()}}
+    items = [(key, i) for key, s in ctx["starts"].items() for i in range(len(s))]
+    fits = parallel_map(_fit_start, ctx, items, workers)
+    return {key: (best_fit(f for (k, _), f in zip(items, fits) if k == key), r) for key, r in ranked.items()}
+
+
+def _fit_start(ctx: dict, item: tuple[str, int]):
+    """A law job's fit from one of its grid starts (a pool's task: `_fit_laws`)."""
+    key, i = item
+    kind, g, _ = ctx["jobs"][key]
+    return fit_from(ctx["starts"][key][i], kind, ctx["groups"][g])
 
 
 def _replicate(ctx: dict, i: int) -> dict:
@@ -347,7 +368,7 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     jobs = _plan(groups, law, base)
 
     t0 = time.perf_counter()
-    thetas, objectives, starts = _fit_full(groups, jobs, top)
+    thetas, objectives, starts = _fit_full(groups, jobs, top, workers)
     t1 = time.perf_counter()
     ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
     reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []

@@ -14,6 +14,7 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 from scipy.optimize import minimize
@@ -243,30 +244,42 @@ class Fit:
 def minimize_from(starts: np.ndarray, kind: str, pts: Points, w: np.ndarray | None = None) -> Fit | None:
     """L-BFGS-B from each start (full θ vectors; `kind` says which entries move); the best wins
     (None if every start ended at a non-finite objective)."""
+    return best_fit(fit_from(theta0, kind, pts, w) for theta0 in starts)
+
+
+def fit_from(theta0: np.ndarray, kind: str, pts: Points, w: np.ndarray | None = None) -> Fit | None:
+    """L-BFGS-B from one start (a full θ; `kind` says which entries move); None if it ended at a non-finite
+    objective."""
     free = FREE[kind]
     bounds = [BOUNDS.get(i, (None, None)) for i in free]
-    best = None
     shifts = centring(free, pts)  # bounds apply to x; centring moves only a and b, which are unbounded
     lo = np.array([b[0] if b[0] is not None else -np.inf for b in bounds])
     hi = np.array([b[1] if b[1] is not None else np.inf for b in bounds])
-    for theta0 in starts:
-        x0 = centre(np.clip(theta0[free], lo, hi), shifts)
-        objective = Objective(free, theta0, pts, w, shifts)
-        res = minimize(objective.value, x0, jac=objective.gradient, method="L-BFGS-B",
-                       bounds=bounds, options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
-        if np.isfinite(res.fun) and (best is None or res.fun < best.objective):
-            theta = theta0.copy()
-            theta[free] = uncentre(res.x, shifts)
-            best = Fit(theta, float(res.fun))
+    x0 = centre(np.clip(theta0[free], lo, hi), shifts)
+    objective = Objective(free, theta0, pts, w, shifts)
+    res = minimize(objective.value, x0, jac=objective.gradient, method="L-BFGS-B",
+                   bounds=bounds, options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
+    if not np.isfinite(res.fun):
+        return None
+    theta = theta0.copy()
+    theta[free] = uncentre(res.x, shifts)
+    return Fit(theta, float(res.fun))
+
+
+def best_fit(fits: Iterable[Fit | None]) -> Fit | None:
+    """The fit of lowest objective, the first of equal ones (None: every start failed, as `fit_from` says it):
+    the starts' order decides a tie, so fits made in any order or any process give the same answer."""
+    best = None
+    for fit in fits:
+        if fit is not None and (best is None or fit.objective < best.objective):
+            best = fit
     return best
 
 
-def fit_grid(kind: str, pts: Points, starts: np.ndarray, top: int | None = None,
-             w: np.ndarray | None = None) -> tuple[Fit | None, np.ndarray]:
-    """Fit from a grid of starts. `top`: run L-BFGS-B only from the `top` grid points with the lowest
-    objective (None: from all of them, as Epoch does). Returns the fit and the starts ranked best first."""
-    ranked = starts[np.argsort(objective_at(starts, pts, w), kind="stable")]
-    return minimize_from(ranked if top is None else ranked[:top], kind, pts, w), ranked
+def rank_starts(starts: np.ndarray, pts: Points) -> np.ndarray:
+    """A grid of starts (full θ vectors) ordered by their objective, lowest first (ties in the grid's order):
+    a law is fitted from the best `top` of them (from all, as Epoch does, with `--starts all`)."""
+    return starts[np.argsort(objective_at(starts, pts), kind="stable")]
 
 
 def bootstrap_weights(runs: np.ndarray, n_runs: int, rng: np.random.Generator) -> np.ndarray:

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import fits
-from fits.fit import DELTA, FREE, Objective, Points, centre, centring, huber, objective_at
+from fits.fit import DELTA, FREE, Fit, Objective, Points, best_fit, centre, centring, huber, objective_at
 from fits.isoflop import isoflop_fit
 from fits.laws import IDX, THETA, compute_optimal, from_params, log_predict, predict
 from fits.penalty import curves, holm, verdict
@@ -195,6 +195,34 @@ def test_fit_law_fits_each_group_on_its_own():
     assert ratio == pytest.approx(0.5 ** -EPOCH["alpha"], rel=0.1)
     by_column = fits.fit_law(t.with_columns(half=pl.col("recipe")), by="half")
     assert by_column["fp4"]["params"] == groups["fp4"]["params"]
+
+
+def test_the_full_fits_starts_spread_over_processes_give_the_one_process_fit_bit_for_bit():
+    """The law fits' grid starts run on the worker pool (`analysis._fit_laws`) and the best is taken in the starts'
+    order, so the fits are those of L-BFGS-B from each group's best starts in one process, to the bit: on the
+    demo's runs, whose laws the data does not pin, where any other start or order would move the optimum."""
+    from fits.analysis import _fit_laws, _plan, _points
+    from fits.fit import epoch_grid, minimize_from, rank_starts
+    from fits.threads import single_threaded_blas
+
+    groups = _points(read_table(Path(__file__).resolve().parents[1] / "reports" / "examples" / "demo" / "results.csv"))
+    jobs = _plan(groups, "chinchilla", None)
+    with single_threaded_blas():  # as fit_and_judge fits (OpenBLAS's threads make L-BFGS-B ~20x slower)
+        spread, alone = _fit_laws(groups, jobs, top=6, workers=2), _fit_laws(groups, jobs, top=6, workers=1)
+        one_process = {key: minimize_from(rank_starts(epoch_grid(kind), groups[g])[:6], kind, groups[g])
+                       for key, (kind, g, _) in jobs.items()}
+    assert len(jobs) == 3 and set(spread) == set(jobs)
+    for key, (kind, g, _) in jobs.items():
+        ranked, expected = rank_starts(epoch_grid(kind), groups[g]), one_process[key]
+        for fit, starts in (spread[key], alone[key]):
+            assert np.array_equal(starts, ranked)
+            assert fit.objective == expected.objective and np.array_equal(fit.theta, expected.theta), key
+
+
+def test_best_fit_takes_the_lowest_objective_and_the_first_of_equals():
+    first, second, worse = (Fit(np.full(10, float(i)), objective) for i, objective in enumerate((1.0, 1.0, 2.0)))
+    assert best_fit([None, worse, first, second]) is first and best_fit([second, first]) is second
+    assert best_fit([None, None]) is None and best_fit([]) is None
 
 
 def test_a_recipe_too_small_to_fit_is_left_out_not_fatal(capsys):

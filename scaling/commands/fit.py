@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="L-BFGS-B runs from the K best points of Epoch's grid of starts (ranked by objective), "
                              "or from all 4,500 of them (slow: ~40 s per law)")
     parser.add_argument("--seed", type=integer(0), default=0, help="seed of the bootstrap's resampling")
-    parser.add_argument("--workers", type=integer(1), default=2, help="processes for the bootstrap")
+    parser.add_argument("--workers", type=integer(1), default=2,
+                        help="processes for the full fit's grid starts and for the bootstrap")
     parser.add_argument("--json", action="store_true",
                         help="print the result as JSON on stdout (notices and the bootstrap's progress stay on stderr)")
     parser.add_argument("--out", type=Path, help="also write the JSON to this file, named *.json (e.g. fits.json)")
