@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'does not grow' if the multiplier falls by at most this fraction per decade")
     parser.add_argument("--starts", default="50", metavar="K|all",
                         help="L-BFGS-B runs from the K best points of Epoch's grid of starts (ranked by objective), "
-                             "or from all 4,500 of them (slow: ~40 s per law)")
+                             "or from all 4,500 of them (slow: ~25 s of CPU for Chinchilla's law)")
     parser.add_argument("--seed", type=integer(0), default=0, help="seed of the bootstrap's resampling")
     parser.add_argument("--workers", type=integer(1), default=2,
                         help="processes for the full fit's grid starts and for the bootstrap")
