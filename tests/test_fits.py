@@ -399,7 +399,7 @@ def test_a_penalty_the_runs_do_not_identify_is_said_so_not_given_as_an_interval(
     from scaling.commands.fit import print_human
 
     out = fits.analyse(DEMO, bootstrap=8, workers=1, top=10)
-    for recipe, flat in (("mxfp4", "effN, effD, kappaN and kappaD"), ("nvfp4", "effN and kappaN")):
+    for recipe in ("mxfp4", "nvfp4"):
         p = out["penalty"][recipe]
         assert p["identified"] is False and p["verdict"] == "inconclusive", p
         law, efficiencies = p["unidentified"]
@@ -407,8 +407,11 @@ def test_a_penalty_the_runs_do_not_identify_is_said_so_not_given_as_an_interval(
                               "are not identified by its 2 model sizes and 4 token counts, which other values fit as well; "
                               "alpha = 10 is at its bound [0.001, 10]"), law
         assert law.endswith("more bf16 model sizes and token counts per size would pin them"), law
-        assert efficiencies.startswith(f"{recipe}'s efficiencies against it: {flat} are not identified by its 2 model "
-                                       "sizes"), efficiencies
+        # two sizes cannot pin the N terms (effN, kappaN); whether the flattest direction also leans on effD and kappaD
+        # depends on the CPU the runs were on (the example's losses differ in their last digits between machines)
+        flat, _ = efficiencies.split(" are not identified by its 2 model sizes", 1)
+        assert flat.startswith(f"{recipe}'s efficiencies against it: ") and {"effN", "kappaN"} <= set(
+            flat.split(": ", 1)[1].replace(" and ", ", ").split(", ")), efficiencies
         assert all(k in p for k in ("multiplier", "gap", "ratio_per_decade", "kappaN", "kappaD", "undecidable"))
     print_human(out)
     printed = capsys.readouterr().out
