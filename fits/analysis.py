@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -33,6 +33,15 @@ REPLICATE_GRID_STARTS = 1  # grid starts per replicate, besides the full-data op
 Progress = Callable[[int, int], None]  # (replicates done, total): BootstrapProgress, or your own
 EXTRAPOLATE = 100.0  # penalty bands run to 100x the largest compute in the recipe's data
 GRID_POINTS = 64
+
+
+class Note(NamedTuple):
+    """One thing a fit says, at two lengths from the same facts: `text`, the whole sentence with what would fix it
+    (fits.json's `warnings` and the report: the record), and `brief`, a few words for a terminal's line (`scaling
+    fit`, the report's and the demo's summary: `warning_lines`), which leaves the why and the fix to the text; None
+    where another note's brief says it already."""
+    text: str
+    brief: str | None
 
 
 def _points(table: pl.DataFrame) -> dict[str, Points]:
@@ -204,21 +213,23 @@ def _lr_test(law: str, baseline: Points, pts: Points, const: np.ndarray, growth:
                            N_PARAMS[f"{law}+growth"])
 
 
-def _warnings(name: str, params: dict, ci: dict) -> list[str]:
+def _warnings(name: str, params: dict, ci: dict, flat: Iterable[str] = ()) -> list[Note]:
     """Signs that the data cannot pin a group's law: a parameter at an optimiser bound, or an estimate
-    outside its own bootstrap interval (resampling the runs moves the fit to another basin)."""
+    outside its own bootstrap interval (resampling the runs moves the fit to another basin). `flat`: the parameters
+    the runs do not identify, whose brief says that already (their estimate is noise, and so is where it lies)."""
     out = []
     for k, v in params.items():
         bounds = at_bound(v, k)
         if bounds:
             lo, hi = bounds
-            out.append(f"{name}: {k} = {v:.4g} is at the fit's bound [{lo:g}, {hi:g}]; the data cannot pin it "
-                       "(more model sizes or token budgets would)")
+            out.append(Note(f"{name}: {k} = {v:.4g} is at the fit's bound [{lo:g}, {hi:g}]; the data cannot pin it "
+                            "(more model sizes or token budgets would)", f"{k} = {v:.4g} at its bound"))
         c_lo, c_hi = ci.get(k, (np.nan, np.nan))
         slack = 1e-6 * max(abs(c_lo), abs(c_hi))  # an estimate at a bound its replicates also reach
         if np.isfinite(c_lo) and np.isfinite(c_hi) and not c_lo - slack <= v <= c_hi + slack:
-            out.append(f"{name}: the estimate of {k}, {v:.4g}, lies outside its own 95% bootstrap interval "
-                       f"[{c_lo:.4g}, {c_hi:.4g}]; the fit is not stable under resampling the runs")
+            out.append(Note(f"{name}: the estimate of {k}, {v:.4g}, lies outside its own 95% bootstrap interval "
+                            f"[{c_lo:.4g}, {c_hi:.4g}]; the fit is not stable under resampling the runs",
+                            None if k in flat else f"{k} = {v:.4g} outside its own 95% interval [{c_lo:.4g}, {c_hi:.4g}]"))
     return out
 
 
@@ -227,24 +238,38 @@ def _group_entry(name, pts, params, ci, objective, flat) -> dict:
     return {"params": params, "ci95": ci, "n_points": int(len(pts.logL)), "n_runs": pts.n_runs,
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
-            "not_identified": flat,
-            "warnings": (_warnings(name, params, ci) + _units_warning(name, float(np.exp(pts.logL.max())))
-                         + (_count_units_warning(name, pts) or _ratio_units_warning(name, pts))
-                         + _one_ratio_warning(name, pts) + _flat_warning(name, flat, pts)
-                         + _no_floor_warning(name, params, pts, "E" in flat))}
+            "not_identified": flat, **_warning_entries(name, params, ci, pts, flat)}
 
 
-def _flat_warning(name: str, flat: list[str], pts: Points) -> list[str]:
+def _warning_entries(name: str, params: dict, ci: dict, pts: Points, flat: list[str]) -> dict[str, list[str]]:
+    """A group's `warnings` (sentences) and `brief_warnings` (the same, in the same order, a few words each, a fact
+    said once)."""
+    notes = (_warnings(name, params, ci, flat) + _units_warning(name, float(np.exp(pts.logL.max())))
+             + (_count_units_warning(name, pts) or _ratio_units_warning(name, pts))
+             + _one_ratio_warning(name, pts) + _flat_warning(name, flat, pts)
+             + _no_floor_warning(name, params, pts, "E" in flat))
+    return {"warnings": [n.text for n in notes], "brief_warnings": [n.brief for n in notes if n.brief]}
+
+
+def warning_lines(out: dict) -> list[str]:
+    """A fit's warnings (`scaling fit --json`'s object) for a terminal: a line per group that has any, naming the group
+    once and each warning in a few words (`brief_warnings`); fits.json's `warnings` and the report say them in full."""
+    return [f"{name}: {'; '.join(g['brief_warnings'])}" for name, g in out["groups"].items() if g["brief_warnings"]]
+
+
+def _flat_warning(name: str, flat: list[str], pts: Points) -> list[Note]:
     """The law's parameters the data does not identify (`fit.flat_parameters`): their printed values are where
     the optimiser stopped on a flat valley, which float noise moves, and so is the law away from the runs."""
     if not flat:
         return []
     sizes, budgets = _grid(pts)
-    return [f"{name}: {_and(flat)} {'is' if len(flat) == 1 else 'are'} not identified by these runs ({count(sizes, 'model size')}, "
-            f"{count(budgets, 'token count')}): other values fit them as well (a unit step along the fit's flattest direction "
-            f"moves the fitted log losses by under {FLAT:g}), so the values printed are where the optimiser stopped, which "
-            "float noise (the rows' order, one ulp of a loss) moves, and so does the law away from the runs' sizes and "
-            "token counts, its compute-optimal frontier included; more model sizes or token counts would pin them"]
+    grid = f"{count(sizes, 'model size')}, {count(budgets, 'token count')}"
+    return [Note(f"{name}: {_and(flat)} {'is' if len(flat) == 1 else 'are'} not identified by these runs ({grid}): other "
+                 "values fit them as well (a unit step along the fit's flattest direction moves the fitted log losses by "
+                 f"under {FLAT:g}), so the values printed are where the optimiser stopped, which float noise (the rows' "
+                 "order, one ulp of a loss) moves, and so does the law away from the runs' sizes and token counts, its "
+                 "compute-optimal frontier included; more model sizes or token counts would pin them",
+                 f"{_and(flat)} not identified ({grid})")]
 
 
 def _grid(pts: Points) -> tuple[int, int]:
@@ -258,14 +283,16 @@ def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _one_ratio_warning(name: str, pts: Points) -> list[str]:
+def _one_ratio_warning(name: str, pts: Points) -> list[Note]:
     """Every point at one tokens-per-parameter ratio: N and D move together, so the law's N and D
     terms (α against β, A against B) cannot be told apart, whatever the fit prints."""
     ratio = pts.logD - pts.logN
     if len(ratio) < 2 or np.ptp(ratio) > 0.01:  # D/N within 1% across the points
         return []
-    return [f"{name}: every point has about one tokens-per-parameter ratio (D/N = {np.exp(ratio.mean()):.3g}), so N "
-            "and D move together and the fit cannot tell alpha from beta nor A from B; add token budgets per size"]
+    one = f"{np.exp(ratio.mean()):.3g}"
+    return [Note(f"{name}: every point has about one tokens-per-parameter ratio (D/N = {one}), so N and D move together "
+                 "and the fit cannot tell alpha from beta nor A from B; add token budgets per size",
+                 f"one D/N ratio ({one}): alpha not told from beta")]
 
 
 # E below this fraction of a group's lowest loss is no floor (`_no_floor_warning`); Epoch's fit of Chinchilla's
@@ -273,7 +300,7 @@ def _one_ratio_warning(name: str, pts: Points) -> list[str]:
 FLOORLESS = 1e-3
 
 
-def _no_floor_warning(name: str, params: dict, pts: Points, flat: bool = False) -> list[str]:
+def _no_floor_warning(name: str, params: dict, pts: Points, flat: bool = False) -> list[Note]:
     """E, the irreducible loss, fitted at ~0 (e is unbounded: the demo's bf16 took E = 2.8e-18): the law
     then predicts a loss that falls to 0 with compute, and every extrapolation (compute-optimal frontiers,
     multipliers beyond the data) inherits that; the fit's E and its interval say it, here in words. `flat`: E is
@@ -283,9 +310,10 @@ def _no_floor_warning(name: str, params: dict, pts: Points, flat: bool = False) 
     if "E" not in params or not params["E"] < FLOORLESS * lowest:
         return []
     value = "" if flat else f" = {params['E']:.3g}"
-    return [f"{name}: E{value}, the irreducible loss, is ~0 (under {FLOORLESS:g} of the lowest loss, "
-            f"{lowest:.4g}): the data puts no floor under the law, and what it predicts beyond the data falls "
-            "toward 0; larger models or more tokens per size (where the loss flattens) would pin E"]
+    return [Note(f"{name}: E{value}, the irreducible loss, is ~0 (under {FLOORLESS:g} of the lowest loss, "
+                 f"{lowest:.4g}): the data puts no floor under the law, and what it predicts beyond the data falls "
+                 "toward 0; larger models or more tokens per size (where the loss flattens) would pin E",
+                 f"E{value} ~0: no floor under the law")]
 
 
 # Epoch's start grid places E at most e ≈ 2.7 and LM losses in nats/token stay below ln(vocab) (~12 at
@@ -293,11 +321,12 @@ def _no_floor_warning(name: str, params: dict, pts: Points, flat: bool = False) 
 LARGEST_NATS = 30.0
 
 
-def _units_warning(name: str, largest_loss: float) -> list[str]:
+def _units_warning(name: str, largest_loss: float) -> list[Note]:
     if largest_loss <= LARGEST_NATS:
         return []
-    return [f"{name}: losses reach {largest_loss:.4g}, not nats per token (the fit's starts assume at most "
-            f"~{LARGEST_NATS:g}); its optimiser may stop far from the best law: give the losses in nats per token"]
+    return [Note(f"{name}: losses reach {largest_loss:.4g}, not nats per token (the fit's starts assume at most "
+                 f"~{LARGEST_NATS:g}); its optimiser may stop far from the best law: give the losses in nats per token",
+                 f"losses reach {largest_loss:.4g}: not nats per token?")]
 
 
 # The smallest counts a real run has (a 0.5M-parameter model; a few batches of tokens): a table whose
@@ -305,14 +334,19 @@ def _units_warning(name: str, largest_loss: float) -> list[str]:
 SMALLEST_COUNTS = {"N": 1e4, "D": 1e3}
 
 
-def _count_units_warning(name: str, pts: Points) -> list[str]:
+def _count_units_warning(name: str, pts: Points) -> list[Note]:
     """N or D in millions or billions fit the same α, β and E, but A, B, the compute C = 6·N·D and
     every compute the report names are then in those units: said, not guessed at."""
     largest = {"N": float(np.exp(pts.logN.max())), "D": float(np.exp(pts.logD.max()))}
-    return [f"{name}: {k} reaches only {v:.4g}, not a count of {'parameters' if k == 'N' else 'tokens'}: in millions "
-            f"or billions? The exponents and E are the same in any unit, but {'A' if k == 'N' else 'B'} and every "
-            f"compute (C = 6·N·D) are in the table's; give {k} as a count (e.g. 7e7, not 70)"
-            for k, v in largest.items() if v < SMALLEST_COUNTS[k]]
+    notes = []
+    for k, v in largest.items():
+        if v < SMALLEST_COUNTS[k]:
+            what = "parameters" if k == "N" else "tokens"
+            notes.append(Note(f"{name}: {k} reaches only {v:.4g}, not a count of {what}: in millions or billions? The "
+                              f"exponents and E are the same in any unit, but {'A' if k == 'N' else 'B'} and every compute "
+                              f"(C = 6·N·D) are in the table's; give {k} as a count (e.g. 7e7, not 70)",
+                              f"{k} reaches only {v:.4g}: not a count of {what}?"))
+    return notes
 
 
 # Tokens per parameter no real run is outside (the demo's micro models see 0.004 to 0.07; Qwen3-0.6B's
@@ -320,7 +354,7 @@ def _count_units_warning(name: str, pts: Points) -> list[str]:
 TOKENS_PER_PARAMETER = (1e-3, 1e5)
 
 
-def _ratio_units_warning(name: str, pts: Points) -> list[str]:
+def _ratio_units_warning(name: str, pts: Points) -> list[Note]:
     """N and D in different units, each past SMALLEST_COUNTS: a study up to 16B parameters in millions reaches
     16,000, so only D/N tells (Chinchilla's data so given fitted A = 3.9 for 477.8, every compute 10^6 off)."""
     ratio = float(np.exp(np.median(pts.logD - pts.logN)))
@@ -331,9 +365,10 @@ def _ratio_units_warning(name: str, pts: Points) -> list[str]:
     # A column of FLOPs read as D (--columns D=FLOP) gives D/N = 6·tokens, ~1e10: no unit fixes that, the law is wrong.
     flops = (" Or is D a compute in FLOP (6·N·tokens), not tokens? Then map that column as C (--columns C=NAME): "
              "a law in FLOP where it wants tokens is another law." if ratio > hi else "")
-    return [f"{name}: its median D/N is {ratio:.3g} tokens per parameter, outside any real run's ({lo:g} to {hi:g}): "
-            f"{guess}? The exponents and E are the same in any unit, but A, B and every compute (C = 6·N·D) are "
-            f"not; give N and D as counts.{flops}"]
+    return [Note(f"{name}: its median D/N is {ratio:.3g} tokens per parameter, outside any real run's ({lo:g} to "
+                 f"{hi:g}): {guess}? The exponents and E are the same in any unit, but A, B and every compute (C = 6·N·D) "
+                 f"are not; give N and D as counts.{flops}",
+                 f"median D/N {ratio:.3g} tokens per parameter: {guess}{' or D in FLOP' if flops else ''}?")]
 
 
 def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,
@@ -437,12 +472,14 @@ def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test):
         return {"value": point[name].tolist(), "median": med.tolist(), "lo": lo.tolist(), "hi": hi.tolist()}
 
     multiplier = at_marks("multiplier")
-    unidentified = _identification(r, base, pts, groups[base], law, thetas, reps, ok, multiplier["ci95"], ratio_ci)
+    causes = _identification(r, base, pts, groups[base], law, thetas, reps, ok, multiplier["ci95"], ratio_ci)
+    unidentified = [c.text for c in causes]
     entry = {
         "verdict": penalty.verdict(p_adjusted, ratio_ci, margin, len(ok), identified=not unidentified),
         "undecidable": penalty.undecidable(ratio_ci, len(ok)) if reps else penalty.NO_BOOTSTRAP,
         "identified": not unidentified,  # False: the numbers below are where the optimiser stopped, not estimates
         "unidentified": unidentified,  # why, a sentence per cause, each saying what runs would pin it
+        "unidentified_brief": unidentified_brief(causes),  # the same in one short line (a terminal's), or None
         "multiplier": multiplier,
         "gap": at_marks("gap"),
         "p_value": p_value,
@@ -470,16 +507,24 @@ PINNED_BY = {"A": "model sizes", "alpha": "model sizes", "effN": "model sizes", 
              "kappaD": "token counts per size", "gamma": "model sizes and token counts per size"}
 
 
+class Cause(NamedTuple):
+    """Why the runs do not identify a penalty, one cause: its sentence (fits.json's `unidentified`, the report's
+    verdict), a few words of it (`unidentified_brief`), and the runs that would pin it (PINNED_BY's words)."""
+    text: str
+    brief: str
+    needs: tuple[str, ...]
+
+
 def _identification(r: str, base: str, pts: Points, base_pts: Points, law: str, thetas: dict, reps: list[dict],
-                    ok: list[dict], multiplier_ci: list, ratio_ci: tuple[float, float]) -> list[str]:
-    """Why these runs do not identify recipe r's penalty against `base`, a sentence per cause that ends with what
+                    ok: list[dict], multiplier_ci: list, ratio_ci: tuple[float, float]) -> list[Cause]:
+    """Why these runs do not identify recipe r's penalty against `base`, a cause each, whose sentence ends with what
     would pin it; [] where they do. The penalty is read along the baseline law's compute-optimal frontier with the
     recipe's efficiencies on it, so it needs both pinned: no flat direction (`fit.flat_parameters`; the baseline's
     E aside, which the multiplier and the gap do not depend on), no estimate or 95% interval end at an optimiser
     bound (the bound's value, not the data's), and a bootstrap whose replicates fit and stay finite."""
     bkey, gkey = f"law:{base}", f"growth:{r}"
     base_flat = [k for k in flat_parameters(thetas[bkey], law, base_pts) if k != "E"]
-    reasons = []
+    causes = []
     for whose, key, kind, flat, own in ((f"{base}'s law, along whose compute-optimal frontier every multiplier is read",
                                          bkey, law, base_flat, base_pts),
                                         (f"{r}'s efficiencies against it", gkey, "growth",
@@ -488,19 +533,37 @@ def _identification(r: str, base: str, pts: Points, base_pts: Points, law: str, 
         if problems:
             holder = base if key == bkey else r
             needs = sorted({PINNED_BY[k] for k in names}, key=len)
-            reasons.append(f"{whose}: {'; '.join(problems)}; more {holder} {' and '.join(needs)} would pin "
-                           f"{'it' if len(names) == 1 else 'them'}")
+            causes.append(Cause(f"{whose}: {'; '.join(problems)}; more {holder} {' and '.join(needs)} would pin "
+                                f"{'it' if len(names) == 1 else 'them'}",
+                                f"{holder}'s {'law' if key == bkey else 'efficiencies'}: {_and(names)} not pinned",
+                                tuple(needs)))
     failed = len(reps) - len(ok)
     if failed > 0.025 * len(reps):  # more than one tail of the interval: what it leaves out could be either end
-        reasons.append(f"{failed} of {len(reps)} bootstrap replicates' fits failed, more than the 2.5% beyond either end "
-                       "of a 95% interval, so it does not say where the penalty lies; more runs would steady them")
+        causes.append(Cause(f"{failed} of {len(reps)} bootstrap replicates' fits failed, more than the 2.5% beyond either "
+                            "end of a 95% interval, so it does not say where the penalty lies; more runs would steady them",
+                            f"{failed} of {len(reps)} bootstrap fits failed", ("runs",)))
     ends = np.array([e for pair in (*multiplier_ci, ratio_ci) for e in pair], float)
     ends = ends[np.isfinite(ends)]
     if len(ends) and (ends.min() < 1 / DEGENERATE or ends.max() > DEGENERATE):
-        reasons.append(f"the bootstrap intervals of the multiplier reach {ends.min():.3g} to {ends.max():.3g}, beyond "
-                       f"{1 / DEGENERATE:g} to {DEGENERATE:g}: replicates on laws the runs do not pin, whose frontiers under- "
-                       "or overflow, not an interval of the data; more model sizes and token counts would pin them")
-    return reasons
+        causes.append(Cause(f"the bootstrap intervals of the multiplier reach {ends.min():.3g} to {ends.max():.3g}, beyond "
+                            f"{1 / DEGENERATE:g} to {DEGENERATE:g}: replicates on laws the runs do not pin, whose frontiers "
+                            "under- or overflow, not an interval of the data; more model sizes and token counts would pin "
+                            "them", f"bootstrap multipliers reach {ends.min():.2g} to {ends.max():.2g}",
+                            ("model sizes", "token counts per size")))
+    return causes
+
+
+NEEDS_ORDER = ("runs", "model sizes", "token counts per size")
+
+
+def unidentified_brief(causes: list[Cause]) -> str | None:
+    """The causes in one short line for a terminal ("not identified by these runs (...): more model sizes would pin
+    it"), each in its few words and the runs that would pin them said once; None where there is none."""
+    if not causes:
+        return None
+    needs = {part for c in causes for need in c.needs for part in need.split(" and ")}  # (gamma's: both)
+    return (f"not identified by these runs ({'; '.join(c.brief for c in causes)}): more "
+            f"{_and([n for n in NEEDS_ORDER if n in needs])} would pin it")
 
 
 def _unpinned(flat: list[str], theta: np.ndarray, replicates: list[np.ndarray], kind: str,

@@ -417,7 +417,35 @@ def test_a_penalty_the_runs_do_not_identify_is_said_so_not_given_as_an_interval(
     printed = capsys.readouterr().out
     row = next(line for line in printed.splitlines() if line.lstrip("│ ").startswith("mxfp4") and "inconclusive" in line)
     assert row.count("not identified") == 4, row
-    assert "mxfp4: not identified by these runs, so no growth or its absence is claimed: bf16's law" in printed
+    brief = out["penalty"]["mxfp4"]["unidentified_brief"]
+    assert brief.startswith("not identified by these runs (bf16's law: A, B and alpha not pinned; mxfp4's efficiencies: "
+                            ) and brief.endswith("would pin it"), brief
+    assert f"mxfp4: {brief}; why, in full: --json\n" in printed
+
+
+def test_scaling_fit_says_each_warning_and_unidentified_penalty_in_a_short_line(capsys):
+    """On the demo's real runs `scaling fit` printed ~5,000 characters below its tables: per recipe a ~900-character
+    paragraph of why its penalty is not identified, and seven fit warnings of up to 560 characters each, which said
+    again much of it (alpha at its bound, A, B, E and alpha not identified, each group's the same explanation). It now
+    prints a line per group with warnings, each warning in a few words, and a line per recipe; fits.json keeps the
+    sentences (`warnings`, `unidentified`) beside the short forms (`brief_warnings`, `unidentified_brief`)."""
+    from scaling.commands.fit import print_human
+
+    out = fits.analyse(DEMO, bootstrap=8, workers=1, top=10)
+    print_human(out)
+    lines = capsys.readouterr().out.splitlines()
+    warned = [line for line in lines if line.startswith("warning: ")]
+    assert [w.split(": ")[1] for w in warned] == ["bf16", "mxfp4", "nvfp4"], warned  # a line per group, named once
+    assert warned[0] == ("warning: bf16: alpha = 10 at its bound; A, B, E and alpha not identified (2 model sizes, 4 token "
+                         "counts); E ~0: no floor under the law"), warned[0]
+    said = [line for line in lines if line.startswith(("warning: ", "mxfp4: ", "nvfp4: "))]
+    assert len(said) == 5 and all(len(line) < 300 for line in said), said
+    assert not any(s in line for line in lines for s in ("other values fit them as well", "float noise", "(1)")), lines
+    for g in out["groups"].values():  # the record: a sentence per warning, as before, and a few words per fact beside it
+        noise = [w for w in g["warnings"] if any(f"the estimate of {k}," in w for k in g["not_identified"])]
+        assert len(g["brief_warnings"]) == len(g["warnings"]) - len(noise), g  # (where a flat parameter's estimate lies)
+        assert all(len(w) > 100 for w in g["warnings"]) and all(len(w) < 80 for w in g["brief_warnings"]), g
+    assert all(len(p["unidentified"]) >= 2 for p in out["penalty"].values())
 
 
 def test_a_bootstrap_interval_at_an_optimiser_bound_or_beyond_any_compute_is_no_estimate():
@@ -425,7 +453,7 @@ def test_a_bootstrap_interval_at_an_optimiser_bound_or_beyond_any_compute_is_no_
     bound (more than 2.5% of replicates stopped there) ends where the optimiser was stopped, not where the data put
     it; failed replicates beyond one tail's 2.5% leave the interval unknown at either end; and a multiplier interval
     reaching 1e-12 or 1e12 comes from replicates whose frontier under- or overflowed."""
-    from fits.analysis import _identification, _unpinned
+    from fits.analysis import _identification, _unpinned, unidentified_brief
     from fits.fit import Points
     from fits.laws import IDX, base_theta
 
@@ -448,10 +476,16 @@ def test_a_bootstrap_interval_at_an_optimiser_bound_or_beyond_any_compute_is_no_
     ok = [thetas] * 40
     assert _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok, ok, [[0.8, 1.2]] * 3, (0.9, 1.1)) == []
     failed = [{k: np.full_like(v, np.nan) for k, v in thetas.items()}] * 2
-    (why,) = _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok + failed, ok, [[0.8, 1.2]] * 3, (0.9, 1.1))
-    assert why.startswith("2 of 42 bootstrap replicates' fits failed, more than the 2.5%"), why
-    (why,) = _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok, ok, [[1.5e-19, 6.6e110]] * 3, (0.1, 50))
-    assert why.startswith("the bootstrap intervals of the multiplier reach 1.5e-19 to 6.6e+110, beyond 1e-12 to 1e+12"), why
+    causes = _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok + failed, ok, [[0.8, 1.2]] * 3, (0.9, 1.1))
+    (why,) = causes
+    assert why.text.startswith("2 of 42 bootstrap replicates' fits failed, more than the 2.5%"), why
+    assert unidentified_brief(causes) == "not identified by these runs (2 of 42 bootstrap fits failed): more runs would pin it"
+    causes += _identification("fp4", "bf16", pts, pts, "chinchilla", thetas, ok, ok, [[1.5e-19, 6.6e110]] * 3, (0.1, 50))
+    why = causes[1]
+    assert why.text.startswith("the bootstrap intervals of the multiplier reach 1.5e-19 to 6.6e+110, beyond 1e-12 to 1e+12"), why
+    assert unidentified_brief(causes) == ("not identified by these runs (2 of 42 bootstrap fits failed; bootstrap multipliers "
+                                          "reach 1.5e-19 to 6.6e+110): more runs, model sizes and token counts per size "
+                                          "would pin it")
 
 
 def test_a_flat_direction_is_named_in_any_row_order_and_a_third_size_pins_it():

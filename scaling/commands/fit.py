@@ -80,7 +80,9 @@ def _penalty_cell(pen: dict, value: float, ci) -> str:
 
 
 def print_human(out: dict, baseline: str = "bf16") -> None:
-    """baseline: the one asked for (out["baseline"] is None where no penalty was computed)."""
+    """baseline: the one asked for (out["baseline"] is None where no penalty was computed). Warnings and the reasons
+    a penalty is not identified get a short line each; their sentences are the JSON's (`warnings`, `unidentified`)."""
+    from fits.analysis import warning_lines
     from scaling.console import print_table
 
     names = ["A", "B", "E", "alpha", "beta", "gamma", "effN_const", "effD_const", "effN", "effD", "kappaN", "kappaD"]
@@ -105,16 +107,15 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
     intervals = (f"95% bootstrap intervals ({out['bootstrap']} replicates)" if out["bootstrap"]
                  else "point estimates (no bootstrap: --bootstrap 0)")
     if any(g.get("not_identified") for g in out["groups"].values()):
-        intervals += "; not identified: a parameter these runs do not pin (see the warnings; the JSON keeps its value)"
+        intervals += "; not identified: a parameter these runs do not pin (see the warnings; --json keeps its value)"
     print_table(rows, cols, title=f"{out['law']} law, {intervals}")
     for note in ("set_aside_note", "learning_rate_note"):
         if out.get(note):
             print(out[note])
     for reason in out.get("skipped", {}).values():
         print(f"left out: {reason}")
-    for g in out["groups"].values():
-        for warning in g.get("warnings", []):
-            print(f"warning: {warning}")
+    for line in warning_lines(out):
+        print(f"warning: {line}")
     if not out["penalty"]:
         from fits.penalty import no_penalty_reason
 
@@ -134,8 +135,7 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
     print(f"rule: {next(iter(out['penalty'].values()))['rule']}")
     for recipe, p in out["penalty"].items():
         if p.get("unidentified"):
-            print(f"{recipe}: not identified by these runs, so no growth or its absence is claimed: "
-                  f"{'; '.join(p['unidentified'])}")
+            print(f"{recipe}: {p['unidentified_brief']}; why, in full: --json")
         elif p.get("undecidable"):
             print(f"{recipe}: inconclusive whatever the interval: {p['undecidable']}")
 
