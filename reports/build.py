@@ -166,6 +166,16 @@ def _not_identified_sentence(recipe: str, pen: dict, baseline: str) -> str:
             "and whether the penalty grows with compute is not claimed either way (verdict: inconclusive)")
 
 
+def brief_verdict(recipe: str, pen: dict, runs: pl.DataFrame) -> str | None:
+    """A terminal's line (`scaling report`, `scaling demo`) for a penalty the runs do not identify: why, in fits' few
+    words (`unidentified_brief`), and the recipe's runs that are in no fit; None where the runs identify it (its
+    verdict sentence is the line). The report's verdict sentence says the why in full."""
+    if identified(pen):
+        return None
+    aside = not_fitted(runs, recipe)
+    return plain(f"{literal(recipe)}: {literal(pen['unidentified_brief'])}" + (f"; not in its fit: {aside}" if aside else ""))
+
+
 def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int, runs: pl.DataFrame | None = None) -> str:
     """One sentence with the numbers that decide the verdict (fits.penalty's rule) and the penalty's size, or, where
     the runs do not identify the penalty, why; with the study's `runs`, followed by the recipe's runs that are in no
@@ -839,6 +849,8 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     Writes <out_dir>/{index.html, report.md, figures/*.png, results.csv, fits.json}. `columns` maps
     fit names to a table's own ("N=Model Size,C=Training FLOP"), as `scaling fit --columns`.
     """
+    from fits.analysis import warning_lines
+
     if law not in ("chinchilla", "quartet"):
         raise UserError(f"unknown law {law!r}; use chinchilla or quartet")
     if bootstrap < 0:
@@ -891,11 +903,13 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
                 "p_adjusted": p.get("p_adjusted"),
-                "sentence": plain(verdict_sentence(r, p, baseline, bootstrap, study.runs))}
+                "sentence": plain(verdict_sentence(r, p, baseline, bootstrap, study.runs)),
+                "brief": brief_verdict(r, p, study.runs)}
             for r, p in sorted(fitted.get("penalty", {}).items())
         },
         "skipped": fitted.get("skipped", {}),
         "warnings": fit_warnings(fitted),
+        "brief_warnings": warning_lines(fitted),  # the same, a line per group, for a terminal (print_summary)
         "omitted": {s.title: plain(s.omitted) for s in doc.sections if s.omitted},  # (the console's words)
         "unfinished": {r.run_id: r.state_label() for r in study.unfinished},  # a sweep's runs with no result
     }

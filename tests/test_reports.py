@@ -1394,7 +1394,7 @@ def test_a_law_the_runs_do_not_identify_has_no_frontier_nor_printed_optimum_or_p
     assert "not identified: a parameter these runs do not pin" in params.caption
 
 
-def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_interval(tmp_path):
+def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_interval(tmp_path, capsys):
     """The demo's real runs (two model sizes, reports/examples/demo/results.csv) do not identify bf16's law, along
     whose frontier every penalty is read: the example report printed mxfp4's multiplier as 0.954x [1.50e-19,
     6.58e+110] and kappaN's interval as [-0.9, 5] (its bounds), float noise as estimates, beside a verdict
@@ -1405,6 +1405,7 @@ def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_i
     import re
 
     from reports import build
+    from scaling.commands.report import print_summary
 
     demo = ROOT / "reports" / "examples" / "demo" / "results.csv"
     summary = build(demo, tmp_path / "r", bootstrap=8, workers=1)
@@ -1427,6 +1428,13 @@ def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_i
     assert not (tmp_path / "r" / "figures" / "penalty_vs_compute.png").exists()
     text = html_lib.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "r" / "index.html").read_text()))
     assert all(summary["verdicts"][r]["sentence"] in text for r in ("mxfp4", "nvfp4"))
+    print_summary(summary)  # the terminal (`scaling report`, `scaling demo`): a short line each, the report in full
+    lines = capsys.readouterr().out.splitlines()
+    for recipe in ("mxfp4", "nvfp4"):
+        assert (f"  {recipe}: not identified by these runs (bf16's law: A, B and alpha not pinned; {recipe}'s "
+                "efficiencies: ") in "\n".join(lines) and summary["verdicts"][recipe]["sentence"] not in lines
+    warned = [line for line in lines if line.startswith("  warning: ")]
+    assert len(warned) == 3 and all(len(line) < 250 for line in warned), warned
     fitted = json.loads((tmp_path / "r" / "fits.json").read_text())  # the keys as before, and what is not pinned
     for pen in fitted["penalty"].values():
         assert {"verdict", "multiplier", "gap", "ratio_per_decade", "kappaN", "kappaD", "undecidable"} <= set(pen)

@@ -28,18 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def print_summary(summary: dict) -> None:
+    """`build`'s summary for a terminal (`scaling report`, `scaling demo`): the fit warnings, and why a penalty is not
+    identified, in a short line each; the report holds them in full."""
     from scaling.console import count, print_table
 
     rows = [{"recipe": r, "verdict": v["verdict"], "p (no growth)": v["p_value"],
              "p Holm-adjusted": v["p_adjusted"]} for r, v in summary["verdicts"].items()]
     if rows:
         print_table(rows, title=f"Does the penalty against {summary['baseline']} grow with compute? ({summary['law']} law)")
-        for v in summary["verdicts"].values():
-            print("  " + v["sentence"])
+        for v in summary["verdicts"].values():  # a penalty not identified: why in a line (the report says it in full)
+            print(f"  {v['brief']}; why, in full: the report's Verdict" if v["brief"] else "  " + v["sentence"])
         for reason in summary.get("skipped", {}).values():
             print(f"  not judged: {reason}")
-    for warning in summary.get("warnings", []):
-        print(f"  warning: {warning}")
+    for line in summary.get("brief_warnings", []):
+        print(f"  warning: {line}")
     for title, why in summary["omitted"].items():
         print(f"  [{title}] {why}")
     unfinished = summary.get("unfinished", {})
