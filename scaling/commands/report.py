@@ -15,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output directory, e.g. reports/<name>/")
     parser.add_argument("--baseline", default="bf16", help="the recipe every other one is compared with (default bf16)")
     parser.add_argument("--law", choices=("chinchilla", "quartet"), default="chinchilla",
-                        help="the scaling law behind the verdict (default chinchilla; effN/effD always use quartet)")
+                        help="the scaling law behind the verdict (default chinchilla); effN/effD are fitted in "
+                             "Quartet's form on the baseline's law (under chinchilla: gamma = 1)")
     parser.add_argument("--bootstrap", type=integer(0), default=200, metavar="R",
                         help="bootstrap replicates for the intervals (default 200)")
     parser.add_argument("--diagnostics", metavar="JSON",
