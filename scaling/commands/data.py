@@ -40,13 +40,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help=f"MB of text to train the BPE on, spread over the files (default {DEFAULT_TOKENIZER_SAMPLE_BYTES / 2**20:g})")
     p.add_argument("--seed", type=integer(*SEED_RANGE), default=0, help="seed of the validation split hash (default 0)")
     p.add_argument("--force", action="store_true", help="redo even if DIR already holds this preparation")
-    p.add_argument("--json", action="store_true", help="print meta.json instead of the table")
+    p.add_argument("--json", action="store_true", help="print the folder, wall_s and meta.json's keys as JSON instead "
+                                                       "of the table (no progress then)")
     p.add_argument("--no-progress", action="store_true",
                    help="write no progress to stderr (the BPE training line and the tokenizing bar)")
 
     i = sub.add_parser("info", help="show a prepared data dir", description="Show the meta.json of a prepared data dir.")
     i.add_argument("dir", metavar="DIR", help="a prepared data dir, or `builtin` (the built-in corpus' cache dir)")
-    i.add_argument("--json", action="store_true", help="print meta.json instead of the table")
+    i.add_argument("--json", action="store_true",
+                   help="print the folder and meta.json's keys as JSON instead of the table")
 
 
 def run(args: argparse.Namespace) -> int:
