@@ -995,17 +995,17 @@ class ScoredBytes:
     note: str | None = None
 
 
-def scored_bytes(data_dir: str | Path, meta: dict, targets: np.ndarray) -> ScoredBytes:
-    """The bytes of text that `targets` (token ids of the prepared dir's validation split: the scored targets)
-    spell, counted with the tokenizer's byte table (`token_bytes`); the table is trusted only where it gives
-    meta.json's val_bytes on the whole split (a scan of val.bin: ~0.4 s per 100M tokens). Otherwise the split's
-    average bytes per token stands in for the targets' own."""
+def scored_bytes(data_dir: str | Path, meta: dict, val: np.ndarray, targets: np.ndarray) -> ScoredBytes:
+    """The bytes of text that `targets` (token ids of the prepared dir's validation split `val`, as the caller
+    loaded it: the scored targets) spell, counted with the tokenizer's byte table (`token_bytes`); the table is
+    trusted only where it gives meta.json's val_bytes on the whole split (a scan of `val`: ~0.4 s per 100M
+    tokens). Otherwise the split's average bytes per token stands in for the targets' own."""
     try:
         table, why = token_bytes(load_tokenizer(data_dir), meta["eot_id"])
     except UserError as e:  # a dir prepared before meta.json named its tokenizer.json, which is gone since
         table, why = None, str(e)
     if table is not None:
-        counted = int(token_counts(load_tokens(data_dir, "val"), len(table)) @ table)
+        counted = int(token_counts(val, len(table)) @ table)
         if counted == meta["val_bytes"]:
             return ScoredBytes(targets.size, int(table[targets].sum()), "scored text")
         why = f"its byte table counts {counted:,} bytes in val.bin, not meta.json's val_bytes {meta['val_bytes']:,}"

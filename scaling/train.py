@@ -131,7 +131,7 @@ class TokenDataModule(L.LightningDataModule):
 
         self.config, self.data_dir, self.meta = config, data_dir, read_meta(data_dir)
         self.train_tokens = load_tokens(data_dir, "train")
-        val = load_tokens(data_dir, "val")
+        self.val_tokens = val = load_tokens(data_dir, "val")  # (also what val_bpb's byte count scans)
         if len(self.train_tokens) <= config.seq_len + 1:
             raise UserError(f"{data_dir} holds only {len(self.train_tokens)} training tokens; need more than seq_len={config.seq_len}")
         if len(val) < config.seq_len + 1:  # a shorter window would be scored, not one of seq_len tokens
@@ -705,7 +705,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         check_run_data(run_dir, meta, config.data, ckpt)
         from scaling.data import scored_bytes
 
-        scored = scored_bytes(datamodule.data_dir, meta, datamodule.val[:, 1:].numpy())  # the windows' targets
+        # val.bin as the data module opened it, and the windows' targets
+        scored = scored_bytes(datamodule.data_dir, meta, datamodule.val_tokens, datamodule.val[:, 1:].numpy())
         for note in (repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)), scored.note,
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):

@@ -119,7 +119,7 @@ def test_scored_bytes_are_the_bytes_of_the_text_the_targets_spell(prepared):
     tok, val = data.load_tokenizer(prepared), np.asarray(data.load_tokens(prepared, "val"))
     eot = int(np.flatnonzero(val == meta["eot_id"])[0])
     targets = np.stack([val[s + 1 : s + 33] for s in (0, eot - 9, 1900)])  # three windows' targets, an EOT among them
-    scored = data.scored_bytes(prepared, meta, targets)
+    scored = data.scored_bytes(prepared, meta, val, targets)
     by_hand = sum(len(tok.decode(row.tolist()).encode("utf-8")) for row in targets)  # (decode drops the EOT)
     assert (scored.tokens, scored.bytes, scored.counted, scored.note) == (targets.size, by_hand, "scored text", None)
     assert by_hand != pytest.approx(targets.size * meta["bytes_per_token"], rel=1e-3)  # the split's average is not it
@@ -156,7 +156,8 @@ def test_a_document_that_spells_the_eot_is_one_document_of_counted_bytes(tmp_pat
     for split in ("train", "val"):
         assert int((np.asarray(data.load_tokens(out, split)) == meta["eot_id"]).sum()) == meta[f"{split}_docs"]
     assert sorted(split_documents(out, "train") + split_documents(out, "val")) == sorted(texts)
-    assert data.scored_bytes(out, meta, np.asarray(data.load_tokens(out, "val"))[1:65]).counted == "scored text"
+    val = data.load_tokens(out, "val")
+    assert data.scored_bytes(out, meta, val, np.asarray(val)[1:65]).counted == "scored text"
 
 
 @pytest.mark.parametrize("kind", ["not byte-level", "normalizer"])
@@ -170,7 +171,7 @@ def test_tokens_that_cannot_be_counted_in_bytes_fall_back_to_the_split_average(t
     meta = data.prepare([write_corpus(tmp_path / "src", texts, "jsonl")], out, tokenizer=tokenizer, val_fraction=0.3,
                         progress=False)
     targets = np.asarray(data.load_tokens(out, "val"))[1:65]
-    scored = data.scored_bytes(out, meta, targets)
+    scored = data.scored_bytes(out, meta, data.load_tokens(out, "val"), targets)
     why = {"not byte-level": r"it is not byte-level \(no ByteLevel pre-tokenizer\)",
            "normalizer": "it has a normalizer, which changes the text before it is split"}[kind]
     assert scored.counted == "split average" and scored.tokens == 64
@@ -190,7 +191,8 @@ def test_a_data_dir_without_its_tokenizer_falls_back_to_the_split_average(tmp_pa
     (old / "tokenizer.json").unlink()
     meta = {k: v for k, v in data.read_meta(prepared).items() if k != "tokenizer_sha256"}
     (old / "meta.json").write_text(json.dumps(meta))
-    scored = data.scored_bytes(old, data.read_meta(old), np.asarray(data.load_tokens(old, "val"))[1:11])
+    val = data.load_tokens(old, "val")
+    scored = data.scored_bytes(old, data.read_meta(old), val, np.asarray(val)[1:11])
     assert (scored.counted, scored.tokens) == ("split average", 10)
     assert scored.note.endswith(f"(tokenizer file {old / 'tokenizer.json'} does not exist)")
 
