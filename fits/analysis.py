@@ -423,7 +423,8 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
               "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed}
     tests = _tests(law, groups, base, thetas, [g for g in groups if f"growth:{g}" in jobs])
     for r, test in tests.items():
-        result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test)
+        result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test,
+                                                              out_groups[base]["not_identified"])
     result["timing"] = {**timing, "total_s": time.perf_counter() - t0}
     return result
 
@@ -438,7 +439,7 @@ def _tests(law: str, groups: dict[str, Points], base: str, thetas: dict, judged:
     return {r: (stat, p, adjusted[r], family) for r, (stat, p) in lrs.items()}
 
 
-def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test):
+def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test, base_flat):
     """Recipe r's penalty entry and bands; `test` = (LR statistic, raw p, Holm-adjusted p, family size)."""
     pts = groups[r]
     C = 6 * np.exp(pts.logN + pts.logD)
@@ -472,7 +473,7 @@ def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test):
         return {"value": point[name].tolist(), "median": med.tolist(), "lo": lo.tolist(), "hi": hi.tolist()}
 
     multiplier = at_marks("multiplier")
-    causes = _identification(r, base, pts, groups[base], law, thetas, reps, ok, multiplier["ci95"], ratio_ci)
+    causes = _identification(r, base, pts, groups[base], base_flat, law, thetas, reps, ok, multiplier["ci95"], ratio_ci)
     unidentified = [c.text for c in causes]
     entry = {
         "verdict": penalty.verdict(p_adjusted, ratio_ci, margin, len(ok), identified=not unidentified),
@@ -515,15 +516,16 @@ class Cause(NamedTuple):
     needs: tuple[str, ...]
 
 
-def _identification(r: str, base: str, pts: Points, base_pts: Points, law: str, thetas: dict, reps: list[dict],
-                    ok: list[dict], multiplier_ci: list, ratio_ci: tuple[float, float]) -> list[Cause]:
+def _identification(r: str, base: str, pts: Points, base_pts: Points, base_flat: list[str], law: str, thetas: dict,
+                    reps: list[dict], ok: list[dict], multiplier_ci: list, ratio_ci: tuple[float, float]) -> list[Cause]:
     """Why these runs do not identify recipe r's penalty against `base`, a cause each, whose sentence ends with what
     would pin it; [] where they do. The penalty is read along the baseline law's compute-optimal frontier with the
     recipe's efficiencies on it, so it needs both pinned: no flat direction (`fit.flat_parameters`; the baseline's
     E aside, which the multiplier and the gap do not depend on), no estimate or 95% interval end at an optimiser
-    bound (the bound's value, not the data's), and a bootstrap whose replicates fit and stay finite."""
+    bound (the bound's value, not the data's), and a bootstrap whose replicates fit and stay finite. `base_flat`: the
+    baseline law's flat parameters (its group's `not_identified`)."""
     bkey, gkey = f"law:{base}", f"growth:{r}"
-    base_flat = [k for k in flat_parameters(thetas[bkey], law, base_pts) if k != "E"]
+    base_flat = [k for k in base_flat if k != "E"]
     causes = []
     for whose, key, kind, flat, own in ((f"{base}'s law, along whose compute-optimal frontier every multiplier is read",
                                          bkey, law, base_flat, base_pts),
