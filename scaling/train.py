@@ -44,8 +44,9 @@ from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences
 from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
-                           checkpoint_problem, checkpoint_run, remove_stale_temps, write_atomic, write_json_atomic)
+                           checkpoint_problem, remove_stale_temps, write_atomic, write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
+from scaling.run_data import check_run_data, data_identity, moved_corpus, moved_corpus_link, resolve_data_dir
 
 if TYPE_CHECKING:
     from scaling.data import ScoredBytes
@@ -81,19 +82,6 @@ class StepInterrupted(Exception):
 
 # ---------------------------------------------------------------------------------------------------
 # Data
-
-
-def resolve_data_dir(config: RunConfig) -> Path:
-    from scaling import data
-
-    if config.data == "builtin":
-        return data.builtin_data_dir(config.vocab_size)
-    path = Path(config.data).expanduser()
-    if not path.exists():  # (a typo of builtin, a path on another machine): not "prepare it there"
-        raise UserError(f"data {config.data} does not exist; give builtin (the built-in corpus) or a folder "
-                        f"that `scaling data prepare SOURCES --out DIR` made")
-    data.read_meta(path)  # UserError when unprepared or damaged
-    return path
 
 
 def train_batch(tokens: np.ndarray, seed: int, step: int, batch_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -574,26 +562,6 @@ def _check_config_json(config: RunConfig, run_dir: Path) -> None:
                         f"{kept}); restore the file, or train the new recipe in another --out directory")
 
 
-def moved_corpus(existing: RunConfig, config: RunConfig, run_dir: Path) -> bool:
-    """Whether the run in run_dir (`existing`) differs from `config` in its data's path alone and the data there
-    are the corpus it recorded (data.json): the corpus moved. A run's id includes its data's path (the corpus's
-    content is checked on every resume, `check_run_data`), so a moved corpus names another run."""
-    if dataclasses.replace(existing, data=config.data).run_id != config.run_id:
-        return False
-    try:
-        from scaling.data import read_meta
-
-        return json.loads((run_dir / "data.json").read_text()) == data_identity(read_meta(resolve_data_dir(config)))
-    except (OSError, ValueError, UserError):
-        return False
-
-
-def moved_corpus_link(existing: RunConfig, config: RunConfig) -> str:
-    """How to give a moved corpus its old path again (`moved_corpus`), where that path is gone."""
-    return ("" if existing.data == "builtin" else f" (where that path is gone, a link to the new place does: ln -s "
-            f"{resolve_data_dir(config).resolve()} {existing.data})")
-
-
 def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
     """Create run_dir with config.json (and a copy of a recipe file) unless it has them; `train` has
     checked by then that it holds this run (`check_run_dir`)."""
@@ -791,52 +759,6 @@ def _finished_record(path: Path) -> dict:
         raise UserError(f"{path} is damaged ({problem}): move it away (mv {path} {path}.bad) and run again, "
                         "which trains the run's last steps again from its checkpoint")
     return record
-
-
-# What identifies a prepared corpus to a run: a data folder prepared again (other sources, another
-# vocabulary) under a run that has started would otherwise be trained on silently, mixing two corpora
-# in one result, or fail deep in the checkpoint's restore (an embedding of another size).
-DATA_IDENTITY = ("vocab_size", "dtype", "eot_id", "train_tokens", "val_tokens", "train_docs", "val_docs",
-                 "sources", "val_sources", "text_column", "val_fraction", "seed")
-
-
-def data_identity(meta: dict) -> dict:
-    """What a run records of its corpus (data.json, and its checkpoints): meta.json's DATA_IDENTITY fields."""
-    return {k: meta.get(k) for k in DATA_IDENTITY}
-
-
-def check_run_data(run_dir: Path, meta: dict, data: str, ckpt: Path | None = None) -> None:
-    """Record the corpus a run trains on (run_dir/data.json) when it starts; when it resumes, refuse a corpus
-    other than the one data.json records or the one its checkpoint `ckpt` records (checkpoints name their
-    corpus: `checkpoint_run`'s "data"). A data.json lost after a checkpoint is written again only once the
-    data match the checkpoint's record; where the checkpoint has none (older code), the resume is refused: the
-    corpus the first steps trained on can no longer be known (writing the current data's record would vouch for it)."""
-    identity = data_identity(meta)
-    path = run_dir / "data.json"
-    try:
-        records = [json.loads(path.read_text())]
-    except FileNotFoundError:
-        records = []
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UserError(f"{path} is damaged: move it away (mv {path} {path}.bad) and run again: the data are then checked "
-                        "against the corpus the run's checkpoint records") from None
-    saved = (checkpoint_run(ckpt) or {}).get("data") if ckpt is not None else None
-    records += [saved] if isinstance(saved, dict) else []
-    for started in records:
-        changed = [f"{k} {started.get(k)!r} then, {identity[k]!r} now" for k in DATA_IDENTITY
-                   if started.get(k) != identity[k]]
-        if changed:
-            raise UserError(f"the data {data} is not the corpus the run in {run_dir} started on "
-                            f"({'; '.join(changed[:2])}): prepare it again as it was, or train on the new data in "
-                            "another --out directory")
-    if path.exists():
-        return
-    if ckpt is not None and not records:
-        raise UserError(f"{path} is missing and the checkpoint {ckpt} predates checkpoints recording their corpus, "
-                        f"so the data {data} cannot be checked against what the run's first steps trained on: restore "
-                        f"{path.name} (a run trained on the same corpus holds the same one), or move the checkpoint "
-                        f"away (mv {ckpt} {ckpt}.old) to train the run from the start")
-    write_json_atomic(path, identity, indent=2)  # a new run's, or one the checkpoint's record has vouched for
 
 
 def check_checkpoint(path: Path) -> None:

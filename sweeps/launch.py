@@ -268,7 +268,7 @@ def check_same_spec(configs: list, sweep_dir: Path) -> None:
     c = here[grid_point(cfg)]
     more = f" (and {count(len(old) - 1, 'other run')} like it)" if len(old) > 1 else ""
     from scaling.config import RunConfig
-    from scaling.train import moved_corpus, moved_corpus_link
+    from scaling.run_data import moved_corpus, moved_corpus_link
 
     try:  # (a config of an older version of RunConfig is not this one's moved)
         started = RunConfig.from_dict(cfg)

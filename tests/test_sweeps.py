@@ -1997,7 +1997,7 @@ def test_a_launch_names_a_moved_corpus_as_the_runs_own(tmp_path):
     ... there, ... here)", as if the corpus had changed; it now says the data there are its runs' corpus, moved,
     and how to go on with them (the spec's old data path, or a link from it). Another corpus keeps the old words."""
     from scaling import data
-    from scaling.train import data_identity
+    from scaling.run_data import data_identity
     from sweeps.launch import check_same_spec
 
     before, moved = tmp_path / "corpus", tmp_path / "moved"

@@ -8,7 +8,9 @@ Each case runs the real CLI in a fresh interpreter and checks afterwards that to
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +77,52 @@ def test_the_gpu_count_is_torchs():
     from sweeps.launch import cuda_device_count
 
     assert cuda_device_count() == torch.cuda.device_count()
+
+
+MOVED_SPEC = """
+name = "moved"
+data = "{data}"
+[grid]
+family = "nanochat"
+size = "0.5M"
+recipe = "bf16"
+tokens = 4096
+[train]
+seq_len = 64
+batch_size = 8
+eval_tokens = 1024
+"""
+
+
+def test_a_launch_refused_for_a_moved_corpus_imports_no_torch(tmp_path):
+    """`sweep launch` into a folder whose runs trained on the spec's corpus at its old path refuses, naming the
+    corpus as the runs' own, moved (`check_same_spec`); the words come from scaling.run_data, which a laptop
+    without torch can import: the refusal is said without torch's seconds of import."""
+    from scaling import data
+    from scaling.run_data import data_identity
+    from sweeps.spec import load_spec
+
+    before, moved, sweep_dir = tmp_path / "corpus", tmp_path / "moved", tmp_path / "sweep"
+    shutil.copytree(data.builtin_data_dir(data.BUILTIN_VOCAB_SIZE), before)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(MOVED_SPEC.format(data=before))
+    (c,) = load_spec(spec, []).runs()
+    (sweep_dir / c.run_id).mkdir(parents=True)
+    (sweep_dir / c.run_id / "config.json").write_text(c.resolved().to_json())
+    (sweep_dir / c.run_id / "data.json").write_text(json.dumps(data_identity(data.read_meta(before))))
+    before.rename(moved)
+    spec.write_text(MOVED_SPEC.format(data=moved))
+    r = run_without_torch(["sweep", "launch", str(spec), "--sweep-dir", str(sweep_dir)])
+    assert r.returncode != 3, "`scaling sweep launch` imported torch to refuse a moved corpus"
+    assert r.returncode == 2 and f"trained on the data {before}, which {moved} holds too" in r.stderr, r.stderr[-2000:]
+
+
+def test_run_data_imports_no_torch_lightning_or_polars():
+    """Which corpus a run trains on, and its checks (scaling.run_data), are torch-free: `sweep launch` words its
+    moved-corpus refusal with them, and other torch-free code may use them. scaling.data (which reads corpora
+    with polars) is imported inside its functions only."""
+    code = ("import sys; from scaling.run_data import (DATA_IDENTITY, check_run_data, data_identity, moved_corpus, "
+            "moved_corpus_link, resolve_data_dir); print(*(m for m in ('torch', 'lightning', 'polars') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == [], f"importing scaling.run_data imported {r.stdout.strip()}"
