@@ -650,7 +650,9 @@ def fit_law(table: pl.DataFrame | str | Path, law: str = "chinchilla", by: str =
             seed: int = 0, workers: int = 2, top: int | None = 50, progress: Progress | None = None) -> dict:
     """Independent fits of `law` to each group of the table: {name: group entry} as in analyse()["groups"]."""
     if by != "recipe":
-        if not isinstance(table, pl.DataFrame) or by not in table.columns:
+        if not isinstance(table, pl.DataFrame):  # a file: its columns are known once it is read
+            table = read_file(Path(table))
+        if by not in table.columns:
             raise UserError(f"cannot group by {by!r}: not a column of the table")
         table = table.with_columns(recipe=pl.col(by).cast(pl.Utf8))
     return fit_and_judge(table, law=law, baseline=None, bootstrap=bootstrap, seed=seed, workers=workers, top=top,

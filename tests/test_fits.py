@@ -198,6 +198,17 @@ def test_fit_law_fits_each_group_on_its_own():
     assert by_column["fp4"]["params"] == groups["fp4"]["params"]
 
 
+def test_fit_law_groups_a_file_by_its_column(tmp_path):
+    """A path is read before its columns are looked for: `by` works on a CSV file as on a DataFrame."""
+    t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.5}}, sizes=np.geomspace(1e7, 1e10, 4), noise=0.001)
+    path = tmp_path / "runs.csv"
+    t.with_columns(half=pl.col("recipe")).write_csv(path)
+    from_file = fits.fit_law(path, by="half", top=5)
+    assert from_file["fp4"]["params"] == fits.fit_law(pl.read_csv(path), by="half", top=5)["fp4"]["params"]
+    with pytest.raises(UserError, match="cannot group by 'family'"):
+        fits.fit_law(str(path), by="family")
+
+
 def test_the_full_fits_starts_spread_over_processes_give_the_one_process_fit_bit_for_bit():
     """The law fits' grid starts run on the worker pool (`analysis._fit_laws`) and the best is taken in the starts'
     order, so the fits are those of L-BFGS-B from each group's best starts in one process, to the bit: on the
