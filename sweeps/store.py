@@ -25,7 +25,7 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
@@ -320,7 +320,8 @@ def sweep_run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
     from scaling.errors import UserError
 
     sweep_dir = Path(sweep_dir)
-    dirs = run_dirs(sweep_dir, sweep_plan(sweep_dir) if plan is None else plan)
+    plan = sweep_plan(sweep_dir) if plan is None else plan
+    dirs = run_dirs(sweep_dir, plan)
     if not dirs and not (sweep_dir / "sweep.json").exists():
         if (sweep_dir / "config.json").is_file() or (sweep_dir / "job.json").is_file():  # one run's own folder
             parent = sweep_dir.resolve().parent
@@ -328,7 +329,57 @@ def sweep_run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
                             f"({parent}), or read the run's result.json")
         raise UserError(f"{sweep_dir} is not a sweep directory (no sweep.json and no run folders in it); give the "
                         "folder `scaling sweep launch` wrote, e.g. runs/<name>")
+    planned = planned_configs(plan)  # (named by their ids: `launch` made them)
+    _check_run_folder_names([d for d in dirs if d.name not in planned])
     return dirs
+
+
+def _check_run_folder_names(dirs: list[Path]) -> None:
+    """UserError where one of `dirs` (run folders the sweep's plan does not list) is a run's own under a name
+    other than its id (`scaling train --out runs/try/nvfp4-1m`): a sweep's folders are named by run id, and
+    such a folder's sound records would otherwise read as another run's copied in (a damaged result.json,
+    another run's checkpoint) and be advised away."""
+    from scaling.errors import UserError
+
+    named = [(d, run_id) for d in dirs if (run_id := _run_under_a_name_of_its_own(d))]
+    if named:
+        d, run_id = named[0]
+        more = f" (and {count(len(named) - 1, 'other run folder')} so named)" if len(named) > 1 else ""
+        raise UserError(f"{d} holds run {run_id} under a name of its own{more}, as `scaling train --out` names a "
+                        "run's folder; a sweep's run folders are named by their run ids, which status, collect and "
+                        f"report read: rename it to its id (mv {d} {d.parent / run_id}), as `scaling train` without "
+                        "--out names its runs (runs/adhoc/<run_id>)")
+
+
+def _run_under_a_name_of_its_own(run_dir: Path) -> str | None:
+    """The id of the run in run_dir where the folder is that run's own under another name: the run its
+    result.json (else its checkpoint) records is not the folder's name, is the one its config.json hashes
+    to, and has no folder of its id beside it. None otherwise (a record copied in from another run's folder,
+    or a copy of that folder, stays a damaged one)."""
+    recorded = (read_json(run_dir / "result.json") or {}).get("run_id")
+    if recorded is None:
+        recorded = (checkpoint_of_another_run(run_dir, run_dir.name) or {}).get("run_id")
+    if not isinstance(recorded, str) or recorded == run_dir.name or (run_dir.parent / recorded).exists():
+        return None
+    return recorded if _config_run_id(run_dir) == recorded else None
+
+
+def _config_run_id(run_dir: Path) -> str | None:
+    """The run id run_dir's config.json hashes to (a recipe file's by its copy there, as `scaling train`
+    reads a moved one); None where it has none this version reads."""
+    from scaling.config import RunConfig
+    from scaling.errors import UserError
+
+    if not (run_dir / "config.json").is_file():
+        return None
+    try:
+        config = RunConfig.from_json(run_dir / "config.json")
+        kept = run_dir / "recipe.toml"
+        if config.recipe.endswith(".toml") and kept.is_file():  # (its id hashes the file's content, kept here)
+            config = replace(config, recipe=str(kept))
+        return config.run_id
+    except (UserError, OSError, ValueError, TypeError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -491,6 +491,33 @@ def test_sweep_status_and_collect_on_a_run_folder_name_the_sweep_above_it(tmp_pa
                  f"give the sweep folder that holds it ({tmp_path / 'demo'})")
 
 
+def test_a_run_folder_named_by_train_out_is_named_as_such_not_as_a_damaged_record(tmp_path, capsys):
+    """docs/training.md trains into `--out runs/try/nvfp4-1m`; `sweep status`/`collect` and `report` of runs/try
+    then called its sound result.json "not a result record (run_id ... is another run's)" and its checkpoint another
+    run's, and advised removing them and relaunching. The folder is the run's own, under a name of its own."""
+    from scaling.config import RunConfig
+
+    config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=4096).resolved()
+    run = tmp_path / "try" / "nvfp4-1m"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(config.to_json())
+    (run / "result.json").write_text(json.dumps({"run_id": config.run_id, "status": "completed", "recipe": "bf16",
+                                                 "val_loss": 6.5}))
+    renamed = tmp_path / "try" / config.run_id
+    for argv in (["sweep", "status", str(tmp_path / "try")], ["sweep", "collect", str(tmp_path / "try")],
+                 ["report", str(tmp_path / "try"), "--out", str(tmp_path / "report")]):
+        err = _refused(argv, capsys, f"{run} holds run {config.run_id} under a name of its own",
+                       f"mv {run} {renamed}")
+        assert "not a result record" not in err and "another run's" not in err, err
+    assert sorted(p.name for p in (tmp_path / "try").iterdir()) == ["nvfp4-1m"]  # nothing written
+    run.rename(renamed)  # as the message says: then it is read as the folder's run
+    assert main(["sweep", "collect", str(tmp_path / "try")]) == 0
+    (other := tmp_path / "try" / "copied").mkdir()  # a record copied into another run's folder is still damaged
+    (other / "result.json").write_text((renamed / "result.json").read_text())
+    _refused(["sweep", "collect", str(tmp_path / "try")], capsys, "is not a result record",
+             f"run_id {config.run_id!r} is another run's")
+
+
 def test_train_config_given_a_run_folder_names_its_config_json(tmp_path, capsys):
     """--config RUN_DIR said "cannot read run config ... ([Errno 21] Is a directory: ...)"."""
     run = tmp_path / "run"
