@@ -605,17 +605,22 @@ def first_step_note(seconds: float, on_gpu: bool, quantized: bool) -> str | None
             "count towards tokens/s.")
 
 
-def _not_a_tip(record) -> bool:
-    """Lightning's "💡 Tip" adverts: INFO records of its rank-zero logger."""
-    return not str(record.msg).startswith("💡 Tip")
+# INFO lines of Lightning's rank-zero logger that say nothing the run's own output does not: its "💡 Tip"
+# adverts, which accelerators exist (the result's `processes` name the device), and that fit stopped at
+# max_steps (the step count and the result table say it)
+LIGHTNING_NOISE = ("💡 Tip", "GPU available:", "TPU available:", "HPU available:", "`Trainer.fit` stopped: `max_steps=")
 
 
-def _quiet_lightning_tips() -> None:
+def _not_noise(record) -> bool:
+    return not str(record.msg).startswith(LIGHTNING_NOISE)
+
+
+def _quiet_lightning() -> None:
     import logging
 
     log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if _not_a_tip not in log.filters:
-        log.addFilter(_not_a_tip)
+    if _not_noise not in log.filters:
+        log.addFilter(_not_noise)
 
 
 class DirectCheckpointIO(L.pytorch.plugins.TorchCheckpointIO):
@@ -688,7 +693,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         # cloud logger and its own use of a pytree API torch deprecates are nothing a user can act on.
         warnings.filterwarnings("ignore", message="The `srun` command is available")
         warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
-        _quiet_lightning_tips()
+        _quiet_lightning()
 
         shown = progress_callbacks(progress)
         trainer = L.Trainer(
