@@ -28,6 +28,27 @@ MAX_TOKENS = 10**15  # a quadrillion training tokens: beyond any run this framew
 # lr_mult's ceiling: far beyond any lr that trains (1e6 already trains at chance), and far below where
 # an optimizer's float32 step size overflows (~1e38: torch's Adam raised, a traceback, not a divergence)
 MAX_LR_MULT = 1e9
+
+
+def parse_tokens(text: str) -> int:
+    """A token count as people write it: '2M' -> 2000000, '500k', '1.5M', '1e6', '2000000' (`scaling train
+    --tokens`, a sweep's grid.tokens). A fraction of a token ('1.5', '0.4') is refused, not truncated.
+    Decimal arithmetic: 1.1M is 1100000 exactly. UserError where `text` is no token count."""
+    from decimal import Decimal, InvalidOperation
+
+    scale = {"k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12}.get(text[-1:].lower(), 1)
+    try:
+        value = Decimal(text[:-1] if scale != 1 else text) * scale
+        if not value.is_finite() or float(value) == float("inf"):  # 'inf', 'nan', '1e400'
+            raise InvalidOperation
+    except (InvalidOperation, ValueError):  # 'abc'
+        raise UserError(f"not a token count: {text!r} (try 2M, 500k or 2000000)") from None
+    if value < 1:  # 0.4 would otherwise read as 0
+        raise UserError(f"not a token count: {text!r} is less than one token (try 2M, 500k or 2000000)")
+    if value != value.to_integral_value():  # 1.5 would otherwise read as 1
+        raise UserError(f"not a token count: {text!r} is not a whole number of tokens "
+                        f"(try {int(value)} or {int(value) + 1}, or a suffix: 1.5M is 1500000)")
+    return int(value)
 PRECISIONS = ("auto", "64-true", "32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64", "32", "16", "bf16")  # Lightning's
 
 

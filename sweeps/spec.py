@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from scaling.config import parse_tokens
 from scaling.errors import UserError
 
 if TYPE_CHECKING:
@@ -372,7 +373,7 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     seed = _axis(grid, "seed", int, default=[0], check=lambda v: v >= 0, what="a non-negative integer")
     lr_mult = _axis(grid, "lr_mult", float, default=[1.0], check=lambda v: v > 0, what="a positive number")
 
-    tokens = _axis(grid, "tokens", int, default=[], check=lambda v: v > 0, what="a positive integer")
+    tokens = _axis(grid, "tokens", int, default=[], check=lambda v: v > 0, what="a positive integer", parse=parse_tokens)
     tpp = _axis(grid, "tokens_per_param", float, default=[], check=lambda v: v > 0, what="a positive number")
     budgets = _axis(iso, "budgets", float, default=[], check=lambda v: v > 0, what="a positive number", prefix="isoflop.")
     given = [k for k, v in (("grid.tokens", tokens), ("grid.tokens_per_param", tpp), ("isoflop.budgets", budgets)) if v]
@@ -586,7 +587,9 @@ def _table(raw: dict, key: str, prefix: str) -> dict:
 
 
 def _axis(table: dict, key: str, kind: type, default: list | None = None, check=None, what: str = "",
-          prefix: str = "grid.") -> list:  # fmt: skip
+          prefix: str = "grid.", parse=None) -> list:  # fmt: skip
+    """The values of table[key] (one or a list) as `kind`, each passing `check`; `parse` reads a string value
+    (grid.tokens' "2M", as `scaling train --tokens` reads it)."""
     if key not in table:
         if default is None:
             raise UserError(f"{prefix}{key}: missing; give one value or a list")
@@ -596,6 +599,8 @@ def _axis(table: dict, key: str, kind: type, default: list | None = None, check=
         raise UserError(f"{prefix}{key}: empty list; give at least one value")
     out = []
     for i, v in enumerate(values):
+        if parse is not None and isinstance(v, str):
+            v = _at(f"{prefix}{key}[{i}]", parse, v)
         v = _coerce(v, kind, f"{prefix}{key}[{i}]")
         if check is not None and (isinstance(v, float) and not math.isfinite(v) or not check(v)):
             raise UserError(f"{prefix}{key}[{i}]: expected {what}, got {values[i]!r}")

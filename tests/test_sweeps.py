@@ -67,7 +67,8 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
     [
         ('grid.recipe=["bf16", "nvfp5"]', "grid.recipe[1]: unknown recipe 'nvfp5' (did you mean nvfp4?); known recipes: "),
         ('grid.size=["0.5M", "3M"]', "grid.size[1]: unknown model size '3M'; choose one of 0.5M, 1M"),
-        ('grid.tokens="many"', "grid.tokens[0]: expected an integer, got 'many'"),
+        ('grid.tokens="many"', "grid.tokens[0]: not a token count: 'many' (try 2M, 500k or 2000000)"),
+        ('grid.tokens=["4k", "1.5"]', "grid.tokens[1]: not a token count: '1.5' is not a whole number of tokens"),
         ("grid.seed=-1", "grid.seed[0]: expected a non-negative integer, got -1"),
         ('grid.family="gpt5"', "grid.family[0]: unknown model family 'gpt5'; choose one of llama2, nanochat"),
         ('grid.family="Llama2"', "grid.family[0]: unknown model family 'Llama2' (did you mean llama2?); choose one of"),
@@ -292,6 +293,9 @@ def test_overrides_isoflop_and_dedup(tmp_path):
     # tokens_per_param, and duplicates (the same grid point twice) collapse to one run
     tpp = load(tmp_path, TINY.replace("tokens = 4096", "tokens_per_param = [2, 2]"), overrides=("grid.seed=0",))
     assert [p["tokens"] for p in tpp.points()] == [2 * model_size("nanochat", "0.5M").n_params]
+    # token counts as `scaling train --tokens` takes them
+    written = load(tmp_path, TINY.replace("tokens = 4096", 'tokens = ["4k", "1.5M", 8192]'), overrides=("grid.seed=0",))
+    assert [p["tokens"] for p in written.points()] == [4000, 1_500_000, 8192]
 
 
 def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):

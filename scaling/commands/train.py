@@ -49,23 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _count(text: str) -> int:
-    """'2M' -> 2000000, '500k' -> 500000, '1.5M' -> 1500000, '1e6' -> 1000000; a fraction of a token
-    ('1.5', '0.4') is refused, not truncated. Decimal arithmetic: 1.1M is 1100000 exactly."""
-    from decimal import Decimal, InvalidOperation
+    """`scaling.config.parse_tokens`, its refusal as argparse's (usage and exit 2)."""
+    from scaling.config import parse_tokens
+    from scaling.errors import UserError
 
-    scale = {"k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12}.get(text[-1:].lower(), 1)
     try:
-        value = Decimal(text[:-1] if scale != 1 else text) * scale
-        if not value.is_finite() or float(value) == float("inf"):  # 'inf', 'nan', '1e400'
-            raise InvalidOperation
-    except (InvalidOperation, ValueError):  # 'abc'
-        raise argparse.ArgumentTypeError(f"not a token count: {text!r} (try 2M, 500k or 2000000)") from None
-    if value < 1:  # 0.4 would otherwise read as 0
-        raise argparse.ArgumentTypeError(f"not a token count: {text!r} is less than one token (try 2M, 500k or 2000000)")
-    if value != value.to_integral_value():  # 1.5 would otherwise read as 1
-        raise argparse.ArgumentTypeError(f"not a token count: {text!r} is not a whole number of tokens "
-                                         f"(try {int(value)} or {int(value) + 1}, or a suffix: 1.5M is 1500000)")
-    return int(value)
+        return parse_tokens(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
