@@ -19,7 +19,7 @@ from typing import Callable, Iterable, NamedTuple
 import numpy as np
 import polars as pl
 
-from fits import penalty
+from fits import penalty, shared
 from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, at_bound, best_fit, bootstrap_weights, efficiency_starts,
                       epoch_grid, fit_from, flat_parameters, minimize_from, parallel_map, percentile_ci, rank_starts)
 from fits.isoflop import isoflop_fit
@@ -178,6 +178,10 @@ def _replicate(ctx: dict, i: int) -> dict:
             starts = start[None]
         fit = minimize_from(starts, kind, ctx["groups"][g], weights[g])
         thetas[key] = fit.theta if fit is not None else np.full_like(full, np.nan)
+    if ctx.get("shared"):  # the shared efficiencies on this replicate's baseline law and weights
+        d, x, bkey = ctx["shared"]
+        fit = shared.fit_shared(thetas[bkey], d, x[None], shared.replicate_weights(d, weights))
+        thetas["shared"] = fit.theta if fit is not None else np.full_like(x, np.nan)
     return thetas
 
 
@@ -373,17 +377,18 @@ def _ratio_units_warning(name: str, pts: Points) -> list[Note]:
 
 def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str | None, bootstrap: int, seed: int,
                   workers: int, top: int | None, margin: float = penalty.MARGIN, extrapolate: float = EXTRAPOLATE,
-                  with_penalty: bool, progress: Progress | None = None, absent: dict[str, str] | None = None) -> dict:
+                  with_penalty: bool, progress: Progress | None = None, absent: dict[str, str] | None = None,
+                  shared_efficiencies: bool = False, formats: dict[str, tuple[str, str]] | None = None) -> dict:
     """What `analyse` (with_penalty) and `fit_law` (without) return, with the fit's and bootstrap's
     seconds under "timing". `absent`: where `table` was read already, the recipes its reading dropped
     whole (`fits.table.never_completed` of the raw table), named among the skipped."""
     with single_threaded_blas():  # forked bootstrap workers inherit the setting
         return _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate,
-                              with_penalty, progress, absent or {})
+                              with_penalty, progress, absent or {}, shared_efficiencies, formats)
 
 
 def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress,
-                   absent):
+                   absent, shared_efficiencies=False, formats=None):
     if law not in LAWS:
         raise UserError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     where = None if isinstance(table, pl.DataFrame) else table
@@ -401,18 +406,25 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     groups, skipped = _fittable(groups, law, baseline if with_penalty else None)
     base = baseline if with_penalty and len(groups) > 1 else None
     jobs = _plan(groups, law, base)
+    design = _shared_design(groups, base, raw, formats) if shared_efficiencies else None  # (refused before fitting)
 
     t0 = time.perf_counter()
     thetas, objectives, starts = _fit_full(groups, jobs, top, workers)
-    t1 = time.perf_counter()
     ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
+    if design is not None:
+        const = {r: thetas[f"const:{r}"] for r in design.recipes}
+        shared_fit = shared.fit_shared(thetas[f"law:{base}"], design, shared.shared_starts(design, const))
+        if shared_fit is None:
+            raise UserError("the shared-efficiency fit failed from every start; check the data for outliers")
+        ctx["shared"] = (design, shared_fit.theta, f"law:{base}")
+    t1 = time.perf_counter()
     reps = parallel_map(_replicate, ctx, list(range(bootstrap)), workers, progress) if bootstrap else []
     timing = {"fit_s": t1 - t0, "bootstrap_s": time.perf_counter() - t1, "workers": workers}
 
     out_groups = {}
     for g, pts in groups.items():
         params = _named(thetas, g, pts, law, jobs, base)
-        ok = [r for r in reps if all(np.isfinite(v).all() for v in r.values())]
+        ok = [r for r in reps if all(np.isfinite(r[k]).all() for k in jobs)]
         ci = _param_ci([_named(r, g, pts, law, jobs, base) for r in ok])
         objective = objectives[f"law:{g}"] if f"law:{g}" in jobs else objectives[f"const:{g}"]
         own = f"law:{g}" in jobs  # else it shares the baseline's law (quartet), identified or not on its points
@@ -425,8 +437,25 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     for r, test in tests.items():
         result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test,
                                                               out_groups[base]["not_identified"])
+    if design is not None:
+        result["shared_efficiencies"] = shared.summarise(
+            design, thetas[f"law:{base}"], shared_fit, [rep["shared"] for rep in reps], out_groups,
+            {r: objectives[f"const:{r}"] for r in design.recipes}, out_groups[base]["not_identified"],
+            {r: flat_parameters(thetas[f"const:{r}"], "efficiency", groups[r]) for r in design.recipes})
     result["timing"] = {**timing, "total_s": time.perf_counter() - t0}
     return result
+
+
+def _shared_design(groups: dict[str, Points], base: str | None, raw: pl.DataFrame,
+                   formats: dict[str, tuple[str, str]] | None) -> "shared.Design":
+    """The shared-efficiency fit of the fitted recipes (`fits.shared`): their formats from `formats`, else the table's
+    columns, else their presets'. UserError where there is no baseline and other recipe to fit, or a format is
+    unknown."""
+    if base is None:
+        raise UserError("shared efficiencies need a baseline and at least one other recipe fitted against it; "
+                        f"the recipes fitted: {', '.join(groups)}")
+    given = shared.table_formats(raw) if formats is None else formats
+    return shared.design(groups, base, shared.recipe_formats(list(groups), given))
 
 
 def _tests(law: str, groups: dict[str, Points], base: str, thetas: dict, judged: list[str]) -> dict[str, tuple]:
@@ -621,7 +650,8 @@ class BootstrapProgress:
 def analyse(table: pl.DataFrame | str | Path, law: str = "chinchilla", baseline: str = "bf16", bootstrap: int = 1000,
             seed: int = 0, workers: int = 2, top: int | None = 50, margin: float = penalty.MARGIN,
             extrapolate: float = EXTRAPOLATE, progress: Progress | None = None,
-            absent: dict[str, str] | None = None) -> dict:
+            absent: dict[str, str] | None = None, shared_efficiencies: bool = False,
+            formats: dict[str, tuple[str, str]] | None = None) -> dict:
     """Laws per group, bootstrap intervals and, per recipe against `baseline`, the penalty verdict.
 
     table: a validated table (fits.read_table) or a path. Returns the `scaling fit --json` object plus
@@ -629,9 +659,22 @@ def analyse(table: pl.DataFrame | str | Path, law: str = "chinchilla", baseline:
     top: grid starts that get an L-BFGS-B run (the best `top` of the grid by objective; None = all 4,500).
     absent: for a validated table, the recipes none of whose runs completed (`fits.table.never_completed`
     of the table as read): skipped with why, and named if one is the baseline.
+    shared_efficiencies: also fit effN per forward format and effD per backward format, shared by the recipes
+    (`fits.shared`; the result's "shared_efficiencies"). formats: recipe -> (forward, backward) format where the
+    table passed does not give them (`fits.shared.table_formats` of the table as read); presets' fill the rest.
     """
     return fit_and_judge(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers, top=top,
-                         margin=margin, extrapolate=extrapolate, with_penalty=True, progress=progress, absent=absent)
+                         margin=margin, extrapolate=extrapolate, with_penalty=True, progress=progress, absent=absent,
+                         shared_efficiencies=shared_efficiencies, formats=formats)
+
+
+def shared_efficiencies(table: pl.DataFrame | str | Path, law: str = "quartet", baseline: str = "bf16",
+                        bootstrap: int = 1000, seed: int = 0, workers: int = 2, top: int | None = 50,
+                        formats: dict[str, tuple[str, str]] | None = None, progress: Progress | None = None) -> dict:
+    """Efficiencies shared across recipes by format (the Quartet paper's v1 law; docs/fits.md, "Shared
+    efficiencies"): `analyse(..., shared_efficiencies=True)["shared_efficiencies"]`, the same replicates."""
+    return analyse(table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed, workers=workers, top=top,
+                   progress=progress, shared_efficiencies=True, formats=formats)["shared_efficiencies"]
 
 
 def analyse_source(raw: pl.DataFrame, table: pl.DataFrame, columns: dict[str, str] | str | None = None,
@@ -640,6 +683,8 @@ def analyse_source(raw: pl.DataFrame, table: pl.DataFrame, columns: dict[str, st
     of `raw`, under `columns`) with what only the table as given can say: the recipes none of whose runs
     completed (`absent`), the rows set aside as no points (`set_aside_note`: a sweep's diverged runs) and which
     lr_mult an LR sweep's points took (`learning_rate_note`). kwargs: `analyse`'s."""
+    if kwargs.get("shared_efficiencies") and kwargs.get("formats") is None:  # (the table's columns: only raw has them)
+        kwargs["formats"] = shared.table_formats(raw, columns)
     out = analyse(table, absent=never_completed(raw, columns), **kwargs)
     out["set_aside_note"] = set_aside_note(raw, columns)
     out["learning_rate_note"] = learning_rate_note(raw, columns)

@@ -183,12 +183,18 @@ def flat_parameters(theta: np.ndarray, kind: str, pts: Points) -> list[str]:
     free = FREE[kind]
     _, J = log_predict(theta, pts.logN, pts.logD, pts.logN0, pts.logD0, jac=True, recipe=pts.recipe)
     J = centred_derivatives(J[:, free], centring(free, pts))  # (a and α are otherwise collinear)
+    names = {"a": "A", "b": "B", "e": "E", "u": "effN", "v": "effD"}
+    return flat_columns(J, [names.get(THETA[i], THETA[i]) for i in free])
+
+
+def flat_columns(J: np.ndarray, names: list[str]) -> list[str]:
+    """The `names` of J's columns (a fit's parameters; J: d fitted log L / d parameter, a row per point) that move
+    along a direction the data does not identify (FLAT), in their order; [] where J is not finite."""
     if not np.isfinite(J).all():
         return []
     _, s, vt = np.linalg.svd(J / np.sqrt(len(J)), full_matrices=False)
     moved = (np.abs(vt[s < FLAT]) > 1e-6).any(axis=0)
-    names = {"a": "A", "b": "B", "e": "E", "u": "effN", "v": "effD"}
-    return [names.get(THETA[free[k]], THETA[free[k]]) for k in np.flatnonzero(moved)]
+    return [names[k] for k in np.flatnonzero(moved)]
 
 
 def centre(y: np.ndarray, shifts: tuple) -> np.ndarray:
@@ -256,14 +262,20 @@ def fit_from(theta0: np.ndarray, kind: str, pts: Points, w: np.ndarray | None = 
     lo = np.array([b[0] if b[0] is not None else -np.inf for b in bounds])
     hi = np.array([b[1] if b[1] is not None else np.inf for b in bounds])
     x0 = centre(np.clip(theta0[free], lo, hi), shifts)
-    objective = Objective(free, theta0, pts, w, shifts)
-    res = minimize(objective.value, x0, jac=objective.gradient, method="L-BFGS-B",
-                   bounds=bounds, options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
-    if not np.isfinite(res.fun):
+    res = lbfgsb(Objective(free, theta0, pts, w, shifts), x0, bounds)
+    if res is None:
         return None
     theta = theta0.copy()
     theta[free] = uncentre(res.x, shifts)
     return Fit(theta, float(res.fun))
+
+
+def lbfgsb(objective: "Objective", x0: np.ndarray, bounds: list[tuple]):
+    """scipy's L-BFGS-B result of `objective` (value and analytic gradient) from x0, with every fit's options; None
+    where it ended at a non-finite objective."""
+    res = minimize(objective.value, x0, jac=objective.gradient, method="L-BFGS-B",
+                   bounds=bounds, options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
+    return res if np.isfinite(res.fun) else None
 
 
 def best_fit(fits: Iterable[Fit | None]) -> Fit | None:

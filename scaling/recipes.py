@@ -87,6 +87,27 @@ class Recipe:
         db = sb.describe() if sb else "bf16"
         return f"{la}: {da} | {lb}: {db}" if da != db else f"{la}, {lb}: {da}"
 
+    @property
+    def forward_format(self) -> str:
+        """What its fprop GEMM's operands are, as `scaling recipes` shows them ("x, w: MX e2m1 1x32 e8m0"; "bf16"):
+        recipes with equal ones share a parameter efficiency effN in a shared-efficiency fit (docs/fits.md)."""
+        return self.describe_gemm("fprop") + self._blocks_note()
+
+    @property
+    def backward_format(self) -> str:
+        """What its dgrad and wgrad GEMMs' operands are ("bf16" where both are BF16), as `forward_format`: recipes
+        with equal ones share a data efficiency effD."""
+        dgrad, wgrad = self.describe_gemm("dgrad"), self.describe_gemm("wgrad")
+        said = "bf16" if dgrad == wgrad == "bf16" else f"dgrad {dgrad}; wgrad {wgrad}"
+        return said + self._blocks_note()
+
+    def _blocks_note(self) -> str:
+        """A recipe that leaves transformer blocks in BF16 trains otherwise than one of the same GEMMs that does not:
+        its formats say which blocks, so the two share no efficiency."""
+        if not self.is_quantized or not self.high_precision_blocks:
+            return ""
+        return f" (bf16 blocks {', '.join(map(str, self.high_precision_blocks))})"
+
     def to_dict(self) -> dict:
         d = {"name": self.name, "source": self.source,
              "high_precision_blocks": list(self.high_precision_blocks),

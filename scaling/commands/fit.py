@@ -34,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=integer(0), default=0, help="seed of the bootstrap's resampling")
     parser.add_argument("--workers", type=integer(1), default=2,
                         help="processes for the full fit's grid starts and for the bootstrap")
+    parser.add_argument("--shared-efficiencies", action="store_true",
+                        help="also fit one effN per forward format and one effD per backward format, shared by the "
+                             "recipes, and check each recipe's own against them (the Quartet paper's v1 law with "
+                             "--law quartet; formats from the table's forward_format, backward_format columns, else "
+                             "the presets'; docs/fits.md)")
     parser.add_argument("--json", action="store_true",
                         help="print the result as JSON on stdout (notices and the bootstrap's progress stay on stderr)")
     parser.add_argument("--out", type=Path, help="also write the JSON to this file, named *.json (e.g. fits.json)")
@@ -140,6 +145,43 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
             print(f"{recipe}: inconclusive whatever the interval: {p['undecidable']}")
 
 
+def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
+    """The shared efficiencies (`fits.shared`): a row per format, a row per recipe with its own constant efficiencies
+    beside its formats' shared ones, and the objectives; "not pinned" where the runs do not pin a number."""
+    from scaling.console import print_table
+
+    rows = []
+    for kind, eff in (("forward", "effN"), ("backward", "effD")):
+        for fmt, e in entry[kind].items():
+            value = ("not pinned" if not e["pinned"] else _with_ci(e[eff], e["ci95"]) if e["fitted"]
+                     else f"1 ({baseline}'s format, not fitted)")
+            rows.append({"efficiency": eff, "format": fmt, "value": value,
+                         "recipes": ", ".join(e["recipes"])})
+    intervals = f"95% bootstrap intervals ({bootstrap} replicates)" if bootstrap else "no bootstrap: no intervals"
+    print_table(rows, ["efficiency", "format", "value", "recipes"],
+                title=f"shared efficiencies against {baseline}'s {law} law: effN per forward format, effD per backward "
+                      f"format, {intervals}")
+    rows = []
+    for recipe, r in entry["recipes"].items():
+        row = {"recipe": recipe}
+        for eff in ("effN", "effD"):
+            c = r[eff]
+            row[f"{eff} own"] = _with_ci(c["own"], c["own_ci95"])
+            pinned = entry["forward" if eff == "effN" else "backward"][r["forward_format" if eff == "effN"
+                                                                          else "backward_format"]]["pinned"]
+            row[f"{eff} shared"] = _fmt(c["shared"]) if pinned else "not pinned"
+            row[f"{eff} check"] = c["check"] or f"unchecked: {c['unchecked']}"
+        rows.append(row)
+    print_table(rows, title="each recipe's own constant efficiencies (95% interval) against its formats' shared ones: "
+                            "consistent where the shared value lies inside the recipe's own interval")
+    print(f"objective: {entry['objective']:.6g} shared ({entry['n_params']} parameters) against "
+          f"{entry['objective_separate']:.6g} summed over the recipes' own constant fits ({entry['n_params_separate']})")
+    for kind, eff in (("forward", "effN"), ("backward", "effD")):
+        for fmt, e in entry[kind].items():
+            for why in e["unpinned"]:
+                print(f"not pinned: {why}")
+
+
 def run(args: argparse.Namespace) -> int:
     import fits
     from scaling.console import print_json
@@ -172,13 +214,16 @@ def run(args: argparse.Namespace) -> int:
         print(notice, file=sys.stderr, flush=True)
     out = fits.analysis.analyse_source(raw, table, args.columns, law=args.law, baseline=args.baseline,
                                        bootstrap=args.bootstrap, seed=args.seed, workers=args.workers,
-                                       margin=args.margin, top=top, progress=fits.analysis.BootstrapProgress())
+                                       margin=args.margin, top=top, progress=fits.analysis.BootstrapProgress(),
+                                       shared_efficiencies=args.shared_efficiencies)
     if args.out:
         _write_json(args.out, out)
     if args.json:
         print_json(out)
     else:
         print_human(out, args.baseline)
+        if "shared_efficiencies" in out:
+            print_shared(out["shared_efficiencies"], out["law"], out["baseline"], out["bootstrap"])
         if args.out:
             print(f"wrote {args.out}")
     return 0
