@@ -817,7 +817,7 @@ def collect_runs(sweep_dir: Path) -> Collected:
 
     sweep_dir = Path(sweep_dir)
     plan = sweep_plan(sweep_dir)
-    records, recipe_files, points, waiting = [], {}, {}, []
+    records, recipe_files, points, waiting, formats = [], {}, {}, [], []
     for d in sweep_run_dirs(sweep_dir, plan):
         r = read_json(d / "result.json")
         problem = _result_problem(d, r)  # (the judgement status makes of a failed run's record: one place)
@@ -832,6 +832,7 @@ def collect_runs(sweep_dir: Path) -> Collected:
             waiting.append((d, read_json(d / "job.json"), r))  # its status: once the queue is known, below
         if r is not None:
             records.append(r)
+            formats.append(run_formats(d, r["recipe"]))
             config = read_json(d / "config.json") or {}
             points.setdefault(grid_point(config), {}).setdefault(json.dumps(config, sort_keys=True), []).append(d)
             if (d / "recipe.toml").is_file():
@@ -840,12 +841,31 @@ def collect_runs(sweep_dir: Path) -> Collected:
     _check_one_run_per_point(points)
     queue, planned = slurm_queue_for_jobs(job for _, job, _ in waiting), planned_configs(plan)
     unfinished = [run_status(d, queue, job, r, planned.get(d.name)) for d, job, r in waiting]
-    extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS))
-    columns = list(RESULT_FIELDS) + extra
-    rows = [{c: _flat(r.get(c)) for c in columns} for r in records]
+    extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS) - set(FORMAT_FIELDS))
+    columns = list(RESULT_FIELDS) + extra + list(FORMAT_FIELDS)
+    rows = [{**{c: _flat(r.get(c)) for c in columns}, **dict(zip(FORMAT_FIELDS, f))} for r, f in zip(records, formats)]
     if not rows:
         return Collected(pl.DataFrame(schema={c: pl.Utf8 for c in columns}), unfinished)
     return Collected(pl.DataFrame(rows, infer_schema_length=None), unfinished)
+
+
+# After the record's fields: each run's recipe's forward and backward formats, which `scaling fit --shared-efficiencies`
+# shares efficiencies by (fits.shared; a custom recipe's are known only from its file).
+FORMAT_FIELDS = ("forward_format", "backward_format")
+
+
+def run_formats(run_dir: Path, recipe: str) -> tuple[str | None, str | None]:
+    """A finished run's recipe's (forward, backward) formats (`Recipe.forward_format`, `backward_format`): from the
+    recipe file copied into its folder, else the preset of its name; (None, None) where neither is readable."""
+    from scaling.errors import UserError
+    from scaling.recipes import PRESETS, Recipe
+
+    copy = run_dir / "recipe.toml"
+    try:
+        spec = Recipe.from_toml(copy) if copy.is_file() else PRESETS.get(recipe)
+    except UserError:  # (a damaged copy: its rows say nothing, and a shared-efficiency fit names the recipe)
+        spec = None
+    return (spec.forward_format, spec.backward_format) if spec is not None else (None, None)
 
 
 def _check_one_recipe_per_name(recipe_files: dict[str, dict[bytes, list[Path]]]) -> None:

@@ -1684,6 +1684,32 @@ def test_collect_refuses_two_versions_of_one_grid_point(tmp_path):
         collect(sweep_dir)
 
 
+def test_collect_writes_each_runs_recipe_formats_after_the_records_fields(tmp_path):
+    """results.parquet carries forward_format and backward_format, appended after the record's fields: a preset's
+    from its name, a custom recipe's from the recipe.toml copied into its run folder (the name alone says nothing),
+    so `scaling fit --shared-efficiencies` can share efficiencies by format (fits.shared)."""
+    from scaling.recipes import PRESETS, get_recipe
+    from sweeps.store import RESULT_FIELDS, collect
+
+    sweep_dir = tmp_path / "sweep"
+    custom = tmp_path / "mine.toml"
+    custom.write_text('name = "mxfp4_mine"\nbase = "mxfp4"\n[dgrad.dy]\nrounding = "sr"\n')
+    for run_id, recipe, copy in (("r0", "mxfp4_sr", None), ("r1", "mxfp4_mine", custom), ("r2", "gone", None)):
+        d = sweep_dir / run_id
+        d.mkdir(parents=True)
+        if copy is not None:
+            (d / "recipe.toml").write_bytes(copy.read_bytes())
+        (d / "result.json").write_text(json.dumps({"run_id": run_id, "recipe": recipe, "status": "completed",
+                                                   "val_loss": 5.0, "extra_field": 1}))
+    table = collect(sweep_dir).sort("run_id")
+    assert table.columns == [*RESULT_FIELDS, "extra_field", "forward_format", "backward_format"]
+    mine = get_recipe(str(custom))
+    assert table["forward_format"].to_list() == [PRESETS["mxfp4_sr"].forward_format, mine.forward_format, None]
+    assert table["backward_format"].to_list() == [PRESETS["mxfp4_sr"].backward_format, mine.backward_format, None]
+    assert mine.forward_format == PRESETS["mxfp4"].forward_format  # shares mxfp4's effN, not its effD
+    assert mine.backward_format not in (PRESETS["mxfp4"].backward_format, PRESETS["mxfp4_sr"].backward_format)
+
+
 def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, capsys):
     """collect of a sweep still running (or stopped part-way) writes the finished runs' rows, and says how
     many runs have no result yet and in which state, as `report` does: a table with 95 of 100 runs reads
