@@ -36,10 +36,14 @@ HOFFMANN = {"A": 406.4, "B": 410.7, "E": 1.69, "alpha": 0.34, "beta": 0.28}
 
 def test_import_and_fit_verb_do_not_load_torch(tmp_path):
     """Nor scipy.stats, whose import alone took ~0.35 s of every `scaling fit` (fits uses scipy.special's functions)."""
-    path = tmp_path / "t.csv"
+    path, presets = tmp_path / "t.csv", tmp_path / "presets.csv"
     synthetic_table(sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80)).write_csv(path)
+    # shared efficiencies read the presets' formats (scaling.recipes): torch-free too
+    synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4),
+                    ratios=(5, 20, 80)).write_csv(presets)
     code = ("import sys, fits, fits.bench, scaling.commands.fit; from scaling.cli import main; "
             f"rc = main(['fit', {str(path)!r}, '--bootstrap', '0', '--json']); "
+            f"rc = rc or main(['fit', {str(presets)!r}, '--bootstrap', '0', '--shared-efficiencies', '--json']); "
             "assert rc == 0, rc; assert 'torch' not in sys.modules, 'torch was imported'; "
             "assert 'scipy.stats' not in sys.modules, 'scipy.stats was imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

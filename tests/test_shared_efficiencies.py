@@ -1,0 +1,149 @@
+"""fits.shared: efficiencies shared across recipes by format (the Quartet paper's v1 law), `scaling fit
+--shared-efficiencies`, and the check of each recipe's own constant efficiencies against them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+import fits
+from fits.shared import recipe_formats, table_formats
+from fits.synthetic import synthetic_table
+from scaling.cli import main
+from scaling.errors import UserError
+from scaling.recipes import PRESETS
+
+SMALL = dict(sizes=np.geomspace(2e7, 2e9, 4), ratios=(5, 20, 80))
+FAST = dict(law="quartet", top=5, workers=1)
+
+
+def with_formats(table: pl.DataFrame, formats: dict[str, tuple[str, str]]) -> pl.DataFrame:
+    """The table with a user's forward_format and backward_format columns."""
+    return table.with_columns(forward_format=pl.col("recipe").replace_strict({r: f for r, (f, _) in formats.items()}),
+                              backward_format=pl.col("recipe").replace_strict({r: b for r, (_, b) in formats.items()}))
+
+
+def test_shared_efficiencies_of_presets_recover_each_formats_truth():
+    """mxfp4, mxfp4_sr and mxfp4_fprop share one forward format (MXFP4's fprop) and have three backward formats: one
+    effN and three effDs are fitted (4 parameters against the separate fits' 6), each near its truth."""
+    truth_n, truth_d = 0.65, {"mxfp4": 0.8, "mxfp4_sr": 0.9, "mxfp4_fprop": 0.97}
+    t = synthetic_table({"bf16": {}, **{r: {"effN": truth_n, "effD": d} for r, d in truth_d.items()}}, noise=0.0005,
+                        **SMALL)
+    out = fits.shared_efficiencies(t, bootstrap=0, top=5, workers=1)
+    forward = PRESETS["mxfp4"].forward_format
+    assert list(out["forward"]) == [forward] and out["forward"][forward]["recipes"] == sorted(truth_d)
+    assert out["forward"][forward]["effN"] == pytest.approx(truth_n, rel=0.03)
+    assert len(out["backward"]) == 3 and out["n_params"] == 4 and out["n_params_separate"] == 6
+    for r, d in truth_d.items():
+        entry = out["recipes"][r]
+        assert entry["backward_format"] == PRESETS[r].backward_format
+        assert out["backward"][entry["backward_format"]]["effD"] == pytest.approx(d, rel=0.03)
+        assert entry["effN"]["shared"] == out["forward"][forward]["effN"]
+        assert entry["effN"]["check"] is None and "no bootstrap" in entry["effN"]["unchecked"]
+    # the shared fit is the separate fits with fewer parameters: never below their summed objective
+    assert out["objective"] >= out["objective_separate"] * (1 - 1e-9)
+    assert out["baseline_formats"] == {"forward": "bf16", "backward": "bf16"}
+
+
+def test_a_bf16_forward_recipe_has_effN_exactly_1_not_a_parameter():
+    """A recipe whose forward format is the baseline's (BF16) gets effN = 1, not fitted; its backward format's effD
+    is shared with the recipe of the same backward format (the table's own columns, any strings)."""
+    formats = {"bf16": ("bf16", "bf16"), "fp4": ("FP4 fwd", "FP4 bwd"), "fp4_sr": ("FP4 fwd", "FP4 SR bwd"),
+               "bwd_only": ("bf16", "FP4 bwd")}
+    truth = {"fp4": (0.7, 0.85), "fp4_sr": (0.7, 0.92), "bwd_only": (1.0, 0.85)}
+    t = synthetic_table({"bf16": {}, **{r: {"effN": n, "effD": d} for r, (n, d) in truth.items()}}, noise=0.0005,
+                        **SMALL)
+    out = fits.analyse(with_formats(t, formats), bootstrap=0, shared_efficiencies=True, **FAST)["shared_efficiencies"]
+    assert out["n_params"] == 3  # effN of "FP4 fwd"; effD of "FP4 bwd" and "FP4 SR bwd"
+    assert out["forward"]["bf16"] == {"effN": 1.0, "ci95": [1.0, 1.0], "fitted": False, "recipes": ["bwd_only"],
+                                      "pinned": True, "unpinned": []}
+    assert out["recipes"]["bwd_only"]["effN"]["shared"] == 1.0
+    assert out["forward"]["FP4 fwd"]["effN"] == pytest.approx(0.7, rel=0.03)
+    assert out["backward"]["FP4 bwd"]["recipes"] == ["bwd_only", "fp4"]
+    assert out["backward"]["FP4 bwd"]["effD"] == pytest.approx(0.85, rel=0.03)
+    assert out["backward"]["FP4 SR bwd"]["effD"] == pytest.approx(0.92, rel=0.03)
+
+
+def test_a_recipe_whose_effN_differs_from_its_format_mates_is_not_consistent():
+    """Two recipes of one forward format whose true effN differ (0.55 and 0.85): the shared value falls between, outside
+    each recipe's own interval; recipes that agree with their format are consistent."""
+    truth = {"mxfp4": (0.55, 0.9), "mxfp4_sr": (0.85, 0.9), "nvfp4": (0.7, 0.8)}
+    t = synthetic_table({"bf16": {}, **{r: {"effN": n, "effD": d} for r, (n, d) in truth.items()}}, noise=0.001,
+                        **SMALL)
+    out = fits.shared_efficiencies(t, bootstrap=20, top=5, workers=1)
+    checks = {r: e["effN"]["check"] for r, e in out["recipes"].items()}
+    assert checks == {"mxfp4": "not consistent", "mxfp4_sr": "not consistent", "nvfp4": "consistent"}, out["recipes"]
+    assert out["n_replicates"] == 20
+    lo, hi = out["forward"][PRESETS["mxfp4"].forward_format]["ci95"]
+    assert 0.55 < lo < hi < 0.85
+    # the constraint costs objective that the separate fits do not pay
+    assert out["objective"] > 1.5 * out["objective_separate"]
+
+
+def test_the_shared_fits_replicates_are_analyses():
+    """The bootstrap draws the replicates `analyse` draws for the seed: the recipes' own intervals beside the shared
+    ones are those of `analyse` without the option, and the rest of its output is unchanged by it."""
+    t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "mxfp4_sr": {"effN": 0.7, "effD": 0.9}}, **SMALL)
+    plain = fits.analyse(t, bootstrap=8, seed=3, **FAST)
+    both = fits.analyse(t, bootstrap=8, seed=3, shared_efficiencies=True, **FAST)
+    shared = both.pop("shared_efficiencies")
+    for out in (plain, both):
+        out.pop("timing")
+    assert json.dumps(plain, sort_keys=True) == json.dumps(both, sort_keys=True)
+    assert shared["recipes"]["mxfp4"]["effD"]["own_ci95"] == plain["groups"]["mxfp4"]["ci95"]["effD_const"]
+
+
+def test_a_format_the_runs_do_not_pin_is_said_so():
+    """The baseline law's A and alpha not pinned (two model sizes): effN, which scales N inside that term, is no
+    number of the data, and no recipe's effN is checked against it."""
+    t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "mxfp4_sr": {"effN": 0.7}}, sizes=[1e8, 1e9],
+                        ratios=(5, 10, 20, 40, 80))
+    out = fits.shared_efficiencies(t, law="chinchilla", bootstrap=0, top=5, workers=1)
+    entry = out["forward"][PRESETS["mxfp4"].forward_format]
+    assert not entry["pinned"] and any("does not pin A" in why for why in entry["unpinned"]), entry
+    assert out["recipes"]["mxfp4"]["effN"]["check"] is None
+
+
+def test_formats_come_from_the_table_else_the_presets_and_unknown_ones_are_refused():
+    raw = pl.DataFrame({"recipe": ["a", "a", "b", "mxfp4"], "forward_format": ["x", "x", " y ", None],
+                        "backward_format": ["u", "u", "v", ""]})
+    assert table_formats(raw) == {"a": ("x", "u"), "b": ("y", "v")}
+    assert recipe_formats(["a", "mxfp4"], table_formats(raw))["mxfp4"] == (PRESETS["mxfp4"].forward_format,
+                                                                          PRESETS["mxfp4"].backward_format)
+    with pytest.raises(UserError, match=r"recipes 'mine', 'yours' are not known.*add columns forward_format"):
+        recipe_formats(["bf16", "mine", "yours"], {})
+    with pytest.raises(UserError, match=r"recipe 'a' has 2 different forward_format values \('x' and 'z'\)"):
+        table_formats(raw.with_columns(forward_format=pl.Series(["x", "z", "y", None])))
+    with pytest.raises(UserError, match=r"has a 'forward_format' column but no 'backward_format'"):
+        table_formats(raw.drop("backward_format"))
+    with pytest.raises(UserError, match=r"recipe 'b' has a backward_format but a blank forward_format"):
+        table_formats(raw.with_columns(forward_format=pl.Series(["x", "x", None, None])))
+
+
+def test_scaling_fit_shared_efficiencies_json_and_table(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "mxfp4_fprop": {"effN": 0.7, "effD": 0.95}},
+                    **SMALL).write_csv(path)
+    args = ["fit", str(path), "--law", "quartet", "--shared-efficiencies", "--bootstrap", "4", "--starts", "5",
+            "--workers", "1"]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["shared_efficiencies"]["recipes"]) == {"mxfp4", "mxfp4_fprop"}
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "shared efficiencies against bf16's quartet law" in text and PRESETS["mxfp4"].forward_format in text
+    assert "summed over the recipes' own constant fits" in text
+
+
+def test_scaling_fit_refuses_unknown_formats_with_exit_2(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    synthetic_table({"bf16": {}, "mine": {"effN": 0.7}}, **SMALL).write_csv(path)
+    assert main(["fit", str(path), "--shared-efficiencies", "--bootstrap", "0", "--starts", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "recipe 'mine' are not known" in err and "forward_format" in err and "backward_format" in err, err
+    # without the option the same table fits as before
+    assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5", "--json"]) == 0
