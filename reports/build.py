@@ -69,9 +69,11 @@ def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
     return read_table(runs.select("recipe", "run_id", "N", "D", "C", "loss", "status", *extra))
 
 
-def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int) -> dict:
+def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int,
+             shared_efficiencies: bool = False) -> dict:
     """The `scaling fit --json` object of the runs (`fits.analysis.analyse_source`: `fits.analyse` on the completed
-    runs, with its notes): laws per recipe, effN/effD, penalty bands and verdicts."""
+    runs, with its notes): laws per recipe, effN/effD, penalty bands and verdicts; with `shared_efficiencies`, the
+    efficiencies shared by format too (the runs' forward_format, backward_format columns, else the presets')."""
     import fits
 
     table = fit_table(runs)
@@ -86,7 +88,7 @@ def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: 
         warnings.simplefilter("ignore", RuntimeWarning)
         # (a recipe none of whose runs completed is skipped by name; a baseline among them is named as such)
         fitted = fits.analysis.analyse_source(runs, table, law=law, baseline=baseline, bootstrap=bootstrap, seed=seed,
-                                              workers=workers,
+                                              workers=workers, shared_efficiencies=shared_efficiencies,
                                               progress=fits.analysis.BootstrapProgress(indent="  ") if bootstrap else None)
     return fitted
 
@@ -526,6 +528,52 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
     return s
 
 
+def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
+    """The efficiencies shared by format (`fits.shared`, `--shared-efficiencies`): a row per format, a row per recipe
+    with its own constant efficiencies beside its formats' shared ones, and the objectives."""
+    entry = fitted["shared_efficiencies"]
+    s = Section("Shared efficiencies (Quartet v1)")
+    s.add(Paragraph(
+        f"One parameter efficiency effN per forward format (what a recipe's fprop GEMM's operands are) and one data "
+        f"efficiency effD per backward format (its dgrad and wgrad operands), shared by the recipes of that format and "
+        f"fitted jointly on all their runs with {literal(baseline)}'s {fitted['law']} law held fixed (κ = 0): the Quartet "
+        f"paper's form L = (A/(N·effN)^α + B/(D·effD)^β)^γ + E. {literal(baseline)}'s formats have efficiency 1. A "
+        "recipe's own constant efficiencies are consistent with the shared ones where the shared value lies inside the "
+        "recipe's own 95% interval."))
+    rows = []
+    for kind, eff in (("forward", "effN"), ("backward", "effD")):
+        for fmt_, e in entry[kind].items():
+            value = NOT_PINNED if not e["pinned"] else e[eff] if e["fitted"] else f"1 ({baseline}'s)"
+            ci = _interval(e["ci95"]) if e["fitted"] and e["pinned"] else ""
+            rows.append((eff, fmt_, value, ci, ", ".join(e["recipes"])))  # (cells are data: the renderers escape them)
+    s.add(_intervals_table(("efficiency", "format", "value", CI, "recipes"), rows,
+                           f"Efficiencies shared by format. {NOT_PINNED}: the runs do not pin it (below)." if any(
+                               r[2] == NOT_PINNED for r in rows) else "Efficiencies shared by format.",
+                           fitted["bootstrap"]))
+    rows = []
+    for recipe, r in entry["recipes"].items():
+        row: list[Any] = [recipe]
+        for eff, kind, key in (("effN", "forward", "forward_format"), ("effD", "backward", "backward_format")):
+            c = r[eff]
+            row += [c["own"], _interval(c["own_ci95"]),
+                    c["shared"] if entry[kind][r[key]]["pinned"] else NOT_PINNED,
+                    c["check"] or f"unchecked: {c['unchecked']}"]
+        rows.append(tuple(row))
+    s.add(_intervals_table(("recipe", "effN", CI, "shared effN", "check", "effD", CI, "shared effD", "check"), rows,
+                           "Each recipe's own constant efficiencies (Parameter and data efficiency) beside its formats' "
+                           "shared ones.", fitted["bootstrap"]))
+    s.add(Paragraph(f"Objective (summed Huber loss): {fmt(entry['objective'])} for the shared fit "
+                    f"({count(entry['n_params'], 'parameter')}), against {fmt(entry['objective_separate'])} summed over "
+                    f"the recipes' own constant fits ({count(entry['n_params_separate'], 'parameter')})."))
+    unpinned = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
+    if unpinned:
+        s.add(Bullets(tuple(literal(w) for w in unpinned)))
+    return s
+
+
+NOT_PINNED = "not pinned"
+
+
 def _records_table(rows: list, caption: str) -> Table:
     """A list of flat dicts as a table; list-valued fields (per-level histograms) are left out."""
     cols = list(dict.fromkeys(k for r in rows for k, v in r.items() if not isinstance(v, (dict, list))))
@@ -843,11 +891,13 @@ def subtitle(runs: pl.DataFrame, baseline: str, compared: bool, law: str) -> str
 
 def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: str = "chinchilla",
           bootstrap: int = 200, diagnostics: str | Path | None = None, columns: dict[str, str] | str | None = None,
-          seed: int = 0, workers: int | None = None, title: str | None = None) -> dict:
+          seed: int = 0, workers: int | None = None, title: str | None = None,
+          shared_efficiencies: bool = False) -> dict:
     """Build the report for a sweep directory or a results table; returns a summary (paths, verdicts).
 
     Writes <out_dir>/{index.html, report.md, figures/*.png, results.csv, fits.json}. `columns` maps
-    fit names to a table's own ("N=Model Size,C=Training FLOP"), as `scaling fit --columns`.
+    fit names to a table's own ("N=Model Size,C=Training FLOP"), as `scaling fit --columns`. `shared_efficiencies`:
+    fit and show the efficiencies shared by format too (`scaling fit --shared-efficiencies`).
     """
     from fits.analysis import warning_lines
 
@@ -864,7 +914,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     # Each stage takes seconds to minutes on a laptop: say which one it is in (stderr; --json keeps stdout)
     _stage(f"fitting the {law} law to {count(compare.completed(study.runs).height, 'completed run')} "
            f"({count(bootstrap, 'bootstrap replicate')}, {count(workers, 'worker')})")
-    fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers)
+    fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers, shared_efficiencies)
     _stage("drawing the figures and writing the report")
     colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
     compared = baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1  # (a penalty against it)
@@ -883,6 +933,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
                 section_gaps(study, baseline, colors, fig_dir),
                 section_overhead(study, baseline, colors, fig_dir),
                 section_efficiency(fitted, baseline),
+                *([section_shared_efficiencies(fitted, baseline)] if "shared_efficiencies" in fitted else []),
                 section_diagnostics(study),
                 section_failures(study),
                 section_provenance(study, checkout),

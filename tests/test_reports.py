@@ -1475,3 +1475,30 @@ def test_provenance_names_every_device_and_versions_a_resumed_run_trained_on(tmp
     assert "A100" in hardware and "H100" in hardware, hardware
     versions = [i for i in items if i.startswith("Versions")]
     assert any("2.11.0" in v for v in versions) and any("2.13.0" in v for v in versions), versions
+
+
+def test_a_report_shows_the_shared_efficiencies_when_its_fits_carry_them(tmp_path):
+    """`scaling report --shared-efficiencies`: the fits read a table's own forward_format and backward_format columns
+    (the report's runs keep them) and the report shows a "Shared efficiencies" section; without the option, none."""
+    from fits.synthetic import synthetic_table
+    from reports import build
+
+    formats = {"bf16": ("bf16", "bf16"), "fp4a": ("FP4 | fwd", "FP4 bwd"), "fp4b": ("FP4 | fwd", "FP4 SR bwd")}
+    t = synthetic_table({"bf16": {}, "fp4a": {"effN": 0.7, "effD": 0.9}, "fp4b": {"effN": 0.7, "effD": 0.95}},
+                        sizes=np.geomspace(2e7, 2e9, 4), ratios=(5, 20, 80))
+    t = t.with_columns(forward_format=pl.col("recipe").replace_strict({r: f for r, (f, _) in formats.items()}),
+                       backward_format=pl.col("recipe").replace_strict({r: b for r, (_, b) in formats.items()}))
+    csv = tmp_path / "results.csv"
+    t.write_csv(csv)
+    build(csv, tmp_path / "plain", law="quartet", bootstrap=4, workers=1)
+    assert "Shared efficiencies" not in (tmp_path / "plain" / "report.md").read_text()
+    build(csv, tmp_path / "shared", law="quartet", bootstrap=4, workers=1, shared_efficiencies=True)
+    md = (tmp_path / "shared" / "report.md").read_text()
+    fitted = json.loads((tmp_path / "shared" / "fits.json").read_text())["shared_efficiencies"]
+    assert "## Shared efficiencies (Quartet v1)" in md
+    effN = fitted["forward"]["FP4 | fwd"]["effN"]
+    # the format's '|' escaped once in the Markdown table, as any cell's
+    assert f"| effN | FP4 \\| fwd | {effN:.4g} |" in md, md
+    assert "| fp4a |" in md
+    assert "for the shared fit (3 parameters), against" in md
+    assert "Shared efficiencies (Quartet v1)" in (tmp_path / "shared" / "index.html").read_text()

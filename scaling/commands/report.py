@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                          '"N=Model Size,C=Training FLOP"')
     parser.add_argument("--seed", type=integer(0), default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--title", help="the report's title")
+    parser.add_argument("--shared-efficiencies", action="store_true",
+                        help="also fit effN per forward format and effD per backward format, shared by the recipes, "
+                             "as `scaling fit --shared-efficiencies` (docs/fits.md)")
     parser.add_argument("--json", action="store_true", help="print the summary (paths, verdicts) as JSON")
 
 
@@ -76,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         _check_diagnostics(args.diagnostics)
     out = check_output(args.out, folder=True)  # (expanded: `--out=~/report`, which no shell expands)
     summary = build(args.source, out, baseline=args.baseline, law=args.law, bootstrap=args.bootstrap,
-                    diagnostics=args.diagnostics, columns=args.columns, seed=args.seed, title=args.title)
+                    diagnostics=args.diagnostics, columns=args.columns, seed=args.seed, title=args.title,
+                    shared_efficiencies=args.shared_efficiencies)
     if args.json:
         print_json(summary)
     else:
