@@ -11,7 +11,7 @@ Each row a GPU section measures also carries "measured" (its call's date, the he
 "git_commit" (the code it measured): a file gathers rows from many calls (rows before 2026-12-06 ~09:00
 have neither; the file's `notes` name their calls).
 
-How each number is taken (docs/kernels.md says more):
+How each number is taken (docs/kernels.md, "Benchmarks", says more):
 - copy_gbps: a 1 GiB device-to-device copy, bytes read + written over the median time.
 - kernels: one (16384, 4096) BF16 tensor quantized along the operand's K as the recipe's GEMM does,
   each stage replayed from a CUDA graph, one call per replay (gbps), and 10 calls back to back per
@@ -135,7 +135,8 @@ def back_to_back_ms(fns: list[Callable[[], None]], calls: int = BACK_TO_BACK) ->
     stage on different copies of its input, so that no call finds its input in the L2 cache where the
     call before left it): a stage as a CUDA-graphed training step runs it, with no idle GPU and no
     timing events between calls. (On the H200, 2026-12-03, the quantizer kernels measured 1-26 us
-    faster per call this way than one call per replay, in calls of their own: docs/kernels.md.)"""
+    faster per call this way than one call per replay, in calls of their own: docs/kernels-log.md,
+    "Where a training step's time goes".)"""
     def calls_in_turn() -> None:
         for i in range(calls):
             fns[i % len(fns)]()
@@ -559,7 +560,7 @@ def bench_linear(device: torch.device, tokens: int = 16384, dims: tuple[int, ...
     also each layer's `top` kernels by GPU time per call (torch.profiler over 10 replays of the timed
     CUDA graph, in us; shown, not kept), and its kernel time in all. Replays, not eager calls: on the
     H200 an eager profile put the FP4 layers' GEMMs ~30 us above bf16's, where inside the graph they
-    run 13-19 us below (docs/kernels.md)."""
+    run 13-19 us below (docs/kernels.md, "Benchmarks")."""
     from scaling.linear import QLinear, forget_reused
 
     rows = []

@@ -2,9 +2,9 @@
 
 On a CPU the reference runs ~20 tensor ops per operand, each a pass over memory; for the 1M model's
 (4096, 128) operands that was 3-9 ms each and over half of an NVFP4 training step. The C version
-does each piece of the tensor in cache, on torch's thread count (docs/kernels.md). It serves every spec except 4/6
-over 2-D tiles and SR onto FP8 (those run the reference), for 2-D tensors along either axis and any
-contiguous tensor along its last.
+does each piece of the tensor in cache, on torch's thread count (docs/kernels-log.md, "On a CPU: the
+fused C quantizer"). It serves every spec except 4/6 over 2-D tiles and SR onto FP8 (those run the
+reference), for 2-D tensors along either axis and any contiguous tensor along its last.
 
 The library is built on first use with the system C compiler (`scaling.cbuild`: `$CC`, else `cc`;
 kept under `$SCALING_CACHE`, keyed by the source, the flags and the CPU). No compiler: one notice,

@@ -200,8 +200,8 @@ def halves_choices(last: QuantSpec) -> tuple[int, ...]:
     """The quantize kernel's HALVES choices for the tile along the last axis, the untuned launch's
     first: 0 whole, 1 halves in, 2 halves in and out. Blocks of 16 in halves are one thread's (no
     shuffle, one scale each) and an RHT16 runs in registers, but each access then skips every other
-    16 bytes (docs/kernels.md): so 0 or 2 unrotated, 1 or 2 under RHT16; for blocks of 32 what the
-    rotation needs."""
+    16 bytes (docs/kernels-log.md, "Dim-0 tiles"): so 0 or 2 unrotated, 1 or 2 under RHT16; for blocks
+    of 32 what the rotation needs."""
     rht16 = last.transform == 16
     if last.block_k != 16 or last.transform not in (0, 16):
         return (int(rht16),)
