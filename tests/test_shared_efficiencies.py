@@ -138,6 +138,16 @@ def test_scaling_fit_shared_efficiencies_json_and_table(tmp_path, capsys):
     assert "summed over the recipes' own constant fits" in text
 
 
+def test_scaling_fit_says_a_cause_shared_by_formats_once(tmp_path, capsys):
+    """Two forward formats on a baseline law that does not pin A and alpha: its cause, one sentence, printed once."""
+    path = tmp_path / "t.csv"
+    synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "nvfp4": {"effN": 0.8}}, sizes=[1e8, 1e9],
+                    ratios=(5, 10, 20, 40, 80)).write_csv(path)
+    assert main(["fit", str(path), "--shared-efficiencies", "--bootstrap", "0", "--starts", "5", "--workers", "1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("not pinned: ")]
+    assert lines and len(lines) == len(set(lines)) and any("does not pin A" in line for line in lines), lines
+
+
 def test_scaling_fit_refuses_unknown_formats_with_exit_2(tmp_path, capsys):
     path = tmp_path / "t.csv"
     synthetic_table({"bf16": {}, "mine": {"effN": 0.7}}, **SMALL).write_csv(path)

@@ -176,10 +176,9 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
                             "consistent where the shared value lies inside the recipe's own interval")
     print(f"objective: {entry['objective']:.6g} shared ({entry['n_params']} parameters) against "
           f"{entry['objective_separate']:.6g} summed over the recipes' own constant fits ({entry['n_params_separate']})")
-    for kind, eff in (("forward", "effN"), ("backward", "effD")):
-        for fmt, e in entry[kind].items():
-            for why in e["unpinned"]:
-                print(f"not pinned: {why}")
+    reasons = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
+    for why in dict.fromkeys(reasons):  # (the baseline law's cause reads alike for every format it holds)
+        print(f"not pinned: {why}")
 
 
 def run(args: argparse.Namespace) -> int:
