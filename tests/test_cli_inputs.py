@@ -415,6 +415,11 @@ def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
     (tmp_path / "numbers.json").write_text(json.dumps({"gemm": [1], "quant": [2]}))  # lists, but not of records
     _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "numbers.json")],
              capsys, "holds no table")
+    record = tmp_path / "result.json"  # a run's record: its `processes` list of records was shown as diagnostics
+    record.write_text(json.dumps({"run_id": "0123456789ab", "recipe": "nvfp4", "status": "completed", "val_loss": 3.9,
+                                  "processes": [{"host": "node1", "device": "cpu"}]}))
+    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(record)], capsys,
+             "is a run's result record (result.json), not diagnostics", "scaling diagnose --json")
     (tmp_path / "utf16.json").write_bytes('{"gemm": []}'.encode("utf-16"))  # a Windows editor's save: a traceback
     _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "utf16.json")],
              capsys, "utf16.json is not JSON (not UTF-8 text)")

@@ -64,10 +64,13 @@ def _check_diagnostics(path: str) -> None:
     from reports.build import diagnostic_tables
     from reports.load import read_diagnostics
 
-    if not diagnostic_tables(read_diagnostics(Path(path))):  # (read_diagnostics refuses a missing file, not JSON)
+    diag = read_diagnostics(Path(path))  # (refuses a missing file, not JSON)
+    fix = "pass the output of `scaling diagnose --json` (scaling diagnose --json > diagnostics.json), or leave --diagnostics out"
+    if isinstance(diag, dict) and {"run_id", "status", "recipe"} <= diag.keys():  # (its `processes` list reads as a table)
+        raise UserError(f"--diagnostics {path} is a run's result record (result.json), not diagnostics; {fix}")
+    if not diagnostic_tables(diag):
         raise UserError(f"--diagnostics {path} holds no table of diagnostics (the `gemm` and `quant` lists of "
-                        "records); pass the output of `scaling diagnose --json` (scaling diagnose --json > "
-                        "diagnostics.json), or leave --diagnostics out")
+                        f"records); {fix}")
 
 
 def run(args: argparse.Namespace) -> int:
