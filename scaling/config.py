@@ -269,7 +269,10 @@ class RunConfig:
             raise UserError(f"cannot read run config {path} (not UTF-8 text: byte {e.object[e.start]:#04x} at offset "
                             f"{e.start}); give the config.json a run wrote") from None
         except (OSError, json.JSONDecodeError, UserError) as e:
-            raise UserError(f"cannot read run config {path} ({e}); give the config.json a run wrote (a run "
+            said = f"not JSON: {e}" if isinstance(e, json.JSONDecodeError) else e
+            if isinstance(e, json.JSONDecodeError) and Path(path).suffix.lower() == ".toml":
+                said = f"{said}; a TOML file: a recipe goes to --recipe, a sweep spec to `scaling sweep`"
+            raise UserError(f"cannot read run config {path} ({said}); give the config.json a run wrote (a run "
                             "directory's own is its resolved config: restore it, or train into another --out)") from None
 
 

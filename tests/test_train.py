@@ -759,6 +759,15 @@ def test_a_config_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, said):
     assert f"cannot read run config {tmp_path / 'run' / 'config.json'} ({said}" in capsys.readouterr().err
 
 
+def test_a_toml_file_as_config_is_named_as_one(tmp_path, capsys):
+    """--config recipe.toml said only "Expecting value: line 1 column 1" of a file that is no JSON."""
+    toml = tmp_path / "ufp4_mine.toml"
+    toml.write_text('name = "ufp4_mine"\nbase = "ufp4"\n')
+    assert main(["train", "--config", str(toml), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot read run config {toml} (not JSON: Expecting value" in err and "a recipe goes to --recipe" in err, err
+
+
 def test_a_run_that_never_checkpointed_says_it_can_be_removed(tmp_path, capsys):
     """A different run in --out that crashed before its first checkpoint: the message says nothing of
     it is kept, so the folder can go (one that checkpointed is only 'choose another')."""
