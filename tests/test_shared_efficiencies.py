@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -157,3 +158,26 @@ def test_scaling_fit_refuses_unknown_formats_with_exit_2(tmp_path, capsys):
     assert "recipe 'mine' are not known" in err and "forward_format" in err and "backward_format" in err, err
     # without the option the same table fits as before
     assert main(["fit", str(path), "--bootstrap", "0", "--starts", "5", "--json"]) == 0
+
+
+def test_the_quartet_v1_spec_pins_the_shared_efficiencies():
+    """sweeps/quartet_v1.toml's grid (its sizes × tokens per parameter, its recipes) on losses of known efficiencies,
+    with 0.3% noise on the loss: every shared efficiency is pinned and its 95% interval holds the truth, the forward
+    one within ±20% of it."""
+    from models.ladder import model_size
+    from sweeps.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "sweeps" / "quartet_v1.toml", ["data=builtin"])
+    truth = {"mxfp4": 0.85, "mxfp4_sr": 0.893, "mxfp4_fprop": 0.97, "mxfp4_fprop_dgrad": 0.92}  # effD; effN 0.645
+    assert set(spec.recipe) == {"bf16", *truth}
+    t = synthetic_table({"bf16": {}, **{r: {"effN": 0.645, "effD": d} for r, d in truth.items()}},
+                        sizes=[model_size(spec.family[0], s).n_params for s in spec.size],
+                        ratios=spec.tokens_per_param, noise=0.003, seed=1)
+    out = fits.shared_efficiencies(t, law="quartet", bootstrap=40, top=5, workers=1)
+    (fmt, forward), = out["forward"].items()
+    assert fmt == PRESETS["mxfp4"].forward_format and forward["pinned"]
+    lo, hi = forward["ci95"]
+    assert lo <= 0.645 <= hi and 0.645 / 1.2 < lo and hi < 0.645 * 1.2, forward
+    for recipe, effD in truth.items():
+        entry = out["backward"][PRESETS[recipe].backward_format]
+        assert entry["pinned"] and entry["ci95"][0] <= effD <= entry["ci95"][1], (recipe, entry)

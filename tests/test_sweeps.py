@@ -564,7 +564,7 @@ def test_shipped_specs_validate(tmp_path, capsys):
     demo = json.loads(capsys.readouterr().out)
     assert demo["runs"] >= 8 and {r["recipe"] for r in demo["run_list"]} >= {"bf16", "nvfp4", "mxfp4"}
     (tmp_path / "doc.txt").write_text("A corpus of one document.")
-    for name in ("micro.toml", "paper.toml"):
+    for name in ("micro.toml", "paper.toml", "quartet_v1.toml"):
         assert main(["sweep", "plan", str(root / name), "--data", str(tmp_path), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["runs"] >= 20
     assert main(["sweep", "plan", str(root / "micro.toml")]) == 2  # micro needs --data
