@@ -320,8 +320,7 @@ def sweep_run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
     from scaling.errors import UserError
 
     sweep_dir = Path(sweep_dir)
-    plan = sweep_plan(sweep_dir) if plan is None else plan
-    dirs = run_dirs(sweep_dir, plan)
+    dirs = run_dirs(sweep_dir, sweep_plan(sweep_dir) if plan is None else plan)
     if not dirs and not (sweep_dir / "sweep.json").exists():
         if (sweep_dir / "config.json").is_file() or (sweep_dir / "job.json").is_file():  # one run's own folder
             parent = sweep_dir.resolve().parent
@@ -329,39 +328,25 @@ def sweep_run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
                             f"({parent}), or read the run's result.json")
         raise UserError(f"{sweep_dir} is not a sweep directory (no sweep.json and no run folders in it); give the "
                         "folder `scaling sweep launch` wrote, e.g. runs/<name>")
-    planned = planned_configs(plan)  # (named by their ids: `launch` made them)
-    _check_run_folder_names([d for d in dirs if d.name not in planned])
     return dirs
 
 
-def _check_run_folder_names(dirs: list[Path]) -> None:
-    """UserError where one of `dirs` (run folders the sweep's plan does not list) is a run's own under a name
-    other than its id (`scaling train --out runs/try/nvfp4-1m`): a sweep's folders are named by run id, and
-    such a folder's sound records would otherwise read as another run's copied in (a damaged result.json,
-    another run's checkpoint) and be advised away."""
+def check_own_name(run_dir: Path, recorded: Any) -> None:
+    """UserError where run_dir, whose result.json or checkpoint records the run `recorded` (not the folder's name:
+    read as another run's record copied in, damaged), is that run's own folder under a name of its own (`scaling
+    train --out runs/try/nvfp4-1m`): its config.json hashes to that run, and no folder of its id is beside it. Its
+    sound records would otherwise be called damaged and advised away; a record copied in from another run's folder,
+    or a copy of that folder, stays a damaged one. Status and collect ask only of a record they found another run's,
+    so a sound sweep's records are read once."""
     from scaling.errors import UserError
 
-    named = [(d, run_id) for d in dirs if (run_id := _run_under_a_name_of_its_own(d))]
-    if named:
-        d, run_id = named[0]
-        more = f" (and {count(len(named) - 1, 'other run folder')} so named)" if len(named) > 1 else ""
-        raise UserError(f"{d} holds run {run_id} under a name of its own{more}, as `scaling train --out` names a "
-                        "run's folder; a sweep's run folders are named by their run ids, which status, collect and "
-                        f"report read: rename it to its id (mv {d} {d.parent / run_id}), as `scaling train` without "
-                        "--out names its runs (runs/adhoc/<run_id>)")
-
-
-def _run_under_a_name_of_its_own(run_dir: Path) -> str | None:
-    """The id of the run in run_dir where the folder is that run's own under another name: the run its
-    result.json (else its checkpoint) records is not the folder's name, is the one its config.json hashes
-    to, and has no folder of its id beside it. None otherwise (a record copied in from another run's folder,
-    or a copy of that folder, stays a damaged one)."""
-    recorded = (read_json(run_dir / "result.json") or {}).get("run_id")
-    if recorded is None:
-        recorded = (checkpoint_of_another_run(run_dir, run_dir.name) or {}).get("run_id")
     if not isinstance(recorded, str) or recorded == run_dir.name or (run_dir.parent / recorded).exists():
-        return None
-    return recorded if _config_run_id(run_dir) == recorded else None
+        return
+    if _config_run_id(run_dir) == recorded:
+        raise UserError(f"{run_dir} holds run {recorded} under a name of its own, as `scaling train --out` names a "
+                        "run's folder; a sweep's run folders are named by their run ids, which status, collect and "
+                        f"report read: rename it to its id (mv {run_dir} {run_dir.parent / recorded}), as `scaling "
+                        "train` without --out names its runs (runs/adhoc/<run_id>)")
 
 
 def _config_run_id(run_dir: Path) -> str | None:
@@ -507,6 +492,8 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     # each by status (or collect, or report), at ~0.3 s a GB, which the relaunch that resumes them reads anyway
     ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
     other = checkpoint_of_another_run(d, d.name) if state == "failed" and not ckpt_problem else None
+    if result_problem or other:  # another run's record or checkpoint, or this run's in a folder named otherwise
+        check_own_name(d, (result or {}).get("run_id") if result_problem else other["run_id"])
     if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
         seen = max(seen, _live_tokens(d, run_config or {}))
     progress = _progress(state, seen, tokens)
@@ -824,6 +811,7 @@ def collect_runs(sweep_dir: Path) -> Collected:
         if problem:  # written atomically, so not by a crash: edited or damaged
             from scaling.errors import UserError
 
+            check_own_name(d, (r or {}).get("run_id"))
             # (a file read as no JSON object is said so, not with the parser's words, as collect always said it)
             said = "not a JSON object" if r is None else problem
             raise UserError(f"{d / 'result.json'} is not a result record ({said}); restore it, or remove it "
