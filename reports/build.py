@@ -566,8 +566,8 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
                     f"({count(entry['n_params'], 'parameter')}), against {fmt(entry['objective_separate'])} summed over "
                     f"the recipes' own constant fits ({count(entry['n_params_separate'], 'parameter')})."))
     unpinned = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
-    if unpinned:
-        s.add(Bullets(tuple(literal(w) for w in unpinned)))
+    if unpinned:  # (once each: the baseline law's cause reads alike for every format it holds)
+        s.add(Bullets(tuple(literal(w) for w in dict.fromkeys(unpinned))))
     return s
 
 

@@ -1502,3 +1502,18 @@ def test_a_report_shows_the_shared_efficiencies_when_its_fits_carry_them(tmp_pat
     assert "| fp4a |" in md
     assert "for the shared fit (3 parameters), against" in md
     assert "Shared efficiencies (Quartet v1)" in (tmp_path / "shared" / "index.html").read_text()
+
+
+def test_the_shared_efficiencies_section_says_a_cause_of_several_formats_once(tmp_path):
+    """Two sizes leave the baseline law's A and alpha unpinned: the cause, one sentence, is one bullet, not one per
+    forward format that it leaves unpinned."""
+    from fits.synthetic import synthetic_table
+    from reports import build
+
+    csv = tmp_path / "results.csv"
+    synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "nvfp4": {"effN": 0.8}}, sizes=[1e8, 1e9],
+                    ratios=(5, 10, 20, 40, 80)).write_csv(csv)
+    build(csv, tmp_path / "r", bootstrap=0, workers=1, shared_efficiencies=True)
+    md = (tmp_path / "r" / "report.md").read_text()
+    bullets = [line for line in md.splitlines() if line.startswith("- ") and "does not pin A" in line]
+    assert len(bullets) == 1, bullets
