@@ -206,11 +206,12 @@ def replicate_weights(d: Design, weights: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray], groups_out: dict,
-              separate: dict[str, float], law_flat: list[str], own_flat: dict[str, list[str]]) -> dict:
+              separate: dict[str, float], law_flat: list[str], own_flat: dict[str, list[str]],
+              own_replicates: dict[str, list[np.ndarray]]) -> dict:
     """The `shared_efficiencies` entry. `replicates`: x per bootstrap replicate (NaN where its fit failed);
     `groups_out`: the analysis' groups (each recipe's effN_const, effD_const and intervals); `separate`: each recipe's
     constant fit's objective; `law_flat`: the baseline law's not-identified parameters; `own_flat`: each recipe's
-    constant fit's (effN, effD)."""
+    constant fit's (effN, effD); `own_replicates`: each recipe's constant fit's θ in the same replicates."""
     ok = [x for x in replicates if np.isfinite(x).all()]
     flat = flat_columns(SharedObjective(law, d).jacobian(fit.theta), d.names)
     entries: dict[str, dict] = {"forward": {}, "backward": {}}
@@ -233,7 +234,8 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
                                   "fitted": True, "recipes": recipes, "pinned": not why, "unpinned": why}
     return {"baseline_formats": {"forward": d.reference[0], "backward": d.reference[1]},
             **entries,
-            "recipes": {r: _check(r, d.formats[r], entries, groups_out[r], own_flat[r]) for r in d.recipes},
+            "recipes": {r: _check(r, d, entries, groups_out[r], own_flat[r], replicates, own_replicates[r])
+                        for r in d.recipes},
             "objective": fit.objective, "objective_separate": float(sum(separate[r] for r in d.recipes)),
             "n_params": len(d.names), "n_params_separate": 2 * len(d.recipes),
             "n_points": int(len(d.pts.logL)), "n_runs": d.pts.n_runs, "n_replicates": len(ok),
@@ -255,21 +257,36 @@ def _unpinned(kind: str, fmt: str, flat: bool, law_flat: list[str]) -> list[str]
     return why
 
 
-def _check(recipe: str, formats: tuple[str, str], entries: dict, group: dict, own_flat: list[str]) -> dict:
-    """A recipe's own constant efficiencies beside its formats' shared ones, and whether each shared value lies in the
-    recipe's own 95% interval."""
+def _check(recipe: str, d: Design, entries: dict, group: dict, own_flat: list[str], replicates: list[np.ndarray],
+           own_replicates: list[np.ndarray]) -> dict:
+    """A recipe's own constant efficiencies beside its formats' shared ones, and whether they agree: the 95% interval
+    of own / shared, paired over the bootstrap replicates (both fitted on each replicate's runs, so the shared
+    value's own uncertainty and its correlation with the recipe's, whose runs it includes, are in it), holds 1."""
+    formats = d.formats[recipe]
     out = {"forward_format": formats[0], "backward_format": formats[1]}
     for k, kind in enumerate(("forward", "backward")):
         eff = EFFICIENCY_OF[kind]
         shared = entries[kind][formats[k]]
         own, ci = group["params"][f"{eff}_const"], group["ci95"].get(f"{eff}_const", [float("nan")] * 2)
+        ratio = _ratio_ci(d, k, formats[k], replicates, own_replicates)
         if eff in own_flat:
             check, why = None, f"{recipe}'s own {eff} is not identified by its runs"
         elif not shared["pinned"]:
             check, why = None, f"the shared {eff} of its format is not pinned"
-        elif not all(np.isfinite(ci)):
+        elif not all(np.isfinite(ratio)):
             check, why = None, "no bootstrap interval (--bootstrap 0)"
         else:
-            check, why = ("consistent" if ci[0] <= shared[eff] <= ci[1] else "not consistent"), None
-        out[eff] = {"own": own, "own_ci95": list(ci), "shared": shared[eff], "check": check, "unchecked": why}
+            check, why = ("consistent" if ratio[0] <= 1.0 <= ratio[1] else "not consistent"), None
+        out[eff] = {"own": own, "own_ci95": list(ci), "shared": shared[eff], "ratio_ci95": ratio, "check": check,
+                    "unchecked": why}
     return out
+
+
+def _ratio_ci(d: Design, k: int, fmt: str, replicates: list[np.ndarray], own: list[np.ndarray]) -> list[float]:
+    """The 95% percentile interval of a recipe's own constant efficiency over its format's shared one (k: 0 effN,
+    1 effD), a ratio per bootstrap replicate where both fits succeeded; NaNs where fewer than two did."""
+    entry = IDX["u"] if k == 0 else IDX["v"]
+    fitted = d.forward if k == 0 else d.backward
+    j = None if fmt == d.reference[k] else fitted.index(fmt) + (0 if k == 0 else len(d.forward))
+    logs = np.array([o[entry] - (0.0 if j is None else x[j]) for x, o in zip(replicates, own)], float)
+    return list(percentile_ci(np.exp(logs)))  # (a failed fit's NaN left out there)

@@ -538,8 +538,8 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
         f"efficiency effD per backward format (its dgrad and wgrad operands), shared by the recipes of that format and "
         f"fitted jointly on all their runs with {literal(baseline)}'s {fitted['law']} law held fixed (κ = 0): the Quartet "
         f"paper's form L = (A/(N·effN)^α + B/(D·effD)^β)^γ + E. {literal(baseline)}'s formats have efficiency 1. A "
-        "recipe's own constant efficiencies are consistent with the shared ones where the shared value lies inside the "
-        "recipe's own 95% interval."))
+        "recipe's own constant efficiencies are consistent with the shared ones where the 95% interval of own / shared, "
+        "the ratio in each bootstrap replicate (both fitted on its runs and its baseline law), holds 1."))
     rows = []
     for kind, eff in (("forward", "effN"), ("backward", "effD")):
         for fmt_, e in entry[kind].items():
@@ -557,9 +557,11 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
             c = r[eff]
             row += [c["own"], _interval(c["own_ci95"]),
                     c["shared"] if entry[kind][r[key]]["pinned"] else NOT_PINNED,
+                    _interval(c["ratio_ci95"]) if c["check"] else "",
                     c["check"] or f"unchecked: {c['unchecked']}"]
         rows.append(tuple(row))
-    s.add(_intervals_table(("recipe", "effN", CI, "shared effN", "check", "effD", CI, "shared effD", "check"), rows,
+    s.add(_intervals_table(("recipe", "effN", CI, "shared effN", "own/shared " + CI, "check", "effD", CI,
+                            "shared effD", "own/shared " + CI, "check"), rows,
                            "Each recipe's own constant efficiencies (Parameter and data efficiency) beside its formats' "
                            "shared ones.", fitted["bootstrap"]))
     s.add(Paragraph(f"Objective (summed Huber loss): {fmt(entry['objective'])} for the shared fit "

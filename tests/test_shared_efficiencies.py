@@ -181,3 +181,18 @@ def test_the_quartet_v1_spec_pins_the_shared_efficiencies():
     for recipe, effD in truth.items():
         entry = out["backward"][PRESETS[recipe].backward_format]
         assert entry["pinned"] and entry["ci95"][0] <= effD <= entry["ci95"][1], (recipe, entry)
+
+
+def test_the_check_pairs_each_replicates_own_and_shared_values():
+    """effN 0.62 and 0.67 under one forward format: each recipe's own/shared interval, paired over the replicates (the
+    baseline law's uncertainty, which both share, cancels in it), excludes 1 for both, while the shared value lies
+    inside mxfp4_sr's own interval, which that uncertainty widens: comparing the two said "consistent" there."""
+    t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.62, "effD": 0.85}, "mxfp4_sr": {"effN": 0.67, "effD": 0.893}},
+                        sizes=np.geomspace(2e7, 2e9, 5), ratios=(5, 10, 20, 40, 80), noise=0.002, seed=1)
+    out = fits.shared_efficiencies(t, bootstrap=60, **FAST)
+    for recipe, side in (("mxfp4", -1), ("mxfp4_sr", 1)):
+        e = out["recipes"][recipe]["effN"]
+        lo, hi = e["ratio_ci95"]
+        assert (hi < 1 if side < 0 else lo > 1) and e["check"] == "not consistent", (recipe, e)
+    sr = out["recipes"]["mxfp4_sr"]["effN"]
+    assert sr["own_ci95"][0] < sr["shared"] < sr["own_ci95"][1], sr  # (unpaired, mxfp4_sr would pass)
