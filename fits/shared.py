@@ -21,8 +21,8 @@ from fits.fit import Fit, Objective, Points, best_fit, flat_columns, huber, lbfg
 from fits.laws import IDX, log_predict_scaled, scaled_logs
 from fits.table import parse_columns, pick_column
 from scaling.errors import UserError
+from scaling.recipes import FORMAT_COLUMNS
 
-FORMAT_COLUMNS = ("forward_format", "backward_format")
 EFFICIENCY_OF = {"forward": "effN", "backward": "effD"}
 # The baseline law's parameters an efficiency multiplies (A/(N·effN)^α, B/(D·effD)^β; γ both): where the runs do not
 # pin them, the efficiency's value moves with where that law stopped.

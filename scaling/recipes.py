@@ -19,6 +19,9 @@ from scaling.quantspec import QuantSpec
 
 OPERANDS = ("fprop_x", "fprop_w", "dgrad_dy", "dgrad_w", "wgrad_dy", "wgrad_x")
 GEMMS = {"fprop": ("fprop_x", "fprop_w"), "dgrad": ("dgrad_dy", "dgrad_w"), "wgrad": ("wgrad_dy", "wgrad_x")}
+# A results table's columns of each run's `Recipe.forward_format` and `backward_format` (`sweep collect` writes
+# them; `scaling fit --shared-efficiencies` shares efficiencies by them)
+FORMAT_COLUMNS = ("forward_format", "backward_format")
 
 
 def operand_name(field_name: str) -> str:

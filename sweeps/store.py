@@ -829,17 +829,14 @@ def collect_runs(sweep_dir: Path) -> Collected:
     _check_one_run_per_point(points)
     queue, planned = slurm_queue_for_jobs(job for _, job, _ in waiting), planned_configs(plan)
     unfinished = [run_status(d, queue, job, r, planned.get(d.name)) for d, job, r in waiting]
-    extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS) - set(FORMAT_FIELDS))
-    columns = list(RESULT_FIELDS) + extra + list(FORMAT_FIELDS)
-    rows = [{**{c: _flat(r.get(c)) for c in columns}, **dict(zip(FORMAT_FIELDS, f))} for r, f in zip(records, formats)]
+    from scaling.recipes import FORMAT_COLUMNS  # (after the record's fields: a custom recipe's known from its file)
+
+    extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS) - set(FORMAT_COLUMNS))
+    columns = list(RESULT_FIELDS) + extra + list(FORMAT_COLUMNS)
+    rows = [{**{c: _flat(r.get(c)) for c in columns}, **dict(zip(FORMAT_COLUMNS, f))} for r, f in zip(records, formats)]
     if not rows:
         return Collected(pl.DataFrame(schema={c: pl.Utf8 for c in columns}), unfinished)
     return Collected(pl.DataFrame(rows, infer_schema_length=None), unfinished)
-
-
-# After the record's fields: each run's recipe's forward and backward formats, which `scaling fit --shared-efficiencies`
-# shares efficiencies by (fits.shared; a custom recipe's are known only from its file).
-FORMAT_FIELDS = ("forward_format", "backward_format")
 
 
 def run_formats(run_dir: Path, recipe: str) -> tuple[str | None, str | None]:
