@@ -3,7 +3,13 @@ nominal level, on synthetic sweeps from a known law: where the truth is a consta
 rejection is false; a calibrated 5% test rejects ~5%) and where the penalty grows (rejections are
 power). Each case is `sweeps` sweeps of a baseline and one recipe on a grid of model sizes × tokens
 per parameter, one run per point, fitted as `scaling fit` fits them (without the bootstrap, which the
-test does not use)."""
+test does not use).
+
+`calibrate_shared`, for `scaling bench calibration --shared`: how often the shared-efficiency check (`fits.shared`,
+a recipe's own constant efficiency over its format's shared one, its paired 95% bootstrap interval holding 1) says
+"not consistent" where the truth is shared (every such verdict is false) and where one recipe's is not (power), and
+how often the shared efficiencies' 95% intervals hold the truth (coverage). Each sweep is bf16 and three recipes of
+one forward format, fitted with a bootstrap (the check is its replicates')."""
 
 from __future__ import annotations
 
@@ -66,3 +72,114 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
             progress(f"  {grid} {dist:<7} {truth:<8}: rejected {row['reject_5pct']:.0%} at 5%, "
                      f"{row['reject_1pct']:.0%} at 1% of {sweeps} sweeps; mean statistic {row['mean_stat'] or float('nan'):.2f}")
     return rows
+
+
+# The shared-efficiency check (`fits.shared`, docs/fits.md "Shared efficiencies"): bf16 and three recipes of MXFP4's
+# forward format (one effN) with three backward formats (an effD each), named as presets so their formats are the
+# presets'. Truths are the Quartet paper's (RECIPES.md): effN 0.645, effD 0.85 (MXFP4), 0.893 (SR), 0.97 (MXFP8).
+SHARED_TRUTHS = {
+    "shared": {"mxfp4": {"effN": 0.645, "effD": 0.85}, "mxfp4_sr": {"effN": 0.645, "effD": 0.893},
+               "mxfp4_fprop": {"effN": 0.645, "effD": 0.97}},
+    "split": {"mxfp4": {"effN": 0.645, "effD": 0.85}, "mxfp4_sr": {"effN": 0.72, "effD": 0.893},
+              "mxfp4_fprop": {"effN": 0.645, "effD": 0.97}},
+}
+SHARED_POWER = {"split": "mxfp4_sr effN"}  # the check whose recipe's truth is not its format's: its rejections are power
+SHARED_CASES = (  # (grid, law, truth); normal noise
+    ("6x5", "quartet", "shared"), ("6x5", "quartet", "split"), ("4x4", "quartet", "shared"),
+    ("4x4", "quartet", "split"), ("6x5", "chinchilla", "shared"), ("6x5", "chinchilla", "split"),
+)
+EFFICIENCIES = {"forward": "effN", "backward": "effD"}
+
+
+def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict]:
+    """One synthetic sweep's shared-efficiency fit: ({"RECIPE effN|effD": its check ("consistent", "not consistent"
+    or None where unchecked)}, {"effN|effD of RECIPES": whether its format's ci95 holds the truth, None where the
+    format has no single truth (its recipes' differ) or no interval (not pinned)})."""
+    from fits.analysis import shared_efficiencies
+
+    noise, bootstrap = ctx
+    grid, law, truth, seed = item
+    sizes, ratios = GRIDS[grid]
+    truths = SHARED_TRUTHS[truth]
+    table = synthetic_table({"bf16": {}, **truths}, sizes=sizes, ratios=ratios, noise=noise, seed=seed)
+    out = shared_efficiencies(table, law=law, baseline="bf16", bootstrap=bootstrap, seed=seed, workers=1)
+    checks = {f"{r} {eff}": c[eff]["check"] for r, c in out["recipes"].items() for eff in ("effN", "effD")}
+    covered = {}
+    for kind, eff in EFFICIENCIES.items():
+        for entry in out[kind].values():
+            if not entry["fitted"]:
+                continue
+            values = {truths[r][eff] for r in entry["recipes"]}
+            low, high = entry["ci95"]
+            known = len(values) == 1 and entry["pinned"] and np.isfinite([low, high]).all()
+            covered[f"{eff} of {'+'.join(sorted(entry['recipes']))}"] = bool(low <= values.pop() <= high) if known else None
+    return checks, covered
+
+
+def _rate(flags: list) -> float | None:
+    """The fraction of True among the known (not None) flags; None where none is known."""
+    known = [f for f in flags if f is not None]
+    return float(np.mean(known)) if known else None
+
+
+def _null_checks(truth: str) -> list[str]:
+    """The checks whose recipe's truth is its format's (every recipe of that format has the same value): each "not
+    consistent" of theirs is false."""
+    from fits.shared import recipe_formats
+
+    truths = SHARED_TRUTHS[truth]
+    formats = recipe_formats(list(truths), {})
+    out = []
+    for r in truths:
+        for k, eff in enumerate(("effN", "effD")):
+            peers = {truths[p][eff] for p in truths if formats[p][k] == formats[r][k]}
+            if len(peers) == 1:
+                out.append(f"{r} {eff}")
+    return out
+
+
+def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sweeps: list[tuple[dict, dict]]) -> dict:
+    """A case's row from its sweeps' (checks, covered): each check's "not consistent" rate among the sweeps that
+    checked it, the false rate (pooled over the checks whose truth is their format's), the power (SHARED_POWER's
+    check, where the case has one), each format's ci95 coverage (pooled too) and how many checks went unchecked."""
+    names = list(sweeps[0][0])
+    rejected = {n: _rate([None if s[0][n] is None else s[0][n] == "not consistent" for s in sweeps]) for n in names}
+    null = _null_checks(truth)
+    pooled = [None if s[0][n] is None else s[0][n] == "not consistent" for s in sweeps for n in null]
+    coverage = {f: _rate([s[1][f] for s in sweeps]) for f in sweeps[0][1]}
+    power = SHARED_POWER.get(truth)
+    return {"grid": grid, "noise_dist": "normal", "noise_sd": noise, "truth": truth, "law": law, "sweeps": len(sweeps),
+            "bootstrap": bootstrap, "false_rate": _rate(pooled), "false_checks": null,
+            "power": rejected[power] if power else None, "power_check": power, "not_consistent": rejected,
+            "coverage_effN": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effN")]),
+            "coverage_effD": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effD")]),
+            "coverage": coverage, "unchecked": sum(c is None for s in sweeps for c in s[0].values())}
+
+
+def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.005, cases=SHARED_CASES,
+                     workers: int = 2, seed: int = 0, progress=None, on_row=None) -> list[dict]:
+    """One row per case (`shared_row`): how often the shared-efficiency check says "not consistent" where the truth
+    is shared (false) and where one recipe's is not (power), and how often the shared efficiencies' 95% intervals
+    hold the truth. Each sweep fits with `bootstrap` replicates (the check is theirs). on_row(rows so far) after each
+    case, as `calibrate`."""
+    from fits.fit import parallel_map
+    from fits.threads import single_threaded_blas
+
+    rows = []
+    for grid, law, truth in cases:
+        items = [(grid, law, truth, seed + i) for i in range(sweeps)]
+        with single_threaded_blas():
+            out = parallel_map(_one_shared_sweep, (noise, bootstrap), items, workers)
+        row = shared_row(grid, law, truth, noise, bootstrap, out)
+        rows.append(row)
+        if on_row:
+            on_row(rows)
+        if progress:
+            progress(f"  {grid} {law:<10} {truth:<6}: " + ", ".join(
+                f"{k} {_percent(row[k])}" for k in ("false_rate", "power", "coverage_effN", "coverage_effD"))
+                + f" of {sweeps} sweeps ({row['unchecked']} checks unchecked)")
+    return rows
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.0%}"
