@@ -156,17 +156,17 @@ def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sw
             "coverage": coverage, "unchecked": sum(c is None for s in sweeps for c in s[0].values())}
 
 
-def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.005, cases=SHARED_CASES,
+def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.005, cases=None,
                      workers: int = 2, seed: int = 0, progress=None, on_row=None) -> list[dict]:
     """One row per case (`shared_row`): how often the shared-efficiency check says "not consistent" where the truth
     is shared (false) and where one recipe's is not (power), and how often the shared efficiencies' 95% intervals
-    hold the truth. Each sweep fits with `bootstrap` replicates (the check is theirs). on_row(rows so far) after each
-    case, as `calibrate`."""
+    hold the truth. Each sweep fits with `bootstrap` replicates (the check is theirs). cases: (grid, law, truth)
+    tuples, default SHARED_CASES. on_row(rows so far) after each case, as `calibrate`."""
     from fits.fit import parallel_map
     from fits.threads import single_threaded_blas
 
     rows = []
-    for grid, law, truth in cases:
+    for grid, law, truth in SHARED_CASES if cases is None else cases:
         items = [(grid, law, truth, seed + i) for i in range(sweeps)]
         with single_threaded_blas():
             out = parallel_map(_one_shared_sweep, (noise, bootstrap), items, workers)

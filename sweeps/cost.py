@@ -120,7 +120,8 @@ def _rows(section, kind: type) -> bool:
 
 # The sections of a benchmark JSON that hold rows (`scaling bench`'s, and `notes`), and those that hold
 # one result (`bench fit`'s): a file of calibration or fit alone (reports/bench/fits.json) is one too
-BENCH_SECTIONS = ("kernels", "linear", "train", "profile", "sass", "cpu", "quantizer", "loss", "calibration", "notes")
+BENCH_SECTIONS = ("kernels", "linear", "train", "profile", "sass", "cpu", "quantizer", "loss", "calibration",
+                  "calibration_shared", "notes")
 BENCH_RESULTS = ("fit",)
 
 

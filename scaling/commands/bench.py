@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "time (default: none for linear, 25 for profile)")
     parser.add_argument("--sweeps", type=int,
                         help="calibration: synthetic sweeps per case (default 40; each case's rate is +-~7%% at 40)")
+    parser.add_argument("--shared", action="store_true",
+                        help="calibration: calibrate the shared-efficiency check (`scaling fit --shared-efficiencies`) "
+                             "instead of the kappa = 0 test; rows under calibration_shared (~15 min on 2 cores)")
+    parser.add_argument("--bootstrap", type=int,
+                        help="calibration --shared: bootstrap replicates per sweep (default 100)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
@@ -63,7 +68,8 @@ ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", 
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d"),
             "profile": ("family", "size", "recipe", "batch_tokens", "kind"),
-            "calibration": ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps")}
+            "calibration": ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps"),
+            "calibration_shared": ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps", "bootstrap")}
 
 
 def _items(value: str | None, default: str) -> tuple[str, ...]:
@@ -78,7 +84,7 @@ OPTION_SECTIONS = {"--recipes": ("kernels", "linear", "train", "profile", "stage
                    "--families": ("train", "profile", "cpu"), "--sizes": ("train", "profile", "cpu"),
                    "--dims": ("linear", "quantizer"), "--steps": ("train", "cpu"), "--batch": ("train", "profile"),
                    "--accumulate": ("train",), "--top": ("linear", "profile"), "--compile-mode": ("train",),
-                   "--sweeps": ("calibration",)}
+                   "--sweeps": ("calibration",), "--bootstrap": ("calibration",)}
 
 
 def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
@@ -86,6 +92,12 @@ def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
         if getattr(args, flag[2:].replace("-", "_"), None) is not None and not set(sections) & set(wanted):
             raise UserError(f"{flag} is read by {', '.join(sections)}, and none of them runs here "
                             f"({' '.join(wanted)}); leave {flag} out, or add the section it is for")
+    if args.shared and "calibration" not in wanted:
+        raise UserError(f"--shared is read by calibration, and it does not run here ({' '.join(wanted)}); leave "
+                        "--shared out, or add calibration")
+    if args.bootstrap is not None and not args.shared:  # (the kappa = 0 test uses no bootstrap)
+        raise UserError("--bootstrap is read by calibration --shared alone (the kappa = 0 test uses no bootstrap); "
+                        "add --shared, or leave --bootstrap out")
 
 
 def _check_lists(args: argparse.Namespace) -> None:
@@ -117,7 +129,7 @@ def _merged(base: dict, fresh: dict) -> dict:
     """`fresh` (what this call measured: each section's rows, and the other keys it set) merged into `base`
     (the file as it is now): its rows replace those of the same key (ROW_KEYS) and are added after the
     others; its other keys (a GPU call's header: device, date, versions, copy_gbps; cpu_machine,
-    sass_versions, calibration_provenance, fit) replace the file's; everything else the file holds is kept
+    sass_versions, calibration_provenance, calibration_shared_provenance, fit) replace the file's; everything else the file holds is kept
     as it is now (sections, rows and headers another call wrote meanwhile, the hand-written `notes`).
     Every file keeps issue 7's keys (`_file_keys`), and a GPU call's (one that set `device`) a GPU file's
     layout (bench.py's docstring)."""
@@ -253,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({"targets": checked[0]} if only_targets else
                    result | ({"targets": checked[0]} if checked else {}))
         return 0
-    _print_sections(wanted, gpu, result, checked)
+    _print_sections(wanted, gpu, result, checked, args.shared)
     if args.out and not only_targets:
         print(f"wrote {args.out}")
     return 0
@@ -267,7 +279,9 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         from fits.bench import bench_fit  # the fits helper's benchmark (no torch)
 
         fresh["fit"] = bench_fit()
-    if "calibration" in wanted:
+    if "calibration" in wanted and args.shared:
+        _calibrate_shared(args, result, fresh, progress)
+    elif "calibration" in wanted:
         from fits.calibration import calibrate
 
         sweeps = 40 if args.sweeps is None else args.sweeps
@@ -297,6 +311,26 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
     if "quantizer" in wanted:
         rows = bench.bench_cpu_quantizer(recipes=recipes or ("nvfp4",), dims=dims["quantizer"], progress=progress)
         fresh["quantizer"] = rows
+
+
+def _calibrate_shared(args: argparse.Namespace, result: dict, fresh: dict, progress) -> None:
+    """`bench calibration --shared`: the shared-efficiency check's calibration (`fits.calibration.calibrate_shared`)
+    under calibration_shared, each case saved as it ends and stamped, as the kappa = 0 test's."""
+    from fits.calibration import calibrate_shared
+
+    sweeps = 40 if args.sweeps is None else args.sweeps
+    bootstrap = 100 if args.bootstrap is None else args.bootstrap
+    progress(f"calibration of the shared-efficiency check, {sweeps} synthetic sweeps per case, {bootstrap} "
+             "bootstrap replicates each:")
+    fresh["calibration_shared_provenance"] = provenance = _provenance()
+    save, _ = _row_saver(result, fresh, "calibration_shared", {"measured": provenance["date"],
+                                                               "git_commit": provenance["git_commit"]}, args.out)
+    save(calibrate_shared(sweeps=sweeps, bootstrap=bootstrap, workers=2, progress=progress, on_row=save))
+
+
+# calibration_shared's columns in the printed table (the JSON has each check's and each format's too)
+SHARED_COLUMNS = ("grid", "law", "truth", "sweeps", "bootstrap", "false_rate", "power", "coverage_effN",
+                  "coverage_effD", "unchecked")
 
 
 def _check_gpu(gpu: list[str], wanted: list[str]) -> None:
@@ -391,7 +425,8 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
     _check_lists(args)
     for flag, value, least in (("--steps", args.steps, 1), ("--batch", args.batch, 1),
                                ("--accumulate", args.accumulate, 1), ("--top", args.top, 0),
-                               ("--sweeps", args.sweeps, 1)):
+                               ("--sweeps", args.sweeps, 1),
+                               ("--bootstrap", args.bootstrap, 2)):
         if value is not None and value < least:
             raise UserError(f"{flag} must be at least {least}, got {value}")
     if recipes:
@@ -578,8 +613,9 @@ def _run_gpu_sections(args: argparse.Namespace, gpu: list[str], recipes: tuple[s
                             top=25 if args.top is None else args.top)
 
 
-def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tuple[list[dict], str] | None) -> None:
-    """The sections run now as tables, then the targets checked."""
+def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tuple[list[dict], str] | None,
+                    shared: bool = False) -> None:
+    """The sections run now as tables, then the targets checked (shared: calibration's was --shared)."""
     from scaling.console import print_table
 
     for section in ("kernels", "loss", "linear", "train", "profile"):
@@ -597,7 +633,11 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
         print_table(_fit_rows(fit), title=f"bench fit ({fit['points']} points, {fit['bootstrap']} bootstrap replicates "
                     f"on {fit['workers']} workers: {fit['wall_s']:.1f} s, {fit['ms_per_replicate']:.1f} ms a replicate; "
                     "--json for all)")
-    if "calibration" in wanted:
+    if "calibration" in wanted and shared:
+        print_table(result["calibration_shared"], columns=SHARED_COLUMNS,
+                    title="bench calibration --shared (the shared-efficiency check on synthetic sweeps; --json for "
+                          "each check's and format's)")
+    elif "calibration" in wanted:
         print_table(result["calibration"], title="bench calibration (the kappa = 0 test on synthetic sweeps)")
     if checked:
         from scaling.targets import summary
