@@ -716,3 +716,28 @@ def test_a_bench_write_waits_for_the_files_lock(tmp_path):
         writer.join(5)
     data = json.loads(out.read_text())
     assert data["fit"] == {"points": 2} and data["quantizer"] == [{"recipe": "nvfp4"}]
+
+
+def test_calibration_shared_writes_its_key_and_keeps_the_files_others(tmp_path, monkeypatch, capsys):
+    """`bench calibration --shared` runs the shared-efficiency check's calibration (here one tiny case, for real) into
+    calibration_shared, stamped, with calibration_shared_provenance; the file's kappa = 0 rows, their provenance
+    and its notes are kept as they were."""
+    import fits.calibration
+    from scaling.cli import main
+
+    out = tmp_path / "fits.json"
+    before = {"calibration": [{"grid": "3x3", "noise_dist": "normal", "noise_sd": 0.005, "truth": "constant",
+                               "law": "chinchilla", "sweeps": 40, "reject_5pct": 0.05}],
+              "calibration_provenance": {"date": "2026-12-05 09:21 UTC", "git_commit": "abc"}, "notes": ["a note"]}
+    out.write_text(json.dumps(before))
+    monkeypatch.setattr(fits.calibration, "SHARED_CASES", (("3x3", "quartet", "shared"),))
+    assert main(["bench", "calibration", "--shared", "--sweeps", "2", "--bootstrap", "5", "--out", str(out)]) == 0
+    assert "false_rate" in capsys.readouterr().out
+    after = json.loads(out.read_text())
+    assert {k: after[k] for k in before} == before
+    provenance = after["calibration_shared_provenance"]
+    [row] = after["calibration_shared"]
+    assert (row["grid"], row["truth"], row["sweeps"], row["bootstrap"]) == ("3x3", "shared", 2, 5)
+    assert (row["measured"], row["git_commit"]) == (provenance["date"], provenance["git_commit"])
+    assert 0.0 <= row["false_rate"] <= 1.0 and row["power"] is None
+    assert main(["bench", "targets", "--out", str(out)]) == 0  # (the file is still a benchmark JSON)

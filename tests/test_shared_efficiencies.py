@@ -196,3 +196,46 @@ def test_the_check_pairs_each_replicates_own_and_shared_values():
         assert (hi < 1 if side < 0 else lo > 1) and e["check"] == "not consistent", (recipe, e)
     sr = out["recipes"]["mxfp4_sr"]["effN"]
     assert sr["own_ci95"][0] < sr["shared"] < sr["own_ci95"][1], sr  # (unpaired, mxfp4_sr would pass)
+
+
+SHARED_ROW_KEYS = {"grid", "noise_dist", "noise_sd", "truth", "law", "sweeps", "bootstrap", "false_rate", "false_checks",
+                   "power", "power_check", "not_consistent", "coverage_effN", "coverage_effD", "coverage", "unchecked"}
+
+
+def test_calibrate_shared_runs_a_tiny_case_into_the_documented_row():
+    """`fits.calibration.calibrate_shared` (`scaling bench calibration --shared`) on 2 sweeps of few replicates: one
+    row per case with docs/fits.md's keys, the split truth's power read off mxfp4_sr's effN check and its effN
+    interval, which has no single truth, not scored."""
+    from fits.calibration import calibrate_shared
+
+    rows = calibrate_shared(sweeps=2, bootstrap=5, cases=(("3x3", "quartet", "split"),), workers=1)
+    assert len(rows) == 1 and set(rows[0]) == SHARED_ROW_KEYS
+    row = rows[0]
+    assert (row["sweeps"], row["bootstrap"], row["truth"], row["law"]) == (2, 5, "split", "quartet")
+    assert row["power_check"] == "mxfp4_sr effN" and row["power"] == row["not_consistent"]["mxfp4_sr effN"]
+    assert row["false_checks"] == ["mxfp4 effD", "mxfp4_sr effD", "mxfp4_fprop effD"]  # (effN's truth is not shared)
+    assert set(row["not_consistent"]) == {f"{r} {e}" for r in ("mxfp4", "mxfp4_sr", "mxfp4_fprop") for e in ("effN", "effD")}
+    assert row["coverage_effN"] is None and row["coverage"]["effN of mxfp4+mxfp4_fprop+mxfp4_sr"] is None
+    assert set(row["coverage"]) == {"effN of mxfp4+mxfp4_fprop+mxfp4_sr", "effD of mxfp4", "effD of mxfp4_sr",
+                                    "effD of mxfp4_fprop"}
+    for rate in (row["false_rate"], row["power"], row["coverage_effD"], *row["not_consistent"].values()):
+        assert rate is None or 0.0 <= rate <= 1.0
+
+
+def test_a_shared_calibration_rows_rates_count_each_check_and_interval():
+    """`shared_row`'s arithmetic on two sweeps whose verdicts are given: the false rate pools the null checks'
+    "not consistent" over the sweeps that checked them (an unchecked one is counted apart, not as consistent), and
+    coverage pools the intervals whose truth is known."""
+    from fits.calibration import shared_row
+
+    names = [f"{r} {e}" for r in ("mxfp4", "mxfp4_sr", "mxfp4_fprop") for e in ("effN", "effD")]
+    first = dict.fromkeys(names, "consistent") | {"mxfp4 effD": "not consistent", "mxfp4_sr effN": None}
+    second = dict.fromkeys(names, "consistent") | {"mxfp4_sr effN": "not consistent"}
+    covered = [{"effN of all": True, "effD of mxfp4": False, "effD of mxfp4_sr": True, "effD of mxfp4_fprop": None},
+               {"effN of all": False, "effD of mxfp4": True, "effD of mxfp4_sr": True, "effD of mxfp4_fprop": True}]
+    row = shared_row("3x3", "quartet", "shared", 0.005, 5, [(first, covered[0]), (second, covered[1])])
+    assert row["false_rate"] == pytest.approx(2 / 11)  # 12 checks, 1 unchecked
+    assert row["not_consistent"]["mxfp4_sr effN"] == 1.0 and row["unchecked"] == 1 and row["power"] is None
+    assert row["coverage_effN"] == 0.5 and row["coverage_effD"] == pytest.approx(4 / 5)
+    split = shared_row("3x3", "quartet", "split", 0.005, 5, [(first, covered[0]), (second, covered[1])])
+    assert split["false_rate"] == pytest.approx(1 / 6) and split["power"] == 1.0
