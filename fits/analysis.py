@@ -442,7 +442,8 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
             design, thetas[f"law:{base}"], shared_fit, [rep["shared"] for rep in reps], out_groups,
             {r: objectives[f"const:{r}"] for r in design.recipes}, out_groups[base]["not_identified"],
             {r: flat_parameters(thetas[f"const:{r}"], "efficiency", groups[r]) for r in design.recipes},
-            {r: [rep[f"const:{r}"] for rep in reps] for r in design.recipes})
+            {r: [rep[f"const:{r}"] for rep in reps] for r in design.recipes},
+            shared.consistency_tests(thetas[f"law:{base}"], design, shared_fit))
     result["timing"] = {**timing, "total_s": time.perf_counter() - t0}
     return result
 

@@ -5,11 +5,12 @@ power). Each case is `sweeps` sweeps of a baseline and one recipe on a grid of m
 per parameter, one run per point, fitted as `scaling fit` fits them (without the bootstrap, which the
 test does not use).
 
-`calibrate_shared`, for `scaling bench calibration --shared`: how often the shared-efficiency check (`fits.shared`,
-a recipe's own constant efficiency over its format's shared one, its paired 95% bootstrap interval holding 1) says
-"not consistent" where the truth is shared (every such verdict is false) and where one recipe's is not (power), and
-how often the shared efficiencies' 95% intervals hold the truth (coverage). Each sweep is bf16 and three recipes of
-one forward format, fitted with a bootstrap (the check is its replicates')."""
+`calibrate_shared`, for `scaling bench calibration --shared`: how often the shared-efficiency check (`fits.shared`:
+the test of a recipe's own efficiency against its format's shared one, Holm-adjusted over the analysis' checks)
+says "not consistent" where the truth is shared (every such verdict is false) and where one recipe's is not (power),
+the raw test's rejection rate at 5% beside it, and how often the shared efficiencies' 95% bootstrap intervals hold
+the truth (coverage). Each sweep is bf16 and three recipes of one forward format, fitted with a bootstrap (for the
+intervals; the test needs none)."""
 
 from __future__ import annotations
 
@@ -91,10 +92,11 @@ SHARED_CASES = (  # (grid, law, truth); normal noise
 EFFICIENCIES = {"forward": "effN", "backward": "effD"}
 
 
-def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict]:
+def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict, dict]:
     """One synthetic sweep's shared-efficiency fit: ({"RECIPE effN|effD": its check ("consistent", "not consistent"
     or None where unchecked)}, {"effN|effD of RECIPES": whether its format's ci95 holds the truth, None where the
-    format has no single truth (its recipes' differ) or no interval (not pinned)})."""
+    format has no single truth (its recipes' differ) or no interval (not pinned)}, {"RECIPE effN|effD": whether its
+    raw test rejects at 5%, None where unchecked})."""
     from fits.analysis import shared_efficiencies
 
     noise, bootstrap = ctx
@@ -104,6 +106,8 @@ def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict]:
     table = synthetic_table({"bf16": {}, **truths}, sizes=sizes, ratios=ratios, noise=noise, seed=seed)
     out = shared_efficiencies(table, law=law, baseline="bf16", bootstrap=bootstrap, seed=seed, workers=1)
     checks = {f"{r} {eff}": c[eff]["check"] for r, c in out["recipes"].items() for eff in ("effN", "effD")}
+    raw = {f"{r} {eff}": None if c[eff]["check"] is None else bool(c[eff]["p_value"] < 0.05)
+           for r, c in out["recipes"].items() for eff in ("effN", "effD")}
     covered = {}
     for kind, eff in EFFICIENCIES.items():
         for entry in out[kind].values():
@@ -113,7 +117,7 @@ def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict]:
             low, high = entry["ci95"]
             known = len(values) == 1 and entry["pinned"] and np.isfinite([low, high]).all()
             covered[f"{eff} of {'+'.join(sorted(entry['recipes']))}"] = bool(low <= values.pop() <= high) if known else None
-    return checks, covered
+    return checks, covered, raw
 
 
 def _rate(flags: list) -> float | None:
@@ -138,18 +142,22 @@ def _null_checks(truth: str) -> list[str]:
     return out
 
 
-def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sweeps: list[tuple[dict, dict]]) -> dict:
-    """A case's row from its sweeps' (checks, covered): each check's "not consistent" rate among the sweeps that
+def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sweeps: list[tuple]) -> dict:
+    """A case's row from its sweeps' (checks, covered[, raw]): each check's "not consistent" rate among the sweeps that
     checked it, the false rate (pooled over the checks whose truth is their format's), the power (SHARED_POWER's
-    check, where the case has one), each format's ci95 coverage (pooled too) and how many checks went unchecked."""
+    check, where the case has one), the same two of the raw test at 5% (where `raw` is given), each format's ci95
+    coverage (pooled too) and how many checks went unchecked."""
     names = list(sweeps[0][0])
     rejected = {n: _rate([None if s[0][n] is None else s[0][n] == "not consistent" for s in sweeps]) for n in names}
     null = _null_checks(truth)
     pooled = [None if s[0][n] is None else s[0][n] == "not consistent" for s in sweeps for n in null]
+    raw = [s[2] for s in sweeps if len(s) > 2]
     coverage = {f: _rate([s[1][f] for s in sweeps]) for f in sweeps[0][1]}
     power = SHARED_POWER.get(truth)
     return {"grid": grid, "noise_dist": "normal", "noise_sd": noise, "truth": truth, "law": law, "sweeps": len(sweeps),
             "bootstrap": bootstrap, "false_rate": _rate(pooled), "false_checks": null,
+            "false_rate_raw": _rate([r[n] for r in raw for n in null]) if raw else None,
+            "power_raw": _rate([r[power] for r in raw]) if raw and power else None,
             "power": rejected[power] if power else None, "power_check": power, "not_consistent": rejected,
             "coverage_effN": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effN")]),
             "coverage_effD": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effD")]),
@@ -176,7 +184,8 @@ def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.00
             on_row(rows)
         if progress:
             progress(f"  {grid} {law:<10} {truth:<6}: " + ", ".join(
-                f"{k} {_percent(row[k])}" for k in ("false_rate", "power", "coverage_effN", "coverage_effD"))
+                f"{k} {_percent(row[k])}" for k in ("false_rate", "false_rate_raw", "power", "power_raw", "coverage_effN",
+                                                    "coverage_effD"))
                 + f" of {sweeps} sweeps ({row['unchecked']} checks unchecked)")
     return rows
 

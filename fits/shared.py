@@ -11,12 +11,14 @@ formats are the reference: a recipe sharing one has that efficiency exactly 1, n
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from fits import penalty
 from fits.fit import Fit, Objective, Points, best_fit, flat_columns, huber, lbfgsb, percentile_ci
 from fits.laws import IDX, log_predict_scaled, scaled_logs
 from fits.table import parse_columns, pick_column
@@ -99,6 +101,7 @@ class Design:
     pts: Points
     fwd: np.ndarray
     bwd: np.ndarray
+    owner: np.ndarray  # each point's recipe, its position in `recipes`
 
     @property
     def names(self) -> list[str]:
@@ -121,8 +124,52 @@ def design(groups: dict[str, Points], base: str, formats: dict[str, tuple[str, s
     offsets = np.cumsum([0] + [groups[r].n_runs for r in recipes])
     pts = Points(cat([groups[r].logN for r in recipes]), cat([groups[r].logD for r in recipes]),
                  cat([groups[r].logL for r in recipes]), cat([groups[r].runs + o for r, o in zip(recipes, offsets)]))
+    owner = np.concatenate([np.full(len(groups[r].logL), i) for i, r in enumerate(recipes)])
     return Design(recipes, {r: formats[r] for r in (base, *recipes)}, reference, kinds[0][0], kinds[1][0], pts,
-                  kinds[0][1], kinds[1][1])
+                  kinds[0][1], kinds[1][1], owner)
+
+
+def split(d: Design, recipe: str, k: int) -> Design | None:
+    """d with `recipe`'s format of kind k (0 forward, 1 backward) its own: one parameter more, the alternative of
+    `consistency_test`. None where that format is the recipe's alone already (nothing shared to test)."""
+    fmt = d.formats[recipe][k]
+    if fmt != d.reference[k] and sum(d.formats[r][k] == fmt for r in d.recipes) == 1:
+        return None
+    own = f"{fmt} ({recipe}'s own)"
+    fitted = (d.forward, d.backward)[k]
+    index = np.where((d.fwd, d.bwd)[k] == len(fitted), len(fitted) + 1, (d.fwd, d.bwd)[k])  # (the reference's slot)
+    index[d.owner == d.recipes.index(recipe)] = len(fitted)
+    formats = {**d.formats, recipe: (own, d.formats[recipe][1]) if k == 0 else (d.formats[recipe][0], own)}
+    if k == 0:
+        return dataclasses.replace(d, formats=formats, forward=(*fitted, own), fwd=index)
+    return dataclasses.replace(d, formats=formats, backward=(*fitted, own), bwd=index)
+
+
+def consistency_test(law: np.ndarray, d: Design, fit: Fit, recipe: str, k: int) -> tuple[float, float] | None:
+    """Test that `recipe`'s efficiency of kind k (0 effN, 1 effD) is its format's shared one: the shared fit `fit`
+    (the null) against `split`'s, which gives the recipe its own (started from the null's optimum, so it fits no
+    worse); (statistic, p) of Ronchetti's drop-in-dispersion test for the Huber fits (`penalty.lr_test`, df 1), as
+    the κ = 0 test, with the baseline's law held fixed in both: its error moves every recipe of a format alike, so a
+    recipe's departure from the others' is not confounded with it. None where there is nothing to test (`split`)."""
+    alt_design = split(d, recipe, k)
+    if alt_design is None:
+        return None
+    fmt, nf = d.formats[recipe][k], len(d.forward)
+    fitted = (d.forward, d.backward)[k]
+    start = 0.0 if fmt == d.reference[k] else float(fit.theta[fitted.index(fmt) + (0 if k == 0 else nf)])
+    x0 = np.concatenate([fit.theta[:nf], [start], fit.theta[nf:]]) if k == 0 else np.append(fit.theta, start)
+    alt = fit_shared(law, alt_design, x0[None])
+    if alt is None:
+        return float("nan"), float("nan")
+    pred, _ = SharedObjective(law, alt_design).rows(alt.theta)
+    return penalty.lr_test(fit.objective, min(alt.objective, fit.objective), pred - alt_design.pts.logL,
+                           alt_design.pts.n_runs, len(alt_design.names), df=1)
+
+
+def consistency_tests(law: np.ndarray, d: Design, fit: Fit) -> dict[tuple[str, str], tuple[float, float] | None]:
+    """`consistency_test` of every recipe's effN and effD: {(recipe, "effN" | "effD"): (statistic, p) or None}."""
+    return {(r, EFFICIENCY_OF[kind]): consistency_test(law, d, fit, r, k)
+            for r in d.recipes for k, kind in enumerate(("forward", "backward"))}
 
 
 class SharedObjective(Objective):
@@ -207,11 +254,13 @@ def replicate_weights(d: Design, weights: dict[str, np.ndarray]) -> np.ndarray:
 
 def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray], groups_out: dict,
               separate: dict[str, float], law_flat: list[str], own_flat: dict[str, list[str]],
-              own_replicates: dict[str, list[np.ndarray]]) -> dict:
+              own_replicates: dict[str, list[np.ndarray]],
+              tests: dict[tuple[str, str], tuple[float, float] | None]) -> dict:
     """The `shared_efficiencies` entry. `replicates`: x per bootstrap replicate (NaN where its fit failed);
     `groups_out`: the analysis' groups (each recipe's effN_const, effD_const and intervals); `separate`: each recipe's
     constant fit's objective; `law_flat`: the baseline law's not-identified parameters; `own_flat`: each recipe's
-    constant fit's (effN, effD); `own_replicates`: each recipe's constant fit's θ in the same replicates."""
+    constant fit's (effN, effD); `own_replicates`: each recipe's constant fit's θ in the same replicates; `tests`:
+    `consistency_tests`'."""
     ok = [x for x in replicates if np.isfinite(x).all()]
     flat = flat_columns(SharedObjective(law, d).jacobian(fit.theta), d.names)
     entries: dict[str, dict] = {"forward": {}, "backward": {}}
@@ -234,8 +283,7 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
                                   "fitted": True, "recipes": recipes, "pinned": not why, "unpinned": why}
     return {"baseline_formats": {"forward": d.reference[0], "backward": d.reference[1]},
             **entries,
-            "recipes": {r: _check(r, d, entries, groups_out[r], own_flat[r], replicates, own_replicates[r])
-                        for r in d.recipes},
+            "recipes": _checks(d, entries, groups_out, own_flat, replicates, own_replicates, tests),
             "objective": fit.objective, "objective_separate": float(sum(separate[r] for r in d.recipes)),
             "n_params": len(d.names), "n_params_separate": 2 * len(d.recipes),
             "n_points": int(len(d.pts.logL)), "n_runs": d.pts.n_runs, "n_replicates": len(ok),
@@ -257,28 +305,44 @@ def _unpinned(kind: str, fmt: str, flat: bool, law_flat: list[str]) -> list[str]
     return why
 
 
-def _check(recipe: str, d: Design, entries: dict, group: dict, own_flat: list[str], replicates: list[np.ndarray],
-           own_replicates: list[np.ndarray]) -> dict:
-    """A recipe's own constant efficiencies beside its formats' shared ones, and whether they agree: the 95% interval
-    of own / shared, paired over the bootstrap replicates (both fitted on each replicate's runs, so the shared
-    value's own uncertainty and its correlation with the recipe's, whose runs it includes, are in it), holds 1."""
-    formats = d.formats[recipe]
-    out = {"forward_format": formats[0], "backward_format": formats[1]}
-    for k, kind in enumerate(("forward", "backward")):
-        eff = EFFICIENCY_OF[kind]
-        shared = entries[kind][formats[k]]
-        own, ci = group["params"][f"{eff}_const"], group["ci95"].get(f"{eff}_const", [float("nan")] * 2)
-        ratio = _ratio_ci(d, k, formats[k], replicates, own_replicates)
-        if eff in own_flat:
-            check, why = None, f"{recipe}'s own {eff} is not identified by its runs"
-        elif not shared["pinned"]:
-            check, why = None, f"the shared {eff} of its format is not pinned"
-        elif not all(np.isfinite(ratio)):
-            check, why = None, "no bootstrap interval (--bootstrap 0)"
-        else:
-            check, why = ("consistent" if ratio[0] <= 1.0 <= ratio[1] else "not consistent"), None
-        out[eff] = {"own": own, "own_ci95": list(ci), "shared": shared[eff], "ratio_ci95": ratio, "check": check,
-                    "unchecked": why}
+def _checks(d: Design, entries: dict, groups_out: dict, own_flat: dict[str, list[str]],
+            replicates: list[np.ndarray], own_replicates: dict[str, list[np.ndarray]],
+            tests: dict[tuple[str, str], tuple[float, float] | None]) -> dict:
+    """Per recipe, its own constant efficiencies beside its formats' shared ones (with the 95% interval of own /
+    shared paired over the bootstrap replicates, `ratio_ci95`, to show how far apart), and the check: "not
+    consistent" where `consistency_test`'s p, Holm-adjusted over the checks made (`penalty.holm`: one analysis checks
+    every recipe's two), is below `penalty.ALPHA`, else "consistent"; unchecked (None, and why) where there is
+    nothing to test or the runs pin neither side."""
+    out, reasons, p_values = {}, {}, {}
+    for r in d.recipes:
+        formats = d.formats[r]
+        out[r] = {"forward_format": formats[0], "backward_format": formats[1]}
+        group = groups_out[r]
+        for k, kind in enumerate(("forward", "backward")):
+            eff = EFFICIENCY_OF[kind]
+            shared = entries[kind][formats[k]]
+            test = tests[(r, eff)]
+            if test is None:
+                reasons[(r, eff)] = f"the only recipe of its {kind} format: its {eff} is its own"
+            elif eff in own_flat[r]:
+                reasons[(r, eff)] = f"{r}'s own {eff} is not identified by its runs"
+            elif not shared["pinned"]:
+                reasons[(r, eff)] = f"the shared {eff} of its format is not pinned"
+            elif not np.isfinite(test[1]):
+                reasons[(r, eff)] = "no noise left to test against (the fit is exact)"
+            else:
+                p_values[(r, eff)] = test[1]
+            out[r][eff] = {"own": group["params"][f"{eff}_const"],
+                           "own_ci95": list(group["ci95"].get(f"{eff}_const", [float("nan")] * 2)),
+                           "shared": shared[eff], "ratio_ci95": _ratio_ci(d, k, formats[k], replicates, own_replicates[r]),
+                           "statistic": float("nan") if test is None else test[0],
+                           "p_value": float("nan") if test is None else test[1]}
+    adjusted = penalty.holm(p_values)
+    for (r, eff), entry in ((key, out[key[0]][key[1]]) for key in tests):
+        p = adjusted.get((r, eff), float("nan"))
+        entry["p_adjusted"] = p
+        entry["check"] = None if (r, eff) in reasons else "not consistent" if p < penalty.ALPHA else "consistent"
+        entry["unchecked"] = reasons.get((r, eff))
     return out
 
 

@@ -538,8 +538,9 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
         f"efficiency effD per backward format (its dgrad and wgrad operands), shared by the recipes of that format and "
         f"fitted jointly on all their runs with {literal(baseline)}'s {fitted['law']} law held fixed (κ = 0): the Quartet "
         f"paper's form L = (A/(N·effN)^α + B/(D·effD)^β)^γ + E. {literal(baseline)}'s formats have efficiency 1. A "
-        "recipe's own constant efficiencies are consistent with the shared ones where the 95% interval of own / shared, "
-        "the ratio in each bootstrap replicate (both fitted on its runs and its baseline law), holds 1."))
+        "recipe's efficiency is not consistent with its format's where the test of the fit that gives the recipe its "
+        "own against the shared fit rejects at 5% (p Holm-adjusted over the checks made); own/shared is the ratio's "
+        "95% interval over the bootstrap replicates."))
     rows = []
     for kind, eff in (("forward", "effN"), ("backward", "effD")):
         for fmt_, e in entry[kind].items():
@@ -558,7 +559,7 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
             row += [c["own"], _interval(c["own_ci95"]),
                     c["shared"] if entry[kind][r[key]]["pinned"] else NOT_PINNED,
                     _interval(c["ratio_ci95"]) if c["check"] else "",
-                    c["check"] or f"unchecked: {c['unchecked']}"]
+                    f"{c['check']} (p {_short(c['p_adjusted'])})" if c["check"] else f"unchecked: {c['unchecked']}"]
         rows.append(tuple(row))
     s.add(_intervals_table(("recipe", "effN", CI, "shared effN", "own/shared " + CI, "check", "effD", CI,
                             "shared effD", "own/shared " + CI, "check"), rows,

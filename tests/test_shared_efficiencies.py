@@ -43,7 +43,8 @@ def test_shared_efficiencies_of_presets_recover_each_formats_truth():
         assert entry["backward_format"] == PRESETS[r].backward_format
         assert out["backward"][entry["backward_format"]]["effD"] == pytest.approx(d, rel=0.03)
         assert entry["effN"]["shared"] == out["forward"][forward]["effN"]
-        assert entry["effN"]["check"] is None and "no bootstrap" in entry["effN"]["unchecked"]
+        assert entry["effN"]["check"] == "consistent"  # (the test needs no bootstrap)
+        assert entry["effD"]["check"] is None and "the only recipe of its backward format" in entry["effD"]["unchecked"]
     # the shared fit is the separate fits with fewer parameters: never below their summed objective
     assert out["objective"] >= out["objective_separate"] * (1 - 1e-9)
     assert out["baseline_formats"] == {"forward": "bf16", "backward": "bf16"}
@@ -69,14 +70,15 @@ def test_a_bf16_forward_recipe_has_effN_exactly_1_not_a_parameter():
 
 
 def test_a_recipe_whose_effN_differs_from_its_format_mates_is_not_consistent():
-    """Two recipes of one forward format whose true effN differ (0.55 and 0.85): the shared value falls between, outside
-    each recipe's own interval; recipes that agree with their format are consistent."""
+    """Two recipes of one forward format whose true effN differ (0.55 and 0.85): the shared value falls between, and
+    the test of each against it rejects; a recipe alone in its format (nvfp4) has nothing shared to check."""
     truth = {"mxfp4": (0.55, 0.9), "mxfp4_sr": (0.85, 0.9), "nvfp4": (0.7, 0.8)}
     t = synthetic_table({"bf16": {}, **{r: {"effN": n, "effD": d} for r, (n, d) in truth.items()}}, noise=0.001,
                         **SMALL)
     out = fits.shared_efficiencies(t, bootstrap=20, top=5, workers=1)
     checks = {r: e["effN"]["check"] for r, e in out["recipes"].items()}
-    assert checks == {"mxfp4": "not consistent", "mxfp4_sr": "not consistent", "nvfp4": "consistent"}, out["recipes"]
+    assert checks == {"mxfp4": "not consistent", "mxfp4_sr": "not consistent", "nvfp4": None}, out["recipes"]
+    assert out["recipes"]["nvfp4"]["effN"]["unchecked"] == "the only recipe of its forward format: its effN is its own"
     assert out["n_replicates"] == 20
     lo, hi = out["forward"][PRESETS["mxfp4"].forward_format]["ci95"]
     assert 0.55 < lo < hi < 0.85
@@ -184,9 +186,10 @@ def test_the_quartet_v1_spec_pins_the_shared_efficiencies():
 
 
 def test_the_check_pairs_each_replicates_own_and_shared_values():
-    """effN 0.62 and 0.67 under one forward format: each recipe's own/shared interval, paired over the replicates (the
-    baseline law's uncertainty, which both share, cancels in it), excludes 1 for both, while the shared value lies
-    inside mxfp4_sr's own interval, which that uncertainty widens: comparing the two said "consistent" there."""
+    """effN 0.62 and 0.67 under one forward format: the test of each recipe's own effN against the shared one rejects
+    for both, and each own/shared interval, paired over the replicates (the baseline law's uncertainty, which both
+    share, cancels in it), excludes 1; the shared value lies inside mxfp4_sr's own interval, which that uncertainty
+    widens: comparing the two said "consistent" there."""
     t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.62, "effD": 0.85}, "mxfp4_sr": {"effN": 0.67, "effD": 0.893}},
                         sizes=np.geomspace(2e7, 2e9, 5), ratios=(5, 10, 20, 40, 80), noise=0.002, seed=1)
     out = fits.shared_efficiencies(t, bootstrap=60, **FAST)
@@ -199,7 +202,7 @@ def test_the_check_pairs_each_replicates_own_and_shared_values():
 
 
 SHARED_ROW_KEYS = {"grid", "noise_dist", "noise_sd", "truth", "law", "sweeps", "bootstrap", "false_rate", "false_checks",
-                   "power", "power_check", "not_consistent", "coverage_effN", "coverage_effD", "coverage", "unchecked"}
+                   "false_rate_raw", "power_raw", "power", "power_check", "not_consistent", "coverage_effN", "coverage_effD", "coverage", "unchecked"}
 
 
 def test_calibrate_shared_runs_a_tiny_case_into_the_documented_row():

@@ -170,12 +170,13 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
             pinned = entry["forward" if eff == "effN" else "backward"][r["forward_format" if eff == "effN"
                                                                           else "backward_format"]]["pinned"]
             row[f"{eff} shared"] = _fmt(c["shared"]) if pinned else "not pinned"
-            row[f"{eff} own/shared"] = "[" + ", ".join(map(_fmt, c["ratio_ci95"])) + "]" if c["check"] else ""
-            row[f"{eff} check"] = c["check"] or f"unchecked: {c['unchecked']}"
+            row[f"{eff} own/shared"] = _with_ci(c["own"] / c["shared"], c["ratio_ci95"]) if c["check"] else ""
+            row[f"{eff} check"] = (f"{c['check']} (p {_fmt(c['p_adjusted'])})" if c["check"]
+                                   else f"unchecked: {c['unchecked']}")
         rows.append(row)
     print_table(rows, title="each recipe's own constant efficiencies (95% interval) against its formats' shared ones: "
-                            "consistent where the 95% interval of own/shared, paired over the bootstrap replicates, "
-                            "holds 1")
+                            "not consistent where the test of its own against the shared one rejects at 5% (p "
+                            "Holm-adjusted over the checks)")
     print(f"objective: {entry['objective']:.6g} shared ({entry['n_params']} parameters) against "
           f"{entry['objective_separate']:.6g} summed over the recipes' own constant fits ({entry['n_params_separate']})")
     reasons = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
