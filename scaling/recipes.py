@@ -94,7 +94,8 @@ class Recipe:
     def forward_format(self) -> str:
         """What its fprop GEMM's operands are, as `scaling recipes` shows them ("x, w: MX e2m1 1x32 e8m0"; "bf16"):
         recipes with equal ones share a parameter efficiency effN in a shared-efficiency fit (docs/fits.md)."""
-        return self.describe_gemm("fprop") + self._blocks_note()
+        said = self.describe_gemm("fprop")
+        return said + self._blocks_note(said)
 
     @property
     def backward_format(self) -> str:
@@ -102,12 +103,13 @@ class Recipe:
         with equal ones share a data efficiency effD."""
         dgrad, wgrad = self.describe_gemm("dgrad"), self.describe_gemm("wgrad")
         said = "bf16" if dgrad == wgrad == "bf16" else f"dgrad {dgrad}; wgrad {wgrad}"
-        return said + self._blocks_note()
+        return said + self._blocks_note(said)
 
-    def _blocks_note(self) -> str:
+    def _blocks_note(self, said: str) -> str:
         """A recipe that leaves transformer blocks in BF16 trains otherwise than one of the same GEMMs that does not:
-        its formats say which blocks, so the two share no efficiency."""
-        if not self.is_quantized or not self.high_precision_blocks:
+        its formats say which blocks, so the two share no efficiency. A side that is BF16 throughout (`said`) is
+        BF16 in those blocks too: it is the baseline's, whatever blocks the other side leaves in BF16."""
+        if said == "bf16" or not self.high_precision_blocks:
             return ""
         return f" (bf16 blocks {', '.join(map(str, self.high_precision_blocks))})"
 

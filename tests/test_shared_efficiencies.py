@@ -242,3 +242,18 @@ def test_a_shared_calibration_rows_rates_count_each_check_and_interval():
     assert row["coverage_effN"] == 0.5 and row["coverage_effD"] == pytest.approx(4 / 5)
     split = shared_row("3x3", "quartet", "split", 0.005, 5, [(first, covered[0]), (second, covered[1])])
     assert split["false_rate"] == pytest.approx(1 / 6) and split["power"] == 1.0
+
+
+def test_bf16_blocks_mark_only_a_quantized_side_of_a_recipe():
+    """A recipe's BF16 blocks set its formats apart from the same GEMMs' without them, but a side that is BF16
+    throughout is the baseline's whatever blocks stay BF16: a BF16-forward recipe's effN is exactly 1, not fitted."""
+    import dataclasses
+
+    mx = PRESETS["mxfp4"]
+    backward_only = dataclasses.replace(mx, name="bwd", fprop_x=None, fprop_w=None, high_precision_blocks=(0, -1))
+    forward_only = dataclasses.replace(mx, name="fwd", dgrad_dy=None, dgrad_w=None, wgrad_dy=None, wgrad_x=None,
+                                       high_precision_blocks=(0,))
+    assert backward_only.forward_format == "bf16"
+    assert backward_only.backward_format == mx.backward_format + " (bf16 blocks 0, -1)"
+    assert forward_only.forward_format == mx.forward_format + " (bf16 blocks 0)"
+    assert forward_only.backward_format == "bf16"
