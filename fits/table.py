@@ -13,6 +13,7 @@ import polars as pl
 
 from scaling.console import count
 from scaling.errors import UserError
+from scaling.recipes import FORMAT_COLUMNS
 
 CANONICAL = ("recipe", "run_id", "N", "D", "C", "loss", "status")
 # Names a sweep's result record uses for the same quantities (DESIGN.md, result record).
@@ -304,7 +305,8 @@ def default_run_ids(height: int) -> pl.Series:
 
 def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str | None = None, drop_highest: int = 0,
                where: str | Path | None = None) -> pl.DataFrame:
-    """A validated table with columns recipe, run_id, N, D, C, loss (C = 6·N·D).
+    """A validated table with columns recipe, run_id, N, D, C, loss (C = 6·N·D), and forward_format,
+    backward_format as given where the table has them (`fits.shared.table_formats` reads them).
 
     source: a path (CSV or parquet) or a polars DataFrame. columns maps canonical names to the
     table's own (dict, or the CLI's "N=Model Size,C=Training FLOP"). drop_highest drops the K
@@ -334,13 +336,14 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
             "loss": df[got["loss"]].cast(pl.Float64, strict=False),
             **{k: df[got[k]].cast(pl.Float64, strict=False) for k in ("D", "C") if got[k]},
             "_row": df["_row"],
+            **{c: df[c] for c in FORMAT_COLUMNS if c in df.columns},  # (`fits.shared` shares efficiencies by them)
         })
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     _refuse_text(df, out, got, where, unit)
     out = with_compute(out)
     _validate(out, where, unit, got["run_id"] is not None, None if got["D"] else got["C"])
-    out = out.select("recipe", "run_id", "N", "D", "C", "loss")
+    out = out.select("recipe", "run_id", "N", "D", "C", "loss", *(c for c in FORMAT_COLUMNS if c in out.columns))
     if drop_highest:
         if drop_highest < 0:
             raise UserError(f"--drop-highest must be >= 0, got {drop_highest}")

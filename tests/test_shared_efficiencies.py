@@ -257,3 +257,16 @@ def test_bf16_blocks_mark_only_a_quantized_side_of_a_recipe():
     assert backward_only.backward_format == mx.backward_format + " (bf16 blocks 0, -1)"
     assert forward_only.forward_format == mx.forward_format + " (bf16 blocks 0)"
     assert forward_only.backward_format == "bf16"
+
+
+def test_a_validated_table_keeps_its_formats():
+    """`fits.read_table`'s table (the Python API's first step, docs/fits.md) keeps the forward_format and
+    backward_format columns, so `fits.shared_efficiencies` of it shares by the table's formats, custom recipes' too,
+    as it does given the file."""
+    formats = {"bf16": ("bf16", "bf16"), "fp4": ("FP4", "FP4 bwd"), "fp4_sr": ("FP4", "FP4 SR bwd")}
+    t = with_formats(synthetic_table({"bf16": {}, "fp4": {"effN": 0.7, "effD": 0.85},
+                                      "fp4_sr": {"effN": 0.7, "effD": 0.9}}, noise=0.0005, **SMALL), formats)
+    table = fits.read_table(t)
+    assert table_formats(table) == formats
+    out = fits.shared_efficiencies(table, bootstrap=0, **FAST)
+    assert out["forward"]["FP4"]["recipes"] == ["fp4", "fp4_sr"] and out["n_params"] == 3
