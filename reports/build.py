@@ -125,9 +125,10 @@ CI = "95% CI"  # a table's column of intervals
 
 
 def _intervals_table(columns: tuple[str, ...], rows: list, caption: str, bootstrap: int) -> Table:
-    """A table with interval columns (CI); with no bootstrap there are none, and its CI columns are left out
-    (they read '[—, —]' in one table and blank in another; the verdict's opening says no bootstrap ran)."""
-    keep = [i for i, c in enumerate(columns) if bootstrap or c != CI]
+    """A table with interval columns (CI, or named ending in it: "own/shared 95% CI"); with no bootstrap there are
+    none, and its CI columns are left out (they read '[—, —]' in one table and blank in another; the verdict's
+    opening says no bootstrap ran)."""
+    keep = [i for i, c in enumerate(columns) if bootstrap or not c.endswith(CI)]
     return Table(tuple(columns[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in rows), caption)
 
 

@@ -1517,3 +1517,19 @@ def test_the_shared_efficiencies_section_says_a_cause_of_several_formats_once(tm
     md = (tmp_path / "r" / "report.md").read_text()
     bullets = [line for line in md.splitlines() if line.startswith("- ") and "does not pin A" in line]
     assert len(bullets) == 1, bullets
+
+
+def test_the_shared_efficiencies_section_without_a_bootstrap_has_no_interval_columns(tmp_path):
+    """With --bootstrap 0 there is no interval: the shared-efficiencies tables leave their interval columns out, the
+    paired own/shared one too (it read '[—, —]' on every checked row), as every table of the report does."""
+    from fits.synthetic import synthetic_table
+    from reports import build
+
+    csv = tmp_path / "results.csv"
+    synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7, "effD": 0.9}, "mxfp4_sr": {"effN": 0.7, "effD": 0.95}},
+                    sizes=np.geomspace(2e7, 2e9, 4), ratios=(5, 20, 80)).write_csv(csv)
+    build(csv, tmp_path / "r", law="quartet", bootstrap=0, workers=1, shared_efficiencies=True)
+    md = (tmp_path / "r" / "report.md").read_text()
+    section = md[md.index("## Shared efficiencies"):].split("\n## ")[0]
+    assert "| mxfp4 |" in section and "consistent (p " in section
+    assert "95% CI" not in section and "[—, —]" not in section, section
