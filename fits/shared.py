@@ -283,7 +283,7 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
                                   "fitted": True, "recipes": recipes, "pinned": not why, "unpinned": why}
     return {"baseline_formats": {"forward": d.reference[0], "backward": d.reference[1]},
             **entries,
-            "recipes": _checks(d, entries, groups_out, own_flat, replicates, own_replicates, tests),
+            "recipes": _checks(d, entries, groups_out, own_flat, replicates, own_replicates, tests, law_flat),
             "objective": fit.objective, "objective_separate": float(sum(separate[r] for r in d.recipes)),
             "n_params": len(d.names), "n_params_separate": 2 * len(d.recipes),
             "n_points": int(len(d.pts.logL)), "n_runs": d.pts.n_runs, "n_replicates": len(ok),
@@ -307,13 +307,13 @@ def _unpinned(kind: str, fmt: str, flat: bool, law_flat: list[str]) -> list[str]
 
 def _checks(d: Design, entries: dict, groups_out: dict, own_flat: dict[str, list[str]],
             replicates: list[np.ndarray], own_replicates: dict[str, list[np.ndarray]],
-            tests: dict[tuple[str, str], tuple[float, float] | None]) -> dict:
+            tests: dict[tuple[str, str], tuple[float, float] | None], law_flat: list[str]) -> dict:
     """Per recipe, its own constant efficiencies beside its formats' shared ones (with the 95% interval of own /
     shared paired over the bootstrap replicates, `ratio_ci95`, to show how far apart), and the check: "not
     consistent" where `consistency_test`'s p, Holm-adjusted over the checks made (`penalty.holm`: one analysis checks
-    every recipe's two), is below `penalty.ALPHA`, else "consistent"; unchecked (None, and why) where there is
-    nothing to test or the runs pin neither side."""
-    out, reasons, p_values = {}, {}, {}
+    every recipe's two; the two checks of a format of two recipes are one split, one test), is below `penalty.ALPHA`,
+    else "consistent"; unchecked (None, and why) where there is nothing to test or the runs pin neither side."""
+    out, reasons, p_values, family = {}, {}, {}, {}
     for r in d.recipes:
         formats = d.formats[r]
         out[r] = {"forward_format": formats[0], "backward_format": formats[1]}
@@ -328,10 +328,16 @@ def _checks(d: Design, entries: dict, groups_out: dict, own_flat: dict[str, list
                 reasons[(r, eff)] = f"{r}'s own {eff} is not identified by its runs"
             elif not shared["pinned"]:
                 reasons[(r, eff)] = f"the shared {eff} of its format is not pinned"
+            elif formats[k] == d.reference[k] and (terms := [t for t in LAW_TERMS[kind] if t in law_flat]):
+                reasons[(r, eff)] = (f"the baseline's law does not pin {', '.join(terms)}, which {eff} scales: its 1 "
+                                     "is no reference to test against")
             elif not np.isfinite(test[1]):
-                reasons[(r, eff)] = "no noise left to test against (the fit is exact)"
+                reasons[(r, eff)] = "the test could not be made (an exact fit, or its alternative fit failed)"
             else:
-                p_values[(r, eff)] = test[1]
+                mates = [m for m in d.recipes if d.formats[m][k] == formats[k]]
+                # (of two recipes in a fitted format, either split is the same alternative: one test, counted once)
+                key = (kind, formats[k]) if len(mates) == 2 and formats[k] != d.reference[k] else (r, eff)
+                family[(r, eff)], p_values[key] = key, test[1]
             out[r][eff] = {"own": group["params"][f"{eff}_const"],
                            "own_ci95": list(group["ci95"].get(f"{eff}_const", [float("nan")] * 2)),
                            "shared": shared[eff], "ratio_ci95": _ratio_ci(d, k, formats[k], replicates, own_replicates[r]),
@@ -339,7 +345,7 @@ def _checks(d: Design, entries: dict, groups_out: dict, own_flat: dict[str, list
                            "p_value": float("nan") if test is None else test[1]}
     adjusted = penalty.holm(p_values)
     for (r, eff), entry in ((key, out[key[0]][key[1]]) for key in tests):
-        p = adjusted.get((r, eff), float("nan"))
+        p = adjusted[family[(r, eff)]] if (r, eff) in family else float("nan")
         entry["p_adjusted"] = p
         entry["check"] = None if (r, eff) in reasons else "not consistent" if p < penalty.ALPHA else "consistent"
         entry["unchecked"] = reasons.get((r, eff))

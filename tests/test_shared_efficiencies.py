@@ -270,3 +270,25 @@ def test_a_validated_table_keeps_its_formats():
     assert table_formats(table) == formats
     out = fits.shared_efficiencies(table, bootstrap=0, **FAST)
     assert out["forward"]["FP4"]["recipes"] == ["fp4", "fp4_sr"] and out["n_params"] == 3
+
+
+def test_the_two_checks_of_a_format_of_two_recipes_are_one_test_in_holms_family():
+    """mxfp4 and mxfp4_sr share a forward format: splitting either off is the same alternative, one test, so Holm's
+    family has one member and the adjusted p is the raw one (counted twice, it doubled)."""
+    t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "mxfp4_sr": {"effN": 0.7, "effD": 0.9}}, **SMALL)
+    out = fits.shared_efficiencies(t, bootstrap=0, **FAST)
+    a, b = out["recipes"]["mxfp4"]["effN"], out["recipes"]["mxfp4_sr"]["effN"]
+    assert a["check"] and b["check"] and a["p_value"] == pytest.approx(b["p_value"], rel=1e-6)
+    assert a["p_adjusted"] == a["p_value"] and b["p_adjusted"] == a["p_value"]
+
+
+def test_a_check_against_the_baselines_1_needs_its_law_pinned():
+    """A recipe on the baseline's forward format is tested against effN = 1; with two model sizes the baseline's law
+    does not pin A and alpha, which effN scales, so that 1 is no reference: unchecked, saying why."""
+    formats = {"bf16": ("bf16", "bf16"), "bwd_only": ("bf16", "FP4 bwd"), "fp4": ("FP4 fwd", "FP4 bwd")}
+    t = synthetic_table({"bf16": {}, "bwd_only": {"effD": 0.85}, "fp4": {"effN": 0.7, "effD": 0.85}}, sizes=[1e8, 1e9],
+                        ratios=(5, 10, 20, 40, 80))
+    out = fits.analyse(with_formats(t, formats), law="chinchilla", bootstrap=0, shared_efficiencies=True, top=5,
+                       workers=1)["shared_efficiencies"]
+    entry = out["recipes"]["bwd_only"]["effN"]
+    assert entry["check"] is None and entry["unchecked"].startswith("the baseline's law does not pin A"), entry
