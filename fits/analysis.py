@@ -438,12 +438,16 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
         result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test,
                                                               out_groups[base]["not_identified"])
     if design is not None:
+        separate = {r: objectives[f"const:{r}"] for r in design.recipes}
+        own_residuals = np.concatenate([log_predict(thetas[f"const:{r}"], groups[r].logN, groups[r].logD, groups[r].logN0,
+                                                    groups[r].logD0) - groups[r].logL for r in design.recipes])
         result["shared_efficiencies"] = shared.summarise(
-            design, thetas[f"law:{base}"], shared_fit, [rep["shared"] for rep in reps], out_groups,
-            {r: objectives[f"const:{r}"] for r in design.recipes}, out_groups[base]["not_identified"],
+            design, thetas[f"law:{base}"], shared_fit, [rep["shared"] for rep in reps], out_groups, separate,
+            out_groups[base]["not_identified"],
             {r: flat_parameters(thetas[f"const:{r}"], "efficiency", groups[r]) for r in design.recipes},
             {r: [rep[f"const:{r}"] for rep in reps] for r in design.recipes},
-            shared.consistency_tests(thetas[f"law:{base}"], design, shared_fit))
+            shared.consistency_tests(thetas[f"law:{base}"], design, shared_fit),
+            shared.sharing_test(design, shared_fit, float(sum(separate.values())), own_residuals))
     result["timing"] = {**timing, "total_s": time.perf_counter() - t0}
     return result
 

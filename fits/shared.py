@@ -166,6 +166,19 @@ def consistency_test(law: np.ndarray, d: Design, fit: Fit, recipe: str, k: int) 
                            alt_design.pts.n_runs, len(alt_design.names), df=1)
 
 
+def sharing_test(d: Design, fit: Fit, separate: float, residuals: np.ndarray) -> dict | None:
+    """Test of the sharing as a whole, the paper's claim: the shared fit `fit` against every recipe's own constant
+    fit (`separate`: their summed objective; `residuals`: theirs on d's points, in d's order), which nest it (each
+    recipe its own effN and effD); Ronchetti's test as `consistency_test`'s, with as many degrees of freedom as the
+    separate fits have parameters more. None where they have none more (every format one recipe's)."""
+    n_separate = 2 * len(d.recipes)
+    df = n_separate - len(d.names)
+    if df <= 0:
+        return None
+    stat, p = penalty.lr_test(fit.objective, min(separate, fit.objective), residuals, d.pts.n_runs, n_separate, df=df)
+    return {"statistic": float(stat), "p_value": float(p), "df": df}
+
+
 def consistency_tests(law: np.ndarray, d: Design, fit: Fit) -> dict[tuple[str, str], tuple[float, float] | None]:
     """`consistency_test` of every recipe's effN and effD: {(recipe, "effN" | "effD"): (statistic, p) or None}."""
     return {(r, EFFICIENCY_OF[kind]): consistency_test(law, d, fit, r, k)
@@ -255,12 +268,12 @@ def replicate_weights(d: Design, weights: dict[str, np.ndarray]) -> np.ndarray:
 def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray], groups_out: dict,
               separate: dict[str, float], law_flat: list[str], own_flat: dict[str, list[str]],
               own_replicates: dict[str, list[np.ndarray]],
-              tests: dict[tuple[str, str], tuple[float, float] | None]) -> dict:
+              tests: dict[tuple[str, str], tuple[float, float] | None], sharing: dict | None) -> dict:
     """The `shared_efficiencies` entry. `replicates`: x per bootstrap replicate (NaN where its fit failed);
     `groups_out`: the analysis' groups (each recipe's effN_const, effD_const and intervals); `separate`: each recipe's
     constant fit's objective; `law_flat`: the baseline law's not-identified parameters; `own_flat`: each recipe's
     constant fit's (effN, effD); `own_replicates`: each recipe's constant fit's θ in the same replicates; `tests`:
-    `consistency_tests`'."""
+    `consistency_tests`'; `sharing`: `sharing_test`'s."""
     ok = [x for x in replicates if np.isfinite(x).all()]
     flat = flat_columns(SharedObjective(law, d).jacobian(fit.theta), d.names)
     entries: dict[str, dict] = {"forward": {}, "backward": {}}
@@ -285,7 +298,7 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
             **entries,
             "recipes": _checks(d, entries, groups_out, own_flat, replicates, own_replicates, tests, law_flat),
             "objective": fit.objective, "objective_separate": float(sum(separate[r] for r in d.recipes)),
-            "n_params": len(d.names), "n_params_separate": 2 * len(d.recipes),
+            "n_params": len(d.names), "n_params_separate": 2 * len(d.recipes), "sharing_test": sharing,
             "n_points": int(len(d.pts.logL)), "n_runs": d.pts.n_runs, "n_replicates": len(ok),
             "n_replicates_failed": len(replicates) - len(ok)}
 

@@ -568,7 +568,10 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
                            "shared ones.", fitted["bootstrap"]))
     s.add(Paragraph(f"Objective (summed Huber loss): {fmt(entry['objective'])} for the shared fit "
                     f"({count(entry['n_params'], 'parameter')}), against {fmt(entry['objective_separate'])} summed over "
-                    f"the recipes' own constant fits ({count(entry['n_params_separate'], 'parameter')})."))
+                    f"the recipes' own constant fits ({count(entry['n_params_separate'], 'parameter')})"
+                    + (f"; against them, the test of the sharing as a whole gives p = {_short(t['p_value'])} "
+                       f"(statistic {_short(t['statistic'])} on {t['df']} degrees of freedom)."
+                       if (t := entry["sharing_test"]) else ".")))
     unpinned = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
     if unpinned:  # (once each: the baseline law's cause reads alike for every format it holds)
         s.add(Bullets(tuple(literal(w) for w in dict.fromkeys(unpinned))))

@@ -292,3 +292,20 @@ def test_a_check_against_the_baselines_1_needs_its_law_pinned():
                        workers=1)["shared_efficiencies"]
     entry = out["recipes"]["bwd_only"]["effN"]
     assert entry["check"] is None and entry["unchecked"].startswith("the baseline's law does not pin A"), entry
+
+
+def test_the_sharing_as_a_whole_is_tested_against_the_recipes_own_fits():
+    """One effN for three recipes of a forward format against each its own (df 2: 6 parameters against 4): the test
+    does not reject where they share it, and rejects where one recipe's is 0.7 against the others' 0.6; with every
+    format one recipe's there is nothing shared, and no test."""
+    effD = {"mxfp4": 0.85, "mxfp4_sr": 0.893, "mxfp4_fprop": 0.97}
+    tests = {}
+    for name, effN in (("shared", {"mxfp4": 0.6, "mxfp4_sr": 0.6, "mxfp4_fprop": 0.6}),
+                       ("split", {"mxfp4": 0.6, "mxfp4_sr": 0.7, "mxfp4_fprop": 0.6})):
+        t = synthetic_table({"bf16": {}, **{r: {"effN": effN[r], "effD": effD[r]} for r in effD}},
+                            sizes=np.geomspace(2e7, 2e9, 5), ratios=(5, 10, 20, 40, 80), noise=0.002, seed=1)
+        tests[name] = fits.shared_efficiencies(t, bootstrap=0, **FAST)["sharing_test"]
+    assert tests["shared"]["df"] == tests["split"]["df"] == 2
+    assert tests["shared"]["p_value"] > 0.05 and tests["split"]["p_value"] < 1e-6, tests
+    t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "nvfp4": {"effN": 0.8}}, **SMALL)
+    assert fits.shared_efficiencies(t, bootstrap=0, **FAST)["sharing_test"] is None

@@ -179,6 +179,10 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
                             "Holm-adjusted over the checks)")
     print(f"objective: {entry['objective']:.6g} shared ({entry['n_params']} parameters) against "
           f"{entry['objective_separate']:.6g} summed over the recipes' own constant fits ({entry['n_params_separate']})")
+    if entry["sharing_test"]:
+        t = entry["sharing_test"]
+        print(f"sharing as a whole (one effN per forward format, one effD per backward format) against the recipes' "
+              f"own: statistic {_fmt(t['statistic'])} on {t['df']} degrees of freedom, p = {_fmt(t['p_value'])}")
     reasons = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
     for why in dict.fromkeys(reasons):  # (the baseline law's cause reads alike for every format it holds)
         print(f"not pinned: {why}")
