@@ -90,6 +90,7 @@ SHARED_CASES = (  # (grid, law, truth); normal noise
     ("4x4", "quartet", "split"), ("6x5", "chinchilla", "shared"), ("6x5", "chinchilla", "split"),
 )
 EFFICIENCIES = {"forward": "effN", "backward": "effD"}
+SHARING = "sharing as a whole"  # the raw entry of `fits.shared.sharing_test`'s rejection at 5%
 
 
 def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict, dict]:
@@ -108,6 +109,8 @@ def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict, dict]:
     checks = {f"{r} {eff}": c[eff]["check"] for r, c in out["recipes"].items() for eff in ("effN", "effD")}
     raw = {f"{r} {eff}": None if c[eff]["check"] is None else bool(c[eff]["p_value"] < 0.05)
            for r, c in out["recipes"].items() for eff in ("effN", "effD")}
+    sharing = out["sharing_test"]
+    raw[SHARING] = None if sharing is None or not np.isfinite(sharing["p_value"]) else bool(sharing["p_value"] < 0.05)
     covered = {}
     for kind, eff in EFFICIENCIES.items():
         for entry in out[kind].values():
@@ -158,6 +161,8 @@ def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sw
             "bootstrap": bootstrap, "false_rate": _rate(pooled), "false_checks": null,
             "false_rate_raw": _rate([r[n] for r in raw for n in null]) if raw else None,
             "power_raw": _rate([r[power] for r in raw]) if raw and power else None,
+            # the test of the sharing as a whole at 5%: false where the truth is shared, power where split
+            "sharing_rejected": _rate([r.get(SHARING) for r in raw]) if raw else None,
             "power": rejected[power] if power else None, "power_check": power, "not_consistent": rejected,
             "coverage_effN": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effN")]),
             "coverage_effD": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effD")]),
@@ -184,8 +189,8 @@ def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.00
             on_row(rows)
         if progress:
             progress(f"  {grid} {law:<10} {truth:<6}: " + ", ".join(
-                f"{k} {_percent(row[k])}" for k in ("false_rate", "false_rate_raw", "power", "power_raw", "coverage_effN",
-                                                    "coverage_effD"))
+                f"{k} {_percent(row[k])}" for k in ("false_rate", "false_rate_raw", "power", "power_raw",
+                                                    "sharing_rejected", "coverage_effN", "coverage_effD"))
                 + f" of {sweeps} sweeps ({row['unchecked']} checks unchecked)")
     return rows
 

@@ -202,7 +202,7 @@ def test_the_check_pairs_each_replicates_own_and_shared_values():
 
 
 SHARED_ROW_KEYS = {"grid", "noise_dist", "noise_sd", "truth", "law", "sweeps", "bootstrap", "false_rate", "false_checks",
-                   "false_rate_raw", "power_raw", "power", "power_check", "not_consistent", "coverage_effN", "coverage_effD", "coverage", "unchecked"}
+                   "false_rate_raw", "power_raw", "sharing_rejected", "power", "power_check", "not_consistent", "coverage_effN", "coverage_effD", "coverage", "unchecked"}
 
 
 def test_calibrate_shared_runs_a_tiny_case_into_the_documented_row():

@@ -330,7 +330,7 @@ def _calibrate_shared(args: argparse.Namespace, result: dict, fresh: dict, progr
 
 # calibration_shared's columns in the printed table (the JSON has each check's and each format's too)
 SHARED_COLUMNS = ("grid", "law", "truth", "sweeps", "bootstrap", "false_rate", "false_rate_raw", "power", "power_raw",
-                  "coverage_effN", "coverage_effD", "unchecked")
+                  "sharing_rejected", "coverage_effN", "coverage_effD", "unchecked")
 
 
 def _check_gpu(gpu: list[str], wanted: list[str]) -> None:
