@@ -805,6 +805,7 @@ def collect_runs(sweep_dir: Path) -> Collected:
     sweep_dir = Path(sweep_dir)
     plan = sweep_plan(sweep_dir)
     records, recipe_files, points, waiting, formats = [], {}, {}, [], []
+    formats_of: dict[tuple[str, bytes | None], tuple[str | None, str | None]] = {}  # (name, recipe.toml) -> formats
     for d in sweep_run_dirs(sweep_dir, plan):
         r = read_json(d / "result.json")
         problem = _result_problem(d, r)  # (the judgement status makes of a failed run's record: one place)
@@ -820,11 +821,16 @@ def collect_runs(sweep_dir: Path) -> Collected:
             waiting.append((d, read_json(d / "job.json"), r))  # its status: once the queue is known, below
         if r is not None:
             records.append(r)
-            formats.append(run_formats(d, r["recipe"]))
+            copy = (d / "recipe.toml").read_bytes() if (d / "recipe.toml").is_file() else None
+            # (a recipe is its file's content: the runs of one are parsed once, not once a run)
+            key = (r["recipe"], copy)
+            if key not in formats_of:
+                formats_of[key] = run_formats(d, r["recipe"])
+            formats.append(formats_of[key])
             config = read_json(d / "config.json") or {}
             points.setdefault(grid_point(config), {}).setdefault(json.dumps(config, sort_keys=True), []).append(d)
-            if (d / "recipe.toml").is_file():
-                recipe_files.setdefault(r["recipe"], {}).setdefault((d / "recipe.toml").read_bytes(), []).append(d)
+            if copy is not None:
+                recipe_files.setdefault(r["recipe"], {}).setdefault(copy, []).append(d)
     _check_one_recipe_per_name(recipe_files)
     _check_one_run_per_point(points)
     queue, planned = slurm_queue_for_jobs(job for _, job, _ in waiting), planned_configs(plan)

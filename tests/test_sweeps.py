@@ -1710,6 +1710,27 @@ def test_collect_writes_each_runs_recipe_formats_after_the_records_fields(tmp_pa
     assert mine.backward_format not in (PRESETS["mxfp4"].backward_format, PRESETS["mxfp4_sr"].backward_format)
 
 
+def test_collect_reads_each_recipe_file_once_not_once_a_run(tmp_path, monkeypatch):
+    """The runs of one recipe file share its formats: collect parses the file once (it parsed every run's copy, the
+    whole recipe checked again each time), and still gives every run its row's formats."""
+    from scaling.recipes import Recipe
+    from sweeps.store import collect
+
+    parsed = []
+    real = Recipe.from_toml.__func__
+    monkeypatch.setattr(Recipe, "from_toml", classmethod(lambda cls, path: parsed.append(path) or real(cls, path)))
+    text = 'name = "mxfp4_mine"\nbase = "mxfp4"\n[dgrad.dy]\nrounding = "sr"\n'
+    for run_id in ("r0", "r1", "r2"):
+        d = tmp_path / "sweep" / run_id
+        d.mkdir(parents=True)
+        (d / "recipe.toml").write_text(text)
+        (d / "result.json").write_text(json.dumps({"run_id": run_id, "recipe": "mxfp4_mine", "status": "completed",
+                                                   "val_loss": 5.0}))
+    table = collect(tmp_path / "sweep")
+    assert len(parsed) == 1
+    assert table["forward_format"].to_list() == [real(Recipe, parsed[0]).forward_format] * 3
+
+
 def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, capsys):
     """collect of a sweep still running (or stopped part-way) writes the finished runs' rows, and says how
     many runs have no result yet and in which state, as `report` does: a table with 95 of 100 runs reads
