@@ -24,7 +24,7 @@ import torch
 
 # The formats' tables live in the torch-free scaling.format_tables (QuantSpec checks against them without
 # torch); the quantizers and kernels read them here, beside the rounding onto them.
-from scaling.format_tables import (ELEM_CODES, ELEMENT_FORMATS, EMAX, E8M0_MAX_EXP, E8M0_MIN_EXP,  # noqa: F401
+from scaling.format_tables import (ELEM_CODES, EMAX, E8M0_MAX_EXP, E8M0_MIN_EXP,  # noqa: F401
                                    FLOAT_LAYOUT, GRIDS, SCALE_CODES, grid_max)
 
 FP8_DTYPES: dict[str, torch.dtype] = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
