@@ -28,6 +28,7 @@ MAX_TOKENS = 10**15  # a quadrillion training tokens: beyond any run this framew
 # lr_mult's ceiling: far beyond any lr that trains (1e6 already trains at chance), and far below where
 # an optimizer's float32 step size overflows (~1e38: torch's Adam raised, a traceback, not a divergence)
 MAX_LR_MULT = 1e9
+PRECISIONS = ("auto", "64-true", "32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64", "32", "16", "bf16")  # Lightning's
 
 
 def parse_tokens(text: str) -> int:
@@ -49,7 +50,6 @@ def parse_tokens(text: str) -> int:
         raise UserError(f"not a token count: {text!r} is not a whole number of tokens "
                         f"(try {int(value)} or {int(value) + 1}, or a suffix: 1.5M is 1500000)")
     return int(value)
-PRECISIONS = ("auto", "64-true", "32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed", "64", "32", "16", "bf16")  # Lightning's
 
 
 def default_micro_batch(n_params: int, seq_len: int) -> int:
