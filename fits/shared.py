@@ -108,6 +108,13 @@ class Design:
         """x's entries in words: 'effN of FORMAT', 'effD of FORMAT'."""
         return [f"effN of {f}" for f in self.forward] + [f"effD of {f}" for f in self.backward]
 
+    def position(self, k: int, fmt: str) -> int | None:
+        """The entry of x holding format `fmt`'s efficiency of kind k (0 effN, 1 effD); None for the baseline's format
+        (efficiency 1, not fitted)."""
+        if fmt == self.reference[k]:
+            return None
+        return self.forward.index(fmt) if k == 0 else len(self.forward) + self.backward.index(fmt)
+
 
 def design(groups: dict[str, Points], base: str, formats: dict[str, tuple[str, str]]) -> Design:
     """The shared fit of `groups`' recipes but `base`, whose formats (`formats[base]`) are the reference."""
@@ -154,9 +161,8 @@ def consistency_test(law: np.ndarray, d: Design, fit: Fit, recipe: str, k: int) 
     alt_design = split(d, recipe, k)
     if alt_design is None:
         return None
-    fmt, nf = d.formats[recipe][k], len(d.forward)
-    fitted = (d.forward, d.backward)[k]
-    start = 0.0 if fmt == d.reference[k] else float(fit.theta[fitted.index(fmt) + (0 if k == 0 else nf)])
+    j, nf = d.position(k, d.formats[recipe][k]), len(d.forward)
+    start = 0.0 if j is None else float(fit.theta[j])
     x0 = np.concatenate([fit.theta[:nf], [start], fit.theta[nf:]]) if k == 0 else np.append(fit.theta, start)
     alt = fit_shared(law, alt_design, x0[None])
     if alt is None:
@@ -277,7 +283,6 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
     ok = [x for x in replicates if np.isfinite(x).all()]
     flat = flat_columns(SharedObjective(law, d).jacobian(fit.theta), d.names)
     entries: dict[str, dict] = {"forward": {}, "backward": {}}
-    nf = len(d.forward)
     for k, kind in enumerate(("forward", "backward")):
         fitted = d.forward if k == 0 else d.backward
         eff = EFFICIENCY_OF[kind]
@@ -289,7 +294,7 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
                 entries[kind][fmt] = {eff: 1.0, "ci95": [1.0, 1.0], "fitted": False, "recipes": recipes,
                                       "pinned": True, "unpinned": []}
                 continue
-            j = fitted.index(fmt) + (0 if k == 0 else nf)
+            j = d.position(k, fmt)
             why = _unpinned(kind, fmt, d.names[j] in flat, law_flat)
             entries[kind][fmt] = {eff: float(np.exp(fit.theta[j])),
                                   "ci95": list(percentile_ci(np.exp(np.array([x[j] for x in ok])))),
@@ -369,7 +374,6 @@ def _ratio_ci(d: Design, k: int, fmt: str, replicates: list[np.ndarray], own: li
     """The 95% percentile interval of a recipe's own constant efficiency over its format's shared one (k: 0 effN,
     1 effD), a ratio per bootstrap replicate where both fits succeeded; NaNs where fewer than two did."""
     entry = IDX["u"] if k == 0 else IDX["v"]
-    fitted = d.forward if k == 0 else d.backward
-    j = None if fmt == d.reference[k] else fitted.index(fmt) + (0 if k == 0 else len(d.forward))
+    j = d.position(k, fmt)
     logs = np.array([o[entry] - (0.0 if j is None else x[j]) for x, o in zip(replicates, own)], float)
     return list(percentile_ci(np.exp(logs)))  # (a failed fit's NaN left out there)
