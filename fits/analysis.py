@@ -422,9 +422,9 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     timing = {"fit_s": t1 - t0, "bootstrap_s": time.perf_counter() - t1, "workers": workers}
 
     out_groups = {}
+    ok = [r for r in reps if all(np.isfinite(r[k]).all() for k in jobs)]  # (the shared fit's failures aside)
     for g, pts in groups.items():
         params = _named(thetas, g, pts, law, jobs, base)
-        ok = [r for r in reps if all(np.isfinite(r[k]).all() for k in jobs)]
         ci = _param_ci([_named(r, g, pts, law, jobs, base) for r in ok])
         objective = objectives[f"law:{g}"] if f"law:{g}" in jobs else objectives[f"const:{g}"]
         own = f"law:{g}" in jobs  # else it shares the baseline's law (quartet), identified or not on its points
