@@ -198,12 +198,11 @@ class SharedObjective(Objective):
     the per-recipe fits' own; a format's derivative is the sum of its points'."""
 
     def __init__(self, law: np.ndarray, d: Design, w: np.ndarray | None = None) -> None:
-        self.pts, self.w, self.shifts, self.d = d.pts, w, (), d
-        self.theta0 = [float(t) for t in law]
+        self.columns = [IDX["u"], IDX["v"]]
+        super().__init__(self.columns, law, d.pts, w)
+        self.d = d
         self.theta0[IDX["kappaN"]] = self.theta0[IDX["kappaD"]] = 0.0  # constant efficiencies
         self.dN = self.dD = np.zeros(len(d.pts.logL))  # (no growth: κ = 0)
-        self.columns = [IDX["u"], IDX["v"]]
-        self._at, self._gradient = b"", np.empty(0)
 
     def theta(self, x: np.ndarray) -> list:
         theta = list(self.theta0)
@@ -295,7 +294,7 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
                                       "pinned": True, "unpinned": []}
                 continue
             j = d.position(k, fmt)
-            why = _unpinned(kind, fmt, d.names[j] in flat, law_flat)
+            why = _format_unpinned(kind, fmt, d.names[j] in flat, law_flat)
             entries[kind][fmt] = {eff: float(np.exp(fit.theta[j])),
                                   "ci95": list(percentile_ci(np.exp(np.array([x[j] for x in ok])))),
                                   "fitted": True, "recipes": recipes, "pinned": not why, "unpinned": why}
@@ -308,7 +307,7 @@ def summarise(d: Design, law: np.ndarray, fit: Fit, replicates: list[np.ndarray]
             "n_replicates_failed": len(replicates) - len(ok)}
 
 
-def _unpinned(kind: str, fmt: str, flat: bool, law_flat: list[str]) -> list[str]:
+def _format_unpinned(kind: str, fmt: str, flat: bool, law_flat: list[str]) -> list[str]:
     """Why the runs do not pin a format's shared efficiency, a sentence each; [] where they do. Its parameter is
     unbounded (as the per-recipe fits' u and v), so no bound can hold it: the fit's flat directions
     (`fit.flat_columns`) and the baseline law's (the efficiency multiplies N or D inside its terms) are the causes."""
@@ -321,6 +320,13 @@ def _unpinned(kind: str, fmt: str, flat: bool, law_flat: list[str]) -> list[str]
         why.append(f"the baseline's law does not pin {', '.join(terms)}, which {eff} scales: its value moves with "
                    "where that law's fit stopped")
     return why
+
+
+def unpinned_reasons(entry: dict) -> list[str]:
+    """The reasons a `shared_efficiencies` entry gives for its formats' not-pinned efficiencies, each once (the
+    baseline law's cause reads alike for every format it holds): what `scaling fit` and the report list."""
+    return list(dict.fromkeys(why for kind in ("forward", "backward") for e in entry[kind].values()
+                              for why in e["unpinned"]))
 
 
 def _checks(d: Design, entries: dict, groups_out: dict, own_flat: dict[str, list[str]],

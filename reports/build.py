@@ -572,9 +572,10 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
                     + (f"; against them, the test of the sharing as a whole gives p = {_short(t['p_value'])} "
                        f"(statistic {_short(t['statistic'])} on {t['df']} degrees of freedom)."
                        if (t := entry["sharing_test"]) else ".")))
-    unpinned = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
-    if unpinned:  # (once each: the baseline law's cause reads alike for every format it holds)
-        s.add(Bullets(tuple(literal(w) for w in dict.fromkeys(unpinned))))
+    from fits.shared import unpinned_reasons
+
+    if unpinned := unpinned_reasons(entry):
+        s.add(Bullets(tuple(literal(w) for w in unpinned)))
     return s
 
 

@@ -183,8 +183,9 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
         t = entry["sharing_test"]
         print(f"sharing as a whole (one effN per forward format, one effD per backward format) against the recipes' "
               f"own: statistic {_fmt(t['statistic'])} on {t['df']} degrees of freedom, p = {_fmt(t['p_value'])}")
-    reasons = [why for kind in ("forward", "backward") for e in entry[kind].values() for why in e["unpinned"]]
-    for why in dict.fromkeys(reasons):  # (the baseline law's cause reads alike for every format it holds)
+    from fits.shared import unpinned_reasons
+
+    for why in unpinned_reasons(entry):
         print(f"not pinned: {why}")
 
 
