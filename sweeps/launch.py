@@ -640,13 +640,20 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(cuda_device_count())]
 
 
-def cuda_device_count() -> int:
-    """torch.cuda.device_count(), without importing torch where no CUDA driver is installed (a laptop, a CPU
-    node): torch sees a CUDA GPU only through the driver's libcuda, and its import takes seconds that `sweep
-    plan` (which asks where a local launch would train) need not spend, or fails where torch is absent."""
+def has_cuda_driver() -> bool:
+    """Whether the CUDA driver's libcuda loads here: torch sees a CUDA GPU only through it."""
     try:
         ctypes.CDLL("libcuda.so.1")
     except OSError:
+        return False
+    return True
+
+
+def cuda_device_count() -> int:
+    """torch.cuda.device_count(), without importing torch where no CUDA driver is installed (a laptop, a CPU
+    node): its import takes seconds that `sweep plan` (which asks where a local launch would train) need not
+    spend, or fails where torch is absent."""
+    if not has_cuda_driver():
         return 0
     import torch
 
