@@ -146,23 +146,23 @@ def _null_checks(truth: str) -> list[str]:
 
 
 def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sweeps: list[tuple]) -> dict:
-    """A case's row from its sweeps' (checks, covered[, raw]): each check's "not consistent" rate among the sweeps that
+    """A case's row from its sweeps' (checks, covered, raw): each check's "not consistent" rate among the sweeps that
     checked it, the false rate (pooled over the checks whose truth is their format's), the power (SHARED_POWER's
-    check, where the case has one), the same two of the raw test at 5% (where `raw` is given), each format's ci95
+    check, where the case has one), the same two of the raw test at 5% and the sharing test's rejections, each format's ci95
     coverage (pooled too) and how many checks went unchecked."""
     names = list(sweeps[0][0])
     rejected = {n: _rate([None if s[0][n] is None else s[0][n] == "not consistent" for s in sweeps]) for n in names}
     null = _null_checks(truth)
     pooled = [None if s[0][n] is None else s[0][n] == "not consistent" for s in sweeps for n in null]
-    raw = [s[2] for s in sweeps if len(s) > 2]
+    raw = [s[2] for s in sweeps]
     coverage = {f: _rate([s[1][f] for s in sweeps]) for f in sweeps[0][1]}
     power = SHARED_POWER.get(truth)
     return {"grid": grid, "noise_dist": "normal", "noise_sd": noise, "truth": truth, "law": law, "sweeps": len(sweeps),
             "bootstrap": bootstrap, "false_rate": _rate(pooled), "false_checks": null,
-            "false_rate_raw": _rate([r[n] for r in raw for n in null]) if raw else None,
-            "power_raw": _rate([r[power] for r in raw]) if raw and power else None,
+            "false_rate_raw": _rate([r[n] for r in raw for n in null]),
+            "power_raw": _rate([r[power] for r in raw]) if power else None,
             # the test of the sharing as a whole at 5%: false where the truth is shared, power where split
-            "sharing_rejected": _rate([r.get(SHARING) for r in raw]) if raw else None,
+            "sharing_rejected": _rate([r[SHARING] for r in raw]),
             "power": rejected[power] if power else None, "power_check": power, "not_consistent": rejected,
             "coverage_effN": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effN")]),
             "coverage_effD": _rate([s[1][f] for s in sweeps for f in coverage if f.startswith("effD")]),

@@ -236,12 +236,17 @@ def test_a_shared_calibration_rows_rates_count_each_check_and_interval():
     second = dict.fromkeys(names, "consistent") | {"mxfp4_sr effN": "not consistent"}
     covered = [{"effN of all": True, "effD of mxfp4": False, "effD of mxfp4_sr": True, "effD of mxfp4_fprop": None},
                {"effN of all": False, "effD of mxfp4": True, "effD of mxfp4_sr": True, "effD of mxfp4_fprop": True}]
-    row = shared_row("3x3", "quartet", "shared", 0.005, 5, [(first, covered[0]), (second, covered[1])])
+    raw = [{n: c == "not consistent" if c else None for n, c in first.items()} | {"sharing as a whole": True},
+           {n: False for n in second} | {"sharing as a whole": None}]  # (raw tests: the second's all accept)
+    sweeps = [(first, covered[0], raw[0]), (second, covered[1], raw[1])]
+    row = shared_row("3x3", "quartet", "shared", 0.005, 5, sweeps)
     assert row["false_rate"] == pytest.approx(2 / 11)  # 12 checks, 1 unchecked
+    assert row["false_rate_raw"] == pytest.approx(1 / 11) and row["sharing_rejected"] == 1.0
     assert row["not_consistent"]["mxfp4_sr effN"] == 1.0 and row["unchecked"] == 1 and row["power"] is None
     assert row["coverage_effN"] == 0.5 and row["coverage_effD"] == pytest.approx(4 / 5)
-    split = shared_row("3x3", "quartet", "split", 0.005, 5, [(first, covered[0]), (second, covered[1])])
+    split = shared_row("3x3", "quartet", "split", 0.005, 5, sweeps)
     assert split["false_rate"] == pytest.approx(1 / 6) and split["power"] == 1.0
+    assert split["false_rate_raw"] == pytest.approx(1 / 6) and split["power_raw"] == 0.0
 
 
 def test_bf16_blocks_mark_only_a_quantized_side_of_a_recipe():
