@@ -81,7 +81,9 @@ def _with_ci(value: float, ci) -> str:
 def _penalty_cell(pen: dict, value: float, ci) -> str:
     """A penalty number with its interval; "not identified" where the runs do not identify the penalty (the number is
     where the fit stopped on a flat valley: the JSON keeps it, `identified` false)."""
-    return _with_ci(value, ci) if pen.get("identified", True) else "not identified"
+    from reports.build import identified  # (the report's reading of the flag: one rule for both)
+
+    return _with_ci(value, ci) if identified(pen) else "not identified"
 
 
 def print_human(out: dict, baseline: str = "bf16") -> None:
