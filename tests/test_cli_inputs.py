@@ -160,7 +160,7 @@ def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, ca
 @pytest.mark.parametrize("argv, flag", [(["cpu", "--batch", "4"], "--batch"), (["quantizer", "--steps", "3"], "--steps"),
                                         (["cpu", "--dims", "128"], "--dims"), (["targets", "--recipes", "nvfp4"], "--recipes"),
                                         (["quantizer", "--sizes", "1M"], "--sizes"), (["cpu", "--top", "3"], "--top"),
-                                        (["fit", "--sweeps", "5"], "--sweeps"),
+                                        (["fit", "--sweeps", "5"], "--sweeps"), (["fit", "--shared"], "--shared"),
                                         (["cpu", "--compile-mode", "reduce-overhead"], "--compile-mode")])
 def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no_benchmarks):
     """`bench cpu --batch 4` ran the trainer's batch and said nothing of the 4 (and, options with a
@@ -168,6 +168,13 @@ def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no
     _refused(["bench", *argv], capsys, f"{flag} is read by", "none of them runs here", f"leave {flag} out")
     assert no_benchmarks == []
     assert main(["bench", "cpu", "quantizer", "--dims", "128", "--steps", "1", "--json"]) == 0  # one section reads each
+
+
+def test_bench_calibration_refuses_bootstrap_without_shared(capsys, no_benchmarks):
+    """The kappa = 0 test's calibration uses no bootstrap: --bootstrap there would be ignored."""
+    _refused(["bench", "calibration", "--bootstrap", "10"], capsys, "--bootstrap is read by calibration --shared alone",
+             "add --shared")
+    assert no_benchmarks == []
 
 
 @pytest.mark.parametrize("argv", [["train", "--batch", "0"], ["train", "--accumulate", "-1"],

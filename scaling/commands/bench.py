@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "time (default: none for linear, 25 for profile)")
     parser.add_argument("--sweeps", type=int,
                         help="calibration: synthetic sweeps per case (default 40; each case's rate is +-~7%% at 40)")
-    parser.add_argument("--shared", action="store_true",
+    parser.add_argument("--shared", action="store_true", default=None,  # (None where not given: OPTION_SECTIONS)
                         help="calibration: calibrate the shared-efficiency check (`scaling fit --shared-efficiencies`) "
                              "instead of the kappa = 0 test; rows under calibration_shared (~11 min on 2 cores)")
     parser.add_argument("--bootstrap", type=int,
@@ -84,7 +84,7 @@ OPTION_SECTIONS = {"--recipes": ("kernels", "linear", "train", "profile", "stage
                    "--families": ("train", "profile", "cpu"), "--sizes": ("train", "profile", "cpu"),
                    "--dims": ("linear", "quantizer"), "--steps": ("train", "cpu"), "--batch": ("train", "profile"),
                    "--accumulate": ("train",), "--top": ("linear", "profile"), "--compile-mode": ("train",),
-                   "--sweeps": ("calibration",), "--bootstrap": ("calibration",)}
+                   "--sweeps": ("calibration",), "--bootstrap": ("calibration",), "--shared": ("calibration",)}
 
 
 def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
@@ -92,9 +92,6 @@ def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
         if getattr(args, flag[2:].replace("-", "_"), None) is not None and not set(sections) & set(wanted):
             raise UserError(f"{flag} is read by {', '.join(sections)}, and none of them runs here "
                             f"({' '.join(wanted)}); leave {flag} out, or add the section it is for")
-    if args.shared and "calibration" not in wanted:
-        raise UserError(f"--shared is read by calibration, and it does not run here ({' '.join(wanted)}); leave "
-                        "--shared out, or add calibration")
     if args.bootstrap is not None and not args.shared:  # (the kappa = 0 test uses no bootstrap)
         raise UserError("--bootstrap is read by calibration --shared alone (the kappa = 0 test uses no bootstrap); "
                         "add --shared, or leave --bootstrap out")
