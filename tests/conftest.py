@@ -7,8 +7,11 @@ otherwise run a thread per core in every worker. Set before any test module impo
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +50,25 @@ def pytest_collection_modifyitems(items):
     """Grouped tests first (the SLURM tests, minutes of jobs in one worker): collected last, their group
     ran alone at the end of the session while the other workers had finished."""
     items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
+
+
+@pytest.fixture
+def run_on_moved_corpus(tmp_path):
+    """make(sweep_dir, config_for) -> (before, moved): a copy of the built-in corpus at tmp_path/corpus, one run of
+    config_for(that path) recorded under sweep_dir as `scaling train` records it before its first step (config.json,
+    and data.json naming the corpus), then the corpus moved to tmp_path/moved."""
+    from scaling import data
+    from scaling.run_data import data_identity
+
+    def make(sweep_dir: Path, config_for) -> tuple[Path, Path]:
+        before, moved = tmp_path / "corpus", tmp_path / "moved"
+        shutil.copytree(data.builtin_data_dir(data.BUILTIN_VOCAB_SIZE), before)
+        config = config_for(before)
+        run_dir = sweep_dir / config.run_id
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.json").write_text(config.resolved().to_json())
+        (run_dir / "data.json").write_text(json.dumps(data_identity(data.read_meta(before))))
+        before.rename(moved)
+        return before, moved
+
+    return make

@@ -2043,22 +2043,14 @@ def test_cpu_slots_split_the_launchs_thread_budget(tmp_path, monkeypatch):
         assert local_slots(load(tmp_path))[0]["OMP_NUM_THREADS"] == str(max(1, usable_cpus() // 2))
 
 
-def test_a_launch_names_a_moved_corpus_as_the_runs_own(tmp_path):
+def test_a_launch_names_a_moved_corpus_as_the_runs_own(tmp_path, run_on_moved_corpus):
     """The spec's prepared data moved to another path: the relaunch was refused as "under other settings (data
     ... there, ... here)", as if the corpus had changed; it now says the data there are its runs' corpus, moved,
     and how to go on with them (the spec's old data path, or a link from it). Another corpus keeps the old words."""
-    from scaling import data
-    from scaling.run_data import data_identity
     from sweeps.launch import check_same_spec
 
-    before, moved = tmp_path / "corpus", tmp_path / "moved"
-    shutil.copytree(data.builtin_data_dir(data.BUILTIN_VOCAB_SIZE), before)
-    (c, _) = load(tmp_path, TINY.replace('data = "builtin"', f'data = "{before}"')).runs()
-    run_dir = tmp_path / "sweep" / c.run_id
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(c.resolved().to_json())
-    (run_dir / "data.json").write_text(json.dumps(data_identity(data.read_meta(before))))
-    before.rename(moved)
+    before, moved = run_on_moved_corpus(
+        tmp_path / "sweep", lambda corpus: load(tmp_path, TINY.replace('data = "builtin"', f'data = "{corpus}"')).runs()[0])
     (c, _) = load(tmp_path, TINY.replace('data = "builtin"', f'data = "{moved}"')).runs()
     with pytest.raises(UserError) as e:
         check_same_spec([c], tmp_path / "sweep")

@@ -7,9 +7,7 @@ Each case runs the real CLI in a fresh interpreter and checks afterwards that to
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,23 +87,20 @@ eval_tokens = 1024
 """
 
 
-def test_a_launch_refused_for_a_moved_corpus_imports_no_torch(tmp_path):
+def test_a_launch_refused_for_a_moved_corpus_imports_no_torch(tmp_path, run_on_moved_corpus):
     """`sweep launch` into a folder whose runs trained on the spec's corpus at its old path refuses, naming the
     corpus as the runs' own, moved (`check_same_spec`); the words come from scaling.run_data, which a laptop
     without torch can import: the refusal is said without torch's seconds of import."""
-    from scaling import data
-    from scaling.run_data import data_identity
     from sweeps.spec import load_spec
 
-    before, moved, sweep_dir = tmp_path / "corpus", tmp_path / "moved", tmp_path / "sweep"
-    shutil.copytree(data.builtin_data_dir(data.BUILTIN_VOCAB_SIZE), before)
-    spec = tmp_path / "spec.toml"
-    spec.write_text(MOVED_SPEC.format(data=before))
-    (c,) = load_spec(spec, []).runs()
-    (sweep_dir / c.run_id).mkdir(parents=True)
-    (sweep_dir / c.run_id / "config.json").write_text(c.resolved().to_json())
-    (sweep_dir / c.run_id / "data.json").write_text(json.dumps(data_identity(data.read_meta(before))))
-    before.rename(moved)
+    spec, sweep_dir = tmp_path / "spec.toml", tmp_path / "sweep"
+
+    def config_for(corpus):
+        spec.write_text(MOVED_SPEC.format(data=corpus))
+        (c,) = load_spec(spec, []).runs()
+        return c
+
+    before, moved = run_on_moved_corpus(sweep_dir, config_for)
     spec.write_text(MOVED_SPEC.format(data=moved))
     r = run_without_torch(["sweep", "launch", str(spec), "--sweep-dir", str(sweep_dir)])
     assert r.returncode != 3, "`scaling sweep launch` imported torch to refuse a moved corpus"
