@@ -37,7 +37,10 @@ from sweeps.spec import GRID_FIELDS
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
     import polars as pl
 
-STATES = ("done", "diverged", "failed", "running", "queued", "missing")
+    from scaling.errors import UserError
+
+# misnamed: a folder holding a run under a name of its own (`own_name_of`), whatever its records say of that run
+STATES = ("done", "diverged", "failed", "running", "queued", "missing", "misnamed")
 RESULT_STATES = {"completed": "done", "diverged": "diverged", "failed": "failed"}
 # The result record's keys, in DESIGN.md's order (`scaling.train.result_record` writes them): collect's columns.
 RESULT_FIELDS = (
@@ -331,22 +334,39 @@ def sweep_run_dirs(sweep_dir: Path, plan: dict | None = None) -> list[Path]:
     return dirs
 
 
-def check_own_name(run_dir: Path, recorded: Any) -> None:
-    """UserError where run_dir, whose result.json or checkpoint records the run `recorded` (not the folder's name:
-    read as another run's record copied in, damaged), is that run's own folder under a name of its own (`scaling
-    train --out runs/try/nvfp4-1m`): its config.json hashes to that run, and no folder of its id is beside it. Its
-    sound records would otherwise be called damaged and advised away; a record copied in from another run's folder,
-    or a copy of that folder, stays a damaged one. Status and collect ask only of a record they found another run's,
-    so a sound sweep's records are read once."""
+def own_name_of(run_dir: Path, recorded: Any) -> str | None:
+    """`recorded` where run_dir, whose result.json or checkpoint records that run (not the folder's name: read as
+    another run's record copied in, damaged), is that run's own folder under a name of its own (`scaling train
+    --out runs/try/nvfp4-1m`, or a folder renamed): its config.json hashes to that run, and no folder of its id is
+    beside it; else None. Its sound records would otherwise be called damaged and advised away; a record copied in
+    from another run's folder, or a copy of that folder, stays a damaged one. Status and collect ask only of a
+    record they found another run's, so a sound sweep's records are read once."""
+    if not isinstance(recorded, str) or recorded == run_dir.name or (run_dir.parent / recorded).exists():
+        return None
+    return recorded if _config_run_id(run_dir) == recorded else None
+
+
+def misnamed_error(run_dir: Path, run_id: str) -> UserError:
+    """The UserError collect and report stop on where run_dir holds run `run_id` under a name of its own
+    (`own_name_of`): read by its folder's name, its records are another run's, so it can be neither dropped nor read."""
     from scaling.errors import UserError
 
-    if not isinstance(recorded, str) or recorded == run_dir.name or (run_dir.parent / recorded).exists():
-        return
-    if _config_run_id(run_dir) == recorded:
-        raise UserError(f"{run_dir} holds run {recorded} under a name of its own, as `scaling train --out` names a "
-                        "run's folder; a sweep's run folders are named by their run ids, which status, collect and "
-                        f"report read: rename it to its id (mv {run_dir} {run_dir.parent / recorded}), as `scaling "
-                        "train` without --out names its runs (runs/adhoc/<run_id>)")
+    return UserError(f"{run_dir} holds run {run_id} under a name of its own, as `scaling train --out` names a "
+                     "run's folder; a sweep's run folders are named by their run ids, which status, collect and "
+                     f"report read: rename it to its id ({rename_command(run_dir, run_id)}), as `scaling "
+                     "train` without --out names its runs (runs/adhoc/<run_id>)")
+
+
+def rename_command(run_dir: Path, run_id: str) -> str:
+    """The `mv` that names a run folder held under a name of its own (`own_name_of`) by its run id."""
+    return f"mv {run_dir} {run_dir.parent / run_id}"
+
+
+def check_own_name(run_dir: Path, recorded: Any) -> None:
+    """`misnamed_error` where run_dir is run `recorded`'s own folder under a name of its own (`own_name_of`)."""
+    run_id = own_name_of(run_dir, recorded)
+    if run_id is not None:
+        raise misnamed_error(run_dir, run_id)
 
 
 def _config_run_id(run_dir: Path) -> str | None:
@@ -402,6 +422,9 @@ class RunStatus:
     # meets it again until it is fixed (data the compute nodes cannot see, ...)
     error: str | None = None
     lr_mult: float = 1.0  # its place on an LR sweep's axis: two runs that differ only in it differ only here
+    # the run this folder holds under a name of its own (`own_name_of`: `scaling train --out`, or a folder renamed);
+    # its state is then "misnamed": its records are sound, but read by the folder's name they are another run's
+    misnamed: str | None = None
 
     def progress_label(self) -> str:
         return "unknown" if self.progress is None else f"{self.progress:.0%}"
@@ -415,6 +438,8 @@ class RunStatus:
 
     def state_label(self) -> str:
         """The state as `status --runs` and a report's list of unfinished runs say it."""
+        if self.misnamed:
+            return f"misnamed (holds run {self.misnamed}: rename it to its id)"
         if self.checkpoint_damaged:
             return "failed (checkpoint damaged: a relaunch fails on it)"
         if self.checkpoint_of:
@@ -492,8 +517,12 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     # each by status (or collect, or report), at ~0.3 s a GB, which the relaunch that resumes them reads anyway
     ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
     other = checkpoint_of_another_run(d, d.name) if state == "failed" and not ckpt_problem else None
-    if result_problem or other:  # another run's record or checkpoint, or this run's in a folder named otherwise
-        check_own_name(d, (result or {}).get("run_id") if result_problem else other["run_id"])
+    # another run's record or checkpoint, or this run's in a folder named otherwise: then neither is damaged, and
+    # the row says so (status goes on to every other run's; collect and report refuse it, `misnamed_error`)
+    recorded = result.get("run_id") if result_problem else other["run_id"] if other else None
+    misnamed = own_name_of(d, recorded) if recorded is not None else None
+    if misnamed:
+        state, result_problem, ckpt_problem, other = "misnamed", None, None, None
     if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
         seen = max(seen, _live_tokens(d, run_config or {}))
     progress = _progress(state, seen, tokens)
@@ -504,7 +533,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
                 else recipe_label(str(cfg.get("recipe", "")), d / "recipe.toml")), tokens=tokens,
         seed=_whole(cfg.get("seed", result.get("seed"))) or 0,
         state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
-        job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem, checkpoint_of=other and other["run_id"],
+        job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem, checkpoint_of=other and other["run_id"], misnamed=misnamed,
         result_damaged=result_problem,
         error=job_error(job) if state == "failed" and not (ckpt_problem or other or result_problem) else None,
         resumable=state == "failed" and ckpt_problem is None and other is None and checkpoint_path(d).exists(),
@@ -835,6 +864,9 @@ def collect_runs(sweep_dir: Path) -> Collected:
     _check_one_run_per_point(points)
     queue, planned = slurm_queue_for_jobs(job for _, job, _ in waiting), planned_configs(plan)
     unfinished = [run_status(d, queue, job, r, planned.get(d.name)) for d, job, r in waiting]
+    misnamed = next((r for r in unfinished if r.misnamed), None)  # (one with a result was refused above)
+    if misnamed is not None:  # its checkpoint, read by the folder's name, is another run's: neither dropped nor misread
+        raise misnamed_error(sweep_dir / misnamed.run_id, misnamed.misnamed)
     from scaling.recipes import FORMAT_COLUMNS  # (after the record's fields: a custom recipe's known from its file)
 
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS) - set(FORMAT_COLUMNS))

@@ -506,7 +506,8 @@ def test_sweep_status_and_collect_on_a_run_folder_name_the_sweep_above_it(tmp_pa
 def test_a_run_folder_named_by_train_out_is_named_as_such_not_as_a_damaged_record(tmp_path, capsys):
     """docs/training.md trains into `--out runs/try/nvfp4-1m`; `sweep status`/`collect` and `report` of runs/try
     then called its sound result.json "not a result record (run_id ... is another run's)" and its checkpoint another
-    run's, and advised removing them and relaunching. The folder is the run's own, under a name of its own."""
+    run's, and advised removing them and relaunching. The folder is the run's own, under a name of its own: collect
+    and report refuse it so (status shows it as a row, tests/test_sweeps.py)."""
     from scaling.config import RunConfig
 
     config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=4096).resolved()
@@ -516,8 +517,8 @@ def test_a_run_folder_named_by_train_out_is_named_as_such_not_as_a_damaged_recor
     (run / "result.json").write_text(json.dumps({"run_id": config.run_id, "status": "completed", "recipe": "bf16",
                                                  "val_loss": 6.5}))
     renamed = tmp_path / "try" / config.run_id
-    for argv in (["sweep", "status", str(tmp_path / "try")], ["sweep", "collect", str(tmp_path / "try")],
-                 ["report", str(tmp_path / "try"), "--out", str(tmp_path / "report")]):
+    for argv in (["sweep", "collect", str(tmp_path / "try")], ["report", str(tmp_path / "try"), "--out",
+                                                                  str(tmp_path / "report")]):
         err = _refused(argv, capsys, f"{run} holds run {config.run_id} under a name of its own",
                        f"mv {run} {renamed}")
         assert "not a result record" not in err and "another run's" not in err, err

@@ -1091,6 +1091,62 @@ def test_status_and_launch_say_a_checkpoint_of_another_run_fails_a_relaunch(tmp_
 # Local executor: launch, status, collect, relaunch
 
 
+def _misnamed(sweep_dir: Path, name: str, seed: int, finished: bool) -> tuple[Path, str]:
+    """A run's own folder under a name of its own, as `scaling train --out` names one: its config.json, and a
+    result.json (finished) or else a job record and a checkpoint, of run (folder, run id)."""
+    from scaling.config import RunConfig
+    from sweeps.store import write_json
+
+    config = RunConfig(family="nanochat", size="0.5M", recipe="bf16", tokens=4096, seed=seed).resolved()
+    run = sweep_dir / name
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(config.to_json())
+    if finished:
+        write_json(run / "result.json", {"run_id": config.run_id, "status": "completed", "recipe": "bf16", "val_loss": 6.5})
+    else:
+        write_json(run / "job.json", {"executor": "local", "job_id": None})
+        write_checkpoint(run, run_id=config.run_id)
+    return run, config.run_id
+
+
+def test_status_shows_a_run_folder_under_a_name_of_its_own_as_a_row_beside_the_others(tmp_path, capsys):
+    """One folder holding its run under a name of its own (`scaling train --out`, or renamed) stopped `sweep status`
+    of the whole sweep with a UserError, hiding every other run's state. Now its row says so, the other runs' states
+    are shown, the `mv` that names each such folder is said once, and collect still refuses it (its result, or
+    its checkpoint, read by the folder's name would be another run's)."""
+    from sweeps.store import collect, status, write_json
+
+    spec = load(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    done, failed = (sweep_dir / c.run_id for c in spec.runs())
+    for d, record in ((done, {"status": "completed", "val_loss": 6.4}), (failed, {"status": "failed"})):
+        write_json(d / "result.json", {"run_id": d.name, "recipe": "bf16", **record})
+    finished, finished_id = _misnamed(sweep_dir, "nvfp4-1m", seed=7, finished=True)
+    stopped, stopped_id = _misnamed(sweep_dir, "try-2", seed=8, finished=False)
+
+    st = status(sweep_dir)
+    assert {k: v for k, v in st.counts.items() if v} == {"done": 1, "failed": 1, "misnamed": 2}
+    rows = {r.run_id: r for r in st.runs}
+    assert (rows[finished.name].misnamed, rows[stopped.name].misnamed) == (finished_id, stopped_id)
+    assert not any(r.result_damaged or r.checkpoint_of or r.resumable for r in (rows[finished.name], rows[stopped.name]))
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert f"misnamed (holds run {finished_id}: rename it to its id)" in out and "misnamed (holds run" in out, out
+    assert out.count(f"mv {finished} {sweep_dir / finished_id}") == 1, out
+    assert (f"2 run folders hold their runs under a name of their own, as `scaling train --out` names a run's folder, "
+            f"where a sweep's are named by their run ids: `scaling sweep collect` and `scaling report` refuse the sweep "
+            f"until they are renamed (mv {finished} {sweep_dir / finished_id}; mv {stopped} {sweep_dir / stopped_id})") in out
+    assert "misnamed" in out.split("sweep " + str(sweep_dir))[1], out  # the counts table's column, where there is one
+
+    with pytest.raises(UserError, match=f"{finished} holds run {finished_id} under a name of its own"):
+        collect(sweep_dir)
+    finished.rename(sweep_dir / finished_id)  # as the line says; the one left with a checkpoint is refused so too
+    with pytest.raises(UserError, match=f"{stopped} holds run {stopped_id} under a name of its own"):
+        collect(sweep_dir)
+    stopped.rename(sweep_dir / stopped_id)
+    assert {k: v for k, v in status(sweep_dir).counts.items() if v} == {"done": 2, "failed": 2}
+
+
 def test_a_local_sweep_that_fills_the_disk_stops_with_one_line(tmp_path, full_disk, capfd):
     """The runs' first checkpoints do not fit: the launch stops (every further run would fail the
     same way) with one line naming the file, exit 2, no traceback, and no run recorded as a result."""

@@ -369,7 +369,9 @@ def _status(args: argparse.Namespace) -> int:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", *lr, "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
-    row = {s: st.counts[s] for s in STATES} | {"total": total, "eta": duration(st.eta_s)}
+    # (misnamed only where a folder is: a sweep launch wrote has none, and every other table would carry a 0 column)
+    shown = [s for s in STATES if s != "misnamed" or st.counts[s]]
+    row = {s: st.counts[s] for s in shown} | {"total": total, "eta": duration(st.eta_s)}
     print_table([row], list(row), title=f"sweep {st.sweep_dir}")
     print(f"ETA: {duration(st.eta_s)} ({st.eta_method})")
     diverged = [r for r in st.runs if r.state == "diverged"]
@@ -385,6 +387,7 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
               f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
     _say_damaged_results([r for r in st.runs if r.result_damaged], Path(st.sweep_dir))
+    _say_misnamed([r for r in st.runs if r.misnamed], Path(st.sweep_dir))
     # train refuses to resume from these (`check_checkpoint`, `check_run_dir`): a relaunch would fail them again
     damaged, foreign = [r for r in st.runs if r.checkpoint_damaged], [r for r in st.runs if r.checkpoint_of]
     _say_refused_checkpoints(damaged, Path(st.sweep_dir), "left a damaged checkpoint", "bad",
@@ -419,6 +422,23 @@ def _say_damaged_results(runs: list, sweep_dir: Path) -> None:
         print(f"{count(len(runs), 'failed run')} {'has' if len(runs) == 1 else 'have'} a damaged result.json, which is no "
               f"result: {shown}; launching the sweep again moves each such file aside (as result.damaged-<n>.json, kept) "
               "and trains its run again (from its checkpoint, where it left a sound one)")
+
+
+def _say_misnamed(runs: list, sweep_dir: Path) -> None:
+    """One line naming the folders that hold a run under a name of their own (`RunStatus.misnamed`), the `mv` that
+    names each by its run id, and what stops until then (collect and report: `misnamed_error`)."""
+    from scaling.console import count
+    from sweeps.store import rename_command
+
+    if not runs:
+        return
+    n = len(runs)
+    moves = _first_ten([rename_command(sweep_dir / r.run_id, r.misnamed) for r in runs])
+    print(f"{count(n, 'run folder')} {'holds its run' if n == 1 else 'hold their runs'} under a name of "
+          f"{'its' if n == 1 else 'their'} own, as `scaling train --out` names a run's folder, where a sweep's are named "
+          f"by their run ids: `scaling sweep collect` and `scaling report` refuse the sweep until "
+          f"{'it is' if n == 1 else 'they are'} renamed ({moves}), and a relaunch would train such a run of the "
+          "sweep's spec again beside its folder")
 
 
 def _first_ten(items: list[str], sep: str = "; ") -> str:
