@@ -40,9 +40,9 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec
-from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, local_launch, lock_holder, point_label,
-                          read_json, read_result, recipe_label, run_dirs, run_lock, run_state, setting_differences,
-                          slurm_queue_for, slurm_submission, write_json)
+from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, local_launch, lock_holder, misnamed_error,
+                          own_name_of, point_label, read_json, read_result, recipe_label, run_dirs, run_lock, run_state,
+                          setting_differences, slurm_queue_for, slurm_submission, write_json)
 from scaling import signals, usable_cpus
 from scaling.cli import python_command
 from scaling.console import count
@@ -256,12 +256,17 @@ def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False) -> tuple
 def check_same_spec(configs: list, sweep_dir: Path) -> None:
     """UserError where the sweep folder holds a started run (its config.json) at one of these runs' grid
     points under another id: the spec's [train] (or a recipe file) changed since that launch. Launched
-    anyway, every changed point would train again beside the old run, and collect would pool both."""
+    anyway, every changed point would train again beside the old run, and collect would pool both. So is one
+    of these runs in its own folder under a name of its own (renamed, `own_name_of`): it would train again."""
     here = {grid_point(c.to_dict()): c for c in configs}
     ids = {c.run_id for c in configs}
-    old = [(d, cfg) for d in run_dirs(sweep_dir, {}) if d.name not in ids
-           and (cfg := read_json(d / "config.json")) is not None and grid_point(cfg) in here
-           and _changed(d, cfg, here[grid_point(cfg)])]
+    at_points = [(d, cfg) for d in run_dirs(sweep_dir, {}) if d.name not in ids
+                 and (cfg := read_json(d / "config.json")) is not None and grid_point(cfg) in here]
+    for d, cfg in at_points:  # one of these runs, in its folder renamed: launched, it would train again beside it
+        run_id = own_name_of(d, here[grid_point(cfg)].run_id)
+        if run_id is not None:
+            raise misnamed_error(d, run_id)
+    old = [(d, cfg) for d, cfg in at_points if _changed(d, cfg, here[grid_point(cfg)])]
     if not old:
         return
     d, cfg = old[0]

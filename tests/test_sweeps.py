@@ -1147,6 +1147,26 @@ def test_status_shows_a_run_folder_under_a_name_of_its_own_as_a_row_beside_the_o
     assert {k: v for k, v in status(sweep_dir).counts.items() if v} == {"done": 2, "failed": 2}
 
 
+def test_a_relaunch_refuses_a_run_of_its_spec_in_its_folder_renamed(tmp_path, capsys):
+    """A finished run's folder renamed (seen on SLURM: `mv runs/tiny/<id> runs/tiny/my-run`): the relaunch found no
+    folder of the run's id, submitted it again (`skipping 15 done; slurm: 1 to run`) and trained it beside its
+    folder, which collect then refused as a damaged record. It stops before anything runs, with the `mv`."""
+    from sweeps.store import write_json
+
+    spec = write_spec(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    config = load(tmp_path).runs()[0]
+    run = sweep_dir / "my-run"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(config.resolved().to_json())
+    write_json(run / "result.json", {"run_id": config.run_id, "status": "completed", "recipe": "bf16", "val_loss": 6.5})
+    assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run} holds run {config.run_id} under a name of its own") and err.count("\n") == 1, err
+    assert f"(mv {run} {sweep_dir / config.run_id})" in err, err
+    assert sorted(p.name for p in sweep_dir.iterdir()) == ["my-run"]  # nothing trained, no plan written
+
+
 def test_a_local_sweep_that_fills_the_disk_stops_with_one_line(tmp_path, full_disk, capfd):
     """The runs' first checkpoints do not fit: the launch stops (every further run would fail the
     same way) with one line naming the file, exit 2, no traceback, and no run recorded as a result."""

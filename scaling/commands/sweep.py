@@ -437,8 +437,8 @@ def _say_misnamed(runs: list, sweep_dir: Path) -> None:
     print(f"{count(n, 'run folder')} {'holds its run' if n == 1 else 'hold their runs'} under a name of "
           f"{'its' if n == 1 else 'their'} own, as `scaling train --out` names a run's folder, where a sweep's are named "
           f"by their run ids: `scaling sweep collect` and `scaling report` refuse the sweep until "
-          f"{'it is' if n == 1 else 'they are'} renamed ({moves}), and a relaunch would train such a run of the "
-          "sweep's spec again beside its folder")
+          f"{'it is' if n == 1 else 'they are'} renamed ({moves}), and so does `scaling sweep launch` where one "
+          "is a run of its spec")
 
 
 def _first_ten(items: list[str], sep: str = "; ") -> str:
