@@ -419,8 +419,8 @@ def _launch_runs(spec: SweepSpec, executor: str, sweep_dir: Path, todo: list, sk
                    if c.run_id not in damaged and checkpoint_of_another_run(sweep_dir / c.run_id, c.run_id)]
         resuming = sum(checkpoint_path(sweep_dir / c.run_id).exists() for c in todo) - len(damaged) - len(foreign)
         resume = f" ({resuming} from {'their checkpoints' if resuming > 1 else 'its checkpoint'})" if resuming else ""
-        print(f"{spec.name}: {count(report.total, 'run')}; skipping {left}; {executor}: {len(todo)} to run{resume}",
-              flush=True)
+        print(f"{spec.name}: {count(report.total, 'run')} in {sweep_dir}; skipping {left}; {executor}: {len(todo)} to "
+              f"run{resume}", flush=True)
         if damaged:  # train refuses to resume from a damaged checkpoint: those runs fail again, said before they do
             print(f"warning: {count(len(damaged), 'run')} ({', '.join(damaged[:5])}{', ...' if len(damaged) > 5 else ''}) "
                   f"{'has a damaged checkpoint' if len(damaged) == 1 else 'have damaged checkpoints'}, on which "
@@ -439,6 +439,8 @@ def _launch_runs(spec: SweepSpec, executor: str, sweep_dir: Path, todo: list, sk
         with interrupt_on_sigterm():  # `kill` stops a launch (and a local pool's workers) as Ctrl-C does
             if executor == "slurm" and todo:
                 _launch_slurm(spec, todo, sweep_dir, report, progress, chunk)
+                if progress:  # (it returns once they are submitted: where to follow them, not left to guess)
+                    print(f"`scaling sweep status {sweep_dir}` follows them", flush=True)
             elif todo:
                 _launch_local(spec, todo, sweep_dir, report, progress)
             if executor == "local":

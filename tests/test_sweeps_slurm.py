@@ -290,6 +290,24 @@ def test_arrays_are_split_above_max_array_size(tmp_path):
         subprocess.run(["scancel", *{i.split("_")[0] for i in ids}], check=False)
 
 
+def test_a_launch_says_where_its_runs_go_and_how_to_follow_them(tmp_path, capsys):
+    """`scaling sweep launch SPEC` puts the runs in runs/<name> under the working folder, yet said only
+    "tiny: 16 runs; skipping none; slurm: 16 to run" and the job ids: where to point `sweep status` was left
+    to guess. Its first line names the folder, and its last the status command."""
+    from scaling.cli import main
+
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(textwrap.dedent(SPEC))
+    sweep_dir = (tmp_path / "runs").resolve()
+    assert main(["sweep", "launch", str(spec_path), "--executor", "slurm", "--sweep-dir", str(sweep_dir),
+                 "--set", "grid.seed=0", "--set", "executor.slurm.time=5"]) == 0
+    jobs = [read_json(d / "job.json")["job_id"] for d in sweep_dir.glob("*/") if (d / "job.json").exists()]
+    subprocess.run(["scancel", *jobs], check=False)
+    out = capsys.readouterr().out
+    assert f"slurm-tiny: 1 run in {sweep_dir}; skipping none; slurm: 1 to run\n" in out, out
+    assert out.endswith(f"`scaling sweep status {sweep_dir}` follows them\n"), out
+
+
 def test_a_refused_submission_leaves_the_runs_as_they_were(tmp_path, capsys):
     """sbatch refuses an unknown partition: one error, exit 2, and no job record left behind that
     `status` would read as a failed run (the runs were never submitted: they stay missing)."""
