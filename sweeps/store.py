@@ -477,6 +477,10 @@ def status(sweep_dir: Path) -> SweepStatus:
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
         results[d.name] = result or {}
         rows.append(run_status(d, queue, job, result, planned.get(d.name), now))
+    # a planned run held in a folder named otherwise is that folder's row, not also a missing one: "launch again to
+    # train the remaining run" would say what the launch refuses (`check_same_spec`) until the `mv`
+    held = {r.misnamed for r in rows if r.misnamed}
+    rows = [r for r in rows if not (r.state == "missing" and r.run_id in held)]
     counts = dict.fromkeys(STATES, 0) | state_counts(rows)
     eta_s, method = _sweep_eta(rows, results, launching(sweep_dir))
     if queue is None and counts["queued"]:  # (`run_state` trusted the job records: said, as the jobs may be long gone)

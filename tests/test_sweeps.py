@@ -1147,6 +1147,25 @@ def test_status_shows_a_run_folder_under_a_name_of_its_own_as_a_row_beside_the_o
     assert {k: v for k, v in status(sweep_dir).counts.items() if v} == {"done": 2, "failed": 2}
 
 
+def test_status_counts_a_planned_run_in_a_renamed_folder_once(tmp_path, capsys):
+    """A planned run's folder renamed: status showed its misnamed row and, for its id, a missing one, whose ETA line
+    said to launch again to train "the 1 remaining run", which the launch refuses until the folder is renamed."""
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path)
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)  # writes the plan (sweep.json)
+    done, renamed = (sweep_dir / c.run_id for c in spec.runs())
+    for d in (done, renamed):
+        write_json(d / "result.json", {"run_id": d.name, "status": "completed", "recipe": "bf16", "val_loss": 6.4})
+    (renamed / "config.json").write_text(spec.runs()[1].resolved().to_json())
+    renamed.rename(sweep_dir / "my-run")
+    st = status(sweep_dir)
+    assert [(r.run_id, r.state) for r in st.runs] == [(done.name, "done"), ("my-run", "misnamed")], st.runs
+    assert "remaining run" not in st.eta_method, st.eta_method
+
+
 def test_a_relaunch_refuses_a_run_of_its_spec_in_its_folder_renamed(tmp_path, capsys):
     """A finished run's folder renamed (seen on SLURM: `mv runs/tiny/<id> runs/tiny/my-run`): the relaunch found no
     folder of the run's id, submitted it again (`skipping 15 done; slurm: 1 to run`) and trained it beside its
