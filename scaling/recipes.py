@@ -93,25 +93,34 @@ class Recipe:
     @property
     def forward_format(self) -> str:
         """What its fprop GEMM's operands are, as `scaling recipes` shows them ("x, w: MX e2m1 1x32 e8m0"; "bf16"):
-        recipes with equal ones share a parameter efficiency effN in a shared-efficiency fit (docs/fits.md)."""
-        said = self.describe_gemm("fprop")
-        return said + self._blocks_note(said)
+        recipes with equal ones share a parameter efficiency effN in a shared-efficiency fit (docs/fits.md). Its
+        BF16 blocks as `formats` writes them where no model depth is known."""
+        return self.formats()[0]
 
     @property
     def backward_format(self) -> str:
         """What its dgrad and wgrad GEMMs' operands are ("bf16" where both are BF16), as `forward_format`: recipes
         with equal ones share a data efficiency effD."""
-        dgrad, wgrad = self.describe_gemm("dgrad"), self.describe_gemm("wgrad")
-        said = "bf16" if dgrad == wgrad == "bf16" else f"dgrad {dgrad}; wgrad {wgrad}"
-        return said + self._blocks_note(said)
+        return self.formats()[1]
 
-    def _blocks_note(self, said: str) -> str:
+    def formats(self, depths: Iterable[int] = ()) -> tuple[str, str]:
+        """(forward, backward) formats, the BF16 blocks written as `canonical_blocks` writes them for models of
+        `depths` blocks (`sweep collect` gives its table's depths): two recipes that quantize the same blocks of
+        those models get equal strings ([0, -1] and [-1, 0] always; [0, 11] too on 12-block models alone)."""
+        dgrad, wgrad = self.describe_gemm("dgrad"), self.describe_gemm("wgrad")
+        sides = (self.describe_gemm("fprop"), "bf16" if dgrad == wgrad == "bf16" else f"dgrad {dgrad}; wgrad {wgrad}")
+        blocks = canonical_blocks(self.high_precision_blocks, depths)
+        forward, backward = (said + self._blocks_note(said, blocks) for said in sides)
+        return forward, backward
+
+    @staticmethod
+    def _blocks_note(said: str, blocks: tuple[int, ...]) -> str:
         """A recipe that leaves transformer blocks in BF16 trains otherwise than one of the same GEMMs that does not:
         its formats say which blocks, so the two share no efficiency. A side that is BF16 throughout (`said`) is
         BF16 in those blocks too: it is the baseline's, whatever blocks the other side leaves in BF16."""
-        if said == "bf16" or not self.high_precision_blocks:
+        if said == "bf16" or not blocks:
             return ""
-        return f" (bf16 blocks {', '.join(map(str, self.high_precision_blocks))})"
+        return f" (bf16 blocks {', '.join(map(str, blocks))})"
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "source": self.source,
@@ -140,6 +149,30 @@ class Recipe:
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"{path}: not valid TOML ({e})") from None
         return recipe_from_dict(data, where=str(path))
+
+
+def canonical_blocks(blocks: Iterable[int], depths: Iterable[int] = ()) -> tuple[int, ...]:
+    """`blocks` (high_precision_blocks: an index, negative from the end) in one spelling for each set of blocks they
+    keep in models of `depths` blocks (those depths where every index names a block; `check_blocks` refuses the
+    rest), so that recipes keeping the same blocks read the same. One depth: the blocks' numbers, 0 to depth - 1
+    ([0, -1] and [0, 11] on 12 blocks: 0, 11). Several: every index, within the shallowest model's range, that names
+    a kept block at each depth ([0, -1] over 5 and 10 blocks: 0, -1, as [0, 4] cannot be). None: the indices without
+    repeats, those from the start first ([-1, 0]: 0, -1)."""
+    blocks = set(blocks)
+    fit = sorted({d for d in depths if all(-d <= i < d for i in blocks)})
+    if not blocks or not fit:
+        return tuple(sorted(blocks, key=_from_start_first))
+    kept = {d: {i % d for i in blocks} for d in fit}
+    if len(fit) == 1:
+        return tuple(sorted(kept[fit[0]]))
+    shallowest = fit[0]
+    named = (i for i in range(-shallowest, shallowest) if all(i % d in kept[d] for d in fit))
+    return tuple(sorted(named, key=_from_start_first))
+
+
+def _from_start_first(index: int) -> tuple[bool, int]:
+    """Block indices in reading order: 0, 1, ..., then -2, -1."""
+    return index < 0, index
 
 
 def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:

@@ -837,8 +837,8 @@ def collect_runs(sweep_dir: Path) -> Collected:
 
     sweep_dir = Path(sweep_dir)
     plan = sweep_plan(sweep_dir)
-    records, recipe_files, points, waiting, formats = [], {}, {}, [], []
-    formats_of: dict[tuple[str, bytes | None], tuple[str | None, str | None]] = {}  # (name, recipe.toml) -> formats
+    records, recipe_files, points, waiting, recipe_keys = [], {}, {}, [], []
+    recipe_dirs: dict[tuple[str, bytes | None], Path] = {}  # (name, recipe.toml) -> a run folder of it
     for d in sweep_run_dirs(sweep_dir, plan):
         r = read_json(d / "result.json")
         problem = _result_problem(d, r)  # (the judgement status makes of a failed run's record: one place)
@@ -857,9 +857,8 @@ def collect_runs(sweep_dir: Path) -> Collected:
             copy = (d / "recipe.toml").read_bytes() if (d / "recipe.toml").is_file() else None
             # (a recipe is its file's content: the runs of one are parsed once, not once a run)
             key = (r["recipe"], copy)
-            if key not in formats_of:
-                formats_of[key] = run_formats(d, r["recipe"])
-            formats.append(formats_of[key])
+            recipe_dirs.setdefault(key, d)
+            recipe_keys.append(key)
             config = read_json(d / "config.json") or {}
             points.setdefault(grid_point(config), {}).setdefault(json.dumps(config, sort_keys=True), []).append(d)
             if copy is not None:
@@ -873,6 +872,11 @@ def collect_runs(sweep_dir: Path) -> Collected:
         raise misnamed_error(sweep_dir / misnamed.run_id, misnamed.misnamed)
     from scaling.recipes import FORMAT_COLUMNS  # (after the record's fields: a custom recipe's known from its file)
 
+    # its BF16 blocks written for the table's model depths: [0, -1] and [0, 11] of 12-block models read the same
+    depths = model_depths(records)
+    formats_of = {key: run_formats(d, key[0], depths) for key, d in recipe_dirs.items()}
+    formats = [formats_of[key] for key in recipe_keys]
+
     extra = sorted({k for r in records for k in r} - set(RESULT_FIELDS) - set(FORMAT_COLUMNS))
     columns = list(RESULT_FIELDS) + extra + list(FORMAT_COLUMNS)
     rows = [{**{c: _flat(r.get(c)) for c in columns}, **dict(zip(FORMAT_COLUMNS, f))} for r, f in zip(records, formats)]
@@ -881,9 +885,23 @@ def collect_runs(sweep_dir: Path) -> Collected:
     return Collected(pl.DataFrame(rows, infer_schema_length=None), unfinished)
 
 
-def run_formats(run_dir: Path, recipe: str) -> tuple[str | None, str | None]:
-    """A finished run's recipe's (forward, backward) formats (`Recipe.forward_format`, `backward_format`): from the
-    recipe file copied into its folder, else the preset of its name; (None, None) where neither is readable."""
+def model_depths(records: Iterable[dict]) -> set[int]:
+    """The depths (transformer blocks) of the models of these result records: of their family and size, where the
+    ladder knows them (a record without them, or of a size it no longer has, adds none)."""
+    from models import model_size
+    from scaling.errors import UserError
+
+    depths = set()
+    for family, size in {(r.get("family"), r.get("size")) for r in records}:
+        if isinstance(family, str) and isinstance(size, str):
+            with contextlib.suppress(UserError):
+                depths.add(model_size(family, size).depth)
+    return depths
+
+
+def run_formats(run_dir: Path, recipe: str, depths: Iterable[int] = ()) -> tuple[str | None, str | None]:
+    """A finished run's recipe's (forward, backward) formats (`Recipe.formats` for models of `depths` blocks): from
+    the recipe file copied into its folder, else the preset of its name; (None, None) where neither is readable."""
     from scaling.errors import UserError
     from scaling.recipes import PRESETS, Recipe
 
@@ -892,7 +910,7 @@ def run_formats(run_dir: Path, recipe: str) -> tuple[str | None, str | None]:
         spec = Recipe.from_toml(copy) if copy.is_file() else PRESETS.get(recipe)
     except UserError:  # (a damaged copy: its rows say nothing, and a shared-efficiency fit names the recipe)
         spec = None
-    return (spec.forward_format, spec.backward_format) if spec is not None else (None, None)
+    return spec.formats(depths) if spec is not None else (None, None)
 
 
 def _check_one_recipe_per_name(recipe_files: dict[str, dict[bytes, list[Path]]]) -> None:

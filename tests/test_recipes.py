@@ -250,6 +250,26 @@ def test_high_precision_blocks_must_name_blocks_of_the_model():
     convert(model, replace(get_recipe("nvfp4"), high_precision_blocks=(0, -1)))  # -1: the last
 
 
+def test_equal_bf16_blocks_give_equal_formats():
+    """The formats a shared-efficiency fit groups recipes by (`Recipe.formats`) write the BF16 blocks in one spelling
+    for one set of blocks: [-1, 0] and [0, -1] always; [0, 11] and [0, -1] where the models have 12 blocks (they
+    differ where depths differ: 11 is then not the last block of each). Written as given, these were 'different
+    formats' that shared no efficiency."""
+    from scaling.recipes import canonical_blocks
+
+    mx = get_recipe("mxfp4")
+    with_blocks = {b: replace(mx, name="mine", high_precision_blocks=b) for b in ((0, -1), (-1, 0), (0, 11), (0, 0, -1))}
+    assert with_blocks[(0, -1)].formats() == with_blocks[(-1, 0)].formats() == with_blocks[(0, 0, -1)].formats()
+    assert with_blocks[(0, -1)].forward_format == mx.forward_format + " (bf16 blocks 0, -1)"
+    assert with_blocks[(0, -1)].formats([12]) == with_blocks[(0, 11)].formats([12])
+    assert with_blocks[(0, -1)].formats([12])[0].endswith("(bf16 blocks 0, 11)")
+    assert with_blocks[(0, -1)].formats([12, 20]) != with_blocks[(0, 11)].formats([12, 20])
+    assert canonical_blocks([0, -1], [5, 10]) == (0, -1) and canonical_blocks([0, 4], [5, 10]) == (0, 4)
+    assert canonical_blocks([4, -1, -2], [5, 6]) == canonical_blocks([-1, -2], [5, 6])  # the same blocks at 5 and 6
+    assert canonical_blocks([0, 11], [5, 12]) == (0, 11)  # (no block 11 at 5: written for the depth it names)
+    assert canonical_blocks([], [12]) == ()
+
+
 def test_cli_recipes_json_and_unknown_recipe():
     out = subprocess.run([sys.executable, "-m", "scaling.cli", "recipes", "--json"], capture_output=True, text=True)
     assert out.returncode == 0

@@ -1826,6 +1826,32 @@ def test_collect_reads_each_recipe_file_once_not_once_a_run(tmp_path, monkeypatc
     assert table["forward_format"].to_list() == [real(Recipe, parsed[0]).forward_format] * 3
 
 
+def test_collect_writes_equal_formats_for_recipes_keeping_the_same_bf16_blocks(tmp_path):
+    """Two recipe files keeping the first and last of 10 blocks in BF16, one as [0, -1] and one as [9, 0], quantize
+    the sweep's 0.5M models (10 blocks) alike: collect writes them equal formats, so a shared-efficiency fit gives them
+    one effN and one effD (written as given, they were two formats each). Over 0.5M and 1M (5 blocks), [0, -1] keeps
+    the last block of each, which no list of block numbers does: its formats say 0, -1."""
+    from fits.shared import table_formats
+    from sweeps.store import collect
+
+    def run(sweep: str, run_id: str, name: str, blocks: str, size: str = "0.5M") -> None:
+        d = tmp_path / sweep / run_id
+        d.mkdir(parents=True)
+        (d / "recipe.toml").write_text(f'name = "{name}"\nbase = "mxfp4"\nhigh_precision_blocks = {blocks}\n')
+        (d / "result.json").write_text(json.dumps({"run_id": run_id, "recipe": name, "status": "completed",
+                                                   "family": "nanochat", "size": size, "val_loss": 5.0}))
+
+    run("one", "r0", "ends", "[0, -1]")
+    run("one", "r1", "ends_too", "[9, 0]")
+    formats = table_formats(collect(tmp_path / "one"))
+    assert formats["ends"] == formats["ends_too"] and formats["ends"][0].endswith("(bf16 blocks 0, 9)"), formats
+    run("two", "r0", "ends", "[0, -1]")
+    run("two", "r1", "ends", "[0, -1]", size="1M")
+    run("two", "r2", "first_and_4", "[0, 4]", size="1M")
+    formats = table_formats(collect(tmp_path / "two"))
+    assert formats["ends"][0].endswith("(bf16 blocks 0, -1)") and formats["first_and_4"][0].endswith("blocks 0, 4)")
+
+
 def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, capsys):
     """collect of a sweep still running (or stopped part-way) writes the finished runs' rows, and says how
     many runs have no result yet and in which state, as `report` does: a table with 95 of 100 runs reads
