@@ -120,7 +120,9 @@ class QuantSpec:
             yield (f'signs = "{self.signs}" draws random signs for a transform: set transform to 16, 32 or 128, '
                    'or signs = "ones" for none')
         if (self.four_over_six or self.eden) and (self.scale != "e4m3" or self.block is None):
-            yield "4/6 and MS-EDEN need E4M3 block scales"
+            said = "four_over_six" if self.four_over_six else "eden"
+            yield (f'4/6 and MS-EDEN need E4M3 block scales: set scale = "e4m3" with blocks (e.g. block = [1, 16]), '
+                   f"or {said} = false")
         if self.four_over_six and self.elem != "e2m1":
             yield "4/6 is defined for the E2M1 grid"
         elif self.four_over_six and self.cap is not None:

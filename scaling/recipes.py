@@ -250,14 +250,25 @@ def _spec_from_toml(value, where: str, base: QuantSpec | None) -> QuantSpec | No
         raise UserError(f'{where}.cap: {value["cap"]!r} is not a cap; give a level of the grid, e.g. 4, or "none" '
                         "for the whole grid")
     merged = {**(base.to_dict() if base else {}), **value}
-    if value.get("four_over_six") is True and "scale_bound" not in value and not (base and base.four_over_six):
+    if (value.get("four_over_six") is True and "scale_bound" not in value and not (base and base.four_over_six)
+            and _reads_scale_bound(merged)):
         # 4/6 maps the tensor's amax to an E4M3 block scale of 256, not 448 (RECIPES.md; SIX_FOUR), so the
-        # amax -> 4 candidate's scale has room up to 384: turning it on in a file brings that bound along
+        # amax -> 4 candidate's scale has room up to 384: turning it on in a file brings that bound along (where
+        # the operand has a two-level scale to read it: else the bound, never asked for, was refused beside 4/6)
         merged["scale_bound"] = SIX_FOUR["scale_bound"]
     try:
         return QuantSpec.from_dict(merged)
     except (ValueError, TypeError) as e:
         raise UserError(f"{where}: {e}") from None
+
+
+def _reads_scale_bound(spec_fields: dict) -> bool:
+    """Whether a QuantSpec of these fields (QuantSpec's defaults for those missing) reads its scale_bound: E4M3
+    block scales under a tensor scale (QuantSpec refuses a bound elsewhere)."""
+    default = QuantSpec()
+    block = spec_fields.get("block", default.block)
+    return (block is not None and spec_fields.get("scale", default.scale) == "e4m3"
+            and spec_fields.get("tensor_scale", default.tensor_scale) is True)
 
 
 # --- presets (RECIPES.md) ----------------------------------------------------------------------

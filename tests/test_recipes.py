@@ -165,6 +165,19 @@ def test_four_over_six_in_a_file_brings_its_scale_bound_of_256(tmp_path):
     assert get_recipe(path) == Recipe.from_toml(path)  # a Path as well as a str
 
 
+def test_four_over_six_on_scales_without_its_bound_is_one_message(tmp_path):
+    """4/6 asked of an MX operand (E8M0 scales, no tensor scale) is refused for what it is; the 256 bound it brings
+    along was refused as well, with "leave scale_bound at 448", a field the file never named."""
+    path = tmp_path / "r.toml"
+    path.write_text('name = "mine"\nbase = "mxfp4"\n[fprop.x]\nfour_over_six = true\n[fprop.w]\nfour_over_six = true\n')
+    with pytest.raises(UserError) as e:
+        Recipe.from_toml(path)
+    assert str(e.value) == (f'{path}: fprop.x: 4/6 and MS-EDEN need E4M3 block scales: set scale = "e4m3" with '
+                            "blocks (e.g. block = [1, 16]), or four_over_six = false"), str(e.value)
+    path.write_text(path.read_text().replace("true", 'true\nscale = "e4m3"\nblock = [1, 16]\ntensor_scale = true'))
+    assert Recipe.from_toml(path).fprop_x == get_recipe("nvfp4_4over6").fprop_x  # and with them, its bound
+
+
 def test_a_recipe_file_can_ask_for_per_tensor_scaling(tmp_path):
     # TOML has no None, and leaving block out keeps the base's blocks (or QuantSpec's 1x16): "tensor"
     # is the only way a file reaches FP8-style per-tensor scaling without basing it on fp8
