@@ -186,7 +186,8 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
     allowed = {"name", "base", "source", "high_precision_blocks", "backward_from_forward", "fprop", "dgrad", "wgrad"}
     unknown = set(data) - allowed
     if unknown:
-        raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
+        said = ", ".join(key + did_you_mean(key, allowed) for key in sorted(unknown))
+        raise UserError(f"{where}: unknown key(s) {said}; allowed: {', '.join(sorted(allowed))}")
     if "name" not in data or data["name"] == "":
         raise UserError(f"{where}: `name` (a string) is required")
     if not isinstance(data["name"], str):
@@ -237,11 +238,12 @@ def _spec_from_toml(value, where: str, base: QuantSpec | None) -> QuantSpec | No
     if value == "bf16":
         return None
     if not isinstance(value, dict):
-        raise UserError(f"{where}: must be a table of QuantSpec fields or the string \"bf16\"")
+        raise UserError(f"{where}: must be a table of QuantSpec fields or the string \"bf16\" (got {value!r})")
     known = {f.name for f in fields(QuantSpec)}
     for key in value:
         if key not in known:
-            raise UserError(f"{where}.{key}: unknown field; QuantSpec fields are {', '.join(sorted(known))}")
+            raise UserError(f"{where}.{key}: unknown field{did_you_mean(key, known)}; QuantSpec fields are "
+                            f"{', '.join(sorted(known))}")
     if value.get("block") == "tensor":  # TOML has no None: the file's word for per-tensor scaling
         value = {**value, "block": None}
     if value.get("cap") == "none":  # and for the whole grid (a base's cap taken off: nvfp4_cap4's)

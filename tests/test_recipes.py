@@ -125,6 +125,25 @@ def test_bad_toml_names_the_field(tmp_path, body, words):
         assert w in str(e.value)
 
 
+@pytest.mark.parametrize("body, said", [
+    ('base = "nvfp4"\nhigh_precision_block = [0]\n', "unknown key(s) high_precision_block (did you mean "
+                                                      "high_precision_blocks?); allowed: "),
+    ('base = "nvfp4"\n[fprop.x]\nrouding = "sr"\n', "fprop.x.rouding: unknown field (did you mean rounding?); "
+                                                      "QuantSpec fields are "),
+    ('base = "nvfp4"\n[fprop.y]\nelem = "e2m1"\n', "unknown operand fprop.y; fprop has fprop.x, fprop.w"),
+    ('base = "nvfp4"\n[wgrad]\ndy = "BF16"\nx = "bf16"\n', 'wgrad.dy: must be a table of QuantSpec fields or the '
+                                                            'string "bf16" (got \'BF16\')'),
+])
+def test_a_misspelt_key_says_the_one_meant(tmp_path, body, said):
+    """A hardware team's typo in a key: the message names the key it nearly is (as a misspelt base or recipe name
+    does), and what a mistaken operand value was."""
+    p = tmp_path / "bad.toml"
+    p.write_text('name = "x"\n' + body)
+    with pytest.raises(UserError) as e:
+        Recipe.from_toml(p)
+    assert str(e.value).startswith(f"{p}: {said}"), str(e.value)
+
+
 def test_a_misspelt_sign_policy_is_one_message(tmp_path):
     # it used to add "random signs need a transform", as if the policy had been understood
     p = tmp_path / "bad.toml"
