@@ -53,9 +53,12 @@ class Recipe:
             ta = (sa.transform, sa.signs) if sa else (0, "ones")
             tb = (sb.transform, sb.signs) if sb else (0, "ones")
             if ta != tb:
+                said = (f'transform = {spec.transform}, signs = "{spec.signs}" for {operand_name(o)}' if spec
+                        else f"{operand_name(o)} in BF16 (no transform)" for o, spec in ((a, sa), (b, sb)))
                 raise ValueError(
-                    f"{gemm}: both operands must get the same transform along K (so the product is "
-                    f"unchanged), got {operand_name(a)}={ta} and {operand_name(b)}={tb}")
+                    f"{gemm}: both operands must get the same transform along K (so the product is unchanged), "
+                    f"got {' and '.join(said)}: give [{operand_name(a)}] and [{operand_name(b)}] the same transform "
+                    "and signs")
 
     def spec(self, operand: str) -> QuantSpec | None:
         return getattr(self, operand.replace(".", "_"))

@@ -144,6 +144,18 @@ def test_a_misspelt_key_says_the_one_meant(tmp_path, body, said):
     assert str(e.value).startswith(f"{p}: {said}"), str(e.value)
 
 
+def test_a_transform_on_one_operand_of_a_gemm_names_both_fields(tmp_path):
+    """The message said "got fprop.x=(16, 'ones') and fprop.w=(0, 'ones')": which fields those are, and what to set,
+    the reader had to guess."""
+    p = tmp_path / "bad.toml"
+    p.write_text('name = "x"\nbase = "nvfp4"\n[fprop.x]\ntransform = 16\n')
+    with pytest.raises(UserError) as e:
+        Recipe.from_toml(p)
+    assert str(e.value) == (f"{p}: fprop: both operands must get the same transform along K (so the product is "
+                            'unchanged), got transform = 16, signs = "ones" for fprop.x and transform = 0, signs = '
+                            '"ones" for fprop.w: give [fprop.x] and [fprop.w] the same transform and signs')
+
+
 def test_a_misspelt_sign_policy_is_one_message(tmp_path):
     # it used to add "random signs need a transform", as if the policy had been understood
     p = tmp_path / "bad.toml"
