@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping
 
 import torch
 
-from scaling.errors import UserError
+from scaling.errors import UserError, did_you_mean
 from scaling.formats import GRIDS, Grid
 from scaling.quant import QuantSpec, expand_blocks, quantize, to_blocks
 from scaling.recipes import MX4, NV, SIX_FOUR, UF
@@ -48,11 +48,24 @@ MASS_THRESHOLD = 0.01  # a level "is used" when it carries at least 1% of the el
 def spec_for(fmt: str, transform: str) -> QuantSpec:
     """The QuantSpec of a named format under a named transform."""
     if fmt not in FORMATS:
-        raise UserError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+        raise UserError(f"{_not_a_format(fmt)}; known: {', '.join(FORMATS)}")
     if transform not in TRANSFORMS:
         raise UserError(f"unknown transform {transform!r}; known: {', '.join(TRANSFORMS)}")
     n, signs = TRANSFORMS[transform]
     return FORMATS[fmt].but(transform=n, signs=signs)
+
+
+def _not_a_format(name: str) -> str:
+    """Why `name` is no format of FORMATS: a recipe (file or preset; a recipe quantizes six operands its own ways,
+    these formats one tensor each under every transform asked for), or a typo."""
+    from scaling.recipes import PRESETS
+
+    if name.endswith(".toml") or name in PRESETS:
+        said = "a recipe file" if name.endswith(".toml") else "a recipe"
+        return (f"{name!r} is {said}, not a format: diagnose measures its named formats, each under every "
+                "--transforms (a recipe's operands: `scaling recipes` shows them; pick the nearest format and "
+                "transform)")
+    return f"unknown format {name!r}{did_you_mean(name, FORMATS)}"
 
 
 def levels_of(spec: QuantSpec) -> tuple[float, ...]:
