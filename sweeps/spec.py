@@ -3,7 +3,7 @@
     name = "demo"                   # the sweep's folder: runs/<name>/
     data = "builtin"                # or a prepared data dir, or a raw corpus (--data on the CLI)
 
-    [grid]                          # every axis takes one value or a list; runs = the product
+    [grid]                          # every axis takes one value or a list (each value once); runs = the product
     family = "nanochat"
     size = ["0.5M", "1M"]
     recipe = ["bf16", "nvfp4"]
@@ -122,7 +122,8 @@ class SweepSpec:
     corpus: str = ""  # a raw corpus that `launch` prepares into `data` first ("" when data is ready)
 
     def points(self) -> list[dict[str, Any]]:
-        """The grid as plain dicts: family, size, recipe, tokens, seed, lr_mult (de-duplicated, in order)."""
+        """The grid as plain dicts: family, size, recipe, tokens, seed, lr_mult, in order (each axis lists a value
+        once, `_check_once`; two values of the token setting that round to one token count are one point)."""
         from models import model_size
 
         out, seen = [], set()
@@ -367,8 +368,8 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
             file_names[r] = _check_recipe_file(r, f"grid.recipe[{i}]")
         else:
             _at(f"grid.recipe[{i}]", get_recipe, r)
-    copies = _check_recipe_names(file_names)
-    recipe = [r for r in recipe if r not in copies]  # (a copy of a file: one recipe)
+    _check_once(grid, "recipe", recipe)  # (by resolved path: a file named twice, "mine.toml" and "./mine.toml")
+    _check_recipe_names(file_names, recipe, grid["recipe"])
     _check_shapes(family, size, recipe)
     seed = _axis(grid, "seed", int, default=[0], check=lambda v: v >= 0, what="a non-negative integer")
     lr_mult = _axis(grid, "lr_mult", float, default=[1.0], check=lambda v: v > 0, what="a positive number")
@@ -376,6 +377,10 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     tokens = _axis(grid, "tokens", int, default=[], check=lambda v: v > 0, what="a positive integer", parse=parse_tokens)
     tpp = _axis(grid, "tokens_per_param", float, default=[], check=lambda v: v > 0, what="a positive number")
     budgets = _axis(iso, "budgets", float, default=[], check=lambda v: v > 0, what="a positive number", prefix="isoflop.")
+    for key, values in (("family", family), ("size", size), ("seed", seed), ("lr_mult", lr_mult), ("tokens", tokens),
+                        ("tokens_per_param", tpp)):
+        _check_once(grid, key, values)
+    _check_once(iso, "budgets", budgets, prefix="isoflop.")
     given = [k for k, v in (("grid.tokens", tokens), ("grid.tokens_per_param", tpp), ("isoflop.budgets", budgets)) if v]
     if len(given) != 1:
         raise UserError(
@@ -398,17 +403,30 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
                         "64000 (megabytes); sbatch would refuse every job")
     local = _local_settings(_table(executor, "local", "executor."))
     return SweepSpec(
-        name=name, data=data, family=_once(family), size=_once(size), recipe=_once(recipe),
-        seed=_once(seed), lr_mult=_once(lr_mult), tokens=tuple(tokens), tokens_per_param=tuple(tpp),
+        name=name, data=data, family=tuple(family), size=tuple(size), recipe=tuple(recipe),
+        seed=tuple(seed), lr_mult=tuple(lr_mult), tokens=tuple(tokens), tokens_per_param=tuple(tpp),
         budgets=tuple(budgets), train=train, slurm=slurm, local=local,
         default_executor=default_executor, source=source, corpus=corpus,
     )  # fmt: skip
 
 
-def _once(values: list) -> tuple:
-    """An axis's values, each once (in order): a value given twice is one grid point, whose runs are the same.
-    (The token axes keep theirs: a token problem names its value by its index in the spec.)"""
-    return tuple(dict.fromkeys(values))
+def _check_once(table: dict, key: str, values: list, prefix: str = "grid.") -> None:
+    """A UserError where an axis lists one value twice (`values`: as read, "4k" as 4000 and a recipe file by its
+    resolved path; the table's own spelling is said): it would be one grid point, trained once, and a sweep that
+    silently runs fewer points than it lists is not the one its author planned."""
+    first: dict[Any, int] = {}
+    for i, v in enumerate(values):
+        j = first.setdefault(v, i)
+        if j != i:  # (two values: the table's is a list)
+            a, b = _written(table[key][j]), _written(table[key][i])
+            same = "" if a == b else f" (both {_written(v)})"  # "4k" and 4000; "./mine.toml" and "mine.toml"
+            raise UserError(f"{prefix}{key}[{i}]: {b} repeats {prefix}{key}[{j}] = {a}{same}; list each value once "
+                            "(one value twice is one grid point, trained once)")
+
+
+def _written(value: Any) -> str:
+    """A spec's value as an error names it: a number as %g (1e+12, not 1000000000000.0), a string quoted."""
+    return f"{value:g}" if isinstance(value, float) else repr(value)
 
 
 def prepared_dir(corpus: Path) -> Path:
@@ -442,20 +460,22 @@ def _check_recipe_file(path: str, where: str) -> str:
     return _at(where, lambda: Recipe.from_toml(path).name)
 
 
-def _check_recipe_names(file_names: dict[str, str]) -> set[str]:
+def _check_recipe_names(file_names: dict[str, str], recipes: list[str], given: list | str) -> None:
     """Two recipe files (file -> recipe name) of one name but different content would pool two recipes
     under that name in results, fits and reports (they group runs by name). Two files of the same
-    content are one recipe (their runs have one id): returns the later copies, for the grid to drop."""
+    content are one recipe (their runs have one id): listed twice, as `_check_once` refuses a value
+    listed twice (`recipes`: grid.recipe as read, files by their resolved paths; `given`: as written)."""
     files: dict[str, str] = {}
-    copies = set()
     for r, name in file_names.items():
         other = files.setdefault(name, r)
-        if other != r and Path(other).read_bytes() != Path(r).read_bytes():
+        if other == r:
+            continue
+        if Path(other).read_bytes() != Path(r).read_bytes():
             raise UserError(f"grid.recipe: {other} and {r} are both named {name!r} but differ; results, fits and "
                             "reports group runs by recipe name, so give each file a name of its own")
-        if other != r:
-            copies.add(r)
-    return copies
+        i, j = recipes.index(r), recipes.index(other)  # (two files: grid.recipe is a list)
+        raise UserError(f"grid.recipe[{i}]: {given[i]!r} is a copy of grid.recipe[{j}] = {given[j]!r} (recipe {name!r}, "
+                        "the same content: its runs are one); list each recipe once")
 
 
 def _check_shapes(families: list[str], sizes: list[str], recipes: list[str]) -> None:

@@ -104,13 +104,13 @@ def test_a_recipe_files_runs_are_named_by_its_content_not_its_path(tmp_path):
 
 def test_two_recipe_files_of_one_name_must_be_one_recipe(tmp_path):
     """Fits and reports group runs by recipe name: two different files of one name in a grid are
-    refused; two copies of one file are one recipe (one run per grid point)."""
+    refused (two copies of one file are one recipe listed twice, refused too:
+    test_a_recipe_listed_twice_or_a_copy_of_one_is_refused)."""
     text = 'name = "mine"\nbase = "ufp4"\nhigh_precision_blocks = [0]\n'
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
         (tmp_path / d / "mine.toml").write_text(text)
     a, b = tmp_path / "a" / "mine.toml", tmp_path / "b" / "mine.toml"
-    assert len(_load(tmp_path, '"1M"', f'["{a}", "{b}"]').runs()) == 1
     b.write_text(text.replace("[0]", "[0, -1]"))
     with pytest.raises(UserError, match=rf"grid.recipe: {a} and {b} are both named 'mine' but differ; .* a name of its own"):
         _load(tmp_path, '"1M"', f'["{a}", "{b}"]')
@@ -220,14 +220,24 @@ def test_plan_prices_a_recipe_file_by_the_rows_of_its_name(tmp_path):
     assert rows["mine"]["gpu_hours"] == pytest.approx(2 * rows["bf16"]["gpu_hours"])
 
 
-def test_two_copies_of_one_recipe_file_are_one_recipe_of_the_spec(tmp_path):
-    """Two files of one name and content are one recipe (one run per grid point), but the spec listed both
-    (`scaling demo` named the recipe twice, `_check_shapes` checked it twice). A value given twice is one."""
+def test_a_recipe_listed_twice_or_a_copy_of_one_is_refused(tmp_path):
+    """Two files of one name and content are one recipe (their runs share ids): the grid kept the first and ran
+    one run per grid point, as for bf16 listed twice or one file by two paths, without a word (audit). Each is
+    refused, naming both entries as written; one listed once is one recipe."""
     text = 'name = "mine"\nbase = "nvfp4"\n'
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
         (tmp_path / d / "mine.toml").write_text(text)
     a, b = tmp_path / "a" / "mine.toml", tmp_path / "b" / "mine.toml"
-    spec = _load(tmp_path, '["1M", "1M"]', f'["bf16", "{a}", "{b}", "bf16"]')
-    assert spec.recipe == ("bf16", str(a)) and spec.size == ("1M",)
-    assert len(spec.runs()) == 2
+    with pytest.raises(UserError, match=rf"^grid.recipe\[2\]: '{b}' is a copy of grid.recipe\[1\] = '{a}' \(recipe "
+                                        r"'mine', the same content: its runs are one\); list each recipe once$"):
+        _load(tmp_path, '"1M"', f'["bf16", "{a}", "{b}"]')
+    with pytest.raises(UserError, match=rf"^grid.recipe\[1\]: '{tmp_path}/a/../a/mine.toml' repeats grid.recipe\[0\] = "
+                                        rf"'{a}' \(both '{a}'\); list each value once"):
+        _load(tmp_path, '"1M"', f'["{a}", "{tmp_path}/a/../a/mine.toml"]')
+    with pytest.raises(UserError, match=r"^grid.recipe\[3\]: 'bf16' repeats grid.recipe\[0\] = 'bf16'; list each"):
+        _load(tmp_path, '"1M"', f'["bf16", "{a}", "nvfp4", "bf16"]')
+    spec = _load(tmp_path, '"1M"', f'["bf16", "{a}"]')
+    assert spec.recipe == ("bf16", str(a)) and len(spec.runs()) == 2
+
+

@@ -93,6 +93,17 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("executor.slurm.array_parallelism=0", "executor.slurm.array_parallelism: must be at least 1"),
         ("executor.slurm.gpus=-1", "executor.slurm.gpus: must be not negative"),
         ('name=".."', "name: '..' is not a usable folder name"),
+        # a value listed twice was merged into one grid point, unsaid (audit): refused, in the spelling given
+        ("grid.tokens=[4096, 4096]", "grid.tokens[1]: 4096 repeats grid.tokens[0] = 4096; list each value once"),
+        ('grid.tokens=["4k", 8192, 4000]', "grid.tokens[2]: 4000 repeats grid.tokens[0] = '4k' (both 4000); list each"),
+        ("grid.seed=[0, 1, 0]", "grid.seed[2]: 0 repeats grid.seed[0] = 0; list each value once"),
+        ("grid.lr_mult=[1, 2, 1.0]", "grid.lr_mult[2]: 1 repeats grid.lr_mult[0] = 1; list each value once"),
+        ('grid.size=["0.5M", "0.5M"]', "grid.size[1]: '0.5M' repeats grid.size[0] = '0.5M'; list each value once"),
+        ('grid.recipe=["bf16", "nvfp4", "bf16"]', "grid.recipe[2]: 'bf16' repeats grid.recipe[0] = 'bf16'; list each"),
+        ('grid.family=["nanochat", "nanochat"]', "grid.family[1]: 'nanochat' repeats grid.family[0] = 'nanochat'"),
+        ("grid.tokens_per_param=[2, 2.0]", "grid.tokens_per_param[1]: 2 repeats grid.tokens_per_param[0] = 2; list"),
+        ("isoflop.budgets=[1e12, 1000000000000]", "isoflop.budgets[1]: 1000000000000 repeats isoflop.budgets[0] = "
+         "1e+12 (both 1e+12); list each value once (one value twice is one grid point, trained once)"),
     ],
 )
 def test_bad_spec_names_the_key_path(tmp_path, override, message):
@@ -202,6 +213,17 @@ def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):
     assert "not valid TOML" in capsys.readouterr().err
 
 
+def test_a_value_listed_twice_stops_plan_and_launch_with_one_line(tmp_path, capsys):
+    """`tokens = [4096, 4096]` planned and launched one run per seed, as if listed once (audit): both refuse it."""
+    spec, sweep_dir = write_spec(tmp_path), tmp_path / "sweep"
+    for args in (["plan"], ["launch", "--executor", "local", "--sweep-dir", str(sweep_dir)]):
+        assert main(["sweep", *args, str(spec), "--set", 'grid.tokens=[4096, "4096"]']) == 2
+        err = capsys.readouterr().err
+        assert err == "error: grid.tokens[1]: '4096' repeats grid.tokens[0] = 4096 (both 4096); list each value once " \
+                      "(one value twice is one grid point, trained once)\n", err
+    assert not sweep_dir.exists()
+
+
 def test_a_table_given_to_set_merges_into_the_specs_table(tmp_path, capsys):
     # --set train={seq_len=128} replaced the whole [train] table: batch_size, eval_tokens and the rest
     # were silently dropped (and --set train={} emptied it); a table merges key by key
@@ -290,9 +312,9 @@ def test_overrides_isoflop_and_dedup(tmp_path):
     got = sorted((p["size"], p["tokens"]) for p in iso.points())
     want = sorted((s, round(c / (6 * model_size("nanochat", s).n_params))) for s in ("0.5M", "1M") for c in (1e12, 4e12))
     assert got == want
-    # tokens_per_param, and duplicates (the same grid point twice) collapse to one run
-    tpp = load(tmp_path, TINY.replace("tokens = 4096", "tokens_per_param = [2, 2]"), overrides=("grid.seed=0",))
-    assert [p["tokens"] for p in tpp.points()] == [2 * model_size("nanochat", "0.5M").n_params]
+    # tokens_per_param (a value listed twice is refused: test_bad_spec_names_the_key_path)
+    tpp = load(tmp_path, TINY.replace("tokens = 4096", "tokens_per_param = [2, 3]"), overrides=("grid.seed=0",))
+    assert [p["tokens"] for p in tpp.points()] == [k * model_size("nanochat", "0.5M").n_params for k in (2, 3)]
     # token counts as `scaling train --tokens` takes them
     written = load(tmp_path, TINY.replace("tokens = 4096", 'tokens = ["4k", "1.5M", 8192]'), overrides=("grid.seed=0",))
     assert [p["tokens"] for p in written.points()] == [4000, 1_500_000, 8192]
