@@ -39,7 +39,7 @@ from pathlib import Path
 
 import submitit
 
-from sweeps.spec import SweepSpec
+from sweeps.spec import SweepSpec, default_sweep_dir
 from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, local_launch, lock_holder, misnamed_error,
                           own_name_of, point_label, read_json, read_result, recipe_label, run_dirs, run_lock, run_state,
                           setting_differences, slurm_queue_for, slurm_submission, write_json)
@@ -217,7 +217,7 @@ def _requeue_through_submitit(timed_out: bool) -> None:
 
 
 def sweep_dir_for(spec: SweepSpec, sweep_dir: str | Path | None) -> Path:
-    return Path(sweep_dir) if sweep_dir else Path("runs") / spec.name
+    return Path(sweep_dir) if sweep_dir else default_sweep_dir(spec.name)
 
 
 def check_sweep_dir(path: str | Path, flag: str = "sweep dir") -> Path:

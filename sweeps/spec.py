@@ -321,12 +321,38 @@ def _merge(table: dict, name: str, value: dict, key: str) -> None:
             there[sub] = v
 
 
-def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> SweepSpec:
-    known_top = {"name", "data", "grid", "isoflop", "train", "executor"}
-    _no_unknown(raw, known_top, "")
+def sweep_name(raw: dict, default_name: str) -> str:
+    """The spec's `name` (`default_name`, the file's stem, where it gives none): the folder its runs go to."""
     name = _get(raw, "name", str, "", default=default_name)
     if not name or "/" in name or name in (".", ".."):
         raise UserError(f"name: {name!r} is not a usable folder name")
+    return name
+
+
+def default_sweep_dir(name: str) -> Path:
+    """Where `scaling sweep launch` puts a sweep's runs without --sweep-dir: runs/<name>, under the working folder."""
+    return Path("runs") / name
+
+
+def spec_name_of(path: Path) -> str | None:
+    """The sweep name of the spec file at `path` (as `load_spec` names it), or None where the file is no sweep spec
+    (not TOML, no [grid] table, no usable name): for a command given a spec where it wants the sweep's folder."""
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if not isinstance(raw.get("grid"), dict):
+        return None
+    try:
+        return sweep_name(raw, Path(path).stem)
+    except UserError:
+        return None
+
+
+def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> SweepSpec:
+    known_top = {"name", "data", "grid", "isoflop", "train", "executor"}
+    _no_unknown(raw, known_top, "")
+    name = sweep_name(raw, default_name)
     data = _get(raw, "data", str, "", default="")
     if not data:
         raise UserError("data: this spec names no corpus; pass --data builtin|DIR or set data in the TOML")

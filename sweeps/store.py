@@ -300,15 +300,38 @@ def setting_differences(there: dict, here: dict, names: tuple[str, str] = ("ther
     return said.replace(" there,", f" {names[0]},").replace(" here", f" {names[1]}") if names != ("there", "here") else said
 
 
-def check_sweep_folder(sweep_dir: Path) -> None:
-    """A UserError saying what the path is where it is not a folder (a file, or nothing)."""
+def check_sweep_folder(sweep_dir: Path, command: str | None = None) -> None:
+    """A UserError saying what the path is where it is not a folder (a file, or nothing); for a sweep spec, the
+    folder its runs go to, as `scaling sweep COMMAND FOLDER` where `command` names the command that was given it."""
     from scaling.errors import UserError
 
     sweep_dir = Path(sweep_dir)
+    if sweep_dir.is_file():
+        _refuse_spec_file(sweep_dir, command)
     if not sweep_dir.is_dir():
         raise UserError(f"sweep directory {sweep_dir} "
                         + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
                            if sweep_dir.exists() else "does not exist; launch the sweep first"))
+
+
+def _refuse_spec_file(path: Path, command: str | None) -> None:
+    """Where `path` is a sweep spec given for its sweep's folder: a UserError naming the folder its runs go to
+    (launch's default, runs/<name>) and the command that reads it, or, where that folder is not here, that the
+    sweep has not been launched from this folder."""
+    from scaling.errors import UserError
+    from sweeps.spec import default_sweep_dir, spec_name_of
+
+    name = spec_name_of(path)
+    if name is None:
+        return
+    folder = default_sweep_dir(name)
+    read = f"scaling sweep {command}" if command else "give"  # (`status()` and `collect()` in Python know no command)
+    if folder.is_dir():
+        raise UserError(f"{path} is a sweep spec; its runs are in {folder} (where `scaling sweep launch` puts them "
+                        f"without --sweep-dir): {read} {folder}")
+    raise UserError(f"{path} is a sweep spec; its runs would be in {folder}, which does not exist here: it has not been "
+                    f"launched from this folder (`scaling sweep launch {path}` launches it; one launched with --sweep-dir "
+                    f"DIR: {read} DIR)")
 
 
 def sweep_plan(sweep_dir: Path) -> dict:

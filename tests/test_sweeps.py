@@ -170,8 +170,9 @@ def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, caps
         assert main(["sweep", verb, str(elsewhere)]) == 2
         assert "is not a sweep directory" in capsys.readouterr().err
     assert sorted(p.name for p in elsewhere.iterdir()) == ["notes"]  # nothing written into it
+    notes = write_spec(tmp_path, "just notes", "notes.txt")
     for verb in ("status", "collect"):  # a file is named as one, not as a missing folder
-        assert main(["sweep", verb, str(spec)]) == 2
+        assert main(["sweep", verb, str(notes)]) == 2
         assert "is a file, not a folder" in capsys.readouterr().err
     damaged = tmp_path / "damaged"
     (damaged / "run1").mkdir(parents=True)
@@ -194,6 +195,31 @@ def test_plan_assumptions_and_foreign_folders_are_one_line_errors(tmp_path, caps
     for verb in ("status", "collect"):
         assert main(["sweep", verb, str(damaged)]) == 2
         assert "sweep.json is damaged" in capsys.readouterr().err
+
+
+def test_status_and_collect_of_a_spec_name_its_sweeps_folder(tmp_path, capsys, monkeypatch):
+    """`scaling sweep status tiny.toml` said only that the spec is a file, not a folder (audit): it names the folder
+    launch puts the spec's runs in (runs/<name> under the working folder) and the command, or says the sweep has not
+    been launched from here."""
+    monkeypatch.chdir(tmp_path)
+    write_spec(tmp_path, name="tiny.toml")
+    write_spec(tmp_path, TINY.replace('name = "tiny"\n', ""), name="unnamed.toml")  # (named by its file: runs/unnamed)
+    for verb in ("status", "collect"):
+        assert main(["sweep", verb, "tiny.toml"]) == 2
+        assert capsys.readouterr().err == (
+            "error: tiny.toml is a sweep spec; its runs would be in runs/tiny, which does not exist here: it has not been "
+            f"launched from this folder (`scaling sweep launch tiny.toml` launches it; one launched with --sweep-dir DIR: "
+            f"scaling sweep {verb} DIR)\n")
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    (tmp_path / "runs" / "unnamed").mkdir()
+    for verb in ("status", "collect"):
+        for spec, name in (("tiny.toml", "tiny"), ("unnamed.toml", "unnamed")):
+            assert main(["sweep", verb, spec]) == 2
+            assert capsys.readouterr().err == (f"error: {spec} is a sweep spec; its runs are in runs/{name} (where `scaling "
+                                               f"sweep launch` puts them without --sweep-dir): scaling sweep {verb} "
+                                               f"runs/{name}\n")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["tiny", "unnamed"]  # nothing written
+    assert not any((tmp_path / "runs" / "tiny").iterdir())
 
 
 def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):

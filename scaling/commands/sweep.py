@@ -356,8 +356,9 @@ def _status(args: argparse.Namespace) -> int:
     import dataclasses
 
     from scaling.console import count, duration, print_json, print_table
-    from sweeps.store import STATES, status
+    from sweeps.store import STATES, check_sweep_folder, status
 
+    check_sweep_folder(Path(args.sweep_dir), "status")  # (a spec given for its folder: the command that reads it)
     st = status(args.sweep_dir)
     if args.json:
         print_json(dataclasses.asdict(st))
@@ -452,7 +453,7 @@ def _collect(args: argparse.Namespace) -> int:
     from scaling.files import check_output
     from sweeps.store import check_sweep_folder, collect_runs, write_parquet
 
-    check_sweep_folder(Path(args.sweep_dir))  # a path that is no sweep folder is named as one, not as --out's
+    check_sweep_folder(Path(args.sweep_dir), "collect")  # a path that is no sweep folder is named as one, not as --out's
     out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
     check_output(out, folder=False, suffix=".parquet")  # before reading the runs' records
     df, unfinished = collect_runs(Path(args.sweep_dir))
