@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from scaling.errors import UserError, did_you_mean
 from scaling.quantspec import QuantSpec
@@ -424,17 +425,35 @@ def check_shape(recipe: Recipe, in_features: int, out_features: int, where: str 
                                 f"{spec.block_rows} for {spec.block_rows}x{spec.block_k} tiles")
 
 
-def check_tokens(recipe: Recipe, tokens: int, where: str = "this run") -> None:
-    """Refuse, before any training, a micro-batch of `tokens` tokens that the recipe cannot quantize:
-    wgrad's K is the token count, and an activation's 2-D tiles span tokens. (Unchecked, the first
-    backward stopped the run with the dimension's size alone, after its run folder was made.)"""
+class TokenMisfit(NamedTuple):
+    """An operand of a recipe that cannot quantize a micro-batch's tokens: its name as users write it ("wgrad.dy"),
+    its quantizer (`QuantSpec.describe`), and the multiple of which the token count must be."""
+
+    operand: str
+    quantizer: str
+    multiple: int
+
+
+def token_misfit(recipe: Recipe, tokens: int) -> TokenMisfit | None:
+    """The first operand of the recipe that cannot quantize a micro-batch of `tokens` tokens (wgrad's K is the
+    token count, and an activation's 2-D tiles span tokens), or None where every one can. (Unchecked, the first
+    backward stopped the run with the dimension's size alone, after its run folder was made.) `check_tokens`
+    refuses it for `scaling train`; a sweep's plan names the grid point and its [train] keys."""
     needs = {"wgrad_dy": "k_multiple", "wgrad_x": "k_multiple", "fprop_x": "block_rows", "dgrad_dy": "block_rows"}
     for operand, need in needs.items():
         spec = getattr(recipe, operand)
         m = getattr(spec, need) if spec is not None else 1
         if tokens % m:
-            raise UserError(
-                f"recipe {recipe.name!r} cannot quantize the micro-batches of {where} ({tokens} tokens each): "
-                f"{operand_name(operand)} ({spec.describe()}) needs the token count to be a multiple of {m}; "
-                f"set micro_batch_size x seq_len (--micro-batch-size, --seq-len; a sweep's [train]) to a "
-                f"multiple of {m}")
+            return TokenMisfit(operand_name(operand), spec.describe(), m)
+    return None
+
+
+def check_tokens(recipe: Recipe, tokens: int) -> None:
+    """Refuse, before any training, a micro-batch of `tokens` tokens that the recipe cannot quantize (`token_misfit`),
+    in `scaling train`'s words."""
+    misfit = token_misfit(recipe, tokens)
+    if misfit is not None:
+        m = misfit.multiple
+        raise UserError(f"recipe {recipe.name!r} cannot quantize the micro-batches of this run ({tokens} tokens each): "
+                        f"{misfit.operand} ({misfit.quantizer}) needs the token count to be a multiple of {m}; set "
+                        f"micro_batch_size x seq_len (--micro-batch-size, --seq-len) to a multiple of {m}")

@@ -42,6 +42,8 @@ from scaling.errors import UserError
 
 if TYPE_CHECKING:
     from models.ladder import ModelSize
+    from scaling.config import RunConfig
+    from scaling.recipes import TokenMisfit
 
 GRID_AXES = ("family", "size", "recipe", "tokens", "tokens_per_param", "seed", "lr_mult")
 # RunConfig fields that the grid (or the top-level `data`) sets, so [train] may not.
@@ -167,7 +169,8 @@ class SweepSpec:
         """`runs()` with each config's `resolved()` and run_id, which checking the runs computes anyway: for a
         caller that needs them (`plan`), rather than resolving every config again."""
         from scaling.config import RunConfig, TokensError
-        from scaling.recipes import check_tokens, get_recipe
+        from scaling.recipes import get_recipe, token_misfit
+        from sweeps.store import point_label
 
         runs, seen, recipes = [], set(), {}
         for p in self.points():
@@ -175,16 +178,17 @@ class SweepSpec:
             try:
                 r = cfg.resolved()  # RunConfig's own checks (e.g. train.schedule)
                 run_id = cfg.run_id_of(r)
-                # wgrad's K is a micro-batch's token count: a recipe that cannot take it fails every
-                # such run at its first step, so refuse it before anything is launched
                 if r.recipe not in recipes:  # (setdefault's argument would read a recipe file every run)
                     recipes[r.recipe] = get_recipe(r.recipe)
-                recipe = recipes[r.recipe]
-                check_tokens(recipe, r.micro_batch_size * r.seq_len, "this run")
             except TokensError as e:
                 raise UserError(self._token_problem(p, e.problem)) from None
             except UserError as e:
-                raise UserError(f"train: {e} (run {p})") from None
+                raise UserError(f"train: {e} (run {point_label(p)})") from None
+            # wgrad's K is a micro-batch's token count: a recipe that cannot take it fails every such run at its
+            # first step, so refuse it before anything is launched
+            misfit = token_misfit(recipes[r.recipe], r.micro_batch_size * r.seq_len)
+            if misfit is not None:
+                raise UserError(self._micro_batch_problem(p, r, misfit))
             if run_id not in seen:
                 seen.add(run_id)
                 runs.append(PlannedRun(cfg, r, run_id))
@@ -206,6 +210,26 @@ class SweepSpec:
         # too few tokens (not too many): a smaller batch is the other way out
         fewer = " (or set a smaller train.batch_size or train.seq_len)" if p["tokens"] <= MAX_TOKENS else ""
         return f"{key}[{i}] = {values[i]:g} gives the run {point_label(p)}, but {problem}; {fix}{fewer}"
+
+    def _micro_batch_problem(self, p: dict, r: RunConfig, misfit: TokenMisfit) -> str:
+        """A grid point whose recipe cannot quantize its micro-batches (`misfit`, `scaling.recipes.token_misfit`'s; `r` the
+        point's resolved config), blamed on the grid's recipe entry, with the [train] setting that fits it (the
+        smallest micro_batch_size that this run's batch takes, where one does) or the recipe file's change."""
+        from sweeps.store import point_label
+
+        micro, seq_len, batch, m = r.micro_batch_size, r.seq_len, r.batch_size, misfit.multiple
+        fits = [d for d in range(1, batch + 1) if batch % d == 0 and d * seq_len % m == 0]
+        fix = (f"set train.micro_batch_size = {fits[0]} ({fits[0]} x {seq_len} = {fits[0] * seq_len}; it divides this "
+               f"run's batch of {batch} sequences)" if fits else
+               f"this run's batch of {batch} sequences ({batch * seq_len} tokens) holds no such micro-batch: set "
+               "train.batch_size and train.micro_batch_size (or train.seq_len) so that it does")
+        is_file = p["recipe"].endswith(".toml")
+        other = (f"or change {misfit.operand} in {p['recipe']} to blocks that divide {micro * seq_len}" if is_file else
+                 "or drop the recipe from the grid")
+        return (f"grid.recipe[{self.recipe.index(p['recipe'])}]: {'recipe file' if is_file else 'recipe'} {p['recipe']} "
+                f"cannot quantize the micro-batches of the run {point_label(p)}: its {misfit.operand} ({misfit.quantizer}) "
+                f"needs their token count, micro_batch_size x seq_len, to be a multiple of {m}, and it is {micro} x "
+                f"{seq_len} = {micro * seq_len}; {fix}, {other}")
 
     def _token_setting_range(self) -> tuple[float, float]:
         """The values of the token setting that give every (family, size) of the grid a token count it can

@@ -53,14 +53,35 @@ def test_incompatible_size_and_recipe_is_refused(tmp_path):
     _load(tmp_path, '["1M"]', '["bf16", "quartet2"]')
 
 
-def test_a_recipe_whose_wgrad_blocks_do_not_divide_the_micro_batch_is_refused_before_any_run(tmp_path):
-    # wgrad's K is a micro-batch's token count (1M, 4096 tokens: 1024); each run would stop at its
-    # first backward, after its folder was made, naming only "a dimension of size 1024"
+def test_a_recipe_whose_wgrad_blocks_do_not_divide_the_micro_batch_is_refused_before_any_run(tmp_path, capsys):
+    """wgrad's K is a micro-batch's token count (1M, 4096 tokens: 1024); each run would stop at its first backward,
+    after its folder was made, naming only "a dimension of size 1024". Refused at plan and launch, as the spec's
+    other errors are: by its grid entry, the grid point as `point_label` names it, the recipe file, the operand and
+    the fix (it said `train: recipe 'wg' cannot ... (run {'family': 'nanochat', ...})`, a Python dict; audit)."""
+    from scaling.cli import main
+
     r = tmp_path / "wg.toml"
     r.write_text('name = "wg"\nbase = "mxfp4"\n[wgrad.dy]\nblock = [1, 2048]\n[wgrad.x]\nblock = [1, 2048]\n')
     spec = _load(tmp_path, '"1M"', f'["bf16", "{r}"]')
-    with pytest.raises(UserError, match=r"micro-batches of this run \(1024 tokens each\): wgrad.dy .* multiple of 2048"):
+    with pytest.raises(UserError) as err:
         spec.runs()
+    assert str(err.value) == (
+        f"grid.recipe[1]: recipe file {r} cannot quantize the micro-batches of the run nanochat 1M wg tokens=4096 seed=0: "
+        "its wgrad.dy (MX e2m1 1x2048 e8m0) needs their token count, micro_batch_size x seq_len, to be a multiple of "
+        "2048, and it is 4 x 256 = 1024; this run's batch of 4 sequences (1024 tokens) holds no such micro-batch: set "
+        "train.batch_size and train.micro_batch_size (or train.seq_len) so that it does, or change wgrad.dy in "
+        f"{r} to blocks that divide 1024")
+    for verb in ("plan", "launch"):  # (launch: before its sweep folder is made)
+        assert main(["sweep", verb, str(tmp_path / "spec.toml"), "--sweep-dir" if verb == "launch" else "--json",
+                     *([str(tmp_path / "sweep")] if verb == "launch" else [])]) == 2
+        assert capsys.readouterr().err == f"error: {err.value}\n"
+    assert not (tmp_path / "sweep").exists()
+    # where a micro_batch_size fits this run's batch, the message names it, and it does fit
+    fix = ("train.seq_len=64", "train.batch_size=64", "train.micro_batch_size=16", "grid.tokens=8192")
+    with pytest.raises(UserError, match=r"it is 16 x 64 = 1024; set train.micro_batch_size = 32 \(32 x 64 = 2048; it "
+                                        r"divides this run's batch of 64 sequences\), or change wgrad.dy in "):
+        load_spec(tmp_path / "spec.toml", list(fix)).runs()
+    assert len(load_spec(tmp_path / "spec.toml", [*fix, "train.micro_batch_size=32"]).runs()) == 2
 
 
 def test_train_refuses_such_a_recipe_before_making_the_run_folder(tmp_path):

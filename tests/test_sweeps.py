@@ -126,7 +126,8 @@ def test_high_precision_blocks_beyond_a_sizes_depth_are_refused_at_plan(tmp_path
 
 def test_run_config_checks_reach_the_user(tmp_path):
     spec = load(tmp_path, overrides=('train.schedule="linear"',))
-    with pytest.raises(UserError, match="train: unknown schedule 'linear'"):
+    with pytest.raises(UserError, match=r"^train: unknown schedule 'linear'; .* \(run nanochat 0.5M bf16 tokens=4096 "
+                                        r"seed=0\)$"):  # (the grid point as the sweep's messages name it: no dict)
         spec.runs()
     with pytest.raises(UserError, match="train: seq_len must be a positive whole number"):
         load(tmp_path, overrides=("train.seq_len=0",)).runs()
