@@ -169,7 +169,7 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
     if not source.exists():
         raise UserError(f"{source} does not exist; pass a sweep directory (runs/<sweep>/) or a results .csv/.parquet")
     if source.is_dir():
-        from sweeps.store import collect_runs  # torch-free: it reads result.json files
+        from sweeps.store import collect_runs, nothing_finished  # torch-free: it reads result.json files
 
         try:
             records, unfinished = collect_runs(source)  # (and the status of the runs without a result: one walk)
@@ -177,7 +177,7 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
             hint = _what_folder_holds(source) if "is not a sweep directory" in str(e) else ""  # (not a run's folder)
             raise UserError(str(e) + hint) from None
         if records.height == 0:
-            raise UserError(f"{source} holds no finished runs (no */result.json); launch or wait for the sweep first")
+            raise nothing_finished(source, unfinished, "report")
         raw, run_root, sweep_dir = records, source, source
     else:
         from fits.table import read_table

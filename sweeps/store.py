@@ -615,6 +615,23 @@ def _run_eta(run_dir: Path, progress: float | None, tokens: int, now: float) -> 
     return (now - holder["started"]) * (1 - progress) / (progress - start) if progress > start else None
 
 
+def states_said(runs: Iterable[RunStatus]) -> str:
+    """How many of the runs are in each state, as a note says it: "2 queued, 1 running"."""
+    return ", ".join(f"{n} {state}" for state, n in sorted(state_counts(runs).items()))
+
+
+def nothing_finished(sweep_dir: Path, runs: list[RunStatus], action: str = "collect") -> UserError:
+    """The UserError `sweep collect` and `report` stop on where no run of the sweep has a result yet (`runs`: its
+    runs, as `collect_runs` found them): an empty table would read as a collected sweep, and `scaling fit` refuses it."""
+    from scaling.errors import UserError
+
+    them = "it" if len(runs) == 1 else "them"
+    in_flight = any(r.state in ("running", "queued") for r in runs)
+    watch = f"`scaling sweep status {sweep_dir}` follows" if in_flight else f"`scaling sweep status {sweep_dir} --runs` lists"
+    return UserError(f"no run of {sweep_dir} has finished yet ({states_said(runs) or 'it plans none'}): nothing to "
+                     f"{action}; {watch} {them}; {relaunch_advice(runs)}")
+
+
 def relaunch_advice(runs: Iterable[RunStatus]) -> str:
     """What to do about a sweep's runs with no result (`collect`'s note, a report's list), by their states:
     running and queued runs finish without a relaunch; failed runs that stopped on an error (`RunStatus.error`,

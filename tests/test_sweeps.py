@@ -928,7 +928,7 @@ def test_collect_says_a_relaunch_meets_a_failed_runs_error_again(tmp_path, monke
     spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
     sweep_dir = tmp_path / "sweep"
     pending(spec, sweep_dir)
-    erred, killed, _ = (sweep_dir / c.run_id for c in spec.runs())
+    erred, killed, done = (sweep_dir / c.run_id for c in spec.runs())
     logs = sweep_dir / ".submitit"
     logs.mkdir()
     for d, job in ((erred, "7_0"), (killed, "7_1")):
@@ -936,12 +936,14 @@ def test_collect_says_a_relaunch_meets_a_failed_runs_error_again(tmp_path, monke
         write_checkpoint(d)
     (logs / "7_0_0_log.err").write_text("error: recipe file /x/r.toml does not exist\n")
     (logs / "7_1_0_log.err").write_text("srun: error: vm: task 0: Killed\n")
+    done.mkdir()  # (a sweep with no finished run is refused: test_collect_and_report_of_a_sweep_with_no_finished_run_...)
+    write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0})
     assert main(["sweep", "collect", str(sweep_dir)]) == 0
     err = capsys.readouterr().err
-    assert "3 runs of the sweep have no result (2 failed, 1 missing)" in err, err
+    assert "2 runs of the sweep have no result (2 failed)" in err, err
     assert err.rstrip().endswith(
         "lists them; 1 failed run stopped on an error, which a relaunch meets again until it is fixed (`scaling sweep "
-        "status` prints it); `scaling sweep launch` again trains or resumes the 2 others"), err
+        "status` prints it); `scaling sweep launch` again trains or resumes the 1 other"), err
 
     def run(state, error=None, checkpoint_damaged=None):
         return RunStatus("r", "nanochat", "0.5M", "bf16", 4096, 0, state, 0.0, None, None, None, error=error,
@@ -1927,6 +1929,38 @@ def test_collect_says_which_runs_of_the_sweep_are_not_in_its_table(tmp_path, cap
     assert "1 run of the sweep has no result (1 missing)" in err
     # one run is "it", not "them"
     assert err.rstrip().endswith("lists it; `scaling sweep launch` again trains or resumes it"), err
+
+
+def test_collect_and_report_of_a_sweep_with_no_finished_run_write_nothing_and_say_why(tmp_path, capsys):
+    """collect of a sweep none of whose runs had finished wrote an empty results.parquet and exited 0, and
+    `scaling fit` then refused the table (audit): collect and report write nothing and say, with exit 2, how many
+    runs are in which state and what follows them."""
+    from sweeps.launch import pending
+    from sweeps.store import run_lock, slurm_submission, write_json
+
+    spec, sweep_dir = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",)), tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    queued, running, missing = (sweep_dir / c.run_id for c in spec.runs())
+    queued.mkdir()
+    write_json(queued / "job.json", {"executor": "slurm", "job_id": None})  # (queued while its launch's sbatch runs)
+    with slurm_submission(sweep_dir), run_lock(running):
+        before = {p.name for p in sweep_dir.iterdir()}
+        for argv, action in ((["sweep", "collect", str(sweep_dir)], "collect"),
+                             (["sweep", "collect", str(sweep_dir), "--json"], "collect"),
+                             (["report", str(sweep_dir), "--out", str(tmp_path / "report")], "report")):
+            assert main(argv) == 2
+            out, err = capsys.readouterr()
+            assert out == "" and err == (
+                f"error: no run of {sweep_dir} has finished yet (1 missing, 1 queued, 1 running): nothing to {action}; "
+                f"`scaling sweep status {sweep_dir}` follows them; `scaling sweep launch` again trains or resumes the 1 "
+                "neither running nor queued\n"), err
+    assert {p.name for p in sweep_dir.iterdir()} == before  # no results.parquet
+    assert not (tmp_path / "report").exists()
+    write_json(missing / "job.json", {"executor": "local", "job_id": None})  # none in flight: the runs listed
+    assert main(["sweep", "collect", str(sweep_dir)]) == 2
+    assert capsys.readouterr().err == (f"error: no run of {sweep_dir} has finished yet (2 failed, 1 missing): nothing to "
+                                       f"collect; `scaling sweep status {sweep_dir} --runs` lists them; `scaling sweep "
+                                       "launch` again trains or resumes them\n")
 
 
 def test_collect_walks_the_run_folders_once(tmp_path, capsys, monkeypatch):

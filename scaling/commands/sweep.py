@@ -451,12 +451,14 @@ def _first_ten(items: list[str], sep: str = "; ") -> str:
 def _collect(args: argparse.Namespace) -> int:
     from scaling.console import count, print_json, print_table
     from scaling.files import check_output
-    from sweeps.store import check_sweep_folder, collect_runs, write_parquet
+    from sweeps.store import check_sweep_folder, collect_runs, nothing_finished, write_parquet
 
     check_sweep_folder(Path(args.sweep_dir), "collect")  # a path that is no sweep folder is named as one, not as --out's
     out = Path(args.out) if args.out else Path(args.sweep_dir) / "results.parquet"
     check_output(out, folder=False, suffix=".parquet")  # before reading the runs' records
     df, unfinished = collect_runs(Path(args.sweep_dir))
+    if df.height == 0:  # (an empty table would read as a collected sweep; `scaling fit` refuses it)
+        raise nothing_finished(Path(args.sweep_dir), unfinished)
     write_parquet(df, out)
     _say_unfinished(Path(args.sweep_dir), unfinished)
     if args.json:
@@ -478,12 +480,11 @@ def _say_unfinished(sweep_dir: Path, runs: list) -> None:
     `runs`: their `RunStatus`, as collect found them): collect has no row for them, and its table would read
     as the whole sweep (`report` says it too)."""
     from scaling.console import count
-    from sweeps.store import relaunch_advice, state_counts
+    from sweeps.store import relaunch_advice, states_said
 
     if runs:
-        left = state_counts(runs)
         n = len(runs)
         print(f"note: {count(n, 'run')} of the sweep {'has' if n == 1 else 'have'} no result "
-              f"({', '.join(f'{v} {k}' for k, v in sorted(left.items()))}): not in this table; "
+              f"({states_said(runs)}): not in this table; "
               f"`scaling sweep status {sweep_dir} --runs` lists {'it' if n == 1 else 'them'}; {relaunch_advice(runs)}",
               file=sys.stderr)
