@@ -21,6 +21,12 @@ def duration(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def time_left(done: float, to_do: float, elapsed_s: float) -> str:
+    """'; 2m10s left': `to_do` more units at the pace of `done` units in `elapsed_s` seconds; '' while
+    no pace is known (nothing done yet). For the progress lines written where a live bar shows nothing."""
+    return f"; {duration(to_do * elapsed_s / done)} left" if done > 0 and elapsed_s > 0 else ""
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):

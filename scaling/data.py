@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from scaling.console import duration, time_left
 from scaling.errors import UserError
 from scaling.files import cache_dir, fsync_replace, held, write_atomic
 
@@ -391,7 +392,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True
         vocab_size=vocab_size,
         special_tokens=[EOT],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=progress,
+        # (its bars are for a terminal: in a log they left three blank lines on stdout, above the table)
+        show_progress=progress and sys.stderr.isatty(),
     )
     tokenizer.train_from_iterator(_cut_long_runs(texts), trainer)
     return tokenizer
@@ -607,9 +609,12 @@ def _sha256(path: Path) -> str:
 
 
 def _progress(enabled: bool):
+    """The tokenizing progress on stderr: rich's bar on a terminal, `_RowLines` in a log or a pipe."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if enabled and not sys.stderr.isatty():
+        return _RowLines()
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -620,6 +625,59 @@ def _progress(enabled: bool):
         disable=not enabled,
         transient=False,
     )
+
+
+class _RowLines:
+    """The tokenizing progress where rich's live bar shows nothing until it ends (a log, a pipe, a sweep's
+    job: a Gutenberg shard tokenized for ~3 minutes without a word): a line after the first batch, then
+    one every `every_s` seconds, as `scaling train`'s (scaling/progress.py), and one at the end.
+    Takes the calls `_tokenize` makes of rich's `Progress` (one task)."""
+
+    def __init__(self, every_s: float = 60.0, clock=time.monotonic) -> None:
+        self.every_s, self.clock = every_s, clock
+        self.total: int | None = None
+        self.rows = self.tokens = 0
+        self.start = clock()
+        self.origin: tuple[int, float] | None = None  # (rows, time) at the first batch's end: the pace's start
+        self.last_line = 0.0
+
+    def __enter__(self) -> _RowLines:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is None:
+            print(f"tokenized {self.rows:,} rows: {self.tokens:,} tokens in {duration(self.clock() - self.start)}",
+                  file=sys.stderr, flush=True)
+
+    def add_task(self, description: str, total: int | None, tokens: int) -> int:
+        self.total, self.tokens = total, tokens
+        return 0
+
+    def update(self, task: int, completed: int | None = None, total: int | None = None, tokens: int | None = None) -> None:
+        if total is not None:
+            self.total = total
+        if tokens is not None:
+            self.tokens = tokens
+        if completed is None:
+            return
+        self.rows, now = completed, self.clock()
+        if self.origin is None:
+            self.origin = (completed, now)
+        elif now - self.last_line < self.every_s:
+            return
+        self.last_line = now
+        print(self.line(now), file=sys.stderr, flush=True)
+
+    def line(self, now: float) -> str:
+        """'tokenizing: 3,072 of 11,608 rows (26%), 8,612,345 tokens; 2m05s left' (no share or time left
+        where the rows are not known ahead: JSON lines)."""
+        if self.total is None:
+            return f"tokenizing: {self.rows:,} rows, {self.tokens:,} tokens"
+        total = max(self.total, self.rows)  # (--max-docs's total is an estimate: it counts documents, not rows)
+        origin_rows, origin_s = self.origin or (self.rows, now)
+        left = time_left(self.rows - origin_rows, total - self.rows, now - origin_s)
+        return (f"tokenizing: {self.rows:,} of {total:,} rows ({self.rows / max(total, 1):.0%}), "
+                f"{self.tokens:,} tokens{left}")
 
 
 def prepare(

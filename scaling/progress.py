@@ -13,7 +13,7 @@ from typing import Callable
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
-from scaling.console import duration
+from scaling.console import time_left
 
 
 class StepBar(RichProgressBar):
@@ -55,8 +55,7 @@ def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_
     """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402, val_bpb 1.859; 2m10s left', at the pace since origin
     (this process's first step: a resumed run's earlier steps came in another's time); no time left at
     the origin itself."""
-    done, elapsed = step - origin_step, now_s - origin_s
-    left = f"; {duration((total - step) * elapsed / done)} left" if done > 0 and elapsed > 0 else ""
+    left = time_left(step - origin_step, total - step, now_s - origin_s)
     shown = ", ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
     return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + left
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import math
 import re
@@ -351,6 +353,47 @@ def test_cli_prepare_no_progress_writes_nothing_to_stderr(tmp_path, docs, capsys
     assert shown.err == "" and "bytes/token" in shown.out
 
 
+def test_prepare_in_a_log_writes_progress_lines_while_it_tokenizes(tmp_path, docs, capfd, monkeypatch):
+    """In a log or a pipe rich's live bar showed nothing until the end (a Gutenberg shard: ~3 minutes without a
+    word): there, a line as batches are tokenized (here after every batch of 10 rows), and one at the end."""
+    import functools
+
+    monkeypatch.setattr(data, "ENCODE_BATCH_DOCS", 10)
+    monkeypatch.setattr(data, "_RowLines", functools.partial(data._RowLines, every_s=0))
+    src = write_corpus(tmp_path / "src", docs, "parquet")
+    assert main(["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--vocab-size", "300",
+                 "--val-fraction", "0.2"]) == 0
+    shown = capfd.readouterr()  # (capfd: the BPE trainer writes to the process's stdout itself)
+    assert not shown.out.startswith("\n")  # its bars, for a terminal, left blank lines above the table
+    lines = [line for line in shown.err.splitlines() if line.startswith("tokeniz")]
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    assert [line.split(",")[0] for line in lines[:-1]] == [
+        "tokenizing: 10 of 40 rows (25%)", "tokenizing: 20 of 40 rows (50%)", "tokenizing: 30 of 40 rows (75%)",
+        "tokenizing: 40 of 40 rows (100%)"]
+    assert lines[-1] == f"tokenized 40 rows: {meta['train_tokens'] + meta['val_tokens']:,} tokens in 0m00s"
+
+
+def test_progress_lines_of_tokenizing_come_every_interval_with_the_time_left():
+    now = [0.0]
+    lines = data._RowLines(every_s=60, clock=lambda: now[0])
+    said = []
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        with lines:
+            task = lines.add_task("tokenizing", total=1000, tokens=0)
+            for rows, at in [(100, 5.0), (200, 30.0), (300, 70.0), (400, 100.0), (500, 131.0)]:
+                now[0] = at
+                lines.update(task, completed=rows, tokens=rows * 1000)
+            now[0] = 200.0
+            lines.update(task, total=500)  # (all read: the total known at the end)
+        said = err.getvalue().splitlines()
+    # the first batch's line (no pace yet), then one a minute at the pace since it: 200 rows in 65 s with
+    # 700 left, then 400 rows in 126 s with 500 left
+    assert said == ["tokenizing: 100 of 1,000 rows (10%), 100,000 tokens",
+                    "tokenizing: 300 of 1,000 rows (30%), 300,000 tokens; 3m48s left",
+                    "tokenizing: 500 of 1,000 rows (50%), 500,000 tokens; 2m38s left",
+                    "tokenized 500 rows: 500,000 tokens in 3m20s"]
+
+
 def test_a_vocabulary_larger_than_the_text_has_merges_for_is_said(tmp_path, docs, capsys):
     """--vocab-size 100000 on a small corpus made a vocabulary of a few hundred tokens without a word."""
     src = write_corpus(tmp_path / "src", docs, "jsonl")
@@ -687,12 +730,14 @@ def test_rows_without_text_are_skipped_and_counted_and_a_file_of_none_refused(tm
 
 @pytest.mark.parametrize("max_docs", [[], ["--max-docs", "15"]])
 def test_the_progress_bar_counts_rows_and_ends_full(tmp_path, docs, prepared, capsys, max_docs):
-    """The bar's total is the parquet rows, but it counted documents: with rows skipped it ended at 20/24."""
+    """The bar's total is the parquet rows, but it counted documents: with rows skipped it ended at 20/24.
+    (In a log, as here, the progress lines say the same.)"""
     src = _rows_file(tmp_path, "parquet", [None, *docs[:10], "  ", None, *docs[10:20], ""])
     assert main(["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--tokenizer", str(prepared),
                  "--val-fraction", "0.2", *max_docs]) == 0
-    bar = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tokenizing")][-1]
-    assert (" 24/24 rows " if not max_docs else " 18/18 rows ") in bar, bar
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tokeniz")]
+    rows = 18 if max_docs else 24  # (--max-docs 15 counts documents: 18 rows; the estimate was 15)
+    assert lines[-2].startswith(f"tokenizing: {rows} of {rows} rows (100%)") and lines[-1].startswith(f"tokenized {rows} rows:")
 
 
 def test_an_empty_txt_among_documents_is_refused(tmp_path, docs, prepared, capsys):

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the folder, wall_s and meta.json's keys as JSON instead "
                                                        "of the table (no progress then)")
     p.add_argument("--no-progress", action="store_true",
-                   help="write no progress to stderr (the BPE training line and the tokenizing bar)")
+                   help="write no progress to stderr (the BPE training line; the tokenizing bar, or in a log a line a minute)")
 
     i = sub.add_parser("info", help="show a prepared data dir", description="Show the meta.json of a prepared data dir.")
     i.add_argument("dir", metavar="DIR", help="a prepared data dir, or `builtin` (the built-in corpus' cache dir)")
