@@ -32,6 +32,22 @@ def restore_handlers(previous: dict) -> None:
         signal.signal(sig, handler)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """SIGTERM (`kill`, `timeout`, a job's end) raises KeyboardInterrupt inside the block, as Ctrl-C does, so
+    the work's cleanup runs (its default action ended the process on the spot); in the main thread only,
+    elsewhere a no-op. The previous handler is restored after."""
+    previous = install_handlers((signal.SIGTERM,), _interrupt)
+    try:
+        yield
+    finally:
+        restore_handlers(previous)
+
+
 def record_early(signals: tuple[signal.Signals, ...]) -> None:
     """Record `signals` from now until a `recorded` block starts (which sees them as its own)."""
     for sig, handler in install_handlers(signals, lambda signum, frame: _early.append(signum)).items():

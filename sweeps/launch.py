@@ -44,6 +44,7 @@ from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, local_l
                           own_name_of, point_label, read_json, read_result, recipe_label, run_dirs, run_lock, run_state,
                           setting_differences, slurm_queue_for, slurm_submission, write_json)
 from scaling import signals, usable_cpus
+from scaling.signals import interrupt_on_sigterm
 from scaling.cli import python_command
 from scaling.console import count
 from scaling.errors import UserError
@@ -861,25 +862,6 @@ def _exit_status(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit status {code}"
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def interrupt_on_sigterm():
-    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does (in the main thread only;
-    elsewhere a no-op); the previous handler is restored after."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:  # not the main thread
-        previous = None
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 # A local worker, kept off the working directory's modules (scaling.cli.python_command)

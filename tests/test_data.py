@@ -394,6 +394,26 @@ def test_progress_lines_of_tokenizing_come_every_interval_with_the_time_left():
                     "tokenized 500 rows: 500,000 tokens in 3m20s"]
 
 
+def test_sigterm_stops_prepare_as_ctrl_c_does_leaving_nothing(tmp_path, docs):
+    """`kill` (or `timeout`, a job's end) during the tokenizing killed the process on the spot: the folder made
+    for the data stayed, holding the hidden token files written so far (as large as the data) and its lock."""
+    src = write_corpus(tmp_path / "src", docs, "parquet")
+    out = tmp_path / "out"
+    # SIGTERM, as `kill` sends it, delivered while the second batch of 10 rows is encoded
+    code = ("import os, signal, sys; from scaling import data; from scaling.cli import main\n"
+            "data.ENCODE_BATCH_DOCS = 10; encode, calls = data._encode, []\n"
+            "def killed(tok, texts):\n"
+            "    calls.append(1)\n"
+            "    if len(calls) == 2: os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return encode(tok, texts)\n"
+            "data._encode = killed\n"
+            f"sys.exit(main(['data', 'prepare', {str(src)!r}, '--out', {str(out)!r}, '--vocab-size', '300']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
 def test_a_vocabulary_larger_than_the_text_has_merges_for_is_said(tmp_path, docs, capsys):
     """--vocab-size 100000 on a small corpus made a vocabulary of a few hundred tokens without a word."""
     src = write_corpus(tmp_path / "src", docs, "jsonl")

@@ -52,6 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from scaling.signals import interrupt_on_sigterm
+
+    # `kill` or a job's end stops a preparation as Ctrl-C does ("interrupted", exit 130): its temp files (as large
+    # as the token files) and a folder made for it are removed. The default action left them behind.
+    with interrupt_on_sigterm():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from scaling import data
     from scaling.errors import UserError
     from scaling.files import check_output

@@ -86,7 +86,7 @@ def _check_outputs(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sweeps.launch import interrupt_on_sigterm
+    from scaling.signals import interrupt_on_sigterm
 
     # SIGTERM in any stage, not only the sweep's (where the launch turns it into a Ctrl-C), stops the demo
     # as Ctrl-C does: one line saying so, exit 130. Its default action exited 143 without a word.

@@ -296,7 +296,8 @@ def _launch(args: argparse.Namespace) -> int:
     import dataclasses
 
     from scaling.console import print_json
-    from sweeps.launch import LaunchInterrupted, interrupt_on_sigterm, launch
+    from scaling.signals import interrupt_on_sigterm
+    from sweeps.launch import LaunchInterrupted, launch
 
     spec = _load(args)
     executor = args.executor or spec.default_executor
