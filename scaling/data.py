@@ -74,6 +74,7 @@ LONG_RUN = 256
 LONG_RUN_CUT = re.compile(rf"\S{{{LONG_RUN}}}|\s{{{LONG_RUN}}}")
 # suffix -> reader; ".jsonl.gz" is matched before ".gz" would be.
 SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".jsonl.gz": "jsonl", ".ndjson.gz": "jsonl", ".txt": "txt"}
+SUPPORTED = ".parquet, .jsonl(.gz), .ndjson(.gz) or .txt"  # SUFFIXES, as the messages name them
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
         if Path(expanded).is_dir():
             matches = sorted(p for p in Path(expanded).iterdir() if p.is_file() and _kind(p))
             if not matches:
-                raise UserError(f"the directory {pattern!r} holds no .parquet, .jsonl, .jsonl.gz or .txt files")
+                raise UserError(f"the directory {pattern!r} holds no {SUPPORTED} files; pass a folder or files of these kinds")
         elif Path(expanded).exists():
             matches = [Path(expanded)]
         elif any(c in expanded for c in "*?["):
@@ -119,9 +120,8 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
             if path.is_dir():
                 continue
             if _kind(path) is None:  # (from a glob: the user did not name it, and may not know it is there)
-                kinds = ".parquet, .jsonl(.gz), .ndjson(.gz) or .txt"
-                fix = (f"narrow the glob {pattern!r} to {kinds} files, or pass the folder (its supported files only)"
-                       if path != Path(expanded) else f"use {kinds}")
+                fix = (f"narrow the glob {pattern!r} to {SUPPORTED} files, or pass the folder (its supported files only)"
+                       if path != Path(expanded) else f"use {SUPPORTED}")
                 raise UserError(f"{path}: unsupported file type; {fix}")
             paths.append(path.resolve())
     return list(dict.fromkeys(paths))

@@ -491,6 +491,9 @@ def test_cli_errors(tmp_path, docs, capsys):
     assert _cli_error(["prepare", glob, "--out", out], capsys).endswith(
         f"notes.csv: unsupported file type; narrow the glob {glob!r} to .parquet, .jsonl(.gz), .ndjson(.gz) or .txt "
         "files, or pass the folder (its supported files only)")
+    (tmp_path / "no-corpus").mkdir()  # (the message left .ndjson out, which the folder's files may be)
+    assert _cli_error(["prepare", str(tmp_path / "no-corpus"), "--out", out], capsys).endswith(
+        "holds no .parquet, .jsonl(.gz), .ndjson(.gz) or .txt files; pass a folder or files of these kinds")
     src = write_corpus(tmp_path / "src", docs[:5], "parquet")
     err = _cli_error(["prepare", str(src), "--out", out, "--text-column", "body"], capsys)
     assert "no 'body' column" in err and "id, text" in err

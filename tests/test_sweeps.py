@@ -1757,7 +1757,7 @@ def test_plan_refuses_a_corpus_that_launch_would_refuse(tmp_path, capsys):
     spec = write_spec(tmp_path)
     (tmp_path / "empty").mkdir()
     (tmp_path / "runs.csv").write_text("text\nhello\n")
-    for data, said in ((tmp_path / "empty", "holds no .parquet, .jsonl, .jsonl.gz or .txt files"),
+    for data, said in ((tmp_path / "empty", "holds no .parquet, .jsonl(.gz), .ndjson(.gz) or .txt files"),
                        (tmp_path / "runs.csv", "unsupported file type")):
         assert main(["sweep", "plan", str(spec), "--data", str(data)]) == 2
         err = capsys.readouterr().err
