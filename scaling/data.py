@@ -789,7 +789,7 @@ def _changes(old: dict, new: dict) -> str:
     the settings that differ, or, for the same settings, the source files changed since."""
     keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
     if keys != ["files"]:
-        return f"with another {', '.join(k for k in keys if k != 'files')}"
+        return f"with other settings ({', '.join(k for k in keys if k != 'files')})"
     if "files" not in old:  # prepared before the files' sizes and times were recorded
         return "before its source files' sizes and modification times were recorded"
     changed = [name for name, stamp in new["files"].items() if old["files"].get(name) != stamp]

@@ -293,6 +293,15 @@ def test_a_source_rewritten_under_the_same_path_is_prepared_again(tmp_path, docs
     assert "files" in data.read_meta(tmp_path / "out")["request"]
 
 
+def test_a_request_with_other_settings_says_which(tmp_path, docs, capsys):
+    """The notice read 'prepared with another sources, tokenizer'."""
+    src = write_corpus(tmp_path / "src", docs[:30], "parquet")
+    args = ["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--val-fraction", "0.2"]
+    assert main([*args, "--vocab-size", "300"]) == 0 and main([*args, "--vocab-size", "400", "--max-docs", "25"]) == 0
+    assert f"replacing the data in {tmp_path / 'out'}, prepared with other settings (max_docs, tokenizer) (a run" in (
+        capsys.readouterr().err)
+
+
 def test_concurrent_prepares_wait_for_each_other(tmp_path, docs):
     src = write_corpus(tmp_path / "src", docs, "parquet")
     out = tmp_path / "out"
