@@ -583,6 +583,17 @@ def repeated_data_note(tokens: int, train_tokens: int) -> str | None:
             "largest budget (`scaling data prepare`, docs/data.md).")
 
 
+def rounded_tokens_note(asked: int, trained: int, step_tokens: int) -> str | None:
+    """What to tell a user whose token budget loses more than 1% to whole steps (a run trains whole batches; the
+    result records the tokens trained as D), else None: at a study's batch sizes the loss is a fraction of a
+    percent and goes unsaid; a tiny run's can be 10%."""
+    if asked - trained <= 0.01 * asked:
+        return None
+    return (f"note: this run trains {trained:,} of the {asked:,} tokens asked for ({1 - trained / asked:.0%} fewer): "
+            f"whole steps of {step_tokens:,} tokens (batch_size x seq_len); its result records {trained:,} as D. Ask "
+            f"for a multiple of {step_tokens:,} to train them all.")
+
+
 def cpu_compile_note(compile_mode: bool | str | None, on_gpu: bool) -> str | None:
     """What to tell a user who asked for torch.compile on a CPU, else None: there tracing costs minutes
     before the first step, for a gain never measured (docs/training.md, "Cost on a CPU")."""
@@ -680,7 +691,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
 
         # val.bin as the data module opened it, and the windows' targets
         scored = scored_bytes(datamodule.data_dir, meta, datamodule.val_tokens, datamodule.val[:, 1:].numpy())
-        for note in (repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)), scored.note,
+        step_tokens = config.trained_tokens // config.steps
+        for note in (rounded_tokens_note(config.tokens, config.trained_tokens, step_tokens),
+                     repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)), scored.note,
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
             if note:

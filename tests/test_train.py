@@ -838,6 +838,17 @@ def test_the_repeated_data_note_counts_the_tokens_the_run_trains(tmp_path, monke
     assert config.trained_tokens == 2 * 4 * 64 == result["tokens"] and seen == [2 * 4 * 64]
 
 
+def test_a_budget_rounded_down_by_more_than_a_percent_is_pointed_out(tmp_path, capsys):
+    """`--tokens 4k` trained 3,584 tokens (whole steps of 512), 10% fewer than asked, and said nothing at run time."""
+    from scaling.train import rounded_tokens_note
+
+    assert rounded_tokens_note(1_000_000, 995_000, 5_000) is None  # (a study's batches: a fraction of a percent)
+    result = train(_config(tokens=2 * 4 * 64 + 100), tmp_path / "run", progress=False)
+    assert result["tokens"] == 512
+    assert ("note: this run trains 512 of the 612 tokens asked for (16% fewer): whole steps of 256 tokens "
+            "(batch_size x seq_len); its result records 512 as D. Ask for a multiple of 256") in capsys.readouterr().err
+
+
 def test_compile_on_a_cpu_is_pointed_out(tmp_path, monkeypatch, capsys):
     """--compile on a CPU costs minutes of tracing and no speed: one note says so, and the run goes on."""
     import scaling.train
