@@ -94,7 +94,7 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
     A glob's matches inside `out` (the folder being prepared) are not sources: `corpus/**` with `--out
     corpus/prepared` matched the first preparation's meta.json and train.bin, refusing the same command again."""
     if not patterns:
-        raise UserError("no data sources given: name parquet, jsonl(.gz) or txt files, globs or directories")
+        raise UserError(f"no data sources given: name {SUPPORTED} files, globs or directories")
     paths: list[Path] = []
     for pattern in patterns:
         pattern = str(pattern)
@@ -115,7 +115,8 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
             if not matches:
                 raise UserError(f"the glob {pattern!r} matches no files")
         else:
-            raise UserError(f"data source {pattern!r} does not exist")
+            raise UserError(f"data source {pattern!r} does not exist (from {Path.cwd()}); give {SUPPORTED} files, a "
+                            "folder of them, a quoted glob (\"corpus/*.parquet\") or builtin")
         for path in matches:
             if path.is_dir():
                 continue
