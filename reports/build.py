@@ -914,6 +914,10 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     if bootstrap < 0:
         raise UserError(f"--bootstrap must be 0 or more, got {bootstrap}")
     out_dir = Path(out_dir)
+    if Path(source).is_file():  # a sweep spec given for its sweep's folder: that folder, and this command on it
+        from sweeps.store import refuse_spec_file  # (torch-free)
+
+        refuse_spec_file(Path(source), f"scaling report {{folder}} --out {out_dir}")
     _refuse_replacing_source(Path(source), out_dir)
     refuse_replacing_others(out_dir)  # before the fits: a user's own results.csv or figures are not overwritten
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it

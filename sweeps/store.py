@@ -306,18 +306,19 @@ def check_sweep_folder(sweep_dir: Path, command: str | None = None) -> None:
     from scaling.errors import UserError
 
     sweep_dir = Path(sweep_dir)
-    if sweep_dir.is_file():
-        _refuse_spec_file(sweep_dir, command)
+    if sweep_dir.is_file():  # (`status()` and `collect()` in Python know no command)
+        refuse_spec_file(sweep_dir, f"scaling sweep {command} {{folder}}" if command else "give {folder}")
     if not sweep_dir.is_dir():
         raise UserError(f"sweep directory {sweep_dir} "
                         + ("is a file, not a folder; give the folder `scaling sweep launch` wrote, e.g. runs/<name>"
                            if sweep_dir.exists() else "does not exist; launch the sweep first"))
 
 
-def _refuse_spec_file(path: Path, command: str | None) -> None:
-    """Where `path` is a sweep spec given for its sweep's folder: a UserError naming the folder its runs go to
-    (launch's default, runs/<name>) and the command that reads it, or, where that folder is not here, that the
-    sweep has not been launched from this folder."""
+def refuse_spec_file(path: Path, use: str) -> None:
+    """Where `path` is a sweep spec given for its sweep's folder (to `sweep status`, `report`, `fit`): a UserError
+    naming the folder its runs go to (launch's default, runs/<name>) and `use`, the command that reads that folder
+    with '{folder}' in its place, or, where that folder is not here, that the sweep has not been launched from this
+    folder. Nothing where `path` is no sweep spec."""
     from scaling.errors import UserError
     from sweeps.spec import default_sweep_dir, spec_name_of
 
@@ -325,13 +326,12 @@ def _refuse_spec_file(path: Path, command: str | None) -> None:
     if name is None:
         return
     folder = default_sweep_dir(name)
-    read = f"scaling sweep {command}" if command else "give"  # (`status()` and `collect()` in Python know no command)
     if folder.is_dir():
         raise UserError(f"{path} is a sweep spec; its runs are in {folder} (where `scaling sweep launch` puts them "
-                        f"without --sweep-dir): {read} {folder}")
+                        f"without --sweep-dir): {use.format(folder=folder)}")
     raise UserError(f"{path} is a sweep spec; its runs would be in {folder}, which does not exist here: it has not been "
                     f"launched from this folder (`scaling sweep launch {path}` launches it; one launched with --sweep-dir "
-                    f"DIR: {read} DIR)")
+                    f"DIR: {use.format(folder='DIR')})")
 
 
 def sweep_plan(sweep_dir: Path) -> dict:

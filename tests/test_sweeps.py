@@ -223,6 +223,29 @@ def test_status_and_collect_of_a_spec_name_its_sweeps_folder(tmp_path, capsys, m
     assert not any((tmp_path / "runs" / "tiny").iterdir())
 
 
+def test_report_and_fit_of_a_spec_name_its_sweeps_folder_and_the_command(tmp_path, capsys, monkeypatch):
+    """`scaling report tiny.toml` said "neither a sweep directory nor a .csv/.parquet results table" and `scaling fit
+    tiny.toml` that the spec "lacks column(s) N, loss, D" (audit): as `sweep status` does, they name the folder
+    launch puts the spec's runs in and the command that reads it there."""
+    monkeypatch.chdir(tmp_path)
+    write_spec(tmp_path, name="tiny.toml")
+    use = {"report": "scaling report {} --out rep",  # (the --out given)
+           "fit": "scaling sweep collect {0}, then scaling fit {0}/results.parquet"}
+    argv = {"report": ["report", "tiny.toml", "--out", "rep"], "fit": ["fit", "tiny.toml"]}
+    for verb in ("report", "fit"):
+        assert main(argv[verb]) == 2
+        assert capsys.readouterr().err == (
+            "error: tiny.toml is a sweep spec; its runs would be in runs/tiny, which does not exist here: it has not been "
+            f"launched from this folder (`scaling sweep launch tiny.toml` launches it; one launched with --sweep-dir DIR: "
+            f"{use[verb].format('DIR')})\n")
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    for verb in ("report", "fit"):
+        assert main(argv[verb]) == 2
+        assert capsys.readouterr().err == ("error: tiny.toml is a sweep spec; its runs are in runs/tiny (where `scaling "
+                                           f"sweep launch` puts them without --sweep-dir): {use[verb].format('runs/tiny')}\n")
+    assert not (tmp_path / "rep").exists() and not any((tmp_path / "runs" / "tiny").iterdir())  # nothing written
+
+
 def test_bad_spec_cli_exits_2_and_submits_nothing(tmp_path, capsys):
     spec = write_spec(tmp_path)
     sweep_dir = tmp_path / "sweep"

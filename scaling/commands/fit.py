@@ -208,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.results} is a folder; pass a results table, e.g. {args.results / 'results.parquet'} "
                         f"from `scaling sweep collect {args.results}`, or run `scaling report {args.results} --out DIR` "
                         "on a sweep folder")
+    if args.results.is_file():  # a sweep spec given for its sweep: the folder its runs are in, and how to fit them
+        from sweeps.store import refuse_spec_file
+
+        refuse_spec_file(args.results, "scaling sweep collect {folder}, then scaling fit {folder}/results.parquet")
     if args.out:  # before the fit, so a fit is never lost to an unwritable --out
         args.out = check_output(args.out, folder=False, suffix=".json")  # (expanded: `--out=~/f.json`)
         _refuse_other_json(args.out)
