@@ -13,7 +13,7 @@ matplotlib.use("Agg")  # no display, no GUI toolkit: reports build on a login no
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from reports.compare import match_keys, pairing  # noqa: E402
@@ -58,14 +58,43 @@ def _legend(target, handles: list, **kwargs) -> None:
     target.legend(handles=handles, labels=[h.get_label() for h in handles], **kwargs)
 
 
+LABEL_GAP_IN = 0.7  # the least room between two x tick labels, in inches: '2×10^16' is about 0.55 in at 9 pt
+NICE_SUBS = ((1.0, 2.0, 5.0), (1.0, 3.0))  # the ticks per decade a log axis takes, densest first, where they fit
+
+
 def _log_x(ax) -> None:
-    """Log x axis labelled at 1, 2, 5 × 10^k over short ranges, at decades over long ones; no minor labels."""
+    """Log x axis with a label at every tick, no two labels touching: at 1, 2, 5 × 10^k where the axis is wide enough,
+    else at 1, 3 × 10^k, else at decades; over a range too short for two of those, at the integers × 10^k that fit.
+    No minor labels."""
     ax.set_xscale("log")
     lo, hi = ax.get_xlim()
-    subs = (1.0,) if math.log10(hi / lo) > 2.5 else (1.0, 2.0, 5.0)
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    ax.xaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    width = ax.get_position().width * ax.get_figure().get_size_inches()[0]  # (before a constrained layout: about)
+    need = LABEL_GAP_IN * math.log10(hi / lo) / width  # decades between two labels' positions
+    for subs in NICE_SUBS:
+        ticks = _ticks_in(lo, hi, subs)
+        if len(ticks) >= 2 and np.diff(np.log10(ticks)).min() >= need:
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+            break
+    else:
+        ticks = _ticks_in(lo, hi, (1.0,))
+        if len(ticks) >= 2:  # decades, every few of them over a long range (LogLocator's own stride)
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
+        else:  # 3e8 to 9e8: no two decades or nice ticks in range; each integer × 10^k that clears the last one kept
+            kept: list[float] = []
+            for t in _ticks_in(lo, hi, tuple(float(m) for m in range(1, 10))):
+                if not kept or math.log10(t / kept[-1]) >= need:
+                    kept.append(t)
+            ax.xaxis.set_major_locator(FixedLocator(kept))
+    # every tick the locator puts: the formatter's own thresholds label a subset of a range over 0.4 decades long
+    # (5×10^7 and 5×10^8 of a ladder of sizes were drawn unnamed)
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _ticks_in(lo: float, hi: float, subs: tuple[float, ...]) -> list[float]:
+    """The values m × 10^k (m in subs) between lo and hi, in order."""
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    return sorted(m * 10.0 ** k for k in decades for m in subs if lo <= m * 10.0 ** k <= hi)
 
 
 def _save(fig, path: Path) -> Path:

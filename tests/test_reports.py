@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -998,6 +999,44 @@ def test_an_out_folder_beside_which_no_stage_can_be_made_is_named_as_given(tmp_p
         with _staging(tmp_path / "rep"):
             pass
     assert e.value.filename == str(tmp_path / "rep") and e.value.errno == errno.EPERM
+
+
+def _tick_labels(width: float, lo: float, hi: float) -> tuple[list[str], list]:
+    """The x tick labels `_log_x` draws on a panel `width` inches wide over [lo, hi], as text, and their boxes."""
+    import matplotlib.pyplot as plt
+
+    from reports.figures import STYLE, _log_x
+
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(width, 2.7), layout="constrained")
+        ax.plot([lo, hi], [0, 1])
+        _log_x(ax)
+        fig.canvas.draw()
+        left, right = ax.get_xlim()
+        ticks = [t for t in ax.xaxis.get_major_ticks() if left <= t.get_loc() <= right]
+        boxes = [t.label1.get_window_extent() for t in ticks]
+        plt.close(fig)
+    words = [re.sub(r"\\times|\\mathdefault|[${}]", lambda m: "×" if "times" in m[0] else "", t.label1.get_text())
+             for t in ticks]
+    return words, boxes
+
+
+def test_a_log_axis_labels_every_tick_it_draws():
+    """The gap figure's N axis drew ticks at 5×10^7 and 5×10^8 without a label (matplotlib's formatter labels a subset
+    of a range over 0.4 decades long), so the largest sizes of a ladder sat at an unnamed tick, and the demo's 0.5M at
+    none (audit)."""
+    assert _tick_labels(5.2, 2e7, 5e8)[0] == ["2×10^7", "5×10^7", "10^8", "2×10^8", "5×10^8"]
+    assert _tick_labels(5.2, 4e5, 1e6)[0] == ["5×10^5", "10^6"]
+    assert _tick_labels(4.8, 1e16, 1e22)[0] == [f"10^{k}" for k in range(16, 23)]
+
+
+@pytest.mark.parametrize("width", [3.2, 4.8, 5.2])  # a loss-vs-compute panel, a penalty panel, the gap figure
+@pytest.mark.parametrize("lo, hi", [(6e9, 3.9e11), (1.2e15, 4.4e17), (2e6, 3e7), (4e5, 1e6), (1e16, 1e22), (3e8, 9e8)])
+def test_a_log_axis_has_two_labels_or_more_and_none_touches_another(width, lo, hi):
+    """Labelling every tick must not crowd a narrow panel: 1, 2, 5 × 10^k only where they fit, else fewer ticks."""
+    words, boxes = _tick_labels(width, lo, hi)
+    assert len(words) >= 2 and all(words), words
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), words
 
 
 def test_every_recipe_has_its_own_colour():
