@@ -461,6 +461,11 @@ def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Se
     cols = ("recipe", *label, "N", "mean gap (%)", "min (%)", "max (%)", "pairs")
     s.add(Table(cols, tuple(by_size.select("recipe", *label, "N", "mean_gap_pct", "min_gap_pct", "max_gap_pct", "pairs").iter_rows()),
                 f"Per recipe and model size: mean over {compare.averaged_over(gaps)}."))
+    missing = compare.unpaired(study.runs, baseline)
+    if missing.height:  # (a recipe whose largest runs all diverged had no row there, and no word why)
+        s.add(Paragraph(f"No gap for {count(missing.height, 'run')} of the other recipes: "
+                        f"{literal(compare.unpaired_words(missing))}. Runs without a finite loss are listed under "
+                        "Diverged and failed runs."))
     s.add(Figure(figures.gap_vs_size(gaps, by_size, colors, baseline, fig_dir / "gap_vs_size.png"),
                  "Relative loss gap of each matched pair (dots) and the per-size mean (line)."))
     s.add(Table(("recipe", *keys, "loss", f"{baseline} loss", f"{baseline} runs", "gap (%)"),

@@ -74,6 +74,34 @@ def relative_gaps(runs: pl.DataFrame, baseline: str) -> pl.DataFrame:
     return pairs.select("recipe", *keys, "loss", "baseline_loss", "baseline_runs", "gap_pct").sort("recipe", *keys, "loss")
 
 
+def unpaired(runs: pl.DataFrame, baseline: str) -> pl.DataFrame:
+    """The other recipes' runs that `relative_gaps` has no gap for, with why: how the run ended where it has no finite
+    loss (diverged, failed, ...), else that no completed baseline run of its match keys has one. recipe, the match
+    keys, why. A diverged run is a result: left out of the gaps, it is named, not dropped unsaid."""
+    from fits.table import NO_LOSS, fit_point
+
+    keys = match_keys(runs)
+    others = runs.filter(pl.col("recipe") != baseline)
+    have_base = completed(runs).filter(pl.col("recipe") == baseline).select(keys).unique()
+    no_loss = others.filter(~fit_point()).with_columns(
+        pl.when(pl.col("status") == "completed").then(pl.lit(NO_LOSS)).otherwise(pl.col("status")).alias("why"))
+    alone = (completed(others).join(have_base, on=keys, how="anti")  # (as relative_gaps joins: a null key pairs with none)
+             .with_columns(pl.lit(f"no {baseline} loss to compare with").alias("why")))
+    return pl.concat([no_loss, alone]).select("recipe", *keys, "why").sort("recipe", *keys)
+
+
+def unpaired_words(missing: pl.DataFrame) -> str:
+    """`unpaired`'s runs in words, by recipe, model size and why: 'mxfp4 at XL: 1 (diverged); ...'."""
+    label = "size" if "size" in missing.columns else None
+    rows = (missing.group_by("recipe", "N", *([label] if label else []), "why", maintain_order=True).len()
+            .sort("recipe", "N", "why"))
+
+    def where(r: dict) -> str:
+        return str(r[label]) if label else f"N = {r['N']:.3g}"
+
+    return "; ".join(f"{r['recipe']} at {where(r)}: {r['len']} ({r['why']})" for r in rows.iter_rows(named=True))
+
+
 def gaps_by_size(gaps: pl.DataFrame) -> pl.DataFrame:
     """Mean gap per recipe and model size (over the other match keys: `averaged_over`), with the pair count."""
     keys = size_keys(gaps)

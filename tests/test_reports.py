@@ -245,6 +245,29 @@ def test_relative_gap_and_token_overhead_on_matched_runs(tmp_path):
     assert summary.filter(pl.col("recipe") == "mxfp4")["diverged"].item() == 1
 
 
+def test_the_gap_section_names_the_runs_it_has_no_gap_for(tmp_path):
+    """The gap tables counted mxfp4's XL pairs as 2 of 3 without a word: its diverged run (no finite loss) and a run
+    whose bf16 twin failed (no baseline loss) left no gap, and a recipe all of whose largest runs diverged would have
+    lost that size's row unsaid (audit). The section names them by recipe, size and why."""
+    from reports.build import section_gaps
+    from reports.document import Paragraph
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path)
+    record = sweep / "bf16-S-200M" / "result.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "status": "failed", "val_loss": None}))
+    study = load(sweep)
+    missing = compare.unpaired(study.runs, "bf16")
+    assert sorted(missing.select("recipe", "size", "D", "why").iter_rows()) == [
+        ("mxfp4", "S", 2e8, "no bf16 loss to compare with"), ("mxfp4", "XL", 1.2e9, "diverged"),
+        ("nvfp4", "S", 2e8, "no bf16 loss to compare with")]
+    text = " ".join(b.text for b in section_gaps(study, "bf16", {"mxfp4": "b", "nvfp4": "r", "bf16": "k"}, tmp_path).blocks
+                    if isinstance(b, Paragraph))
+    assert ("No gap for 3 runs of the other recipes: mxfp4 at S: 1 (no bf16 loss to compare with); mxfp4 at XL: 1 "
+            "(diverged); nvfp4 at S: 1 (no bf16 loss to compare with). Runs without a finite loss are listed under "
+            "Diverged and failed runs.") in text
+
+
 REPLICATES = "recipe,N,D,loss\nbf16,1e6,2e7,4.00\nbf16,1e6,2e7,4.10\nbf16,1e6,2e7,4.20\nfp4,1e6,2e7,4.15\nfp4,1e6,2e7,4.25\n"
 
 
