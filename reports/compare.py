@@ -185,12 +185,14 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
 
 
 def overhead_summary(overhead: pl.DataFrame) -> pl.DataFrame:
-    """Per recipe: pairs, how many reached the target, median/min/max overhead, diverged, failed, not reached."""
+    """Per recipe: pairs, how many reached the target (and of them, how many in a longer run: read mid-run, a value
+    that bounds nothing), median/min/max overhead, diverged, failed, not reached."""
     reached = pl.col("overhead_pct").is_not_null()
     diverged, failed = pl.col("note").str.starts_with("no convergence"), pl.col("note").str.starts_with("no result")
     return (
         overhead.group_by("recipe")
         .agg(pl.len().alias("pairs"), reached.sum().alias("reached"),
+             (reached & (pl.col("reached_in") > pl.col("D"))).sum().alias("in_longer_run"),
              pl.col("overhead_pct").median().alias("median"), pl.col("overhead_pct").min().alias("min"),
              pl.col("overhead_pct").max().alias("max"),
              diverged.sum().alias("diverged"), failed.sum().alias("failed"),

@@ -341,6 +341,25 @@ def test_the_gap_figures_title_says_how_the_runs_were_paired(tmp_path, monkeypat
     assert [t.replace("\n", " ") for t in titles] == [title]
 
 
+def test_the_overhead_summary_counts_the_values_read_in_longer_runs(tmp_path):
+    """The summary's median overhead (mxfp4's 80.8%) was over values every one of which was read mid-run in a longer
+    run (which bounds nothing, the section says), with no column saying how many were (audit)."""
+    from reports.build import section_overhead
+    from reports.document import Table
+    from reports.load import load
+
+    study = load(make_sweep(tmp_path, noise=0.0))
+    over = compare.token_overhead(study.runs, study.curves, "bf16")
+    summary = compare.overhead_summary(over)
+    longer = over.filter(pl.col("reached_in") > pl.col("D")).group_by("recipe").len().sort("recipe")
+    assert longer.height == 2 and summary.join(longer, on="recipe")["in_longer_run"].to_list() == longer["len"].to_list()
+    assert (summary["in_longer_run"] <= summary["reached"]).all()
+    table = next(b for b in section_overhead(study, "bf16", {"bf16": "k", "mxfp4": "b", "nvfp4": "r"}, tmp_path).blocks
+                 if isinstance(b, Table))
+    assert table.columns[:4] == ("recipe", "pairs", "reached", "of which in a longer run")
+    assert "in a longer run" in table.caption and "bounds nothing" in table.caption
+
+
 @pytest.mark.parametrize("status, note, column", [("diverged", "no convergence (diverged)", "diverged"),
                                                   ("failed", "no result (failed)", "failed")])
 def test_a_diverged_pair_is_no_convergence_even_where_a_longer_run_reaches(tmp_path, status, note, column):
