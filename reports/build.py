@@ -500,7 +500,9 @@ def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -
                 tuple(table.select("recipe", *keys, "target_loss", "baseline_tokens", "recipe_tokens", "overhead_pct",
                                    "reached_in", "note").iter_rows())))
     s.add(Figure(figures.validation_curves(study.runs, study.curves, colors, baseline, fig_dir / "validation_curves.png"),
-                 "Validation curves at each model size's largest token budget."))
+                 "Validation curves at each model size's largest token budget (its lowest seed); dashed: "
+                 f"{literal(baseline)}'s final loss, the overhead's target; ×, where there is one: the last evaluation of "
+                 "a run that diverged or failed."))
     return s
 
 

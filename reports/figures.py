@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 from reports.compare import match_keys, pairing  # noqa: E402
 
@@ -280,6 +281,9 @@ def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, colors: dict, baselin
         return _save(fig, path)
 
 
+STOPPED = "run stopped (diverged or failed)"  # the validation curves' legend for the mark at such a run's last point
+
+
 def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: str, path: Path) -> Path:
     """Validation curves at each model size's largest token budget (first seed), the baseline's final loss marked."""
     # (a failed run's record may hold no n_params or tokens: it crashed before they were known; no panel to draw it in)
@@ -287,7 +291,8 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
     sizes = sorted(set(done["N"].to_list()))
     with plt.rc_context(STYLE):
         fig, axes = _grid(len(sizes), width=3.2, height=2.6, share=False)
-        keys = []  # the first panel's curves, its legend
+        keys: dict[str, Line2D] = {}  # recipe -> its first curve, in the legend below the panels
+        stopped = False  # a run that did not complete drawn in some panel: the legend says what its mark is
         for ax, n in zip(axes, sizes):
             at_n = done.filter(pl.col("N") == n)
             d_max = at_n["D"].max()
@@ -299,9 +304,13 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
                 curve = curves[r["run_id"]]
                 line, = ax.plot(curve["tokens"], curve["val_loss"], color=colors[r["recipe"]], lw=1.3,
                                 label=_text(r["recipe"]))
-                keys += [line] if ax is axes[0] else []
+                keys.setdefault(r["recipe"], line)  # (a recipe of the larger sizes only is named too)
                 if r["recipe"] == baseline:
                     ax.axhline(curve["val_loss"][-1], color="black", lw=0.7, ls="--")
+                if r["status"] != "completed" and curve.height:  # a diverged run is a result: where it stopped, marked
+                    ax.plot(curve["tokens"][-1], curve["val_loss"][-1], color=colors[r["recipe"]], marker="x", ms=7,
+                            mew=1.6, ls="none")
+                    stopped = True
                 late = curve.filter(pl.col("tokens") >= d_max / 10)["val_loss"]  # zoom past the first drop
                 shown += late.filter(late.is_finite()).to_list()
             if shown:
@@ -310,8 +319,11 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
             label = at_n["size"][0] if "size" in at_n.columns else f"N = {n:.3g}"
             ax.set_title(f"{_text(label)}, {d_max:.3g} tokens")
             ax.set_xlabel("tokens")
-        axes[0].set_ylabel("validation loss")
-        _legend(axes[0], keys, loc="upper right")
+        axes[0].set_ylabel("validation loss (nats/token)")
+        handles = [keys[r] for r in sorted(keys)]
+        if stopped:
+            handles.append(Line2D([], [], color="grey", marker="x", ms=7, mew=1.6, ls="none", label=STOPPED))
+        _legend(fig, handles, loc="outside lower center", ncol=min(4, len(handles)))  # (in a panel, over the curves)
         for ax in axes:
             _log_x(ax)
         fig.suptitle("Validation curves (dashed: the baseline's final loss, the token-overhead target)", fontsize=10)

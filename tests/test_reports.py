@@ -323,6 +323,29 @@ def test_replicates_with_seeds_are_paired_by_seed(tmp_path):
     assert compare.pairing(compare.match_keys(gaps)) == "same N, tokens and seed"
 
 
+def test_the_validation_curves_mark_where_a_diverged_run_stopped_and_give_the_losss_unit(tmp_path, monkeypatch):
+    """mxfp4's diverged XL run was a curve that ended mid-panel like any other, its legend silent, and the y axis read
+    "validation loss" without the nats/token of the loss figure's (audit): its last point is marked, the legend says
+    what the mark means and the axis gives the unit."""
+    from reports import figures
+    from reports.load import load
+
+    drawn = []
+    save = figures._save
+    monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.append(fig) or save(fig, path))
+    study = load(make_sweep(tmp_path))
+    figures.validation_curves(study.runs, study.curves, {"bf16": "black", "mxfp4": "blue", "nvfp4": "red"}, "bf16",
+                              tmp_path / "v.png")
+    axes = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert axes[0].get_ylabel() == "validation loss (nats/token)"
+    marks = {ax.get_title(): [(tuple(line.get_xdata()), tuple(line.get_ydata())) for line in ax.lines
+                              if line.get_marker() == "x"] for ax in axes}
+    stopped = study.curves["mxfp4-XL-1200M"]
+    assert marks == {"S, 1.2e+09 tokens": [], "M, 1.2e+09 tokens": [], "L, 1.2e+09 tokens": [],
+                     "XL, 1.2e+09 tokens": [((stopped["tokens"][-1],), (stopped["val_loss"][-1],))]}
+    assert "run stopped (diverged or failed)" in [t.get_text() for t in drawn[0].legends[0].get_texts()]
+
+
 @pytest.mark.parametrize("table, title", [
     (REPLICATES, "Matched runs: same N and tokens, against the mean of the baseline's runs there (no seeds)"),
     ("recipe,N,D,seed,loss\nbf16,1e6,2e7,0,4.0\nfp4,1e6,2e7,0,4.1\n", "Matched runs: same N, tokens and seed")], ids=["no seeds", "seeds"])
