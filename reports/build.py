@@ -262,6 +262,24 @@ def unfinished_note(unfinished: list[RunStatus]) -> str | None:
             "on the runs that have one, and may change once these do (they are listed under Diverged and failed runs).")
 
 
+def coverage_note(runs: pl.DataFrame, recipes: list[str]) -> str | None:
+    """Which of `recipes` have completed runs at fewer of the study's model sizes than it has, in words; None where
+    each has them all. A recipe run at the small sizes only is judged over its own, smaller, compute range: its verdict
+    sentence gave that range's end and no word that the study's larger models are missing from it."""
+    done = compare.completed(runs).drop_nulls("N")
+    every = sorted(set(done["N"].to_list()))
+    short = []
+    for recipe in recipes:
+        mine = sorted(set(done.filter(pl.col("recipe") == recipe)["N"].to_list()))
+        if mine and len(mine) < len(every):
+            short.append(f"{literal(recipe)} at {len(mine)} (N = {mine[0]:.3g}" + (f" to {mine[-1]:.3g})" if len(mine) > 1 else ")"))
+    if not short:
+        return None
+    return (f"Not every recipe has completed runs at every model size of the study ({len(every)} sizes, N = "
+            f"{every[0]:.3g} to {every[-1]:.3g}): {'; '.join(short)}. Such a recipe's penalty is measured over its own "
+            "runs' compute range, and beyond it is an extrapolation (Penalty vs compute).")
+
+
 def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     from fits.penalty import MIN_REPLICATES, left_out, no_penalty_reason  # (fits imported where used: `import reports` stays light)
 
@@ -290,6 +308,9 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     ))
     if unfinished:
         s.add(Paragraph(unfinished))
+    coverage = coverage_note(study.runs, [baseline, *sorted(penalty)])
+    if coverage:
+        s.add(Paragraph(coverage))
     s.add(Bullets(tuple(verdict_sentence(r, penalty[r], baseline, fitted["bootstrap"], study.runs) for r in sorted(penalty))))
     if skipped:
         s.add(Paragraph(f"Not judged: {literal(left_out(fitted))} (their runs are still in the tables below)."))

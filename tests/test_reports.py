@@ -167,7 +167,7 @@ def test_the_verdict_of_a_sweep_in_progress_says_which_runs_it_is_without(penalt
     from sweeps.store import RunStatus
 
     runs = pl.DataFrame({"recipe": ["bf16"] * 3 + ["nvfp4"] * 3, "status": ["completed"] * 6,
-                         "loss": [3.0] * 6, "C": [1e18] * 6})
+                         "loss": [3.0] * 6, "C": [1e18] * 6, "N": [1e8] * 6})
     fitted = {"law": "chinchilla", "bootstrap": 0, "groups": {r: {"n_runs": 3} for r in ("bf16", *penalty)},
               "penalty": penalty, "skipped": {}}
     unfinished = [RunStatus(f"{r}-{i}", "nanochat", "0.5M", r, 4096, 0, state, 0.5, None, None, None)
@@ -915,6 +915,30 @@ def test_without_a_bootstrap_no_number_is_followed_by_brackets(tmp_path, monkeyp
     assert "[" in b.verdict_sentence("mxfp4", pen, "bf16", bootstrap=8)
 
 
+def test_the_verdict_says_which_recipes_ran_only_some_of_the_model_sizes(tmp_path):
+    """A recipe run at the three smallest of five sizes was judged ("shrinks") over its own compute range with no word
+    that the study's two largest models are not in it (audit): the verdict names it, its sizes and the extrapolation."""
+    from fits.synthetic import synthetic_table
+    from reports.build import run_fits, section_verdict
+    from reports.document import Paragraph
+    from reports.load import load
+
+    sizes = np.geomspace(2e7, 5e8, 5)
+    table = synthetic_table({"bf16": {}, "full": {"effN": 0.8}, "small": {"effN": 0.8}}, sizes=sizes, ratios=(10, 20, 40, 80),
+                            noise=0.003, seed=4)
+    table = table.filter(~((pl.col("recipe") == "small") & (pl.col("N") > sizes[2])))
+    table.write_csv(tmp_path / "t.csv")
+    study = load(tmp_path / "t.csv")
+    fitted = run_fits(study.runs, "chinchilla", "bf16", bootstrap=0, seed=0, workers=1)
+    text = [b.text for b in section_verdict(fitted, "bf16", study).blocks if isinstance(b, Paragraph)]
+    assert ("Not every recipe has completed runs at every model size of the study (5 sizes, N = 2e+07 to 5e+08): small "
+            "at 3 (N = 2e+07 to 1e+08). Such a recipe's penalty is measured over its own runs' compute range, and beyond "
+            "it is an extrapolation (Penalty vs compute).") in text
+    whole = study.runs.filter(pl.col("recipe") != "small")
+    assert not any("Not every recipe" in t for t in [b.text for b in section_verdict(fitted, "bf16", study.__class__(
+        source=study.source, runs=whole)).blocks if isinstance(b, Paragraph)])
+
+
 def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
     from reports.build import verdict_sentence
 
@@ -937,7 +961,7 @@ def test_the_verdict_names_the_runs_of_a_recipe_and_of_the_baseline_that_are_in_
     from reports.load import Study
 
     runs = pl.DataFrame({"recipe": ["bf16"] * 3 + ["mxfp4"] * 4, "run_id": list("abcdefg"),
-                         "C": [1e15, 1e16, 1e17, 1e15, 1e16, 1e17, 2e17],
+                         "C": [1e15, 1e16, 1e17, 1e15, 1e16, 1e17, 2e17], "N": [1e8] * 7,
                          "loss": [4.0, 3.5, float("nan"), 4.2, float("inf"), float("nan"), None],
                          "status": ["completed", "completed", "diverged", "completed", "completed", "diverged", "failed"]})
     flat = {"verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
