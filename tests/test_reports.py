@@ -204,12 +204,18 @@ def test_the_reports_relaunch_advice_counts_states_not_the_words_of_their_labels
 
 
 def test_the_report_command_says_a_sweep_has_runs_without_a_result(capsys):
+    """It said such runs are "not in the report", which lists them under Diverged and failed runs, and "shows them" of
+    one run (audit)."""
     from scaling.commands.report import print_summary
 
     print_summary({"verdicts": {}, "omitted": {}, "index_html": "r/index.html", "baseline": "bf16",
                    "law": "chinchilla", "unfinished": {"0d626ff6cc44": "failed (resumable)"}})
-    assert ("1 run of the sweep has no result (0d626ff6cc44: failed (resumable)) and is not in the report: "
-            "`scaling sweep status` shows them") in capsys.readouterr().out
+    assert ("1 run of the sweep has no result (0d626ff6cc44: failed (resumable)) and is in no fit (the report lists it "
+            "under Diverged and failed runs; `scaling sweep status --runs` shows it)") in capsys.readouterr().out
+    print_summary({"verdicts": {}, "omitted": {}, "index_html": "r/index.html", "baseline": "bf16",
+                   "law": "chinchilla", "unfinished": {"a": "queued", "b": "running"}})
+    assert ("2 runs of the sweep have no result (a: queued, b: running) and are in no fit (the report lists them "
+            "under Diverged and failed runs; `scaling sweep status --runs` shows them)") in capsys.readouterr().out
 
 
 def test_tokens_to_reach_interpolates_and_reports_never():

@@ -52,9 +52,9 @@ def print_summary(summary: dict) -> None:
     if unfinished:  # the report reads as a whole sweep otherwise
         n = len(unfinished)
         shown = ", ".join(f"{r}: {s}" for r, s in list(unfinished.items())[:5]) + (", …" if n > 5 else "")
-        has, is_ = ("has", "is") if n == 1 else ("have", "are")
-        print(f"  {count(n, 'run')} of the sweep {has} no result ({shown}) and {is_} not in the report: "
-              "`scaling sweep status` shows them")
+        has, is_, them = ("has", "is", "it") if n == 1 else ("have", "are", "them")
+        print(f"  {count(n, 'run')} of the sweep {has} no result ({shown}) and {is_} in no fit (the report lists {them} "
+              f"under Diverged and failed runs; `scaling sweep status --runs` shows {them})")
     print(f"report: {summary['index_html']}")
 
 
