@@ -7,6 +7,7 @@ then its own run); no recipe column means one group named `all`. Problems raise 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
@@ -233,7 +234,6 @@ def _near_miss(df: pl.DataFrame, name: str) -> str | None:
     """df's column spelt almost like `name` (`Recipe`, `recipe `, `runid`) or holding it as a word (`Recipe Name`,
     `recipe-name`, `fp4_recipe`, `run_status`), else None."""
     import difflib
-    import re
 
     simple = {c.strip().lower().replace(" ", "_"): c for c in df.columns}
     close = difflib.get_close_matches(name, list(simple), n=1, cutoff=0.8)
@@ -253,6 +253,29 @@ def _refuse_near_miss(df: pl.DataFrame, name: str, where: str) -> None:
         mapped = "" if column != column.strip() else f", or map it with --columns \"{name}={column}\""
         raise UserError(f"{where} has no {name!r} column but has {column!r}; rename it to {name}{mapped} "
                         f"(without a {name} column {OPTIONAL_MEANING[name]})")
+
+
+# A cell naming a number format (bf16, BF16, bfloat16, FP4, mxfp4, nvfp4_rht, int8, e4m3): the whole cell is a name's
+# characters, so a '#abf160' colour (Chinchilla's table has two columns of them) is no format.
+FORMAT_CELL = re.compile(r"^[a-z0-9_+\-. ()/]*(bf16|bfloat16|fp\d|float\d|int\d|e\dm\d)[a-z0-9_+\-. ()/]*$", re.I)
+
+
+def _refuse_unnamed_recipes(df: pl.DataFrame, got: dict[str, str | None], where: str) -> None:
+    """UserError where df has no recipe column but a text column holding several number formats' names (a hardware
+    team's `precision` or `dtype` of BF16 and FP4): read as a table without recipes, both were fitted as one group,
+    'all', and `scaling fit` exited 0 with "One group (all) and no baseline"."""
+    used = {c for c in got.values() if c is not None}
+    for column in df.columns:
+        if column in used or df[column].dtype != pl.Utf8:
+            continue
+        values = df[column].drop_nulls().str.strip_chars().unique(maintain_order=True)
+        formats = [v for v in values if FORMAT_CELL.match(v)]
+        if values.len() > 1 and formats:
+            shown = ", ".join(repr(v) for v in values.head(4)) + (", …" if values.len() > 4 else "")
+            raise UserError(f"{where} has no 'recipe' column, but its column {column!r} holds {values.len()} values "
+                            f"naming number formats ({shown}): without a recipe column {OPTIONAL_MEANING['recipe']}; "
+                            f"map it with --columns \"recipe={column}\" (or drop that column to fit every row as one "
+                            "group)")
 
 
 def _refuse_two_candidates(df: pl.DataFrame, name: str, mapping: dict[str, str], where: str) -> None:
@@ -282,6 +305,8 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
     for name in OPTIONAL_MEANING:
         if got.get(name, pick_column(df, name, mapping)) is None:
             _refuse_near_miss(df, name, where)
+    if got["recipe"] is None:
+        _refuse_unnamed_recipes(df, got, where)
     for column in {c for c in got.values() if c is not None}:  # one column as two quantities (N=D): nonsense fitted
         both = [k for k, c in got.items() if c == column]
         if len(both) > 1:

@@ -792,6 +792,9 @@ def test_a_column_named_around_recipe_run_id_or_status_is_refused_then_read_when
     ("recipe_capitalised", "has no 'recipe' column but has 'Recipe'; rename it to recipe, or map it with --columns "
                            "\"recipe=Recipe\" (without a recipe column every row is fitted as one group, 'all'"),
     ("run_id_misspelt", "has no 'run_id' column but has 'runid'"),
+    ("recipe_as_precision", "t.csv has no 'recipe' column, but its column 'precision' holds 2 values naming number "
+                            "formats ('BF16', 'FP4'): without a recipe column every row is fitted as one group, 'all', "
+                            "whatever its recipe; map it with --columns \"recipe=precision\""),
     ("status_capitalised", "has no 'status' column but has 'Status '; rename it to status (without"),
     ("nonpositive_compute", "non-positive or infinite D (first: line 4, 'FLOP' = -1e+19, so D = C / 6N = "),
     ("too_few", "needs at least"),
@@ -859,6 +862,8 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.with_columns(n_params=pl.col("N") * 0.9)
     elif case == "recipe_capitalised":  # read as absent, every row was fitted as one group and exited 0
         t = t.rename({"recipe": "Recipe"})
+    elif case == "recipe_as_precision":  # a hardware team's name for it: BF16 and FP4 fitted as one group, exit 0
+        t = t.with_columns(precision=pl.col("recipe").str.to_uppercase()).drop("recipe")
     elif case == "run_id_misspelt":
         t = t.rename({"run_id": "runid"})
     elif case == "status_capitalised":
@@ -936,6 +941,17 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     assert main(["fit", str(path), "--bootstrap", "0", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
+
+
+def test_text_columns_naming_no_number_formats_are_no_recipes():
+    """Only a column of several number formats' names is taken for unnamed recipes: Chinchilla's colour columns
+    ('#faebdd'), a hex id holding 'bf16' and one format throughout stay columns the fit does not read."""
+    t = synthetic_table({"all": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80)).drop("recipe")
+    odd = t.with_columns(color=pl.format("#a{}bf16", pl.int_range(pl.len())), dtype=pl.lit("bf16"),
+                         optimizer=pl.lit("adam"))
+    assert set(read_table(odd)["recipe"]) == {"all"}
+    with pytest.raises(UserError, match="its column 'dtype' holds 2 values naming number formats"):
+        read_table(odd.with_columns(dtype=pl.when(pl.col("N") > 1e8).then(pl.lit("mxfp4")).otherwise(pl.col("dtype"))))
 
 
 def test_a_gzip_compressed_csv_is_read(tmp_path):
