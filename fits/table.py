@@ -278,6 +278,34 @@ def _refuse_unnamed_recipes(df: pl.DataFrame, got: dict[str, str | None], where:
                             "group)")
 
 
+# A loss column named for another unit than nats per token: bits (`loss_bits`), bits per byte or character
+# (`bpb`, `val_bpc`, `bits_per_byte`), perplexity (`ppl`). Its numbers cannot tell: a loss of 3.5 is either.
+LOSS_UNIT_NAME = re.compile(r"(^|[^a-z0-9])(bits?|bpb|bpc|bpt|ppl|perplexity)([^a-z]|$)")  # (not `loss_4bit`'s)
+
+
+def _refuse_loss_unit(column: str, where: str) -> None:
+    """UserError where the loss column's name says it is not in nats per token: read as nats, bits were fitted
+    without a word, every gap printed as nats 1.44 times too large (a perplexity's law is not the law at all)."""
+    named = LOSS_UNIT_NAME.search(column.lower())
+    if named is None:
+        return
+    word, col = named.group(2), f"pl.col('{column}')"
+    if word in ("ppl", "perplexity"):
+        unit, change, nats = "a perplexity", "loss = ln(perplexity)", f"{col}.log()"
+    elif word in ("bpb", "bpc") or any(w in column.lower() for w in ("byte", "char")):
+        unit, change, nats = ("bits per byte or character",
+                              "loss = bits × ln 2 × the tokenizer's bytes (characters) per token", None)
+    else:
+        unit, change, nats = "bits", "loss = bits × ln 2", f"{col} * math.log(2)"
+    reader = "read_parquet" if where.lower().endswith(PARQUET_SUFFIXES) else "read_csv"
+    convert = ("" if nats is None or not Path(where).suffix else  # (a DataFrame's `where` is no file to read)
+               f", e.g. python -c \"import math, polars as pl; pl.{reader}('{where}').with_columns(loss={nats})"
+               ".write_csv('nats.csv')\"")
+    raise UserError(f"{where}'s loss column {column!r} is named as {unit}, but the fits read losses in nats per "
+                    f"token (and say gaps in nats): convert it ({change}){convert}, then fit the converted table "
+                    "(if the column holds nats per token after all, rename it)")
+
+
 def _refuse_two_candidates(df: pl.DataFrame, name: str, mapping: dict[str, str], where: str) -> None:
     """UserError where no --columns entry names `name`'s column and df has both `name` and a result record's
     alias of it (`loss` beside `val_loss`, which may be a training loss beside the validation loss): the canonical
@@ -307,6 +335,7 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
             _refuse_near_miss(df, name, where)
     if got["recipe"] is None:
         _refuse_unnamed_recipes(df, got, where)
+    _refuse_loss_unit(got["loss"], where)
     for column in {c for c in got.values() if c is not None}:  # one column as two quantities (N=D): nonsense fitted
         both = [k for k, c in got.items() if c == column]
         if len(both) > 1:

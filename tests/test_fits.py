@@ -943,6 +943,35 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
     assert err.startswith("error: ") and needle in err and "Traceback" not in err, err
 
 
+BITS, PER_BYTE, PERPLEXITY = "bits", "bits per byte or character", "a perplexity"
+IN_UNIT = {BITS: lambda nats: nats / math.log(2), PER_BYTE: lambda nats: nats / math.log(2) / 4.0,
+           PERPLEXITY: lambda nats: nats.exp()}  # (4 bytes per token)
+
+
+@pytest.mark.parametrize("column, unit", [("loss_bits", BITS), ("Loss (bits)", BITS), ("val_bpb", PER_BYTE),
+                                          ("bits_per_byte", PER_BYTE), ("perplexity", PERPLEXITY), ("val_ppl", PERPLEXITY)])
+def test_a_loss_column_named_as_bits_or_perplexity_is_refused(tmp_path, capsys, column, unit):
+    """Mapped as loss (`--columns loss=loss_bits`), bits were fitted as nats without a word: exit 0, every gap said
+    in nats 1.44 times too large. Refused, naming the conversion; the line it gives reads the table back in nats."""
+    t = synthetic_table({"bf16": {}, "fp4": {"effN": 0.8}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    path = tmp_path / "t.csv"
+    t.with_columns(IN_UNIT[unit](pl.col("loss")).alias(column)).drop("loss").write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0", "--columns", f"loss={column}"]) == 2
+    err = capsys.readouterr().err
+    assert f"t.csv's loss column {column!r} is named as {unit}, but the fits read losses in nats per token" in err
+    if unit == PER_BYTE:  # (the bytes per token are the tokenizer's: no line can convert it)
+        assert "bytes (characters) per token" in err and "python -c" not in err
+        return
+    line = err.split('python -c "')[1].split('"')[0]
+    subprocess.run([sys.executable, "-c", line], cwd=tmp_path, check=True)
+    assert read_table(tmp_path / "nats.csv")["loss"].to_list() == pytest.approx(t["loss"].to_list())
+
+
+def test_a_loss_column_named_for_a_4_bit_recipe_is_read(tmp_path):
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80)).rename({"loss": "loss_4bit"})
+    assert read_table(t, columns="loss=loss_4bit")["loss"].to_list() == pytest.approx(t["loss_4bit"].to_list())
+
+
 def test_text_columns_naming_no_number_formats_are_no_recipes():
     """Only a column of several number formats' names is taken for unnamed recipes: Chinchilla's colour columns
     ('#faebdd'), a hex id holding 'bf16' and one format throughout stay columns the fit does not read."""
