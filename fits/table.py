@@ -329,7 +329,7 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
         missing.append("D (or C)")
     if missing:
         raise UserError(f"{where} lacks column(s) {', '.join(missing)} (columns: {column_list(df)}); "
-                        f"map yours with --columns \"N=...,D=...,loss=...\"")
+                        f"{_column_hint(df, got)}")
     for name in OPTIONAL_MEANING:
         if got.get(name, pick_column(df, name, mapping)) is None:
             _refuse_near_miss(df, name, where)
@@ -342,6 +342,39 @@ def find_columns(df: pl.DataFrame, mapping: dict[str, str], where: str) -> dict[
             raise UserError(f"{where}: the column {column!r} would be read as both {' and '.join(both)}; map each "
                             f"with --columns to a column of its own")
     return got
+
+
+# Other spellings of the quantities a fit needs, as `_spelling` writes a column's name: a table from elsewhere names
+# them so (Chinchilla's `Model Size` and `Training FLOP`, a team's `params`, `Tokens`, `final_loss`).
+SPELLINGS = {"N": ("n", "params", "parameters", "nparams", "numparams", "paramcount", "modelsize", "nonembeddingparams"),
+             "D": ("d", "tokens", "ntokens", "numtokens", "trainingtokens", "tokensseen", "datasize"),
+             "C": ("c", "flops", "flop", "compute", "trainingflop", "trainingflops", "trainingcompute"),
+             "loss": ("loss", "finalloss", "valloss", "validationloss", "evalloss", "testloss")}
+
+
+def _spelling(column: str) -> str:
+    """'Model Size' -> 'modelsize', 'Params (M)' -> 'params': lower case, a bracket's note and every non-letter gone."""
+    return re.sub(r"[^a-z0-9]", "", re.sub(r"\(.*?\)", "", column.lower()))
+
+
+def _column_hint(df: pl.DataFrame, got: dict[str, str | None]) -> str:
+    """How to read the required quantities `got` lacks from df's columns spelt as them (`SPELLINGS`): the --columns
+    that maps them ("N=Model Size,C=Training FLOP"; '...' where no column is spelt so), and the names with spaces
+    around them to rename (--columns strips the spaces)."""
+    free = [c for c in df.columns if c not in got.values()]
+    spelt = {name: next((c for c in free if _spelling(c) in SPELLINGS[name]), None) for name in SPELLINGS}
+    needed = [k for k in ("N", "D", "loss") if got[k] is None]
+    if "D" in needed and got["C"] is not None:  # (C is there: D is computed from it)
+        needed.remove("D")
+    elif "D" in needed and spelt["D"] is None and spelt["C"] is not None:  # D = C / 6N
+        needed[needed.index("D")] = "C"
+    padded = [k for k in needed if spelt[k] is not None and spelt[k] != spelt[k].strip()]
+    entries = ",".join(f"{k}={spelt[k] or '...'}" for k in needed if k not in padded)
+    hint = [f"map yours with --columns \"{entries}\""] if entries else []
+    if padded:
+        hint.append("rename " + ", ".join(f"{spelt[k]!r} to {k}" for k in padded) + " (--columns strips the spaces "
+                    "around a name)")
+    return "; ".join(hint)
 
 
 def with_compute(df: pl.DataFrame) -> pl.DataFrame:

@@ -972,6 +972,33 @@ def test_a_loss_column_named_for_a_4_bit_recipe_is_read(tmp_path):
     assert read_table(t, columns="loss=loss_4bit")["loss"].to_list() == pytest.approx(t["loss_4bit"].to_list())
 
 
+@pytest.mark.parametrize("names, suggested", [
+    ({"N": "Params", "D": "Tokens", "loss": "Loss"}, 'map yours with --columns "N=Params,D=Tokens,loss=Loss"'),
+    ({"N": "params", "loss": "final_loss"}, 'lacks column(s) N, loss (columns: recipe, run_id, params, D, final_loss); '
+                                            'map yours with --columns "N=params,loss=final_loss"'),
+    ({"N": "Model Size", "D": "Training FLOP"}, 'map yours with --columns "N=Model Size,C=Training FLOP"'),
+    ({"D": "FLOPs"}, 'map yours with --columns "C=FLOPs"'),
+    ({"N": "Params (non-emb)", "loss": "eval loss"}, '--columns "N=Params (non-emb),loss=eval loss"'),
+    ({"N": "size", "loss": "val"}, 'map yours with --columns "N=...,loss=..."'),
+    ({"N": " N", "loss": "final loss"}, "map yours with --columns \"loss=final loss\"; rename ' N' to N (--columns strips")])
+def test_a_table_lacking_columns_is_told_the_columns_that_map_its_own(tmp_path, capsys, names, suggested):
+    """"lacks column(s) N, loss ... map yours with --columns \"N=...,D=...,loss=...\"" gave a template, whatever the
+    table's own names: the --columns given now reads the table."""
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    tokens = t["D"].to_list()
+    if "FLOP" in names.get("D", ""):  # a table of compute: D = C / 6N
+        t = t.with_columns(D=6 * pl.col("N") * pl.col("D"))
+    path = tmp_path / "t.csv"
+    t.rename(names).write_csv(path)
+    assert main(["fit", str(path), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert suggested in err and "Traceback" not in err, err
+    if "..." in suggested or "rename" in suggested:
+        return
+    columns = suggested.split('--columns "')[1].rstrip('"')
+    assert read_table(path, columns=columns)["D"].to_list() == pytest.approx(tokens)
+
+
 def test_text_columns_naming_no_number_formats_are_no_recipes():
     """Only a column of several number formats' names is taken for unnamed recipes: Chinchilla's colour columns
     ('#faebdd'), a hex id holding 'bf16' and one format throughout stay columns the fit does not read."""
