@@ -377,6 +377,14 @@ def _column_hint(df: pl.DataFrame, got: dict[str, str | None]) -> str:
     return "; ".join(hint)
 
 
+def strip_number_cells(df: pl.DataFrame, got: dict[str, str | None]) -> pl.DataFrame:
+    """df with the spaces around the cells of its text columns holding N, D, C or loss (`got`: `find_columns`)
+    removed: ' 1e7 ' from a spreadsheet's export or a CSV typed with ', ' is the number 1e7, which polars does not
+    cast (it was refused as "not a number", its fix "write plain numbers" what it was)."""
+    text = {got[k] for k in ("N", "D", "C", "loss") if got[k] is not None and df[got[k]].dtype == pl.Utf8}
+    return df.with_columns(pl.col(c).str.strip_chars() for c in text)
+
+
 def with_compute(df: pl.DataFrame) -> pl.DataFrame:
     """Float columns N, D and C with C = 6·N·D (N non-embedding), the compute every law and figure is
     read against: D = C / 6N where the table gives only C; a given C is replaced."""
@@ -407,6 +415,7 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     # Every file but a parquet one is read as CSV (read_file), so its rows are lines of text (a .txt too)
     unit = "line" if file is not None and Path(file).suffix.lower() not in PARQUET_SUFFIXES else "row"
     got = find_columns(df, mapping, where)
+    df = strip_number_cells(df, got)
     _refuse_non_numbers(df, got, where)
     df = df.with_row_index("_row")  # the input's own row, for messages, before any row is dropped
     status = pick_column(df, "status", mapping)
@@ -567,6 +576,7 @@ def learning_rate_note(source: pl.DataFrame, columns: dict[str, str] | str | Non
     it and the report's provenance says it."""
     mapping = parse_columns(columns)
     got = find_columns(source, mapping, "the table")
+    source = strip_number_cells(source, got)
     status = pick_column(source, "status", mapping)
     done = _lr_mult(source if status is None else source.filter(fit_point(status, got["loss"])))
     if "lr_mult" not in done.columns or done["lr_mult"].n_unique() < 2:

@@ -52,9 +52,10 @@ def _normalise(df: pl.DataFrame, source: Path, columns: dict[str, str]) -> pl.Da
     """Give any results table the columns recipe, run_id, N, D, C, loss, status (keeping the others),
     found and derived as the fits find them (`fits.table`: N, D, C, loss, the result record's n_params,
     tokens, flops, val_loss, or what `columns` maps them to; C = 6·N·D)."""
-    from fits.table import default_run_ids, find_columns, with_compute
+    from fits.table import default_run_ids, find_columns, strip_number_cells, with_compute
 
     got = find_columns(df, columns, str(source)) | {"status": _status_column(df, columns)}
+    df = strip_number_cells(df, got)
     picked = {col: name for name, col in got.items() if col is not None and col != name}
     # A mapped column takes its canonical name; a column already called that yields to it, unless it is mapped
     # itself (names swapped, "N=D,D=N": dropped, it was not there to rename).

@@ -1010,6 +1010,18 @@ def test_text_columns_naming_no_number_formats_are_no_recipes():
         read_table(odd.with_columns(dtype=pl.when(pl.col("N") > 1e8).then(pl.lit("mxfp4")).otherwise(pl.col("dtype"))))
 
 
+def test_numbers_with_spaces_around_them_are_read_as_numbers(tmp_path):
+    """' 1e7 ' (a spreadsheet's export, a CSV typed with ', ') was refused as "not a number", told to "write plain
+    numbers": the fit and the report's table read the numbers the clean table holds."""
+    from reports.load import load
+
+    t = synthetic_table({"bf16": {}}, sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80))
+    padded = t.with_columns(pl.format(" {} ", pl.col(c)).alias(c) for c in ("N", "D", "loss"))
+    padded.write_csv(tmp_path / "t.csv")
+    assert read_table(tmp_path / "t.csv").equals(read_table(t))
+    assert load(tmp_path / "t.csv").runs.select("N", "D", "C", "loss").equals(read_table(t).select("N", "D", "C", "loss"))
+
+
 def test_a_gzip_compressed_csv_is_read(tmp_path):
     """polars reads a .csv.gz as it is: the header checks (separator, UTF-16, binary) leave it to polars."""
     import gzip
