@@ -490,7 +490,8 @@ def _refuse_text(df: pl.DataFrame, out: pl.DataFrame, got: dict[str, str | None]
             what = repr(column) + ("" if column == name else f" ({name})")
             raise UserError(f"{where} has {text.height} row(s) whose {what} is not a number (first: "
                             f"{_where_first(text, unit)}, {text[column].cast(pl.Utf8)[0]!r}); write plain numbers "
-                            "(2e7 or 20000000, not '20M' or '1.2B'; a loss without units), then run again")
+                            "(2e7 or 20000000, not '20M', '1.2B' or '20,000,000'; '.' as the decimal point, not ','; "
+                            "a loss without units), then run again")
 
 
 def fit_point(status: str = "status", loss: str = "loss") -> pl.Expr:

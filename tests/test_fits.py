@@ -813,6 +813,10 @@ def test_a_column_named_around_recipe_run_id_or_status_is_refused_then_read_when
     ("json_lines", "t.jsonl holds JSON, not a table (its first line: '{"),
     ("json_file", "t.json holds JSON"),
     ("units_in_n", "t.csv has 24 row(s) whose 'N' is not a number (first: line 2, '10M'); write plain numbers (2e7"),
+    ("decimal_comma_quoted", "t.csv has 24 row(s) whose 'loss' is not a number (first: line 2, '6,783'); write plain "
+                             "numbers (2e7 or 20000000, not '20M', '1.2B' or '20,000,000'; '.' as the decimal point"),
+    ("thousands_separators", "t.csv has 24 row(s) whose 'N' is not a number (first: line 2, '10,000,000'); write plain "
+                             "numbers (2e7 or 20000000, not '20M', '1.2B' or '20,000,000'"),
     ("units_in_loss", "has 1 row(s) whose 'val' (loss) is not a number (first: line 4, '3.1 nats')"),
     ("padded_recipe", "t.csv has 12 row(s) whose recipe has spaces around it (first: line 2, 'bf16 '); remove the"),
     ("blank_recipe", "t.csv has 1 row(s) with a blank recipe (first: line 3); give each row its recipe's name"),
@@ -874,6 +878,10 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = t.with_columns(run_id=pl.when(pl.int_range(pl.len()).is_in([1, 7])).then(None).otherwise(pl.col("run_id")))
     elif case == "units_in_n":  # '10M', '1.2B' from a spreadsheet: refused by line alone, no column or value named
         t = t.with_columns(N=(pl.col("N") / 1e6).round(0).cast(pl.Int64).cast(pl.Utf8) + "M")
+    elif case == "decimal_comma_quoted":  # a comma-decimal locale's export, quoted: only a cell's text to go by
+        t = t.with_columns(pl.col("loss").round(3).cast(pl.Utf8).str.replace(".", ",", literal=True))
+    elif case == "thousands_separators":
+        t = t.with_columns(N=pl.col("N").round(0).cast(pl.Int64).map_elements(lambda n: f"{n:,}", return_dtype=pl.Utf8))
     elif case in ("units_in_loss", "na_cell"):
         cell = "3.1 nats" if case == "units_in_loss" else "NA"
         t = t.with_columns(val=pl.when(pl.int_range(pl.len()) == 2).then(pl.lit(cell))
