@@ -12,6 +12,7 @@ import torch
 
 from scaling import diagnostics as dg
 from scaling.cli import main
+from scaling.commands.diagnose import print_tables
 from scaling.errors import UserError
 from scaling.quant import QuantSpec, fake_quantize
 
@@ -256,3 +257,26 @@ def test_the_seed_help_names_everything_it_seeds(capsys):
         main(["diagnose", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "seed of the synthetic tensors, the single-GEMM operands and the RHT signs" in help_text
+
+
+def test_every_gemm_table_column_of_numbers_states_its_unit(capsys):
+    """The single-GEMM table's changes were headed "Δfprop", "Δdgrad", "Δwgrad", with no unit, where the
+    quantization table's reads "ΔSQNR dB"."""
+    out = dg.run_diagnostics(formats=("nvfp4",), transforms=("none", "rht16"), size=(16, 128))
+    print_tables(out)
+    header = next(line for line in capsys.readouterr().out.splitlines() if "fprop" in line and "format" in line)
+    for gemm in ("fprop", "dgrad", "wgrad"):
+        assert f"{gemm} dB" in header and f"Δ{gemm} dB" in header
+
+
+def test_the_documented_example_output_is_what_the_command_prints(capsys):
+    """docs/numerics.md's "Measured" block is a verbatim run of its command: a change to the tables or
+    the numbers shows here."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "numerics.md").read_text()
+    command, shown = re.search(r"```\n\$ scaling (diagnose [^#\n]*?)\s+#[^\n]*\n(.*?)```", text, re.S).groups()
+    assert main(command.split()) == 0
+    printed = capsys.readouterr().out
+    assert [line.rstrip() for line in printed.splitlines()] == [line.rstrip() for line in shown.splitlines()]

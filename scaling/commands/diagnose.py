@@ -97,8 +97,9 @@ def print_tables(out: dict) -> None:
         print_table(
             [{"format": r["format"], "transform": r["transform"],
               **{f"{g} dB": r[f"{g}_sqnr_db"] for g in ("fprop", "dgrad", "wgrad")},
-              **{f"Δ{g}": r[f"{g}_delta_db"] for g in ("fprop", "dgrad", "wgrad")}} for r in out["gemm"]],
-            title="single-GEMM output SQNR vs exact fp64 product (X, W Gaussian; dY with outlier channels)")
+              **{f"Δ{g} dB": r[f"{g}_delta_db"] for g in ("fprop", "dgrad", "wgrad")}} for r in out["gemm"]],
+            title="single-GEMM output SQNR vs exact fp64 product, Δ vs no transform (X, W Gaussian; dY with "
+                  "outlier channels)")
 
     if out["claims"]:
         print_table(
