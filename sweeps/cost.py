@@ -43,6 +43,9 @@ def read_bench(path: str | Path, option: str) -> dict:
     """A benchmark JSON (`scaling bench ... --out FILE`) as a dict; a missing, unreadable or non-object
     file is one UserError naming the command-line `option` that gave it."""
     path = Path(path)
+    if path.is_dir():  # (it said "cannot read ... ([Errno 21] Is a directory: ...)")
+        raise UserError(f"{option} {path} is a folder, not a file; give a benchmark JSON `scaling bench` wrote "
+                        "(e.g. reports/bench/h200.json)")
     try:
         bench = json.loads(path.read_text())
     except FileNotFoundError:

@@ -94,3 +94,10 @@ def test_cli_bad_file_is_one_message(tmp_path):
     bad.write_text("{not json")
     r = run_cli("--out", str(bad))
     assert r.returncode == 2 and "cannot read" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_a_folder_is_one_plain_message(tmp_path):
+    """`bench targets --out DIR` said "cannot read DIR as a benchmark JSON ([Errno 21] Is a directory: ...)"."""
+    r = run_cli("--out", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"--out {tmp_path} is a folder, not a file; give a benchmark JSON" in r.stderr and "Errno" not in r.stderr
