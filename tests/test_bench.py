@@ -741,3 +741,21 @@ def test_calibration_shared_writes_its_key_and_keeps_the_files_others(tmp_path, 
     assert (row["measured"], row["git_commit"]) == (provenance["date"], provenance["git_commit"])
     assert 0.0 <= row["false_rate"] <= 1.0 and row["power"] is None
     assert main(["bench", "targets", "--out", str(out)]) == 0  # (the file is still a benchmark JSON)
+
+
+def test_the_benchmarks_doc_names_every_section():
+    """docs/kernels.md's "Benchmarks" listed `scaling bench kernels|loss|linear|train|profile|stages|sass|fit`:
+    cpu, quantizer and calibration, which run on any machine, were named nowhere in it but a rule on their files."""
+    import re
+
+    from scaling.commands.bench import SECTIONS
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "kernels.md").read_text()
+    benchmarks = text.split("\n## Benchmarks\n", 1)[1].split("\n## ", 1)[0]
+    (listed,) = re.findall(r"`scaling bench ([a-z]+(?:\|[a-z]+)+) \[--out", benchmarks)
+    assert set(listed.split("|")) == set(SECTIONS) - {"targets"}  # (targets: its own line, it writes nothing)
+    assert "`scaling bench targets [--out FILE]`" in benchmarks
+    # what the numbers of their rows are (bench_cpu's and bench_cpu_quantizer's measured fields)
+    for field in ("step_ms", "step_cpu_ms", "cpu_ratio_vs_bf16", "run_s", "reference_ms", "fused_ms", "speedup",
+                  "bits_equal"):
+        assert f"`{field}`" in benchmarks, field
