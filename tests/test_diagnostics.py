@@ -203,6 +203,10 @@ def test_zero_blocks_are_left_out_in_every_format():
     # a seed past torch's generator range was a traceback (ValueError: Overflow when unpacking long long)
     (None, ["--seed", "100000000000000000"], "--seed: must be 4294967295 or less"),
     (None, ["--seed", "-1"], "--seed: must be 0 or more"),
+    # nothing reads the seed (no synthetic tensor, no GEMM, no random signs): seed 3 printed seed 0's numbers
+    (lambda p: torch.save(torch.randn(4, 128), p / "t.pt"), ["--tensor", "t.pt", "--transforms", "none,h16",
+                                                              "--seed", "3"],
+     "--seed draws the synthetic tensors, the single-GEMM operands and the RHT signs, and none is used here"),
 ])
 def test_cli_bad_input_exits_2(tmp_path, monkeypatch, capsys, make, args, message):
     monkeypatch.chdir(tmp_path)
@@ -280,3 +284,16 @@ def test_the_documented_example_output_is_what_the_command_prints(capsys):
     assert main(command.split()) == 0
     printed = capsys.readouterr().out
     assert [line.rstrip() for line in printed.splitlines()] == [line.rstrip() for line in shown.splitlines()]
+
+
+def test_a_seed_is_taken_where_something_reads_it(tmp_path, capsys):
+    """With --tensor and --no-gemm the seed draws the RHT signs alone: taken with an rht transform (and
+    it changes the numbers), and not needed without one."""
+    torch.save(torch.randn(4, 128, generator=torch.Generator().manual_seed(0)), tmp_path / "t.pt")
+    args = ["diagnose", "--tensor", str(tmp_path / "t.pt"), "--formats", "nvfp4", "--no-gemm", "--json"]
+    sqnr = {}
+    for seed in ("0", "1"):
+        assert main([*args, "--transforms", "rht16", "--seed", seed]) == 0
+        sqnr[seed] = json.loads(capsys.readouterr().out)["quant"][0]["sqnr_db"]
+    assert sqnr["0"] != sqnr["1"]
+    assert main([*args, "--transforms", "none,h16"]) == 0

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "last dim (repeatable; replaces the synthetic tensors)")
     parser.add_argument("--size", type=int, nargs=2, default=None, metavar=("R", "K"),
                         help="shape of the synthetic tensors, blocks along K (default 512 256; not with --tensor)")
-    parser.add_argument("--seed", type=integer(0, SEED_MAX), default=0,
+    parser.add_argument("--seed", type=integer(0, SEED_MAX), default=None,  # (None where not given: `_check_seed_read`)
                         help=f"seed of the synthetic tensors, the single-GEMM operands and the RHT signs, 0 to "
                              f"{SEED_MAX} (default 0)")
     parser.add_argument("--no-gemm", action="store_true", help="skip the single-GEMM (fprop/dgrad/wgrad) SQNRs")
@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.tensor and args.size is not None:
         raise UserError("--size shapes the synthetic tensors, and --tensor replaces them; give one of the two")
     size = tuple(args.size or DEFAULT_SIZE)
+    formats, transforms = args.formats or list(dg.FORMATS), args.transforms or list(dg.DEFAULT_TRANSFORMS)
+    _check_seed_read(args, formats, transforms)
     if args.tensor:
         tensors = {}
         for p in args.tensor:
@@ -58,15 +60,31 @@ def run(args: argparse.Namespace) -> int:
     if min(size) < 1 or size[0] * size[1] > MAX_ELEMENTS:
         raise UserError(f"--size must be two positive integers with at most {MAX_ELEMENTS:,} elements in all "
                         f"(got {size[0]} {size[1]}); the default is 512 256")
-    out = dg.run_diagnostics(formats=args.formats or tuple(dg.FORMATS),
-                             transforms=args.transforms or dg.DEFAULT_TRANSFORMS,
-                             tensors=tensors, size=size, seed=args.seed, gemm=not args.no_gemm,
+    out = dg.run_diagnostics(formats=formats, transforms=transforms, tensors=tensors, size=size, seed=args.seed or 0,
+                             gemm=not args.no_gemm,
                              progress=lambda msg: print(f"diagnose: {msg}", file=sys.stderr, flush=True))
     if args.json:
         print_json(out)
     else:
         print_tables(out)
     return 0
+
+
+def _check_seed_read(args: argparse.Namespace, formats: list[str], transforms: list[str]) -> None:
+    """Refuse a --seed that nothing here reads: with --tensor (no synthetic tensors), --no-gemm (no GEMM
+    operands) and specs that draw nothing (no random signs or rounding), `--seed 3` printed seed 0's
+    numbers, as if they held across seeds. (An unknown name is left to run_diagnostics' message.)"""
+    from scaling import diagnostics as dg
+    from scaling.errors import UserError
+
+    if args.seed is None or not args.tensor or not args.no_gemm:
+        return
+    if not (set(formats) <= set(dg.FORMATS) and set(transforms) <= set(dg.TRANSFORMS)):
+        return
+    if not any(dg.spec_for(f, t).needs_seed for f in formats for t in transforms):
+        raise UserError(f"--seed draws the synthetic tensors, the single-GEMM operands and the RHT signs, and none "
+                        f"is used here (--tensor, --no-gemm, --transforms {','.join(transforms)}): every seed "
+                        "gives the same numbers; leave --seed out, or add an rht transform (rht16, rht32, rht128)")
 
 
 def print_tables(out: dict) -> None:
