@@ -101,7 +101,7 @@ def test_chinchilla_reproduces_epoch_and_rejects_hoffmann():
     group = out["groups"]["all"]
     p, ci = group["params"], group["ci95"]
     for k, v in EPOCH.items():
-        assert abs(p[k] / v - 1) < 0.02, (k, p[k], v)
+        assert abs(p[k] / v - 1) < 5e-4, (k, p[k], v)  # to the four digits published (docs/fits.md: "Measured")
         lo, hi = ci[k]
         assert lo < EPOCH_CI[k][1] and hi > EPOCH_CI[k][0], (k, ci[k], EPOCH_CI[k])  # intervals overlap
         assert lo < p[k] < hi
