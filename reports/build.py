@@ -506,9 +506,10 @@ def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -
     s.add(Paragraph(
         f"Tokens a recipe needs to reach {literal(baseline)}'s final validation loss, relative to the tokens {literal(baseline)} needed, "
         "read off the validation curves (linear between evaluations); the AMD paper's metric. Where the paired run "
-        "never gets there, the same model's longer runs are searched (marked: their losses are read mid-run, under "
+        "never gets there, the same model's longer completed runs are searched (marked: their losses are read mid-run, under "
         "another schedule than a run of that length, so such a value is no bound on what one would need, and can fall "
-        "below the baseline's tokens); no value means it was never reached."
+        "below the baseline's tokens); no value means it was never reached (the note names a longer run of that model "
+        "that diverged or failed, which was not searched)."
     ))
     summary = compare.overhead_summary(table)
     s.add(Table(("recipe", "pairs", "reached", "of which in a longer run", "median overhead (%)", "min (%)", "max (%)",

@@ -132,7 +132,8 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
     larger token budget) are searched in order, and `reached_in` names the budget of the run that
     got there. Their mid-run losses are read under another schedule than a run of that length (before
     its decay), so such an overhead bounds nothing (it can fall below the baseline's tokens); a recipe
-    that reaches the target in none of its runs gets null and a note.
+    that reaches the target in none of its runs gets null and a note, which names its longer runs that diverged or
+    failed (`stopped_longer_runs`: not searched, they are why it was not reached there).
     A paired run that diverged gets null and "no convergence", one that failed (a crash: no result)
     null and "no result": each pair is exactly one of reached, diverged, failed, not reached (which
     counts a completed pair without a curve) (`overhead_summary`'s columns add up to its pairs).
@@ -176,12 +177,34 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
                     break
             else:
                 longest = candidates["D"].max() if candidates.height else b["D"]
-                row["note"] = row["note"] or f"not reached within {longest:.3g} tokens"
+                stopped = stopped_longer_runs(mine.filter(pl.col("D") > longest))
+                row["note"] = f"not reached within {longest:.3g} tokens" + (f"; {stopped}" if stopped else "")
             rows.append(row)
     schema = {"recipe": pl.Utf8, **{k: runs.schema[k] for k in keys}, "target_loss": pl.Float64,
               "baseline_tokens": pl.Float64, "recipe_tokens": pl.Float64, "overhead_pct": pl.Float64,
               "reached_in": pl.Float64, "note": pl.Utf8}
     return pl.DataFrame(rows, schema=schema).sort("recipe", *keys)
+
+
+def stopped_longer_runs(longer: pl.DataFrame) -> str | None:
+    """A model's runs longer than any searched that did not complete (`token_overhead`'s search reads completed runs
+    only), in words: 'its longer run at this size (1.2e+09 tokens) diverged at step 7'; None where there are none.
+    A pair not reached said only "not reached within 5e+08 tokens" where the recipe's longer run, the one that could
+    have reached the target, diverged: the divergence, not a slow recipe, was why."""
+    stopped = longer.filter(pl.col("status") != "completed").sort("D")
+    if not stopped.height:
+        return None
+
+    def how(r: dict) -> str:
+        if r["status"] != "diverged":
+            return f"{r['status']} (no result)"
+        step = r.get("diverged_at_step")  # (a table's column may hold it as a float, or not at all)
+        return "diverged" if step is None or step != step else f"diverged at step {int(step)}"
+
+    ended = [(r["D"], how(r)) for r in stopped.iter_rows(named=True)]
+    if len(ended) == 1:
+        return f"its longer run at this size ({ended[0][0]:.3g} tokens) {ended[0][1]}"
+    return "its longer runs at this size: " + ", ".join(f"{d:.3g} tokens {words}" for d, words in ended)
 
 
 def overhead_summary(overhead: pl.DataFrame) -> pl.DataFrame:

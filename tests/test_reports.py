@@ -389,6 +389,34 @@ def test_the_overhead_summary_counts_the_values_read_in_longer_runs(tmp_path):
     assert "in a longer run" in table.caption and "bounds nothing" in table.caption
 
 
+def test_a_pair_not_reached_names_the_longer_run_that_diverged(tmp_path):
+    """mxfp4's XL pair at 5e8 tokens read "not reached within 5e+08 tokens", as if the recipe were slow, where its
+    1.2e9-token run at that size, the one that could have reached bf16's loss, diverged at step 7 (audit). The note
+    says so; a pair whose longer runs all completed reads as before."""
+    from reports.load import load
+
+    sweep = make_sweep(tmp_path, noise=0.0)
+    study = load(sweep)
+    over = compare.token_overhead(study.runs, study.curves, "bf16")
+
+    def note(recipe: str, size: str, tokens: float) -> str:
+        return over.filter((pl.col("recipe") == recipe) & (pl.col("size") == size) & (pl.col("D") == tokens))["note"].item()
+
+    assert note("mxfp4", "XL", BUDGETS[1]) == ("not reached within 5e+08 tokens; its longer run at this size "
+                                               "(1.2e+09 tokens) diverged at step 7")
+    assert note("mxfp4", "L", BUDGETS[2]) == "not reached within 1.2e+09 tokens"
+    summary = compare.overhead_summary(over).filter(pl.col("recipe") == "mxfp4").row(0, named=True)
+    assert summary["not_reached"] == 5 and summary["diverged"] == 1  # (counted as before: a pair not reached)
+    for tokens, status in ((BUDGETS[1], "failed"), (BUDGETS[2], "diverged")):  # both longer runs stopped, one failed
+        record = sweep / f"mxfp4-XL-{int(tokens / 1e6)}M" / "result.json"
+        r = json.loads(record.read_text())
+        record.write_text(json.dumps({**r, "status": status, "val_loss": float("nan"), "diverged_at_step": None}))
+    study = load(sweep)
+    over = compare.token_overhead(study.runs, study.curves, "bf16")
+    assert note("mxfp4", "XL", BUDGETS[0]) == ("not reached within 2e+08 tokens; its longer runs at this size: 5e+08 "
+                                               "tokens failed (no result), 1.2e+09 tokens diverged")
+
+
 @pytest.mark.parametrize("status, note, column", [("diverged", "no convergence (diverged)", "diverged"),
                                                   ("failed", "no result (failed)", "failed")])
 def test_a_diverged_pair_is_no_convergence_even_where_a_longer_run_reaches(tmp_path, status, note, column):
