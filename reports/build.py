@@ -441,14 +441,24 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
                            "extrapolation." + unidentified_note, fitted["bootstrap"]))
     rows = [(r, p["verdict"], *_estimate(p, p["ratio_per_decade"]["value"], p["ratio_per_decade"]["ci95"]),
              *_estimate(p, p["kappaN"]["value"], p["kappaN"]["ci95"]), *_estimate(p, p["kappaD"]["value"], p["kappaD"]["ci95"]),
-             p["p_value"], p["p_adjusted"]) for r, p in sorted(fitted["penalty"].items())]
+             *p_value_cells(p)) for r, p in sorted(fitted["penalty"].items())]
     s.add(_intervals_table(("recipe", "verdict", "multiplier ratio per decade", CI, "κN", CI, "κD", CI, "p (κ = 0)",
                             "p, Holm-adjusted"),
                            rows, "What decides the verdict: how the multiplier changes per decade of compute, the growth "
                                  "exponents of effN and effD, and the likelihood-ratio test of κN = κD = 0 (the verdict "
-                                 "reads its p Holm-adjusted over the recipes judged together)." + unidentified_note,
+                                 "reads its p Holm-adjusted over the recipes judged together)." + unidentified_note
+                                 + (" Its p is not given either: at a parameter's bound or along a flat direction the "
+                                    "test's chi-square reference does not hold." if unpinned else ""),
                            fitted["bootstrap"]))
     return s
+
+
+def p_value_cells(pen: dict) -> tuple:
+    """The likelihood-ratio test's p and its Holm-adjusted p as a table shows them (the report's, `scaling fit`'s,
+    `scaling report`'s): NOT_IDENTIFIED in both where the runs do not identify the penalty. With a parameter at its
+    optimiser bound or along a flat direction the test's chi-square reference does not hold, so the number is no
+    p-value: the demo's mxfp4 showed p = 0.96 beside a verdict that gives no number for it (fits.json keeps it)."""
+    return (pen["p_value"], pen["p_adjusted"]) if identified(pen) else (NOT_IDENTIFIED, NOT_IDENTIFIED)
 
 
 def _estimate(pen: dict, value, ci95) -> tuple:
@@ -996,7 +1006,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
         "n_runs": study.runs.height,
         "verdicts": {
             r: {"verdict": p.get("verdict"), "p_value": p.get("p_value"),
-                "p_adjusted": p.get("p_adjusted"),
+                "p_adjusted": p.get("p_adjusted"), "identified": identified(p),  # (False: no p is shown for it)
                 "sentence": plain(verdict_sentence(r, p, baseline, bootstrap, study.runs)),
                 "brief": brief_verdict(r, p, study.runs)}
             for r, p in sorted(fitted.get("penalty", {}).items())

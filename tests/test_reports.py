@@ -1562,7 +1562,9 @@ def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_i
     6.58e+110] and kappaN's interval as [-0.9, 5] (its bounds), float noise as estimates, beside a verdict
     sentence built on them. The report now says, per recipe, that these runs do not identify the penalty and what
     would, prints no number for it in the verdict or the tables, draws no penalty figure, and claims neither
-    growth nor its absence."""
+    growth nor its absence. The table of what decides the verdict, and the terminal's, showed its likelihood-ratio p
+    (0.96) beside that sentence, a p-value whose chi-square reference does not hold with parameters at their bounds:
+    they read "not identified" too."""
     import html as html_lib
     import re
 
@@ -1586,13 +1588,18 @@ def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_i
     penalty = md[md.index("## Penalty vs compute"):md.index("## Relative loss gap")]
     assert "No figure: these runs identify no recipe's penalty against bf16" in penalty
     rows = [line for line in penalty.splitlines() if line.startswith(("| mxfp4", "| nvfp4"))]
-    assert len(rows) == 8 and all(row.count("not identified") in (4, 6) for row in rows), rows
+    # (the verdict's table: no p or Holm-adjusted p either, where the likelihood-ratio test's chi-square does not hold)
+    assert len(rows) == 8 and all(row.count("not identified") in (4, 8) for row in rows), rows
+    assert "Its p is not given either" in penalty
     assert not (tmp_path / "r" / "figures" / "penalty_vs_compute.png").exists()
     text = html_lib.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "r" / "index.html").read_text()))
     assert all(summary["verdicts"][r]["sentence"] in text for r in ("mxfp4", "nvfp4"))
     print_summary(summary)  # the terminal (`scaling report`, `scaling demo`): a short line each, the report in full
     lines = capsys.readouterr().out.splitlines()
     for recipe in ("mxfp4", "nvfp4"):
+        row = next(line for line in lines if line.lstrip("│ ").startswith(recipe) and "inconclusive" in line)
+        assert row.count("not identified") == 2 and not re.search(r"\d", row.split(recipe, 1)[1]), row  # no p
+        assert summary["verdicts"][recipe]["p_value"] is not None  # (the summary, as fits.json, keeps the number)
         assert (f"  {recipe}: not identified by these runs (bf16's law: A, B and alpha not pinned; {recipe}'s "
                 "efficiencies: ") in "\n".join(lines) and summary["verdicts"][recipe]["sentence"] not in lines
     warned = [line for line in lines if line.startswith("  warning: ")]

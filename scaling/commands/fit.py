@@ -90,6 +90,7 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
     """baseline: the one asked for (out["baseline"] is None where no penalty was computed). Warnings and the reasons
     a penalty is not identified get a short line each; their sentences are the JSON's (`warnings`, `unidentified`)."""
     from fits.analysis import warning_lines
+    from reports.build import p_value_cells  # (the report's cells: "not identified" where the runs do not identify it)
     from scaling.console import print_table
 
     names = ["A", "B", "E", "alpha", "beta", "gamma", "effN_const", "effD_const", "effN", "effD", "kappaN", "kappaD"]
@@ -131,13 +132,13 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
     rows = []
     for recipe, p in out["penalty"].items():
         m, gap = p["multiplier"], p["gap"]
+        p_raw, p_holm = p_value_cells(p)
         rows.append({"recipe": recipe, "verdict": p["verdict"],
                      "multiplier @data max": _penalty_cell(p, m["value"][1], m["ci95"][1]),
                      f"multiplier @{m['where'][2]}": _penalty_cell(p, m["value"][2], m["ci95"][2]),
                      "ratio per decade": _penalty_cell(p, p["ratio_per_decade"]["value"], p["ratio_per_decade"]["ci95"]),
                      "gap @data max (nats)": _penalty_cell(p, gap["value"][1], gap["ci95"][1]),
-                     "p (kappa=0)": p["p_value"],
-                     "p Holm-adjusted": p["p_adjusted"]})  # what the verdict reads
+                     "p (kappa=0)": p_raw, "p Holm-adjusted": p_holm})  # the latter: what the verdict reads
     print_table(rows, title=f"penalty against {out['baseline']} (multiplier: baseline compute for the same loss / C)")
     print(f"rule: {next(iter(out['penalty'].values()))['rule']}")
     for recipe, p in out["penalty"].items():
