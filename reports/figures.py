@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import matplotlib
 
@@ -13,7 +14,7 @@ matplotlib.use("Agg")  # no display, no GUI toolkit: reports build on a login no
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
@@ -59,37 +60,90 @@ def _legend(target, handles: list, **kwargs) -> None:
     target.legend(handles=handles, labels=[h.get_label() for h in handles], **kwargs)
 
 
-LABEL_GAP_IN = 0.7  # the least room between two x tick labels, in inches: '2×10^16' is about 0.55 in at 9 pt
+# The least room between two tick labels' positions, in inches, along each axis: '2×10^16' is about 0.55 in wide at
+# 9 pt; stacked, twice the font size (as matplotlib spaces a linear y axis's ticks): 0.2 in crowded '2×10^-4' labels.
+LABEL_GAP_IN = {"x": 0.7, "y": 0.25}
 NICE_SUBS = ((1.0, 2.0, 5.0), (1.0, 3.0))  # the ticks per decade a log axis takes, densest first, where they fit
+FEW_LABELS = 3  # a log axis with fewer nice ticks than this (0.5 and 1 only) takes finer steps that keep them, where they fit
+PLAIN = (0.01, 100.0)  # an axis within this range is labelled in decimals (0.05, 0.8, 1.1), not as 8×10^-1
 
 
-def _log_x(ax) -> None:
-    """Log x axis with a label at every tick, no two labels touching: at 1, 2, 5 × 10^k where the axis is wide enough,
-    else at 1, 3 × 10^k, else at decades; over a range too short for two of those, at the integers × 10^k that fit.
-    No minor labels."""
-    ax.set_xscale("log")
-    lo, hi = ax.get_xlim()
-    width = ax.get_position().width * ax.get_figure().get_size_inches()[0]  # (before a constrained layout: about)
-    need = LABEL_GAP_IN * math.log10(hi / lo) / width  # decades between two labels' positions
-    for subs in NICE_SUBS:
-        ticks = _ticks_in(lo, hi, subs)
-        if len(ticks) >= 2 and np.diff(np.log10(ticks)).min() >= need:
-            ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
-            break
-    else:
-        ticks = _ticks_in(lo, hi, (1.0,))
-        if len(ticks) >= 2:  # decades, every few of them over a long range (LogLocator's own stride)
-            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
-        else:  # 3e8 to 9e8: no two decades or nice ticks in range; each integer × 10^k that clears the last one kept
-            kept: list[float] = []
-            for t in _ticks_in(lo, hi, tuple(float(m) for m in range(1, 10))):
-                if not kept or math.log10(t / kept[-1]) >= need:
-                    kept.append(t)
-            ax.xaxis.set_major_locator(FixedLocator(kept))
-    # every tick the locator puts: the formatter's own thresholds label a subset of a range over 0.4 decades long
-    # (5×10^7 and 5×10^8 of a ladder of sizes were drawn unnamed)
-    ax.xaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+def _log_axis(ax, axis: str = "x") -> None:
+    """Log x (or y) axis with a label at every tick, no two labels touching: at 1, 2, 5 × 10^k where the axis is long
+    enough, else at 1, 3 × 10^k, else at decades. Where that leaves fewer than FEW_LABELS labels (a multiplier axis from
+    0.4 to 1.1 had '0.5' and '1' only), at even steps that keep them and fit (0.4, 0.5, ..., 1); over a range too short
+    for two of any, at the even steps' ticks that clear each other. Plain decimals within PLAIN, else m × 10^k. No minor labels."""
+    scale, limits, line = ((ax.set_xscale, ax.get_xlim, ax.xaxis) if axis == "x" else
+                           (ax.set_yscale, ax.get_ylim, ax.yaxis))
+    scale("log")
+    lo, hi = limits()
+    box, size = ax.get_position(), ax.get_figure().get_size_inches()
+    length = box.width * size[0] if axis == "x" else box.height * size[1]  # (before a constrained layout: about)
+    need = LABEL_GAP_IN[axis] * math.log10(hi / lo) / length  # decades between two labels' positions
+    ticks = _label_ticks(lo, hi, need)
+    # decades, every few of them over a long range (LogLocator's own stride), or exactly the ticks chosen
+    line.set_major_locator(LogLocator(base=10, subs=(1.0,)) if ticks is None else FixedLocator(ticks))
+    plain = PLAIN[0] <= lo and hi <= PLAIN[1]
+    # every tick the locator puts: matplotlib's log formatter labels a subset of a range over 0.4 decades long (5×10^7
+    # and 5×10^8 of a ladder of sizes were drawn unnamed) and rounds a mantissa to an integer (1.2×10^8 read 1×10^8)
+    line.set_major_formatter(FuncFormatter(lambda v, _: _tick_label(v, plain)))
+    line.set_minor_formatter(NullFormatter())
+
+
+def _label_ticks(lo: float, hi: float, need: float) -> list[float] | None:
+    """`_log_axis`'s ticks between lo and hi, each `need` decades or more from the next; None for decades."""
+    nice = next((ticks for subs in NICE_SUBS if _apart(ticks := _ticks_in(lo, hi, subs), need)), [])
+    if not nice and len(_ticks_in(lo, hi, (1.0,))) >= 2:
+        return None
+    if len(nice) < FEW_LABELS:
+        finer = next((ticks for ticks in _even_ticks(lo, hi) if _apart(ticks, need) and _holds(ticks, nice)), [])
+        if len(finer) > len(nice):
+            return finer
+    if nice:
+        return nice
+    # 3e8 to 9e8 on a narrow panel: no two nice or evenly stepped ticks fit; of a step's ticks (at most 10 in range, so
+    # round ones), each that clears the last kept one, from the step that keeps the most (3, 5, 7 × 10^8)
+    return max((_cleared(ticks, need) for ticks in _even_ticks(lo, hi) if len(ticks) <= 10), key=len)
+
+
+def _cleared(ticks: list[float], need: float) -> list[float]:
+    """Each of `ticks` that is `need` decades or more above the last one kept."""
+    kept: list[float] = []
+    for t in ticks:
+        if not kept or math.log10(t / kept[-1]) >= need:
+            kept.append(t)
+    return kept
+
+
+def _apart(ticks: list[float], need: float) -> bool:
+    """Two ticks or more, no two closer than `need` decades."""
+    return len(ticks) >= 2 and np.diff(np.log10(ticks)).min() >= need
+
+
+def _holds(ticks: list[float], keep: list[float]) -> bool:
+    """Every tick of `keep` is among `ticks` (finer steps add labels between the nice ones, never drop one)."""
+    return all(np.isclose(ticks, t, rtol=1e-9).any() for t in keep)
+
+
+def _even_ticks(lo: float, hi: float) -> Iterator[list[float]]:
+    """The multiples of each even step (1, 2, 5 × 10^j) between lo and hi, finest step first, from one with some
+    ten ticks in range to one with at most one."""
+    for j in range(math.floor(math.log10(hi - lo)) - 1, math.floor(math.log10(hi)) + 1):
+        for m in (1, 2, 5):
+            step = m * 10.0 ** j
+            yield [float(f"{k * step:.12g}") for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
+
+
+def _tick_label(value: float, plain: bool) -> str:
+    """A log axis's tick label: '0.8', '1.1' where `plain`, else '2×10^7', '1.2×10^8', '10^16' (as mathtext, in the
+    axes' font)."""
+    if plain:
+        return f"{value:.6g}"
+    exponent = math.floor(math.log10(value) + 1e-9)
+    mantissa = float(f"{value / 10.0 ** exponent:.6g}")
+    if mantissa == 1:
+        return rf"$\mathdefault{{10^{{{exponent}}}}}$"
+    return rf"$\mathdefault{{{mantissa:g}\times10^{{{exponent}}}}}$"
 
 
 def _ticks_in(lo: float, hi: float, subs: tuple[float, ...]) -> list[float]:
@@ -201,7 +255,7 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
         axes[0].set_ylim(*_loss_range(runs))
         axes[0].set_xlim(c_lo, c_hi)
         for ax in axes:
-            _log_x(ax)
+            _log_axis(ax)
         fig.suptitle("Loss vs compute per recipe (darker points: larger models)", fontsize=10)
         return _save(fig, path)
 
@@ -226,17 +280,13 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
                 keys += [line] if ax is ax_m else []
         ax_m.axhline(1, color="black", lw=0.8)
         ax_g.axhline(0, color="black", lw=0.8)
-        ax_m.set_yscale("log")  # a ratio: 0.5x and 2x are equally far from 1
         ax_m.set_ylim(*_band_limits(bands, "multiplier", ratio=True))
-        plain = FuncFormatter(lambda v, _: f"{v:g}" if v > 0 and round(v / 10 ** math.floor(math.log10(v))) in (1, 2, 5)
-                              else "")  # 0.5, 1, 2 rather than 5×10⁻¹, and not every minor tick
-        ax_m.yaxis.set_major_formatter(plain)
-        ax_m.yaxis.set_minor_formatter(plain)
+        _log_axis(ax_m, "y")  # a ratio: 0.5x and 2x are equally far from 1
         ax_g.set_ylim(*_band_limits(bands, "gap", ratio=False))
         ax_m.set_ylabel(f"compute multiplier vs {_text(baseline)}\n(baseline compute for the same loss / C)")
         ax_g.set_ylabel(f"loss gap vs {_text(baseline)} (nats/token)")
         for ax in (ax_m, ax_g):
-            _log_x(ax)
+            _log_axis(ax)
             ax.set_xlabel("training compute C (FLOP), compute-optimal allocation")
         _legend(fig, keys, loc="outside lower center", ncol=min(4, len(keys)))
         fig.suptitle("Does the penalty grow with compute? Fit and 95% bootstrap band; dotted: extrapolation", fontsize=10)
@@ -272,7 +322,7 @@ def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, colors: dict, baselin
             keys += ax.plot(mean["N"], mean["mean_gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3,
                             label=_text(recipe))
         ax.axhline(0, color="black", lw=0.8)
-        _log_x(ax)
+        _log_axis(ax)
         ax.set_xlabel("non-embedding parameters N")
         ax.set_ylabel(f"relative loss gap vs {_text(baseline)} (%)")
         _legend(ax, keys, loc="best")
@@ -325,6 +375,6 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
             handles.append(Line2D([], [], color="grey", marker="x", ms=7, mew=1.6, ls="none", label=STOPPED))
         _legend(fig, handles, loc="outside lower center", ncol=min(4, len(handles)))  # (in a panel, over the curves)
         for ax in axes:
-            _log_x(ax)
+            _log_axis(ax)
         fig.suptitle("Validation curves (dashed: the baseline's final loss, the token-overhead target)", fontsize=10)
         return _save(fig, path)

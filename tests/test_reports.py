@@ -1125,15 +1125,15 @@ def test_an_out_folder_beside_which_no_stage_can_be_made_is_named_as_given(tmp_p
 
 
 def _tick_labels(width: float, lo: float, hi: float) -> tuple[list[str], list]:
-    """The x tick labels `_log_x` draws on a panel `width` inches wide over [lo, hi], as text, and their boxes."""
+    """The x tick labels `_log_axis` draws on a panel `width` inches wide over [lo, hi], as text, and their boxes."""
     import matplotlib.pyplot as plt
 
-    from reports.figures import STYLE, _log_x
+    from reports.figures import STYLE, _log_axis
 
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(width, 2.7), layout="constrained")
         ax.plot([lo, hi], [0, 1])
-        _log_x(ax)
+        _log_axis(ax)
         fig.canvas.draw()
         left, right = ax.get_xlim()
         ticks = [t for t in ax.xaxis.get_major_ticks() if left <= t.get_loc() <= right]
@@ -1154,12 +1154,56 @@ def test_a_log_axis_labels_every_tick_it_draws():
 
 
 @pytest.mark.parametrize("width", [3.2, 4.8, 5.2])  # a loss-vs-compute panel, a penalty panel, the gap figure
-@pytest.mark.parametrize("lo, hi", [(6e9, 3.9e11), (1.2e15, 4.4e17), (2e6, 3e7), (4e5, 1e6), (1e16, 1e22), (3e8, 9e8)])
+@pytest.mark.parametrize("lo, hi", [(6e9, 3.9e11), (1.2e15, 4.4e17), (2e6, 3e7), (4e5, 1e6), (1e16, 1e22), (3e8, 9e8),
+                                    (1.1e8, 1.9e8), (9.2e7, 1.07e8)])
 def test_a_log_axis_has_two_labels_or_more_and_none_touches_another(width, lo, hi):
-    """Labelling every tick must not crowd a narrow panel: 1, 2, 5 × 10^k only where they fit, else fewer ticks."""
+    """Labelling every tick must not crowd a narrow panel: 1, 2, 5 × 10^k only where they fit, else fewer ticks. An
+    axis with no integer × 10^k inside it (1.1e8 to 1.9e8) had no label at all: it is labelled at even steps."""
     words, boxes = _tick_labels(width, lo, hi)
     assert len(words) >= 2 and all(words), words
     assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), words
+
+
+def _multiplier_labels(monkeypatch, tmp_path, start: float, end: float) -> tuple[list[str], list]:
+    """The y tick labels of the penalty figure's multiplier panel, for a recipe whose multiplier goes from `start` to
+    `end` over three decades of compute (band ±5%), as text, and their boxes (bottom to top)."""
+    import matplotlib.pyplot as plt
+
+    from reports import figures
+
+    drawn = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.setdefault("fig", fig))
+    c = np.geomspace(1e16, 1e19, 30)
+    value = np.geomspace(start, end, 30)
+    band = {"value": value.tolist(), "lo": (value * 0.95).tolist(), "hi": (value * 1.05).tolist()}
+    figures.penalty_vs_compute({"mxfp4": {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band,
+                                          "gap": band}}, {"mxfp4": {"verdict": "does not grow"}}, {"mxfp4": "#1f77b4"},
+                               "bf16", tmp_path / "penalty.png")
+    fig = drawn["fig"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    ticks = [t for t in ax.yaxis.get_major_ticks() if low <= t.get_loc() <= high]
+    words = [re.sub(r"\\times|\\mathdefault|[${}]", lambda m: "×" if "times" in m[0] else "", t.label1.get_text())
+             for t in ticks]
+    boxes = [t.label1.get_window_extent() for t in ticks]
+    plt.close(fig)
+    return words, boxes
+
+
+@pytest.mark.parametrize("start, end, expected", [
+    (0.9, 0.97, ["0.8", "0.85", "0.9", "0.95", "1", "1.05", "1.1"]),  # near 1: plain decimals, not 8×10^-1
+    (0.5, 0.55, ["0.5", "0.6", "0.7", "0.8", "0.9", "1", "1.1"]),  # '0.5' and '1' only, before
+    (0.02, 0.05, ["0.02", "0.05", "0.1", "0.2", "0.5", "1"]),
+    (1e-4, 1e-3, [m + f"10^{k}" for k in range(-4, 0) for m in ("", "3×")] + ["10^0"]),  # far from 1: m × 10^k
+])
+def test_the_multiplier_axis_labels_ticks_that_fit_in_decimals_near_1(monkeypatch, tmp_path, start, end, expected):
+    """The penalty figure's multiplier axis (log) labelled 1, 2, 5 × 10^k only, so a panel from 0.4 to 1.1 read '0.5'
+    and '1' (audit). It takes `_log_axis`, as the x axes do: labels that fit, finer even steps where nice ones are
+    too few, plain decimals near 1; no two labels touch."""
+    words, boxes = _multiplier_labels(monkeypatch, tmp_path, start, end)
+    assert words == expected, words
+    assert all(a.y1 < b.y0 for a, b in zip(boxes, boxes[1:])), words
 
 
 def test_every_recipe_has_its_own_colour():
