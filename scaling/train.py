@@ -594,6 +594,22 @@ def rounded_tokens_note(asked: int, trained: int, step_tokens: int) -> str | Non
             f"for a multiple of {step_tokens:,} to train them all.")
 
 
+def evaluation_share_note(trained: int, steps: int, eval_interval: int, eval_tokens: int) -> str | None:
+    """What to tell a user whose evaluations read at least three times the tokens the run trains on (a forward pass
+    costs about a third of a training step's, so validation takes as long as training or longer), else None: a
+    smoke run of a few thousand tokens evaluated 65,536 tokens ~8 times and spent most of its time there."""
+    evaluations = steps // eval_interval + (1 if steps % eval_interval else 0)
+    evaluated = evaluations * eval_tokens
+    if evaluated < 3 * trained:
+        return None
+    from scaling.console import count
+
+    return (f"note: this run evaluates {count(evaluations, 'time')} on {eval_tokens:,} validation tokens, {evaluated:,} in all "
+            f"against the {trained:,} it trains on: validation takes most of its time. A smaller --eval-tokens or a "
+            "larger --eval-interval (a sweep's [train] eval_tokens, eval_interval) cuts it; the fits read the last "
+            "evaluation, and every run of a study should use the same validation set.")
+
+
 def cpu_compile_note(compile_mode: bool | str | None, on_gpu: bool) -> str | None:
     """What to tell a user who asked for torch.compile on a CPU, else None: there tracing costs minutes
     before the first step, for a gain never measured (docs/training.md, "Cost on a CPU")."""
@@ -692,7 +708,10 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         # val.bin as the data module opened it, and the windows' targets
         scored = scored_bytes(datamodule.data_dir, meta, datamodule.val_tokens, datamodule.val[:, 1:].numpy())
         step_tokens = config.trained_tokens // config.steps
-        for note in (rounded_tokens_note(config.tokens, config.trained_tokens, step_tokens),
+        resolved = config.resolved()
+        evaluation = evaluation_share_note(config.trained_tokens, resolved.steps, resolved.eval_interval,
+                                           datamodule.val[:, 1:].numel())
+        for note in (rounded_tokens_note(config.tokens, config.trained_tokens, step_tokens), evaluation,
                      repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)), scored.note,
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):

@@ -849,6 +849,17 @@ def test_a_budget_rounded_down_by_more_than_a_percent_is_pointed_out(tmp_path, c
             "(batch_size x seq_len); its result records 512 as D. Ask for a multiple of 256") in capsys.readouterr().err
 
 
+def test_validation_that_outweighs_training_is_pointed_out(tmp_path, capsys):
+    """A smoke run of a few thousand tokens evaluated 65,536 tokens ~8 times, most of its time, without a word."""
+    from scaling.train import evaluation_share_note
+
+    assert evaluation_share_note(3_000_000_000, 6000, 750, 65536) is None  # a study's run: 8 evaluations, unsaid
+    assert evaluation_share_note(8192, 2, 1, 65536).startswith("note: this run evaluates 2 times on 65,536 validation "
+                                                               "tokens, 131,072 in all against the 8,192 it trains on")
+    train(_config(tokens=2 * 4 * 64), tmp_path / "run", progress=False)  # one evaluation of 2,048 tokens against 512
+    assert "note: this run evaluates 1 time on 2,048 validation tokens" in capsys.readouterr().err
+
+
 def test_compile_on_a_cpu_is_pointed_out(tmp_path, monkeypatch, capsys):
     """--compile on a CPU costs minutes of tracing and no speed: one note says so, and the run goes on."""
     import scaling.train
