@@ -382,6 +382,32 @@ def test_a_signal_during_a_step_of_micro_batches_stops_at_the_next_one_and_resum
     assert _lightning_steps(run_dir) == _lightning_steps(tmp_path / "straight") == list(range(12))
 
 
+@pytest.mark.parametrize("recipe, size", [("nvfp4", "0.5M"), ("mxfp4_rht", "0.5M"), ("quartet2", "1M")])
+def test_a_resumed_run_draws_the_same_random_bits_as_one_straight_through(recipe, size, tmp_path, monkeypatch):
+    """SR, the per-step RHT signs and MS-EDEN's stochastic scales come from seeds of (run seed, layer, step,
+    operand): a run preempted and resumed must draw the same ones at each step as the run straight through, or
+    its loss differs from the straight run's (the bf16 kill-and-resume test cannot see this)."""
+    config = _config(recipe=recipe, size=size, tokens=6 * 4 * 64, eval_interval=3, checkpoint_interval=100)
+    straight = train(config, tmp_path / "straight", progress=False)
+    step = LanguageModel.training_step
+
+    def signal_at_step_4(self, batch, batch_idx):
+        if int(batch[0]) == 3:
+            os.kill(os.getpid(), signal.SIGUSR1)  # as SLURM's warning would: the checkpoint ends this step
+        return step(self, batch, batch_idx)
+
+    run_dir = tmp_path / "stopped"
+    with monkeypatch.context() as m:
+        m.setattr(LanguageModel, "training_step", signal_at_step_4)
+        with pytest.raises(Preempted, match="checkpoint saved at step 4"):
+            train(config, run_dir, progress=False)
+    resumed = train(config, run_dir, progress=False)
+    assert resumed["status"] == straight["status"] == "completed"
+    assert resumed["val_loss"] == straight["val_loss"], (resumed["val_loss"], straight["val_loss"])
+    val = lambda d: [line.split(",")[:6] for line in (d / "metrics.csv").read_text().splitlines()]  # noqa: E731
+    assert val(run_dir) == val(tmp_path / "straight")
+
+
 def _lightning_steps(run_dir: Path) -> list[int]:
     """The steps Lightning's CSVLogger logged train_loss at, over the run's processes (versions)."""
     import csv
