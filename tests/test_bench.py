@@ -532,14 +532,17 @@ def test_a_cpus_rows_never_go_into_another_machines_file(tmp_path, monkeypatch, 
     the file untouched) before anything is measured."""
     from scaling import bench
     from scaling.cli import main
+    from scaling.console import count
 
     monkeypatch.setattr(bench, "bench_cpu_quantizer", lambda recipes, **kw: [
         {"recipe": "nvfp4", "operand": "fprop.x", "tokens": 1, "d": 128, "reference_ms": 1.0}])
     here = bench.cpu_header()
     out = tmp_path / "cpu.json"
     more = here["threads"] + 1
+    one = 1 if here["threads"] != 1 else 3  # (one thread: "1 thread", not "1 threads")
     for machine, refused in (({"cpu": "Other CPU", "threads": here["threads"]}, "Other CPU"),
-                             ({"cpu": here["cpu"], "threads": more}, f"{here['cpu']} ({more} threads)")):
+                             ({"cpu": here["cpu"], "threads": more}, f"{here['cpu']} ({more} threads)"),
+                             ({"cpu": here["cpu"], "threads": one}, f"{here['cpu']} ({count(one, 'thread')})")):
         text = json.dumps({"cpu_machine": {**machine, "date": "then"}, "quantizer": [{"recipe": "ufp4", "d": 1}]})
         out.write_text(text)
         assert main(["bench", "quantizer", "--recipes", "nvfp4", "--dims", "128", "--out", str(out)]) == 2

@@ -539,8 +539,11 @@ def _same_machine(file: dict, headers: dict, out) -> None:
         _same_device(file, headers["device"], out)
     old, now = file.get("cpu_machine"), headers.get("cpu_machine")
     if old and now and (old.get("cpu"), old.get("threads")) != (now["cpu"], now["threads"]):
+        from scaling.console import count
+
+        threads = lambda n: count(n, "thread") if isinstance(n, int) else f"{n} threads"  # noqa: E731
         raise UserError(f"--out {out} holds cpu and quantizer rows measured on {old.get('cpu')} "
-                        f"({old.get('threads')} threads), and this is {now['cpu']} ({now['threads']} threads); "
+                        f"({threads(old.get('threads'))}), and this is {now['cpu']} ({threads(now['threads'])}); "
                         "give a file of this machine's (e.g. reports/bench/cpu-<machine>.json), or a new one"
                         + (f", or run with OMP_NUM_THREADS={old.get('threads')}" if old.get("cpu") == now["cpu"]
                            else ""))
