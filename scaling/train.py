@@ -635,7 +635,10 @@ def first_step_note(seconds: float, on_gpu: bool, quantized: bool) -> str | None
 # INFO lines of Lightning's rank-zero logger that say nothing the run's own output does not: its "💡 Tip"
 # adverts, which accelerators exist (the result's `processes` name the device), and that fit stopped at
 # max_steps (the step count and the result table say it)
-LIGHTNING_NOISE = ("💡 Tip", "GPU available:", "TPU available:", "HPU available:", "`Trainer.fit` stopped: `max_steps=")
+LIGHTNING_NOISE = ("💡 Tip", "GPU available:", "TPU available:", "HPU available:", "`Trainer.fit` stopped: `max_steps=",
+                   "[rank: 0] Received SIGTERM:")  # (the last: the run's own line says it, and what was saved)
+# the loggers those lines come from: rank_zero's, and the signal connector's for SIGTERM
+LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.trainer.connectors.signal_connector")
 
 
 def _not_noise(record) -> bool:
@@ -645,9 +648,10 @@ def _not_noise(record) -> bool:
 def _quiet_lightning() -> None:
     import logging
 
-    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if _not_noise not in log.filters:
-        log.addFilter(_not_noise)
+    for name in LIGHTNING_LOGGERS:
+        log = logging.getLogger(name)
+        if _not_noise not in log.filters:
+            log.addFilter(_not_noise)
 
 
 class DirectCheckpointIO(L.pytorch.plugins.TorchCheckpointIO):

@@ -327,6 +327,7 @@ def test_a_finished_folder_whose_config_is_gone_is_not_taken_for_another_run(tmp
 @pytest.mark.parametrize("sig, code, said", [
     (signal.SIGUSR1, PREEMPTED_EXIT_CODE, "preempted: received SIGUSR1"),  # SLURM, before preempting: requeue
     (signal.SIGINT, 130, "interrupted: received SIGINT"),  # Ctrl-C
+    (signal.SIGTERM, PREEMPTED_EXIT_CODE, "preempted: received SIGTERM"),  # SLURM's preemption, `kill`
 ])
 def test_a_signal_checkpoints_at_the_end_of_the_step_and_the_same_command_resumes(reference, tmp_path, sig, code, said):
     run_dir = tmp_path / "stopped"
@@ -339,6 +340,7 @@ def test_a_signal_checkpoints_at_the_end_of_the_step_and_the_same_command_resume
     assert "weights_only" not in err  # Lightning's note on every checkpoint save: the trainer says what it saves
     assert "Tip" not in err and "LeafSpec" not in err  # Lightning's cloud-logger advert, its pytree deprecation
     assert "available:" not in err and "stopped: `max_steps" not in err  # Lightning's accelerator and fit-end lines
+    assert "Received SIGTERM" not in err  # Lightning's own line for it, beside the run's
     assert not (run_dir / "result.json").exists()
     assert 0 < _checkpoint_step(run_dir) < 40
     start = time.perf_counter()
