@@ -10,11 +10,12 @@ the test of a recipe's own efficiency against its format's shared one, Holm-adju
 says "not consistent" where the truth is shared (every such verdict is false) and where one recipe's is not (power),
 the raw test's rejection rate at 5% beside it, and how often the shared efficiencies' 95% bootstrap intervals hold
 the truth (coverage). Each sweep is bf16 and three recipes of one forward format, fitted with a bootstrap (for the
-intervals; the test needs none)."""
+intervals; the test needs none), under normal or heavy-tailed (t3, laplace) noise as `calibrate`'s cases."""
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from fits.synthetic import synthetic_table
 
@@ -85,9 +86,13 @@ SHARED_TRUTHS = {
               "mxfp4_fprop": {"effN": 0.645, "effD": 0.97}},
 }
 SHARED_POWER = {"split": "mxfp4_sr effN"}  # the check whose recipe's truth is not its format's: its rejections are power
-SHARED_CASES = (  # (grid, law, truth); normal noise
-    ("6x5", "quartet", "shared"), ("6x5", "quartet", "split"), ("4x4", "quartet", "shared"),
-    ("4x4", "quartet", "split"), ("6x5", "chinchilla", "shared"), ("6x5", "chinchilla", "split"),
+SHARED_CASES = (  # (grid, noise distribution, law, truth)
+    ("6x5", "normal", "quartet", "shared"), ("6x5", "normal", "quartet", "split"),
+    ("4x4", "normal", "quartet", "shared"), ("4x4", "normal", "quartet", "split"),
+    ("6x5", "normal", "chinchilla", "shared"), ("6x5", "normal", "chinchilla", "split"),
+    # heavy tails, as CASES': how the check behaves on messier runs than normal noise gives
+    ("6x5", "t3", "quartet", "shared"), ("6x5", "t3", "quartet", "split"),
+    ("6x5", "laplace", "quartet", "shared"), ("6x5", "laplace", "quartet", "split"),
 )
 EFFICIENCIES = {"forward": "effN", "backward": "effD"}
 SHARING = "sharing as a whole"  # the raw entry of `fits.shared.sharing_test`'s rejection at 5%
@@ -101,10 +106,9 @@ def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict, dict]:
     from fits.analysis import shared_efficiencies
 
     noise, bootstrap = ctx
-    grid, law, truth, seed = item
-    sizes, ratios = GRIDS[grid]
+    grid, dist, law, truth, seed = item
     truths = SHARED_TRUTHS[truth]
-    table = synthetic_table({"bf16": {}, **truths}, sizes=sizes, ratios=ratios, noise=noise, seed=seed)
+    table = shared_sweep_table(grid, dist, truth, noise, seed)
     out = shared_efficiencies(table, law=law, baseline="bf16", bootstrap=bootstrap, seed=seed, workers=1)
     checks = {f"{r} {eff}": c[eff]["check"] for r, c in out["recipes"].items() for eff in ("effN", "effD")}
     raw = {f"{r} {eff}": None if c[eff]["check"] is None else bool(c[eff]["p_value"] < 0.05)
@@ -121,6 +125,14 @@ def _one_shared_sweep(ctx: tuple, item: tuple) -> tuple[dict, dict, dict]:
             known = len(values) == 1 and entry["pinned"] and np.isfinite([low, high]).all()
             covered[f"{eff} of {'+'.join(sorted(entry['recipes']))}"] = bool(low <= values.pop() <= high) if known else None
     return checks, covered, raw
+
+
+def shared_sweep_table(grid: str, dist: str, truth: str, noise: float, seed: int) -> pl.DataFrame:
+    """One synthetic sweep of a shared case: bf16 and the truth's recipes on the grid, `noise` of `dist` on the log
+    loss (fits.synthetic.NOISE)."""
+    sizes, ratios = GRIDS[grid]
+    return synthetic_table({"bf16": {}, **SHARED_TRUTHS[truth]}, sizes=sizes, ratios=ratios, noise=noise,
+                           noise_dist=dist, seed=seed)
 
 
 def _rate(flags: list) -> float | None:
@@ -145,7 +157,8 @@ def _null_checks(truth: str) -> list[str]:
     return out
 
 
-def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sweeps: list[tuple]) -> dict:
+def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sweeps: list[tuple],
+               noise_dist: str = "normal") -> dict:
     """A case's row from its sweeps' (checks, covered, raw): each check's "not consistent" rate among the sweeps that
     checked it, the false rate (pooled over the checks whose truth is their format's), the power (SHARED_POWER's
     check, where the case has one), the same two of the raw test at 5% and the sharing test's rejections, each format's ci95
@@ -157,7 +170,7 @@ def shared_row(grid: str, law: str, truth: str, noise: float, bootstrap: int, sw
     raw = [s[2] for s in sweeps]
     coverage = {f: _rate([s[1][f] for s in sweeps]) for f in sweeps[0][1]}
     power = SHARED_POWER.get(truth)
-    return {"grid": grid, "noise_dist": "normal", "noise_sd": noise, "truth": truth, "law": law, "sweeps": len(sweeps),
+    return {"grid": grid, "noise_dist": noise_dist, "noise_sd": noise, "truth": truth, "law": law, "sweeps": len(sweeps),
             "bootstrap": bootstrap, "false_rate": _rate(pooled), "false_checks": null,
             "false_rate_raw": _rate([r[n] for r in raw for n in null]),
             "power_raw": _rate([r[power] for r in raw]) if power else None,
@@ -173,22 +186,23 @@ def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.00
                      workers: int = 2, seed: int = 0, progress=None, on_row=None) -> list[dict]:
     """One row per case (`shared_row`): how often the shared-efficiency check says "not consistent" where the truth
     is shared (false) and where one recipe's is not (power), and how often the shared efficiencies' 95% intervals
-    hold the truth. Each sweep fits with `bootstrap` replicates (the check is theirs). cases: (grid, law, truth)
-    tuples, default SHARED_CASES. on_row(rows so far) after each case, as `calibrate`."""
+    hold the truth. Each sweep fits with `bootstrap` replicates (the check is theirs). cases: (grid, noise
+    distribution, law, truth) tuples, default SHARED_CASES; a case's sweeps are seeds seed..seed+sweeps-1 whatever
+    its distribution. on_row(rows so far) after each case, as `calibrate`."""
     from fits.fit import parallel_map
     from fits.threads import single_threaded_blas
 
     rows = []
-    for grid, law, truth in SHARED_CASES if cases is None else cases:
-        items = [(grid, law, truth, seed + i) for i in range(sweeps)]
+    for grid, dist, law, truth in SHARED_CASES if cases is None else cases:
+        items = [(grid, dist, law, truth, seed + i) for i in range(sweeps)]
         with single_threaded_blas():
             out = parallel_map(_one_shared_sweep, (noise, bootstrap), items, workers)
-        row = shared_row(grid, law, truth, noise, bootstrap, out)
+        row = shared_row(grid, law, truth, noise, bootstrap, out, noise_dist=dist)
         rows.append(row)
         if on_row:
             on_row(rows)
         if progress:
-            progress(f"  {grid} {law:<10} {truth:<6}: " + ", ".join(
+            progress(f"  {grid} {dist:<7} {law:<10} {truth:<6}: " + ", ".join(
                 f"{k} {_percent(row[k])}" for k in ("false_rate", "false_rate_raw", "power", "power_raw",
                                                     "sharing_rejected", "coverage_effN", "coverage_effD"))
                 + f" of {sweeps} sweeps ({row['unchecked']} checks unchecked)")

@@ -733,9 +733,10 @@ def test_calibration_shared_writes_its_key_and_keeps_the_files_others(tmp_path, 
                                "law": "chinchilla", "sweeps": 40, "reject_5pct": 0.05}],
               "calibration_provenance": {"date": "2026-12-05 09:21 UTC", "git_commit": "abc"}, "notes": ["a note"]}
     out.write_text(json.dumps(before))
-    monkeypatch.setattr(fits.calibration, "SHARED_CASES", (("3x3", "quartet", "shared"),))
+    monkeypatch.setattr(fits.calibration, "SHARED_CASES", (("3x3", "normal", "quartet", "shared"),))
     assert main(["bench", "calibration", "--shared", "--sweeps", "2", "--bootstrap", "5", "--out", str(out)]) == 0
-    assert "false_rate" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "false_rate" in printed and "noise_dist" in printed  # (cases differ by their noise distribution too)
     after = json.loads(out.read_text())
     assert {k: after[k] for k in before} == before
     provenance = after["calibration_shared_provenance"]

@@ -211,10 +211,11 @@ def test_calibrate_shared_runs_a_tiny_case_into_the_documented_row():
     interval, which has no single truth, not scored."""
     from fits.calibration import calibrate_shared
 
-    rows = calibrate_shared(sweeps=2, bootstrap=5, cases=(("3x3", "quartet", "split"),), workers=1)
+    rows = calibrate_shared(sweeps=2, bootstrap=5, cases=(("3x3", "normal", "quartet", "split"),), workers=1)
     assert len(rows) == 1 and set(rows[0]) == SHARED_ROW_KEYS
     row = rows[0]
-    assert (row["sweeps"], row["bootstrap"], row["truth"], row["law"]) == (2, 5, "split", "quartet")
+    assert (row["sweeps"], row["bootstrap"], row["truth"], row["law"], row["noise_dist"]) == (2, 5, "split", "quartet",
+                                                                                             "normal")
     assert row["power_check"] == "mxfp4_sr effN" and row["power"] == row["not_consistent"]["mxfp4_sr effN"]
     assert row["false_checks"] == ["mxfp4 effD", "mxfp4_sr effD", "mxfp4_fprop effD"]  # (effN's truth is not shared)
     assert set(row["not_consistent"]) == {f"{r} {e}" for r in ("mxfp4", "mxfp4_sr", "mxfp4_fprop") for e in ("effN", "effD")}
@@ -223,6 +224,39 @@ def test_calibrate_shared_runs_a_tiny_case_into_the_documented_row():
                                     "effD of mxfp4_fprop"}
     for rate in (row["false_rate"], row["power"], row["coverage_effD"], *row["not_consistent"].values()):
         assert rate is None or 0.0 <= rate <= 1.0
+
+
+def test_shared_calibration_cases_add_heavy_tailed_noise_to_the_normal_ones():
+    """The shared check was calibrated under 0.5% normal noise alone; the kappa = 0 test's CASES also under laplace
+    and t3. SHARED_CASES keeps the six normal cases (their rows' keys and seeds unchanged) and adds 6 x 5, Quartet's
+    law, shared and split, under t3 and laplace, each case naming its noise distribution as CASES' do."""
+    from fits.calibration import SHARED_CASES
+    from fits.synthetic import NOISE
+
+    normal = [(g, law, truth) for g, dist, law, truth in SHARED_CASES if dist == "normal"]
+    assert normal == [("6x5", "quartet", "shared"), ("6x5", "quartet", "split"), ("4x4", "quartet", "shared"),
+                      ("4x4", "quartet", "split"), ("6x5", "chinchilla", "shared"), ("6x5", "chinchilla", "split")]
+    heavy = [case for case in SHARED_CASES if case[1] != "normal"]
+    assert heavy == [("6x5", dist, "quartet", truth) for dist in ("t3", "laplace") for truth in ("shared", "split")]
+    assert {dist for _, dist, _, _ in SHARED_CASES} <= set(NOISE)
+
+
+def test_a_shared_calibration_draws_its_cases_noise_distribution():
+    """A case's noise distribution reaches its sweeps' losses (synthetic_table's with that noise_dist, the same seeds
+    as the normal case's) and its row's noise_dist, which was "normal" whatever the case."""
+    from fits.calibration import GRIDS, SHARED_TRUTHS, calibrate_shared, shared_sweep_table
+
+    sizes, ratios = GRIDS["3x3"]
+    t3 = shared_sweep_table("3x3", "t3", "shared", noise=0.005, seed=3)
+    expected = synthetic_table({"bf16": {}, **SHARED_TRUTHS["shared"]}, sizes=sizes, ratios=ratios, noise=0.005,
+                               noise_dist="t3", seed=3)
+    assert t3.equals(expected)
+    normal = shared_sweep_table("3x3", "normal", "shared", noise=0.005, seed=3)
+    assert normal.equals(synthetic_table({"bf16": {}, **SHARED_TRUTHS["shared"]}, sizes=sizes, ratios=ratios,
+                                         noise=0.005, seed=3))  # (the normal cases' sweeps as before)
+    assert not np.allclose(t3["loss"], normal["loss"])
+    [row] = calibrate_shared(sweeps=2, bootstrap=3, cases=(("3x3", "t3", "quartet", "shared"),), workers=1)
+    assert (row["noise_dist"], row["noise_sd"], row["grid"], row["truth"]) == ("t3", 0.005, "3x3", "shared")
 
 
 def test_a_shared_calibration_rows_rates_count_each_check_and_interval():

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibration: synthetic sweeps per case (default 40; each case's rate is +-~7%% at 40)")
     parser.add_argument("--shared", action="store_true", default=None,  # (None where not given: OPTION_SECTIONS)
                         help="calibration: calibrate the shared-efficiency check (`scaling fit --shared-efficiencies`) "
-                             "instead of the kappa = 0 test; rows under calibration_shared (~11 min on 2 cores)")
+                             "instead of the kappa = 0 test; rows under calibration_shared (~20 min on 2 cores)")
     parser.add_argument("--bootstrap", type=int,
                         help="calibration --shared: bootstrap replicates per sweep (default 100)")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
@@ -326,7 +326,7 @@ def _calibrate_shared(args: argparse.Namespace, result: dict, fresh: dict, progr
 
 
 # calibration_shared's columns in the printed table (the JSON has each check's and each format's too)
-SHARED_COLUMNS = ("grid", "law", "truth", "sweeps", "bootstrap", "false_rate", "false_rate_raw", "power", "power_raw",
+SHARED_COLUMNS = ("grid", "noise_dist", "law", "truth", "sweeps", "bootstrap", "false_rate", "false_rate_raw", "power", "power_raw",
                   "sharing_rejected", "coverage_effN", "coverage_effD", "unchecked")
 
 
