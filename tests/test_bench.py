@@ -747,6 +747,30 @@ def test_calibration_shared_writes_its_key_and_keeps_the_files_others(tmp_path, 
     assert main(["bench", "targets", "--out", str(out)]) == 0  # (the file is still a benchmark JSON)
 
 
+def test_calibration_noise_dist_runs_only_its_cases_and_keeps_the_others_rows(tmp_path, monkeypatch, capsys):
+    """`bench calibration [--shared] --noise-dist t3` runs only the cases under t3 noise (here one tiny case of each
+    calibration, for real) and merges their rows by key: the file's normal rows are kept, not rerun. Adding the
+    heavy-tailed shared cases otherwise meant rerunning the six normal ones (12 min) to measure four."""
+    import fits.calibration
+    from scaling.cli import main
+
+    out = tmp_path / "fits.json"
+    normal = {"grid": "3x3", "noise_dist": "normal", "noise_sd": 0.005, "truth": "shared", "law": "quartet",
+              "sweeps": 2, "bootstrap": 5, "false_rate": 0.5}
+    out.write_text(json.dumps({"calibration_shared": [normal]}))
+    monkeypatch.setattr(fits.calibration, "SHARED_CASES", (("3x3", "normal", "quartet", "shared"),
+                                                            ("3x3", "t3", "quartet", "shared")))
+    monkeypatch.setattr(fits.calibration, "CASES", (("3x3", "normal", "constant"), ("3x3", "t3", "constant")))
+    argv = ["--noise-dist", "t3", "--sweeps", "2", "--out", str(out)]
+    assert main(["bench", "calibration", "--shared", "--bootstrap", "5", *argv]) == 0
+    assert main(["bench", "calibration", *argv]) == 0
+    assert "t3" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["calibration_shared"][0] == normal
+    assert [(r["grid"], r["noise_dist"]) for r in data["calibration_shared"]] == [("3x3", "normal"), ("3x3", "t3")]
+    assert [(r["grid"], r["noise_dist"]) for r in data["calibration"]] == [("3x3", "t3")]
+
+
 def test_the_benchmarks_doc_names_every_section():
     """docs/kernels.md's "Benchmarks" listed `scaling bench kernels|loss|linear|train|profile|stages|sass|fit`:
     cpu, quantizer and calibration, which run on any machine, were named nowhere in it but a rule on their files."""

@@ -161,6 +161,7 @@ def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, ca
                                         (["cpu", "--dims", "128"], "--dims"), (["targets", "--recipes", "nvfp4"], "--recipes"),
                                         (["quantizer", "--sizes", "1M"], "--sizes"), (["cpu", "--top", "3"], "--top"),
                                         (["fit", "--sweeps", "5"], "--sweeps"), (["fit", "--shared"], "--shared"),
+                                        (["fit", "--noise-dist", "t3"], "--noise-dist"),
                                         (["cpu", "--compile-mode", "reduce-overhead"], "--compile-mode")])
 def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no_benchmarks):
     """`bench cpu --batch 4` ran the trainer's batch and said nothing of the 4 (and, options with a
@@ -175,6 +176,15 @@ def test_bench_calibration_refuses_bootstrap_without_shared(capsys, no_benchmark
     _refused(["bench", "calibration", "--bootstrap", "10"], capsys, "--bootstrap is read by calibration --shared alone",
              "add --shared")
     assert no_benchmarks == []
+
+
+@pytest.mark.parametrize("value, words", [("cauchy", ("--noise-dist cauchy", "normal, laplace, t3")),
+                                          ("t3,gauss", ("--noise-dist t3,gauss", "'gauss'")),
+                                          (",", ("--noise-dist ','", "names nothing"))])
+def test_bench_calibration_refuses_a_noise_distribution_it_has_no_cases_of(value, words, capsys):
+    """--noise-dist names the noise distributions whose calibration cases run; one with no cases (a typo) ran
+    nothing and wrote an unchanged file."""
+    _refused(["bench", "calibration", "--shared", "--noise-dist", value], capsys, *words)
 
 
 @pytest.mark.parametrize("argv", [["train", "--batch", "0"], ["train", "--accumulate", "-1"],

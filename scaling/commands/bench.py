@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "instead of the kappa = 0 test; rows under calibration_shared (~20 min on 2 cores)")
     parser.add_argument("--bootstrap", type=int,
                         help="calibration --shared: bootstrap replicates per sweep (default 100)")
+    parser.add_argument("--noise-dist", help="calibration: run only the cases under these noise distributions, "
+                        "comma-separated (normal, laplace, t3; default: every case), their rows merged into --out's")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
@@ -84,7 +86,8 @@ OPTION_SECTIONS = {"--recipes": ("kernels", "linear", "train", "profile", "stage
                    "--families": ("train", "profile", "cpu"), "--sizes": ("train", "profile", "cpu"),
                    "--dims": ("linear", "quantizer"), "--steps": ("train", "cpu"), "--batch": ("train", "profile"),
                    "--accumulate": ("train",), "--top": ("linear", "profile"), "--compile-mode": ("train",),
-                   "--sweeps": ("calibration",), "--bootstrap": ("calibration",), "--shared": ("calibration",)}
+                   "--sweeps": ("calibration",), "--bootstrap": ("calibration",), "--shared": ("calibration",),
+                   "--noise-dist": ("calibration",)}
 
 
 def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
@@ -99,8 +102,8 @@ def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
 
 def _check_lists(args: argparse.Namespace) -> None:
     """A list option given but naming nothing (`--sizes ,,`) is refused: it ran nothing, or the defaults."""
-    for flag in ("--recipes", "--families", "--sizes"):  # (--dims: `_dims`)
-        value = getattr(args, flag[2:], None)
+    for flag in ("--recipes", "--families", "--sizes", "--noise-dist"):  # (--dims: `_dims`)
+        value = getattr(args, flag[2:].replace("-", "_"), None)
         if value is not None and not _items(value, ""):
             raise UserError(f"{flag} {value!r} names nothing; give items separated by commas, or leave {flag} out "
                             "for the section's defaults")
@@ -279,16 +282,18 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
     if "calibration" in wanted and args.shared:
         _calibrate_shared(args, result, fresh, progress)
     elif "calibration" in wanted:
-        from fits.calibration import calibrate
+        from fits import calibration
 
         sweeps = 40 if args.sweeps is None else args.sweeps
-        progress(f"calibration of the kappa = 0 test, {sweeps} synthetic sweeps per case:")
+        cases = _noise_cases(calibration.CASES, args.noise_dist)
+        progress(f"calibration of the kappa = 0 test, {sweeps} synthetic sweeps per case, {len(cases)} cases:")
         fresh["calibration_provenance"] = provenance = _provenance()
         # each case saved as it ends (the whole takes ~10 minutes on 2 cores), stamped: a run cut short
         # leaves the earlier call's other cases, from other code
         save, _ = _row_saver(result, fresh, "calibration", {"measured": provenance["date"],
                                                             "git_commit": provenance["git_commit"]}, args.out)
-        save(calibrate(sweeps=sweeps, workers=2, progress=progress, on_row=save))  # (fewer on fewer cores)
+        save(calibration.calibrate(sweeps=sweeps, cases=cases, workers=2, progress=progress,
+                                   on_row=save))  # (fewer on fewer cores)
     if "sass" in wanted:
         fresh["sass"] = _bench_sass(list(recipes) or None, progress)
         from scaling.bench import versions
@@ -313,16 +318,18 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
 def _calibrate_shared(args: argparse.Namespace, result: dict, fresh: dict, progress) -> None:
     """`bench calibration --shared`: the shared-efficiency check's calibration (`fits.calibration.calibrate_shared`)
     under calibration_shared, each case saved as it ends and stamped, as the kappa = 0 test's."""
-    from fits.calibration import calibrate_shared
+    from fits import calibration
 
     sweeps = 40 if args.sweeps is None else args.sweeps
     bootstrap = 100 if args.bootstrap is None else args.bootstrap
+    cases = _noise_cases(calibration.SHARED_CASES, args.noise_dist)
     progress(f"calibration of the shared-efficiency check, {sweeps} synthetic sweeps per case, {bootstrap} "
-             "bootstrap replicates each:")
+             f"bootstrap replicates each, {len(cases)} cases:")
     fresh["calibration_shared_provenance"] = provenance = _provenance()
     save, _ = _row_saver(result, fresh, "calibration_shared", {"measured": provenance["date"],
                                                                "git_commit": provenance["git_commit"]}, args.out)
-    save(calibrate_shared(sweeps=sweeps, bootstrap=bootstrap, workers=2, progress=progress, on_row=save))
+    save(calibration.calibrate_shared(sweeps=sweeps, bootstrap=bootstrap, cases=cases, workers=2, progress=progress,
+                                      on_row=save))
 
 
 # calibration_shared's columns in the printed table (the JSON has each check's and each format's too)
@@ -442,10 +449,30 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
             raise UserError(f"--recipes {args.recipes}: the quantizer section times the quantized activation "
                             "operands (fprop.x, dgrad.dy, wgrad.dy, wgrad.x), and these recipes quantize none; "
                             "give an FP4 recipe (e.g. nvfp4)")
+    _check_noise_dists(args.noise_dist)
     _check_models(args, wanted, recipes)
     _check_kernels(args, wanted, recipes)
     return {section: _dims(args.dims, default, section, recipes) for section, default in DIMS_DEFAULTS.items()
             if section in wanted}
+
+
+def _check_noise_dists(value: str | None) -> None:
+    """Refuse a --noise-dist that fits.synthetic does not draw (a typo ran no case and left the file as it was)."""
+    if value is None:
+        return
+    from fits.synthetic import NOISE
+
+    unknown = [d for d in _items(value, "") if d not in NOISE]
+    if unknown:
+        raise UserError(f"--noise-dist {value}: no calibration case draws {', '.join(map(repr, unknown))}; use "
+                        f"{', '.join(NOISE)}")
+
+
+def _noise_cases(cases: tuple[tuple, ...], noise_dist: str | None) -> tuple[tuple, ...]:
+    """The calibration cases (fits.calibration's CASES or SHARED_CASES: the noise distribution second in each) whose
+    noise distribution --noise-dist names; all of them without it."""
+    wanted = _items(noise_dist, "")
+    return tuple(c for c in cases if not wanted or c[1] in wanted)
 
 
 def _dims(value: str | None, default: str, section: str, recipes: tuple[str, ...]) -> tuple[int, ...]:
