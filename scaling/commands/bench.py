@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibration: synthetic sweeps per case (default 40; each case's rate is +-~7%% at 40)")
     parser.add_argument("--shared", action="store_true", default=None,  # (None where not given: OPTION_SECTIONS)
                         help="calibration: calibrate the shared-efficiency check (`scaling fit --shared-efficiencies`) "
-                             "instead of the kappa = 0 test; rows under calibration_shared (~20 min on 2 cores)")
+                             "instead of the kappa = 0 test; rows under calibration_shared (~18 min on 2 cores)")
     parser.add_argument("--bootstrap", type=int,
                         help="calibration --shared: bootstrap replicates per sweep (default 100)")
     parser.add_argument("--noise-dist", help="calibration: run only the cases under these noise distributions, "
