@@ -19,7 +19,9 @@ FLOPs per token (training, forward + backward = 3 × forward, Kaplan et al. 2020
 - ``flops_per_token``  = 6·N, the C = 6ND of the fits;
 - ``flops_per_token_exact`` = 6·(N + V·width) + 12·depth·width·T: the LM head's matmul plus the
   attention scores and the attention-weighted sum (2·T·width each per layer forward; Chinchilla
-  App. F, PaLM App. B, nanochat's estimate_flops). Embedding lookups, norms and softmax are not counted.
+  App. F, PaLM App. B, nanochat's estimate_flops). Embedding lookups, softmax and the norms' arithmetic
+  are not counted; llama2's RMSNorm gains are in N, so 6·N counts 6 FLOPs for each of them as if they
+  were matmul weights (6·(2·depth + 1)·width a token: at most 0.13% of the exact count, 0.5M at vocab 4096).
   The full T x T scores are counted, as PaLM and nanochat count them, not the causal half that the
   fused attention kernels compute (docs/models.md: MFU by executed FLOPs is ~6% lower at 160M).
 """

@@ -193,6 +193,29 @@ def test_flops_per_token():
     assert s.flops_per_token_exact(4096, 256) == 6 * (s.n_params + 4096 * 128) + 12 * 5 * 128 * 256
 
 
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_exact_flops_are_the_ones_torch_counts_in_a_training_step(family):
+    """flops_per_token_exact against torch's FlopCounterMode over one forward and backward, with
+    attention through SDPA's math backend (its CPU kernel is not counted): nanochat's is the count
+    to the FLOP; llama2's counts 6 more per RMSNorm gain, which N holds as if they were matmul
+    weights (the docs said norms were not counted)."""
+    import importlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    vocab, seq_len = 512, 64
+    model = build_model(family, "1M", vocab_size=vocab, seq_len=seq_len)
+    s = ladder(family)[1]
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(torch.randint(0, vocab, (1, seq_len))).float().sum().backward()  # (logits: the head's matmul)
+    gains = sum(p.numel() for n, p in model.named_parameters() if "norm" in n)
+    assert gains == (2 * s.depth + 1) * s.width if family == "llama2" else gains == 0
+    assert counter.get_total_flops() + 6 * gains * seq_len == s.flops_per_token_exact(vocab, seq_len) * seq_len
+    ladder_doc = importlib.import_module("models.ladder").__doc__  # (models.ladder is the function)
+    assert "norms and softmax are not counted" not in " ".join(ladder_doc.split())
+
 def test_scaling_models_json(capsys):
     assert main(["models", "--family", "llama2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
