@@ -85,6 +85,26 @@ def test_wsd_and_cosine_schedules():
         hyperparams.lr_multiplier(0, 10, "linear")
 
 
+
+@pytest.mark.parametrize("steps, warmup, decay, final", [(10, 0.0, 0.2, 0.0), (100, 0.05, 0.2, 0.1),
+                                                         (7, 0.0, 0.2, 0.0), (37, 0.1, 0.3, 0.05)])
+def test_schedules_are_the_formulas_in_docs_training_md(steps, warmup, decay, final):
+    """Every step's multiplier, written out from docs/training.md: warmup (s + 1)/w for s < w, w =
+    round(warmup·steps); wsd then 1, and final + (1 − final)·(steps − s)/n over the last n =
+    round(decay·steps) steps; cosine final + (1 − final)·½(1 + cos(π(s − w)/(steps − 1 − w)))."""
+    import math
+
+    w, n = round(warmup * steps), round(decay * steps)
+    for s in range(steps):
+        if s < w:
+            wsd = cosine = (s + 1) / w
+        else:
+            wsd = final + (1 - final) * (steps - s) / n if steps - s <= n else 1.0
+            cosine = final + (1 - final) * 0.5 * (1 + math.cos(math.pi * (s - w) / (steps - 1 - w)))
+        assert hyperparams.lr_multiplier(s, steps, "wsd", warmup, decay, final) == pytest.approx(wsd, abs=1e-12)
+        assert hyperparams.lr_multiplier(s, steps, "cosine", warmup, decay, final) == pytest.approx(cosine, abs=1e-12)
+    assert hyperparams.lr_multiplier(steps - 1, steps, "cosine", warmup, decay, final) == pytest.approx(final, abs=1e-12)
+
 def test_batch_size_rule_grows_with_compute():
     sizes = [hyperparams.batch_sequences(n, 20 * n, 1024) for n in (10e6, 40e6, 160e6, 324e6)]
     assert all(b & (b - 1) == 0 for b in sizes)  # powers of two
