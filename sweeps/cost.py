@@ -130,12 +130,22 @@ BENCH_RESULTS = ("fit",)
 
 def training_speeds(path: str | Path) -> tuple[list[dict], str]:
     """The `train` rows of a benchmark JSON (`scaling bench train --out FILE`) with a speed against
-    BF16 (`speed_rows`), and the file's name, for the plan to cite."""
+    BF16 (`speed_rows`), and the file's name, for the plan to cite. A file with none (another `scaling
+    bench` command's: cpu.json, fits.json) is a UserError: it priced every recipe at BF16's speed while
+    the plan said each was at its measured speed."""
     try:
         bench = read_bench(path, "--bench")
     except UserError as error:
         raise UserError(f"{error}, or --bench none to count every recipe at BF16's speed") from None
-    return speed_rows(bench), Path(path).name
+    rows = speed_rows(bench)
+    if not rows:
+        held = [k for k in BENCH_SECTIONS if bench.get(k) and k != "notes"] + [k for k in BENCH_RESULTS if bench.get(k)]
+        what = f"its rows are {', '.join(held)}" if held else "it holds no rows"
+        cpu = "; --device cpu prices the sweep on CPU by its cpu rows" if "cpu" in held else ""
+        raise UserError(f"--bench: {path} has no `train` rows (recipe, family, size, ratio_vs_bf16) to price a GPU "
+                        f"sweep by ({what}){cpu}; give a file `scaling bench train --out FILE` wrote "
+                        "(reports/bench/h200.json), or --bench none to count every recipe at BF16's speed")
+    return rows, Path(path).name
 
 
 def speed_rows(bench: dict) -> list[dict]:

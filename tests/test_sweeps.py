@@ -630,6 +630,28 @@ def test_plan_refuses_a_benchmark_file_it_cannot_read(tmp_path, capsys):
     assert "its train must be a list of rows" in capsys.readouterr().err
 
 
+def test_plan_on_a_gpu_refuses_a_benchmark_file_without_training_rows(tmp_path, capsys):
+    """A GPU plan given a file `scaling bench train` did not write (reports/bench/cpu.json, fits.json, a kernels-only
+    file) priced every recipe at BF16's speed and still said "each recipe at its speed measured in cpu.json", exit 0:
+    a budget off by the FP4 recipes' slowdown. One line naming what the file holds and the file that fits, exit 2."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]'))
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"cpu": [{"recipe": "bf16", "family": "nanochat", "size": "1M", "tokens_per_s": 8000,
+                                        "cpu_ratio_vs_bf16": 1.0}]}))
+    assert main(["sweep", "plan", str(spec), "--device", "gpu", "--bench", str(cpu)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cpu.json has no `train` rows" in err and "--device cpu" in err, err
+    fits = tmp_path / "fits.json"
+    fits.write_text(json.dumps({"calibration": [{"case": "x"}]}))
+    assert main(["sweep", "plan", str(spec), "--device", "gpu", "--bench", str(fits)]) == 2
+    err = capsys.readouterr().err
+    assert "fits.json has no `train` rows" in err and "scaling bench train --out FILE" in err and "--bench none" in err
+    # a file whose train rows measured bf16 alone still prices (its FP4 recipes marked unmeasured: `?`)
+    only_bf16 = _bench_file(tmp_path, [{"recipe": "bf16", "family": "nanochat", "size": "40M", "ratio_vs_bf16": 1.0}])
+    assert main(["sweep", "plan", str(spec), "--device", "gpu", "--bench", str(only_bf16)]) == 0
+    capsys.readouterr()
+
+
 def test_shipped_specs_validate(tmp_path, capsys):
     root = Path(__file__).resolve().parents[1] / "sweeps"
     assert main(["sweep", "plan", str(root / "demo.toml"), "--json"]) == 0
