@@ -478,6 +478,30 @@ def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys
     assert "needs a benchmark's `cpu` rows" in capsys.readouterr().err
 
 
+def test_plan_prices_the_runs_where_launch_with_the_same_executor_trains_them(tmp_path, capsys, monkeypatch):
+    """`launch` takes --executor and `plan` refused it ("unrecognized arguments"): a lab lead planning a local-default
+    spec (sweeps/micro.toml) for SLURM from a login node without a GPU got CPU-hours, or had to know --set
+    executor.default=slurm. plan --executor prices the runs where `launch --executor` trains them; --device still wins."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # this machine: no GPU
+    on_gpus = write_spec(tmp_path, TINY.replace("gpus = 0", "gpus = 1"))  # local by default, SLURM jobs ask for a GPU
+    assert main(["sweep", "plan", str(on_gpus), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"] == "cpu"
+    assert main(["sweep", "plan", str(on_gpus), "--json", "--executor", "slurm"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["device"], plan["executor"]) == ("gpu", "slurm") and "1 GPU (executor.slurm.gpus)" in plan["device_why"]
+    assert main(["sweep", "plan", str(on_gpus), "--executor", "slurm"]) == 0
+    out = capsys.readouterr().out
+    assert "priced on GPU: `launch --executor slurm`: its SLURM jobs ask for 1 GPU" in out and "GPU-hours" in out
+    no_gpu = write_spec(tmp_path, TINY.replace("[executor.local]", '[executor]\ndefault = "slurm"\n[executor.local]'))
+    assert main(["sweep", "plan", str(no_gpu), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["executor"] == "slurm"
+    assert main(["sweep", "plan", str(no_gpu), "--json", "--executor", "local"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["device"], plan["executor"]) == ("cpu", "local") and "no GPU" in plan["device_why"]
+    assert main(["sweep", "plan", str(on_gpus), "--json", "--executor", "slurm", "--device", "cpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"] == "cpu"
+
+
 def test_plan_reads_its_benchmark_once(tmp_path, capsys, monkeypatch):
     """`sweep plan` on CPU read cpu.json twice (the rows, then its machine); once now, on either device."""
     import sweeps.cost

@@ -29,10 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--data", help="corpus or prepared data dir (or builtin); same as --set data=...")
         p.add_argument("--json", action="store_true", help="print JSON")
 
+    def executor_arg(p: argparse.ArgumentParser, help: str) -> None:
+        p.add_argument("--executor", choices=("slurm", "local"), help=f"{help} (default: the spec's executor.default)")
+
     p = sub.add_parser("plan", help="print the runs, total FLOPs and estimated GPU-hours (or CPU-hours)",
                        description="Print the runs of a sweep spec, their total FLOPs and estimated GPU-hours (or "
                                    "CPU-hours); nothing is launched.")
     spec_args(p)
+    executor_arg(p, "price the runs where `launch --executor EXECUTOR` trains them")
     p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
                    help="assumed model FLOPs utilisation, as `scaling train` and `scaling bench train` measure it "
                         "(FLOPs of 6·(N + V·width) + attention per token)")
@@ -43,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "BF16 (default: reports/bench/h200.json, on CPU reports/bench/cpu.json; none: every recipe "
                         "at BF16's speed, on a GPU only)")
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
-                   help="price the runs on a GPU or this CPU (default auto: where `launch` with the spec's default "
-                        "executor trains them: executor.slurm.gpus, or a local launch on this machine's GPUs if any)")
+                   help="price the runs on a GPU or this CPU (default auto: where `launch` with --executor, else the "
+                        "spec's default executor, trains them: executor.slurm.gpus, or a local launch on this machine's "
+                        "GPUs if any)")
     p.add_argument("--runs", action="store_true",
                    help=f"one row per run however many (beyond {PLAN_TABLE_RUNS} runs the table has one row per "
                         "family, size and recipe)")
@@ -53,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        description="Submit every run of a sweep spec that is not done or in flight (SLURM job "
                                    "arrays, or this machine's GPUs or CPU); finished runs are skipped.")
     spec_args(p)
-    p.add_argument("--executor", choices=("slurm", "local"), help="where to run (default: the spec's executor.default)")
+    executor_arg(p, "where to run")
     p.add_argument("--sweep-dir", help="where the run directories go (default: runs/<name>)")
     p.add_argument("--wait", action="store_true", help="slurm: keep watching until every run this launch submitted has finished")
 
@@ -158,15 +163,22 @@ def _bench_file(value: str, device: str = "gpu") -> str | None:
     return value
 
 
-def plan_device(spec, choice: str = "auto") -> tuple[str, str]:
-    """Where plan prices the runs ("gpu" or "cpu"), and why: --device, else where `launch` with the
-    spec's default executor would train them: on SLURM, on a GPU if executor.slurm.gpus asks for one;
-    locally, on the GPUs executor.local.gpus lists, or (\"all\") on this machine's, if it has any."""
-    from scaling.console import count
-
+def plan_device(spec, choice: str = "auto", executor: str | None = None) -> tuple[str, str]:
+    """Where plan prices the runs ("gpu" or "cpu"), and why: --device, else where `launch` with `executor`
+    (--executor; None: the spec's default executor) would train them: on SLURM, on a GPU if
+    executor.slurm.gpus asks for one; locally, on the GPUs executor.local.gpus lists, or (\"all\") on
+    this machine's, if it has any."""
     if choice != "auto":
         return choice, f"--device {choice}"
-    if spec.default_executor == "slurm":
+    device, why = _launch_device(spec, executor or spec.default_executor)
+    return device, f"`launch --executor {executor}`: {why}" if executor else why
+
+
+def _launch_device(spec, executor: str) -> tuple[str, str]:
+    """Where `launch --executor EXECUTOR` trains the spec's runs ("gpu" or "cpu"), and why."""
+    from scaling.console import count
+
+    if executor == "slurm":
         gpus = spec.slurm.gpus
         return ("gpu", f"its SLURM jobs ask for {count(gpus, 'GPU')} (executor.slurm.gpus)") if gpus \
             else ("cpu", "its SLURM jobs ask for no GPU (executor.slurm.gpus = 0)")
@@ -187,13 +199,14 @@ def _plan(args: argparse.Namespace) -> int:
     if not args.peak_tflops > 0:
         raise UserError(f"--peak-tflops {args.peak_tflops:g}: give the GPU's peak BF16 TFLOP/s, e.g. 989")
     spec = _load(args)
-    device, device_why = plan_device(spec, args.device)
+    device, device_why = plan_device(spec, args.device, args.executor)
     bench = _bench_file(args.bench, device)
     speeds = plan_speeds(bench, device)
     rows = plan_rows(spec, args.mfu, args.peak_tflops, speeds, device)
     total = sum(r["flops"] for r in rows)
     hours = sum(r["hours"] for r in rows)
-    summary = dict(name=spec.name, runs=len(rows), total_flops=total, device=device, device_why=device_why,
+    summary = dict(name=spec.name, runs=len(rows), total_flops=total, executor=args.executor or spec.default_executor,
+                   device=device, device_why=device_why,
                    hours=hours, **{f"{device}_hours": hours}, bench=bench, flops_rule="6*N*D (N non-embedding)",
                    total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE)
     if device == "gpu":
