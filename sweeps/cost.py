@@ -6,7 +6,8 @@ recipe slowed by its measured training speed against BF16 (`scaling bench train`
 On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes around BF16 GEMMs), so
 its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.73x
 for quartet2 (reports/bench/h200.json). A run takes the speed measured for its recipe at the nearest
-model size, preferring its own family; the plan shows which measurement each run used. A recipe the
+model size, preferring its own family; the plan shows which measurement each run used, and names each
+size more than 2x in parameters from it (`far_from_measured`). A recipe the
 file has not measured (a recipe file of your own, or a preset not benchmarked) is priced as the slowest
 measured recipe whose quantizer work it does all of (`priced_speed`), and the plan says which.
 
@@ -37,6 +38,7 @@ class Speed:
     vs_bf16: float | None
     source: str
     note: str = ""  # for a recipe not measured: which recipe's speed it was priced at, and why
+    at: tuple[str, str] | None = None  # the (family, size) of the row it was measured at; None: no row (bf16)
 
 
 def read_bench(path: str | Path, option: str) -> dict:
@@ -167,7 +169,7 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
     if row is None:
         return Speed(None, "not measured: counted at BF16's speed")
     when = f", measured {row['measured'][:10]}" if isinstance(row.get("measured"), str) else ""  # (rows since 2026-12-06)
-    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}{when}")
+    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}{when}", at=(row["family"], row["size"]))
 
 
 def nearest_row(recipe: str, family: str, size: str, rows: list[dict]) -> dict | None:
@@ -205,14 +207,52 @@ def cpu_speeds(path: str | Path) -> tuple[list[dict], str, str]:
     return rows, Path(path).name, where or "the benchmark's CPU"
 
 
-def cpu_flops_per_s(family: str, size: str, rows: list[dict]) -> tuple[float, str]:
+def cpu_flops_per_s(family: str, size: str, rows: list[dict]) -> tuple[float, tuple[str, str]]:
     """BF16 training FLOP/s (6·N·D) on the benchmark's CPU: the nearest bf16 row's tokens/s times its
-    6·N, and that row ("nanochat 1M")."""
+    6·N, and that row's (family, size)."""
     from models.ladder import model_size
 
     row = nearest_row("bf16", family, size, rows)
     return float(row["tokens_per_s"]) * model_size(row["family"], row["size"]).flops_per_token(), \
-        f"{row['family']} {row['size']}"
+        (row["family"], row["size"])
+
+
+# A run priced from a row more than this factor away in parameters is named (`far_from_measured`): the ladder's
+# sizes double, so a run priced at its neighbour's row is near enough, one two rungs away is not.
+FAR_FROM_MEASURED = 2.05
+
+
+def far_from_measured(rows: list[dict], device: str, source: str, mfu: float | None) -> list[str]:
+    """The line (a list of one; none where every run is near its row) naming each (family, size) of the plan's
+    `rows` priced from a measurement more than FAR_FROM_MEASURED away in parameters (`measured_at`: the row's
+    "family size" per recipe), by how much, and the `scaling bench` command that measures it (`source`: the file)."""
+    from models.ladder import model_size
+
+    far: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for r in rows:
+        for recipe, at in r["measured_at"].items():
+            ratio = model_size(*at.split()).n_params / model_size(r["family"], r["size"]).n_params
+            if max(ratio, 1 / ratio) > FAR_FROM_MEASURED:
+                recipes = far.setdefault((r["family"], r["size"]), {}).setdefault(at, [])
+                if recipe not in recipes:
+                    recipes.append(recipe)
+    if not far:
+        return []
+
+    def said(run: tuple[str, str], at: str, recipes: list[str]) -> str:
+        ratio = model_size(*at.split()).n_params / model_size(*run).n_params
+        return f"{', '.join(recipes)} at {at}'s speed, " + (f"{ratio:.2g}x its parameters" if ratio > 1 else
+                                                              f"1/{1 / ratio:.2g} of its parameters")
+
+    sizes = "; ".join(f"{' '.join(run)} ({'; '.join(said(run, at, rs) for at, rs in ats.items())})" for run, ats in far.items())
+    families = ",".join(dict.fromkeys(f for f, _ in far))
+    command = f"scaling bench {'train' if device == 'gpu' else 'cpu'} --families {families} " \
+              f"--sizes {','.join(dict.fromkeys(s for _, s in far))} --out FILE"
+    bf16 = (f"reaches less than the assumed {mfu:.0%} MFU in BF16" if device == "gpu" else
+            "gets less than the BF16 FLOP/s scaled from the row by 6·N")
+    return [f"far from any size measured in {source}: {sizes}. A smaller model spends a larger share of its step in the "
+            f"quantizers and {bf16}, so a size below the row it was priced at is likely priced low, one above it high; "
+            f"`{command}` measures them (then --bench FILE)"]
 
 
 def cpu_hours(flops: float, flops_per_s: float, speed: Speed) -> float:
@@ -306,4 +346,4 @@ def priced_speed(recipe: str, family: str, size: str, rows: list[dict], source: 
     why = (f"the slowest measured recipe whose quantizer work it does all of ({', '.join(floor)})" if floor else
            "the slowest measured quantized recipe, since it does all the quantizer work of none")
     return Speed(speed.vs_bf16, f"as {name}: {speed.source}",
-                 f"not measured in {source}; priced as {name}, {why}")
+                 f"not measured in {source}; priced as {name}, {why}", at=speed.at)

@@ -604,6 +604,40 @@ def test_plan_counts_each_recipe_at_its_measured_speed(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["run_list"][0]["speed_from"] == "llama2 1M, bench.json, measured 2026-12-06"
 
 
+def test_plan_says_which_sizes_it_priced_from_a_measurement_far_from_them(tmp_path, capsys):
+    """sweeps/micro.toml's 1M-4M runs were priced at the speeds measured at nanochat 40M (10-40x their parameters) and
+    paper.toml's 10M at 40M's, and the plan said only "0.756x (nanochat 40M, h200.json)": nothing told a budget that
+    these sizes were never measured. A line names each size more than 2x from the row it was priced at, by how much,
+    and the command that measures it; --json's `far_from_measured` holds the same line; near sizes get none."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0")
+                      .replace('size = "0.5M"', 'size = ["0.5M", "4M"]'))
+    bench = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": "1M", "ratio_vs_bf16": 0.8},
+                                   {"recipe": "bf16", "family": "nanochat", "size": "1M", "ratio_vs_bf16": 1.0}])
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
+    out = capsys.readouterr().out
+    far = [line for line in out.splitlines() if "far from" in line]
+    assert len(far) == 1, out
+    assert "nanochat 4M (nvfp4 at nanochat 1M's speed, 1/4 of its parameters)" in far[0], far
+    assert "0.5M" not in far[0]  # 0.5M is 2x from 1M: the ladder's next size, near enough
+    assert "scaling bench train --families nanochat --sizes 4M --out FILE" in far[0] and "30% MFU" in far[0], far
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["far_from_measured"] == [far[0]]
+    # on CPU: BF16's FLOP/s is scaled from the 1M bf16 row too
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"cpu": [
+        {"recipe": "bf16", "family": "nanochat", "size": "1M", "tokens_per_s": 8000, "cpu_ratio_vs_bf16": 1.0},
+        {"recipe": "nvfp4", "family": "nanochat", "size": "1M", "tokens_per_s": 6400, "cpu_ratio_vs_bf16": 1.25}]}))
+    assert main(["sweep", "plan", str(spec), "--bench", str(cpu), "--device", "cpu", "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["far_from_measured"]
+    assert "nanochat 4M (bf16, nvfp4 at nanochat 1M's speed, 1/4 of its parameters)" in line, line
+    assert "scaling bench cpu --families nanochat --sizes 4M --out FILE" in line, line
+    near = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": s, "ratio_vs_bf16": 0.8}
+                                  for s in ("0.5M", "4M")])
+    assert main(["sweep", "plan", str(spec), "--bench", str(near), "--device", "gpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["far_from_measured"] == []
+
+
 def test_plan_prices_an_unmeasured_recipe_as_the_slowest_measured_one_whose_work_it_does(tmp_path, capsys):
     """A recipe file of one's own has no benchmark row. It was counted at BF16's speed, understating
     its cost; now it is priced as the slowest measured recipe whose quantizer work (quantized operands,

@@ -100,7 +100,9 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
     `flops_exact` at `mfu` of `peak_tflops` for BF16, its recipe slowed by the speed the benchmark's
     `train` rows measured (`speeds`, from `plan_speeds`; None: every recipe at BF16's speed). On "cpu":
     the benchmark CPU's hours (all its threads), its 6·N·D at the BF16 FLOP/s (6·N per token) of the
-    benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's)."""
+    benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's).
+    `measured_at`: the "family size" of each benchmark row its hours come from, by the recipe it measured
+    (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`."""
     from models import model_size
     from sweeps.cost import Speed, corpus_vocab_size, cpu_flops_per_s, cpu_hours, gpu_hours, mfu_flops, priced_speed
     from sweeps.store import recipe_label
@@ -115,15 +117,18 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
         key = (c.recipe, c.family, c.size)
         if key not in priced:
             priced[key] = (priced_speed(*key, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, ""))
-        speed = priced[key]
+        speed, recipe = priced[key], recipe_label(c.recipe)
+        at = {recipe: " ".join(speed.at)} if speed.at else {}  # the rows its hours come from, by what they measured
         if device == "cpu":
-            rate, _ = cpu_flops_per_s(c.family, c.size, speeds.rows)
+            rate, rate_at = cpu_flops_per_s(c.family, c.size, speeds.rows)
             hours = cpu_hours(flops, rate, speed)
+            at = {"bf16": " ".join(rate_at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
         else:
             hours = gpu_hours(flops_exact, mfu, peak_tflops, speed)
-        rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe_label(c.recipe), tokens=c.tokens,
+        rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=c.tokens,
                          seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact, vs_bf16=speed.vs_bf16,
-                         speed_from=speed.source, speed_note=speed.note, hours=hours, **{f"{device}_hours": hours}))  # fmt: skip
+                         speed_from=speed.source, speed_note=speed.note, measured_at=at, hours=hours,
+                         **{f"{device}_hours": hours}))  # fmt: skip
     return rows
 
 
@@ -193,6 +198,7 @@ def _launch_device(spec, executor: str) -> tuple[str, str]:
 
 def _plan(args: argparse.Namespace) -> int:
     from scaling.console import count, print_json, print_table
+    from sweeps.cost import far_from_measured
 
     if not 0 < args.mfu <= 1:
         raise UserError(f"--mfu {args.mfu:g}: give the assumed utilisation as a fraction in (0, 1], e.g. 0.3")
@@ -215,8 +221,9 @@ def _plan(args: argparse.Namespace) -> int:
         summary["cpu"] = speeds.machine
     unit = f"{device}_hours"
     warnings = plan_warnings(rows)
+    far = far_from_measured(rows, device, speeds.source, args.mfu if device == "gpu" else None) if speeds else []
     if args.json:
-        print_json({**summary, "warnings": warnings, "run_list": rows})
+        print_json({**summary, "warnings": warnings, "far_from_measured": far, "run_list": rows})
         return 0
     if args.runs or len(rows) <= PLAN_TABLE_RUNS:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
@@ -229,6 +236,8 @@ def _plan(args: argparse.Namespace) -> int:
                                                   + ("training rows)" if device == "gpu" else "cpu rows)"))
         for recipe, note in dict.fromkeys((r["recipe"], r["speed_note"]) for r in rows if r["speed_note"]):
             print(f"{recipe}: {note}")
+        for line in far:
+            print(line)
     other = "" if args.device != "auto" else "; --device cpu prices it on CPU" if device == "gpu" else \
         "; --device gpu prices it on a GPU"
     print(f"priced on {device.upper()}: {device_why}{other}")
