@@ -20,7 +20,8 @@
     [executor.slurm]                # partition, account, time, gpus, cpus, mem, array_parallelism, ...
     [executor.local]                # gpus ("all" or a list), jobs_per_gpu, cpu_jobs
 
-Any key can be overridden with ``--set key.path=value`` (the value is read as TOML, else a string);
+Any key can be overridden with ``--set key.path=value`` (the value is read as TOML, else a string, except
+one that opens a list or table: that must be TOML);
 an inline table (``--set train={seq_len=128}``) is merged key by key into the spec's table.
 Every mistake raises ``UserError`` naming the key path and what is allowed.
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import json
 import math
 import re
 import tomllib
@@ -305,15 +307,18 @@ def _drop_replaced_token_axes(raw: dict, before: dict[str, Any]) -> None:
 
 
 def apply_override(raw: dict, item: str) -> None:
-    """Set ``a.b.c=value`` in the raw spec dict; the value is parsed as TOML, else kept as a string."""
+    """Set ``a.b.c=value`` in the raw spec dict; the value is parsed as TOML, else kept as a string (one that
+    opens a list or table, `[bf16,nvfp4]`, is a UserError saying how to quote it)."""
     key, sep, text = item.partition("=")
     key = key.strip()
     if not sep or not key:
         raise UserError(f"--set {item!r}: expected key.path=value, e.g. --set grid.seed=[0,1]")
     try:
         value = tomllib.loads(f"v = {text.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as error:
         value = text.strip()
+        if value[:1] in "[{" and value:  # a list or table, not a string: kept as one it read as "unknown recipe '[bf16,nvfp4]'"
+            raise UserError(_not_toml(key, value, error)) from None
     parts = key.split(".")
     table = raw
     for i, part in enumerate(parts[:-1]):
@@ -330,6 +335,28 @@ def apply_override(raw: dict, item: str) -> None:
         _merge(table, parts[-1], value, key)
         return
     table[parts[-1]] = value
+
+
+def _not_toml(key: str, value: str, error: Exception) -> str:
+    """What --set KEY=VALUE says of a VALUE that opens a list or table and is no TOML, with the list quoted where
+    quoting its bare words makes one (`[bf16,nvfp4]` -> `["bf16", "nvfp4"]`)."""
+    kind = "list" if value[0] == "[" else "table"
+    if kind == "list" and value.endswith("]"):
+        items = [i.strip() for i in value[1:-1].split(",") if i.strip()]
+        quoted = "[" + ", ".join(i if _is_toml(i) else json.dumps(i) for i in items) + "]"
+        if _is_toml(quoted):
+            return f"--set {key}={value}: {value} is not a TOML list (strings in it are quoted): --set '{key}={quoted}'"
+    example = "'grid.recipe=[\"bf16\", \"nvfp4\"]'" if kind == "list" else "'train={seq_len=128, compile=\"default\"}'"
+    return (f"--set {key}={value}: {value} is not a TOML {kind} ({error}); close it and quote the strings in it, "
+            f"e.g. --set {example}")
+
+
+def _is_toml(text: str) -> bool:
+    try:
+        tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        return False
+    return True
 
 
 def _merge(table: dict, name: str, value: dict, key: str) -> None:

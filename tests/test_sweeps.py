@@ -104,6 +104,11 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("grid.tokens_per_param=[2, 2.0]", "grid.tokens_per_param[1]: 2 repeats grid.tokens_per_param[0] = 2; list"),
         ("isoflop.budgets=[1e12, 1000000000000]", "isoflop.budgets[1]: 1000000000000 repeats isoflop.budgets[0] = "
          "1e+12 (both 1e+12); list each value once (one value twice is one grid point, trained once)"),
+        # a list or table that is not TOML was kept as a string: "unknown recipe '[bf16,nvfp4]'" (audit)
+        ("grid.recipe=[bf16,nvfp4]", "--set grid.recipe=[bf16,nvfp4]: [bf16,nvfp4] is not a TOML list (strings in it "
+         "are quoted): --set 'grid.recipe=[\"bf16\", \"nvfp4\"]'"),
+        ("grid.tokens=[4096, 8192", "--set grid.tokens=[4096, 8192: [4096, 8192 is not a TOML list"),
+        ("train={seq_len=128", "--set train={seq_len=128: {seq_len=128 is not a TOML table"),
     ],
 )
 def test_bad_spec_names_the_key_path(tmp_path, override, message):
