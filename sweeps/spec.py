@@ -475,6 +475,11 @@ def parse_spec(raw: dict, source: str = "", default_name: str = "sweep") -> Swee
     if isinstance(slurm_table.get("mem"), int) and not isinstance(slurm_table["mem"], bool):  # sbatch's megabytes
         slurm_table = {**slurm_table, "mem": str(slurm_table["mem"])}
     slurm = _check_time_limit(_settings(SlurmSettings, slurm_table, "executor.slurm."))
+    if slurm.gpus > 1:  # (`scaling train` is one process on one device: a job holding more leaves them idle)
+        raise UserError(f"executor.slurm.gpus: {slurm.gpus} GPUs a job, but a run trains on one (`scaling train` runs "
+                        "one process on one device), so the others would sit idle and plan's GPU-hours would count "
+                        "one of them; set gpus = 1 (0 for CPU jobs): the runs of a sweep spread over GPUs as jobs of "
+                        "its arrays (array_parallelism)")
     if slurm.mem is not None and not re.fullmatch(r"\d+([KMGT]B?)?", slurm.mem.strip(), re.IGNORECASE):
         raise UserError(f"executor.slurm.mem: {slurm.mem!r} is not a SLURM memory size like \"64G\", \"500M\" or "
                         "64000 (megabytes); sbatch would refuse every job")

@@ -92,6 +92,8 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ("executor.local.cpu_jobs=0", "executor.local.cpu_jobs: must be at least 1 (got 0)"),
         ("executor.slurm.array_parallelism=0", "executor.slurm.array_parallelism: must be at least 1"),
         ("executor.slurm.gpus=-1", "executor.slurm.gpus: must be not negative"),
+        # each job held them and trained on one, plan pricing one (audit)
+        ("executor.slurm.gpus=2", "executor.slurm.gpus: 2 GPUs a job, but a run trains on one"),
         ('name=".."', "name: '..' is not a usable folder name"),
         # a value listed twice was merged into one grid point, unsaid (audit): refused, in the spelling given
         ("grid.tokens=[4096, 4096]", "grid.tokens[1]: 4096 repeats grid.tokens[0] = 4096; list each value once"),
