@@ -222,6 +222,68 @@ def test_kernel_matches_reference(name: str, dim: int):
         check(x.to(DEVICE), spec, dim, seed=7, dtype=torch.float32)
 
 
+def edge_inputs(R: int, K: int, gen: torch.Generator) -> dict[str, tuple[torch.Tensor, torch.dtype]]:
+    """(R, K) float32 tensors (R a multiple of 32) at the edges of the scales, blocks along K, each with the
+    operand dtype it is checked in (float32 where outputs can be subnormal: the interpreter's BF16 store of
+    those is wrong, docs/kernels.md, Exactness): all zeros (tensor scale 1, MS-EDEN's correction 0 / 0);
+    all-equal blocks and 4/6's ties (`equal_blocks_and_ties`); a single nonzero element (the tensor amax,
+    every other block zero); FP32 subnormal blocks and rows under a normal tensor amax; and a tensor too
+    small for a finite scale."""
+    spike = torch.zeros(R, K)
+    spike[3, 37] = -2.5
+    subnormal = torch.randn(R, K, generator=gen)
+    subnormal[0] *= 1e-39                     # a row of subnormals
+    subnormal[1, :64] *= 1e-41                # blocks of them
+    subnormal[2, 16:48] = torch.arange(32) * 1.4e-45  # the smallest multiples of 2^-149
+    tiny = torch.zeros(R, K)
+    tiny[0, 0], tiny[1, 5], tiny[7, 100] = 1e-40, -3e-38, 2e-39
+    return {"zeros": (torch.zeros(R, K), torch.bfloat16),
+            "equal and ties": (equal_blocks_and_ties(R, K, gen), torch.bfloat16),
+            "one element": (spike, torch.bfloat16), "subnormal": (subnormal, torch.float32),
+            "too small": (tiny, torch.float32)}
+
+
+EDGES = ("zeros", "equal and ties", "one element", "subnormal", "too small")  # (edge_inputs' cases)
+
+
+def equal_blocks_and_ties(R: int, K: int, gen: torch.Generator) -> torch.Tensor:
+    """(R, K) float32 of tensor amax 1536 = 6 x 256, 4/6's tensor scale 1 (its bound is 256). The first half
+    of the rows is constant over 16 x 32 tiles (every 1x16, 1x32 and 16x16 block all-equal, one tile zero),
+    of magnitudes 6 x 2^k x {1, 1.5, 1.25, 0.75, 1.75, 0.3}. In the second half 4/6's errors tie at a
+    nonzero value in every 1x16 block and 16x16 tile (but the amax's): each block (the same in each row of
+    a tile) is 2^k (6, 0.75, 1, 3, 1.5, 0, ...) under a sign, whose amax -> 6 scale 2^k misses 0.75 by
+    2^k / 4, and amax -> 4 scale 1.5 x 2^k misses 1 by as much and hits the rest. A tie keeps the amax -> 6
+    candidate, whose values differ from the other's."""
+    half = R // 2
+    levels = torch.tensor([1.0, 1.5, 1.25, 0.75, 1.75, 0.3])
+    shape = (half // 16, K // 32)
+    tile = (6.0 * 2.0 ** torch.randint(-8, 5, shape, generator=gen).float()
+            * levels[torch.randperm(shape[0] * shape[1], generator=gen) % len(levels)].view(shape)
+            * (torch.randint(0, 2, shape, generator=gen).float() * 2 - 1))
+    tile[0, 0] = 0.0
+    block = torch.zeros(16)
+    block[:5] = torch.tensor([6.0, 0.75, 1.0, 3.0, 1.5])
+    n = torch.arange(half // 16 * (K // 16)).view(half // 16, K // 16)
+    tied = (2.0 ** (n % 9 - 6).float() * (1 - 2 * (n % 3 == 1).float()))
+    x = torch.cat([tile.repeat_interleave(16, 0).repeat_interleave(32, 1),
+                   tied.repeat_interleave(16, 0).repeat_interleave(16, 1) * block.repeat(half, K // 16)])
+    x[-1, -16:] = 0.0
+    x[-1, -1] = 1536.0
+    return x
+
+
+@in_process
+@pytest.mark.parametrize("case", EDGES)
+@pytest.mark.parametrize("dim", [-1, 0])
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_edge_inputs_match_reference(name: str, dim: int, case: str):
+    """Every preset operand spec along either axis on `edge_inputs`: the reference's bits, the inverse
+    tensor scale's too."""
+    xc, dtype = edge_inputs(32, 128, torch.Generator().manual_seed(17))[case]
+    x = xc if dim == -1 else xc.t().contiguous()
+    check(x.to(DEVICE), SPECS[name], dim, Seeds(99, 7), dtype)
+
+
 @triton.jit
 def _xor_sum_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr, AXIS: tl.constexpr):
     x = tl.load(x_ptr + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :])
@@ -483,6 +545,29 @@ def test_gemm_operand_and_amax():
                                          torch.bfloat16)[1] is None
 
 
+@in_process
+@pytest.mark.parametrize("case", EDGES)
+def test_quartet2_backward_paths_on_edge_inputs(case: str):
+    """Quartet II's backward paths on `edge_inputs` (128 tokens x 128 features, MS-EDEN's RHT128 along
+    either axis): dY's transposing pass with the rows' amax (`gemm_operand_and_amax`) and dgrad's dY
+    under that amax; the forward's 4/6 operand of X written column-major, then wgrad's MS-EDEN along its
+    dim 0 reading it in place under its 1 / tensor scale, as QLinear runs them: the reference's bits."""
+    r = get_recipe("quartet2")
+    xc, dtype = edge_inputs(128, 128, torch.Generator().manual_seed(19))[case]
+    x = xc.to(DEVICE)
+    (op, inv), amax = kernels.gemm_operand_and_amax(x, r.wgrad_dy, Seeds(99, 7), r.dgrad_dy, Seeds(5, 11), dtype)
+    assert amax is not None  # (the transposing pass ran)
+    rows = kernels.gemm_operand(x, r.dgrad_dy, -1, Seeds(5, 11), dtype, amax=amax)
+    forward = kernels.gemm_operand(x, r.fprop_x, -1, None, dtype, column_major=True)
+    kept = kernels.gemm_operand(forward[0], r.wgrad_x, 0, Seeds(3, 4), dtype, forward[1])
+    for got, want in (((op, inv), quant.gemm_operand(x, r.wgrad_dy, 0, Seeds(99, 7), dtype)),
+                      (rows, quant.gemm_operand(x, r.dgrad_dy, -1, Seeds(5, 11), dtype)),
+                      (forward, quant.gemm_operand(x, r.fprop_x, -1, None, dtype)),
+                      (kept, quant.gemm_operand(quant.in_real_units(*forward), r.wgrad_x, 0, Seeds(3, 4), dtype))):
+        assert_same_bits(got[0], want[0])
+        assert_same_bits(got[1], want[1])
+
+
 SPIKES = ((0, 0), (-1, -1), (-1, 0), (0, -1), (21, 77))  # corners of x and a point inside
 
 
@@ -558,26 +643,34 @@ def test_int64_offsets_give_the_same_bits(name: str, dim: int):
 
 @in_process
 @pytest.mark.parametrize("recipe,plain,other", [("nvfp4", "fprop_x", "wgrad_x"), ("nvfp4", "dgrad_dy", "wgrad_dy"),
-                                                ("fp8", "fprop_x", "wgrad_x")])
-def test_shared_amaxes_give_each_operand_its_own_bits(recipe: str, plain: str, other: str):
+                                                ("fp8", "fprop_x", "wgrad_x"), ("fp8", "dgrad_dy", "wgrad_dy"),
+                                                ("nvfp4_4over6", "fprop_x", "wgrad_x")])
+@pytest.mark.parametrize("case", ("mixed",) + EDGES)
+def test_shared_amaxes_give_each_operand_its_own_bits(recipe: str, plain: str, other: str, case: str):
     """One amax pass for two operands of one tensor (K last without a rotation; along dim 0 with
     one): the amaxes are the ones each operand's own pass finds, and the operands quantized with them
-    are the reference's bits."""
+    are the reference's bits (4/6 under a given amax too: nvfp4_4over6's X), on mixed magnitudes and
+    on `edge_inputs`."""
     from scaling.kernels.quantize import Launch
 
     r = get_recipe(recipe)
     plain_spec, spec = getattr(r, plain), getattr(r, other)
     gen = torch.Generator().manual_seed(3)
-    x = canonical_inputs(64, 128, gen)["mixed"].t().contiguous().to(DEVICE, torch.bfloat16)  # (128 tokens, 64)
+    if case == "mixed":
+        x = canonical_inputs(64, 128, gen)["mixed"].t().contiguous().to(DEVICE, torch.bfloat16)  # (128 tokens, 64)
+        dtype = torch.bfloat16
+    else:  # (64 tokens, 128): the plain operand's blocks along the last axis are edge_inputs' own (4/6's ties)
+        x, dtype = edge_inputs(64, 128, gen)[case]
+        x = x.to(DEVICE)
     seeds = Seeds(99, 7)
     amax_plain, amax = kernels.shared_amaxes(x, plain_spec, spec, 0, seeds)
-    own = Launch(x, spec, 0, kernels._seed_tensor(seeds, x.device), torch.bfloat16)
+    own = Launch(x, spec, 0, kernels._seed_tensor(seeds, x.device), dtype)
     own.run_amax()
     assert_same_bits(amax_plain, x.float().abs().amax())
     assert_same_bits(amax, own.amax)
     for s, dim, a in ((plain_spec, -1, amax_plain), (spec, 0, amax)):
-        got, got_inv = kernels.gemm_operand(x, s, dim, seeds, torch.bfloat16, amax=a)
-        want, want_inv = quant.gemm_operand(x, s, dim, seeds, torch.bfloat16)
+        got, got_inv = kernels.gemm_operand(x, s, dim, seeds, dtype, amax=a)
+        want, want_inv = quant.gemm_operand(x, s, dim, seeds, dtype)
         assert_same_bits(got, want)
         assert_same_bits(got_inv, want_inv)
 
@@ -591,16 +684,17 @@ def pair_cases() -> list[tuple[str, str, str]]:
             if pairable(getattr(get_recipe(name), last), getattr(get_recipe(name), first))]
 
 
-def check_pair(x: torch.Tensor, last: QuantSpec, first: QuantSpec, **pins) -> None:
-    """The pair kernel's two operands and inverse scales of x against two reference calls, bit for bit
-    (seeds [99, 7] along the last axis, [5, 11] along dim 0); `pins`: PairLaunch's tile and narrow."""
+def check_pair(x: torch.Tensor, last: QuantSpec, first: QuantSpec, dtype: torch.dtype = torch.bfloat16,
+               **pins) -> None:
+    """The pair kernel's two operands (in `dtype`) and inverse scales of x against two reference calls, bit
+    for bit (seeds [99, 7] along the last axis, [5, 11] along dim 0); `pins`: PairLaunch's tile and narrow."""
     from scaling.kernels.pair import PairLaunch
 
     def seeds(spec, pair):
         return torch.tensor(pair, dtype=torch.int64, device=DEVICE) if spec.needs_seed else None
 
     cfg = pins.pop("cfg", {})
-    launch = PairLaunch(x, last, seeds(last, [99, 7]), first, seeds(first, [5, 11]), torch.bfloat16, **pins)
+    launch = PairLaunch(x, last, seeds(last, [99, 7]), first, seeds(first, [5, 11]), dtype, **pins)
     launch.cfg.update(cfg)
     if launch.needs_amax:
         launch.run_amax()
@@ -608,7 +702,7 @@ def check_pair(x: torch.Tensor, last: QuantSpec, first: QuantSpec, **pins) -> No
     out_last, inv_last, out_first, inv_first = launch.result()
     for got, got_inv, spec, dim, seed in ((out_last, inv_last, last, -1, Seeds(99, 7)),
                                           (out_first, inv_first, first, 0, Seeds(5, 11))):
-        want, want_inv = quant.gemm_operand(x, spec, dim, seed, torch.bfloat16)
+        want, want_inv = quant.gemm_operand(x, spec, dim, seed, dtype)
         assert_same_bits(got, want)
         if spec.has_tensor_scale:
             assert_same_bits(got_inv, want_inv)
@@ -637,6 +731,31 @@ def test_pair_matches_two_reference_calls(recipe: str, last: str, first: str):
     dtype = torch.float32 if last == "fprop_w" else torch.bfloat16
     for kind in ("mixed", "ties"):
         check_pair(inputs[kind].to(DEVICE, dtype), getattr(r, last), getattr(r, first))
+
+
+def distinct_pair_cases() -> list[tuple[str, str, str]]:
+    """pair_cases with one case per distinct (last spec, first spec), the first to use it."""
+    seen = {}
+    for recipe, last, first in pair_cases():
+        r = get_recipe(recipe)
+        seen.setdefault((getattr(r, last), getattr(r, first)), (recipe, last, first))
+    return list(seen.values())
+
+
+@in_process
+@pytest.mark.parametrize("case", EDGES)
+@pytest.mark.parametrize("recipe,last,first", distinct_pair_cases())
+def test_pair_edge_inputs_match_two_reference_calls(recipe: str, last: str, first: str, case: str):
+    """Every distinct preset pair on `edge_inputs` in FP32 (as W's pair reads the master weight) and, with
+    a tensor scale, the equal blocks and ties in BF16 too (as an activation's pair reads it on a GPU:
+    RHT16's 1/4 folded into the signs and the block scale's division by reciprocal, docs/kernels.md,
+    Exactness): the reference's bits for both operands and both inverse tensor scales."""
+    r = get_recipe(recipe)
+    specs = getattr(r, last), getattr(r, first)
+    x, dtype = edge_inputs(32, 128, torch.Generator().manual_seed(17))[case]
+    bf16 = case == "equal and ties" and specs[0].has_tensor_scale
+    for x_dtype in (torch.float32,) + ((torch.bfloat16,) if bf16 else ()):
+        check_pair(x.to(DEVICE, x_dtype), *specs, dtype)
 
 
 @in_process
