@@ -711,11 +711,11 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
 
         # val.bin as the data module opened it, and the windows' targets
         scored = scored_bytes(datamodule.data_dir, meta, datamodule.val_tokens, datamodule.val[:, 1:].numpy())
-        step_tokens = config.trained_tokens // config.steps
-        resolved = config.resolved()
+        resolved = config.resolved()  # (its batch shape and evaluation interval, as the run trains them)
         evaluation = evaluation_share_note(config.trained_tokens, resolved.steps, resolved.eval_interval,
                                            datamodule.val[:, 1:].numel())
-        for note in (rounded_tokens_note(config.tokens, config.trained_tokens, step_tokens), evaluation,
+        for note in (rounded_tokens_note(config.tokens, config.trained_tokens, resolved.batch_size * resolved.seq_len),
+                     evaluation,
                      repeated_data_note(config.trained_tokens, meta.get("train_tokens", 0)), scored.note,
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
