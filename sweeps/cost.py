@@ -228,23 +228,23 @@ def far_from_measured(rows: list[dict], device: str, source: str, mfu: float | N
     "family size" per recipe), by how much, and the `scaling bench` command that measures it (`source`: the file)."""
     from models.ladder import model_size
 
-    far: dict[tuple[str, str], dict[str, list[str]]] = {}
+    far: dict[tuple[str, str], dict[str, tuple[float, list[str]]]] = {}  # run -> row it was priced at -> (ratio, recipes)
     for r in rows:
         for recipe, at in r["measured_at"].items():
             ratio = model_size(*at.split()).n_params / model_size(r["family"], r["size"]).n_params
             if max(ratio, 1 / ratio) > FAR_FROM_MEASURED:
-                recipes = far.setdefault((r["family"], r["size"]), {}).setdefault(at, [])
+                _, recipes = far.setdefault((r["family"], r["size"]), {}).setdefault(at, (ratio, []))
                 if recipe not in recipes:
                     recipes.append(recipe)
     if not far:
         return []
 
-    def said(run: tuple[str, str], at: str, recipes: list[str]) -> str:
-        ratio = model_size(*at.split()).n_params / model_size(*run).n_params
+    def said(at: str, ratio: float, recipes: list[str]) -> str:
         return f"{', '.join(recipes)} at {at}'s speed, " + (f"{ratio:.2g}x its parameters" if ratio > 1 else
                                                               f"1/{1 / ratio:.2g} of its parameters")
 
-    sizes = "; ".join(f"{' '.join(run)} ({'; '.join(said(run, at, rs) for at, rs in ats.items())})" for run, ats in far.items())
+    sizes = "; ".join(f"{' '.join(run)} ({'; '.join(said(at, *found) for at, found in ats.items())})"
+                      for run, ats in far.items())
     families = ",".join(dict.fromkeys(f for f, _ in far))
     command = f"scaling bench {'train' if device == 'gpu' else 'cpu'} --families {families} " \
               f"--sizes {','.join(dict.fromkeys(s for _, s in far))} --out FILE"
