@@ -435,8 +435,9 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
               "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed}
     tests = _tests(law, groups, base, thetas, [g for g in groups if f"growth:{g}" in jobs])
     for r, test in tests.items():
-        result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test,
+        result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, extrapolate, test,
                                                               out_groups[base]["not_identified"])
+    result["penalty"] = _judged(result["penalty"], margin)
     if design is not None:
         separate = {r: objectives[f"const:{r}"] for r in design.recipes}
         own_residuals = np.concatenate([log_predict(thetas[f"const:{r}"], groups[r].logN, groups[r].logD, groups[r].logN0,
@@ -465,17 +466,34 @@ def _shared_design(groups: dict[str, Points], base: str | None, raw: pl.DataFram
 
 
 def _tests(law: str, groups: dict[str, Points], base: str, thetas: dict, judged: list[str]) -> dict[str, tuple]:
-    """Per judged recipe, (LR statistic, raw p, Holm-adjusted p, family size). The recipes of one
-    analysis are judged together, so their verdicts read p adjusted over all of them (penalty.holm):
-    each at 0.05 alone, five would give a false "grows" somewhere ~23% of the time under the null."""
-    lrs = {r: _lr_test(law, groups[base], groups[r], thetas[f"const:{r}"], thetas[f"growth:{r}"]) for r in judged}
-    adjusted = penalty.holm({r: p for r, (_, p) in lrs.items()})
-    family = int(sum(np.isfinite(p) for _, p in lrs.values()))  # an untestable recipe (NaN p) is not in it
-    return {r: (stat, p, adjusted[r], family) for r, (stat, p) in lrs.items()}
+    """Per judged recipe, the likelihood-ratio test of kappaN = kappaD = 0: (statistic, raw p)."""
+    return {r: _lr_test(law, groups[base], groups[r], thetas[f"const:{r}"], thetas[f"growth:{r}"]) for r in judged}
 
 
-def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test, base_flat):
-    """Recipe r's penalty entry and bands; `test` = (LR statistic, raw p, Holm-adjusted p, family size)."""
+def _judged(penalties: dict[str, dict], margin: float) -> dict[str, dict]:
+    """The penalty entries with their verdicts, `p_adjusted` and `family`. The recipes of one analysis are judged
+    together, so their verdicts read p Holm-adjusted over them (penalty.holm: each at 0.05 alone, five would give a
+    false "grows" somewhere ~23% of the time under the null). The family is the tests performed and reported: the
+    recipes whose penalty the runs identify and whose p is finite. An unidentified one's p is no p-value (at a bound
+    or on a flat direction the chi-square reference does not hold; every table prints "not identified" for it) and
+    its verdict is inconclusive whatever it is: counted, it only made the others' adjusted p's larger (two recipes,
+    one unidentified, doubled the other's). Its `p_adjusted` is NaN (JSON null): it was not adjusted."""
+    tested = {r: pen["p_value"] for r, pen in penalties.items() if pen["identified"] and np.isfinite(pen["p_value"])}
+    adjusted = penalty.holm(tested)
+    out = {}
+    for r, pen in penalties.items():
+        p_adjusted = adjusted.get(r, float("nan"))
+        ratio_ci = tuple(pen["ratio_per_decade"]["ci95"])
+        out[r] = {"verdict": penalty.verdict(p_adjusted, ratio_ci, margin, pen["n_replicates"],
+                                             identified=pen["identified"]),
+                  **pen, "p_adjusted": p_adjusted, "family": len(tested),  # Holm over the tested recipes (`tested`)
+                  "margin": margin, "rule": penalty.rule_text(margin)}
+    return out
+
+
+def _penalty(r, groups, law, thetas, reps, base, extrapolate, test, base_flat):
+    """Recipe r's penalty entry (its verdict, adjusted p and family to come: `_judged`) and bands; `test` = (LR
+    statistic, raw p)."""
     pts = groups[r]
     C = 6 * np.exp(pts.logN + pts.logD)
     c_lo, c_hi = float(C.min()), float(C.max())
@@ -492,7 +510,7 @@ def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test, base
     boot_marks = [curves(rep, marks) for rep in ok]
     ratio_ci = percentile_ci(np.array([b["ratio_per_decade"] for b in boot]))
 
-    stat, p_value, p_adjusted, family = test
+    stat, p_value = test
     kN = np.array([rep[gkey][IDX["kappaN"]] for rep in ok])
     kD = np.array([rep[gkey][IDX["kappaD"]] for rep in ok])
 
@@ -511,7 +529,6 @@ def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test, base
     causes = _identification(r, base, pts, groups[base], base_flat, law, thetas, reps, ok, multiplier["ci95"], ratio_ci)
     unidentified = [c.text for c in causes]
     entry = {
-        "verdict": penalty.verdict(p_adjusted, ratio_ci, margin, len(ok), identified=not unidentified),
         "undecidable": penalty.undecidable(ratio_ci, len(ok)) if reps else penalty.NO_BOOTSTRAP,
         "identified": not unidentified,  # False: the numbers below are where the optimiser stopped, not estimates
         "unidentified": unidentified,  # why, a sentence per cause, each saying what runs would pin it
@@ -519,13 +536,10 @@ def _penalty(r, groups, law, thetas, reps, base, margin, extrapolate, test, base
         "multiplier": multiplier,
         "gap": at_marks("gap"),
         "p_value": p_value,
-        "p_adjusted": p_adjusted, "family": family,  # Holm over the recipes judged in this analysis
         "lr_stat": stat, "lr_df": 2,
         "ratio_per_decade": {"value": point["ratio_per_decade"], "ci95": list(ratio_ci)},
         "kappaN": {"value": float(thetas[gkey][IDX["kappaN"]]), "ci95": list(percentile_ci(kN))},
         "kappaD": {"value": float(thetas[gkey][IDX["kappaD"]]), "ci95": list(percentile_ci(kD))},
-        "margin": margin,
-        "rule": penalty.rule_text(margin),
         "n_replicates": len(ok),
     }
     bands = {"C": np.exp(logC).tolist(), "in_data": (np.exp(logC) <= c_hi * (1 + 1e-9)).tolist(),

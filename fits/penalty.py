@@ -10,7 +10,8 @@ With κN = κD = 0, m(C) = effN₀·effD₀ at every C. `ratio_per_decade` = m(1
 
 Verdict (the rule also in docs/fits.md), with p the likelihood-ratio test's of κN = κD = 0, Holm-adjusted
 over the recipes judged together in one analysis (`holm`: each is tested at 0.05, so with 5 independent
-tests under the null at least one would otherwise reject κ = 0 ~23% of the time):
+tests under the null at least one would otherwise reject κ = 0 ~23% of the time); the family is the recipes
+whose penalty the runs identify and whose p is finite (`analysis._judged`: an unidentified one's p is no p-value):
   inconclusive   whatever the numbers where the runs do not identify the penalty (`analysis._identification`:
                  a flat direction of the baseline's law or of the recipe's efficiencies, an estimate or interval
                  end at an optimiser bound, failed or degenerate bootstrap replicates): its numbers are then where

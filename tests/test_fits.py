@@ -657,6 +657,27 @@ def test_holm_adjusts_over_the_family():
     assert [verdict(two[k], (0.8, 0.95)) for k in "ab"] == ["inconclusive", "inconclusive"]
 
 
+def test_holms_family_is_the_identified_recipes_only():
+    """A recipe whose penalty the runs do not identify (here b, whose true kappaN = 6 lies beyond the fit's bound of 5)
+    gets no p-value: at a bound the test's chi-square reference does not hold, and every table prints "not identified"
+    for it. A test that was not performed must not enlarge the family: counted, it doubled a's adjusted p
+    (1.27e-25 for a raw 6.35e-26), as if two hypotheses had been tested. The family is the identified recipes with a
+    finite p; a's adjusted p is its raw p, the verdict sentence names no adjustment, and b has no adjusted p."""
+    from reports.build import verdict_sentence
+
+    table = synthetic_table({"bf16": {}, "a": {"effN": 0.7, "effD": 0.9, "kappaN": -0.2},
+                             "b": {"effN": 0.8, "effD": 0.9, "kappaN": 6.0}},
+                            sizes=np.geomspace(1e7, 1e9, 4), ratios=(5, 20, 80), noise=0.003, seed=2)
+    penalty = fits.analyse(table, bootstrap=0, workers=1, top=10)["penalty"]
+    a, b = penalty["a"], penalty["b"]
+    assert a["identified"] is True and b["identified"] is False, (a["unidentified"], b["unidentified"])
+    assert 0 < b["p_value"] < 1 and 0 < a["p_value"] < b["p_value"]  # b, counted, would have doubled a's p
+    assert a["family"] == b["family"] == 1
+    assert a["p_adjusted"] == a["p_value"] and math.isnan(b["p_adjusted"])
+    sentence = verdict_sentence("a", a, "bf16", bootstrap=0)
+    assert f"p = {a['p_value']:.2g})" in sentence and "Holm" not in sentence, sentence
+
+
 def test_isoflop_approach_2():
     N, D = [], []
     for C in (1e18, 1e19, 1e20, 1e21):
