@@ -201,7 +201,7 @@ def verdict_sentence(recipe: str, pen: dict, baseline: str, bootstrap: int, runs
         return f" {_interval(pair, 3)}" if bootstrap else ""
 
     text += (f": the compute multiplier changes by ×{_short(rpd.get('value'))}{ci(rpd.get('ci95'))} per "
-             f"decade of compute (likelihood-ratio test of no growth: {_test_words(pen)})")
+             f"decade of compute ({LR_TEST}: {_test_words(pen)})")
     m, g = pen.get("multiplier"), pen.get("gap")
     if m and g:
         # m(C) = the baseline's compute for the recipe's loss at C, over C: below 1, the recipe's compute
@@ -233,6 +233,11 @@ def not_fitted(runs: pl.DataFrame, recipe: str) -> str | None:
     where = ("" if not c.len() else f", at C = {c.min():.2g} FLOP" if c.min() == c.max()
              else f", at C = {c.min():.2g} to {c.max():.2g} FLOP")
     return f"{aside.height} of its {count(mine.height, 'run')} ({literal(how)}{where}; listed under Diverged and failed runs)"
+
+
+# What the verdict's p tests: κN = κD = 0 on 2 degrees of freedom, rejected as readily for a shrinking penalty as for a
+# growing one (the bootstrap interval gives the direction). "test of no growth" read, beside a small p, as evidence of growth.
+LR_TEST = "two-sided likelihood-ratio test of a constant multiplier, κN = κD = 0, against growth or shrinkage"
 
 
 def _test_words(pen: dict) -> str:

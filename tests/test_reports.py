@@ -856,6 +856,10 @@ def test_an_external_tables_statuses_are_shown_and_its_bad_rows_refused_by_line(
         assert needle in err and str(bad) in err and "_row" not in err, err
 
 
+# What the verdict sentence calls its p: the likelihood-ratio test of kappa = 0 on 2 degrees of freedom is two-sided
+LR_TEST = "two-sided likelihood-ratio test of a constant multiplier, κN = κD = 0, against growth or shrinkage"
+
+
 def test_sections_say_why_there_is_no_penalty(tmp_path):
     """Penalty and efficiency sections name the real reason (a recipe left out, no baseline), and a
     run without a bootstrap judges no recipe and says so."""
@@ -879,7 +883,7 @@ def test_sections_say_why_there_is_no_penalty(tmp_path):
     assert "**inconclusive** (no bootstrap ran" in sentence and "not computable" in sentence
     flat = {**pen, "verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
     assert "does not grow** with compute (by more than 10% per decade" in verdict_sentence("nvfp4", flat, "bf16", 100)
-    assert "(likelihood-ratio test of no growth: p = 0.4)" in verdict_sentence("nvfp4", flat, "bf16", 100)  # no p_adjusted: an old fits.json
+    assert f"({LR_TEST}: p = 0.4)" in verdict_sentence("nvfp4", flat, "bf16", 100)  # no p_adjusted: an old fits.json
     assert "at 95%)" in verdict_sentence("nvfp4", flat, "bf16", 100)  # a family of one: nothing to adjust
     in_family = {**flat, "p_adjusted": 0.8, "family": 3}  # the test is adjusted over the family, the interval is not
     assert ("(by more than 10% per decade of compute, at 95% for this recipe alone, not adjusted over the 3 recipes)"
@@ -974,15 +978,18 @@ def test_the_verdict_says_which_recipes_ran_only_some_of_the_model_sizes(tmp_pat
 
 
 def test_verdict_sentence_says_shrinks_and_the_holm_adjusted_p():
+    """The p is the likelihood-ratio test's of kappaN = kappaD = 0 on 2 degrees of freedom: two-sided, as small for a
+    shrinking penalty as for a growing one. The sentence called it a "test of no growth", which beside a small p
+    reads as evidence of growth, here in the sentence of a recipe whose penalty shrinks; it now says what it tests."""
     from reports.build import verdict_sentence
 
     pen = {"verdict": "shrinks", "p_value": 0.01, "p_adjusted": 0.03, "family": 3, "margin": 0.1,
            "ratio_per_decade": {"value": 1.2, "ci95": (1.05, 1.4)}}
     sentence = verdict_sentence("nvfp4", pen, "bf16", 100)
     assert "the penalty against bf16 **shrinks** with compute (the recipe gains ground" in sentence
-    assert "(likelihood-ratio test of no growth: p = 0.01, or 0.03 after Holm's adjustment over 3 recipes)" in sentence
+    assert f"({LR_TEST}: p = 0.01, or 0.03 after Holm's adjustment over 3 recipes)" in sentence
     alone = {**pen, "p_adjusted": 0.01, "family": 1}  # a family of one: the adjustment changes nothing, not said
-    assert "(likelihood-ratio test of no growth: p = 0.01)" in verdict_sentence("nvfp4", alone, "bf16", 100)
+    assert f"({LR_TEST}: p = 0.01)" in verdict_sentence("nvfp4", alone, "bf16", 100)
     untestable = {**pen, "p_value": float("nan"), "p_adjusted": float("nan"), "verdict": "inconclusive"}
     assert "not computable" in verdict_sentence("nvfp4", untestable, "bf16", 100)
 

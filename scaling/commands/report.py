@@ -37,7 +37,7 @@ def print_summary(summary: dict) -> None:
     from reports.build import p_value_cells  # ("not identified" where the runs do not identify the penalty: no p-value)
     from scaling.console import count, print_table
 
-    rows = [{"recipe": r, "verdict": v["verdict"], **dict(zip(("p (no growth)", "p Holm-adjusted"), p_value_cells(v)))}
+    rows = [{"recipe": r, "verdict": v["verdict"], **dict(zip(("p (kappa=0)", "p Holm-adjusted"), p_value_cells(v)))}
             for r, v in summary["verdicts"].items()]
     if rows:
         print_table(rows, title=f"Does the penalty against {summary['baseline']} grow with compute? ({summary['law']} law)")
