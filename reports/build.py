@@ -248,8 +248,22 @@ def _test_words(pen: dict) -> str:
         return "not computable: the fit left no noise to test against"
     adjusted = pen.get("p_adjusted")
     if family > 1 and adjusted is not None:
-        return f"p = {p:.2g}, or {adjusted:.2g} after Holm's adjustment over {family} recipes"
-    return f"p = {p:.2g}"
+        return f"p {_p_words(p)}, or {_p_words(adjusted).removeprefix('= ')} after Holm's adjustment over {family} recipes"
+    return f"p {_p_words(p)}"
+
+
+def _p_words(p: float) -> str:
+    """'= 0.012', or '< 0.0001' below the test's resolution (`_p_cell`): never 'p = 0'."""
+    cell = _p_cell(p)
+    return cell if isinstance(cell, str) else f"= {p:.2g}"
+
+
+def _p_cell(p: float | None) -> float | str | None:
+    """A p as a table shows it: the number, or '< 0.0001' below the test's resolution (`fits.penalty.P_FLOOR`: the
+    chi-square tail there is the formula's, not the data's, and underflows to 0 further out)."""
+    from fits.penalty import P_FLOOR  # (fits imported where used: `import reports` stays light)
+
+    return f"< {P_FLOOR:g}" if p is not None and p < P_FLOOR else p
 
 
 def unfinished_note(unfinished: list[RunStatus]) -> str | None:
@@ -463,7 +477,9 @@ def p_value_cells(pen: dict) -> tuple:
     `scaling report`'s): NOT_IDENTIFIED in both where the runs do not identify the penalty. With a parameter at its
     optimiser bound or along a flat direction the test's chi-square reference does not hold, so the number is no
     p-value: the demo's mxfp4 showed p = 0.96 beside a verdict that gives no number for it (fits.json keeps it)."""
-    return (pen["p_value"], pen["p_adjusted"]) if identified(pen) else (NOT_IDENTIFIED, NOT_IDENTIFIED)
+    if not identified(pen):
+        return NOT_IDENTIFIED, NOT_IDENTIFIED
+    return _p_cell(pen["p_value"]), _p_cell(pen["p_adjusted"])
 
 
 def _estimate(pen: dict, value, ci95) -> tuple:

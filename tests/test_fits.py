@@ -675,7 +675,7 @@ def test_holms_family_is_the_identified_recipes_only():
     assert a["family"] == b["family"] == 1
     assert a["p_adjusted"] == a["p_value"] and math.isnan(b["p_adjusted"])
     sentence = verdict_sentence("a", a, "bf16", bootstrap=0)
-    assert f"p = {a['p_value']:.2g})" in sentence and "Holm" not in sentence, sentence
+    assert "p < 0.0001)" in sentence and "Holm" not in sentence, sentence  # (6.4e-26: below the test's resolution)
 
 
 def test_isoflop_approach_2():
