@@ -694,7 +694,8 @@ def test_report_from_sweep_dir(tmp_path):
     for recipe in ("nvfp4", "mxfp4"):  # the verdict the CLI prints is the one in the report
         assert summary["verdicts"][recipe]["sentence"] in text
     # 16 replicates: the report's "95% bootstrap intervals" said so without a word on how few that is
-    assert "over 16 replicates that resample whole runs, too few" in text and "needs at least 40" in text
+    assert "over 16 replicates that resample whole runs (each recipe's apart, --seed 0), too few" in text, text
+    assert "needs at least 40" in text
     md = (out / "report.md").read_text()
     assert "![penalty_vs_compute](figures/penalty_vs_compute.png)" in md
     assert "not identified" not in md and "Not drawn" not in md
@@ -1037,6 +1038,25 @@ def test_the_verdict_names_the_runs_of_a_recipe_and_of_the_baseline_that_are_in_
     assert ("Not in bf16's fit, against which every penalty is measured: 1 of its 3 runs (1 diverged, at C = 1e+17 FLOP; "
             "listed under Diverged and failed runs).") in intro, intro
     assert bullets == (sentence,)
+
+
+def test_the_verdict_says_which_intervals_with_which_seed_and_that_their_95_percent_is_nominal():
+    """The verdict called its intervals "95% bootstrap intervals": not which kind (percentile, docs/fits.md), not the
+    seed that reproduces them (fits.json has it, the report did not), and not that the 95% is nominal:
+    `scaling bench calibration`'s rows measure the kappa = 0 test's rejection rates, not how often the penalty's
+    intervals cover the truth (the shared-efficiency rows found percentile intervals covering 70-100%)."""
+    from reports.build import section_verdict
+    from reports.load import Study
+
+    runs = pl.DataFrame({"recipe": ["bf16", "mxfp4"], "run_id": ["a", "b"], "C": [1e15, 1e15], "N": [1e8, 1e8],
+                         "loss": [4.0, 4.2], "status": ["completed", "completed"]})
+    flat = {"verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
+    fitted = {"law": "chinchilla", "bootstrap": 100, "seed": 7, "skipped": {}, "penalty": {"mxfp4": flat},
+              "groups": {"bf16": {"n_runs": 1}, "mxfp4": {"n_runs": 1}}}
+    intro = section_verdict(fitted, "bf16", Study(source=Path("t.csv"), runs=runs)).blocks[0].text
+    assert ("intervals are 95% percentile bootstrap intervals over 100 replicates that resample whole runs (each "
+            "recipe's apart, `--seed 7`); their 95% is nominal: no calibration measures how often they cover the "
+            "penalty (docs/fits.md);") in intro, intro
 
 
 def test_the_loss_figures_caption_says_why_a_recipe_has_no_law(tmp_path, monkeypatch):
