@@ -19,7 +19,8 @@ from reports.document import Block, Bullets, Document, Figure, Paragraph, Table
 
 
 def fmt(value: Any) -> str:
-    """One number format for every table: 4 significant digits, scientific outside [1e-3, 1e6)."""
+    """One number format for every table: 4 significant digits (a float from 1e4 to 1e6 whole, its 5 or 6 digits),
+    scientific outside [1e-3, 1e6)."""
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -33,6 +34,8 @@ def fmt(value: Any) -> str:
             return "∞" if value > 0 else "−∞"
         if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
             return f"{value:.3g}"
+        if abs(value) >= 1e4:  # '.4g' is scientific from 1e4 (16384 read 1.638e+04); no comma: intervals use commas
+            return f"{value:.0f}"
         return f"{value:.4g}"
     return str(value)
 

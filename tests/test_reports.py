@@ -1793,3 +1793,17 @@ def test_the_shared_efficiencies_section_without_a_bootstrap_has_no_interval_col
     section = md[md.index("## Shared efficiencies"):].split("\n## ")[0]
     assert "| mxfp4 |" in section and "consistent (p " in section
     assert "95% CI" not in section and "[—, —]" not in section, section
+
+
+def test_a_tables_number_is_in_scientific_notation_only_outside_its_documented_range():
+    """fmt's rule is scientific outside [1e-3, 1e6), but '.4g' went scientific from 1e4: the demo's token column read
+    4096, 8192, 1.638e+04, 3.277e+04 (16,384 rounded to 16,380) and N 4.915e+05, while the provenance beside it said
+    16,384 (visual audit). Floats from 1e4 to 1e6 are whole numbers, without a thousands comma (an interval's cells
+    are comma-separated)."""
+    from reports.render import fmt
+
+    assert [fmt(v) for v in (4096.0, 16384.0, 32768.0, 491520.0, 999999.4)] == ["4096", "16384", "32768", "491520",
+                                                                               "999999"]
+    assert [fmt(v) for v in (-12747.6, 1234.5, 0.001234, 1e6, 2.5e-4, 3)] == ["-12748", "1234", "0.001234", "1e+06",
+                                                                            "0.00025", "3"]
+    assert fmt(16384) == "16,384"  # an int keeps its comma, as before
