@@ -115,19 +115,56 @@ def _sort_key(value: Any) -> str:
     return ""
 
 
+# A cell read as a number: one, or an interval as `build` writes it ("[0.68, 0.76]", "0.64 [0.58, 0.70]").
+_INTERVAL = re.compile(r"^(\S+ )?\[[^,\[\]]+,[^,\[\]]+\]$")
+
+
+def _numeric(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) or bool(_INTERVAL.match(str(value)))
+
+
+LONG_TEXT = 24  # a text column with a cell longer than this (a note) is given room to wrap in lines, not in words
+
+
+def _column_kinds(table: Table) -> list[str]:
+    """For each column of `table`: "" for numbers, "text" for text, i.e. the first column (the row's name) and any
+    column with no number or interval in it (a verdict, a tensor's name; one whose every cell reads "not identified"
+    too: nothing in it to line up), "text long" for text with long cells (a note), which got one word per line."""
+    kinds = []
+    for i in range(len(table.columns)):
+        if i and any(_numeric(row[i]) for row in table.rows):
+            kinds.append("")
+        else:
+            kinds.append("text long" if max((len(fmt(row[i])) for row in table.rows), default=0) > LONG_TEXT else "text")
+    return kinds
+
+
+def _html_cell(value: Any, kind: str) -> str:
+    """A table cell. A number stays on one line; an estimate with its interval ("0.64 [0.58, 0.70]") breaks, where the
+    column is narrow, only before its bracket: wrapped at every space it read "[0.58," over "0.70]"."""
+    text = fmt(value)
+    estimate = None if kind else re.fullmatch(r"(\S+) (\[[^\[\]]+\])", text)
+    if estimate:
+        return (f'<td class="ci"{_sort_key(value)}>{html.escape(estimate[1])} '
+                f"<span>{html.escape(estimate[2])}</span></td>")
+    return f"<td{kind}{_sort_key(value)}>{html.escape(text)}</td>"
+
+
 def _html_block(block: Block) -> str:
     if isinstance(block, Paragraph):
         return f"<p>{_inline(block.text)}</p>"
     if isinstance(block, Bullets):
         return "<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block.items) + "</ul>"
     if isinstance(block, Table):
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in block.columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td{_sort_key(v)}>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
-            for row in block.rows
-        )
-        caption = f"<caption>{_inline(block.caption)}</caption>" if block.caption else ""
-        return f'<table class="sortable">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        # a text column (a name, a verdict, a note) is set left and wraps; a number or an interval stays on its line
+        kinds = [f' class="{kind}"' if kind else "" for kind in _column_kinds(block)]
+        head = "".join(f"<th{k}>{html.escape(c)}</th>" for k, c in zip(kinds, block.columns))
+        body = "".join("<tr>" + "".join(_html_cell(v, k) for k, v in zip(kinds, row)) + "</tr>" for row in block.rows)
+        # the caption outside the scrolling box: inside the table it was as wide as the table, so on a phone each of
+        # its lines had to be scrolled sideways to be read
+        caption = f"<figcaption>{_inline(block.caption)}</figcaption>" if block.caption else ""
+        return (f'<figure class="table">{caption}<div class="scroll"><table class="sortable"><thead><tr>{head}</tr>'
+                f"</thead><tbody>{body}</tbody></table></div></figure>")
     if isinstance(block, Figure):
         data = base64.b64encode(Path(block.path).read_bytes()).decode("ascii")
         return (
