@@ -60,6 +60,25 @@ def _legend(target, handles: list, **kwargs) -> None:
     target.legend(handles=handles, labels=[h.get_label() for h in handles], **kwargs)
 
 
+LEGEND_COLUMNS = 4  # the most columns a legend below the panels takes
+
+
+def _legend_below(fig, handles: list) -> None:
+    """The figure's legend below its panels, outside every plot (in a panel, "best" still covered the gaps' points once
+    there were nine recipes), in as many columns as fit the figure's width, at most LEGEND_COLUMNS: four columns of
+    long recipe names made the legend wider than the panels, and the saved PNG, cut to its contents, shrank them."""
+    width, height = fig.get_size_inches()
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(min(LEGEND_COLUMNS, len(handles)), 0, -1):
+        _legend(fig, handles, loc="outside lower center", ncol=ncol)
+        box = fig.legends[-1].get_window_extent(renderer)
+        if ncol == 1 or box.width <= width * fig.dpi:
+            break
+        fig.legends[-1].remove()
+    # the figure grows by the legend's height: taken from the panels, nine rows of names left them a strip
+    fig.set_size_inches(width, height + box.height / fig.dpi)
+
+
 # The least room between two tick labels' positions, in inches, along each axis: '2×10^16' is about 0.55 in wide at
 # 9 pt; stacked, twice the font size (as matplotlib spaces a linear y axis's ticks): 0.2 in crowded '2×10^-4' labels.
 LABEL_GAP_IN = {"x": 0.7, "y": 0.25}
@@ -278,6 +297,7 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
                                 label=f"{_text(recipe)} ({verdict})" if verdict else _text(recipe))
                 ax.plot(c, med, color=color, lw=1.2, ls=":")
                 keys += [line] if ax is ax_m else []
+        _legend_below(fig, keys)  # (first: it sets the figure's height, which the log axes' labels are fitted to)
         ax_m.axhline(1, color="black", lw=0.8)
         ax_g.axhline(0, color="black", lw=0.8)
         ax_m.set_ylim(*_band_limits(bands, "multiplier", ratio=True))
@@ -288,7 +308,6 @@ def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, 
         for ax in (ax_m, ax_g):
             _log_axis(ax)
             ax.set_xlabel("training compute C (FLOP), compute-optimal allocation")
-        _legend(fig, keys, loc="outside lower center", ncol=min(4, len(keys)))
         fig.suptitle("Does the penalty grow with compute? Fit and 95% bootstrap band; dotted: extrapolation", fontsize=10)
         return _save(fig, path)
 
@@ -322,10 +341,10 @@ def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, colors: dict, baselin
             keys += ax.plot(mean["N"], mean["mean_gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3,
                             label=_text(recipe))
         ax.axhline(0, color="black", lw=0.8)
+        _legend_below(fig, keys)
         _log_axis(ax)
         ax.set_xlabel("non-embedding parameters N")
         ax.set_ylabel(f"relative loss gap vs {_text(baseline)} (%)")
-        _legend(ax, keys, loc="best")
         # the pairing the gaps were computed with: a table without seeds has none to match
         ax.set_title(textwrap.fill(f"Matched runs: {pairing(match_keys(gaps))}", 64), fontsize=9)
         return _save(fig, path)
@@ -373,7 +392,7 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
         handles = [keys[r] for r in sorted(keys)]
         if stopped:
             handles.append(Line2D([], [], color="grey", marker="x", ms=7, mew=1.6, ls="none", label=STOPPED))
-        _legend(fig, handles, loc="outside lower center", ncol=min(4, len(handles)))  # (in a panel, over the curves)
+        _legend_below(fig, handles)  # (in a panel, over the curves)
         for ax in axes:
             _log_axis(ax)
         fig.suptitle("Validation curves (dashed: the baseline's final loss, the token-overhead target)", fontsize=10)

@@ -1863,3 +1863,58 @@ def test_a_tables_text_columns_are_set_left_and_an_interval_breaks_only_before_i
     css = re.search(r"<style>(.*?)</style>", page, re.S)[1]
     assert re.search(r"th\.text, td\.text \{ text-align: left; \}", css)
     assert re.search(r"td\.ci span \{ white-space: nowrap; \}", css) and re.search(r"th, td \{[^}]*white-space: nowrap", css)
+
+
+LONG_RECIPES = ["nvfp4_rht16_stochastic_rounding_backward", "mxfp4_e8m0_scales_quartet_ii_forward",
+                "nvfp4_tensorwise_fp32_second_level_scale", "mxfp4_plain", "nvfp4_4over6_adaptive_block_scaling",
+                "mxfp4_rht32_all_gemms", "nvfp4_sr_wgrad_only_and_more", "fp8_e4m3_reference_recipe_long",
+                "nvfp4_random_hadamard_on_dgrad"]
+
+
+def _drawn(monkeypatch, draw) -> "matplotlib.figure.Figure":
+    """The figure `draw(path)` makes, drawn, instead of saved."""
+    from reports import figures
+
+    kept = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, path: kept.setdefault("fig", fig))
+    draw(Path("unused.png"))
+    kept["fig"].canvas.draw()
+    return kept["fig"]
+
+
+def _assert_legend_outside_the_plots_and_within_the_figure(fig) -> None:
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    # the saved PNG is cut to its contents: a legend wider than the figure widened it, and shrank the panels
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox.width)
+    for ax in fig.axes:
+        if ax.get_visible():
+            assert not box.overlaps(ax.get_window_extent(renderer)), "the legend covers a plot"
+
+
+@pytest.mark.parametrize("n", [2, 9])
+def test_the_legends_of_many_long_recipe_names_lie_outside_the_plots_and_within_the_figure(monkeypatch, n):
+    """With nine recipes of long names the gap figure's legend ("best" place in the panel) covered its points, and
+    the penalty figure's, four columns below the panels, was wider than both panels together: the PNG, cut to its
+    contents, came out 1617 px wide for 1056 px of panels, and the page shrank it all (visual audit)."""
+    from reports import figures
+
+    recipes = LONG_RECIPES[:n]
+    colors = figures.recipe_colors(["bf16", *recipes], "bf16")
+    sizes = [2e6, 5e6, 1.2e7, 3e7]
+    gaps = pl.DataFrame([{"recipe": r, "N": N, "D": 1e9, "gap_pct": 1.0 + i + 0.1 * j}
+                         for i, r in enumerate(recipes) for j, N in enumerate(sizes)])
+    by_size = gaps.rename({"gap_pct": "mean_gap_pct"})
+    fig = _drawn(monkeypatch, lambda path: figures.gap_vs_size(gaps, by_size, colors, "bf16", path))
+    _assert_legend_outside_the_plots_and_within_the_figure(fig)
+
+    c = np.geomspace(1e16, 1e19, 30)
+    bands = {}
+    for i, r in enumerate(recipes):
+        value = np.full(30, 0.9 - 0.05 * i)
+        band = {"value": value.tolist(), "lo": (value * 0.9).tolist(), "hi": (value * 1.1).tolist()}
+        bands[r] = {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band, "gap": band}
+    fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(
+        bands, {r: {"verdict": "does not grow"} for r in recipes}, colors, "bf16", path))
+    _assert_legend_outside_the_plots_and_within_the_figure(fig)
