@@ -185,6 +185,9 @@ def _grid(n: int, width: float = 3.2, height: float = 2.7, share: bool = True):
                              layout="constrained")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
+    if share:  # a shared x axis is labelled on the bottom row only: a column whose bottom panel is empty had no labels
+        for i in range(max(0, n - cols), min(n, (rows - 1) * cols)):
+            axes.flat[i].tick_params(axis="x", labelbottom=True)
     return fig, axes.flat[:n]
 
 

@@ -1918,3 +1918,29 @@ def test_the_legends_of_many_long_recipe_names_lie_outside_the_plots_and_within_
     fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(
         bands, {r: {"verdict": "does not grow"} for r in recipes}, colors, "bf16", path))
     _assert_legend_outside_the_plots_and_within_the_figure(fig)
+
+
+def _loss_figure(monkeypatch, recipes: list[str]):
+    """loss_vs_compute drawn for `recipes` (the first the baseline), each with runs at two sizes, no laws."""
+    from reports import figures
+
+    runs = pl.DataFrame([{"recipe": r, "N": N, "D": D, "C": 6 * N * D, "loss": law_loss(N, D)}
+                         for r in recipes for N in (2e6, 5e6) for D in (2e8, 1e9)])
+    colors = figures.recipe_colors(recipes, recipes[0])
+    return _drawn(monkeypatch, lambda path: figures.loss_vs_compute(runs, {}, recipes[0], colors, path))
+
+
+@pytest.mark.parametrize("n", [2, 4, 5, 7, 10])
+def test_every_column_of_loss_panels_has_its_compute_axis_labelled(monkeypatch, n):
+    """The panels share their compute axis, labelled on the bottom row only: with ten recipes (three columns, one panel
+    in the last row) the second and third columns had no compute tick labels at all (visual audit)."""
+    fig = _loss_figure(monkeypatch, ["bf16", *(f"r{i}" for i in range(n - 1))])
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    columns = {}
+    for ax in shown:  # the lowest panel of each column
+        x = round(ax.get_position().x0, 3)
+        columns[x] = min(columns.get(x, ax), ax, key=lambda a: a.get_position().y0)
+    assert len(columns) == min(n, 3)
+    for ax in columns.values():
+        labels = [t.label1 for t in ax.xaxis.get_major_ticks() if t.label1.get_visible() and t.label1.get_text()]
+        assert labels, f"a column of panels without compute tick labels ({n} recipes)"
