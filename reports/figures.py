@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from pathlib import Path
 from typing import Iterator
@@ -52,6 +53,29 @@ def _text(name: object) -> str:
     matplotlib reads it as mathtext, so '$m$' was drawn as an italic m and '$a_$' failed the whole report's
     build; an escaped '\\$' outside mathtext is drawn as '$'."""
     return str(name).replace("$", r"\$")
+
+
+# A title character's width, in inches per point of font size: DejaVu Sans's lowercase letters are 0.5 to 0.65 em wide,
+# 'a' 0.61; a panel's room is some 90% of its share of the figure (the constrained layout's gaps and y labels).
+TITLE_CHAR_IN = 0.62 / 72 / 0.9
+
+
+def _wrapped(name: object, width_in: float, size_pt: float) -> str:
+    """`name` (a recipe's) as a panel title `width_in` inches wide shows it: in lines that fit, broken after a '_', '-',
+    '.', '+', '/' or space where it can be, else inside a word. On one line a long name ran over its neighbours' titles.
+    (`_text`'s escaping is applied to each line.)"""
+    most = max(8, int(width_in / (TITLE_CHAR_IN * size_pt)))
+    lines = [""]
+    for part in re.split(r"(?<=[_\-.+/ ])", str(name)):
+        while len(part) > most:  # a part longer than a line: cut
+            room = most - len(lines[-1])
+            lines[-1] += part[:room]
+            lines.append("")
+            part = part[room:]
+        if len(lines[-1]) + len(part) > most:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(_text(line.strip()) for line in lines if line.strip())
 
 
 def _legend(target, handles: list, **kwargs) -> None:
@@ -178,7 +202,10 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _grid(n: int, width: float = 3.2, height: float = 2.7, share: bool = True):
+PANEL_WIDTH_IN = 3.2  # a panel of a grid of them (the loss and validation figures)
+
+
+def _grid(n: int, width: float = PANEL_WIDTH_IN, height: float = 2.7, share: bool = True):
     cols = min(n, 3)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharex=share, sharey=share,
@@ -268,7 +295,8 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
                 ax.plot(grid_c, fits.compute_optimal(params, grid_c)[2], color=color, lw=2, label="compute-optimal (fit)")
             if base_front is not None and recipe != baseline:
                 ax.plot(grid_c, base_front, color="black", lw=1, ls="--", label=f"{_text(baseline)} frontier")
-            ax.set_title(_text(recipe), color=color if recipe != baseline else "black")
+            ax.set_title(_wrapped(recipe, PANEL_WIDTH_IN, STYLE["axes.titlesize"]),
+                         color=color if recipe != baseline else "black")
             ax.set_xlabel("training compute C = 6ND (FLOP)")
         axes[0].set_ylabel("validation loss (nats/token)" if loss_column is None else
                            f"loss (the table's {_text(loss_column)} column)")
@@ -362,7 +390,7 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
     done = runs.filter(pl.col("run_id").is_in(list(curves))).drop_nulls(["N", "D"])
     sizes = sorted(set(done["N"].to_list()))
     with plt.rc_context(STYLE):
-        fig, axes = _grid(len(sizes), width=3.2, height=2.6, share=False)
+        fig, axes = _grid(len(sizes), height=2.6, share=False)
         keys: dict[str, Line2D] = {}  # recipe -> its first curve, in the legend below the panels
         stopped = False  # a run that did not complete drawn in some panel: the legend says what its mark is
         for ax, n in zip(axes, sizes):

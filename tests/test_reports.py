@@ -1944,3 +1944,23 @@ def test_every_column_of_loss_panels_has_its_compute_axis_labelled(monkeypatch, 
     for ax in columns.values():
         labels = [t.label1 for t in ax.xaxis.get_major_ticks() if t.label1.get_visible() and t.label1.get_text()]
         assert labels, f"a column of panels without compute tick labels ({n} recipes)"
+
+
+@pytest.mark.parametrize("names", [
+    LONG_RECIPES,
+    ["bf16", "nvfp4 with random hadamard transforms on every backward gemm and stochastic rounding", "a" * 70,
+     "mxfp4-e8m0/rht32+sr.v2-all-gemms-and-more-words"],
+])
+def test_long_recipe_names_as_panel_titles_never_run_over_each_other(monkeypatch, names):
+    """A recipe's name was its panel's title on one line: one longer than the panel ran over its neighbours' titles
+    (visual audit: 40 characters filled a panel). It is wrapped to the panel's width, and every panel keeps it whole."""
+    fig = _loss_figure(monkeypatch, ["bf16", *names] if names[0] != "bf16" else names)
+    renderer = fig.canvas.get_renderer()
+    titles = [ax.title for ax in fig.axes if ax.get_visible()]
+    boxes = [t.get_window_extent(renderer) for t in titles]
+    for i, a in enumerate(boxes):
+        assert a.x0 >= 0 and a.x1 <= fig.bbox.width, titles[i].get_text()
+        for j, b in enumerate(boxes[:i]):
+            assert not a.overlaps(b), (titles[j].get_text(), titles[i].get_text())
+    shown = "".join(t.get_text().replace("\n", "") for t in titles)
+    assert all(name.replace(" ", "") in shown.replace(" ", "") for name in names)  # (a break drops the space it was at)
