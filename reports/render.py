@@ -150,6 +150,13 @@ def _html_cell(value: Any, kind: str) -> str:
     return f"<td{kind}{_sort_key(value)}>{html.escape(text)}</td>"
 
 
+def png_width(png: bytes) -> int:
+    """A PNG's width in pixels, from its header (the IHDR chunk, first after the 8-byte signature)."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        raise ValueError("not a PNG")
+    return int.from_bytes(png[16:20], "big")
+
+
 def _html_block(block: Block) -> str:
     if isinstance(block, Paragraph):
         return f"<p>{_inline(block.text)}</p>"
@@ -166,9 +173,13 @@ def _html_block(block: Block) -> str:
         return (f'<figure class="table">{caption}<div class="scroll"><table class="sortable"><thead><tr>{head}</tr>'
                 f"</thead><tbody>{body}</tbody></table></div></figure>")
     if isinstance(block, Figure):
-        data = base64.b64encode(Path(block.path).read_bytes()).decode("ascii")
+        png = Path(block.path).read_bytes()
+        data = base64.b64encode(png).decode("ascii")
+        # the image in a box of its own that scrolls sideways, its pixel width for the stylesheet's minimum (templates/
+        # report.html): shrunk to a phone's width, the three-panel loss figure's tick labels were 4-5 px tall
         return (
-            f'<figure><img alt="{html.escape(Path(block.path).stem)}" src="data:image/png;base64,{data}">'
+            f'<figure><div class="scroll"><img alt="{html.escape(Path(block.path).stem)}" '
+            f'style="--width: {png_width(png)}px" src="data:image/png;base64,{data}"></div>'
             f"<figcaption>{_inline(block.caption)}</figcaption></figure>"
         )
     raise TypeError(f"unknown block {type(block).__name__}")

@@ -1848,6 +1848,59 @@ def test_a_wide_table_scrolls_in_its_own_box_and_the_page_never_sideways(tmp_pat
     assert int(found[1]) <= int(found[2]), found[0]
 
 
+def _wide_figure_page(tmp_path: Path) -> str:
+    """A report page holding one figure as wide as the three-panel loss figure (1068 x 309 px in the demo)."""
+    from PIL import Image, ImageDraw
+
+    from reports.document import Document, Figure, Section
+    from reports.render import to_html
+
+    png = tmp_path / "figures" / "wide.png"
+    png.parent.mkdir()
+    image = Image.new("RGB", (1068, 309), "white")
+    ImageDraw.Draw(image).line([(0, 300), (1067, 0)], fill="black", width=3)
+    image.save(png)
+    return to_html(Document("t", "", [Section("s", [Figure(png, "A caption.")])]))
+
+
+FIGURE_WIDTH_PROBE = """<script>
+window.addEventListener("load", function () {
+  var img = document.querySelector("figure img"), box = img.parentNode;
+  var pre = document.createElement("pre");
+  pre.id = "figure";
+  pre.textContent = "img " + Math.round(img.getBoundingClientRect().width) + " box " + box.clientWidth + " scrolls "
+    + box.scrollWidth + " page " + document.documentElement.scrollWidth + " of " + window.innerWidth;
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_a_figure_keeps_a_readable_width_on_a_phone_in_a_box_of_its_own(tmp_path):
+    """Fitted to a 390 px phone, the three-panel loss figure (1068 px) was ~350 px wide, its tick labels 4-5 px tall
+    (visual audit). On a narrow screen a figure is shrunk to no less than 70% of its pixel width and scrolls sideways in
+    a box of its own, the page not; on a desktop it fits the page as before, and print (no min-width there) as before."""
+    page = _wide_figure_page(tmp_path)
+    html_ok = re.search(r'<figure><div class="scroll"><img alt="wide" style="--width: 1068px" src="data:image/png;base64,'
+                        r'[^"]+"></div><figcaption>A caption\.</figcaption></figure>', page)
+    css = re.search(r"<style>(.*?)</style>", page, re.S)[1]
+    css_ok = re.search(r"@media screen \{ figure img \{ min-width: calc\(var\(--width\) \* 0\.7\); \} \}", css)
+    probe = tmp_path / "figure.html"
+    probe.write_text(page.replace("</body>", FIGURE_WIDTH_PROBE + "</body>"))
+    found = {}
+    for window in (500, 1400):  # (headless Chromium's narrowest window is 500 px; a phone's 390 px is narrower)
+        dom = chromium(_chromium(), tmp_path, f"--window-size={window},900", "--virtual-time-budget=5000",
+                       "--dump-dom", probe.as_uri()).stdout
+        m = re.search(r'<pre id="figure">img (\d+) box (\d+) scrolls (\d+) page (\d+) of (\d+)</pre>', dom)
+        assert m, dom[-500:]
+        found[window] = [int(v) for v in m.groups()]
+    img, box, scrolls, page_width, window = found[500]
+    assert img >= 0.7 * 1068 - 1 and box < img <= scrolls, found  # readable, in a box that scrolls
+    assert page_width <= window, found  # the page itself never sideways
+    img, box, scrolls, page_width, window = found[1400]
+    assert img == box == scrolls < 1068 and page_width <= window, found  # the desktop's page width, as before
+    assert html_ok and css_ok
+
+
 def test_a_tables_text_columns_are_set_left_and_an_interval_breaks_only_before_its_bracket():
     """Every cell but the first column's was set right, so a verdict ('does not grow') or a note stood ragged at the
     right edge of a narrow column, one word a line, and an interval cell wrapped at every space ('[0.9257,' over
