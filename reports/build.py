@@ -413,9 +413,9 @@ def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: d
                  + off_note + unfitted))
     s.add(_params_table(fitted, baseline))
     warnings = fit_warnings(fitted)
-    if warnings:
-        s.add(Paragraph("**Fit warnings** (read the laws and the verdicts with care): "
-                        + "; ".join(map(literal, warnings)) + "."))
+    if warnings:  # one an item: joined in a paragraph, the demo's nine ran ~20 lines on a desktop, hard to tell apart
+        s.add(Paragraph("**Fit warnings** (read the laws and the verdicts with care):"))
+        s.add(Bullets(tuple(map(literal, warnings))))
     return s
 
 

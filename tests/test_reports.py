@@ -1494,6 +1494,30 @@ def test_the_fits_messages_naming_a_recipe_with_markup_characters_show_it_as_it_
                 assert "fp4" not in whole and (tag == "em" or "fp4" not in c), (tag, c)
 
 
+def test_the_fit_warnings_are_a_list_one_warning_an_item_in_the_html_and_in_report_md(tmp_path):
+    """The fit warnings were one paragraph, joined by semicolons: the demo's nine ran ~20 lines on a desktop (visual
+    audit), one hard to tell from the next. They are a list under their heading, one warning an item with its text,
+    in index.html and in report.md."""
+    import html as html_module
+
+    from reports import build
+    from reports.render import literal
+
+    rows = pl.read_csv(external_csv(tmp_path))
+    not_nats = pl.col("recipe") != "bf16"  # losses ×20: fits warns of each such recipe
+    rows.with_columns(loss=pl.when(not_nats).then(pl.col("loss") * 20).otherwise(pl.col("loss"))).write_csv(tmp_path / "t.csv")
+    warnings = build(tmp_path / "t.csv", tmp_path / "r", bootstrap=0, workers=1)["warnings"]
+    assert len(warnings) == 2 and all("not nats per token" in w for w in warnings), warnings
+    page = (tmp_path / "r" / "index.html").read_text()
+    listed = re.search(r"<p><strong>Fit warnings</strong> \(read the laws and the verdicts with care\):</p><ul>(.*?)</ul>",
+                       page)
+    assert listed, page[page.find("Fit warnings") - 200:][:2000]
+    assert [html_module.unescape(i) for i in re.findall(r"<li>(.*?)</li>", listed[1])] == warnings
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert ("\n\n**Fit warnings** (read the laws and the verdicts with care):\n\n"
+            + "".join(f"- {literal(w)}\n" for w in warnings)) in md, md
+
+
 def test_a_name_holding_dollars_is_escaped_in_report_md_and_itself_in_the_html(tmp_path):
     """GitHub's Markdown, where a committed report.md is read, sets '$m$' as math (an italic m): report.md left a
     recipe '$m$' or a size '$0.5_M$' unescaped. The '$' is escaped there; CommonMark, the HTML and the console
