@@ -1872,6 +1872,45 @@ def test_a_wide_table_scrolls_in_its_own_box_and_the_page_never_sideways(tmp_pat
     assert int(found[1]) <= int(found[2]), found[0]
 
 
+NAV_SPLIT_PROBE = """<script>
+window.addEventListener("load", function () {
+  // the contents list at every width a phone or a narrow window gives it: an entry whose lines lie in two columns
+  var nav = document.querySelector("nav"), split = [];
+  for (var w = 240; w <= 700; w++) {
+    nav.style.width = w + "px";
+    nav.querySelectorAll("li").forEach(function (li) {
+      var lefts = Array.prototype.map.call(li.getClientRects(), function (r) { return Math.round(r.left); });
+      if (new Set(lefts).size > 1) split.push(w + ": " + li.textContent);
+    });
+  }
+  var pre = document.createElement("pre");
+  pre.id = "split";
+  pre.textContent = "split " + split.length + " " + split.slice(0, 3).join(" | ");
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_no_entry_of_the_contents_list_is_split_across_its_two_columns(tmp_path):
+    """At a phone's width the contents list's two columns split "Token overhead to reach the baseline's loss", its
+    last line at the top of the second column (visual audit, 390 px). Each entry stays whole in one column at every
+    width from 240 to 700 px."""
+    from reports.document import Document, Paragraph, Section
+    from reports.render import to_html
+
+    titles = ("Verdict", "Loss vs compute", "Penalty vs compute", "Relative loss gap per model size",
+              "Token overhead to reach the baseline's loss", "Parameter and data efficiency (effN, effD)",
+              "Quantization diagnostics", "Diverged and failed runs", "Provenance")  # the report's sections
+    page = to_html(Document("t", "", [Section(t, [Paragraph("Text.")]) for t in titles]))
+    probe = tmp_path / "nav.html"
+    probe.write_text(page.replace("</body>", NAV_SPLIT_PROBE + "</body>"))
+    dom = chromium(_chromium(), tmp_path, "--window-size=800,900", "--virtual-time-budget=5000", "--dump-dom",
+                   probe.as_uri()).stdout
+    found = re.search(r'<pre id="split">split (\d+)(.*)</pre>', dom)
+    assert found, dom[-500:]
+    assert found[1] == "0", found[0]
+
+
 def _wide_figure_page(tmp_path: Path) -> str:
     """A report page holding one figure as wide as the three-panel loss figure (1068 x 309 px in the demo)."""
     from PIL import Image, ImageDraw
