@@ -2,8 +2,10 @@
 nominal level, on synthetic sweeps from a known law: where the truth is a constant penalty (every
 rejection is false; a calibrated 5% test rejects ~5%) and where the penalty grows (rejections are
 power). Each case is `sweeps` sweeps of a baseline and one recipe on a grid of model sizes × tokens
-per parameter, one run per point, fitted as `scaling fit` fits them (without the bootstrap, which the
-test does not use).
+per parameter, one run per point, fitted as `scaling fit` fits them (`fits.analysis.analyse`). With a bootstrap
+(`bootstrap` replicates a sweep; the test does not use it) the same sweeps also measure how often the 95% bootstrap
+interval of `ratio_per_decade`, which the verdict reads, holds the truth's (`coverage`): 1 under a constant penalty,
+the truth's law's own under growth (`fits.synthetic.true_ratio_per_decade`).
 
 `calibrate_shared`, for `scaling bench calibration --shared`: how often the shared-efficiency check (`fits.shared`:
 the test of a recipe's own efficiency against its format's shared one, Holm-adjusted over the analysis' checks)
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fits.synthetic import synthetic_table
+from fits.synthetic import synthetic_table, true_ratio_per_decade
 
 GRIDS = {  # name -> (model sizes, tokens per parameter)
     "3x3": (np.geomspace(2e7, 2e8, 3), (10, 20, 40)),
@@ -35,24 +37,42 @@ CASES = (  # (grid, noise distribution, truth)
 )
 
 
-def _one_sweep(ctx: tuple, item: tuple) -> tuple[float, float]:
-    """(statistic, p-value) of the κ = 0 test on one synthetic sweep."""
+def _one_sweep(ctx: tuple, item: tuple) -> tuple[float, float, float, float]:
+    """(statistic, p-value) of the κ = 0 test on one synthetic sweep, and the 95% bootstrap interval of
+    ratio_per_decade as the report gives it: (NaN, NaN) without a bootstrap, and where the runs do not identify the
+    penalty (`identified` false: the report prints no interval then, its ends being float noise)."""
     from fits.analysis import analyse
 
-    noise, law = ctx
+    noise, law, bootstrap = ctx
     grid, dist, truth, seed = item
     sizes, ratios = GRIDS[grid]
     table = synthetic_table({"bf16": {}, "fp4": TRUTHS[truth]}, sizes=sizes, ratios=ratios, noise=noise,
                             noise_dist=dist, seed=seed)
-    pen = analyse(table, law=law, baseline="bf16", bootstrap=0, seed=seed, workers=1)["penalty"]["fp4"]
-    return pen["lr_stat"], pen["p_value"]
+    pen = analyse(table, law=law, baseline="bf16", bootstrap=bootstrap, seed=seed, workers=1)["penalty"]["fp4"]
+    low, high = pen["ratio_per_decade"]["ci95"] if pen["identified"] else (np.nan, np.nan)
+    return pen["lr_stat"], pen["p_value"], low, high
+
+
+def coverage(intervals: np.ndarray, truth: float) -> dict:
+    """How often the intervals ((n, 2): low, high; NaN where a sweep gave none) hold `truth`: `coverage`, the fraction
+    of those with an interval whose ends (both finite) hold it; `ci_width`, their median width (high − low);
+    `no_interval`, how many sweeps gave none (counted out of both)."""
+    intervals = np.asarray(intervals, float).reshape(-1, 2)
+    known = np.isfinite(intervals).all(axis=1)
+    low, high = intervals[known].T
+    return {"coverage": float(np.mean((low <= truth) & (truth <= high))) if known.any() else None,
+            "ci_width": float(np.median(high - low)) if known.any() else None,
+            "no_interval": int(np.sum(~known))}
 
 
 def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", cases=CASES, workers: int = 2,
-              seed: int = 0, progress=None, on_row=None) -> list[dict]:
+              seed: int = 0, bootstrap: int = 100, progress=None, on_row=None) -> list[dict]:
     """One row per case: its rejection rates at 5% and 1%, and the statistic's mean (2 under a
-    calibrated null: the χ²(2) mean). on_row(rows so far) after each case, so a caller can save them
-    (a case takes minutes: a run cut short keeps the cases it finished)."""
+    calibrated null: the χ²(2) mean); with a bootstrap (`bootstrap` replicates a sweep, seeded by the sweep's seed as
+    `scaling fit --seed` seeds them), the coverage of ratio_per_decade's 95% interval (`coverage`) against the truth's
+    ratio (`true_ratio`); bootstrap 0 measures the test alone. A case's sweeps are seeds seed..seed+sweeps-1.
+    on_row(rows so far) after each case, so a caller can save them (a case takes minutes: a run cut short keeps the
+    cases it finished)."""
     from fits.fit import parallel_map
     from fits.threads import single_threaded_blas
 
@@ -60,20 +80,34 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
     for grid, dist, truth in cases:
         items = [(grid, dist, truth, seed + i) for i in range(sweeps)]
         with single_threaded_blas():
-            out = np.array(parallel_map(_one_sweep, (noise, law), items, workers), float)
+            out = np.array(parallel_map(_one_sweep, (noise, law, bootstrap), items, workers), float)
         stat, p = out[:, 0], out[:, 1]
         testable = np.isfinite(p)
         row = {"grid": grid, "noise_dist": dist, "noise_sd": noise, "truth": truth, "law": law, "sweeps": sweeps,
-               "reject_5pct": float(np.mean(p < 0.05)), "reject_1pct": float(np.mean(p < 0.01)),
+               "bootstrap": bootstrap, "reject_5pct": float(np.mean(p < 0.05)), "reject_1pct": float(np.mean(p < 0.01)),
                "mean_stat": float(np.mean(stat[testable])) if testable.any() else None,
                "untestable": int(np.sum(~testable))}
+        if bootstrap:
+            true_ratio = true_ratio_per_decade(TRUTHS[truth])
+            row.update(true_ratio=true_ratio, **coverage(out[:, 2:], true_ratio))
         rows.append(row)
         if on_row:
             on_row(rows)
         if progress:
             progress(f"  {grid} {dist:<7} {truth:<8}: rejected {row['reject_5pct']:.0%} at 5%, "
-                     f"{row['reject_1pct']:.0%} at 1% of {sweeps} sweeps; mean statistic {row['mean_stat'] or float('nan'):.2f}")
+                     f"{row['reject_1pct']:.0%} at 1% of {sweeps} sweeps; mean statistic "
+                     f"{row['mean_stat'] or float('nan'):.2f}{_coverage_words(row)}")
     return rows
+
+
+def _coverage_words(row: dict) -> str:
+    """A `calibrate` row's coverage for its progress line; nothing where it has none (no bootstrap)."""
+    if "coverage" not in row:
+        return ""
+    width = "-" if row["ci_width"] is None else f"{row['ci_width']:.3f}"
+    missing = f" ({row['no_interval']} sweeps without one)" if row["no_interval"] else ""
+    return (f"; the ratio per decade's 95% interval held its truth ({row['true_ratio']:.3f}) in "
+            f"{_percent(row['coverage'])}, median width {width}{missing}")
 
 
 # The shared-efficiency check (`fits.shared`, docs/fits.md "Shared efficiencies"): bf16 and three recipes of MXFP4's

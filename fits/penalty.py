@@ -58,6 +58,15 @@ def _inner_exponent(theta: np.ndarray, logN0: float, logD0: float) -> tuple[floa
     return float(a), float(logK)
 
 
+def ratio_per_decade(base: np.ndarray, recipe: np.ndarray, logN0: float, logD0: float) -> float:
+    """m(10C)/m(C) = 10^(a_r/a_b − 1): how the compute multiplier of `recipe` (θ with its u, v, κN, κD on the baseline's
+    law, N₀ and D₀ its reference points) against `base` (the baseline's θ) changes per decade of compute. The one
+    formula for a fit's estimate (`curves`) and a synthetic truth's (`fits.synthetic.true_ratio_per_decade`)."""
+    a_b, _ = _inner_exponent(base, 0.0, 0.0)
+    a_r, _ = _inner_exponent(recipe, logN0, logD0)
+    return float(10 ** (a_r / a_b - 1))
+
+
 def curves(base: np.ndarray, recipe: np.ndarray, logC: np.ndarray, logN0: float, logD0: float) -> dict:
     """Multiplier, loss gap (L_r* − L_b*, nats) and baseline loss along compute, plus ratio_per_decade.
 
@@ -75,7 +84,7 @@ def curves(base: np.ndarray, recipe: np.ndarray, logC: np.ndarray, logN0: float,
         loss_r = np.exp(log_compute_optimal(recipe, logC, logN0, logD0)[2])
         loss_b = np.exp(log_compute_optimal(base, logC)[2])
         return {"multiplier": np.exp(log_mult), "gap": loss_r - loss_b, "loss_baseline": loss_b,
-                "ratio_per_decade": float(10 ** (a_r / a_b - 1))}
+                "ratio_per_decade": ratio_per_decade(base, recipe, logN0, logD0)}
 
 
 # Residual scale (log loss) below which a fit is exact: float32 resolves a loss to ~1e-7 of itself, so

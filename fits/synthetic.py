@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fits.laws import predict
+from fits.laws import from_params, predict
+from fits.penalty import ratio_per_decade
 
 # Epoch AI's fit to Chinchilla's data: a realistic baseline law.
 EPOCH = {"A": 477.8, "B": 2143.0, "E": 1.817, "alpha": 0.3473, "beta": 0.3672}
@@ -44,3 +45,15 @@ def synthetic_table(recipes: dict[str, dict] | None = None, sizes=None, ratios=(
         ids = [f"{recipe}-{i}" for i in range(len(runs)) for _ in range(checkpoints)]
         rows.append(pl.DataFrame({"recipe": recipe, "run_id": ids, "N": Ns, "D": Ds, "loss": loss}))
     return pl.concat(rows)
+
+
+def true_ratio_per_decade(recipe: dict, base: dict | None = None) -> float:
+    """The `ratio_per_decade` that a synthetic recipe's truth has (recipe: its {"effN", "effD", "kappaN", "kappaD"} on
+    `base`, default Epoch's law, as `synthetic_table` takes them): computed from the truth's law by the function that
+    computes a fit's estimate (`penalty.ratio_per_decade`), so a calibration compares like with like. 1 under a
+    constant penalty (κN = κD = 0). N₀ and D₀, which a sweep sets, move the multiplier's level, not its change per
+    decade: the neutral 1 is taken where the recipe gives none."""
+    base = dict(EPOCH if base is None else base)
+    base_theta, _, _ = from_params(base)
+    theta, logN0, logD0 = from_params({**base, **recipe})
+    return ratio_per_decade(base_theta, theta, logN0, logD0)

@@ -763,12 +763,51 @@ def test_calibration_noise_dist_runs_only_its_cases_and_keeps_the_others_rows(tm
     monkeypatch.setattr(fits.calibration, "CASES", (("3x3", "normal", "constant"), ("3x3", "t3", "constant")))
     argv = ["--noise-dist", "t3", "--sweeps", "2", "--out", str(out)]
     assert main(["bench", "calibration", "--shared", "--bootstrap", "5", *argv]) == 0
-    assert main(["bench", "calibration", *argv]) == 0
+    assert main(["bench", "calibration", "--bootstrap", "5", *argv]) == 0
     assert "t3" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["calibration_shared"][0] == normal
     assert [(r["grid"], r["noise_dist"]) for r in data["calibration_shared"]] == [("3x3", "normal"), ("3x3", "t3")]
     assert [(r["grid"], r["noise_dist"]) for r in data["calibration"]] == [("3x3", "t3")]
+
+
+def test_calibration_measures_coverage_in_rows_of_their_own_and_says_where_it_was_not(tmp_path, monkeypatch, capsys):
+    """`bench calibration --bootstrap B` (here one tiny case, for real) adds each case's coverage of the ratio per
+    decade's 95% interval (against the truth's ratio: 1 under a constant penalty) to its row, keyed by B: a file's
+    earlier row, measured without a bootstrap (no `bootstrap` key), is kept beside it and printed with its coverage
+    "not measured"; `--bootstrap 0` measures the test alone and replaces that row."""
+    import fits.calibration
+    from scaling.cli import main
+
+    out = tmp_path / "fits.json"
+    old = {"grid": "3x3", "noise_dist": "normal", "noise_sd": 0.005, "truth": "constant", "law": "chinchilla",
+           "sweeps": 2, "reject_5pct": 0.5}
+    out.write_text(json.dumps({"calibration": [old]}))
+    monkeypatch.setattr(fits.calibration, "CASES", (("3x3", "normal", "constant"),))
+    assert main(["bench", "calibration", "--sweeps", "2", "--bootstrap", "5", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = json.loads(out.read_text())["calibration"]
+    assert rows[0] == old and [r.get("bootstrap") for r in rows] == [None, 5]
+    new = rows[1]
+    assert new["true_ratio"] == 1.0 and 0.0 <= new["coverage"] <= 1.0 and new["ci_width"] > 0, new
+    assert new["no_interval"] == 0
+    table = printed[printed.index("bench calibration"):]
+    assert "coverage" in table and "ci_width" in table and table.count("not measured") == 4  # (the old row's 4 cells)
+    assert main(["bench", "calibration", "--sweeps", "2", "--bootstrap", "0", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["calibration"]
+    assert [r["bootstrap"] for r in rows] == [5, 0] and "coverage" not in rows[1] and rows[1]["reject_5pct"] != 0.5
+
+
+def test_calibration_rows_print_every_column_and_not_measured_without_coverage():
+    """The table's rows (`calibration_rows`): CALIBRATION_COLUMNS in order, a row without a bootstrap key at its
+    default (0), its coverage cells "not measured"; a row with coverage keeps its numbers."""
+    from scaling.commands.bench import CALIBRATION_COLUMNS, calibration_rows
+
+    measured = {"grid": "4x4", "bootstrap": 100, "coverage": 0.95, "ci_width": 0.2, "true_ratio": 1.0, "no_interval": 0}
+    old, new = calibration_rows([{"grid": "3x3", "reject_5pct": 0.05}, measured])
+    assert tuple(old) == tuple(new) == CALIBRATION_COLUMNS
+    assert old["bootstrap"] == 0 and old["reject_5pct"] == 0.05 and old["coverage"] == old["ci_width"] == "not measured"
+    assert (new["coverage"], new["ci_width"], new["bootstrap"]) == (0.95, 0.2, 100)
 
 
 def test_the_benchmarks_doc_names_every_section():

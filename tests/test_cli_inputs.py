@@ -171,10 +171,14 @@ def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no
     assert main(["bench", "cpu", "quantizer", "--dims", "128", "--steps", "1", "--json"]) == 0  # one section reads each
 
 
-def test_bench_calibration_refuses_bootstrap_without_shared(capsys, no_benchmarks):
-    """The kappa = 0 test's calibration uses no bootstrap: --bootstrap there would be ignored."""
-    _refused(["bench", "calibration", "--bootstrap", "10"], capsys, "--bootstrap is read by calibration --shared alone",
-             "add --shared")
+@pytest.mark.parametrize("argv, words", [(["--bootstrap", "1"], ("--bootstrap must be at least 2", "or 0 for the kappa = 0 test alone", "got 1")),
+                                         (["--bootstrap", "-3"], ("--bootstrap must be at least 2", "got -3")),
+                                         (["--shared", "--bootstrap", "0"], ("--bootstrap must be at least 2", "got 0"))])
+def test_bench_calibration_refuses_a_bootstrap_too_small_for_an_interval(argv, words, capsys, no_benchmarks):
+    """--bootstrap gives the replicates of each sweep's intervals: 1 makes no percentile interval, and 0 (the kappa = 0
+    test alone) leaves --shared's check, which is the bootstrap's, nothing to test by."""
+    err = _refused(["bench", "calibration", *argv], capsys, *words)
+    assert ("or 0" in err) == ("--shared" not in argv)
     assert no_benchmarks == []
 
 

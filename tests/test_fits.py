@@ -554,8 +554,46 @@ def test_the_no_growth_test_is_calibrated_on_a_small_grid():
     the residuals' own density gave ~8, rejecting a true null in 60% of sweeps at the 5% level."""
     from fits.calibration import calibrate
 
-    (row,) = calibrate(sweeps=8, cases=(("3x3", "normal", "constant"),), workers=1)
+    (row,) = calibrate(sweeps=8, cases=(("3x3", "normal", "constant"),), workers=1, bootstrap=0)
     assert row["mean_stat"] < 4.0 and row["reject_5pct"] <= 0.25 and row["untestable"] == 0, row
+    assert row["bootstrap"] == 0 and "coverage" not in row  # (the test alone: no interval to cover anything)
+
+
+def test_coverage_counts_the_intervals_that_hold_the_truth():
+    """`fits.calibration.coverage`: the fraction of sweeps with an interval whose ends hold the truth, their median
+    width, and the sweeps without one counted out of both; a truth far from every interval is covered by none."""
+    from fits.calibration import coverage
+
+    intervals = np.array([[0.9, 1.1], [1.2, 1.3], [0.7, 1.0], [np.nan, np.nan], [0.5, np.inf]])
+    assert coverage(intervals, 1.0) == {"coverage": 2 / 3, "ci_width": pytest.approx(0.2), "no_interval": 2}
+    assert coverage(intervals, 1.25)["coverage"] == 1 / 3
+    assert coverage(intervals, 5.0)["coverage"] == 0.0
+    assert coverage(np.full((2, 2), np.nan), 1.0) == {"coverage": None, "ci_width": None, "no_interval": 2}
+
+
+def test_calibration_coverage_compares_each_sweeps_interval_with_its_truths_ratio():
+    """`calibrate` with a bootstrap: the truth's ratio per decade is its law's (κN = −0.15 on Epoch's α and β:
+    10^(a_r/a_b − 1) with a = α'β'/(α'+β'), α' = α(1 + κN), here written out apart from the code), and the coverage
+    is how many sweeps' 95% intervals of ratio_per_decade, as `fits.analyse` gives them with the sweep's seed, hold
+    it. On 4 x 4 sweeps of growth those intervals hold the truth and not 1, a constant penalty's ratio: taking the
+    other case's truth, or the point estimate for the interval, fails here."""
+    from fits.analysis import analyse
+    from fits.calibration import GRIDS, TRUTHS, calibrate
+    from fits.synthetic import EPOCH, synthetic_table
+
+    (row,) = calibrate(sweeps=2, cases=(("4x4", "normal", "grows"),), workers=1, bootstrap=20, seed=0)
+    alpha, beta = EPOCH["alpha"], EPOCH["beta"]
+    grown = alpha * (1 + TRUTHS["grows"]["kappaN"])
+    truth = 10 ** ((grown * beta / (grown + beta)) / (alpha * beta / (alpha + beta)) - 1)
+    assert row["true_ratio"] == pytest.approx(truth, rel=1e-12) and truth == pytest.approx(0.8257, abs=1e-4)
+    intervals = []
+    for seed in (0, 1):
+        table = synthetic_table({"bf16": {}, "fp4": TRUTHS["grows"]}, sizes=GRIDS["4x4"][0], ratios=GRIDS["4x4"][1],
+                                seed=seed)
+        intervals.append(analyse(table, bootstrap=20, seed=seed, workers=1)["penalty"]["fp4"]["ratio_per_decade"]["ci95"])
+    assert all(lo <= truth <= hi and hi < 1.0 for lo, hi in intervals), intervals
+    assert (row["coverage"], row["no_interval"], row["bootstrap"]) == (1.0, 0, 20)
+    assert row["ci_width"] == pytest.approx(np.median([hi - lo for lo, hi in intervals]), rel=1e-12)
 
 
 def _central_difference(f, x: np.ndarray, step: float = 1e-6) -> np.ndarray:

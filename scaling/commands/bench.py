@@ -44,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibration: calibrate the shared-efficiency check (`scaling fit --shared-efficiencies`) "
                              "instead of the kappa = 0 test; rows under calibration_shared (~18 min on 2 cores)")
     parser.add_argument("--bootstrap", type=int,
-                        help="calibration --shared: bootstrap replicates per sweep (default 100)")
+                        help="calibration: bootstrap replicates per sweep (default 100), for the coverage of the ratio "
+                             "per decade's 95%% interval (--shared: of the shared efficiencies'); 0: the kappa = 0 "
+                             "test alone, without --shared")
     parser.add_argument("--noise-dist", help="calibration: run only the cases under these noise distributions, "
                         "comma-separated (normal, laplace, t3; default: every case), their rows merged into --out's")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
@@ -70,7 +72,7 @@ ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", 
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d"),
             "profile": ("family", "size", "recipe", "batch_tokens", "kind"),
-            "calibration": ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps"),
+            "calibration": ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps", "bootstrap"),
             "calibration_shared": ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps", "bootstrap")}
 
 
@@ -95,9 +97,6 @@ def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
         if getattr(args, flag[2:].replace("-", "_"), None) is not None and not set(sections) & set(wanted):
             raise UserError(f"{flag} is read by {', '.join(sections)}, and none of them runs here "
                             f"({' '.join(wanted)}); leave {flag} out, or add the section it is for")
-    if args.bootstrap is not None and not args.shared:  # (the kappa = 0 test uses no bootstrap)
-        raise UserError("--bootstrap is read by calibration --shared alone (the kappa = 0 test uses no bootstrap); "
-                        "add --shared, or leave --bootstrap out")
 
 
 def _check_lists(args: argparse.Namespace) -> None:
@@ -110,8 +109,9 @@ def _check_lists(args: argparse.Namespace) -> None:
 
 
 # A key a section's older rows lack, and the value it stood for (sass rows before 2026-12-04 were all
-# quantize passes, and until ~20:30 that day every RHT128 group a thread's).
-ROW_KEY_DEFAULTS = {"sass": {"stage": "quantize", "lanes": 1}}
+# quantize passes, and until ~20:30 that day every RHT128 group a thread's; calibration rows before the
+# coverage was measured fitted no bootstrap).
+ROW_KEY_DEFAULTS = {"sass": {"stage": "quantize", "lanes": 1}, "calibration": {"bootstrap": 0}}
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
@@ -285,14 +285,17 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         from fits import calibration
 
         sweeps = 40 if args.sweeps is None else args.sweeps
+        bootstrap = 100 if args.bootstrap is None else args.bootstrap
         cases = _noise_cases(calibration.CASES, args.noise_dist)
-        progress(f"calibration of the kappa = 0 test, {sweeps} synthetic sweeps per case, {len(cases)} cases:")
+        progress(f"calibration of the kappa = 0 test, {sweeps} synthetic sweeps per case, "
+                 + (f"{bootstrap} bootstrap replicates each (the coverage of the ratio per decade's interval), "
+                    if bootstrap else "no bootstrap (the test alone), ") + f"{len(cases)} cases:")
         fresh["calibration_provenance"] = provenance = _provenance()
         # each case saved as it ends (the whole takes ~10 minutes on 2 cores), stamped: a run cut short
         # leaves the earlier call's other cases, from other code
         save, _ = _row_saver(result, fresh, "calibration", {"measured": provenance["date"],
                                                             "git_commit": provenance["git_commit"]}, args.out)
-        save(calibration.calibrate(sweeps=sweeps, cases=cases, workers=2, progress=progress,
+        save(calibration.calibrate(sweeps=sweeps, cases=cases, workers=2, bootstrap=bootstrap, progress=progress,
                                    on_row=save))  # (fewer on fewer cores)
     if "sass" in wanted:
         fresh["sass"] = _bench_sass(list(recipes) or None, progress)
@@ -422,6 +425,15 @@ def _one_per_name(value: str | None, recipes: tuple[str, ...]) -> tuple[str, ...
 DIMS_DEFAULTS = {"quantizer": "128,512", "linear": "512,1024,2048,4096"}
 
 
+def _check_bootstrap(bootstrap: int | None, shared: bool | None) -> None:
+    """--bootstrap: at least 2 replicates (a percentile interval of fewer is none); 0, the kappa = 0 test alone, only
+    without --shared (the shared-efficiency check is the bootstrap's)."""
+    if bootstrap is None or bootstrap >= 2 or (bootstrap == 0 and not shared):
+        return
+    zero = "" if shared else ", or 0 for the kappa = 0 test alone"
+    raise UserError(f"--bootstrap must be at least 2 (replicates for a 95% interval){zero}, got {bootstrap}")
+
+
 def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     """Refuse, before any benchmark runs, a count that is not one (--steps 0, --batch -1) and a
     recipe that does not exist; returns the --dims widths of the sections that read them."""
@@ -429,10 +441,10 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
     _check_lists(args)
     for flag, value, least in (("--steps", args.steps, 1), ("--batch", args.batch, 1),
                                ("--accumulate", args.accumulate, 1), ("--top", args.top, 0),
-                               ("--sweeps", args.sweeps, 1),
-                               ("--bootstrap", args.bootstrap, 2)):
+                               ("--sweeps", args.sweeps, 1)):
         if value is not None and value < least:
             raise UserError(f"{flag} must be at least {least}, got {value}")
+    _check_bootstrap(args.bootstrap, args.shared)
     if recipes:
         from scaling.recipes import get_recipe
 
@@ -665,7 +677,8 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
                     title="bench calibration --shared (the shared-efficiency check on synthetic sweeps; --json for "
                           "each check's and format's)")
     elif "calibration" in wanted:
-        print_table(result["calibration"], title="bench calibration (the kappa = 0 test on synthetic sweeps)")
+        print_table(calibration_rows(result["calibration"]), title="bench calibration (the kappa = 0 test on synthetic "
+                    "sweeps; coverage: of the ratio per decade's 95% bootstrap interval)")
     if checked:
         from scaling.targets import summary
 
@@ -677,6 +690,25 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
         print_table(rows, title=title)
         for line in summary(rows):
             print(line)
+
+
+# calibration's columns in the printed table, in this order (the file's rows may lack the later ones: `calibration_rows`)
+CALIBRATION_COLUMNS = ("grid", "noise_dist", "noise_sd", "truth", "law", "sweeps", "bootstrap", "reject_5pct",
+                       "reject_1pct", "mean_stat", "untestable", "true_ratio", "coverage", "ci_width", "no_interval")
+COVERAGE_KEYS = ("true_ratio", "coverage", "ci_width", "no_interval")
+
+
+def calibration_rows(rows: list[dict]) -> list[dict]:
+    """The kappa = 0 calibration's rows as its table prints them: CALIBRATION_COLUMNS; a row measured without a bootstrap
+    (`--bootstrap 0`, and every row before the coverage was measured: no `bootstrap` key, ROW_KEY_DEFAULTS) says its
+    coverage is "not measured" rather than leaving blanks that read as a failed measurement."""
+    out = []
+    for row in rows:
+        shown = {k: row.get(k, ROW_KEY_DEFAULTS["calibration"].get(k)) for k in CALIBRATION_COLUMNS}
+        if "coverage" not in row:
+            shown.update(dict.fromkeys(COVERAGE_KEYS, "not measured"))
+        out.append(shown)
+    return out
 
 
 def _fit_rows(fit: dict) -> list[dict]:
