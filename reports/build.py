@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import polars as pl
 
 from reports import compare, figures
-from reports.document import Bullets, Document, Figure, Paragraph, Section, Table
+from reports.document import Bullets, Document, Figure, Paragraph, Section, SortedText, Table
 from reports.load import Study, load
 from reports.render import code, fmt, literal, plain, to_html, to_markdown
 from scaling import __version__, git_commit, usable_cpus
@@ -260,10 +260,11 @@ def _p_words(p: float) -> str:
 
 def _p_cell(p: float | None) -> float | str | None:
     """A p as a table shows it: the number, or '< 0.0001' below the test's resolution (`fits.penalty.P_FLOOR`: the
-    chi-square tail there is the formula's, not the data's, and underflows to 0 further out)."""
+    chi-square tail there is the formula's, not the data's, and underflows to 0 further out), which the HTML's
+    sortable tables sort by the p it stands for (`SortedText`), below every p shown as a number."""
     from fits.penalty import P_FLOOR  # (fits imported where used: `import reports` stays light)
 
-    return f"< {P_FLOOR:g}" if p is not None and p < P_FLOOR else p
+    return SortedText(f"< {P_FLOOR:g}", p) if p is not None and p < P_FLOOR else p
 
 
 def unfinished_note(unfinished: list[RunStatus]) -> str | None:

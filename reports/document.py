@@ -21,6 +21,19 @@ class Bullets:
     items: tuple[str, ...]
 
 
+class SortedText(str):
+    """A table cell's text that sorts as a number, `sort`, in the HTML's sortable tables (render's data-sort): '< 0.0001'
+    as the p below the floor it stands for. Plain text sorts after every number, which put the strongest evidence
+    last. It is the text everywhere else (Markdown, a terminal's table, ==)."""
+
+    sort: float
+
+    def __new__(cls, text: str, sort: float) -> "SortedText":
+        cell = super().__new__(cls, text)
+        cell.sort = sort
+        return cell
+
+
 @dataclass(frozen=True)
 class Table:
     columns: tuple[str, ...]

@@ -15,7 +15,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from reports.document import Block, Bullets, Document, Figure, Paragraph, Table
+from reports.document import Block, Bullets, Document, Figure, Paragraph, SortedText, Table
 
 
 def fmt(value: Any) -> str:
@@ -108,7 +108,9 @@ def _inline(text: str) -> str:
 
 def _sort_key(value: Any) -> str:
     """A number's data-sort attribute, written as JavaScript's parseFloat reads it: Python's 'inf' is NaN there
-    (an interval open at one end sorted as no number), 'Infinity' is not."""
+    (an interval open at one end sorted as no number), 'Infinity' is not. A `SortedText` cell sorts as its number."""
+    if isinstance(value, SortedText):
+        value = value.sort
     if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
         key = ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else repr(value)
         return f' data-sort="{key}"'

@@ -618,6 +618,27 @@ def test_infinite_cells_sort_as_infinities_in_the_html():
     assert all(js_number.fullmatch(k) for k in keys), keys
 
 
+def test_a_p_below_the_floor_sorts_as_the_smallest_p_in_the_html():
+    """A p below the test's resolution is shown as '< 0.0001' (`_p_cell`): as text it had no data-sort, so the sortable
+    table put it after every number, the strongest evidence sorted as the weakest. Its cell sorts by the p it stands
+    for, below every p shown as a number, and still reads '< 0.0001' in the HTML, report.md and a terminal's table."""
+    import re
+
+    from reports.build import p_value_cells
+    from reports.document import Document, Section, Table
+    from reports.render import to_html, to_markdown
+
+    pen = {"identified": True, "verdict": "grows", "p_value": 3e-9, "p_adjusted": 0.0}
+    floored, zero = p_value_cells(pen)
+    assert floored == zero == "< 0.0001" and str(floored) == "< 0.0001"
+    rows = (("a", 0.5), ("b", floored), ("c", 0.01), ("d", zero))
+    doc = Document("t", "", [Section("s", [Table(("recipe", "p"), rows)])])
+    cells = dict(re.findall(r"<tr><td>(\w)</td><td(?: data-sort=\"([^\"]*)\")?>", to_html(doc)))
+    assert set(cells) == set("abcd") and all(cells.values()), cells  # every p cell sorts as a number
+    assert sorted(cells, key=lambda r: float(cells[r])) == ["d", "b", "c", "a"], cells
+    assert "| b | < 0.0001 |" in to_markdown(doc, Path("."))
+
+
 SORT_PROBE = """<script>
 window.addEventListener("load", function () {
   var table = document.querySelector("table.sortable"), ths = table.tHead.rows[0].children, out = [];
