@@ -248,12 +248,16 @@ def _test_words(pen: dict) -> str:
         return "not computable: the fit left no noise to test against"
     adjusted = pen.get("p_adjusted")
     if family > 1 and adjusted is not None:
-        return f"p {_p_words(p)}, or {_p_words(adjusted).removeprefix('= ')} after Holm's adjustment over {family} recipes"
-    return f"p {_p_words(p)}"
+        return f"p {p_words(p)}, or {p_words(adjusted).removeprefix('= ')} after Holm's adjustment over {family} recipes"
+    return f"p {p_words(p)}"
 
 
-def _p_words(p: float) -> str:
-    """'= 0.012', or '< 0.0001' below the test's resolution (`_p_cell`): never 'p = 0'."""
+def p_words(p: float | None) -> str:
+    """A p in a sentence, after "p ": '= 0.012', or '< 0.0001' below the test's resolution (`_p_cell`), never 'p = 0';
+    'not computable' where there is none (NaN). The one way every p is written in words: the verdict's, the
+    shared-efficiency check's (here and in `scaling fit`)."""
+    if p is None or math.isnan(p):
+        return "not computable"
     cell = _p_cell(p)
     return cell if isinstance(cell, str) else f"= {p:.2g}"
 
@@ -628,7 +632,7 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
             row += [c["own"], _interval(c["own_ci95"]),
                     c["shared"] if entry[kind][r[key]]["pinned"] else NOT_PINNED,
                     _interval(c["ratio_ci95"]) if c["check"] else "",
-                    f"{c['check']} (p {_short(c['p_adjusted'])})" if c["check"] else f"unchecked: {c['unchecked']}"]
+                    f"{c['check']} (p {p_words(c['p_adjusted'])})" if c["check"] else f"unchecked: {c['unchecked']}"]
         rows.append(tuple(row))
     s.add(_intervals_table(("recipe", "effN", CI, "shared effN", "own/shared " + CI, "check", "effD", CI,
                             "shared effD", "own/shared " + CI, "check"), rows,
@@ -637,7 +641,7 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
     s.add(Paragraph(f"Objective (summed Huber loss): {fmt(entry['objective'])} for the shared fit "
                     f"({count(entry['n_params'], 'parameter')}), against {fmt(entry['objective_separate'])} summed over "
                     f"the recipes' own constant fits ({count(entry['n_params_separate'], 'parameter')})"
-                    + (f"; against them, the test of the sharing as a whole gives p = {_short(t['p_value'])} "
+                    + (f"; against them, the test of the sharing as a whole gives p {p_words(t['p_value'])} "
                        f"(statistic {_short(t['statistic'])} on {t['df']} degrees of freedom)."
                        if (t := entry["sharing_test"]) else ".")))
     from fits.shared import unpinned_reasons

@@ -348,3 +348,30 @@ def test_the_sharing_as_a_whole_is_tested_against_the_recipes_own_fits():
     assert tests["shared"]["p_value"] > 0.05 and tests["split"]["p_value"] < 1e-6, tests
     t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "nvfp4": {"effN": 0.8}}, **SMALL)
     assert fits.shared_efficiencies(t, bootstrap=0, **FAST)["sharing_test"] is None
+
+
+def test_the_shared_checks_p_below_the_floor_reads_as_a_bound_never_as_0(capsys):
+    """The shared-efficiency check's p's (each recipe's, Holm-adjusted, and the sharing test's) were printed by the
+    number formats of the report (`_short`: "p 0") and of `scaling fit` (`_fmt`: "p = 0"), where the chi-square tail
+    underflows, and "3e-09" where it is the formula's, not the data's. They go through the verdict's p words
+    (`reports.build.p_words`, `fits.penalty.P_FLOOR`): "p < 0.0001" there, "p = 0.012" above it."""
+    from reports.build import section_shared_efficiencies
+    from reports.document import Document
+    from reports.render import to_markdown
+    from scaling.commands.fit import print_shared
+
+    t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "mxfp4_sr": {"effN": 0.7, "effD": 0.9}}, **SMALL)
+    out = fits.shared_efficiencies(t, bootstrap=0, **FAST)
+    out["recipes"]["mxfp4"]["effN"]["p_adjusted"] = 0.0  # (chdtrc's underflow)
+    out["recipes"]["mxfp4_sr"]["effN"]["p_adjusted"] = 0.012
+    assert out["sharing_test"] is not None
+    out["sharing_test"]["p_value"] = 3e-9
+    md = to_markdown(Document("t", "", [section_shared_efficiencies(
+        {"shared_efficiencies": out, "law": "quartet", "bootstrap": 0}, "bf16")]), Path("."))
+    print_shared(out, "quartet", "bf16", 0)
+    printed = capsys.readouterr().out
+    for text in (md, printed):
+        assert "(p < 0.0001)" in text and "(p = 0.012)" in text, text
+        assert "p < 0.0001" in text.split("sharing as a whole")[-1] and "p = <" not in text, text
+        for zero in ("(p 0)", "(p = 0)", "p = 0 ", "3e-09", "3.00e-09"):
+            assert zero not in text, (zero, text)

@@ -151,6 +151,7 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
 def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
     """The shared efficiencies (`fits.shared`): a row per format, a row per recipe with its own constant efficiencies
     beside its formats' shared ones, and the objectives; "not pinned" where the runs do not pin a number."""
+    from reports.build import p_words  # (every p in words, as the report writes it: never "p = 0")
     from scaling.console import print_table
 
     rows = []
@@ -174,7 +175,7 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
                                                                           else "backward_format"]]["pinned"]
             row[f"{eff} shared"] = _fmt(c["shared"]) if pinned else "not pinned"
             row[f"{eff} own/shared"] = _with_ci(c["own"] / c["shared"], c["ratio_ci95"]) if c["check"] else ""
-            row[f"{eff} check"] = (f"{c['check']} (p {_fmt(c['p_adjusted'])})" if c["check"]
+            row[f"{eff} check"] = (f"{c['check']} (p {p_words(c['p_adjusted'])})" if c["check"]
                                    else f"unchecked: {c['unchecked']}")
         rows.append(row)
     print_table(rows, title="each recipe's own constant efficiencies (95% interval) against its formats' shared ones: "
@@ -185,7 +186,7 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
     if entry["sharing_test"]:
         t = entry["sharing_test"]
         print(f"sharing as a whole (one effN per forward format, one effD per backward format) against the recipes' "
-              f"own: statistic {_fmt(t['statistic'])} on {t['df']} degrees of freedom, p = {_fmt(t['p_value'])}")
+              f"own: statistic {_fmt(t['statistic'])} on {t['df']} degrees of freedom, p {p_words(t['p_value'])}")
     from fits.shared import unpinned_reasons
 
     for why in unpinned_reasons(entry):
