@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from fits.synthetic import synthetic_table, true_ratio_per_decade
+from scaling.console import count
 
 GRIDS = {  # name -> (model sizes, tokens per parameter)
     "3x3": (np.geomspace(2e7, 2e8, 3), (10, 20, 40)),
@@ -105,7 +106,7 @@ def _coverage_words(row: dict) -> str:
     if "coverage" not in row:
         return ""
     width = "-" if row["ci_width"] is None else f"{row['ci_width']:.3f}"
-    missing = f" ({row['no_interval']} sweeps without one)" if row["no_interval"] else ""
+    missing = f" ({count(row['no_interval'], 'sweep')} without one)" if row["no_interval"] else ""
     return (f"; the ratio per decade's 95% interval held its truth ({row['true_ratio']:.3f}) in "
             f"{_percent(row['coverage'])}, median width {width}{missing}")
 

@@ -596,6 +596,24 @@ def test_calibration_coverage_compares_each_sweeps_interval_with_its_truths_rati
     assert row["ci_width"] == pytest.approx(np.median([hi - lo for lo, hi in intervals]), rel=1e-12)
 
 
+def test_the_docs_coverage_table_is_the_committed_calibration_rows():
+    """docs/fits.md's "Measured calibration" table gives each committed row's coverage of the ratio per decade's
+    interval (reports/bench/fits.json, rows with a bootstrap) as measured: a rerun of the bench that changed a number
+    leaves the docs stale, and this says so."""
+    root = Path(__file__).resolve().parent.parent
+    rows = [r for r in json.loads((root / "reports" / "bench" / "fits.json").read_text())["calibration"]
+            if r.get("bootstrap")]
+    assert rows, "no calibration row measures the coverage"
+    table = (root / "docs" / "fits.md").read_text().split("| interval holds the truth |", 1)[1].split("\n\n", 1)[0]
+    truths = {"constant": "constant penalty (κ = 0)", "grows": "growing (κN = −0.15)"}
+    for r in rows:
+        share = f"{r['coverage']:.1%}".replace("100.0%", "100%")
+        line = (f"| {r['grid']} | {r['noise_dist']} | {truths[r['truth']]} | {r['reject_5pct']:.1%} | {r['reject_1pct']:.1%} "
+                f"| {r['mean_stat']:.2f} | {share}")
+        assert line in table, line
+        assert f"| {r['ci_width']:.3f} | {r['no_interval']} |" in table.split(line, 1)[1].split("\n", 1)[0], r
+
+
 def _central_difference(f, x: np.ndarray, step: float = 1e-6) -> np.ndarray:
     """d f / d x by central differences, one column per entry of x (f returns an array or a float)."""
     columns = []

@@ -291,8 +291,8 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
                  + (f"{bootstrap} bootstrap replicates each (the coverage of the ratio per decade's interval), "
                     if bootstrap else "no bootstrap (the test alone), ") + f"{len(cases)} cases:")
         fresh["calibration_provenance"] = provenance = _provenance()
-        # each case saved as it ends (the whole takes ~10 minutes on 2 cores), stamped: a run cut short
-        # leaves the earlier call's other cases, from other code
+        # each case saved as it ends (the whole takes ~14 minutes on 2 cores with 100 replicates a sweep), stamped:
+        # a run cut short leaves the earlier call's other cases, from other code
         save, _ = _row_saver(result, fresh, "calibration", {"measured": provenance["date"],
                                                             "git_commit": provenance["git_commit"]}, args.out)
         save(calibration.calibrate(sweeps=sweeps, cases=cases, workers=2, bootstrap=bootstrap, progress=progress,
