@@ -317,8 +317,10 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     aside = not_fitted(study.runs, baseline)
     short = [f"{literal(r)}'s {p['n_replicates']}" for r, p in sorted(penalty.items())
              if p.get("n_replicates", fitted["bootstrap"]) < fitted["bootstrap"]]  # replicates whose fits failed
-    # The seed reproduces the intervals (fits.json has it too); the 95% is nominal: `scaling bench calibration` measures
-    # the kappa = 0 test's rejection rates, not how often these intervals cover the penalty (docs/fits.md, Bootstrap).
+    # The seed reproduces the intervals (fits.json has it too). Their 95% is nominal for these runs: `scaling bench
+    # calibration` measures how often such intervals of the ratio per decade hold the truth on synthetic sweeps of a
+    # known law (docs/fits.md, Bootstrap, has the numbers). The report does not read them: the bench file need not be
+    # where the report is built, and a synthetic case's rate is not this study's.
     seed = f", `--seed {fitted['seed']}`" if "seed" in fitted else ""
     intervals = (f"intervals are 95% percentile bootstrap intervals over {fitted['bootstrap']} replicates that resample "
                  f"whole runs (each recipe's apart{seed})"
@@ -326,7 +328,8 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
                  + (f", too few for their 2.5% ends to be more than the extreme replicates (a 95% interval needs at "
                     f"least {MIN_REPLICATES}: `--bootstrap`), so they are rough and no recipe is judged"
                     if fitted["bootstrap"] < MIN_REPLICATES else "")
-                 + "; their 95% is nominal: no calibration measures how often they cover the penalty (docs/fits.md)"
+                 + "; their 95% is nominal: how often such intervals hold the true ratio per decade is measured on "
+                 "synthetic sweeps of a known law (`scaling bench calibration`, docs/fits.md), not on runs like these"
                  if fitted["bootstrap"] else "no bootstrap ran (`--bootstrap 0`), so there are no intervals and no "
                  "recipe is judged")
     s.add(Paragraph(

@@ -1063,9 +1063,9 @@ def test_the_verdict_names_the_runs_of_a_recipe_and_of_the_baseline_that_are_in_
 
 def test_the_verdict_says_which_intervals_with_which_seed_and_that_their_95_percent_is_nominal():
     """The verdict called its intervals "95% bootstrap intervals": not which kind (percentile, docs/fits.md), not the
-    seed that reproduces them (fits.json has it, the report did not), and not that the 95% is nominal:
-    `scaling bench calibration`'s rows measure the kappa = 0 test's rejection rates, not how often the penalty's
-    intervals cover the truth (the shared-efficiency rows found percentile intervals covering 70-100%)."""
+    seed that reproduces them (fits.json has it, the report did not), and not that the 95% is nominal (the
+    shared-efficiency rows found percentile intervals covering 70-100%). `scaling bench calibration` now measures the
+    ratio per decade's coverage, on synthetic sweeps only: the verdict says where, not a number of another study's."""
     from reports.build import section_verdict
     from reports.load import Study
 
@@ -1076,8 +1076,9 @@ def test_the_verdict_says_which_intervals_with_which_seed_and_that_their_95_perc
               "groups": {"bf16": {"n_runs": 1}, "mxfp4": {"n_runs": 1}}}
     intro = section_verdict(fitted, "bf16", Study(source=Path("t.csv"), runs=runs)).blocks[0].text
     assert ("intervals are 95% percentile bootstrap intervals over 100 replicates that resample whole runs (each "
-            "recipe's apart, `--seed 7`); their 95% is nominal: no calibration measures how often they cover the "
-            "penalty (docs/fits.md);") in intro, intro
+            "recipe's apart, `--seed 7`); their 95% is nominal: how often such intervals hold the true ratio per "
+            "decade is measured on synthetic sweeps of a known law (`scaling bench calibration`, docs/fits.md), not on "
+            "runs like these;") in intro, intro
 
 
 def test_the_loss_figures_caption_says_why_a_recipe_has_no_law(tmp_path, monkeypatch):
