@@ -138,21 +138,37 @@ class Recipe:
     @classmethod
     def from_toml(cls, path: str | Path) -> "Recipe":
         """A user-defined recipe. Errors name the file and the field."""
-        path = Path(path)
-        try:
-            # UTF-8 as TOML says, whatever the locale; "-sig" drops the byte-order mark some Windows
-            # editors write, which tomllib reports as an "invalid statement" at line 1, column 1
-            data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-        except FileNotFoundError:
-            raise UserError(f"recipe file {path} does not exist") from None
-        except UnicodeDecodeError as e:
-            raise UserError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
-                            "save the recipe file as UTF-8") from None
-        except OSError as e:
-            raise UserError(f"cannot read recipe file {path} ({type(e).__name__}: {e})") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"{path}: not valid TOML ({e})") from None
+        data = read_toml(path, "recipe file")
         return recipe_from_dict(data, where=str(path))
+
+
+def read_toml(path: str | Path, what: str) -> dict:
+    """The TOML file at `path` as a dict; a file that is missing, unreadable or not TOML is a UserError naming it
+    as `what` ("recipe file", "format file")."""
+    path = Path(path)
+    try:
+        # UTF-8 as TOML says, whatever the locale; "-sig" drops the byte-order mark some Windows
+        # editors write, which tomllib reports as an "invalid statement" at line 1, column 1
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                        f"save the {what} as UTF-8") from None
+    except OSError as e:
+        raise UserError(f"cannot read {what} {path} ({type(e).__name__}: {e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML ({e})") from None
+
+
+def check_plain_name(name: object, where: str) -> None:
+    """Refuse a name (of a recipe, of a format) that is no plain string: results, fits, reports and tables
+    show it as it is."""
+    if not isinstance(name, str):
+        raise UserError(f'{where}: name must be a string (got {name!r}); quote it, e.g. name = "mine"')
+    if name != name.strip() or not name.isprintable():
+        raise UserError(f"{where}: name {name!r} has spaces around it or unprintable characters; "
+                        "results, fits and reports show it as it is: write it plainly")
 
 
 def canonical_blocks(blocks: Iterable[int], depths: Iterable[int] = ()) -> tuple[int, ...]:
@@ -194,11 +210,7 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
         raise UserError(f"{where}: unknown key(s) {said}; allowed: {', '.join(sorted(allowed))}")
     if "name" not in data or data["name"] == "":
         raise UserError(f"{where}: `name` (a string) is required")
-    if not isinstance(data["name"], str):
-        raise UserError(f'{where}: name must be a string (got {data["name"]!r}); quote it, e.g. name = "mine"')
-    if data["name"] != data["name"].strip() or not data["name"].isprintable():
-        raise UserError(f"{where}: name {data['name']!r} has spaces around it or unprintable characters; "
-                        "results, fits and reports show it as it is: write it plainly")
+    check_plain_name(data["name"], where)
     # results, fits and reports name runs by it: they would pass for the preset's, or in another case
     # be taken for a typo of it
     preset = {n.lower(): n for n in PRESETS}.get(data["name"].lower())
@@ -230,15 +242,16 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
         for key, value in table.items():
             if key not in names:
                 raise UserError(f"{where}: unknown operand {gemm}.{key}; {gemm} has {', '.join(gemm + '.' + n for n in names)}")
-            changes[names[key]] = _spec_from_toml(value, f"{where}: {gemm}.{key}", getattr(base, names[key]))
+            changes[names[key]] = spec_from_table(value, f"{where}: {gemm}.{key}", getattr(base, names[key]))
     try:
         return replace(base, **changes)
     except ValueError as e:
         raise UserError(f"{where}: {e}") from None
 
 
-def _spec_from_toml(value, where: str, base: QuantSpec | None) -> QuantSpec | None:
-    """An operand table on top of the base recipe's operand (None: QuantSpec's defaults)."""
+def spec_from_table(value, where: str, base: QuantSpec | None) -> QuantSpec | None:
+    """An operand table (a recipe's [fprop.x], or a format file's fields: `scaling.diagnostics.load_format`) on top
+    of the base's spec (None: QuantSpec's defaults), as a QuantSpec; "bf16" gives None. Errors name `where`."""
     if value == "bf16":
         return None
     if not isinstance(value, dict):
