@@ -11,8 +11,9 @@ of a linear layer (fprop, dgrad, wgrad) with both operands quantized along their
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 import torch
 
@@ -45,27 +46,167 @@ GEMM_SHAPES = {"tokens": 1024, "d_in": 256, "d_out": 512}
 MASS_THRESHOLD = 0.01  # a level "is used" when it carries at least 1% of the elements
 
 
+class Format(NamedTuple):
+    """A format diagnose measures: its name in the tables, its QuantSpec (with no transform: each of --transforms is
+    added to it) and where it comes from: "built-in" (FORMATS), a format file's path, or RECIPE:OPERAND."""
+
+    name: str
+    spec: QuantSpec
+    source: str
+
+
+BUILT_IN = "built-in"
+FORMAT_FILE_KEYS = ("name", "base")  # a format file's keys besides QuantSpec's fields
+NO_TRANSFORM = 'transform = 0, signs = "ones"'  # a format file's fields of no transform
+RECIPE_KEYS = ("fprop", "dgrad", "wgrad", "high_precision_blocks", "backward_from_forward")
+
+
 def spec_for(fmt: str, transform: str) -> QuantSpec:
-    """The QuantSpec of a named format under a named transform."""
-    if fmt not in FORMATS:
-        raise UserError(f"{_not_a_format(fmt)}; known: {', '.join(FORMATS)}")
+    """The QuantSpec of a format (a name of FORMATS, a format file or RECIPE:OPERAND) under a named transform."""
+    return with_transform(format_of(fmt).spec, transform)
+
+
+def with_transform(spec: QuantSpec, transform: str) -> QuantSpec:
+    """A format's spec under a named transform of TRANSFORMS."""
     if transform not in TRANSFORMS:
         raise UserError(f"unknown transform {transform!r}; known: {', '.join(TRANSFORMS)}")
     n, signs = TRANSFORMS[transform]
-    return FORMATS[fmt].but(transform=n, signs=signs)
+    return spec.but(transform=n, signs=signs)
+
+
+def resolve_formats(entries: Iterable[str | Format]) -> dict[str, Format]:
+    """--formats' entries (`format_of`; a Format is taken as it is) by name, each checked (`_check_format`)."""
+    out: dict[str, Format] = {}
+    for entry in entries:
+        fmt = entry if isinstance(entry, Format) else format_of(entry)
+        _check_format(fmt)
+        if fmt.name in out and out[fmt.name] != fmt:
+            raise UserError(f"two formats are named {fmt.name!r} ({out[fmt.name].source} and {fmt.source}); the "
+                            "tables tell formats apart by name: give a format file a `name` of its own")
+        out[fmt.name] = fmt
+    return out
+
+
+def format_of(text: str) -> Format:
+    """One --formats entry: a name of FORMATS, a format file (.toml: `load_format`), or RECIPE:OPERAND (the spec a
+    preset or recipe file gives one operand, e.g. mxfp4:fprop.x; its name in the tables is the entry)."""
+    if text in FORMATS:
+        return Format(text, FORMATS[text], BUILT_IN)
+    if text.endswith(".toml"):
+        return load_format(text)
+    if ":" in text:
+        return Format(text, operand_spec(text), text)
+    raise UserError(_not_a_format(text))
+
+
+def load_format(path: str | Path) -> Format:
+    """A format file: QuantSpec fields as a recipe's operand table writes them (`spec_from_table`), on top of
+    `base` (a name of FORMATS or RECIPE:OPERAND; without it, QuantSpec's defaults, which are nvfp4's), and an
+    optional `name` (default: the file's stem). Errors name the file and the field."""
+    from scaling.recipes import check_plain_name, read_toml, spec_from_table
+
+    where = str(path)
+    data = read_toml(path, "format file")
+    recipe_keys = [k for k in RECIPE_KEYS if k in data]
+    if recipe_keys:
+        raise UserError(f"{where} is a recipe file (it has {', '.join(recipe_keys)}), not a format file: give one of "
+                        f"its operands as {where}:fprop.x (RECIPE:OPERAND), or write a format file of one table of "
+                        "QuantSpec fields (docs/numerics.md)")
+    known = (*FORMAT_FILE_KEYS, *(f.name for f in fields(QuantSpec)))
+    for key in data:
+        if key not in known:
+            raise UserError(f"{where}: unknown field {key!r}{did_you_mean(key, known)}; a format file holds "
+                            f"{', '.join(FORMAT_FILE_KEYS)} and QuantSpec fields: "
+                            f"{', '.join(sorted(known[len(FORMAT_FILE_KEYS):]))}")
+    name = data.get("name", Path(path).stem)
+    check_plain_name(name, where)
+    if not name:
+        raise UserError(f'{where}: name is empty; give the format a name, e.g. name = "mine", or leave it out for '
+                        "the file's stem")
+    base = _base_spec(data["base"], where) if "base" in data else None
+    spec = spec_from_table({k: v for k, v in data.items() if k not in FORMAT_FILE_KEYS}, where, base)
+    return Format(name, spec, where)
+
+
+def _base_spec(base: object, where: str) -> QuantSpec:
+    """A format file's `base`: a name of FORMATS, or RECIPE:OPERAND (whose transform the file may set to 0)."""
+    if isinstance(base, str) and base in FORMATS:
+        return FORMATS[base]
+    if isinstance(base, str) and ":" in base:
+        return operand_spec(base)
+    hint = did_you_mean(base, FORMATS) if isinstance(base, str) else ""
+    raise UserError(f"{where}: base {base!r} is no format{hint}; give one of {', '.join(FORMATS)}, or a recipe's "
+                    'operand as RECIPE:OPERAND (e.g. base = "ufp4:wgrad.dy"), or leave base out for nvfp4\'s spec')
+
+
+def operand_spec(text: str) -> QuantSpec:
+    """The QuantSpec that RECIPE:OPERAND names: a preset or recipe file (`get_recipe`), and an operand of it."""
+    from scaling.recipes import OPERANDS, get_recipe, operand_name
+
+    recipe_name, _, operand = text.rpartition(":")
+    operands = [operand_name(o) for o in OPERANDS]
+    if not recipe_name or operand not in operands:
+        raise UserError(f"{text}: not RECIPE:OPERAND with OPERAND one of {', '.join(operands)}"
+                        f"{did_you_mean(operand, operands)} (e.g. ufp4:wgrad.dy)")
+    try:
+        recipe = get_recipe(recipe_name)
+    except UserError as e:
+        raise UserError(f"{text}: {e}") from None
+    spec = recipe.spec(operand)
+    if spec is None:
+        raise UserError(f"{text}: recipe {recipe.name} keeps {operand} in BF16, so there is no quantizer to diagnose; "
+                        f"pick a quantized operand (`scaling recipes {recipe_name}` shows them)")
+    return spec
+
+
+def _check_format(fmt: Format) -> None:
+    """Refuse a format diagnose cannot measure, or whose name would pass for a named format's (its rows and the
+    paper's claims, checked on nvfp4 and ufp4 by name, would be taken for those)."""
+    if fmt.source == BUILT_IN:
+        return
+    named = {n.lower(): n for n in FORMATS}.get(fmt.name.lower())
+    if named is not None:
+        said = "the named format's" if named == fmt.name else f"named format {named}'s in other letter case"
+        raise UserError(f"{fmt.source}: name {fmt.name!r} is {said}; give the format a name of its own, e.g. "
+                        f'name = "{named}_mine"')
+    spec = fmt.spec
+    if spec.elem not in GRIDS:
+        raise UserError(f'{fmt.source}: elem = "{spec.elem}" has no 4-bit grid; diagnose measures 4-bit element '
+                        f"formats, one of {', '.join(GRIDS)}")
+    if spec.eden:  # (before the transform, which MS-EDEN cannot do without)
+        raise UserError(f"{fmt.source}: MS-EDEN (eden = true) corrects its block scales in a Hadamard transform's "
+                        "basis, so it is a format and a transform at once, and diagnose measures each format under "
+                        f"each of --transforms; {_fix(fmt, 'eden = false, ' + NO_TRANSFORM)} and pass "
+                        "--transforms none,rht128 for its nearest")
+    if spec.transform:
+        said = f"{'H' if spec.signs == 'ones' else 'RHT'}{spec.transform}"
+        nearest = f"{'h' if spec.signs == 'ones' else 'rht'}{spec.transform}"
+        also = f" and pass --transforms none,{nearest}" if nearest in TRANSFORMS else ""
+        raise UserError(f"{fmt.source}: transform = {spec.transform} ({said}): a format takes no transform, as "
+                        "diagnose applies each of --transforms to every format (ΔSQNR is against none); "
+                        f"{_fix(fmt, NO_TRANSFORM)}{also}")
+
+
+def _fix(fmt: Format, fields_said: str) -> str:
+    """How to change fields of a user format: in its file, in a format file based on RECIPE:OPERAND, or (a Format
+    made in Python) in its QuantSpec."""
+    if fmt.source.endswith(".toml"):
+        return f"set {fields_said} in it"
+    if ":" in fmt.source:
+        return f'measure it from a format file of base = "{fmt.source}", {fields_said}'
+    return f"set {fields_said} in its QuantSpec"
 
 
 def _not_a_format(name: str) -> str:
-    """Why `name` is no format of FORMATS: a recipe (file or preset; a recipe quantizes six operands its own ways,
-    these formats one tensor each under every transform asked for), or a typo."""
+    """Why `name` is no format: a recipe (a recipe quantizes six operands its own ways, a format is one tensor's,
+    measured under every transform asked for), or a typo."""
     from scaling.recipes import PRESETS
 
-    if name.endswith(".toml") or name in PRESETS:
-        said = "a recipe file" if name.endswith(".toml") else "a recipe"
-        return (f"{name!r} is {said}, not a format: diagnose measures its named formats, each under every "
-                "--transforms (a recipe's operands: `scaling recipes` shows them; pick the nearest format and "
-                "transform)")
-    return f"unknown format {name!r}{did_you_mean(name, FORMATS)}"
+    if name in PRESETS:
+        return (f"{name!r} is a recipe, not a format: give one of its operands as RECIPE:OPERAND, e.g. {name}:fprop.x "
+                f"(`scaling recipes {name}` shows them)")
+    return (f"unknown format {name!r}{did_you_mean(name, FORMATS)}; known: {', '.join(FORMATS)}, a format file "
+            "(.toml), or RECIPE:OPERAND (e.g. ufp4:wgrad.dy)")
 
 
 def levels_of(spec: QuantSpec) -> tuple[float, ...]:
@@ -165,18 +306,31 @@ def _check_range(name: str, x: torch.Tensor, transforms: Iterable[str]) -> None:
                             f"changes), or leave {t} out of --transforms")
 
 
-def _check_k(name: str, x: torch.Tensor, specs: Iterable[QuantSpec]) -> None:
-    need = math.lcm(*(s.k_multiple for s in specs))
-    if x.shape[-1] % need and name.startswith("--size"):  # the synthetic tensors: K is the user's --size
-        k = x.shape[-1]
-        fit = max(need, k // need * need)
-        raise UserError(f"{name}: K = {k} must be a multiple of {need} for the chosen formats and transforms "
-                        f"(blocks and Hadamard groups along K); pass e.g. --size {name.split()[1]} {fit}, or "
+def _check_tiles(name: str, shape: tuple[int, int], formats: Iterable[Format], transforms: Iterable[str],
+                 fix: Callable[[int, int], str]) -> None:
+    """Refuse a matrix of `shape` (R, K; blocks along K) that a format's blocks (along K, and 2-D tiles along R too)
+    or a transform's Hadamard groups do not tile, naming each that does not (quantization refuses rather than
+    pads). `fix(row_multiple, k_multiple)` says how to give a shape that fits."""
+    rows, k = shape
+    formats = list(formats)
+    need = math.lcm(*(f.spec.k_multiple for f in formats), *(TRANSFORMS[t][0] or 1 for t in transforms))
+    if k % need:
+        misfits = [_block_said(f) for f in formats if k % f.spec.block_k]
+        misfits += [f"transform {t}'s groups of {TRANSFORMS[t][0]}" for t in transforms if k % (TRANSFORMS[t][0] or 1)]
+        raise UserError(f"{name}: K = {k} must be a multiple of {need} for the chosen formats and transforms (blocks "
+                        f"and Hadamard groups along K; not dividing it: {', '.join(misfits)}); {fix(1, need)}, or "
                         "fewer/smaller --formats/--transforms")
-    if x.shape[-1] % need:
-        raise UserError(f"tensor {name} has last dimension {x.shape[-1]}, which the chosen formats and transforms "
-                        f"cannot block: it must be a multiple of {need}. Quantization refuses rather than pads; "
-                        "pass a tensor whose last dim fits, or fewer/smaller --formats/--transforms.")
+    tiled = [f for f in formats if rows % f.spec.block_rows]
+    if tiled:
+        need = math.lcm(*(f.spec.block_rows for f in tiled))
+        raise UserError(f"{name}: R = {rows} rows must be a multiple of {need} for 2-D tiles ("
+                        f"{', '.join(_block_said(f) for f in tiled)}); {fix(need, 1)}, or formats of 1xN blocks")
+
+
+def _block_said(fmt: Format) -> str:
+    """'format mine's block = [1, 24] (mine.toml)': a format's blocks, and where they come from."""
+    where = "" if fmt.source in (BUILT_IN, fmt.name) else f" ({fmt.source})"
+    return f"format {fmt.name}'s block = [{fmt.spec.block_rows}, {fmt.spec.block_k}]{where}"
 
 
 # --- measurements -------------------------------------------------------------------------------
@@ -275,32 +429,45 @@ def gemm_sqnr(ops: Mapping[str, torch.Tensor], spec: QuantSpec, seed: int = 0) -
 
 # --- the whole table ----------------------------------------------------------------------------
 
-def run_diagnostics(formats: Iterable[str] = tuple(FORMATS), transforms: Iterable[str] = DEFAULT_TRANSFORMS,
+def run_diagnostics(formats: Iterable[str | Format] = tuple(FORMATS), transforms: Iterable[str] = DEFAULT_TRANSFORMS,
                     tensors: Mapping[str, torch.Tensor] | None = None, size: tuple[int, int] = (512, 256),
                     seed: int = 0, gemm: bool = True,
                     progress: Callable[[str], None] | None = None) -> dict:
-    """Every format x transform on each tensor (default: the synthetic set), plus the GEMM SQNRs.
-    Returns the dict documented in docs/numerics.md."""
+    """Every format x transform on each tensor (default: the synthetic set), plus the GEMM SQNRs. A format is a
+    name of FORMATS, a format file or RECIPE:OPERAND (`format_of`), or a Format. Returns the dict documented in
+    docs/numerics.md."""
     # The tensors are small: torch's intra-op threads cost more than they save (8 s of CPU with one
     # thread vs ~70 s with several on a busy 2-core machine), so run single-threaded and restore.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run(list(formats), list(transforms), tensors, size, seed, gemm, progress or (lambda _msg: None))
+        return _run(resolve_formats(formats), list(transforms), tensors, size, seed, gemm,
+                    progress or (lambda _msg: None))
     finally:
         torch.set_num_threads(threads)
 
 
-def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.Tensor] | None,
+def _run(formats: dict[str, Format], transforms: list[str], tensors: Mapping[str, torch.Tensor] | None,
          size: tuple[int, int], seed: int, gemm: bool, say: Callable[[str], None]) -> dict:
-    specs = {(f, t): spec_for(f, t) for f in formats for t in transforms}
+    # every transform asked for, and none (each ΔSQNR's reference) where it was not
+    specs = {(f, t): with_transform(fmt.spec, t) for f, fmt in formats.items() for t in {"none", *transforms}}
     synthetic = tensors is None
     if synthetic:
-        _check_k(f"--size {size[0]} {size[1]}", torch.empty(0, size[1]), specs.values())
+        fit = lambda n, m: max(m, n // m * m)  # noqa: E731  (the nearest multiple of m at or below n)
+        _check_tiles(f"--size {size[0]} {size[1]}", size, formats.values(), transforms,
+                     lambda rm, km: f"pass e.g. --size {fit(size[0], rm)} {fit(size[1], km)}")
         tensors = {k: synthetic_tensor(k, size[0], size[1], seed) for k in SYNTHETIC}
     for name, x in tensors.items():
-        _check_k(name, x, specs.values())
+        _check_tiles(f"tensor {name}", tuple(x.shape), formats.values(), transforms,
+                     lambda rm, km: f"pass a tensor whose last dim is a multiple of {km}" if km > 1 else
+                     f"pass a tensor of a multiple of {rm} rows (viewed as (-1, last dim))")
         _check_range(name, x, transforms)
+    ops = gemm_operands(seed) if gemm else {}
+    for g, operands in GEMM_EINSUMS.items() if gemm else ():
+        for a, k_dim in operands[:2]:
+            shape = (ops[a].shape[1 - k_dim], ops[a].shape[k_dim])  # (rows, K), as quantized along K
+            _check_tiles(f"the single-GEMM operand {a} of {g} ({shape[0]} x K = {shape[1]})", shape,
+                         formats.values(), transforms, lambda rm, km: "pass --no-gemm")
 
     quant_rows = []
     for name, x in tensors.items():
@@ -308,7 +475,7 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
         for f in formats:
             base = None
             for t in ["none"] + [t for t in transforms if t != "none"]:
-                r = analyse_tensor(x, specs.get((f, t)) or spec_for(f, t), seed)
+                r = analyse_tensor(x, specs[(f, t)], seed)
                 base = r["sqnr_db"] if t == "none" else base
                 if t in transforms:
                     quant_rows.append({"tensor": name, "format": f, "transform": t, **r,
@@ -316,11 +483,9 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
 
     gemm_rows = []
     if gemm:
-        ops = gemm_operands(seed)
-        _check_k("gemm operands", ops["x"], specs.values())
         for f in formats:
             say(f"gemm {f}")
-            base = gemm_sqnr(ops, spec_for(f, "none"), seed)
+            base = gemm_sqnr(ops, specs[(f, "none")], seed)
             for t in transforms:
                 s = base if t == "none" else gemm_sqnr(ops, specs[(f, t)], seed)
                 gemm_rows.append({"format": f, "transform": t,
@@ -329,16 +494,21 @@ def _run(formats: list[str], transforms: list[str], tensors: Mapping[str, torch.
 
     return {
         # size: the synthetic tensors' (None where --tensor gave them; shapes: each tensor's as measured)
-        "config": {"formats": formats, "transforms": transforms, "size": list(size) if synthetic else None,
+        "config": {"formats": list(formats), "transforms": transforms, "size": list(size) if synthetic else None,
                    "seed": seed, "tensors": list(tensors), "shapes": {k: list(x.shape) for k, x in tensors.items()},
                    "gemm_shapes": dict(GEMM_SHAPES) if gemm else None},
-        "formats": {f: {"spec": FORMATS[f].to_dict(), "describe": FORMATS[f].describe(),
-                        "levels": list(levels_of(FORMATS[f])),
-                        "level_error_theory": level_error_theory(levels_of(FORMATS[f]))} for f in formats},
+        "formats": {f: format_info(fmt) for f, fmt in formats.items()},
         "quant": quant_rows,
         "gemm": gemm_rows,
         "claims": check_claims(quant_rows, gemm_rows),
     }
+
+
+def format_info(fmt: Format) -> dict:
+    """A format as the JSON's `formats` gives it: its spec, described, where it comes from, and its grid."""
+    levels = levels_of(fmt.spec)
+    return {"spec": fmt.spec.to_dict(), "describe": fmt.spec.describe(), "source": fmt.source,
+            "levels": list(levels), "level_error_theory": level_error_theory(levels)}
 
 
 # --- the UFP4 paper's claims, checked on whatever was measured -------------------------------------

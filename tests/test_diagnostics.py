@@ -188,9 +188,10 @@ def test_zero_blocks_are_left_out_in_every_format():
     (lambda p: torch.save(torch.full((2, 32), 1e300, dtype=torch.float64), p / "f64.pt"), ["--tensor", "f64.pt"],
      "beyond float32"),
     (None, ["--formats", "fp5"], "unknown format"),
-    # a recipe (a file, or a preset that is not one of the formats) was "unknown format", as a typo is
-    (None, ["--formats", "mine.toml"], "'mine.toml' is a recipe file, not a format: diagnose measures its named formats"),
-    (None, ["--formats", "mxfp4_h16"], "'mxfp4_h16' is a recipe, not a format: diagnose measures its named formats"),
+    # a preset that is not one of the formats was "unknown format", as a typo is (a .toml is a format file:
+    # tests/test_diagnose_formats.py)
+    (None, ["--formats", "mxfp4_h16"], "'mxfp4_h16' is a recipe, not a format: give one of its operands as "
+                                       "RECIPE:OPERAND, e.g. mxfp4_h16:fprop.x"),
     (None, ["--formats", "nvfp5"], "unknown format 'nvfp5' (did you mean nvfp4?)"),
     (None, ["--transforms", "rht64"], "unknown transform"),
     (None, ["--size", "100000000", "100000000"], "elements in all"),  # not an allocation failure

@@ -21,7 +21,10 @@ def _names(text: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--formats", type=_names, default=None,
-                        help="comma-separated: nvfp4,mxfp4,ufp4,int4,nvfp4_4over6,nvfp4_cap4 (default: all)")
+                        help="comma-separated: nvfp4,mxfp4,ufp4,int4,nvfp4_4over6,nvfp4_cap4 (default: all six), a "
+                             "format file (.toml: QuantSpec fields as a recipe's operand table writes them, optional "
+                             "name and base; docs/numerics.md), or RECIPE:OPERAND for the spec a recipe gives one "
+                             "operand (e.g. mxfp4:wgrad.dy); a format takes no transform: --transforms adds each")
     parser.add_argument("--transforms", type=_names, default=None,
                         help="comma-separated: none,h16,h32,rht16,rht32,rht128 (default: none,h16,rht16,rht128)")
     parser.add_argument("--tensor", action="append", default=[], metavar="PATH",
@@ -30,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, nargs=2, default=None, metavar=("R", "K"),
                         help="shape of the synthetic tensors, blocks along K (default 512 256; not with --tensor)")
     parser.add_argument("--seed", type=integer(0, SEED_MAX), default=None,  # (None where not given: `_check_seed_read`)
-                        help=f"seed of the synthetic tensors, the single-GEMM operands and the RHT signs, 0 to "
-                             f"{SEED_MAX} (default 0)")
+                        help=f"seed of the synthetic tensors, the single-GEMM operands and the RHT signs (and of a "
+                             f"format's stochastic rounding), 0 to {SEED_MAX} (default 0)")
     parser.add_argument("--no-gemm", action="store_true", help="skip the single-GEMM (fprop/dgrad/wgrad) SQNRs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
@@ -48,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if args.tensor and args.size is not None:
         raise UserError("--size shapes the synthetic tensors, and --tensor replaces them; give one of the two")
     size = tuple(args.size or DEFAULT_SIZE)
-    formats, transforms = args.formats or list(dg.FORMATS), args.transforms or list(dg.DEFAULT_TRANSFORMS)
+    formats = dg.resolve_formats(args.formats or dg.FORMATS)  # (a format file's mistakes before any tensor is read)
+    transforms = args.transforms or list(dg.DEFAULT_TRANSFORMS)
     _check_seed_read(args, formats, transforms)
     if args.tensor:
         tensors = {}
@@ -60,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if min(size) < 1 or size[0] * size[1] > MAX_ELEMENTS:
         raise UserError(f"--size must be two positive integers with at most {MAX_ELEMENTS:,} elements in all "
                         f"(got {size[0]} {size[1]}); the default is 512 256")
-    out = dg.run_diagnostics(formats=formats, transforms=transforms, tensors=tensors, size=size, seed=args.seed or 0,
-                             gemm=not args.no_gemm,
+    out = dg.run_diagnostics(formats=formats.values(), transforms=transforms, tensors=tensors, size=size,
+                             seed=args.seed or 0, gemm=not args.no_gemm,
                              progress=lambda msg: print(f"diagnose: {msg}", file=sys.stderr, flush=True))
     if args.json:
         print_json(out)
@@ -70,21 +74,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_seed_read(args: argparse.Namespace, formats: list[str], transforms: list[str]) -> None:
+def _check_seed_read(args: argparse.Namespace, formats: dict, transforms: list[str]) -> None:
     """Refuse a --seed that nothing here reads: with --tensor (no synthetic tensors), --no-gemm (no GEMM
     operands) and specs that draw nothing (no random signs or rounding), `--seed 3` printed seed 0's
-    numbers, as if they held across seeds. (An unknown name is left to run_diagnostics' message.)"""
+    numbers, as if they held across seeds. (An unknown transform is left to run_diagnostics' message.)"""
     from scaling import diagnostics as dg
     from scaling.errors import UserError
 
     if args.seed is None or not args.tensor or not args.no_gemm:
         return
-    if not (set(formats) <= set(dg.FORMATS) and set(transforms) <= set(dg.TRANSFORMS)):
+    if not set(transforms) <= set(dg.TRANSFORMS):
         return
-    if not any(dg.spec_for(f, t).needs_seed for f in formats for t in transforms):
+    if not any(dg.with_transform(f.spec, t).needs_seed for f in formats.values() for t in transforms):
         raise UserError(f"--seed draws the synthetic tensors, the single-GEMM operands and the RHT signs, and none "
                         f"is used here (--tensor, --no-gemm, --transforms {','.join(transforms)}): every seed "
                         "gives the same numbers; leave --seed out, or add an rht transform (rht16, rht32, rht128)")
+
+
+def _rounding(out: dict) -> str:
+    """How the elements were rounded: RTNE (the named formats'), or as each format's spec says."""
+    sr = [f for f, info in out["formats"].items() if info["spec"]["rounding"] == "sr"]
+    return f"RTNE; SR: {', '.join(sr)}" if sr else "RTNE"
 
 
 def print_tables(out: dict) -> None:
@@ -94,7 +104,7 @@ def print_tables(out: dict) -> None:
         [{"tensor": r["tensor"], "format": r["format"], "transform": r["transform"], "SQNR dB": r["sqnr_db"],
           "ΔSQNR dB": r["delta_sqnr_db"], "mean |q|-|v|": r["mean_error"], "levels ≥1%": r["levels_used"],
           "entropy bits": r["level_entropy_bits"]} for r in out["quant"]],
-        title="quantization error (RTNE; mean error in grid units of the block-scaled domain; "
+        title=f"quantization error ({_rounding(out)}; mean error in grid units of the block-scaled domain; "
               "ΔSQNR vs no transform)")
 
     levels_rows = []
