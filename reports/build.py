@@ -391,14 +391,14 @@ def _params_table(fitted: dict, baseline: str) -> Table:
                  tuple(rows), caption)
 
 
-def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
+def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, styles: dict, fig_dir: Path) -> Section:
     from fits.penalty import left_out
 
     s = Section("Loss vs compute")
     laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
     done = compare.completed(study.runs)
     flat = frozenset(g for g, entry in fitted["groups"].items() if entry.get("not_identified"))
-    path = figures.loss_vs_compute(done, laws, baseline, colors, fig_dir / "loss_vs_compute.png",
+    path = figures.loss_vs_compute(done, laws, baseline, styles, fig_dir / "loss_vs_compute.png",
                                    loss_column=None if study.validation_loss else study.loss_column, no_frontier=flat)
     n_sizes = done["N"].n_unique()
     along = ("each model size" if n_sizes <= figures.LAW_LINES else
@@ -444,7 +444,7 @@ def fit_warnings(fitted: dict) -> list[str]:
     return [w for _, g in sorted(fitted["groups"].items()) for w in g.get("warnings", [])]
 
 
-def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) -> Section:
+def section_penalty(fitted: dict, baseline: str, styles: dict, fig_dir: Path) -> Section:
     s = Section("Penalty vs compute")
     bands = fitted.get("bands", {})
     if not bands:
@@ -459,7 +459,7 @@ def section_penalty(fitted: dict, baseline: str, colors: dict, fig_dir: Path) ->
         s.add(Paragraph(f"No figure: these runs identify no recipe's penalty against {literal(baseline)} (the Verdict says "
                         "why), so its multiplier and loss gap along compute, and their bands, would be float noise."))
     else:
-        s.add(_penalty_figure(fitted, pinned, baseline, colors, fig_dir, not_drawn))
+        s.add(_penalty_figure(fitted, pinned, baseline, styles, fig_dir, not_drawn))
     rows = []
     for recipe, pen in sorted(fitted["penalty"].items()):
         m, g = pen["multiplier"], pen["gap"]
@@ -500,9 +500,9 @@ def _estimate(pen: dict, value, ci95) -> tuple:
     return (value, _interval(ci95)) if identified(pen) else (NOT_IDENTIFIED, NOT_IDENTIFIED)
 
 
-def _penalty_figure(fitted: dict, bands: dict, baseline: str, colors: dict, fig_dir: Path, not_drawn: str) -> Figure:
+def _penalty_figure(fitted: dict, bands: dict, baseline: str, styles: dict, fig_dir: Path, not_drawn: str) -> Figure:
     """The multiplier and gap along compute of the recipes in `bands` (those whose penalty the runs identify)."""
-    path = figures.penalty_vs_compute(bands, fitted["penalty"], colors, baseline, fig_dir / "penalty_vs_compute.png")
+    path = figures.penalty_vs_compute(bands, fitted["penalty"], styles, baseline, fig_dir / "penalty_vs_compute.png")
     return Figure(path, f"Left: the compute multiplier, {literal(baseline)}'s compute that reaches the recipe's loss divided by the "
                        f"recipe's compute. Right: the loss gap to {literal(baseline)} at equal compute. Line: the fit; "
                        + ("shaded: the 95% bootstrap band (cut at the axes when it is very wide: the tables give its ends)"
@@ -512,7 +512,7 @@ def _penalty_figure(fitted: dict, bands: dict, baseline: str, colors: dict, fig_
                        "shows as growth, and its dotted extrapolation carries that model's assumption." + not_drawn)
 
 
-def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Section:
+def section_gaps(study: Study, baseline: str, styles: dict, fig_dir: Path) -> Section:
     s = Section("Relative loss gap per model size")
     gaps = compare.relative_gaps(study.runs, baseline)
     keys = compare.match_keys(study.runs)
@@ -531,15 +531,15 @@ def section_gaps(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Se
         s.add(Paragraph(f"No gap for {count(missing.height, 'run')} of the other recipes: "
                         f"{literal(compare.unpaired_words(missing))}. Runs without a finite loss are listed under "
                         "Diverged and failed runs."))
-    s.add(Figure(figures.gap_vs_size(gaps, by_size, colors, baseline, fig_dir / "gap_vs_size.png"),
-                 "Relative loss gap of each matched pair (dots) and the per-size mean (line)."))
+    s.add(Figure(figures.gap_vs_size(gaps, by_size, styles, baseline, fig_dir / "gap_vs_size.png"),
+                 "Relative loss gap of each matched pair (pale marks) and the per-size mean (line), each recipe in its colour and shape."))
     s.add(Table(("recipe", *keys, "loss", f"{baseline} loss", f"{baseline} runs", "gap (%)"),
                 tuple(gaps.select("recipe", *keys, "loss", "baseline_loss", "baseline_runs", "gap_pct").iter_rows()),
                 f"Every matched pair ({literal(baseline)} loss: the mean of its runs counted beside it)."))
     return s
 
 
-def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -> Section:
+def section_overhead(study: Study, baseline: str, styles: dict, fig_dir: Path) -> Section:
     s = Section("Token overhead to reach the baseline's loss")
     if not study.curves:
         return s.omit("Not computed: the input has no validation curves (no `<run_id>/metrics.csv` beside the "
@@ -565,7 +565,7 @@ def section_overhead(study: Study, baseline: str, colors: dict, fig_dir: Path) -
     s.add(Table(("recipe", *keys, "target loss", f"{baseline} tokens", "recipe tokens", "overhead (%)", "reached in run of D", "note"),
                 tuple(table.select("recipe", *keys, "target_loss", "baseline_tokens", "recipe_tokens", "overhead_pct",
                                    "reached_in", "note").iter_rows())))
-    s.add(Figure(figures.validation_curves(study.runs, study.curves, colors, baseline, fig_dir / "validation_curves.png"),
+    s.add(Figure(figures.validation_curves(study.runs, study.curves, styles, baseline, fig_dir / "validation_curves.png"),
                  "Validation curves at each model size's largest token budget (its lowest seed); dashed: "
                  f"{literal(baseline)}'s final loss, the overhead's target; ×, where there is one: the last evaluation of "
                  "a run that diverged or failed."))
@@ -1003,7 +1003,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
            f"({count(bootstrap, 'bootstrap replicate')}, {count(workers, 'worker')})")
     fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers, shared_efficiencies)
     _stage("drawing the figures and writing the report")
-    colors = figures.recipe_colors(sorted(set(study.runs["recipe"])), baseline)
+    styles = figures.recipe_styles(sorted(set(study.runs["recipe"])), baseline)
     compared = baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1  # (a penalty against it)
     with _staging(out_dir) as stage:  # a failure (a full disk) leaves the folder as it was
         fig_dir = stage / "figures"
@@ -1015,10 +1015,10 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
             subtitle=subtitle(study.runs, baseline, compared, law),
             sections=[
                 section_verdict(fitted, baseline, study),
-                section_loss_vs_compute(study, fitted, baseline, colors, fig_dir),
-                section_penalty(fitted, baseline, colors, fig_dir),
-                section_gaps(study, baseline, colors, fig_dir),
-                section_overhead(study, baseline, colors, fig_dir),
+                section_loss_vs_compute(study, fitted, baseline, styles, fig_dir),
+                section_penalty(fitted, baseline, styles, fig_dir),
+                section_gaps(study, baseline, styles, fig_dir),
+                section_overhead(study, baseline, styles, fig_dir),
                 section_efficiency(fitted, baseline),
                 *([section_shared_efficiencies(fitted, baseline)] if "shared_efficiencies" in fitted else []),
                 section_diagnostics(study),

@@ -6,7 +6,7 @@ import math
 import re
 import textwrap
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import matplotlib
 
@@ -53,6 +53,46 @@ def recipe_colors(recipes: list[str], baseline: str) -> dict[str, str]:
     colors = {r: matplotlib.colors.to_hex(palette[i]) for i, r in enumerate(others)}
     colors[baseline] = "#000000"
     return colors
+
+
+# Each recipe's marker shape, beside its colour: past MUTED's nine the colours are not told apart with a colour-vision
+# deficiency, and in a black-and-white print not at all. Filled shapes that differ at POINT_SIZE (not 'x' or 'X', the
+# validation curves' mark of a stopped run; not 'd', '8', 'H', too like 'D', 'o', 'h'): the baseline's circle and ten more.
+BASELINE_MARKER = "o"
+MARKERS = ("s", "^", "D", "v", "P", "*", "p", "h", "<", ">")
+POINT_SIZE = 4.0  # a recipe's marker, in points (a scatter's size is its square, 16 pt², the loss figure's points)
+MARK_STEP = 0.1  # a curve's markers, one per this fraction of its panel's diagonal (fewer crowd out the curves)
+
+
+def recipe_markers(recipes: list[str], baseline: str) -> dict[str, str]:
+    """Baseline a circle, every other recipe a shape of its own in the order of `recipe_colors`'s colours (past
+    len(MARKERS), shapes repeat, each time beside another colour)."""
+    markers = {r: MARKERS[i % len(MARKERS)] for i, r in enumerate(r for r in recipes if r != baseline)}
+    markers[baseline] = BASELINE_MARKER
+    return markers
+
+
+class RecipeStyle(NamedTuple):
+    """How a recipe is drawn in every figure: its points' and lines' colour and its marker shape."""
+
+    color: str
+    marker: str
+
+
+UNKNOWN_STYLE = RecipeStyle("grey", BASELINE_MARKER)  # a recipe not given a style (not among the runs)
+
+
+def recipe_styles(recipes: list[str], baseline: str) -> dict[str, RecipeStyle]:
+    """Each recipe's colour (`recipe_colors`) and marker (`recipe_markers`), stable across all figures: the one
+    place the figures' recipes are told apart."""
+    colors, markers = recipe_colors(recipes, baseline), recipe_markers(recipes, baseline)
+    return {r: RecipeStyle(colors[r], markers[r]) for r in colors}
+
+
+def _marks(index: int, count: int) -> tuple[float, float]:
+    """`markevery` for the `index`th of `count` curves in a panel: a marker every MARK_STEP of the panel's diagonal,
+    each curve's shifted by its share of a step, so where curves run together their markers do not sit on each other."""
+    return MARK_STEP * index / max(1, count), MARK_STEP
 
 
 def _text(name: object) -> str:
@@ -269,9 +309,9 @@ def frontiers_off_axes(runs: pl.DataFrame, laws: dict, no_frontier: frozenset = 
     return out
 
 
-def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict, path: Path,
+def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, styles: dict[str, RecipeStyle], path: Path,
                     loss_column: str | None = None, no_frontier: frozenset = frozenset()) -> Path:
-    """One panel per recipe: runs as points (shade = model size), the fitted law along each size,
+    """One panel per recipe: runs as points in its marker (shade = model size), the fitted law along each size,
     and the compute-optimal frontier (the baseline's frontier dashed in every panel).
     laws: recipe -> the parameters of its law curve (fits' named form); loss_column: the table's column the
     losses come from, None for result records' validation loss; no_frontier: recipes whose frontier is not
@@ -289,7 +329,7 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
         fig, axes = _grid(len(recipes))
         for ax, recipe in zip(axes, recipes):
             mine = runs.filter(pl.col("recipe") == recipe)
-            color = colors[recipe]
+            color, marker = styles[recipe]
             params = laws.get(recipe)
             if params is not None:
                 c = np.logspace(math.log10(c_lo), math.log10(c_hi), 80)
@@ -297,7 +337,8 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
                     ax.plot(c, fits.predict(params, n, c / (6 * n)), color=color, alpha=0.35 * shade[n], lw=0.8)
             if mine.height:  # one scatter, each point shaded by its size (one per size took minutes at 6,000 sizes)
                 rgba = [(*to_rgb(color), shade[n]) for n in mine["N"].to_list()]
-                ax.scatter(mine["C"], mine["loss"], s=16, c=rgba, edgecolor="white", lw=0.4, zorder=3)
+                ax.scatter(mine["C"], mine["loss"], s=POINT_SIZE ** 2, c=rgba, marker=marker, edgecolor="white", lw=0.4,
+                           zorder=3)
             if params is not None and recipe not in no_frontier:
                 ax.plot(grid_c, fits.compute_optimal(params, grid_c)[2], color=color, lw=2, label="compute-optimal (fit)")
             if base_front is not None and recipe != baseline:
@@ -317,21 +358,23 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, colors: dict,
         return _save(fig, path)
 
 
-def penalty_vs_compute(bands: dict, penalty: dict, colors: dict, baseline: str, path: Path) -> Path:
+def penalty_vs_compute(bands: dict, penalty: dict, styles: dict[str, RecipeStyle], baseline: str, path: Path) -> Path:
     """The headline: compute multiplier and loss gap against the baseline, along compute: the fit's line
-    and the 95% bootstrap band. Solid inside the data's compute range, dotted where it extrapolates."""
+    and the 95% bootstrap band. Solid, with the recipe's markers, inside the data's compute range, dotted where it
+    extrapolates."""
     with plt.rc_context(STYLE):
         fig, (ax_m, ax_g) = plt.subplots(1, 2, figsize=(9.6, 3.9), layout="constrained")
         keys = []
-        for recipe, band in sorted(bands.items()):
+        for i, (recipe, band) in enumerate(sorted(bands.items())):
             c = np.asarray(band["C"], dtype=float)
             inside = np.asarray(band["in_data"], dtype=bool)
-            color = colors.get(recipe, "grey")
+            color, marker = styles.get(recipe, UNKNOWN_STYLE)
             verdict = penalty.get(recipe, {}).get("verdict", "")
             for ax, key in ((ax_m, "multiplier"), (ax_g, "gap")):
                 med, lo, hi = (np.asarray(band[key][k], dtype=float) for k in ("value", "lo", "hi"))
                 ax.fill_between(c, lo, hi, color=color, alpha=0.15, lw=0)
-                line, = ax.plot(c[inside], med[inside], color=color, lw=2,
+                line, = ax.plot(c[inside], med[inside], color=color, lw=2, marker=marker, ms=POINT_SIZE,
+                                markevery=_marks(i, len(bands)),
                                 label=f"{_text(recipe)} ({verdict})" if verdict else _text(recipe))
                 ax.plot(c, med, color=color, lw=1.2, ls=":")
                 keys += [line] if ax is ax_m else []
@@ -366,17 +409,19 @@ def _band_limits(bands: dict, key: str, ratio: bool) -> tuple[float, float]:
     return lim_lo - 0.05 * (lim_hi - lim_lo), lim_hi + 0.05 * (lim_hi - lim_lo)
 
 
-def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, colors: dict, baseline: str, path: Path) -> Path:
-    """Relative loss gap of each matched pair (`compare.relative_gaps`) against model size; the line joins the
-    per-size means (`compare.gaps_by_size`), those of the section's table."""
+def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, styles: dict[str, RecipeStyle], baseline: str,
+                path: Path) -> Path:
+    """Relative loss gap of each matched pair (`compare.relative_gaps`) against model size, in the recipe's marker;
+    the line joins the per-size means (`compare.gaps_by_size`), those of the section's table."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(5.2, 3.4), layout="constrained")
         keys = []
         for recipe in sorted(set(gaps["recipe"])):
             mine = gaps.filter(pl.col("recipe") == recipe)
             mean = by_size.filter(pl.col("recipe") == recipe)
-            ax.scatter(mine["N"], mine["gap_pct"], s=12, color=colors[recipe], alpha=0.5, lw=0)
-            keys += ax.plot(mean["N"], mean["mean_gap_pct"], color=colors[recipe], lw=1.6, marker="o", ms=3,
+            color, marker = styles[recipe]
+            ax.scatter(mine["N"], mine["gap_pct"], s=POINT_SIZE ** 2, color=color, marker=marker, alpha=0.5, lw=0)
+            keys += ax.plot(mean["N"], mean["mean_gap_pct"], color=color, lw=1.6, marker=marker, ms=POINT_SIZE,
                             label=_text(recipe))
         ax.axhline(0, color="black", lw=0.8)
         _legend_below(fig, keys)
@@ -391,8 +436,10 @@ def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, colors: dict, baselin
 STOPPED = "run stopped (diverged or failed)"  # the validation curves' legend for the mark at such a run's last point
 
 
-def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: str, path: Path) -> Path:
-    """Validation curves at each model size's largest token budget (first seed), the baseline's final loss marked."""
+def validation_curves(runs: pl.DataFrame, curves: dict, styles: dict[str, RecipeStyle], baseline: str,
+                      path: Path) -> Path:
+    """Validation curves at each model size's largest token budget (first seed), each with its recipe's markers along
+    it, the baseline's final loss marked."""
     # (a failed run's record may hold no n_params or tokens: it crashed before they were known; no panel to draw it in)
     done = runs.filter(pl.col("run_id").is_in(list(curves))).drop_nulls(["N", "D"])
     sizes = sorted(set(done["N"].to_list()))
@@ -407,15 +454,16 @@ def validation_curves(runs: pl.DataFrame, curves: dict, colors: dict, baseline: 
             if "seed" in at_n.columns:
                 at_n = at_n.filter(pl.col("seed") == at_n["seed"].min())
             shown = []
-            for r in at_n.sort("recipe").iter_rows(named=True):
+            for i, r in enumerate(at_n.sort("recipe").iter_rows(named=True)):
                 curve = curves[r["run_id"]]
-                line, = ax.plot(curve["tokens"], curve["val_loss"], color=colors[r["recipe"]], lw=1.3,
-                                label=_text(r["recipe"]))
+                color, marker = styles[r["recipe"]]
+                line, = ax.plot(curve["tokens"], curve["val_loss"], color=color, lw=1.3, marker=marker, ms=POINT_SIZE,
+                                markevery=_marks(i, at_n.height), label=_text(r["recipe"]))
                 keys.setdefault(r["recipe"], line)  # (a recipe of the larger sizes only is named too)
                 if r["recipe"] == baseline:
                     ax.axhline(curve["val_loss"][-1], color="black", lw=0.7, ls="--")
                 if r["status"] != "completed" and curve.height:  # a diverged run is a result: where it stopped, marked
-                    ax.plot(curve["tokens"][-1], curve["val_loss"][-1], color=colors[r["recipe"]], marker="x", ms=7,
+                    ax.plot(curve["tokens"][-1], curve["val_loss"][-1], color=color, marker="x", ms=7,
                             mew=1.6, ls="none")
                     stopped = True
                 late = curve.filter(pl.col("tokens") >= d_max / 10)["val_loss"]  # zoom past the first drop

@@ -52,6 +52,13 @@ def write_run(sweep: Path, run_id: str, recipe: str, size: str, tokens: float, l
     (d / "metrics.csv").write_text("\n".join(rows) + "\n")
 
 
+def _styles(*recipes: str) -> dict:
+    """The figures' styles of `recipes`, the first the baseline, as `reports.build` gives them."""
+    from reports.figures import recipe_styles
+
+    return recipe_styles(sorted(recipes), recipes[0])
+
+
 def make_sweep(root: Path, noise: float = 0.003) -> Path:
     """A 3-recipe × 4-size × 3-budget sweep; mxfp4 diverges on the largest model's longest run."""
     rng = np.random.default_rng(0)
@@ -267,7 +274,7 @@ def test_the_gap_section_names_the_runs_it_has_no_gap_for(tmp_path):
     assert sorted(missing.select("recipe", "size", "D", "why").iter_rows()) == [
         ("mxfp4", "S", 2e8, "no bf16 loss to compare with"), ("mxfp4", "XL", 1.2e9, "diverged"),
         ("nvfp4", "S", 2e8, "no bf16 loss to compare with")]
-    text = " ".join(b.text for b in section_gaps(study, "bf16", {"mxfp4": "b", "nvfp4": "r", "bf16": "k"}, tmp_path).blocks
+    text = " ".join(b.text for b in section_gaps(study, "bf16", _styles("bf16", "mxfp4", "nvfp4"), tmp_path).blocks
                     if isinstance(b, Paragraph))
     assert ("No gap for 3 runs of the other recipes: mxfp4 at S: 1 (no bf16 loss to compare with); mxfp4 at XL: 1 "
             "(diverged); nvfp4 at S: 1 (no bf16 loss to compare with). Runs without a finite loss are listed under "
@@ -293,7 +300,7 @@ def test_replicates_without_seeds_are_compared_with_the_mean_of_the_baselines(tm
     csv.write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n")  # the same runs in another order
     assert compare.relative_gaps(load(csv).runs, "bf16")["gap_pct"].to_list() == pytest.approx(gaps["gap_pct"].to_list())
 
-    blocks = section_gaps(load(csv), "bf16", {"fp4": "red"}, tmp_path).blocks
+    blocks = section_gaps(load(csv), "bf16", _styles("bf16", "fp4"), tmp_path).blocks
     assert isinstance(blocks[0], Paragraph)
     assert "(same N and tokens, against the mean of the baseline's runs there (no seeds))" in blocks[0].text
     every = [b for b in blocks if isinstance(b, Table)][-1]
@@ -313,7 +320,7 @@ def test_the_per_size_gap_table_says_what_its_mean_is_over(tmp_path, table, over
 
     csv = tmp_path / "t.csv"
     csv.write_text(table)
-    by_size = next(b for b in section_gaps(load(csv), "bf16", {"fp4": "red"}, tmp_path).blocks if isinstance(b, Table))
+    by_size = next(b for b in section_gaps(load(csv), "bf16", _styles("bf16", "fp4"), tmp_path).blocks if isinstance(b, Table))
     assert by_size.caption == f"Per recipe and model size: mean over {over}."
 
 
@@ -340,7 +347,7 @@ def test_the_validation_curves_mark_where_a_diverged_run_stopped_and_give_the_lo
     save = figures._save
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.append(fig) or save(fig, path))
     study = load(make_sweep(tmp_path))
-    figures.validation_curves(study.runs, study.curves, {"bf16": "black", "mxfp4": "blue", "nvfp4": "red"}, "bf16",
+    figures.validation_curves(study.runs, study.curves, figures.recipe_styles(["bf16", "mxfp4", "nvfp4"], "bf16"), "bf16",
                               tmp_path / "v.png")
     axes = [ax for ax in drawn[0].axes if ax.get_visible()]
     assert axes[0].get_ylabel() == "validation loss (nats/token)"
@@ -366,7 +373,7 @@ def test_the_gap_figures_title_says_how_the_runs_were_paired(tmp_path, monkeypat
     csv = tmp_path / "t.csv"
     csv.write_text(table)
     gaps = compare.relative_gaps(load(csv).runs, "bf16")
-    figures.gap_vs_size(gaps, compare.gaps_by_size(gaps), {"fp4": "red"}, "bf16", tmp_path / "g.png")
+    figures.gap_vs_size(gaps, compare.gaps_by_size(gaps), figures.recipe_styles(["bf16", "fp4"], "bf16"), "bf16", tmp_path / "g.png")
     assert [t.replace("\n", " ") for t in titles] == [title]
 
 
@@ -383,7 +390,7 @@ def test_the_overhead_summary_counts_the_values_read_in_longer_runs(tmp_path):
     longer = over.filter(pl.col("reached_in") > pl.col("D")).group_by("recipe").len().sort("recipe")
     assert longer.height == 2 and summary.join(longer, on="recipe")["in_longer_run"].to_list() == longer["len"].to_list()
     assert (summary["in_longer_run"] <= summary["reached"]).all()
-    table = next(b for b in section_overhead(study, "bf16", {"bf16": "k", "mxfp4": "b", "nvfp4": "r"}, tmp_path).blocks
+    table = next(b for b in section_overhead(study, "bf16", _styles("bf16", "mxfp4", "nvfp4"), tmp_path).blocks
                  if isinstance(b, Table))
     assert table.columns[:4] == ("recipe", "pairs", "reached", "of which in a longer run")
     assert "in a longer run" in table.caption and "bounds nothing" in table.caption
@@ -1247,7 +1254,7 @@ def _multiplier_labels(monkeypatch, tmp_path, start: float, end: float) -> tuple
     value = np.geomspace(start, end, 30)
     band = {"value": value.tolist(), "lo": (value * 0.95).tolist(), "hi": (value * 1.05).tolist()}
     figures.penalty_vs_compute({"mxfp4": {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band,
-                                          "gap": band}}, {"mxfp4": {"verdict": "does not grow"}}, {"mxfp4": "#1f77b4"},
+                                          "gap": band}}, {"mxfp4": {"verdict": "does not grow"}}, figures.recipe_styles(["bf16", "mxfp4"], "bf16"),
                                "bf16", tmp_path / "penalty.png")
     fig = drawn["fig"]
     fig.canvas.draw()
@@ -1285,6 +1292,88 @@ def test_every_recipe_has_its_own_colour():
         colors = recipe_colors(recipes, "bf16")
         assert colors["bf16"] == "#000000" and len(set(colors.values())) == n + 1, n
     assert recipe_colors(["bf16", "fp4"], "bf16")["fp4"] == "#332288"  # few recipes: the colour-blind-safe palette
+
+
+@pytest.mark.parametrize("n", [1, 9, 10, 11, 20])
+def test_every_recipe_has_its_own_colour_and_marker(n):
+    """Recipes were told apart by colour only: past MUTED's nine, tab20's colours are not told apart with a colour-vision
+    deficiency, and in a black-and-white print none were (visual audit). Each recipe has a (colour, marker) pair of its
+    own, its colour `recipe_colors`'s; the baseline and up to len(MARKERS) others each a shape of their own too."""
+    from reports.figures import MARKERS, recipe_colors, recipe_styles
+
+    recipes = ["bf16", *(f"r{i}" for i in range(n))]
+    styles = recipe_styles(recipes, "bf16")
+    assert set(styles) == set(recipes) and styles["bf16"] == ("#000000", "o")
+    assert len(set(styles.values())) == n + 1
+    assert {r: s.color for r, s in styles.items()} == recipe_colors(recipes, "bf16")
+    if n <= len(MARKERS):
+        assert len({s.marker for s in styles.values()}) == n + 1
+    assert not {"x", "X"} & {s.marker for s in styles.values()}  # (the validation curves' mark of a stopped run)
+
+
+def _scatter_marker(collection) -> str:
+    """The recipe marker a scatter's points are drawn in (a collection keeps paths, not the marker's name)."""
+    from matplotlib.markers import MarkerStyle
+
+    from reports import figures
+
+    drawn = collection.get_paths()[0].vertices
+    for marker in (figures.BASELINE_MARKER, *figures.MARKERS):
+        style = MarkerStyle(marker)
+        shape = style.get_path().transformed(style.get_transform()).vertices
+        if shape.shape == drawn.shape and np.allclose(shape, drawn):
+            return marker
+    raise AssertionError("points in no recipe's marker")
+
+
+def _legend_markers(fig) -> dict[str, str]:
+    """label -> marker of the figure's legend below its panels."""
+    (legend,) = fig.legends
+    return {text.get_text(): handle.get_marker() for text, handle in zip(legend.get_texts(), legend.legend_handles)}
+
+
+def test_the_figures_draw_each_recipe_in_its_marker_and_their_legends_show_it(monkeypatch, tmp_path):
+    """Every figure drew a recipe's points and lines in its colour only (the gap figure's means as circles, whatever
+    the recipe): each recipe's points, its lines' markers and its legend entry take its marker (`recipe_styles`)."""
+    from reports import figures
+    from reports.load import load
+
+    recipes = ["bf16", "mxfp4", "nvfp4"]
+    styles = figures.recipe_styles(recipes, "bf16")
+    marker = {r: s.marker for r, s in styles.items()}
+    assert len(set(marker.values())) == 3
+
+    runs = pl.DataFrame([{"recipe": r, "N": N, "D": D, "C": 6 * N * D, "loss": law_loss(N, D)}
+                         for r in recipes for N in (2e6, 5e6) for D in (2e8, 1e9)])
+    fig = _drawn(monkeypatch, lambda path: figures.loss_vs_compute(runs, {}, "bf16", styles, path))
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    assert {title: _scatter_marker(ax.collections[0]) for title, ax in panels.items()} == marker
+
+    gaps = pl.DataFrame([{"recipe": r, "N": N, "D": 1e9, "gap_pct": 1.0 + i + j}
+                         for i, r in enumerate(recipes[1:]) for j, N in enumerate((2e6, 5e6, 1.2e7))])
+    fig = _drawn(monkeypatch, lambda path: figures.gap_vs_size(gaps, gaps.rename({"gap_pct": "mean_gap_pct"}), styles,
+                                                               "bf16", path))
+    ax = fig.axes[0]
+    assert [_scatter_marker(c) for c in ax.collections] == [marker["mxfp4"], marker["nvfp4"]]
+    assert [line.get_marker() for line in ax.lines if line.get_label() in recipes] == [marker["mxfp4"], marker["nvfp4"]]
+    assert _legend_markers(fig) == {"mxfp4": marker["mxfp4"], "nvfp4": marker["nvfp4"]}
+
+    c = np.geomspace(1e16, 1e19, 30)
+    band = {"value": [0.9] * 30, "lo": [0.8] * 30, "hi": [1.0] * 30}
+    bands = {r: {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band, "gap": band}
+             for r in recipes[1:]}
+    fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(bands, {}, styles, "bf16", path))
+    for ax in fig.axes:
+        solid = {line.get_label(): line.get_marker() for line in ax.lines if line.get_label() in recipes}
+        assert solid == {"mxfp4": marker["mxfp4"], "nvfp4": marker["nvfp4"]}
+    assert _legend_markers(fig) == {"mxfp4": marker["mxfp4"], "nvfp4": marker["nvfp4"]}
+
+    study = load(make_sweep(tmp_path))
+    fig = _drawn(monkeypatch, lambda path: figures.validation_curves(study.runs, study.curves, styles, "bf16", path))
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        curves = {line.get_label(): line.get_marker() for line in ax.lines if line.get_label() in recipes}
+        assert curves and curves == {r: marker[r] for r in curves}
+    assert _legend_markers(fig) == {**marker, figures.STOPPED: "x"}
 
 
 def test_provenance_lists_budgets_of_runs_whose_size_and_tokens_are_known(tmp_path):
@@ -1681,7 +1770,7 @@ def test_a_law_the_runs_do_not_identify_has_no_frontier_nor_printed_optimum_or_p
     fitted = {"law": "chinchilla", "bootstrap": 0, "skipped": {}, "groups": fits.fit_law(table, top=10)}
     runs = table.with_columns(C=6 * pl.col("N") * pl.col("D"), status=pl.lit("completed"))
     section = section_loss_vs_compute(Study(source=Path("t.csv"), runs=runs), fitted, "bf16",
-                                      {"bf16": "#000000", "mxfp4": "#1f77b4"}, tmp_path)
+                                      figures.recipe_styles(["bf16", "mxfp4"], "bf16"), tmp_path)
     caption = section.blocks[0].caption
     assert drawn["no_frontier"] == {"mxfp4"}
     assert ("thick line: its compute-optimal frontier; dashed: bf16's frontier. No compute-optimal frontier is drawn "
@@ -2040,12 +2129,12 @@ def test_the_legends_of_many_long_recipe_names_lie_outside_the_plots_and_within_
     from reports import figures
 
     recipes = LONG_RECIPES[:n]
-    colors = figures.recipe_colors(["bf16", *recipes], "bf16")
+    styles = figures.recipe_styles(["bf16", *recipes], "bf16")
     sizes = [2e6, 5e6, 1.2e7, 3e7]
     gaps = pl.DataFrame([{"recipe": r, "N": N, "D": 1e9, "gap_pct": 1.0 + i + 0.1 * j}
                          for i, r in enumerate(recipes) for j, N in enumerate(sizes)])
     by_size = gaps.rename({"gap_pct": "mean_gap_pct"})
-    fig = _drawn(monkeypatch, lambda path: figures.gap_vs_size(gaps, by_size, colors, "bf16", path))
+    fig = _drawn(monkeypatch, lambda path: figures.gap_vs_size(gaps, by_size, styles, "bf16", path))
     _assert_legend_outside_the_plots_and_within_the_figure(fig)
 
     c = np.geomspace(1e16, 1e19, 30)
@@ -2055,7 +2144,7 @@ def test_the_legends_of_many_long_recipe_names_lie_outside_the_plots_and_within_
         band = {"value": value.tolist(), "lo": (value * 0.9).tolist(), "hi": (value * 1.1).tolist()}
         bands[r] = {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band, "gap": band}
     fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(
-        bands, {r: {"verdict": "does not grow"} for r in recipes}, colors, "bf16", path))
+        bands, {r: {"verdict": "does not grow"} for r in recipes}, styles, "bf16", path))
     _assert_legend_outside_the_plots_and_within_the_figure(fig)
 
 
@@ -2065,8 +2154,8 @@ def _loss_figure(monkeypatch, recipes: list[str]):
 
     runs = pl.DataFrame([{"recipe": r, "N": N, "D": D, "C": 6 * N * D, "loss": law_loss(N, D)}
                          for r in recipes for N in (2e6, 5e6) for D in (2e8, 1e9)])
-    colors = figures.recipe_colors(recipes, recipes[0])
-    return _drawn(monkeypatch, lambda path: figures.loss_vs_compute(runs, {}, recipes[0], colors, path))
+    styles = figures.recipe_styles(recipes, recipes[0])
+    return _drawn(monkeypatch, lambda path: figures.loss_vs_compute(runs, {}, recipes[0], styles, path))
 
 
 @pytest.mark.parametrize("n", [2, 4, 5, 7, 10])
