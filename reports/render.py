@@ -53,10 +53,19 @@ MARKUP = re.compile(r"([\\`*\[\]|~$]|<(?=[A-Za-z/!?])|(?<![A-Za-z0-9])_|_(?![A-Z
 ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash-escaped ASCII punctuation character (CommonMark)
 
 
+# What begins a block where a line begins (CommonMark), and no more: a heading ('# x'), a quote ('> x'), a list item
+# ('- x', '+ x', '1. x', '2) x'), a thematic break ('---', '- - -') or a heading's underline ('==='), after any
+# indentation. Matched up to the character to escape: the marker's first, an ordered item's '.' or ')' after its
+# number. ('*' and '_' are MARKUP's everywhere; '1.5x' or '-x' begin no block and stay as they are.)
+BLOCK_START = re.compile(r"^[ \t]*(?:\d{1,9}(?=[.)](?:[ \t]|$))"
+                         r"|(?=#{1,6}(?:[ \t]|$)|>|[-+](?:[ \t]|$)|(?:-[ \t]*){3,}$|=+[ \t]*$))", re.M)
+
+
 def literal(text: str) -> str:
     """`text` (a recipe's name) set in the report's Markdown as it is: 'nv*fp4' or 'a__b' put in a sentence
-    or in **bold** ended or began the bold in both the HTML and report.md, as markup."""
-    return MARKUP.sub(r"\\\1", str(text))
+    or in **bold** ended or began the bold in both the HTML and report.md, as markup; a list item or paragraph
+    that began with a recipe '# x', '1. x', '- x' or '> x' was a heading, a list or a quote in report.md."""
+    return BLOCK_START.sub(lambda m: m[0] + "\\", MARKUP.sub(r"\\\1", str(text)))
 
 
 def code(text: str) -> str:

@@ -1653,6 +1653,76 @@ def test_a_name_holding_dollars_is_escaped_in_report_md_and_itself_in_the_html(t
         assert "$m$: the penalty against 50% $x" in text and "$0.5_M$" in text, text
 
 
+# Names that begin a Markdown block where a line begins (CommonMark): a heading, a quote, a list item (bullet or
+# ordered), a thematic break; each ends a name whose rest shows whether the escape kept it whole
+BLOCK_NAMES = ["# x", "###### x", "> x", ">x", "- x", "+ x", "1. x", "2) x", "123456789. x", "---", "- - -", "  # x"]
+
+
+def _text_of(rendered: str) -> str:
+    import html as html_module
+
+    return html_module.unescape(re.sub(r"<[^>]+>", "", rendered))
+
+
+@pytest.mark.parametrize("name", BLOCK_NAMES)
+def test_a_name_that_begins_a_list_item_or_paragraph_is_no_heading_list_or_quote_in_report_md(tmp_path, name):
+    """In report.md a list item or paragraph that began with a name (a fit warning begins with its recipe's) set a
+    recipe '# x' as a heading, '1. x' or '- x' as a list, '> x' as a quote: `literal` escapes a leading block
+    marker. A CommonMark parser reads each as the name, in a list item and a paragraph of their own (a table's cells
+    take no blocks); the HTML and the console's text show the name as it is."""
+    from reports.document import Bullets, Document, Paragraph, Section, Table
+    from reports.render import literal, plain, to_html, to_markdown
+
+    markdown_it = pytest.importorskip("markdown_it")
+    said = f"{literal(name)}: losses reach 80"
+    assert plain(said) == f"{name}: losses reach 80"
+    doc = Document("t", "s", [Section("Warnings", [Bullets((said,)), Paragraph(said), Table(("recipe",), ((name,),))])])
+    md = markdown_it.MarkdownIt("commonmark").enable("table").render(to_markdown(doc, tmp_path))
+    body = md[md.index("<h2>Warnings</h2>") + len("<h2>Warnings</h2>"):]
+    tags = re.findall(r"<(\w+)", body)
+    assert tags == ["ul", "li", "p", "table", "thead", "tr", "th", "tbody", "tr", "td"], (name, body)
+    whole = name.strip()  # (CommonMark strips a paragraph's leading spaces)
+    for tag, text in (("li", f"{whole}: losses reach 80"), ("p", f"{whole}: losses reach 80"), ("td", whole)):
+        assert [_text_of(i) for i in re.findall(rf"<{tag}>(.*?)</{tag}>", body, re.S)] == [text], body
+    page = to_html(doc)
+    page = page[page.index('<section id="warnings">'):]
+    assert [_text_of(i) for i in re.findall(r"<li>(.*?)</li>", page)] == [f"{name}: losses reach 80"]
+    assert [_text_of(i) for i in re.findall(r"<p>(.*?)</p>", page)] == [f"{name}: losses reach 80"]
+
+
+def test_a_name_that_merely_starts_like_a_block_is_left_unescaped_in_report_md():
+    """Only a leading block marker is escaped: a name that reads as text where a line begins ('1.5x', '-x', '#x',
+    '10^3', 'a - b', '1234567890. x') is left as it is (report.md stays readable as text)."""
+    from reports.render import literal
+
+    for name in ("1.5x", "-x", "#x", "+x", "10^3", "a - b", "1234567890. x", "=x"):
+        assert literal(name) == name, name
+
+
+def test_a_reports_fit_warnings_about_recipes_named_like_blocks_are_list_items_in_report_md(tmp_path):
+    """A fit warning begins with its recipe's name, a list item in report.md: recipes '# x' and '1. x' were a
+    heading inside the list and a list inside the list; the HTML showed them as they are. Read by a CommonMark
+    parser, report.md's warnings are the names' as the HTML's are."""
+    from reports import build
+
+    markdown_it = pytest.importorskip("markdown_it")
+    names = {"mxfp4": "# x", "nvfp4": "1. x"}
+    rows = pl.read_csv(external_csv(tmp_path)).with_columns(recipe=pl.col("recipe").replace(names))
+    not_nats = pl.col("recipe") != "bf16"  # losses ×20: fits warns of each such recipe, its name first
+    rows = rows.with_columns(loss=pl.when(not_nats).then(pl.col("loss") * 20).otherwise(pl.col("loss")))
+    rows.write_csv(tmp_path / "t.csv")
+    warnings = build(tmp_path / "t.csv", tmp_path / "r", bootstrap=0, workers=1)["warnings"]
+    assert sorted(w.split(":")[0] for w in warnings) == sorted(names.values()), warnings
+    md = markdown_it.MarkdownIt("commonmark").enable("table").render((tmp_path / "r" / "report.md").read_text())
+    page = (tmp_path / "r" / "index.html").read_text()
+    for rendered in (md, page):
+        listed = re.search(r"Fit warnings</strong> \(read the laws and the verdicts with care\):</p>\s*<ul>(.*?)</ul>",
+                           rendered, re.S)
+        assert [_text_of(i).strip() for i in re.findall(r"<li>(.*?)</li>", listed[1], re.S)] == warnings, listed[1]
+    # (its h2s are the sections')
+    assert not re.search(r"<(h[13-6]|ol|blockquote)>", md[md.index("</h1>"):]), "a name set as markup"
+
+
 def test_a_name_in_a_code_span_is_itself_in_the_html_and_in_report_md(tmp_path):
     """The subtitle's baseline sat in a code span with its markup characters backslash-escaped: report.md showed
     the backslashes (no escapes inside a code span), and a backtick in the name ended the span. `code` fences it
