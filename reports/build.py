@@ -846,7 +846,34 @@ def section_provenance(study: Study, checkout: str | None) -> Section:
                  f"(checkout {code(checkout or 'unknown')}), Python {literal(platform.python_version())}, "
                  f"polars {literal(pl.__version__)}.")
     s.add(Bullets(tuple(items)))
+    if study.from_records and (recipes := _recipes_table(runs)):
+        s.add(recipes)
     return s
+
+
+RECIPE_COLUMNS = ("recipe", "forward (fprop)", "backward (dgrad; wgrad)", "defined by")
+
+
+def _recipes_table(runs: pl.DataFrame) -> Table | None:
+    """What each recipe quantizes, as its runs recorded it (a sweep's or collected table's forward_format and
+    backward_format, `sweep collect`'s: from each run folder's recipe.toml copy, else the preset of its name), and the
+    recipe file it came from: a study of the user's own recipe named it everywhere and defined it nowhere. None where
+    the runs carry no formats (records from before collect wrote them)."""
+    from scaling.recipes import FORMAT_COLUMNS  # (torch-free)
+
+    if not set(FORMAT_COLUMNS) <= set(runs.columns):
+        return None
+    files = runs["recipe_file"] if "recipe_file" in runs.columns else pl.Series([None] * runs.height)
+    seen: dict[tuple, list[str]] = {}  # (recipe, forward, backward) -> its files, each once
+    for recipe, forward, backward, file in zip(runs["recipe"], runs[FORMAT_COLUMNS[0]], runs[FORMAT_COLUMNS[1]], files):
+        named = seen.setdefault((recipe, forward or "not recorded", backward or "not recorded"), [])
+        if file and file not in named:
+            named.append(file)
+    rows = tuple((r, f, b, ", ".join(f"recipe file {p}" for p in paths) or "preset")  # (cells are data, not markup)
+                 for (r, f, b), paths in sorted(seen.items()))
+    return Table(RECIPE_COLUMNS, rows, "What each recipe quantizes along each GEMM's K, in `scaling recipes`' words, as "
+                 "its runs recorded it (from each run folder's recipe.toml, the recipe file's content it trained "
+                 "with, else the preset of its name).")
 
 
 TOKENS_LISTED_SIZES = 12  # beyond this many model sizes, the provenance gives their range, not each one's budgets

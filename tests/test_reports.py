@@ -2301,3 +2301,46 @@ def test_up_to_nine_recipes_colours_are_told_apart_with_each_colour_vision_defic
         assert distance[np.triu_indices(len(colors), 1)].min() >= 15, (n, vision)
         if n <= 7:  # and, but for a crowd of recipes, none is pale on the white page (their bands are 15% of it)
             assert np.linalg.norm(lab - _lab(["#ffffff"], vision), axis=1).min() >= 30, (n, vision)
+
+
+def test_provenance_says_what_each_recipe_quantizes_a_recipe_file_of_the_users_too(tmp_path):
+    """A study of the user's own recipe (`mx8`, a recipe file) named it in every section without ever saying what it
+    is: the reader of a report had to find the file. Provenance now has a table of each recipe's forward and backward
+    formats, as the runs recorded them (collect's forward_format and backward_format: from each run folder's recipe.toml
+    copy, else the preset), and the recipe file it came from."""
+    from reports.build import section_provenance
+    from reports.document import Table
+    from reports.load import load
+    from scaling.recipes import Recipe, get_recipe
+
+    sweep = make_sweep(tmp_path)
+    source = tmp_path / "mx8.toml"
+    source.write_text('name = "mx8"\nbase = "nvfp4"\n[fprop.x]\nblock = [1, 8]\nscale = "e8m0"\ntensor_scale = false\n')
+    for size, N in SIZES.items():
+        for D in BUDGETS:
+            run_id = f"mx8-{size}-{int(D / 1e6)}M"
+            write_run(sweep, run_id, "mx8", size, D, law_loss(N, D, 0.8, 0.9), "completed",
+                      [(D / 2, law_loss(N, D / 2, 0.8, 0.9)), (D, law_loss(N, D, 0.8, 0.9))], recipe_file=str(source))
+            (sweep / run_id / "recipe.toml").write_text(source.read_text())
+    source.write_text('name = "mx8"\nbase = "bf16"\n')  # edited after the runs: the report shows what they trained
+
+    table = next(b for b in section_provenance(load(sweep), None).blocks if isinstance(b, Table))
+    rows = {row[0]: dict(zip(table.columns, row)) for row in table.rows}
+    assert set(rows) == {"bf16", "nvfp4", "mxfp4", "mx8"}
+    trained = Recipe.from_toml(sweep / "mx8-S-200M" / "recipe.toml")
+    assert trained.forward_format.startswith("x: MX e2m1 1x8 e8m0")
+    assert rows["mx8"]["forward (fprop)"] == trained.forward_format
+    assert rows["mx8"]["backward (dgrad; wgrad)"] == trained.backward_format
+    assert str(source) in rows["mx8"]["defined by"]
+    assert rows["nvfp4"]["forward (fprop)"] == get_recipe("nvfp4").forward_format
+    assert rows["nvfp4"]["defined by"] == "preset"
+    assert rows["bf16"]["forward (fprop)"] == "bf16"
+
+
+def test_provenance_has_no_recipe_table_for_an_external_table(tmp_path):
+    """External results name recipes the report cannot look up (a name is no definition): no table of them."""
+    from reports.build import section_provenance
+    from reports.document import Table
+    from reports.load import load
+
+    assert not [b for b in section_provenance(load(external_csv(tmp_path)), None).blocks if isinstance(b, Table)]
