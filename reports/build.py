@@ -683,7 +683,23 @@ def diagnostic_tables(diag: Any) -> list[tuple[list, str]]:
         return isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
 
     tables = [(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items() if records(diag.get(k))]
-    return tables or [(v, literal(k)) for k, v in diag.items() if records(v)]  # (a key is data, not markup)
+    if not tables:
+        return [(v, literal(k)) for k, v in diag.items() if records(v)]  # (a key is data, not markup)
+    return _formats_table(diag.get("formats")) + tables
+
+
+FORMATS_CAPTION = ("The formats measured: what each is (`scaling recipes`' words) and where it comes from (built-in, "
+                   "a format file, or a recipe's operand as RECIPE:OPERAND; docs/numerics.md).")
+
+
+def _formats_table(formats: Any) -> list[tuple[list, str]]:
+    """`scaling diagnose --json`'s `formats` (name -> spec, describe, source) as one table: the tables below name a
+    format only, and a user's own (a format file, RECIPE:OPERAND) is defined nowhere else in the report. [] where the
+    JSON has none (`source` is absent from files written before diagnose took format files)."""
+    if not isinstance(formats, dict) or not all(isinstance(f, dict) for f in formats.values()):
+        return []
+    rows = [{"format": name, **{k: f[k] for k in ("describe", "source") if k in f}} for name, f in formats.items()]
+    return [(rows, FORMATS_CAPTION)] if rows else []
 
 
 def section_diagnostics(study: Study) -> Section:

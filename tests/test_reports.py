@@ -2344,3 +2344,24 @@ def test_provenance_has_no_recipe_table_for_an_external_table(tmp_path):
     from reports.load import load
 
     assert not [b for b in section_provenance(load(external_csv(tmp_path)), None).blocks if isinstance(b, Table)]
+
+
+def test_the_diagnostics_section_says_what_each_format_is_and_where_it_comes_from(tmp_path):
+    """`scaling diagnose --formats nvfp4,e2m1_1x8_e8m0.toml` measures a user's own format beside the named ones, and
+    its JSON says what each is (`describe`) and where it came from (`source`): the report's diagnostics section showed
+    the format's name alone (its `formats` is no list of records), so a reader could not tell what was measured."""
+    from reports.build import diagnostic_tables
+    from scaling.diagnostics import run_diagnostics
+
+    (tmp_path / "e2m1_1x8_e8m0.toml").write_text('base = "mxfp4"\nblock = [1, 8]\n')
+    diag = run_diagnostics(formats=("nvfp4", str(tmp_path / "e2m1_1x8_e8m0.toml"), "mxfp4:wgrad.dy"),
+                           transforms=("none",), size=(64, 64), gemm=False)
+    diag = json.loads(json.dumps(diag))  # as the report reads it: the JSON file `diagnose --json` writes
+    records, caption = diagnostic_tables(diag)[0]
+    assert records == [{"format": "nvfp4", "describe": "NV e2m1 1x16 e4m3+fp32", "source": "built-in"},
+                       {"format": "e2m1_1x8_e8m0", "describe": "MX e2m1 1x8 e8m0",
+                        "source": str(tmp_path / "e2m1_1x8_e8m0.toml")},
+                       {"format": "mxfp4:wgrad.dy", "describe": "MX e2m1 1x32 e8m0", "source": "mxfp4:wgrad.dy"}]
+    assert "format file" in caption
+    older = {k: v for k, v in diag.items() if k != "formats"}  # a JSON without `formats`: its tables as before
+    assert [c for _, c in diagnostic_tables(older)] == [c for _, c in diagnostic_tables(diag)[1:]]
