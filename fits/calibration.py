@@ -96,7 +96,7 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
             on_row(rows)
         if progress:
             progress(f"  {grid} {dist:<7} {truth:<8}: rejected {row['reject_5pct']:.0%} at 5%, "
-                     f"{row['reject_1pct']:.0%} at 1% of {sweeps} sweeps; mean statistic "
+                     f"{row['reject_1pct']:.0%} at 1% of {count(sweeps, 'sweep')}; mean statistic "
                      f"{row['mean_stat'] or float('nan'):.2f}{_coverage_words(row)}")
     return rows
 
@@ -240,7 +240,7 @@ def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.00
             progress(f"  {grid} {dist:<7} {law:<10} {truth:<6}: " + ", ".join(
                 f"{k} {_percent(row[k])}" for k in ("false_rate", "false_rate_raw", "power", "power_raw",
                                                     "sharing_rejected", "coverage_effN", "coverage_effD"))
-                + f" of {sweeps} sweeps ({row['unchecked']} checks unchecked)")
+                + f" of {count(sweeps, 'sweep')} ({count(row['unchecked'], 'check')} unchecked)")
     return rows
 
 

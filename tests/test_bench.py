@@ -826,3 +826,16 @@ def test_the_benchmarks_doc_names_every_section():
     for field in ("step_ms", "step_cpu_ms", "cpu_ratio_vs_bf16", "run_s", "reference_ms", "fused_ms", "speedup",
                   "bits_equal"):
         assert f"`{field}`" in benchmarks, field
+
+
+def test_calibration_counts_its_cases_and_sweeps_with_their_nouns(tmp_path, capsys):
+    """`bench calibration --noise-dist laplace --sweeps 1` (one case, for real) said '1 synthetic sweeps per case, ...
+    1 cases:'; counts go through scaling.console.count, as its other lines do."""
+    from scaling.cli import main
+
+    out = tmp_path / "fits.json"
+    assert main(["bench", "calibration", "--noise-dist", "laplace", "--sweeps", "1", "--bootstrap", "2",
+                 "--out", str(out)]) == 0
+    said = "".join(capsys.readouterr())  # (progress: stdout, or stderr under --json)
+    assert "1 synthetic sweep per case, 2 bootstrap replicates each" in said and "1 case:" in said, said
+    assert "of 1 sweep;" in said, said  # (the case's own line)

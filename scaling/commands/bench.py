@@ -283,13 +283,14 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         _calibrate_shared(args, result, fresh, progress)
     elif "calibration" in wanted:
         from fits import calibration
+        from scaling.console import count
 
         sweeps = 40 if args.sweeps is None else args.sweeps
         bootstrap = 100 if args.bootstrap is None else args.bootstrap
         cases = _noise_cases(calibration.CASES, args.noise_dist)
-        progress(f"calibration of the kappa = 0 test, {sweeps} synthetic sweeps per case, "
-                 + (f"{bootstrap} bootstrap replicates each (the coverage of the ratio per decade's interval), "
-                    if bootstrap else "no bootstrap (the test alone), ") + f"{len(cases)} cases:")
+        progress(f"calibration of the kappa = 0 test, {count(sweeps, 'synthetic sweep')} per case, "
+                 + (f"{count(bootstrap, 'bootstrap replicate')} each (the coverage of the ratio per decade's interval), "
+                    if bootstrap else "no bootstrap (the test alone), ") + f"{count(len(cases), 'case')}:")
         fresh["calibration_provenance"] = provenance = _provenance()
         # each case saved as it ends (the whole takes ~14 minutes on 2 cores with 100 replicates a sweep), stamped:
         # a run cut short leaves the earlier call's other cases, from other code
@@ -322,12 +323,13 @@ def _calibrate_shared(args: argparse.Namespace, result: dict, fresh: dict, progr
     """`bench calibration --shared`: the shared-efficiency check's calibration (`fits.calibration.calibrate_shared`)
     under calibration_shared, each case saved as it ends and stamped, as the kappa = 0 test's."""
     from fits import calibration
+    from scaling.console import count
 
     sweeps = 40 if args.sweeps is None else args.sweeps
     bootstrap = 100 if args.bootstrap is None else args.bootstrap
     cases = _noise_cases(calibration.SHARED_CASES, args.noise_dist)
-    progress(f"calibration of the shared-efficiency check, {sweeps} synthetic sweeps per case, {bootstrap} "
-             f"bootstrap replicates each, {len(cases)} cases:")
+    progress(f"calibration of the shared-efficiency check, {count(sweeps, 'synthetic sweep')} per case, "
+             f"{count(bootstrap, 'bootstrap replicate')} each, {count(len(cases), 'case')}:")
     fresh["calibration_shared_provenance"] = provenance = _provenance()
     save, _ = _row_saver(result, fresh, "calibration_shared", {"measured": provenance["date"],
                                                                "git_commit": provenance["git_commit"]}, args.out)
