@@ -2169,7 +2169,7 @@ LONG_RECIPES = ["nvfp4_rht16_stochastic_rounding_backward", "mxfp4_e8m0_scales_q
                 "nvfp4_random_hadamard_on_dgrad"]
 
 
-def _drawn(monkeypatch, draw) -> "matplotlib.figure.Figure":
+def _drawn(monkeypatch, draw):
     """The figure `draw(path)` makes, drawn, instead of saved."""
     from reports import figures
 
