@@ -785,7 +785,9 @@ def test_calibration_measures_coverage_in_rows_of_their_own_and_says_where_it_wa
     out.write_text(json.dumps({"calibration": [old]}))
     monkeypatch.setattr(fits.calibration, "CASES", (("3x3", "normal", "constant"),))
     assert main(["bench", "calibration", "--sweeps", "2", "--bootstrap", "5", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
+    # (5 replicates: the rows are kept, and the run says their intervals are rough)
+    assert "note: 5 replicates are fewer than the 40 a 95% interval needs" in printed + err
     rows = json.loads(out.read_text())["calibration"]
     assert rows[0] == old and [r.get("bootstrap") for r in rows] == [None, 5]
     new = rows[1]
@@ -794,6 +796,7 @@ def test_calibration_measures_coverage_in_rows_of_their_own_and_says_where_it_wa
     table = printed[printed.index("bench calibration"):]
     assert "coverage" in table and "ci_width" in table and table.count("not measured") == 4  # (the old row's 4 cells)
     assert main(["bench", "calibration", "--sweeps", "2", "--bootstrap", "0", "--out", str(out)]) == 0
+    assert "fewer than the 40" not in "".join(capsys.readouterr())  # (no intervals at all: nothing rough)
     rows = json.loads(out.read_text())["calibration"]
     assert [r["bootstrap"] for r in rows] == [5, 0] and "coverage" not in rows[1] and rows[1]["reject_5pct"] != 0.5
 

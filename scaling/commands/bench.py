@@ -291,6 +291,7 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         progress(f"calibration of the kappa = 0 test, {count(sweeps, 'synthetic sweep')} per case, "
                  + (f"{count(bootstrap, 'bootstrap replicate')} each (the coverage of the ratio per decade's interval), "
                     if bootstrap else "no bootstrap (the test alone), ") + f"{count(len(cases), 'case')}:")
+        _say_rough_intervals(bootstrap, progress)
         fresh["calibration_provenance"] = provenance = _provenance()
         # each case saved as it ends (the whole takes ~14 minutes on 2 cores with 100 replicates a sweep), stamped:
         # a run cut short leaves the earlier call's other cases, from other code
@@ -330,11 +331,24 @@ def _calibrate_shared(args: argparse.Namespace, result: dict, fresh: dict, progr
     cases = _noise_cases(calibration.SHARED_CASES, args.noise_dist)
     progress(f"calibration of the shared-efficiency check, {count(sweeps, 'synthetic sweep')} per case, "
              f"{count(bootstrap, 'bootstrap replicate')} each, {count(len(cases), 'case')}:")
+    _say_rough_intervals(bootstrap, progress)
     fresh["calibration_shared_provenance"] = provenance = _provenance()
     save, _ = _row_saver(result, fresh, "calibration_shared", {"measured": provenance["date"],
                                                                "git_commit": provenance["git_commit"]}, args.out)
     save(calibration.calibrate_shared(sweeps=sweeps, bootstrap=bootstrap, cases=cases, workers=2, progress=progress,
                                       on_row=save))
+
+
+def _say_rough_intervals(bootstrap: int, progress) -> None:
+    """A line where a calibration's replicates are too few for a 95% percentile interval (`fits.penalty.MIN_REPLICATES`:
+    its 2.5% ends are then the extreme replicates, and `scaling fit` judges no recipe on them): the rows are kept, keyed
+    by their `bootstrap`, but their coverage is of rough intervals, not of the ones a study's verdict reads."""
+    from fits.penalty import MIN_REPLICATES
+
+    if 0 < bootstrap < MIN_REPLICATES:
+        progress(f"note: {bootstrap} replicates are fewer than the {MIN_REPLICATES} a 95% interval needs (its 2.5% ends "
+                 f"are the extreme replicates): these rows measure rough intervals; --bootstrap {MIN_REPLICATES} or more "
+                 "for the intervals `scaling fit` judges by")
 
 
 # calibration_shared's columns in the printed table (the JSON has each check's and each format's too)
