@@ -584,18 +584,23 @@ def chromium(exe: str, tmp: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *flags, *args], capture_output=True, text=True, timeout=90)
 
 
+def probed_dom(page: str, script: str, tmp: Path, *window: str, budget_ms: int = 5000, name: str = "probe.html") -> str:
+    """The DOM headless Chromium leaves of `page` with `script` run in it (a probe that writes what it measured into
+    a <pre>), in a window of `window` ("--window-size=W,H") where given."""
+    probe = tmp / name
+    probe.write_text(page.replace("</body>", script + "</body>"))
+    return chromium(_chromium(), tmp, *window, f"--virtual-time-budget={budget_ms}", "--dump-dom", probe.as_uri()).stdout
+
+
 def check_in_browser(index: Path, tmp: Path) -> None:
     """Every <img> decodes, a numeric column sorts both ways, and a screenshot is not blank."""
-    exe = _chromium()
-    probe = tmp / "probe.html"
-    probe.write_text(index.read_text().replace("</body>", CHECK_SCRIPT + "</body>"))
-    dom = chromium(exe, tmp, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()).stdout
+    dom = probed_dom(index.read_text(), CHECK_SCRIPT, tmp, budget_ms=10000)
     n_images = index.read_text().count("<img ")
     assert n_images >= 3
     assert f"images {n_images}/{n_images} sorted yes" in dom, dom[-500:]
 
     shot = tmp / "shot.png"
-    chromium(exe, tmp, "--window-size=1200,1600", "--hide-scrollbars", f"--screenshot={shot}", index.as_uri())
+    chromium(_chromium(), tmp, "--window-size=1200,1600", "--hide-scrollbars", f"--screenshot={shot}", index.as_uri())
     from PIL import Image
 
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)
@@ -674,9 +679,7 @@ def test_the_html_sorts_infinities_intervals_and_blanks_in_order(tmp_path):
     rows = (("a", math.inf, "[0.68, 0.76]"), ("b", 1.0, "[10, 20]"), ("c", math.inf, "[2, 3]"), ("d", math.nan, "[—, —]"),
             ("e", -math.inf, "[−∞, 1]"), ("f", 2.0, "9.5 [9, 12]"), ("g", None, ""), ("h", 1e-4, "text"))
     page = to_html(Document("t", "", [Section("s", [Table(("name", "x", "ci"), rows)])]))
-    probe = tmp_path / "sort.html"
-    probe.write_text(page.replace("</body>", SORT_PROBE + "</body>"))
-    dom = chromium(_chromium(), tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()).stdout
+    dom = probed_dom(page, SORT_PROBE, tmp_path)
     found = re.search(r'<pre id="sorted">sorted (\w+) (\w+) (\w+) (\w+)</pre>', dom)
     assert found, dom[-500:]
     # x up, x down (the two infinities a, c equal: kept in order), ci up, ci down ('text' after the numbers)
@@ -2044,11 +2047,8 @@ def test_a_wide_table_scrolls_in_its_own_box_and_the_page_never_sideways(tmp_pat
     table scrolls in a box of its own, its caption above the box."""
     page = _wide_table_page()
     assert re.search(r'<figure class="table"><figcaption>A caption[^<]*</figcaption><div class="scroll"><table ', page)
-    probe = tmp_path / "wide.html"
-    probe.write_text(page.replace("</body>", PAGE_WIDTH_PROBE + "</body>"))
     # (headless Chromium's narrowest window is 500 px: a phone's 390 px is narrower still)
-    dom = chromium(_chromium(), tmp_path, "--window-size=500,900", "--virtual-time-budget=5000", "--dump-dom",
-                   probe.as_uri()).stdout
+    dom = probed_dom(page, PAGE_WIDTH_PROBE, tmp_path, "--window-size=500,900")
     found = re.search(r'<pre id="width">page (\d+) of (\d+)</pre>', dom)
     assert found, dom[-500:]
     assert int(found[1]) <= int(found[2]), found[0]
@@ -2084,10 +2084,7 @@ def test_no_entry_of_the_contents_list_is_split_across_its_two_columns(tmp_path)
               "Token overhead to reach the baseline's loss", "Parameter and data efficiency (effN, effD)",
               "Quantization diagnostics", "Diverged and failed runs", "Provenance")  # the report's sections
     page = to_html(Document("t", "", [Section(t, [Paragraph("Text.")]) for t in titles]))
-    probe = tmp_path / "nav.html"
-    probe.write_text(page.replace("</body>", NAV_SPLIT_PROBE + "</body>"))
-    dom = chromium(_chromium(), tmp_path, "--window-size=800,900", "--virtual-time-budget=5000", "--dump-dom",
-                   probe.as_uri()).stdout
+    dom = probed_dom(page, NAV_SPLIT_PROBE, tmp_path, "--window-size=800,900")
     found = re.search(r'<pre id="split">split (\d+)(.*)</pre>', dom)
     assert found, dom[-500:]
     assert found[1] == "0", found[0]
@@ -2129,12 +2126,9 @@ def test_a_figure_keeps_a_readable_width_on_a_phone_in_a_box_of_its_own(tmp_path
                         r'[^"]+"></div><figcaption>A caption\.</figcaption></figure>', page)
     css = re.search(r"<style>(.*?)</style>", page, re.S)[1]
     css_ok = re.search(r"@media screen \{ figure img \{ min-width: calc\(var\(--width\) \* 0\.7\); \} \}", css)
-    probe = tmp_path / "figure.html"
-    probe.write_text(page.replace("</body>", FIGURE_WIDTH_PROBE + "</body>"))
     found = {}
     for window in (500, 1400):  # (headless Chromium's narrowest window is 500 px; a phone's 390 px is narrower)
-        dom = chromium(_chromium(), tmp_path, f"--window-size={window},900", "--virtual-time-budget=5000",
-                       "--dump-dom", probe.as_uri()).stdout
+        dom = probed_dom(page, FIGURE_WIDTH_PROBE, tmp_path, f"--window-size={window},900")
         m = re.search(r'<pre id="figure">img (\d+) box (\d+) scrolls (\d+) page (\d+) of (\d+)</pre>', dom)
         assert m, dom[-500:]
         found[window] = [int(v) for v in m.groups()]
