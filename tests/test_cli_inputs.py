@@ -8,21 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from refusal import refused
 from scaling.cli import main
 
 EXAMPLE_RESULTS = Path(__file__).resolve().parent.parent / "reports" / "examples" / "demo" / "results.csv"
-
-
-def _refused(argv: list[str], capsys, *words: str) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse's refusal of an option's value
-        code = e.code
-    assert code == 2, argv
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    assert all(w in err for w in words), (argv, err)
-    return err
 
 
 @pytest.fixture
@@ -45,7 +34,7 @@ def no_benchmarks(monkeypatch):
 
 @pytest.mark.parametrize("steps", ["-2", "0"])
 def test_bench_refuses_a_step_count_below_one(steps, capsys, no_benchmarks):
-    _refused(["bench", "cpu", "--steps", steps, "--sizes", "0.5M"], capsys, "--steps must be at least 1", steps)
+    refused(["bench", "cpu", "--steps", steps, "--sizes", "0.5M"], capsys, "--steps must be at least 1", steps)
     assert no_benchmarks == []
 
 
@@ -59,7 +48,7 @@ def test_bench_cpu_keeps_its_default_steps_and_takes_a_given_count(capsys, no_be
                                          ("128,-4", ["'-4'", "positive integer"]), (",", ["names no width"]),
                                          ("100", ["100", "multiple of 16", "nvfp4"])])
 def test_bench_quantizer_refuses_a_width_it_cannot_use(dims, words, capsys, no_benchmarks):
-    _refused(["bench", "quantizer", f"--dims={dims}"], capsys, "--dims", *words)
+    refused(["bench", "quantizer", f"--dims={dims}"], capsys, "--dims", *words)
     assert no_benchmarks == []
 
 
@@ -70,7 +59,7 @@ def test_bench_quantizer_refuses_a_width_it_cannot_use(dims, words, capsys, no_b
     (["quantizer", "--recipes", "bf16"], ["these recipes quantize none", "nvfp4"]),  # an empty table, exit 0
 ])
 def test_bench_refuses_a_list_that_names_nothing_to_run(argv, words, capsys, no_benchmarks):
-    _refused(["bench", *argv], capsys, *words)
+    refused(["bench", *argv], capsys, *words)
     assert no_benchmarks == []
 
 
@@ -88,13 +77,13 @@ def test_bench_runs_a_repeated_item_once(capsys, no_benchmarks):
 
 
 def test_bench_dims_must_fit_each_recipes_blocks(capsys, no_benchmarks):
-    _refused(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "16"], capsys, "multiple of 128")
+    refused(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "16"], capsys, "multiple of 128")
     assert main(["bench", "quantizer", "--recipes", "nvfp4,quartet2", "--dims", "128,256", "--json"]) == 0
     assert no_benchmarks[-1]["dims"] == (128, 256)
 
 
 def test_bench_refuses_an_unknown_recipe_before_benchmarking_any(capsys, no_benchmarks):
-    _refused(["bench", "cpu", "--recipes", "bf16,nvfp5"], capsys, "--recipes", "unknown recipe 'nvfp5'", "nvfp4")
+    refused(["bench", "cpu", "--recipes", "bf16,nvfp5"], capsys, "--recipes", "unknown recipe 'nvfp5'", "nvfp4")
     assert no_benchmarks == []
 
 
@@ -104,7 +93,7 @@ def test_bench_refuses_a_gpu_section_before_running_the_cpu_ones(capsys, monkeyp
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    _refused(["bench", "quantizer", "kernels"], capsys, "needs a CUDA GPU", "drop kernels", "quantizer alone")
+    refused(["bench", "quantizer", "kernels"], capsys, "needs a CUDA GPU", "drop kernels", "quantizer alone")
     assert no_benchmarks == []
 
 
@@ -119,7 +108,7 @@ def test_bench_refuses_a_gpu_section_before_running_the_cpu_ones(capsys, monkeyp
 def test_bench_refuses_a_model_it_cannot_run_before_benchmarking_any(argv, words, capsys, no_benchmarks):
     """A mistyped size or family, or a recipe the size's widths do not tile, was refused only when its
     turn came, after the rows before it had run (minutes each) and were lost."""
-    _refused(["bench", *argv], capsys, *words)
+    refused(["bench", *argv], capsys, *words)
     assert no_benchmarks == []
 
 
@@ -136,7 +125,7 @@ def test_bench_refuses_a_recipe_the_fused_kernel_does_not_cover(section, tmp_pat
     spec = get_recipe(str(path)).fprop_x
     said = kernels.no_kernel("fprop_x", spec, kernels.unsupported(spec))
     assert "fprop.x (NV e2m1 1x24" in said and "has no fused kernel: the kernels take blocks of 16 or 32 along K" in said
-    _refused(["bench", section, "--recipes", f"nvfp4,{path}"], capsys, f"{path}.{said} (QLinear quantizes it with "
+    refused(["bench", section, "--recipes", f"nvfp4,{path}"], capsys, f"{path}.{said} (QLinear quantizes it with "
              "the reference), and sass compiles", "leave")
 
 
@@ -146,14 +135,14 @@ def test_bench_kernel_sections_refuse_recipes_that_quantize_nothing(section, cap
     from scaling import bench
 
     monkeypatch.setattr(bench, "bench_sass", lambda **kw: pytest.fail("benchmarked"))
-    _refused(["bench", section, "--recipes", "bf16"], capsys, "quantize nothing", "nvfp4")
+    refused(["bench", section, "--recipes", "bf16"], capsys, "quantize nothing", "nvfp4")
 
 
 def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, capsys, no_benchmarks):
     """A recipe file quantizing fprop.w alone printed an empty table and exited 0."""
     path = tmp_path / "wonly.toml"
     path.write_text('name = "wonly"\n[fprop.w]\nelem = "e2m1"\nblock = [1, 16]\nscale = "e4m3"\n')
-    _refused(["bench", "quantizer", "--recipes", str(path)], capsys, "activation operands", "quantize none")
+    refused(["bench", "quantizer", "--recipes", str(path)], capsys, "activation operands", "quantize none")
     assert no_benchmarks == []
 
 
@@ -166,7 +155,7 @@ def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, ca
 def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no_benchmarks):
     """`bench cpu --batch 4` ran the trainer's batch and said nothing of the 4 (and, options with a
     default, `bench fit --sweeps 5` and `bench cpu --compile-mode reduce-overhead`, until they had none)."""
-    _refused(["bench", *argv], capsys, f"{flag} is read by", "none of them runs here", f"leave {flag} out")
+    refused(["bench", *argv], capsys, f"{flag} is read by", "none of them runs here", f"leave {flag} out")
     assert no_benchmarks == []
     assert main(["bench", "cpu", "quantizer", "--dims", "128", "--steps", "1", "--json"]) == 0  # one section reads each
 
@@ -177,7 +166,7 @@ def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no
 def test_bench_calibration_refuses_a_bootstrap_too_small_for_an_interval(argv, words, capsys, no_benchmarks):
     """--bootstrap gives the replicates of each sweep's intervals: 1 makes no percentile interval, and 0 (the kappa = 0
     test alone) leaves --shared's check, which is the bootstrap's, nothing to test by."""
-    err = _refused(["bench", "calibration", *argv], capsys, *words)
+    err = refused(["bench", "calibration", *argv], capsys, *words)
     assert ("or 0" in err) == ("--shared" not in argv)
     assert no_benchmarks == []
 
@@ -188,22 +177,22 @@ def test_bench_calibration_refuses_a_bootstrap_too_small_for_an_interval(argv, w
 def test_bench_calibration_refuses_a_noise_distribution_it_has_no_cases_of(value, words, capsys):
     """--noise-dist names the noise distributions whose calibration cases run; one with no cases (a typo) ran
     nothing and wrote an unchanged file."""
-    _refused(["bench", "calibration", "--shared", "--noise-dist", value], capsys, *words)
+    refused(["bench", "calibration", "--shared", "--noise-dist", value], capsys, *words)
 
 
 @pytest.mark.parametrize("argv", [["train", "--batch", "0"], ["train", "--accumulate", "-1"],
                                   ["linear", "--top", "-1"], ["calibration", "--sweeps", "0"]])
 def test_bench_refuses_other_counts_below_their_least(argv, capsys):
-    _refused(["bench", *argv], capsys, argv[1], "must be at least")
+    refused(["bench", *argv], capsys, argv[1], "must be at least")
 
 
 
 def test_bench_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, capsys, no_benchmarks):
     base = ["bench", "cpu", "--sizes", "0.5M", "--json"]
-    _refused([*base, "--out", str(tmp_path / "cpu.csv")], capsys, "must end in .json", "cpu.json")
+    refused([*base, "--out", str(tmp_path / "cpu.csv")], capsys, "must end in .json", "cpu.json")
     notes = tmp_path / "notes.json"
     notes.write_text("my notes, not JSON\n")
-    _refused([*base, "--out", str(notes)], capsys, "exists and is not a JSON file")
+    refused([*base, "--out", str(notes)], capsys, "exists and is not a JSON file")
     assert notes.read_text() == "my notes, not JSON\n" and not (tmp_path / "cpu.csv").exists()
     assert no_benchmarks == []
     assert main([*base, "--out", str(tmp_path / "cpu.json")]) == 0 and len(no_benchmarks) == 1
@@ -216,8 +205,8 @@ def test_bench_targets_refuses_rows_that_are_not_rows(tmp_path, capsys, content,
     fit --out` merged into such a file and wrote it back."""
     path = tmp_path / "odd.json"
     path.write_text(content)
-    _refused(["bench", "targets", "--out", str(path)], capsys, f"its {section} must be a list of rows")
-    _refused(["bench", "fit", "--out", str(path)], capsys, f"its {section} must be a list of rows")
+    refused(["bench", "targets", "--out", str(path)], capsys, f"its {section} must be a list of rows")
+    refused(["bench", "fit", "--out", str(path)], capsys, f"its {section} must be a list of rows")
     assert path.read_text() == content
 
 
@@ -237,8 +226,8 @@ def test_bench_targets_refuses_a_row_with_a_field_missing_or_of_another_kind(tmp
     path = tmp_path / "edited.json"
     content = f'{{"device": "test GPU", "copy_gbps": 4000.0, "{section}": [{row}]}}'
     path.write_text(content)
-    _refused(["bench", "targets", "--out", str(path)], capsys, f"{section} row 1: {said}")
-    _refused(["bench", "fit", "--out", str(path)], capsys, f"{section} row 1: {said}")
+    refused(["bench", "targets", "--out", str(path)], capsys, f"{section} row 1: {said}")
+    refused(["bench", "fit", "--out", str(path)], capsys, f"{section} row 1: {said}")
     assert path.read_text() == content
 
 
@@ -251,8 +240,8 @@ def test_bench_targets_refuses_a_header_copy_rate_of_another_kind(tmp_path, caps
                '"operand": "fprop.x", "gbps": 3000}]}')
     path.write_text(content)
     said = f"edited.json's copy_gbps must be a number (or null), and it has {copy}"
-    _refused(["bench", "targets", "--out", str(path)], capsys, said)
-    _refused(["bench", "fit", "--out", str(path)], capsys, said)
+    refused(["bench", "targets", "--out", str(path)], capsys, said)
+    refused(["bench", "fit", "--out", str(path)], capsys, said)
     assert path.read_text() == content
 
 
@@ -264,7 +253,7 @@ def test_bench_refuses_a_machine_header_that_is_no_object(tmp_path, capsys, no_b
     path = tmp_path / "edited.json"
     path.write_text(f"{{{header}}}")
     field = header.split('"')[1]
-    _refused(["bench", *argv, "--out", str(path)], capsys, f"edited.json's {field} must be an object (or null)")
+    refused(["bench", *argv, "--out", str(path)], capsys, f"edited.json's {field} must be an object (or null)")
     assert path.read_text() == f"{{{header}}}" and no_benchmarks == []
 
 
@@ -279,7 +268,7 @@ def test_sweep_plan_refuses_a_bench_train_row_of_another_kind(tmp_path, capsys, 
     path = tmp_path / "edited.json"
     path.write_text(f'{{"device": "test GPU", "train": [{row}]}}')
     spec = Path(__file__).parent.parent / "sweeps" / "demo.toml"
-    _refused(["sweep", "plan", str(spec), "--bench", str(path), "--device", "gpu"], capsys, said)
+    refused(["sweep", "plan", str(spec), "--bench", str(path), "--device", "gpu"], capsys, said)
 
 
 def test_bench_targets_of_a_file_without_gpu_rows_prints_no_none(tmp_path, capsys):
@@ -296,7 +285,7 @@ def test_bench_refuses_a_json_with_none_of_a_benchmarks_keys(tmp_path, capsys):
     path = tmp_path / "other.json"
     path.write_text('{"foo": 1}')
     for verb in ("targets", "fit"):
-        _refused(["bench", verb, "--out", str(path)], capsys, "has none of its keys", "but foo")
+        refused(["bench", verb, "--out", str(path)], capsys, "has none of its keys", "but foo")
     assert path.read_text() == '{"foo": 1}'
 
 
@@ -307,7 +296,7 @@ def test_demo_refuses_a_negative_bootstrap_before_training(tmp_path, capsys, mon
 
     monkeypatch.setattr(sweeps.launch, "launch", lambda *a, **k: pytest.fail("the demo trained"))
     out = tmp_path / "demo"
-    _refused(["demo", "--bootstrap", "-1", "--out", str(out)], capsys, "--bootstrap", "-1")
+    refused(["demo", "--bootstrap", "-1", "--out", str(out)], capsys, "--bootstrap", "-1")
     assert not out.exists()
 
 
@@ -319,13 +308,13 @@ def test_demo_refuses_a_negative_bootstrap_before_training(tmp_path, capsys, mon
                                          (["--bootstrap", "x"], ["--bootstrap: not a whole number: 'x'"]),
                                          (["--drop-highest", "-1"], ["--drop-highest: must be 0 or more"])])
 def test_fit_refuses_bad_counts(argv, words, capsys):
-    _refused(["fit", str(EXAMPLE_RESULTS), "--bootstrap", "0", *argv], capsys, *words)
+    refused(["fit", str(EXAMPLE_RESULTS), "--bootstrap", "0", *argv], capsys, *words)
 
 
 def test_fit_on_a_folder_points_at_the_sweeps_results_table(tmp_path, capsys):
     runs = tmp_path / "runs"
     runs.mkdir()
-    _refused(["fit", str(runs)], capsys, f"{runs} is a folder", str(runs / "results.parquet"), "scaling sweep collect",
+    refused(["fit", str(runs)], capsys, f"{runs} is a folder", str(runs / "results.parquet"), "scaling sweep collect",
              "scaling report")
 
 
@@ -333,14 +322,14 @@ def test_fit_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, c
     spec = tmp_path / "tiny.toml"
     spec.write_text('name = "tiny"\n')
     base = ["fit", str(EXAMPLE_RESULTS), "--bootstrap", "0", "--starts", "1", "--json"]
-    _refused([*base, "--out", str(spec)], capsys, "must end in .json", "tiny.json")
+    refused([*base, "--out", str(spec)], capsys, "must end in .json", "tiny.json")
     not_json = tmp_path / "notes.json"
     not_json.write_text("my notes, not JSON\n")
-    _refused([*base, "--out", str(not_json)], capsys, "exists and is not a JSON file")
+    refused([*base, "--out", str(not_json)], capsys, "exists and is not a JSON file")
     assert spec.read_text() == 'name = "tiny"\n' and not_json.read_text() == "my notes, not JSON\n"
     plan = tmp_path / "sweep.json"  # JSON, but no fit's: a sweep's plan, diagnostics, a run's result.json were replaced
     plan.write_text('{"name": "ladder", "runs": []}')
-    _refused([*base, "--out", str(plan)], capsys, "holds another JSON than a fit's", "is not overwritten")
+    refused([*base, "--out", str(plan)], capsys, "holds another JSON than a fit's", "is not overwritten")
     assert plan.read_text() == '{"name": "ladder", "runs": []}'
     earlier = tmp_path / "fits.json"  # an earlier fit's output: replaced, as always
     earlier.write_text('{"law": "chinchilla", "groups": {}, "penalty": {}}')
@@ -379,16 +368,16 @@ def collected(tmp_path):
 
 
 def test_collect_out_must_be_a_parquet_file_and_never_replaces_another_kind(tmp_path, capsys, collected):
-    _refused(["sweep", "collect", str(tmp_path), "--out", str(tmp_path / "out.csv")], capsys,
+    refused(["sweep", "collect", str(tmp_path), "--out", str(tmp_path / "out.csv")], capsys,
              "must end in .parquet", "out.parquet")
     assert not (tmp_path / "out.csv").exists()
     spec = tmp_path / "tiny.toml"
     spec.write_text('name = "tiny"\n')
-    _refused(["sweep", "collect", str(tmp_path), "--out", str(spec)], capsys, "must end in .parquet")
+    refused(["sweep", "collect", str(tmp_path), "--out", str(spec)], capsys, "must end in .parquet")
     assert spec.read_text() == 'name = "tiny"\n'
     fake = tmp_path / "fake.parquet"
     fake.write_text("not parquet\n")
-    _refused(["sweep", "collect", str(tmp_path), "--out", str(fake)], capsys, "exists and is not a Parquet table")
+    refused(["sweep", "collect", str(tmp_path), "--out", str(fake)], capsys, "exists and is not a Parquet table")
     assert fake.read_text() == "not parquet\n"
 
 
@@ -422,7 +411,7 @@ def test_report_refuses_to_replace_the_table_it_reads(tmp_path, capsys):
     names, one row per run): the user's column names and earlier checkpoints were gone."""
     table = tmp_path / "results.csv"
     table.write_bytes(EXAMPLE_RESULTS.read_bytes())
-    _refused(["report", str(table), "--out", str(tmp_path), "--bootstrap", "0"], capsys,
+    refused(["report", str(table), "--out", str(tmp_path), "--bootstrap", "0"], capsys,
              "is the results.csv this report writes in --out", "pass another --out")
     assert table.read_bytes() == EXAMPLE_RESULTS.read_bytes() and sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
 
@@ -431,20 +420,20 @@ def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
     fits_json = tmp_path / "fits.json"
     fits_json.write_text(json.dumps({"law": "chinchilla", "groups": {}, "penalty": {}}))
     out = tmp_path / "report"
-    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(fits_json)], capsys,
+    refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(fits_json)], capsys,
              "--diagnostics", "holds no table", "scaling diagnose --json")
     (tmp_path / "numbers.json").write_text(json.dumps({"gemm": [1], "quant": [2]}))  # lists, but not of records
-    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "numbers.json")],
+    refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "numbers.json")],
              capsys, "holds no table")
     record = tmp_path / "result.json"  # a run's record: its `processes` list of records was shown as diagnostics
     record.write_text(json.dumps({"run_id": "0123456789ab", "recipe": "nvfp4", "status": "completed", "val_loss": 3.9,
                                   "processes": [{"host": "node1", "device": "cpu"}]}))
-    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(record)], capsys,
+    refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(record)], capsys,
              "is a run's result record (result.json), not diagnostics", "scaling diagnose --json")
     (tmp_path / "utf16.json").write_bytes('{"gemm": []}'.encode("utf-16"))  # a Windows editor's save: a traceback
-    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "utf16.json")],
+    refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--diagnostics", str(tmp_path / "utf16.json")],
              capsys, "utf16.json is not JSON (not UTF-8 text)")
-    _refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--seed", "-1"], capsys, "--seed: must be 0 or more",
+    refused(["report", str(EXAMPLE_RESULTS), "--out", str(out), "--seed", "-1"], capsys, "--seed: must be 0 or more",
              "scaling report --help")
     assert not out.exists()
 
@@ -456,7 +445,7 @@ def test_report_refuses_a_diagnostics_file_with_no_table(tmp_path, capsys):
 def test_data_prepare_refuses_a_seed_the_split_hash_cannot_take(tmp_path, capsys, seed, words):
     """The split hash keys on the seed's 8 signed bytes: a larger seed was an OverflowError's traceback."""
     (tmp_path / "a.txt").write_text("a document")
-    _refused(["data", "prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "out"), "--seed", seed], capsys, *words)
+    refused(["data", "prepare", str(tmp_path / "a.txt"), "--out", str(tmp_path / "out"), "--seed", seed], capsys, *words)
     assert not (tmp_path / "out").exists()
 
 
@@ -476,13 +465,13 @@ def test_train_refuses_an_out_folder_that_holds_other_things_than_a_run(tmp_path
     (sweep / "sweep.json").write_text("{}")
     argv = ["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "2k", "--seq-len", "64",
             "--batch-size", "4", "--no-progress", "--out", str(sweep)]
-    _refused(argv, capsys, f"--out {sweep} holds no run but other files (3fa0c1e2d4b5/, sweep.json)",
+    refused(argv, capsys, f"--out {sweep} holds no run but other files (3fa0c1e2d4b5/, sweep.json)",
              "pass a new or empty folder")
     assert sorted(p.name for p in sweep.iterdir()) == ["3fa0c1e2d4b5", "sweep.json"]  # (no lock left either)
     # the folder it suggests is one that takes the run: not one that is there already
     (sweep / "run").mkdir()
     (sweep / "run" / "notes.txt").write_text("")
-    _refused(argv, capsys, f"such as {sweep / 'run-2'}")
+    refused(argv, capsys, f"such as {sweep / 'run-2'}")
     # a launcher's run folder before its run starts (job.json, train.log, a lock) is a run's own
     from scaling.commands.train import check_not_foreign
 
@@ -498,11 +487,11 @@ def test_a_spec_or_run_config_that_is_not_utf8_is_one_line(tmp_path, capsys):
     binary = tmp_path / "spec.toml"
     binary.write_bytes("name = 't'\n".encode("utf-16"))
     for verb in ("plan", "launch"):
-        _refused(["sweep", verb, str(binary)], capsys, f"{binary}: not UTF-8 text (byte 0xff at offset 0)",
+        refused(["sweep", verb, str(binary)], capsys, f"{binary}: not UTF-8 text (byte 0xff at offset 0)",
                  "save the sweep spec as UTF-8 TOML")
     config = tmp_path / "config.json"
     config.write_bytes(b"\x80{}")
-    _refused(["train", "--config", str(config), "--out", str(tmp_path / "run")], capsys,
+    refused(["train", "--config", str(config), "--out", str(tmp_path / "run")], capsys,
              f"cannot read run config {config} (not UTF-8 text: byte 0x80 at offset 0)")
     assert not (tmp_path / "run").exists()
 
@@ -513,7 +502,7 @@ def test_sweep_status_and_collect_on_a_run_folder_name_the_sweep_above_it(tmp_pa
     run.mkdir(parents=True)
     (run / "config.json").write_text("{}")
     for verb in ("status", "collect"):
-        _refused(["sweep", verb, str(run)], capsys, f"{run} is one run's folder, not a sweep's",
+        refused(["sweep", verb, str(run)], capsys, f"{run} is one run's folder, not a sweep's",
                  f"give the sweep folder that holds it ({tmp_path / 'demo'})")
 
 
@@ -533,7 +522,7 @@ def test_a_run_folder_named_by_train_out_is_named_as_such_not_as_a_damaged_recor
     renamed = tmp_path / "try" / config.run_id
     for argv in (["sweep", "collect", str(tmp_path / "try")], ["report", str(tmp_path / "try"), "--out",
                                                                   str(tmp_path / "report")]):
-        err = _refused(argv, capsys, f"{run} holds run {config.run_id} under a name of its own",
+        err = refused(argv, capsys, f"{run} holds run {config.run_id} under a name of its own",
                        f"mv {run} {renamed}")
         assert "not a result record" not in err and "another run's" not in err, err
     assert sorted(p.name for p in (tmp_path / "try").iterdir()) == ["nvfp4-1m"]  # nothing written
@@ -541,7 +530,7 @@ def test_a_run_folder_named_by_train_out_is_named_as_such_not_as_a_damaged_recor
     assert main(["sweep", "collect", str(tmp_path / "try")]) == 0
     (other := tmp_path / "try" / "copied").mkdir()  # a record copied into another run's folder is still damaged
     (other / "result.json").write_text((renamed / "result.json").read_text())
-    _refused(["sweep", "collect", str(tmp_path / "try")], capsys, "is not a result record",
+    refused(["sweep", "collect", str(tmp_path / "try")], capsys, "is not a result record",
              f"run_id {config.run_id!r} is another run's")
 
 
@@ -549,10 +538,10 @@ def test_train_config_given_a_run_folder_names_its_config_json(tmp_path, capsys)
     """--config RUN_DIR said "cannot read run config ... ([Errno 21] Is a directory: ...)"."""
     run = tmp_path / "run"
     run.mkdir()
-    _refused(["train", "--config", str(run)], capsys, f"run config {run} is a folder; give a run's config.json "
+    refused(["train", "--config", str(run)], capsys, f"run config {run} is a folder; give a run's config.json "
              "(a run folder holds one)")
     (run / "config.json").write_text("{}")
-    _refused(["train", "--config", str(run)], capsys, f"give a run's config.json: {run / 'config.json'}")
+    refused(["train", "--config", str(run)], capsys, f"give a run's config.json: {run / 'config.json'}")
 
 
 def test_token_counts_with_a_suffix_are_exact():

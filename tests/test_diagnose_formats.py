@@ -9,6 +9,7 @@ import json
 import pytest
 
 from scaling import diagnostics as dg
+from refusal import refused
 from scaling.cli import main
 from scaling.errors import UserError
 
@@ -91,15 +92,8 @@ def test_a_stochastically_rounding_format_reads_the_seed_and_says_so(tmp_path, m
 
 
 def _refused(args: list[str], capsys, *words: str, gemm: bool = False) -> str:
-    try:
-        code = main(["diagnose", *([] if gemm else ["--no-gemm"]), *args])
-    except SystemExit as e:  # argparse's refusal of an option's value
-        code = e.code
-    assert code == 2, args
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    assert all(w in err for w in words), (args, err)
-    return err
+    """`scaling diagnose ARGS` (without its GEMM checks unless `gemm`) refused, naming `words`."""
+    return refused(["diagnose", *([] if gemm else ["--no-gemm"]), *args], capsys, *words)
 
 
 @pytest.mark.parametrize("files, args, words", [

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from scaling.cli import main
+from refusal import refused
 
 CSV = "recipe,N,D,loss\nbf16,1e6,2e7,3.5\nbf16,2e6,4e7,3.2\nbf16,4e6,8e7,3.0\n"
 
@@ -41,16 +41,9 @@ def _verbs(tmp_path, out: str, folder: str) -> list[list[str]]:
     ]
 
 
-def _refused(argv, capsys, *words) -> None:
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    assert all(w in err for w in words), (argv, err)
-
-
 def test_a_read_only_location_is_refused_before_the_work(tmp_path, read_only, capsys):
     for argv in _verbs(tmp_path, str(read_only / "out.json"), str(read_only / "out")):
-        _refused(argv, capsys, str(read_only), "cannot write")
+        refused(argv, capsys, str(read_only), "cannot write")
 
 
 def test_the_wrong_kind_of_path_is_refused(tmp_path, capsys):
@@ -58,5 +51,5 @@ def test_the_wrong_kind_of_path_is_refused(tmp_path, capsys):
     a_file.write_text("x")
     a_folder.mkdir()
     for argv in _verbs(tmp_path, str(a_folder), str(a_file)):
-        _refused(argv, capsys, "--out", "not a")
-    _refused(["fit", str(tmp_path / "results.csv"), "--out", str(a_file / "f.json")], capsys, "is a file")
+        refused(argv, capsys, "--out", "not a")
+    refused(["fit", str(tmp_path / "results.csv"), "--out", str(a_file / "f.json")], capsys, "is a file")
