@@ -1,13 +1,18 @@
 """What a sweep costs: each run's FLOPs as MFU counts them (`mfu_flops`: 6·(N + V·width) + attention per
-token, as `scaling train` and `scaling bench train` measure MFU) at an assumed BF16 MFU, each quantized
+token, as `scaling train` and `scaling bench train` measure MFU) at BF16's training FLOP/s, each quantized
 recipe slowed by its measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
-(The plan's `flops` column stays 6·N·D, the fits' compute C.)
+(The plan's `flops` column stays 6·N·D, the fits' C.)
+
+BF16's FLOP/s is measured too (`bf16_rate`): the bf16 `train` row nearest the run in size, its tokens/s times
+the FLOPs per token its `mfu` counts (at `scaling bench train`'s vocabulary and seq_len), i.e. its MFU of the peak
+it was measured against, so the hours are the benchmark GPU's. Where the file has no bf16 row (or none is given:
+`--bench none`), BF16 runs at an assumed DEFAULT_MFU of DEFAULT_PEAK_TFLOPS; `--mfu` assumes one over the file's.
 
 On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes around BF16 GEMMs), so
 its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.73x
 for quartet2 (reports/bench/h200.json). A run takes the speed measured for its recipe at the nearest
 model size, preferring its own family; the plan shows which measurement each run used, and names each
-size more than 2x in parameters from it (`far_from_measured`). A recipe the
+size more than 2x in parameters from it (`far_from_measured`), BF16's row included. A recipe the
 file has not measured (a recipe file of your own, or a preset not benchmarked) is priced as the slowest
 measured recipe whose quantizer work it does all of (`priced_speed`), and the plan says which.
 
@@ -28,6 +33,13 @@ from scaling.errors import UserError
 DEFAULT_BENCH = Path(__file__).resolve().parents[1] / "reports" / "bench" / "h200.json"
 # A CPU sweep's default: `scaling bench cpu` rows of the 2-thread machine the CPU tests run on
 DEFAULT_CPU_BENCH = DEFAULT_BENCH.with_name("cpu.json")
+# BF16's MFU on a GPU where no benchmark row measured it (--bench none, a file without bf16 rows), of this peak
+DEFAULT_MFU = 0.30
+DEFAULT_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the peak `scaling bench train`'s mfu divides by on both
+# The sequences and vocabulary `scaling bench train` trains at (scaling.bench.SEQ_LEN, scaling.data.DEFAULT_VOCAB_SIZE;
+# its rows do not record them): the FLOPs per token its rows' mfu counts, by which the plan turns tokens/s into FLOP/s
+BENCH_TRAIN_SEQ_LEN = 1024
+BENCH_TRAIN_VOCAB_SIZE = 32768
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,18 @@ class Speed:
     source: str
     note: str = ""  # for a recipe not measured: which recipe's speed it was priced at, and why
     at: tuple[str, str] | None = None  # the (family, size) of the row it was measured at; None: no row (bf16)
+
+
+@dataclass(frozen=True)
+class Bf16Rate:
+    """BF16's training FLOP/s on a GPU (as MFU counts them: `mfu_flops`) that a run is priced at, the MFU that is
+    (None: a row `scaling bench` wrote on a GPU whose peak it did not know), and where it comes from (`source`:
+    "llama2 160M, h200.json", or "assumed"; `at`: the row's (family, size), None where assumed)."""
+
+    flops_per_s: float
+    mfu: float | None
+    source: str
+    at: tuple[str, str] | None = None
 
 
 def read_bench(path: str | Path, option: str) -> dict:
@@ -92,7 +116,8 @@ ROW_FIELDS = {
                "ratio_range": ("a [low, high] pair of numbers",
                                lambda v: isinstance(v, list) and len(v) == 2 and all(map(_number, v)), False)},
     "train": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
-              "ratio_vs_bf16": ("a number", _number, False)},
+              "ratio_vs_bf16": ("a number", _number, False), "tokens_per_s": ("a number", _number, False),
+              "mfu": ("a number or null", lambda v: v is None or _number(v), False)},
     "cpu": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
             "cpu_ratio_vs_bf16": ("a number", _number, False)},
 }
@@ -130,11 +155,11 @@ BENCH_SECTIONS = ("kernels", "linear", "train", "profile", "sass", "cpu", "quant
 BENCH_RESULTS = ("fit",)
 
 
-def training_speeds(path: str | Path) -> tuple[list[dict], str]:
+def training_speeds(path: str | Path) -> tuple[list[dict], str, str]:
     """The `train` rows of a benchmark JSON (`scaling bench train --out FILE`) with a speed against
-    BF16 (`speed_rows`), and the file's name, for the plan to cite. A file with none (another `scaling
-    bench` command's: cpu.json, fits.json) is a UserError: it priced every recipe at BF16's speed while
-    the plan said each was at its measured speed."""
+    BF16 (`speed_rows`), the file's name, for the plan to cite, and its GPU (its `device`; "" where none).
+    A file with none (another `scaling bench` command's: cpu.json, fits.json) is a UserError: it priced every
+    recipe at BF16's speed while the plan said each was at its measured speed."""
     try:
         bench = read_bench(path, "--bench")
     except UserError as error:
@@ -147,7 +172,7 @@ def training_speeds(path: str | Path) -> tuple[list[dict], str]:
         raise UserError(f"--bench: {path} has no `train` rows (recipe, family, size, ratio_vs_bf16) to price a GPU "
                         f"sweep by ({what}){cpu}; give a file `scaling bench train --out FILE` wrote "
                         "(reports/bench/h200.json), or --bench none to count every recipe at BF16's speed")
-    return rows, Path(path).name
+    return rows, Path(path).name, bench["device"] if isinstance(bench.get("device"), str) else ""
 
 
 def speed_rows(bench: dict) -> list[dict]:
@@ -168,8 +193,52 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
     row = nearest_row(recipe, family, size, rows)
     if row is None:
         return Speed(None, "not measured: counted at BF16's speed")
+    return Speed(float(row["ratio_vs_bf16"]), row_source(row, source), at=(row["family"], row["size"]))
+
+
+def row_source(row: dict, source: str) -> str:
+    """How the plan cites a benchmark row: "nanochat 160M, h200.json", and its date where it has one."""
     when = f", measured {row['measured'][:10]}" if isinstance(row.get("measured"), str) else ""  # (rows since 2026-12-06)
-    return Speed(float(row["ratio_vs_bf16"]), f"{row['family']} {row['size']}, {source}{when}", at=(row["family"], row["size"]))
+    return f"{row['family']} {row['size']}, {source}{when}"
+
+
+def bf16_rate(family: str, size: str, rows: list[dict], source: str, mfu: float | None = None,
+              peak_tflops: float | None = None) -> Bf16Rate:
+    """BF16's training FLOP/s for a GPU run at (family, size). `mfu` (--mfu) given: that MFU of `peak_tflops`
+    (None: DEFAULT_PEAK_TFLOPS). Else measured, from the bf16 row of `rows` nearest in size (`nearest_row`, as a
+    recipe's speed is picked) with a tokens/s: its tokens/s times the FLOPs per token its mfu counts (at
+    `scaling bench train`'s vocabulary and seq_len), the FLOP/s of the benchmark's GPU whatever peak its mfu was
+    divided by; given `peak_tflops`, its mfu of that peak instead (another GPU, at the MFU measured). Where no
+    row measured bf16, the assumed DEFAULT_MFU of the peak."""
+    peak = (peak_tflops or DEFAULT_PEAK_TFLOPS) * 1e12
+    if mfu is not None:
+        return Bf16Rate(mfu * peak, mfu, "assumed (--mfu)")
+    row = nearest_row("bf16", family, size, bf16_rows(rows))
+    if row is None:
+        return Bf16Rate(DEFAULT_MFU * peak, DEFAULT_MFU, "assumed")
+    measured = float(row["mfu"]) if _number(row.get("mfu")) else None
+    if peak_tflops is None:
+        flops_per_s = float(row["tokens_per_s"]) * bench_flops_per_token(row["family"], row["size"])
+    elif measured is None:
+        raise UserError(f"--peak-tflops {peak_tflops:g}: {source}'s bf16 row at {row['family']} {row['size']} has no mfu "
+                        "(`scaling bench` knew no peak for its GPU), so there is no measured MFU to price that peak "
+                        "at; give --mfu as well, or leave --peak-tflops out to price at the tokens/s it measured")
+    else:
+        flops_per_s = measured * peak
+    return Bf16Rate(flops_per_s, measured, row_source(row, source), at=(row["family"], row["size"]))
+
+
+def bf16_rows(rows: list[dict]) -> list[dict]:
+    """The bf16 rows of a benchmark's speed rows (`speed_rows`) that measured a tokens/s to price BF16 by."""
+    return [r for r in rows if r["recipe"] == "bf16" and _number(r.get("tokens_per_s")) and r["tokens_per_s"] > 0]
+
+
+def bench_flops_per_token(family: str, size: str) -> int:
+    """The FLOPs per token a `scaling bench train` row's mfu counts: flops_per_token_exact at the vocabulary
+    and seq_len it trains at."""
+    from models.ladder import model_size
+
+    return model_size(family, size).flops_per_token_exact(BENCH_TRAIN_VOCAB_SIZE, BENCH_TRAIN_SEQ_LEN)
 
 
 def nearest_row(recipe: str, family: str, size: str, rows: list[dict]) -> dict | None:
@@ -222,10 +291,11 @@ def cpu_flops_per_s(family: str, size: str, rows: list[dict]) -> tuple[float, tu
 FAR_FROM_MEASURED = 2.05
 
 
-def far_from_measured(rows: list[dict], device: str, source: str, mfu: float | None) -> list[str]:
+def far_from_measured(rows: list[dict], device: str, source: str, assumed_mfu: float | None) -> list[str]:
     """The line (a list of one; none where every run is near its row) naming each (family, size) of the plan's
     `rows` priced from a measurement more than FAR_FROM_MEASURED away in parameters (`measured_at`: the row's
-    "family size" per recipe), by how much, and the `scaling bench` command that measures it (`source`: the file)."""
+    "family size" per recipe, bf16's BF16 FLOP/s too), by how much, and the `scaling bench` command that measures
+    it (`source`: the file). `assumed_mfu`: BF16's on a GPU where no row measured it (None: measured)."""
     from models.ladder import model_size
 
     far: dict[tuple[str, str], dict[str, tuple[float, list[str]]]] = {}  # run -> row it was priced at -> (ratio, recipes)
@@ -248,8 +318,9 @@ def far_from_measured(rows: list[dict], device: str, source: str, mfu: float | N
     families = ",".join(dict.fromkeys(f for f, _ in far))
     command = f"scaling bench {'train' if device == 'gpu' else 'cpu'} --families {families} " \
               f"--sizes {','.join(dict.fromkeys(s for _, s in far))} --out FILE"
-    bf16 = (f"reaches less than the assumed {mfu:.0%} MFU in BF16" if device == "gpu" else
-            "gets less than the BF16 FLOP/s scaled from the row by 6·N")
+    bf16 = ("gets less than the BF16 FLOP/s scaled from the row by 6·N" if device == "cpu" else
+            "reaches a lower MFU in BF16 than a larger one" if assumed_mfu is None else
+            f"reaches less than the assumed {assumed_mfu:.0%} MFU in BF16")
     return [f"far from any size measured in {source}: {sizes}. A smaller model spends a larger share of its step in the "
             f"quantizers and {bf16}, so a size below the row it was priced at is likely priced low, one above it high; "
             f"`{command}` measures them (then --bench FILE)"]
@@ -260,10 +331,10 @@ def cpu_hours(flops: float, flops_per_s: float, speed: Speed) -> float:
     return flops / (flops_per_s * (speed.vs_bf16 or 1.0)) / 3600
 
 
-def gpu_hours(flops: float, mfu: float, peak_tflops: float, speed: Speed) -> float:
-    """Hours of one GPU for `flops` (as MFU counts them: `mfu_flops`) at `mfu` of `peak_tflops` (BF16),
-    slowed by the recipe's speed."""
-    return flops / (mfu * (speed.vs_bf16 or 1.0) * peak_tflops * 1e12) / 3600
+def gpu_hours(flops: float, bf16: Bf16Rate, speed: Speed) -> float:
+    """Hours of one GPU for `flops` (as MFU counts them: `mfu_flops`) at BF16's FLOP/s (`bf16_rate`), slowed by the
+    recipe's speed."""
+    return flops / (bf16.flops_per_s * (speed.vs_bf16 or 1.0)) / 3600
 
 
 def corpus_vocab_size(spec) -> int | None:

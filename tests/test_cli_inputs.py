@@ -261,7 +261,9 @@ def test_bench_refuses_a_machine_header_that_is_no_object(tmp_path, capsys, no_b
     ('{"recipe": "nvfp4", "family": "nanochat", "size": "160M", "ratio_vs_bf16": "fast"}',
      'train row 1: its ratio_vs_bf16 must be a number, and it has "fast"'),
     ('{"recipe": "nvfp4", "family": "nanochat", "size": 160, "ratio_vs_bf16": 0.8}',
-     "train row 1: its size must be a name, and it has 160")])
+     "train row 1: its size must be a name, and it has 160"),
+    ('{"recipe": "bf16", "family": "nanochat", "size": "160M", "ratio_vs_bf16": 1.0, "tokens_per_s": "fast"}',
+     'train row 1: its tokens_per_s must be a number, and it has "fast"')])  # (BF16's speed: read, not skipped)
 def test_sweep_plan_refuses_a_bench_train_row_of_another_kind(tmp_path, capsys, row, said):
     """sweep plan --bench prices runs from the file's train rows: a hand-edited one stopped it on float()'s
     ValueError traceback (read_bench checks the rows' fields, for the targets and the plan alike)."""

@@ -390,9 +390,9 @@ def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     exact = 2 * (6 * (s.n_params + 4096 * s.width) + 12 * s.depth * s.width * 64) * 4096
     assert plan["total_flops_exact"] == exact
     assert plan["gpu_hours"] == pytest.approx(exact / (0.5 * 100e12) / 3600)
-    assert main(["sweep", "plan", str(spec), "--device", "gpu"]) == 0
+    assert main(["sweep", "plan", str(spec), "--device", "gpu", "--bench", "none"]) == 0  # (no bf16 row: assumed MFU)
     out = capsys.readouterr().out
-    assert "2 runs" in out and "GPU-hours at 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
+    assert "2 runs" in out and "GPU-hours at an assumed 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
     assert "(MFU as `scaling train` measures it: " in out
     assert "priced on GPU: --device gpu" in out
 
@@ -643,6 +643,153 @@ def test_plan_says_which_sizes_it_priced_from_a_measurement_far_from_them(tmp_pa
                                   for s in ("0.5M", "4M")])
     assert main(["sweep", "plan", str(spec), "--bench", str(near), "--device", "gpu", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["far_from_measured"] == []
+
+
+def _bench_flops_per_token(family: str, size: str) -> int:
+    """The FLOPs per token `scaling bench train` counts in its rows' mfu: vocabulary 32768, sequences of 1024."""
+    from models import model_size
+
+    return model_size(family, size).flops_per_token_exact(32768, 1024)
+
+
+def _bf16_row(family: str, size: str, tokens_per_s: float, **extra) -> dict:
+    """A bf16 `train` row as `scaling bench train` writes it on a GPU of 989 TFLOP/s (an H100 or H200)."""
+    mfu = round(_bench_flops_per_token(family, size) * tokens_per_s / 989e12, 4)
+    return {"recipe": "bf16", "family": family, "size": size, "tokens_per_s": tokens_per_s, "mfu": mfu,
+            "ratio_vs_bf16": 1.0, "compile_mode": "reduce-overhead", **extra}
+
+
+def test_plan_prices_bf16_at_the_speed_its_benchmark_measured(tmp_path, capsys):
+    """The plan priced BF16 at an assumed 30% MFU while the benchmark file it read the FP4 speeds from held
+    measured bf16 rows (nanochat 160M at 52% MFU on the H200): a budget off by ~1.7x. Each run's BF16 now trains
+    at the FLOP/s of the bf16 row nearest in size (the rule a recipe's speed is picked by: own family first, the
+    CUDA-graph rows): its tokens/s times the FLOPs per token its mfu counts, so the hours differ from the assumed
+    MFU's by the measured MFU over the assumed one. The plan names the row (`bf16_from`, `measured_at`)."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0"))
+    measured = _bf16_row("nanochat", "1M", 2_000_000)
+    bench = _bench_file(tmp_path, [
+        measured,
+        _bf16_row("nanochat", "160M", 300_000),  # farther in size
+        _bf16_row("llama2", "0.5M", 9_000_000),  # nearer, but another family
+        _bf16_row("nanochat", "0.5M", 5_000_000, compile_mode="default"),  # not the trainer's compile mode
+        {"recipe": "nvfp4", "family": "nanochat", "size": "1M", "ratio_vs_bf16": 0.8, "compile_mode": "reduce-overhead"},
+    ])
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    bf16, nvfp4 = plan["run_list"]
+    rate = 2_000_000 * _bench_flops_per_token("nanochat", "1M")  # the row's BF16 FLOP/s, as its mfu counts them
+    assert bf16["gpu_hours"] == pytest.approx(bf16["flops_exact"] / rate / 3600)
+    assert nvfp4["gpu_hours"] == pytest.approx(bf16["gpu_hours"] / 0.8)
+    assert (bf16["bf16_mfu"], bf16["bf16_from"]) == (measured["mfu"], "nanochat 1M, bench.json")
+    assert bf16["measured_at"] == {"bf16": "nanochat 1M"}
+    assert nvfp4["measured_at"] == {"bf16": "nanochat 1M", "nvfp4": "nanochat 1M"}
+    assert plan["mfu"] is None and "measured in bench.json" in plan["bf16_speed"], plan["bf16_speed"]
+    # the assumed MFU's price differs by the measured MFU over the assumed one
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu", "--mfu", "0.3"]) == 0
+    assumed = json.loads(capsys.readouterr().out)
+    assert assumed["gpu_hours"] / plan["gpu_hours"] == pytest.approx(measured["mfu"] / 0.3, rel=1e-3)
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert f"{measured['mfu']:.1%}" in out and "nanochat 1M, bench.json" in out, out
+    assert "GPU-hours of the benchmark's GPU (test)" in out and "30% MFU" not in out, out
+
+
+def test_plan_mfu_overrides_the_measured_bf16_speed_and_a_peak_carries_the_measured_mfu(tmp_path, capsys):
+    """--mfu prices BF16 at that MFU of --peak-tflops (989 by default) whatever the file measured, and the plan
+    says it is assumed; --peak-tflops alone prices it at the measured MFU of that peak (another GPU)."""
+    spec = write_spec(tmp_path, TINY.replace("seed = [0, 1]", "seed = 0"))
+    measured = _bf16_row("nanochat", "1M", 2_000_000)
+    bench = _bench_file(tmp_path, [measured])
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu",
+                 "--mfu", "0.5", "--peak-tflops", "100"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    (run,) = plan["run_list"]
+    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (0.5 * 100e12) / 3600)
+    assert (run["bf16_mfu"], run["bf16_from"], run["measured_at"]) == (0.5, "assumed (--mfu)", {})
+    assert (plan["mfu"], plan["peak_tflops"]) == (0.5, 100) and "assumed" in plan["bf16_speed"]
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu", "--mfu", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU-hours at an assumed 50% MFU (--mfu) of 989 TFLOP/s for BF16" in out, out
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu", "--peak-tflops", "100"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["run_list"]
+    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (measured["mfu"] * 100e12) / 3600)
+    assert run["bf16_from"] == "nanochat 1M, bench.json"
+    # a row `scaling bench` wrote on a GPU whose peak it did not know has no mfu to carry: its tokens/s prices it
+    unknown = _bench_file(tmp_path, [dict(measured, mfu=None)])
+    assert main(["sweep", "plan", str(spec), "--bench", str(unknown), "--device", "gpu", "--peak-tflops", "100"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --peak-tflops 100: bench.json's bf16 row at nanochat 1M has no mfu") and "Traceback" not in err
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(unknown), "--device", "gpu"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["run_list"]
+    assert run["bf16_mfu"] is None
+    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (2_000_000 * _bench_flops_per_token("nanochat", "1M")) / 3600)
+
+
+def test_plan_without_bf16_rows_prices_bf16_at_the_assumed_mfu_and_says_so(tmp_path, capsys):
+    """A benchmark file with no bf16 row (tokens_per_s) to measure BF16 by leaves it at the documented assumed
+    MFU (sweeps.cost.DEFAULT_MFU of 989 TFLOP/s), and the plan says why, in its text and its JSON."""
+    from sweeps.cost import DEFAULT_MFU
+
+    spec = write_spec(tmp_path, TINY.replace("seed = [0, 1]", "seed = 0"))
+    bench = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": "1M", "ratio_vs_bf16": 0.8},
+                                   {"recipe": "bf16", "family": "nanochat", "size": "1M", "ratio_vs_bf16": 1.0}])
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    (run,) = plan["run_list"]
+    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (DEFAULT_MFU * 989e12) / 3600)
+    assert (run["bf16_mfu"], run["bf16_from"]) == (DEFAULT_MFU, "assumed")
+    assert plan["mfu"] == DEFAULT_MFU and "bench.json has no bf16 `train` row" in plan["bf16_speed"], plan["bf16_speed"]
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "bench.json has no bf16 `train` row" in out and "GPU-hours at an assumed 30% MFU of 989 TFLOP/s" in out, out
+
+
+def test_plan_prices_the_paper_sweep_at_the_committed_h200_bf16_rows():
+    """sweeps/paper.toml's llama2 runs take the H200's llama2 bf16 rows (the CUDA-graph ones, the later on a tie):
+    40M's up to 80M, 160M's from 160M; about 1.5x fewer hours than at the assumed 30% MFU."""
+    import contextlib
+    import io
+
+    from models import model_size
+
+    def plan(*extra: str) -> dict:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["sweep", "plan", "sweeps/paper.toml", "--data", "builtin", "--device", "gpu", "--json", *extra]) == 0
+        return json.loads(out.getvalue())
+
+    bench = json.loads((Path(__file__).resolve().parents[1] / "reports/bench/h200.json").read_text())
+    rows = {(r["family"], r["size"]): r for r in bench["train"]  # (the later row of a size wins, as in the plan)
+            if r["recipe"] == "bf16" and r.get("compile_mode") == "reduce-overhead"}
+    measured = plan()
+    for run in measured["run_list"]:
+        at = ("llama2", "40M") if model_size("llama2", run["size"]).n_params < 100e6 else ("llama2", "160M")
+        row = rows[at]
+        assert (run["bf16_mfu"], run["bf16_from"]) == (row["mfu"], f"{' '.join(at)}, h200.json"), run
+        rate = row["tokens_per_s"] * _bench_flops_per_token(*at) * run["vs_bf16"]
+        assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / rate / 3600)
+    assert 1.3 < plan("--mfu", "0.3")["gpu_hours"] / measured["gpu_hours"] < 1.8
+    assert "llama2 10M (bf16 at llama2 40M's speed" in measured["far_from_measured"][0]
+
+
+def test_bench_train_mfu_counts_the_flops_the_plan_counts():
+    """`scaling bench train`'s mfu is flops_per_token_exact at its vocabulary and seq_len (sweeps.cost's
+    BENCH_TRAIN_*) times tokens/s over 989 TFLOP/s on the H100 and H200: the plan's BF16 FLOP/s from a row's
+    tokens/s is its mfu of the peak it was measured against (the committed CUDA-graph rows, to their 4 digits)."""
+    from scaling.bench import SEQ_LEN
+    from scaling.data import DEFAULT_VOCAB_SIZE
+    from scaling.train import PEAK_BF16_FLOPS
+    from sweeps.cost import BENCH_TRAIN_SEQ_LEN, BENCH_TRAIN_VOCAB_SIZE
+
+    assert (BENCH_TRAIN_SEQ_LEN, BENCH_TRAIN_VOCAB_SIZE) == (SEQ_LEN, DEFAULT_VOCAB_SIZE)
+    assert PEAK_BF16_FLOPS["H100"] == PEAK_BF16_FLOPS["H200"] == 989e12
+    for name in ("h200.json", "h100.json"):
+        bench = json.loads((Path(__file__).resolve().parents[1] / "reports/bench" / name).read_text())
+        graphed = [r for r in bench["train"] if r.get("compile_mode") == "reduce-overhead"]
+        assert graphed
+        for r in graphed:
+            assert r["mfu"] == pytest.approx(r["tokens_per_s"] * _bench_flops_per_token(r["family"], r["size"]) / 989e12,
+                                             abs=6e-5), (name, r)
 
 
 def test_plan_prices_an_unmeasured_recipe_as_the_slowest_measured_one_whose_work_it_does(tmp_path, capsys):

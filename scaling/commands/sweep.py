@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from scaling.errors import UserError
+from sweeps.cost import DEFAULT_MFU, DEFAULT_PEAK_TFLOPS
 
-# Assumptions behind plan's GPU-hour estimate; both can be changed on the command line.
-DEFAULT_MFU = 0.30
-DEFAULT_PEAK_TFLOPS = 989.0  # H100 SXM, dense BF16 (FP4 recipes are emulated in BF16)
 PLAN_TABLE_RUNS = 200  # beyond this many runs, `plan` groups its table by family, size and recipe
 # What GPU-hours are counted in: the FLOPs per token that MFU counts (result.json, `scaling bench train`)
 FLOPS_EXACT_RULE = "6*(N + V*width) + 12*depth*width*seq_len per token (N non-embedding, V the corpus's vocab)"
@@ -37,11 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                    "CPU-hours); nothing is launched.")
     spec_args(p)
     executor_arg(p, "price the runs where `launch --executor EXECUTOR` trains them")
-    p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
-                   help="assumed model FLOPs utilisation, as `scaling train` and `scaling bench train` measure it "
-                        "(FLOPs of 6·(N + V·width) + attention per token)")
-    p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
-                   help=f"assumed GPU peak, TFLOP/s (default {DEFAULT_PEAK_TFLOPS:g}: H100 dense BF16)")
+    p.add_argument("--mfu", type=float,
+                   help="assume this BF16 model FLOPs utilisation, as `scaling train` and `scaling bench train` measure "
+                        "it (FLOPs of 6·(N + V·width) + attention per token), instead of the one the --bench file's "
+                        f"bf16 rows measured at the nearest size (without bf16 rows: {DEFAULT_MFU:g})")
+    p.add_argument("--peak-tflops", type=float,
+                   help="the GPU's dense BF16 peak, TFLOP/s, that the MFU (--mfu's, or the one measured) is of "
+                        "(default: the measured rows' own FLOP/s, their tokens/s; with --mfu or no bf16 rows "
+                        f"{DEFAULT_PEAK_TFLOPS:g}, an H100's or H200's)")
     p.add_argument("--bench", default="default", metavar="FILE",
                    help="benchmark JSON whose `train` rows (on CPU: `cpu` rows) give each recipe's speed against "
                         "BF16 (default: reports/bench/h200.json, on CPU reports/bench/cpu.json; none: every recipe "
@@ -92,25 +93,29 @@ def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_TFLOPS,
+def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
               speeds: PlanSpeeds | None = None, device: str = "gpu") -> list[dict]:
     """One row per run: its grid values, 6·N·D FLOPs (`flops`, the fits' C), its FLOPs as MFU counts them
     (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling bench train` count them),
     and the hours it takes (`hours`, and under `gpu_hours` or `cpu_hours` by `device`). On "gpu": its
-    `flops_exact` at `mfu` of `peak_tflops` for BF16, its recipe slowed by the speed the benchmark's
-    `train` rows measured (`speeds`, from `plan_speeds`; None: every recipe at BF16's speed). On "cpu":
+    `flops_exact` at BF16's FLOP/s (`sweeps.cost.bf16_rate`: the benchmark's nearest bf16 row's, or `mfu` of
+    `peak_tflops` where given or where no row measured bf16; `bf16_mfu`, `bf16_from`), its recipe slowed by the
+    speed the benchmark's `train` rows measured (`speeds`, from `plan_speeds`; None: every recipe at BF16's
+    speed, BF16 at the assumed MFU). On "cpu":
     the benchmark CPU's hours (all its threads), its 6·N·D at the BF16 FLOP/s (6·N per token) of the
     benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's).
     `measured_at`: the "family size" of each benchmark row its hours come from, by the recipe it measured
     (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`."""
     from models import model_size
-    from sweeps.cost import Speed, corpus_vocab_size, cpu_flops_per_s, cpu_hours, gpu_hours, mfu_flops, priced_speed
+    from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, gpu_hours, mfu_flops,
+                             priced_speed)
     from sweeps.store import recipe_label
 
     if device == "cpu" and speeds is None:
         speeds = plan_speeds(None, device)
     vocab_size = corpus_vocab_size(spec)  # (the corpus's meta.json read once, not once a run)
     rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
+    bf16 = {}  # (family, size) -> BF16's FLOP/s there
     for c, resolved, run_id in spec.resolved_runs():  # (each config resolved once, as checking the grid did)
         flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
         flops_exact = mfu_flops(resolved, vocab_size)
@@ -119,22 +124,29 @@ def plan_rows(spec, mfu: float = DEFAULT_MFU, peak_tflops: float = DEFAULT_PEAK_
             priced[key] = (priced_speed(*key, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, ""))
         speed, recipe = priced[key], recipe_label(c.recipe)
         at = {recipe: " ".join(speed.at)} if speed.at else {}  # the rows its hours come from, by what they measured
+        rate_of = {}
         if device == "cpu":
             rate, rate_at = cpu_flops_per_s(c.family, c.size, speeds.rows)
             hours = cpu_hours(flops, rate, speed)
             at = {"bf16": " ".join(rate_at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
         else:
-            hours = gpu_hours(flops_exact, mfu, peak_tflops, speed)
+            if (c.family, c.size) not in bf16:
+                bf16[c.family, c.size] = bf16_rate(c.family, c.size, speeds.rows if speeds else [],
+                                                   speeds.source if speeds else "", mfu, peak_tflops)
+            rate = bf16[c.family, c.size]
+            hours = gpu_hours(flops_exact, rate, speed)
+            at = {"bf16": " ".join(rate.at), **at} if rate.at else at
+            rate_of = dict(bf16_mfu=rate.mfu, bf16_from=rate.source)
         rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=c.tokens,
                          seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact, vs_bf16=speed.vs_bf16,
-                         speed_from=speed.source, speed_note=speed.note, measured_at=at, hours=hours,
+                         speed_from=speed.source, speed_note=speed.note, **rate_of, measured_at=at, hours=hours,
                          **{f"{device}_hours": hours}))  # fmt: skip
     return rows
 
 
 class PlanSpeeds(NamedTuple):
     """A benchmark file's speed rows for the plan's device, read once: the rows, the file's name (the
-    rows' source) and, on CPU, its machine ("Intel Xeon, 2 threads")."""
+    rows' source) and its machine (on a GPU its `device`, "NVIDIA H200"; on CPU "Intel Xeon, 2 threads")."""
 
     rows: list[dict]
     source: str
@@ -200,9 +212,9 @@ def _plan(args: argparse.Namespace) -> int:
     from scaling.console import count, print_json, print_table
     from sweeps.cost import far_from_measured
 
-    if not 0 < args.mfu <= 1:
+    if args.mfu is not None and not 0 < args.mfu <= 1:
         raise UserError(f"--mfu {args.mfu:g}: give the assumed utilisation as a fraction in (0, 1], e.g. 0.3")
-    if not args.peak_tflops > 0:
+    if args.peak_tflops is not None and not args.peak_tflops > 0:
         raise UserError(f"--peak-tflops {args.peak_tflops:g}: give the GPU's peak BF16 TFLOP/s, e.g. 989")
     spec = _load(args)
     device, device_why = plan_device(spec, args.device, args.executor)
@@ -216,12 +228,15 @@ def _plan(args: argparse.Namespace) -> int:
                    hours=hours, **{f"{device}_hours": hours}, bench=bench, flops_rule="6*N*D (N non-embedding)",
                    total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE)
     if device == "gpu":
-        summary.update(mfu=args.mfu, peak_tflops=args.peak_tflops)
+        measured = any(r["measured_at"].get("bf16") for r in rows)  # (all or none: a file has bf16 rows or not)
+        summary.update(mfu=None if measured else args.mfu or DEFAULT_MFU,
+                       peak_tflops=args.peak_tflops if args.peak_tflops or measured else DEFAULT_PEAK_TFLOPS,
+                       bf16_speed=bf16_speed(measured, args, speeds), gpu=speeds.machine if measured else None)
     else:
         summary["cpu"] = speeds.machine
     unit = f"{device}_hours"
     warnings = plan_warnings(rows)
-    far = far_from_measured(rows, device, speeds.source, args.mfu if device == "gpu" else None) if speeds else []
+    far = far_from_measured(rows, device, speeds.source, summary.get("mfu")) if speeds else []
     if args.json:
         print_json({**summary, "warnings": warnings, "far_from_measured": far, "run_list": rows})
         return 0
@@ -231,6 +246,8 @@ def _plan(args: argparse.Namespace) -> int:
     else:  # thousands of rows take a terminal minutes to draw and nobody reads them
         print_table(_by_model(rows, unit), title=f"sweep {spec.name}: {len(rows)} runs by family, size and recipe "
                                                  "(--runs: one row per run; --json: every run's fields)")
+    if device == "gpu" and summary["mfu"] is None:
+        print_table(_by_size(rows), title="BF16 per model size (the FLOP/s of the benchmark's nearest bf16 row)")
     if bench:
         print_table(_by_recipe(rows, unit), title="per recipe (speed against BF16 from the benchmark's "
                                                   + ("training rows)" if device == "gpu" else "cpu rows)"))
@@ -242,9 +259,12 @@ def _plan(args: argparse.Namespace) -> int:
         "; --device gpu prices it on a GPU"
     print(f"priced on {device.upper()}: {device_why}{other}")
     if device == "gpu":
-        print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours "
-              f"at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s for BF16 (MFU as `scaling train` measures it: "
-              f"{summary['total_flops_exact']:.3e} FLOPs of 6·(N + V·width) + attention per token)"
+        if summary["mfu"] is not None:  # (measured: the table of sizes says by which rows)
+            print(summary["bf16_speed"])
+        priced, mfus = _priced_at(rows, summary)
+        print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours {priced} ({mfus}MFU as "
+              f"`scaling train` measures it: {summary['total_flops_exact']:.3e} FLOPs of 6·(N + V·width) + attention per "
+              "token)"
               + (f", each recipe at its speed measured in {bench}" if bench else ", every recipe at BF16's speed"))
     else:
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
@@ -253,6 +273,33 @@ def _plan(args: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"warning: {warning}")
     return 0
+
+
+def bf16_speed(measured: bool, args: argparse.Namespace, speeds: PlanSpeeds | None) -> str:
+    """How a GPU plan priced BF16 (its text's line, its JSON's `bf16_speed`): at the speed the benchmark's bf16 rows
+    measured, or at an assumed MFU, and why."""
+    if measured:
+        rate = (f"its MFU of --peak-tflops {args.peak_tflops:g}" if args.peak_tflops else
+                "its tokens/s times the FLOPs per token its MFU counts")
+        return (f"BF16 at the speed measured in {speeds.source} ({speeds.machine or 'its GPU'}): each size at the FLOP/s "
+                f"of its nearest bf16 row ({rate}); --mfu assumes an MFU instead")
+    peak = args.peak_tflops or DEFAULT_PEAK_TFLOPS
+    why = ("--mfu" if args.mfu is not None else "no benchmark file: --bench none" if speeds is None else
+           f"{speeds.source} has no bf16 `train` row with a tokens_per_s to measure it by")
+    return f"BF16 at an assumed {args.mfu or DEFAULT_MFU:.0%} MFU of {peak:g} TFLOP/s ({why})"
+
+
+def _priced_at(rows: list[dict], summary: dict) -> tuple[str, str]:
+    """What a GPU plan's hours are priced at for BF16, for its total's line, and the measured MFUs ("MFU 43.7%–50.5%; ",
+    "" where assumed)."""
+    if summary["mfu"] is not None:
+        how = " (--mfu)" if rows and rows[0]["bf16_from"] == "assumed (--mfu)" else ""
+        return f"at an assumed {summary['mfu']:.0%} MFU{how} of {summary['peak_tflops']:g} TFLOP/s for BF16", ""
+    mfus = [r["bf16_mfu"] for r in rows if r["bf16_mfu"] is not None]
+    shown = "" if not mfus else f"{min(mfus):.1%}" if min(mfus) == max(mfus) else f"{min(mfus):.1%}–{max(mfus):.1%}"
+    gpu = (f"a {summary['peak_tflops']:g} TFLOP/s GPU" if summary["peak_tflops"] else
+           f"the benchmark's GPU ({summary['gpu']})" if summary["gpu"] else "the benchmark's GPU")
+    return f"of {gpu} at BF16's speed measured at the nearest size", f"MFU {shown}; " if shown else ""
 
 
 def plan_warnings(rows: list[dict]) -> list[str]:
@@ -297,6 +344,16 @@ def _by_model(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
     for entry in out.values():
         low, high = min(entry["tokens"]), max(entry["tokens"])
         entry["tokens"] = f"{low:,}" if low == high else f"{low:,}–{high:,} ({len(entry['tokens'])} budgets)"
+    return list(out.values())
+
+
+def _by_size(rows: list[dict]) -> list[dict]:
+    """BF16's MFU at each family and size of a GPU plan, and the benchmark row it was measured by."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        mfu = "?" if r["bf16_mfu"] is None else f"{r['bf16_mfu']:.1%}"  # (a GPU whose peak `scaling bench` did not know)
+        out.setdefault((r["family"], r["size"]), dict(family=r["family"], size=r["size"], bf16_mfu=mfu,
+                                                      bf16_from=r["bf16_from"]))
     return list(out.values())
 
 
