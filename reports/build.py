@@ -159,13 +159,25 @@ def identified(pen: dict) -> bool:
     return pen.get("identified", True) is not False
 
 
+# Why a penalty the runs do not identify gets no number: its multiplier, ratio per decade and their intervals are where
+# the optimiser stopped on a flat valley. (The verdict's sentence for such a recipe, and its opening where it is every one.)
+NO_NUMBERS = "no multiplier, ratio per decade or interval is given"
+FLOAT_NOISE = "they would be float noise, not estimates"
+
+
+def none_identified(baseline: str) -> str:
+    """The words for a study whose runs identify no recipe's penalty: the Verdict's opening and Penalty vs compute's
+    line without a figure say it alike."""
+    return f"these runs identify no recipe's penalty against {literal(baseline)}"
+
+
 def _not_identified_sentence(recipe: str, pen: dict, baseline: str) -> str:
     """The verdict of a penalty the runs do not identify: why, in fits' words, and no number: its multiplier, ratio
     per decade and their intervals are where the optimiser stopped on a flat valley, so no claim is read off them."""
     reasons = [literal(r) for r in pen.get("unidentified", [])]
     why = reasons[0] if len(reasons) == 1 else "; ".join(f"({i}) {r}" for i, r in enumerate(reasons, 1))
     return (f"**{literal(recipe)}**: the penalty against {literal(baseline)} is **not identified by these runs**: {why}. "
-            "So no multiplier, ratio per decade or interval is given for it (they would be float noise, not estimates), "
+            f"So {NO_NUMBERS} for it ({FLOAT_NOISE}), "
             "and whether the penalty grows with compute is not claimed either way (verdict: inconclusive)")
 
 
@@ -332,10 +344,13 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
                  "synthetic sweeps of a known law (`scaling bench calibration`, docs/fits.md), not on runs like these"
                  if fitted["bootstrap"] else "no bootstrap ran (`--bootstrap 0`), so there are no intervals and no "
                  "recipe is judged")
+    # where the runs identify no penalty, no sentence below has an interval or a multiplier to read: what would pin one
+    reading = (f"{intervals}; numbers are along each law's compute-optimal allocation. A multiplier below 1 means the "
+               "recipe needs more compute than the baseline for the same loss." if any(map(identified, penalty.values()))
+               else _none_identified_opening(fitted, baseline, seed))
     s.add(Paragraph(
         f"Does each recipe's loss penalty against **{literal(baseline)}** grow with compute? {fitted['law'].capitalize()} "
-        f"laws fitted to {count(n_runs, 'completed run')}; {intervals}; numbers are along each law's compute-optimal "
-        "allocation. A multiplier below 1 means the recipe needs more compute than the baseline for the same loss."
+        f"laws fitted to {count(n_runs, 'completed run')}; {reading}"
         + (f" Not in {literal(baseline)}'s fit, against which every penalty is measured: {aside}." if aside else "")
     ))
     if unfinished:
@@ -350,6 +365,17 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     if rule:
         s.add(Paragraph(f"The rule (docs/fits.md): {literal(rule)}."))
     return s
+
+
+def _none_identified_opening(fitted: dict, baseline: str, seed: str) -> str:
+    """The Verdict's opening, after the laws fitted, where the runs identify no recipe's penalty: there is no interval
+    to read (its paragraph about intervals described none shown), so it says so and what to do: run what the
+    sentences below name."""
+    replicates = (f" (the reasons read a bootstrap of {count(fitted['bootstrap'], 'replicate')}{seed})"
+                  if fitted["bootstrap"] else "")
+    return (f"{none_identified(baseline)}, so {NO_NUMBERS} for any ({FLOAT_NOISE}) and no recipe is judged. Each "
+            f"sentence below says why, each reason naming the runs that would pin it{replicates}: add such runs and "
+            "build the report again.")
 
 
 def _params_table(fitted: dict, baseline: str) -> Table:
@@ -456,8 +482,8 @@ def section_penalty(fitted: dict, baseline: str, styles: dict, fig_dir: Path) ->
     not_drawn = (f" Not drawn: {', '.join(map(literal, unpinned))}, whose penalty these runs do not identify (the Verdict "
                  "says why): its curves and band would be float noise." if unpinned else "")
     if not pinned:
-        s.add(Paragraph(f"No figure: these runs identify no recipe's penalty against {literal(baseline)} (the Verdict says "
-                        "why), so its multiplier and loss gap along compute, and their bands, would be float noise."))
+        s.add(Paragraph(f"No figure: {none_identified(baseline)} (the Verdict says why), so its multiplier and loss gap "
+                        "along compute, and their bands, would be float noise."))
     else:
         s.add(_penalty_figure(fitted, pinned, baseline, styles, fig_dir, not_drawn))
     rows = []

@@ -1092,6 +1092,35 @@ def test_the_verdict_says_which_intervals_with_which_seed_and_that_their_95_perc
             "runs like these;") in intro, intro
 
 
+@pytest.mark.parametrize("bootstrap", [100, 0])
+def test_the_verdict_reads_no_intervals_where_no_penalty_is_identified_and_says_what_would_pin_one(bootstrap):
+    """Where the runs identify no recipe's penalty, the Verdict's opening still described its intervals (percentile,
+    their seed, their nominal 95%) and how to read a multiplier, of which no sentence below shows one (the demo's
+    example). It now says, in the words the sentences and Penalty vs compute use, that no penalty is identified and what
+    to do: run what each sentence names. Where one recipe's penalty is identified, the intervals are there to read."""
+    from reports.build import NO_NUMBERS, none_identified, section_verdict
+    from reports.load import Study
+
+    runs = pl.DataFrame({"recipe": ["bf16", "mxfp4", "nvfp4"], "run_id": ["a", "b", "c"], "C": [1e15] * 3,
+                         "N": [1e8] * 3, "loss": [4.0, 4.2, 4.3], "status": ["completed"] * 3})
+    flat = {"identified": False, "verdict": "inconclusive", "p_value": 0.9, "unidentified": ["more model sizes would pin it"],
+            "ratio_per_decade": {"value": 0.97, "ci95": (1e-19, 1e110)}}
+    judged = {"verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
+    fitted = {"law": "chinchilla", "bootstrap": bootstrap, "seed": 7, "skipped": {},
+              "penalty": {"mxfp4": flat, "nvfp4": flat},
+              "groups": {"bf16": {"n_runs": 1}, "mxfp4": {"n_runs": 1}, "nvfp4": {"n_runs": 1}}}
+    study = Study(source=Path("t.csv"), runs=runs)
+    intro = section_verdict(fitted, "bf16", study).blocks[0].text
+    assert "interval" not in intro.replace(NO_NUMBERS, "") and "A multiplier below 1" not in intro, intro
+    assert f"{none_identified('bf16')}, so {NO_NUMBERS} for any" in intro, intro
+    assert "add such runs and build the report again" in intro, intro
+    assert "each reason naming the runs that would pin it" in intro, intro
+    assert ("the reasons read a bootstrap of 100 replicates, `--seed 7`" in intro) == bool(bootstrap), intro
+    some = section_verdict({**fitted, "penalty": {"mxfp4": flat, "nvfp4": judged}}, "bf16", study).blocks[0].text
+    assert ("intervals are 95% percentile bootstrap intervals" in some) == bool(bootstrap), some
+    assert "A multiplier below 1" in some and none_identified("bf16") not in some, some
+
+
 def test_the_loss_figures_caption_says_why_a_recipe_has_no_law(tmp_path, monkeypatch):
     """A recipe left out of the fits (too few runs) had a panel of points and no law, and no row in the parameters'
     table, without a word in that section; its caption now names it and the fits' reason."""
