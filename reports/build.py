@@ -941,7 +941,7 @@ def _tokens_per_run(runs: pl.DataFrame) -> list[str]:
     digits = next((k for k in range(3, 17) if len({f"{n:.{k}g}" for n in ns}) == len(ns)), 17)  # distinct N, distinct labels
     lines = []
     for n, ds in tokens.iter_rows():
-        name = f"{runs.filter(pl.col('N') == n)[label][0]} (N = {n:.{digits}g})" if label else f"N = {n:.{digits}g}"
+        name = f"{literal(runs.filter(pl.col('N') == n)[label][0])} (N = {n:.{digits}g})" if label else f"N = {n:.{digits}g}"
         lines.append(f"Tokens per run, {name}: {', '.join(_token_count(d) for d in ds)}.")
     return lines
 

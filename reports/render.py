@@ -49,8 +49,12 @@ def _anchor(title: str) -> str:
 # What Markdown (and `_inline`) would read as markup in a line, and no more, so report.md stays readable as
 # text: an underscore inside a word (ratio_per_decade) opens no emphasis, nor a '<' that starts no tag (p < 0.05).
 # '$' too: GitHub's Markdown, where a committed report.md is read, sets '$m$' as math (an italic m).
-MARKUP = re.compile(r"([\\`*\[\]|~$]|<(?=[A-Za-z/!?])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+# An '&' that begins a character reference ('&amp;', '&#32;') too: CommonMark shows the character it names.
+MARKUP = re.compile(r"([\\`*\[\]|~$]|<(?=[A-Za-z/!?])|&(?=#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)"
+                    r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash-escaped ASCII punctuation character (CommonMark)
+# What `plain` reads back: a backslash escape, or a decimal character reference `literal` wrote for a space or tab.
+ESCAPED_OR_REFERENCE = re.compile(r"\\([!-/:-@\[-`{-~])|&#([0-9]+);")
 
 
 # What begins a block where a line begins (CommonMark), and no more: a heading ('# x'), a quote ('> x'), a list item
@@ -61,11 +65,21 @@ BLOCK_START = re.compile(r"^[ \t]*(?:\d{1,9}(?=[.)](?:[ \t]|$))"
                          r"|(?=#{1,6}(?:[ \t]|$)|>|[-+](?:[ \t]|$)|(?:-[ \t]*){3,}$|=+[ \t]*$))", re.M)
 
 
+LINE_BREAK = re.compile(r"\r\n?|\n")
+# The first space or tab of a text's leading whitespace and the last of its trailing whitespace: where a line begins,
+# four spaces (or a tab) begin a code block, and after a list's or a caption's '*', one begins a list item or ends
+# no emphasis ('*' + ' x' + '*'). No backslash escapes a space; a character reference is text, never indentation.
+EDGE_SPACE = re.compile(r"^[ \t]|[ \t]$")
+
+
 def literal(text: str) -> str:
-    """`text` (a recipe's name) set in the report's Markdown as it is: 'nv*fp4' or 'a__b' put in a sentence
-    or in **bold** ended or began the bold in both the HTML and report.md, as markup; a list item or paragraph
-    that began with a recipe '# x', '1. x', '- x' or '> x' was a heading, a list or a quote in report.md."""
-    return BLOCK_START.sub(lambda m: m[0] + "\\", MARKUP.sub(r"\\\1", str(text)))
+    """`text` (a recipe's name, a title, a value of the user's table) set in the report's Markdown as it is: 'nv*fp4'
+    or 'a__b' put in a sentence or in **bold** ended or began the bold in both the HTML and report.md, as markup; a
+    list item or paragraph that began with a recipe '# x', '1. x', '- x' or '> x' was a heading, a list or a quote in
+    report.md; a title or a table's value beginning with four spaces was a code block, and one holding a line break
+    ended its table row or paragraph (a line break is set as a space, as HTML shows it)."""
+    text = BLOCK_START.sub(lambda m: m[0] + "\\", MARKUP.sub(r"\\\1", LINE_BREAK.sub(" ", str(text))))
+    return EDGE_SPACE.sub(lambda m: f"&#{ord(m[0])};", text)
 
 
 def code(text: str) -> str:
@@ -81,15 +95,16 @@ def code(text: str) -> str:
 
 def plain(text: str) -> str:
     """The report's Markdown text as plain text (for the console and --json): no bold, no escapes."""
-    return ESCAPED.sub(r"\1", text.replace("**", ""))
+    return ESCAPED_OR_REFERENCE.sub(lambda m: m[1] if m[1] is not None else chr(int(m[2])), text.replace("**", ""))
 
 
 # --- HTML ---------------------------------------------------------------------------------------
 
 
 # Read left to right, as CommonMark does: a backslash escape, else a code span (a run of backticks closed by a
-# run of the same length, taken whole), else a run of backticks that opens none (shown as it is).
-_ESCAPE_OR_CODE = re.compile(r"\\([!-/:-@\[-`{-~])|(`+)(?!`)(.+?)(?<!`)\2(?!`)|`+")
+# run of the same length, taken whole), else a run of backticks that opens none (shown as it is), else a decimal
+# character reference (`literal`'s for a leading or trailing space: HTML's own, kept as it is).
+_ESCAPE_OR_CODE = re.compile(r"\\([!-/:-@\[-`{-~])|(`+)(?!`)(.+?)(?<!`)\2(?!`)|`+|(&#[0-9]+;)")
 
 
 def _code_html(body: str) -> str:
@@ -105,9 +120,9 @@ def _inline(text: str) -> str:
     held: list[str] = []
 
     def hold(m: re.Match) -> str:
-        if m[1] is None and m[2] is None:
+        if m[1] is None and m[2] is None and m[4] is None:
             return m[0]  # backticks that open no span: text (escaped below)
-        held.append(f"&#{ord(m[1])};" if m[1] is not None else _code_html(m[3]))
+        held.append(f"&#{ord(m[1])};" if m[1] is not None else m[4] if m[4] is not None else _code_html(m[3]))
         return f"\0{len(held) - 1}\0"
 
     out = html.escape(_ESCAPE_OR_CODE.sub(hold, text))

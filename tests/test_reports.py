@@ -1713,13 +1713,53 @@ def test_a_name_that_begins_a_list_item_or_paragraph_is_no_heading_list_or_quote
     body = md[md.index("<h2>Warnings</h2>") + len("<h2>Warnings</h2>"):]
     tags = re.findall(r"<(\w+)", body)
     assert tags == ["ul", "li", "p", "table", "thead", "tr", "th", "tbody", "tr", "td"], (name, body)
-    whole = name.strip()  # (CommonMark strips a paragraph's leading spaces)
-    for tag, text in (("li", f"{whole}: losses reach 80"), ("p", f"{whole}: losses reach 80"), ("td", whole)):
+    # (leading spaces included: `literal` sets the first as a character reference, which CommonMark does not strip)
+    for tag, text in (("li", f"{name}: losses reach 80"), ("p", f"{name}: losses reach 80"), ("td", name)):
         assert [_text_of(i) for i in re.findall(rf"<{tag}>(.*?)</{tag}>", body, re.S)] == [text], body
     page = to_html(doc)
     page = page[page.index('<section id="warnings">'):]
     assert [_text_of(i) for i in re.findall(r"<li>(.*?)</li>", page)] == [f"{name}: losses reach 80"]
     assert [_text_of(i) for i in re.findall(r"<p>(.*?)</p>", page)] == [f"{name}: losses reach 80"]
+
+
+def test_a_title_or_table_value_with_leading_spaces_or_line_breaks_is_text_in_report_md(tmp_path):
+    """Recipe names cannot begin with spaces (recipe files and tables refuse them), but a title, a value of the
+    user's table (a size) and a diagnostics JSON's key can: report.md set a title's second line after four spaces as a
+    code block, a size holding a blank line split its provenance line in two paragraphs (the label entered the text
+    unescaped), and a key ' listed' as a caption '* listed*' was a list item. `literal` sets a line break as a space and
+    a leading or trailing space as a character reference (text, never indentation); the HTML reads them the same."""
+    from reports import build
+
+    markdown_it = pytest.importorskip("markdown_it")
+    rows = pl.read_csv(ROOT / "reports" / "examples" / "demo" / "results.csv")
+    rows.with_columns(size=pl.col("size").replace({"0.5M": "    0.5M\n\n    tail"})).write_csv(tmp_path / "t.csv")
+    (tmp_path / "diag.json").write_text(json.dumps({"notes": [{"a": 1}], " listed": [{"b": 2}]}))
+    title = "    four spaces\n\n    then a code block"
+    build(tmp_path / "t.csv", tmp_path / "r", bootstrap=0, workers=1, title=title, diagnostics=tmp_path / "diag.json")
+    md = markdown_it.MarkdownIt("commonmark").enable("table").render((tmp_path / "r" / "report.md").read_text())
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "<pre>" not in md and not re.search(r"<(p|td|li)>\s*tail", md), md
+    assert md.count("<h1>") == 1 and md.count("<ul>") == page.count("<ul>"), md
+    assert "<p><em> listed</em></p>" in md, md
+
+    def one_line(text: str) -> str:  # as a browser shows it
+        return " ".join(text.split())
+
+    for rendered in (md, page):
+        assert one_line(_text_of(re.search(r"<h1>(.*?)</h1>", rendered, re.S)[1])) == "four spaces then a code block"
+        tokens = [one_line(_text_of(p)) for p in re.findall(r"<(?:li|p)>([^<]*Tokens per run, [^<]*)<", rendered)
+                  if "1M" not in p]
+        assert tokens == ["Tokens per run, 0.5M tail (N = 4.92e+05): 4,096, 8,192, 16,384, 32,768."], tokens
+        cells = [one_line(_text_of(c)) for c in re.findall(r"<td[^>]*>([^<]*tail[^<]*)</td>", rendered)]
+        assert cells and set(cells) == {"0.5M tail"}, cells
+    from reports.render import literal, plain, to_html
+    from reports.document import Document, Paragraph, Section
+
+    name = "R&amp;D &#32;x\t"  # character references in a name are its text, not the characters they name
+    doc = Document("t", "s", [Section("S", [Paragraph(literal(name))])])
+    for rendered in (markdown_it.MarkdownIt("commonmark").render(literal(name)), to_html(doc)):
+        assert _text_of(re.findall(r"<p>(.*?)</p>", rendered, re.S)[-1]) == name, rendered
+    assert plain(literal(name)) == name
 
 
 def test_a_name_that_merely_starts_like_a_block_is_left_unescaped_in_report_md():
