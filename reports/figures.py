@@ -62,31 +62,65 @@ BASELINE_MARKER = "o"
 MARKERS = ("s", "^", "D", "v", "P", "*", "p", "h", "<", ">")
 POINT_SIZE = 4.0  # a recipe's marker, in points (a scatter's size is its square, 16 pt², the loss figure's points)
 MARK_STEP = 0.1  # a curve's markers, one per this fraction of its panel's diagonal (fewer crowd out the curves)
+SOLID = "-"
+# What tells recipes apart in a black-and-white print, in the order they are given out: the ten shapes filled, then the
+# eleven (the baseline's circle too) hollow, each once per line style: solid, then dashed, dash-dot, dash-dot-dot, ...
+# (past ten recipes, two shared a shape and only their colours, grey alike in print, told them apart)
+LOOKS_PER_LINE_STYLE = len(MARKERS) + len(MARKERS) + 1
 
 
-def recipe_markers(recipes: list[str], baseline: str) -> dict[str, str]:
-    """Baseline a circle, every other recipe a shape of its own in the order of `recipe_colors`'s colours (past
-    len(MARKERS), shapes repeat, each time beside another colour)."""
-    markers = {r: MARKERS[i % len(MARKERS)] for i, r in enumerate(r for r in recipes if r != baseline)}
-    markers[baseline] = BASELINE_MARKER
-    return markers
+def line_style(k: int) -> str | tuple:
+    """The `k`th recipe line style (k from 0): solid, then a dash followed by k - 1 dots, so there is one for any k.
+    (Not dotted alone: the penalty figure's extrapolation is dotted.)"""
+    return SOLID if k == 0 else (0, (3.0, 1.5) + (0.8, 1.5) * (k - 1))
 
 
 class RecipeStyle(NamedTuple):
-    """How a recipe is drawn in every figure: its points' and lines' colour and its marker shape."""
+    """How a recipe is drawn in every figure: its points' and lines' colour, its marker shape, whether the marker is
+    filled (else hollow: white inside its coloured edge) and its curves' line style (matplotlib's `linestyle`)."""
 
     color: str
     marker: str
+    filled: bool = True
+    linestyle: str | tuple = SOLID
+
+
+def recipe_markers(recipes: list[str], baseline: str) -> dict[str, tuple[str, bool, str | tuple]]:
+    """Baseline a filled circle on a solid line, every other recipe, in the order of `recipe_colors`'s colours, a
+    (marker, filled, line style) of its own, for any number of recipes: `LOOKS_PER_LINE_STYLE` on each line style."""
+    hollow = (BASELINE_MARKER, *MARKERS)
+
+    def look(i: int) -> tuple[str, bool, str | tuple]:
+        k, j = divmod(i, LOOKS_PER_LINE_STYLE)
+        return (MARKERS[j], True, line_style(k)) if j < len(MARKERS) else (hollow[j - len(MARKERS)], False, line_style(k))
+
+    markers = {r: look(i) for i, r in enumerate(r for r in recipes if r != baseline)}
+    markers[baseline] = (BASELINE_MARKER, True, SOLID)
+    return markers
 
 
 UNKNOWN_STYLE = RecipeStyle("grey", BASELINE_MARKER)  # a recipe not given a style (not among the runs)
 
 
 def recipe_styles(recipes: list[str], baseline: str) -> dict[str, RecipeStyle]:
-    """Each recipe's colour (`recipe_colors`) and marker (`recipe_markers`), stable across all figures: the one
-    place the figures' recipes are told apart."""
+    """Each recipe's colour (`recipe_colors`), marker, fill and line style (`recipe_markers`), stable across all
+    figures: the one place the figures' recipes are told apart."""
     colors, markers = recipe_colors(recipes, baseline), recipe_markers(recipes, baseline)
-    return {r: RecipeStyle(colors[r], markers[r]) for r in colors}
+    return {r: RecipeStyle(colors[r], *markers[r]) for r in colors}
+
+
+def marker_kwargs(style: RecipeStyle) -> dict:
+    """A curve's (`Axes.plot`) marker in `style`: its shape, filled in its colour or hollow (white inside)."""
+    return {"marker": style.marker, "ms": POINT_SIZE, "markeredgecolor": style.color,
+            "markerfacecolor": style.color if style.filled else "white"}
+
+
+def scatter_kwargs(style: RecipeStyle, colors, edge: float) -> dict:
+    """A scatter's points in `style`, `colors` (one colour, or one per point): filled in them with a white edge `edge`
+    points wide, or hollow, white inside an edge of them (thick enough to be seen at POINT_SIZE)."""
+    if style.filled:
+        return {"marker": style.marker, "c": colors, "edgecolors": "white", "linewidths": edge}
+    return {"marker": style.marker, "c": "white", "edgecolors": colors, "linewidths": 1.0}
 
 
 def _marks(index: int, count: int) -> tuple[float, float]:
@@ -140,8 +174,10 @@ def _legend_below(fig, handles: list) -> None:
     long recipe names made the legend wider than the panels, and the saved PNG, cut to its contents, shrank them."""
     width, height = fig.get_size_inches()
     renderer = fig.canvas.get_renderer()
+    # a dashed recipe's key (past LOOKS_PER_LINE_STYLE recipes) long enough to show its dashes and dots
+    dashed = {"handlelength": 3.5} if any(h.get_linestyle() not in (SOLID, "None") for h in handles) else {}
     for ncol in range(min(LEGEND_COLUMNS, len(handles)), 0, -1):
-        _legend(fig, handles, loc="outside lower center", ncol=ncol)
+        _legend(fig, handles, loc="outside lower center", ncol=ncol, **dashed)
         box = fig.legends[-1].get_window_extent(renderer)
         if ncol == 1 or box.width <= width * fig.dpi:
             break
@@ -329,7 +365,8 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, styles: dict[
         fig, axes = _grid(len(recipes))
         for ax, recipe in zip(axes, recipes):
             mine = runs.filter(pl.col("recipe") == recipe)
-            color, marker = styles[recipe]
+            style = styles[recipe]
+            color = style.color
             params = laws.get(recipe)
             if params is not None:
                 c = np.logspace(math.log10(c_lo), math.log10(c_hi), 80)
@@ -337,8 +374,7 @@ def loss_vs_compute(runs: pl.DataFrame, laws: dict, baseline: str, styles: dict[
                     ax.plot(c, fits.predict(params, n, c / (6 * n)), color=color, alpha=0.35 * shade[n], lw=0.8)
             if mine.height:  # one scatter, each point shaded by its size (one per size took minutes at 6,000 sizes)
                 rgba = [(*to_rgb(color), shade[n]) for n in mine["N"].to_list()]
-                ax.scatter(mine["C"], mine["loss"], s=POINT_SIZE ** 2, c=rgba, marker=marker, edgecolor="white", lw=0.4,
-                           zorder=3)
+                ax.scatter(mine["C"], mine["loss"], s=POINT_SIZE ** 2, **scatter_kwargs(style, rgba, edge=0.4), zorder=3)
             if params is not None and recipe not in no_frontier:
                 ax.plot(grid_c, fits.compute_optimal(params, grid_c)[2], color=color, lw=2, label="compute-optimal (fit)")
             if base_front is not None and recipe != baseline:
@@ -368,12 +404,13 @@ def penalty_vs_compute(bands: dict, penalty: dict, styles: dict[str, RecipeStyle
         for i, (recipe, band) in enumerate(sorted(bands.items())):
             c = np.asarray(band["C"], dtype=float)
             inside = np.asarray(band["in_data"], dtype=bool)
-            color, marker = styles.get(recipe, UNKNOWN_STYLE)
+            style = styles.get(recipe, UNKNOWN_STYLE)
+            color = style.color
             verdict = penalty.get(recipe, {}).get("verdict", "")
             for ax, key in ((ax_m, "multiplier"), (ax_g, "gap")):
                 med, lo, hi = (np.asarray(band[key][k], dtype=float) for k in ("value", "lo", "hi"))
                 ax.fill_between(c, lo, hi, color=color, alpha=0.15, lw=0)
-                line, = ax.plot(c[inside], med[inside], color=color, lw=2, marker=marker, ms=POINT_SIZE,
+                line, = ax.plot(c[inside], med[inside], color=color, lw=2, ls=style.linestyle, **marker_kwargs(style),
                                 markevery=_marks(i, len(bands)),
                                 label=f"{_text(recipe)} ({verdict})" if verdict else _text(recipe))
                 ax.plot(c, med, color=color, lw=1.2, ls=":")
@@ -419,10 +456,11 @@ def gap_vs_size(gaps: pl.DataFrame, by_size: pl.DataFrame, styles: dict[str, Rec
         for recipe in sorted(set(gaps["recipe"])):
             mine = gaps.filter(pl.col("recipe") == recipe)
             mean = by_size.filter(pl.col("recipe") == recipe)
-            color, marker = styles[recipe]
-            ax.scatter(mine["N"], mine["gap_pct"], s=POINT_SIZE ** 2, color=color, marker=marker, alpha=0.5, lw=0)
-            keys += ax.plot(mean["N"], mean["mean_gap_pct"], color=color, lw=1.6, marker=marker, ms=POINT_SIZE,
-                            label=_text(recipe))
+            style = styles[recipe]
+            ax.scatter(mine["N"], mine["gap_pct"], s=POINT_SIZE ** 2, **scatter_kwargs(style, style.color, edge=0),
+                       alpha=0.5)
+            keys += ax.plot(mean["N"], mean["mean_gap_pct"], color=style.color, lw=1.6, ls=style.linestyle,
+                            **marker_kwargs(style), label=_text(recipe))
         ax.axhline(0, color="black", lw=0.8)
         _legend_below(fig, keys)
         _log_axis(ax)
@@ -456,9 +494,10 @@ def validation_curves(runs: pl.DataFrame, curves: dict, styles: dict[str, Recipe
             shown = []
             for i, r in enumerate(at_n.sort("recipe").iter_rows(named=True)):
                 curve = curves[r["run_id"]]
-                color, marker = styles[r["recipe"]]
-                line, = ax.plot(curve["tokens"], curve["val_loss"], color=color, lw=1.3, marker=marker, ms=POINT_SIZE,
-                                markevery=_marks(i, at_n.height), label=_text(r["recipe"]))
+                style = styles[r["recipe"]]
+                color = style.color
+                line, = ax.plot(curve["tokens"], curve["val_loss"], color=color, lw=1.3, ls=style.linestyle,
+                                **marker_kwargs(style), markevery=_marks(i, at_n.height), label=_text(r["recipe"]))
                 keys.setdefault(r["recipe"], line)  # (a recipe of the larger sizes only is named too)
                 if r["recipe"] == baseline:
                     ax.axhline(curve["val_loss"][-1], color="black", lw=0.7, ls="--")

@@ -1335,12 +1335,84 @@ def test_every_recipe_has_its_own_colour_and_marker(n):
 
     recipes = ["bf16", *(f"r{i}" for i in range(n))]
     styles = recipe_styles(recipes, "bf16")
-    assert set(styles) == set(recipes) and styles["bf16"] == ("#000000", "o")
+    assert set(styles) == set(recipes) and styles["bf16"] == ("#000000", "o", True, "-")
     assert len(set(styles.values())) == n + 1
     assert {r: s.color for r, s in styles.items()} == recipe_colors(recipes, "bf16")
     if n <= len(MARKERS):
         assert len({s.marker for s in styles.values()}) == n + 1
     assert not {"x", "X"} & {s.marker for s in styles.values()}  # (the validation curves' mark of a stopped run)
+
+
+@pytest.mark.parametrize("n", [10, 21, 25, 100])
+def test_no_two_recipes_look_alike_in_a_black_and_white_print(n):
+    """Past ten recipes the markers repeated (MARKERS[i % 10]): r0 and r10 were one shape, told apart by colour only,
+    grey alike in a black-and-white print. Each recipe now has a (marker, fill, line style) of its own for any count,
+    by the recipes' order, the baseline keeping its filled circle on a solid line and the first ten their filled
+    shapes (a report of up to ten recipes is drawn as before)."""
+    from reports.figures import BASELINE_MARKER, MARKERS, recipe_styles
+
+    recipes = ["bf16", *(f"r{i:03d}" for i in range(n))]
+    styles = recipe_styles(recipes, "bf16")
+    assert styles == recipe_styles(list(recipes), "bf16")  # (deterministic)
+    print_looks = {r: (s.marker, s.filled, s.linestyle) for r, s in styles.items()}
+    assert len(set(print_looks.values())) == len(set(styles.values())) == n + 1
+    assert print_looks["bf16"] == (BASELINE_MARKER, True, "-")
+    assert [print_looks[f"r{i:03d}"] for i in range(10)] == [(m, True, "-") for m in MARKERS]
+    assert not {"x", "X"} & {s.marker for s in styles.values()}  # (the validation curves' mark of a stopped run)
+    assert ":" not in {s.linestyle for s in styles.values()}  # (the penalty figure's extrapolation)
+
+
+def _look(line) -> tuple:
+    """A curve's (marker, filled, solid) as drawn: filled where its marker's face is its line's colour."""
+    from matplotlib.colors import to_hex
+
+    return line.get_marker(), to_hex(line.get_markerfacecolor()) == to_hex(line.get_color()), line.get_linestyle() == "-"
+
+
+def test_the_figures_draw_a_recipes_hollow_marker_and_dashed_line_and_their_legends_show_them(monkeypatch, tmp_path):
+    """A recipe past the 21st is hollow or dashed (`recipe_styles`): every figure draws its points, its curves' markers
+    and its legend key so, as its style says."""
+    from reports import figures
+    from reports.load import load
+
+    many = figures.recipe_styles(["bf16", *(f"r{i:02d}" for i in range(30))], "bf16")
+    styles = {"bf16": many["bf16"], "mxfp4": many["r12"], "nvfp4": many["r23"]}  # hollow solid; filled dashed
+    assert (styles["mxfp4"].filled, styles["nvfp4"].filled, styles["nvfp4"].linestyle != "-") == (False, True, True)
+    looks = {r: (s.marker, s.filled, s.linestyle == "-") for r, s in styles.items()}
+    recipes = list(styles)
+
+    runs = pl.DataFrame([{"recipe": r, "N": N, "D": D, "C": 6 * N * D, "loss": law_loss(N, D)}
+                         for r in recipes for N in (2e6, 5e6) for D in (2e8, 1e9)])
+    fig = _drawn(monkeypatch, lambda path: figures.loss_vs_compute(runs, {}, "bf16", styles, path))
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        points = ax.collections[0]
+        hollow = (points.get_facecolor()[:, :3] == 1).all()  # white inside
+        assert (_scatter_marker(points), not hollow) == looks[ax.get_title()][:2], ax.get_title()
+
+    gaps = pl.DataFrame([{"recipe": r, "N": N, "D": 1e9, "gap_pct": 1.0 + i + j}
+                         for i, r in enumerate(recipes[1:]) for j, N in enumerate((2e6, 5e6, 1.2e7))])
+    fig = _drawn(monkeypatch, lambda path: figures.gap_vs_size(gaps, gaps.rename({"gap_pct": "mean_gap_pct"}), styles,
+                                                               "bf16", path))
+    assert {line.get_label(): _look(line) for line in fig.axes[0].lines if line.get_label() in recipes} == \
+        {r: looks[r] for r in recipes[1:]}
+    (legend,) = fig.legends
+    assert {t.get_text(): _look(h) for t, h in zip(legend.get_texts(), legend.legend_handles)} == \
+        {r: looks[r] for r in recipes[1:]}
+
+    c = np.geomspace(1e16, 1e19, 30)
+    band = {"value": [0.9] * 30, "lo": [0.8] * 30, "hi": [1.0] * 30}
+    bands = {r: {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band, "gap": band}
+             for r in recipes[1:]}
+    fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(bands, {}, styles, "bf16", path))
+    for ax in fig.axes:
+        assert {line.get_label(): _look(line) for line in ax.lines if line.get_label() in recipes} == \
+            {r: looks[r] for r in recipes[1:]}
+
+    study = load(make_sweep(tmp_path))
+    fig = _drawn(monkeypatch, lambda path: figures.validation_curves(study.runs, study.curves, styles, "bf16", path))
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        curves = {line.get_label(): _look(line) for line in ax.lines if line.get_label() in recipes}
+        assert curves and curves == {r: looks[r] for r in curves}
 
 
 def _scatter_marker(collection) -> str:
