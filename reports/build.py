@@ -28,7 +28,7 @@ from reports.document import Bullets, Document, Figure, Paragraph, Section, Sort
 from reports.load import Study, load
 from reports.render import code, fmt, literal, plain, to_html, to_markdown
 from scaling import __version__, git_commit, usable_cpus
-from scaling.console import count
+from scaling.console import NOT_MEASURED, count, yes_no
 from scaling.errors import UserError
 from scaling.files import json_ready, write_atomic, write_json_atomic
 
@@ -690,8 +690,8 @@ def _records_table(rows: list, caption: str) -> Table:
 
 
 DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> caption
-    "claims": "The UFP4 paper's claims about the formats, checked on these measurements (holds: true, false, "
-              "or empty where a measured number is not finite, so the claim could not be checked).",
+    "claims": f"The UFP4 paper's claims about the formats, checked on these measurements (holds: yes, no, or "
+              f"{NOT_MEASURED} where a measured number is not finite, so the claim could not be checked).",
     "gemm": "Single-GEMM output SQNR (dB) with both operands quantized along that GEMM's K, and its change "
             "under the transform (delta, dB).",
     "quant": "Per tensor, format and transform: SQNR (dB), its change under the transform, the mean (shrinkage) "
@@ -708,7 +708,9 @@ def diagnostic_tables(diag: Any) -> list[tuple[list, str]]:
     def records(v: Any) -> bool:
         return isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
 
-    tables = [(diag[k], caption) for k, caption in DIAGNOSTIC_TABLES.items() if records(diag.get(k))]
+    # (a claim not checked, holds null: `scaling diagnose`'s words for it, not a blank cell)
+    tables = [([{**r, "holds": yes_no(r.get("holds"))} for r in diag[k]] if k == "claims" else diag[k], caption)
+              for k, caption in DIAGNOSTIC_TABLES.items() if records(diag.get(k))]
     if not tables:
         return [(v, literal(k)) for k, v in diag.items() if records(v)]  # (a key is data, not markup)
     return _formats_table(diag.get("formats")) + tables

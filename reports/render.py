@@ -16,15 +16,16 @@ from string import Template
 from typing import Any
 
 from reports.document import Block, Bullets, Document, Figure, Paragraph, SortedText, Table
+from scaling.console import yes_no
 
 
 def fmt(value: Any) -> str:
     """One number format for every table: 4 significant digits (a float from 1e4 to 1e6 whole, its 5 or 6 digits),
-    scientific outside [1e-3, 1e6)."""
+    scientific outside [1e-3, 1e6); a bool as 'yes' or 'no' (`scaling.console.yes_no`)."""
     if value is None:
         return "—"
-    if isinstance(value, bool):
-        return str(value)
+    if isinstance(value, bool):  # (a diagnostics table's `exact`, `holds`: the words `scaling diagnose` prints)
+        return yes_no(value)
     if isinstance(value, int):
         return f"{value:,}" if abs(value) >= 10_000 else str(value)
     if isinstance(value, float):

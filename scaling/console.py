@@ -13,6 +13,16 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+NOT_MEASURED = "not measured"
+
+
+def yes_no(value: bool | None) -> str:
+    """A check's outcome in a table's words: 'yes', 'no', or NOT_MEASURED where there is none (None: a number it
+    needs is not finite). The one spelling of `scaling diagnose`'s claims and of the report's true/false cells:
+    diagnose printed 'yes'/'NO' where the report showed the same JSON as 'True'/'False' and '—'."""
+    return NOT_MEASURED if value is None else "yes" if value else "no"
+
+
 def duration(seconds: float | None) -> str:
     """'12m05s', '3h20m'; 'unknown' for None."""
     if seconds is None:

@@ -298,3 +298,31 @@ def test_a_seed_is_taken_where_something_reads_it(tmp_path, capsys):
         sqnr[seed] = json.loads(capsys.readouterr().out)["quant"][0]["sqnr_db"]
     assert sqnr["0"] != sqnr["1"]
     assert main([*args, "--transforms", "none,h16"]) == 0
+
+
+def test_diagnose_and_the_report_say_a_claims_outcome_and_an_exact_row_in_the_same_words(tmp_path, capsys):
+    """`scaling diagnose` printed a claim's `holds` as 'yes', 'NO' or 'not measured', while the report showed the same
+    JSON's `holds` (and `exact`) as 'True', 'False' or a blank: both now say 'yes', 'no' or 'not measured'
+    (`scaling.console.yes_no`)."""
+    from reports.build import DIAGNOSTIC_TABLES, diagnostic_tables
+    from reports.render import fmt
+
+    torch.manual_seed(0)
+    flat = torch.ones(8, 64)
+    flat[:, 1::2] = -1  # no interior level hit: not measured
+    near = torch.tensor([6.0, 1.9, 3.8, 1.9] * 4).repeat(8, 4)  # each block's amax 6: 1.9 -> 2, 3.8 -> 4, error > 0
+    tensors = {"flat": flat, "near": near, "gauss": torch.randn(64, 64)}
+    args = ["diagnose", "--formats", "nvfp4", "--transforms", "none", "--no-gemm"]
+    for name, t in tensors.items():
+        torch.save(t, tmp_path / f"{name}.pt")
+        args += ["--tensor", str(tmp_path / f"{name}.pt")]
+    assert main([*args, "--json"]) == 0
+    diag = json.loads(capsys.readouterr().out)
+    assert [c["holds"] for c in diag["claims"]] == [None, False, True]
+    assert main(args) == 0
+    table = capsys.readouterr().out.split("UFP4 paper claims")[1]
+    printed = [line.strip("│ ").rsplit("│", 1)[-1].strip() for line in table.splitlines() if line.startswith("│")]
+    assert printed == ["not measured", "no", "yes"], table
+    shown = {caption: [{k: fmt(v) for k, v in row.items()} for row in rows] for rows, caption in diagnostic_tables(diag)}
+    assert [row["holds"] for row in shown[DIAGNOSTIC_TABLES["claims"]]] == printed
+    assert [row["exact"] for row in shown[DIAGNOSTIC_TABLES["quant"]]] == ["yes", "no", "no"]

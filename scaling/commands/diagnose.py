@@ -98,7 +98,7 @@ def _rounding(out: dict) -> str:
 
 
 def print_tables(out: dict) -> None:
-    from scaling.console import print_table
+    from scaling.console import print_table, yes_no
 
     print_table(
         [{"tensor": r["tensor"], "format": r["format"], "transform": r["transform"], "SQNR dB": r["sqnr_db"],
@@ -135,5 +135,5 @@ def print_tables(out: dict) -> None:
               "measured": ", ".join(f"{k}: {v:.4g}" for k, v in c["measured"].items()),
               "theory": (", ".join(f"{k}: {v:.4g}" for k, v in c["theory"].items())
                          if isinstance(c.get("theory"), dict) else c.get("theory")),
-              "holds": {True: "yes", False: "NO", None: "not measured"}[c["holds"]]} for c in out["claims"]],
+              "holds": yes_no(c["holds"])} for c in out["claims"]],
             title="UFP4 paper claims on these tensors")
