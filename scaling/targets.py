@@ -10,6 +10,7 @@ file and says, row by row, which hold.
 
 from __future__ import annotations
 
+from scaling.console import NOT_MEASURED, yes_no
 from sweeps.cost import speed_for, speed_rows
 
 KERNEL_SHARE = 0.70  # of the row's call's copy_gbps (the header's where a row lacks it), one call per replay (`gbps`)
@@ -30,10 +31,7 @@ def check(bench: dict, source: str) -> list[dict]:
 
 def _row(target: str, recipe: str, what: str, measured: float | None, limit: float, at_least: bool,
          note: str = "") -> dict:
-    if measured is None:
-        met = "not measured"
-    else:
-        met = "yes" if (measured >= limit if at_least else measured <= limit) else "no"
+    met = yes_no(None if measured is None else measured >= limit if at_least else measured <= limit)
     return {"target": target, "recipe": recipe, "what": what,
             "measured": None if measured is None else round(measured, 3), "limit": limit, "met": met,
             "note": note}
@@ -77,7 +75,7 @@ def layer_rows(bench: dict) -> list[dict]:
         note = f"{spread[0]}-{spread[1]} over the alternations" if spread else ""
         limit = LAYER_LIMITS.get(recipe, LAYER_LIMIT)
         row = _row(f"layer <= {limit}x bf16", recipe, f"QLinear fwd + bwd, d = {LAYER_D}", ratio, limit, False, note)
-        if row["met"] == "yes" and spread and spread[1] > limit:
+        if row["met"] == yes_no(True) and spread and spread[1] > limit:
             row["met"] = AT_THE_LINE  # the median holds, some alternation with bf16 did not
         rows.append(row)
     return rows
@@ -106,8 +104,8 @@ def summary(rows: list[dict]) -> list[str]:
             return [f"{r['recipe']} {r['what']}" if target.startswith("kernel") else r["recipe"]
                     for r in mine if r["met"] == met]
 
-        parts = [f"{target}: {len(named('yes'))} of {len(mine)} met"]
-        for met, label in ((AT_THE_LINE, AT_THE_LINE), ("no", "not met"), ("not measured", "not measured")):
+        parts = [f"{target}: {len(named(yes_no(True)))} of {len(mine)} met"]
+        for met, label in ((AT_THE_LINE, AT_THE_LINE), (yes_no(False), "not met"), (NOT_MEASURED, NOT_MEASURED)):
             if named(met):
                 parts.append(f"{label}: {'; '.join(named(met))}")
         lines.append("; ".join(parts))
