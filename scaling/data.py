@@ -201,7 +201,10 @@ def _utf8_text(path: Path) -> str:
     """A .txt file's text. A few bytes that are not UTF-8 (a stray Latin-1 letter in a book) become
     U+FFFD; a file with NUL bytes or with more than 1% of its characters undecodable is refused, since
     its tokens would be noise (a binary file, or another encoding)."""
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(_gone(path)) from None
     if encoding := _utf16(raw):
         raise UserError(_not_utf8_but(path, encoding))
     text = raw.decode("utf-8-sig", errors="replace")  # (-sig: a Windows editor's leading BOM is no text)
@@ -296,6 +299,8 @@ def _jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[int, dict]]:
                                     f"{text_column!r} field; fix or drop that line")
                 yield n, row
     except (OSError, EOFError) as e:  # a truncated .gz
+        if isinstance(e, FileNotFoundError):
+            raise UserError(_gone(path)) from None
         if isinstance(e, gzip.BadGzipFile) and n == 0:  # (its first bytes are no gzip header: not damaged, not gzip)
             raise UserError(f"{path} is not gzip-compressed, though its name ends in .gz; rename a plain JSON-lines "
                             f"file to {path.name[:-3]}, or compress it (`gzip`)") from None
@@ -321,7 +326,14 @@ def _json_kind(value) -> str:
 DAMAGED = "damaged or cut short (a download or copy that stopped); fetch or write it again, or leave it out"
 
 
+def _gone(path: Path) -> str:
+    """A source found by its glob or folder and missing when read: whole, only gone (not "damaged")."""
+    return f"{path} is gone (moved or deleted after `prepare` found it); put it back or leave it out, then run again"
+
+
 def _unreadable(path: Path, error: Exception, text_column: str | None = None) -> str:
+    if isinstance(error, FileNotFoundError):
+        return _gone(path)
     said = str(error).splitlines()[0][:200]
     # (only the text column is read: polars' "String data contained invalid UTF-8" is of its values; the file is
     # whole, and "fetch it again" gives the same bytes)
@@ -781,8 +793,15 @@ def _source_names(paths: list[Path]) -> list[str]:
 def _file_stamps(paths: list[Path]) -> dict[str, list[int]]:
     """{path: [size, modification time in ns]} of each source outside the built-in corpus (pinned by its
     package's version): a file rewritten under the same path was reused unnoticed, its old tokens trained on."""
-    return {name: [(st := path.stat()).st_size, st.st_mtime_ns]
+    return {name: [(st := _stat(path)).st_size, st.st_mtime_ns]
             for path, name in zip(paths, _source_names(paths)) if not name.startswith("builtin:")}
+
+
+def _stat(path: Path) -> os.stat_result:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        raise UserError(_gone(path)) from None
 
 
 def _changes(old: dict, new: dict) -> str:

@@ -850,3 +850,26 @@ def test_a_long_run_without_a_space_reaches_the_bpe_trainer_in_pieces(docs):
     # Whole, 100,000 "a" is one word, which BPE merges into tokens of thousands of "a"s; cut, none is longer than n.
     tok = data.train_tokenizer(["a" * 100_000], 300, progress=False)
     assert max(len(tok.decode([i])) for i in range(tok.get_vocab_size())) == n
+
+
+@pytest.mark.parametrize("step", ["resolve_sources", "_file_stamps"])
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl.gz", "txt"])
+def test_a_source_gone_after_it_was_found_is_named_gone_not_damaged(tmp_path, docs, prepared, capsys, monkeypatch, fmt,
+                                                                    step):
+    """A file moved or deleted between the glob and its reading was called "damaged or cut short ... fetch it
+    again" (parquet, JSON lines), or "cannot use ... check the path": the file was whole, only gone. Now every
+    format says it is gone, whether it goes before its size is recorded or before its rows are read."""
+    src = write_corpus(tmp_path / "src", docs[:12], fmt)
+    first = data.resolve_sources([src])[0]
+    step_itself = getattr(data, step)
+
+    def then_gone(*args, **kwargs):  # the step runs, then a source is deleted (by another job, a user)
+        result = step_itself(*args, **kwargs)
+        first.unlink(missing_ok=True)
+        return result
+
+    monkeypatch.setattr(data, step, then_gone)
+    err = _cli_error(["prepare", str(src), "--out", str(tmp_path / "out"), "--tokenizer", str(prepared)], capsys)
+    assert err == (f"error: {first} is gone (moved or deleted after `prepare` found it); put it back or leave it out, "
+                   "then run again")
+    assert not (tmp_path / "out").exists()
