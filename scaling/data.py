@@ -81,12 +81,15 @@ SUPPORTED = ".parquet, .jsonl(.gz), .ndjson(.gz) or .txt"  # SUFFIXES, as the me
 # Finding and reading sources
 
 
-def _kind(path: Path) -> str | None:
+def _suffix(path: Path) -> str | None:
+    """The SUFFIXES key `path`'s name ends with (".jsonl.gz" before ".gz" would be), else None."""
     name = path.name.lower()
-    for suffix in sorted(SUFFIXES, key=len, reverse=True):
-        if name.endswith(suffix):
-            return SUFFIXES[suffix]
-    return None
+    return next((suffix for suffix in sorted(SUFFIXES, key=len, reverse=True) if name.endswith(suffix)), None)
+
+
+def _kind(path: Path) -> str | None:
+    suffix = _suffix(path)
+    return SUFFIXES[suffix] if suffix else None
 
 
 def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> list[Path]:
@@ -106,8 +109,15 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
         # as a glob matches only "books2.parquet" and the like)
         if Path(expanded).is_dir():
             matches = sorted(p for p in Path(expanded).iterdir() if p.is_file() and _kind(p))
+            deeper = _file_in_subfolder(Path(expanded), out)
             if not matches:
-                raise UserError(f"the directory {pattern!r} holds no {SUPPORTED} files; pass a folder or files of these kinds")
+                raise UserError(f"the directory {pattern!r} holds no {SUPPORTED} files"
+                                + (f" of its own, only in subfolders (as {deeper}), which a folder does not give; pass "
+                                   f"{_deep_glob(pattern, deeper)} (quoted)" if deeper else
+                                   "; pass a folder or files of these kinds"))
+            if deeper:
+                print(f"note: {pattern}'s subfolders hold files that are not read (as {deeper}): a folder gives its "
+                      f"own files only; pass {_deep_glob(pattern, deeper)} (quoted) to read them", file=sys.stderr)
         elif Path(expanded).exists():
             matches = [Path(expanded)]
         elif any(c in expanded for c in "*?["):
@@ -126,6 +136,23 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
                 raise UserError(f"{path}: unsupported file type; {fix}")
             paths.append(path.resolve())
     return list(dict.fromkeys(paths))
+
+
+def _file_in_subfolder(folder: Path, out: Path | None) -> Path | None:
+    """The first file of a supported kind in a subfolder of `folder` (outside `out`), else None: a folder
+    gives its own files only, and those left out are said (a corpus sharded into folders by year)."""
+    for root, subfolders, files in os.walk(folder):
+        subfolders.sort()
+        if Path(root) != folder and not _inside(root, out):
+            if supported := sorted(name for name in files if _kind(Path(name))):
+                return Path(root, supported[0])
+    return None
+
+
+def _deep_glob(folder: str, example: Path) -> str:
+    """The quoted glob that reads `folder`'s files of `example`'s kind in every subfolder too."""
+    suffix = example.name[-len(_suffix(example)):]  # (as the file spells it: the glob is case-sensitive)
+    return repr(f"{folder.rstrip('/')}/**/*{suffix}")
 
 
 def _inside(path: str | Path, folder: Path | None) -> bool:

@@ -873,3 +873,23 @@ def test_a_source_gone_after_it_was_found_is_named_gone_not_damaged(tmp_path, do
     assert err == (f"error: {first} is gone (moved or deleted after `prepare` found it); put it back or leave it out, "
                    "then run again")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_folders_subfolders_are_not_read_and_said_so(tmp_path, docs, prepared, capsys):
+    """A folder gives its own files only. Its subfolders' files (a corpus in shards by year, a dataset's
+    train/ folder) were left out without a word, or, where only they held the corpus, the folder was said to
+    hold none of the supported files. Now both name a file left out and the glob that reads them too."""
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, docs[:20], "jsonl")
+    write_corpus(corpus / "2024", docs[20:], "parquet")
+    out = tmp_path / "out"
+    assert main(["data", "prepare", str(corpus), "--out", str(out), "--tokenizer", str(prepared), "--json"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == [f"note: {corpus}'s subfolders hold files that are not read (as {corpus / '2024' / 'corpus.parquet'}): "
+                     f"a folder gives its own files only; pass '{corpus}/**/*.parquet' (quoted) to read them"]
+    assert data.read_meta(out)["train_docs"] + data.read_meta(out)["val_docs"] == 20
+    (corpus / "corpus.jsonl").unlink()
+    assert _cli_error(["prepare", str(corpus), "--out", str(tmp_path / "out2")], capsys) == (
+        f"error: the directory {str(corpus)!r} holds no .parquet, .jsonl(.gz), .ndjson(.gz) or .txt files of its own, "
+        f"only in subfolders (as {corpus / '2024' / 'corpus.parquet'}), which a folder does not give; pass "
+        f"'{corpus}/**/*.parquet' (quoted)")
