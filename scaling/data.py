@@ -473,7 +473,9 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
-        raise UserError(f"{path} is not a `tokenizers` tokenizer.json: {e}") from None
+        raise UserError(f"{path} is not a `tokenizers` tokenizer.json ({str(e).splitlines()[0][:200]}); pass the "
+                        "tokenizer.json that `tokenizers` saves (Tokenizer.save; a Hugging Face model's tokenizer.json) "
+                        "or a prepared data dir, or leave --tokenizer out to train a BPE") from None
     if tokenizer.token_to_id(EOT) is None:
         tokenizer.add_special_tokens([EOT])
     # A tokenizer.json saved by transformers may carry its truncation (max_length) and padding: every

@@ -893,3 +893,17 @@ def test_a_folders_subfolders_are_not_read_and_said_so(tmp_path, docs, prepared,
         f"error: the directory {str(corpus)!r} holds no .parquet, .jsonl(.gz), .ndjson(.gz) or .txt files of its own, "
         f"only in subfolders (as {corpus / '2024' / 'corpus.parquet'}), which a folder does not give; pass "
         f"'{corpus}/**/*.parquet' (quoted)")
+
+
+@pytest.mark.parametrize("content", ['{"hello": 1}', "not json", b"PAR1\x00\xff"])
+def test_a_tokenizer_file_that_is_no_tokenizer_is_one_line_with_the_fix(tmp_path, docs, prepared, capsys, content):
+    """--tokenizer of a file that is no `tokenizers` file (GPT-2's vocab.json, a SentencePiece .model, a typo)
+    said the JSON parser's complaint ("expected `,` or `}` at line 1 column 9") and no fix."""
+    src = write_corpus(tmp_path / "src", docs[:12], "parquet")
+    given = tmp_path / "given.json"
+    given.write_bytes(content if isinstance(content, bytes) else content.encode())
+    err = _cli_error(["prepare", str(src), "--out", str(tmp_path / "out"), "--tokenizer", str(given)], capsys)
+    assert err.startswith(f"error: {given} is not a `tokenizers` tokenizer.json (") and err.endswith(
+        "); pass the tokenizer.json that `tokenizers` saves (Tokenizer.save; a Hugging Face model's tokenizer.json) "
+        "or a prepared data dir, or leave --tokenizer out to train a BPE"), err
+    assert not (tmp_path / "out").exists()
