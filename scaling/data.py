@@ -142,7 +142,8 @@ def _file_in_subfolder(folder: Path, out: Path | None) -> Path | None:
     """The first file of a supported kind in a subfolder of `folder` (outside `out`), else None: a folder
     gives its own files only, and those left out are said (a corpus sharded into folders by year)."""
     for root, subfolders, files in os.walk(folder):
-        subfolders.sort()
+        # (hidden folders, as .ipynb_checkpoints, are no corpus: the `**` glob the note offers passes them by too)
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
         if Path(root) != folder and not _inside(root, out):
             if supported := sorted(name for name in files if _kind(Path(name))):
                 return Path(root, supported[0])

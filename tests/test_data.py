@@ -881,6 +881,7 @@ def test_a_folders_subfolders_are_not_read_and_said_so(tmp_path, docs, prepared,
     hold none of the supported files. Now both name a file left out and the glob that reads them too."""
     corpus = tmp_path / "corpus"
     write_corpus(corpus, docs[:20], "jsonl")
+    write_corpus(corpus / ".ipynb_checkpoints", docs[:2], "jsonl")  # (hidden: no corpus, and `**` passes it by)
     write_corpus(corpus / "2024", docs[20:], "parquet")
     out = tmp_path / "out"
     assert main(["data", "prepare", str(corpus), "--out", str(out), "--tokenizer", str(prepared), "--json"]) == 0
