@@ -557,17 +557,23 @@ def _check_split(train_paths: list[Path], val_paths: list[Path], request: dict) 
     text_column, val_fraction, seed = request["text_column"], request["val_fraction"], request["seed"]
     main = islice(chain.from_iterable(read_documents(p, text_column) for p in train_paths), request["max_docs"])
     shown = ", ".join(request["sources"][:3]) + (" ..." if len(request["sources"]) > 3 else "")
-    docs, sides = 0, set()
+    docs, sides, first, copies = 0, set(), None, True
     for text in main:
         docs += 1
         sides.add(in_val(text, val_fraction, seed))
         if len(sides) == 2:
             return
+        first = text if first is None else first
+        copies = copies and text == first  # (one text in several files: no --val-fraction splits them)
     capped = f" (--max-docs {docs})" if docs == request["max_docs"] else ""
     if docs == 1:
         raise UserError(f"the corpus ({shown}) is a single document{capped}: the split takes whole documents (a .txt "
                         "file is one), so one cannot give both a training and a validation split; give more "
                         "documents, or pass --val FILES for the validation split")
+    if copies:
+        raise UserError(f"the {'training' if True in sides else 'validation'} split is empty: the documents of "
+                        f"{shown}{capped} are {docs} copies of one text, and a text's copies all fall on the same side "
+                        "of the split (a hash of the text picks it); give other documents, or pass --val FILES")
     if True in sides:
         raise UserError(f"the training split is empty: all {docs} documents of {shown}{capped} fell in the validation "
                         f"split at --val-fraction {val_fraction:g}; lower --val-fraction, give more documents, or pass --val FILES")

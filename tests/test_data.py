@@ -611,6 +611,13 @@ def test_an_empty_split_is_refused_before_any_tokenizing(tmp_path, docs, prepare
     assert "none of the 3 documents" in err and "--max-docs 3" in err
     err = _cli_error(["prepare", str(src), "--out", str(out), "--val-fraction", "0.999999"], capsys)
     assert "the training split is empty: all 12 documents" in err and "lower --val-fraction" in err
+    for copy in ("a.txt", "b.txt"):  # (the same text: no --val-fraction splits them, which "lower it" sent one to try)
+        (tmp_path / "copies" / copy).parent.mkdir(exist_ok=True)
+        (tmp_path / "copies" / copy).write_text(docs[0])
+    for fraction in ("0.05", "0.999999"):
+        err = _cli_error(["prepare", str(tmp_path / "copies"), "--out", str(out), "--val-fraction", fraction], capsys)
+        assert err.endswith("are 2 copies of one text, and a text's copies all fall on the same side of the split "
+                            "(a hash of the text picks it); give other documents, or pass --val FILES"), err
     (tmp_path / "blank.jsonl").write_text('{"text": "  "}\n')
     err = _cli_error(["prepare", str(src), "--out", str(out), "--val", str(tmp_path / "blank.jsonl")], capsys)
     assert "blank.jsonl holds no document" in err
