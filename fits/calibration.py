@@ -5,7 +5,9 @@ power). Each case is `sweeps` sweeps of a baseline and one recipe on a grid of m
 per parameter, one run per point, fitted as `scaling fit` fits them (`fits.analysis.analyse`). With a bootstrap
 (`bootstrap` replicates a sweep; the test does not use it) the same sweeps also measure how often the 95% bootstrap
 interval of `ratio_per_decade`, which the verdict reads, holds the truth's (`coverage`): 1 under a constant penalty,
-the truth's law's own under growth (`fits.synthetic.true_ratio_per_decade`).
+the truth's law's own under growth (`fits.synthetic.true_ratio_per_decade`), and how often each other interval the
+verdict and the tables print for the recipe holds its truth (`intervals`: the multiplier and the loss gap at three
+computes, `fits.synthetic.true_penalty`; κN, κD, effN, effD and the constant model's efficiencies).
 
 `calibrate_shared`, for `scaling bench calibration --shared`: how often the shared-efficiency check (`fits.shared`:
 the test of a recipe's own efficiency against its format's shared one, Holm-adjusted over the analysis' checks)
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fits.synthetic import synthetic_table, true_ratio_per_decade
+from fits.synthetic import reference_points, synthetic_table, true_penalty, true_ratio_per_decade
 from scaling.console import count
 
 GRIDS = {  # name -> (model sizes, tokens per parameter)
@@ -38,10 +40,11 @@ CASES = (  # (grid, noise distribution, truth)
 )
 
 
-def _one_sweep(ctx: tuple, item: tuple) -> tuple[float, float, float, float]:
-    """(statistic, p-value) of the κ = 0 test on one synthetic sweep, and the 95% bootstrap interval of
-    ratio_per_decade as the report gives it: (NaN, NaN) without a bootstrap, and where the runs do not identify the
-    penalty (`identified` false: the report prints no interval then, its ends being float noise)."""
+def _one_sweep(ctx: tuple, item: tuple) -> tuple[float, float, dict, dict]:
+    """(statistic, p-value) of the κ = 0 test on one synthetic sweep, the 95% bootstrap interval of each number the
+    verdict and the tables print for its recipe ({name: (low, high)}, `INTERVALS`' names; (NaN, NaN) without a
+    bootstrap, and where the report prints none: a penalty the runs do not identify, whose ends are float noise), and
+    each one's truth ({name: value}, None where the truth's law has none: `_truths`)."""
     from fits.analysis import analyse
 
     noise, law, bootstrap = ctx
@@ -49,9 +52,38 @@ def _one_sweep(ctx: tuple, item: tuple) -> tuple[float, float, float, float]:
     sizes, ratios = GRIDS[grid]
     table = synthetic_table({"bf16": {}, "fp4": TRUTHS[truth]}, sizes=sizes, ratios=ratios, noise=noise,
                             noise_dist=dist, seed=seed)
-    pen = analyse(table, law=law, baseline="bf16", bootstrap=bootstrap, seed=seed, workers=1)["penalty"]["fp4"]
-    low, high = pen["ratio_per_decade"]["ci95"] if pen["identified"] else (np.nan, np.nan)
-    return pen["lr_stat"], pen["p_value"], low, high
+    out = analyse(table, law=law, baseline="bf16", bootstrap=bootstrap, seed=seed, workers=1)
+    pen, group = out["penalty"]["fp4"], out["groups"]["fp4"]
+    intervals = {"ratio_per_decade": pen["ratio_per_decade"]["ci95"]}
+    for name in ("multiplier", "gap"):  # at the data's smallest and largest compute, and the extrapolation's end
+        intervals.update({f"{name} at {where}": ci for where, ci in zip(pen[name]["where"], pen[name]["ci95"])})
+    intervals.update({k: pen[k]["ci95"] for k in ("kappaN", "kappaD")})
+    none = (np.nan, np.nan)  # (a group's ci95 is {} without a bootstrap)
+    intervals.update({k: group["ci95"].get(k, none) for k in ("effN", "effD")})  # the growth model's, as κN's: at N₀, D₀
+    if not pen["identified"]:  # (the report prints "not identified" for every one of these)
+        intervals = dict.fromkeys(intervals, none)
+    # the constant model's: `scaling fit` and the report's efficiency section print them whatever the growth fit does
+    intervals.update({k: group["ci95"].get(k, none) for k in ("effN_const", "effD_const")})
+    fp4 = table.filter(pl.col("recipe") == "fp4")
+    truths = _truths(TRUTHS[truth], pen["multiplier"]["C"], pen["multiplier"]["where"],
+                     *reference_points(fp4["N"].to_numpy(), fp4["D"].to_numpy()))
+    return pen["lr_stat"], pen["p_value"], intervals, truths
+
+
+def _truths(recipe: dict, C: list[float], where: list[str], N0: float, D0: float) -> dict[str, float | None]:
+    """The truth of each interval `_one_sweep` reads, from the recipe's law (`fits.synthetic`), at the computes `C`
+    the fit prints the multiplier and the gap at (`where`: their words) and the runs' N₀, D₀. effN_const and
+    effD_const are the constant model's, whose truth is the law's efficiencies only where the penalty is constant:
+    under growth that model is not the law, and its estimates have no truth of the law's to hold (None)."""
+    curves = true_penalty(recipe, C, N0, D0)
+    out: dict[str, float | None] = {"ratio_per_decade": true_ratio_per_decade(recipe)}
+    for name in ("multiplier", "gap"):
+        out.update({f"{name} at {w}": float(v) for w, v in zip(where, curves[name])})
+    out.update(kappaN=recipe.get("kappaN", 0.0), kappaD=recipe.get("kappaD", 0.0), effN=recipe.get("effN", 1.0),
+               effD=recipe.get("effD", 1.0))
+    constant = not recipe.get("kappaN") and not recipe.get("kappaD")
+    out.update(effN_const=out["effN"] if constant else None, effD_const=out["effD"] if constant else None)
+    return out
 
 
 def coverage(intervals: np.ndarray, truth: float) -> dict:
@@ -66,14 +98,30 @@ def coverage(intervals: np.ndarray, truth: float) -> dict:
             "no_interval": int(np.sum(~known))}
 
 
+def interval_coverage(sweeps: list[tuple]) -> dict[str, dict]:
+    """Per interval `_one_sweep` reads but ratio_per_decade (whose coverage is the row's own keys): its truth (every
+    sweep of a case has the same runs' N and D, so the same truth) and `coverage` of it; where the truth's law gives
+    none (None), the coverage is None and the widths are still said."""
+    out = {}
+    for name, truth in sweeps[0][3].items():
+        if name == "ratio_per_decade":
+            continue
+        measured = coverage(np.array([s[2][name] for s in sweeps], float), np.nan if truth is None else truth)
+        out[name] = {"truth": truth, **measured, **({"coverage": None} if truth is None else {})}
+    return out
+
+
 def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", cases=CASES, workers: int = 2,
               seed: int = 0, bootstrap: int = 100, progress=None, on_row=None) -> list[dict]:
     """One row per case: its rejection rates at 5% and 1%, and the statistic's mean (2 under a
     calibrated null: the χ²(2) mean); with a bootstrap (`bootstrap` replicates a sweep, seeded by the sweep's seed as
     `scaling fit --seed` seeds them), the coverage of ratio_per_decade's 95% interval (`coverage`) against the truth's
-    ratio (`true_ratio`); bootstrap 0 measures the test alone. A case's sweeps are seeds seed..seed+sweeps-1.
-    on_row(rows so far) after each case, so a caller can save them (a case takes minutes: a run cut short keeps the
-    cases it finished)."""
+    ratio (`true_ratio`), and under `intervals` that of every other interval the verdict and the tables print for the
+    recipe (`interval_coverage`: the multiplier and the loss gap at the data's ends and the extrapolation's, κN, κD,
+    effN, effD and the constant model's effN_const, effD_const) against its truth's; bootstrap 0 measures the test
+    alone. A case's sweeps are seeds seed..seed+sweeps-1. The intervals are those of the same fits: measuring them
+    costs no fit. on_row(rows so far) after each case, so a caller can save them (a case takes minutes: a run cut
+    short keeps the cases it finished)."""
     from fits.fit import parallel_map
     from fits.threads import single_threaded_blas
 
@@ -81,16 +129,18 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
     for grid, dist, truth in cases:
         items = [(grid, dist, truth, seed + i) for i in range(sweeps)]
         with single_threaded_blas():
-            out = np.array(parallel_map(_one_sweep, (noise, law, bootstrap), items, workers), float)
-        stat, p = out[:, 0], out[:, 1]
+            out = parallel_map(_one_sweep, (noise, law, bootstrap), items, workers)
+        stat, p = np.array([o[0] for o in out], float), np.array([o[1] for o in out], float)
         testable = np.isfinite(p)
         row = {"grid": grid, "noise_dist": dist, "noise_sd": noise, "truth": truth, "law": law, "sweeps": sweeps,
                "bootstrap": bootstrap, "reject_5pct": float(np.mean(p < 0.05)), "reject_1pct": float(np.mean(p < 0.01)),
                "mean_stat": float(np.mean(stat[testable])) if testable.any() else None,
                "untestable": int(np.sum(~testable))}
         if bootstrap:
-            true_ratio = true_ratio_per_decade(TRUTHS[truth])
-            row.update(true_ratio=true_ratio, **coverage(out[:, 2:], true_ratio))
+            true_ratio = out[0][3]["ratio_per_decade"]
+            row.update(true_ratio=true_ratio,
+                       **coverage(np.array([o[2]["ratio_per_decade"] for o in out], float), true_ratio),
+                       intervals=interval_coverage(out))
         rows.append(row)
         if on_row:
             on_row(rows)
@@ -108,7 +158,16 @@ def _coverage_words(row: dict) -> str:
     width = "-" if row["ci_width"] is None else f"{row['ci_width']:.3f}"
     missing = f" ({count(row['no_interval'], 'sweep')} without one)" if row["no_interval"] else ""
     return (f"; the ratio per decade's 95% interval held its truth ({row['true_ratio']:.3f}) in "
-            f"{_percent(row['coverage'])}, median width {width}{missing}")
+            f"{_percent(row['coverage'])}, median width {width}{missing}{_lowest_words(row.get('intervals', {}))}")
+
+
+def _lowest_words(intervals: dict[str, dict]) -> str:
+    """The other intervals' lowest coverage, and whose, for a progress line; nothing where none was measured."""
+    measured = {name: e["coverage"] for name, e in intervals.items() if e["coverage"] is not None}
+    if not measured:
+        return ""
+    name = min(measured, key=measured.get)
+    return f"; of the other {len(measured)} intervals, the lowest coverage is {name}'s, {_percent(measured[name])}"
 
 
 # The shared-efficiency check (`fits.shared`, docs/fits.md "Shared efficiencies"): bf16 and three recipes of MXFP4's

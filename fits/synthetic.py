@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from fits.laws import from_params, predict
-from fits.penalty import ratio_per_decade
+from fits.penalty import curves, ratio_per_decade
 
 # Epoch AI's fit to Chinchilla's data: a realistic baseline law.
 EPOCH = {"A": 477.8, "B": 2143.0, "E": 1.817, "alpha": 0.3473, "beta": 0.3672}
@@ -40,11 +40,26 @@ def synthetic_table(recipes: dict[str, dict] | None = None, sizes=None, ratios=(
         runs = [(N, N * r) for N in sizes for r in ratios]
         Ns = np.array([N for N, _ in runs for k in range(checkpoints)])
         Ds = np.array([D * (k + 1) / checkpoints for _, D in runs for k in range(checkpoints)])
-        params = {**base, "N0": float(np.exp(np.log(Ns).mean())), "D0": float(np.exp(np.log(Ds).mean())), **eff}
+        N0, D0 = reference_points(Ns, Ds)
+        params = {**base, "N0": N0, "D0": D0, **eff}
         loss = predict(params, Ns, Ds) * np.exp(noise * NOISE[noise_dist](rng, len(Ns)))
         ids = [f"{recipe}-{i}" for i in range(len(runs)) for _ in range(checkpoints)]
         rows.append(pl.DataFrame({"recipe": recipe, "run_id": ids, "N": Ns, "D": Ds, "loss": loss}))
     return pl.concat(rows)
+
+
+def reference_points(N, D) -> tuple[float, float]:
+    """(N₀, D₀) of a recipe's points: the geometric means of their N and D, where its growth terms' effN₀ and effD₀
+    hold (`synthetic_table` sets a truth's there, and the fitter, `fit.Points`, its estimates')."""
+    return float(np.exp(np.log(np.asarray(N, float)).mean())), float(np.exp(np.log(np.asarray(D, float)).mean()))
+
+
+def _true_thetas(recipe: dict, base: dict | None, N0: float = 1.0, D0: float = 1.0) -> tuple:
+    """(baseline's θ, recipe's θ, log N₀, log D₀) of a synthetic truth, as `synthetic_table` builds its law."""
+    base = dict(EPOCH if base is None else base)
+    base_theta, _, _ = from_params(base)
+    theta, logN0, logD0 = from_params({**base, "N0": N0, "D0": D0, **recipe})
+    return base_theta, theta, logN0, logD0
 
 
 def true_ratio_per_decade(recipe: dict, base: dict | None = None) -> float:
@@ -53,7 +68,16 @@ def true_ratio_per_decade(recipe: dict, base: dict | None = None) -> float:
     computes a fit's estimate (`penalty.ratio_per_decade`), so a calibration compares like with like. 1 under a
     constant penalty (κN = κD = 0). N₀ and D₀, which a sweep sets, move the multiplier's level, not its change per
     decade: the neutral 1 is taken where the recipe gives none."""
-    base = dict(EPOCH if base is None else base)
-    base_theta, _, _ = from_params(base)
-    theta, logN0, logD0 = from_params({**base, **recipe})
-    return ratio_per_decade(base_theta, theta, logN0, logD0)
+    return ratio_per_decade(*_true_thetas(recipe, base))
+
+
+def true_penalty(recipe: dict, C, N0: float, D0: float, base: dict | None = None) -> dict[str, np.ndarray]:
+    """The compute multiplier (the baseline's compute reaching the recipe's compute-optimal loss at C, over C) and the
+    loss gap at equal compute (L_r*(C) − L_b*(C), nats) that a synthetic recipe's truth has at each compute C (recipe
+    and base as `true_ratio_per_decade`'s; N₀, D₀: its runs' `reference_points`, where its effN₀, effD₀ hold, which
+    move the level of a growing penalty). Computed from the truth's law by the function that computes a fit's
+    estimates (`penalty.curves`), as `true_ratio_per_decade`. Under a constant penalty the multiplier is effN·effD
+    at every C."""
+    base_theta, theta, logN0, logD0 = _true_thetas(recipe, base, N0, D0)
+    out = curves(base_theta, theta, np.log(np.asarray(C, float)), logN0, logD0)
+    return {"multiplier": np.asarray(out["multiplier"], float), "gap": np.asarray(out["gap"], float)}

@@ -795,6 +795,9 @@ def test_calibration_measures_coverage_in_rows_of_their_own_and_says_where_it_wa
     assert new["no_interval"] == 0
     table = printed[printed.index("bench calibration"):]
     assert "coverage" in table and "ci_width" in table and table.count("not measured") == 4  # (the old row's 4 cells)
+    # the other intervals the verdict and the tables print: their coverage in the row and a table of their own
+    assert new["intervals"]["multiplier at data max"]["truth"] == pytest.approx(0.7) and "effD_const" in new["intervals"]
+    assert "how often each other 95% interval" in printed and "multiplier at data max" in printed
     assert main(["bench", "calibration", "--sweeps", "2", "--bootstrap", "0", "--out", str(out)]) == 0
     assert "fewer than the 40" not in "".join(capsys.readouterr())  # (no intervals at all: nothing rough)
     rows = json.loads(out.read_text())["calibration"]

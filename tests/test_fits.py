@@ -579,21 +579,85 @@ def test_calibration_coverage_compares_each_sweeps_interval_with_its_truths_rati
     other case's truth, or the point estimate for the interval, fails here."""
     from fits.analysis import analyse
     from fits.calibration import GRIDS, TRUTHS, calibrate
-    from fits.synthetic import EPOCH, synthetic_table
+    from fits.synthetic import true_penalty
 
     (row,) = calibrate(sweeps=2, cases=(("4x4", "normal", "grows"),), workers=1, bootstrap=20, seed=0)
     alpha, beta = EPOCH["alpha"], EPOCH["beta"]
     grown = alpha * (1 + TRUTHS["grows"]["kappaN"])
     truth = 10 ** ((grown * beta / (grown + beta)) / (alpha * beta / (alpha + beta)) - 1)
     assert row["true_ratio"] == pytest.approx(truth, rel=1e-12) and truth == pytest.approx(0.8257, abs=1e-4)
-    intervals = []
+    intervals, multipliers = [], []
     for seed in (0, 1):
         table = synthetic_table({"bf16": {}, "fp4": TRUTHS["grows"]}, sizes=GRIDS["4x4"][0], ratios=GRIDS["4x4"][1],
                                 seed=seed)
-        intervals.append(analyse(table, bootstrap=20, seed=seed, workers=1)["penalty"]["fp4"]["ratio_per_decade"]["ci95"])
+        pen = analyse(table, bootstrap=20, seed=seed, workers=1)["penalty"]["fp4"]
+        intervals.append(pen["ratio_per_decade"]["ci95"])
+        multipliers.append(pen["multiplier"])
     assert all(lo <= truth <= hi and hi < 1.0 for lo, hi in intervals), intervals
     assert (row["coverage"], row["no_interval"], row["bootstrap"]) == (1.0, 0, 20)
     assert row["ci_width"] == pytest.approx(np.median([hi - lo for lo, hi in intervals]), rel=1e-12)
+    # every other interval the verdict and the tables print, against its truth at the computes the fit prints it at
+    assert set(row["intervals"]) == {"multiplier at data min", "multiplier at data max", "multiplier at 100x data max",
+                                     "gap at data min", "gap at data max", "gap at 100x data max", "kappaN", "kappaD",
+                                     "effN", "effD", "effN_const", "effD_const"}
+    assert row["intervals"]["kappaN"]["truth"] == -0.15 and row["intervals"]["effN"]["truth"] == 0.7
+    assert row["intervals"]["effN_const"] == {"truth": None, "coverage": None, "no_interval": 0,  # (growth: no truth)
+                                              "ci_width": row["intervals"]["effN_const"]["ci_width"]}
+    sizes, ratios = GRIDS["4x4"]
+    N = np.repeat(sizes, len(ratios))
+    D = N * np.tile(ratios, len(sizes))
+    geometric = float(np.exp(np.log(N).mean())), float(np.exp(np.log(D).mean()))
+    at_max = true_penalty(TRUTHS["grows"], [6 * (N * D).max()], *geometric)["multiplier"][0]
+    held = [m["ci95"][1][0] <= at_max <= m["ci95"][1][1] for m in multipliers]
+    entry = row["intervals"]["multiplier at data max"]
+    assert entry["truth"] == pytest.approx(at_max, rel=1e-12) and entry["coverage"] == np.mean(held)
+    assert entry["ci_width"] == pytest.approx(np.median([m["ci95"][1][1] - m["ci95"][1][0] for m in multipliers]))
+
+
+def _brute_optimal_loss(C: float, effN=1.0, kappaN=0.0, N0=1.0) -> float:
+    """The compute-optimal loss at C = 6·N·D of Epoch's law with effN(N) = effN·(N/N0)^kappaN, by a bounded search
+    over log N: none of penalty.curves' closed forms."""
+    from scipy.optimize import minimize_scalar
+
+    A, B, E, alpha, beta = (EPOCH[k] for k in ("A", "B", "E", "alpha", "beta"))
+
+    def loss(logN):
+        N = math.exp(logN)
+        return E + A / (N * effN * (N / N0) ** kappaN) ** alpha + B / (C / (6 * N)) ** beta
+
+    best = minimize_scalar(loss, bounds=(math.log(1e3), math.log(C / 6) - math.log(1e3)), method="bounded",
+                           options={"xatol": 1e-12})
+    return float(best.fun)
+
+
+def _brute_multiplier(C: float, **recipe) -> float:
+    """The baseline's compute reaching the recipe's optimal loss at C, over C: a root search on log C."""
+    from scipy.optimize import brentq
+
+    target = _brute_optimal_loss(C, **recipe)
+    logC = brentq(lambda lc: _brute_optimal_loss(math.exp(lc)) - target, math.log(C) - 10, math.log(C) + 10, xtol=1e-13)
+    return math.exp(logC) / C
+
+
+@pytest.mark.parametrize("recipe", [{"effN": 0.7}, {"effN": 0.7, "kappaN": -0.15}])
+def test_true_penalty_is_the_laws_multiplier_and_gap_by_brute_force(recipe):
+    """`fits.synthetic.true_penalty` (the calibration's truth of the multiplier and loss-gap intervals) against the
+    law's compute-optimal losses found by a numerical search over N and a root search over the baseline's compute:
+    a constant effN of 0.7 is a multiplier of 0.7 at every compute; κN = −0.15 about N₀ = 1e8 is one that falls with
+    compute (above 0.7 below N₀'s compute, under it above), and its gap is the difference of the two optimal losses."""
+    from fits.synthetic import true_penalty
+
+    C, N0 = np.array([2.4e16, 1.2e19, 1.2e21]), 1e8
+    truth = true_penalty(recipe, C, N0=N0, D0=2e9)
+    kappaN = recipe.get("kappaN", 0.0)
+    for c, multiplier, gap in zip(C, truth["multiplier"], truth["gap"]):
+        assert multiplier == pytest.approx(_brute_multiplier(c, effN=0.7, kappaN=kappaN, N0=N0), rel=1e-6)
+        assert gap == pytest.approx(_brute_optimal_loss(c, effN=0.7, kappaN=kappaN, N0=N0) - _brute_optimal_loss(c),
+                                    rel=1e-6)
+    if kappaN:
+        assert truth["multiplier"][0] > 0.7 > truth["multiplier"][2]
+    else:
+        assert truth["multiplier"] == pytest.approx([0.7] * 3, rel=1e-12)
 
 
 def test_the_docs_coverage_table_is_the_committed_calibration_rows():

@@ -695,6 +695,10 @@ def _print_sections(wanted: list[str], gpu: list[str], result: dict, checked: tu
     elif "calibration" in wanted:
         print_table(calibration_rows(result["calibration"]), title="bench calibration (the kappa = 0 test on synthetic "
                     "sweeps; coverage: of the ratio per decade's 95% bootstrap interval)")
+        others = interval_rows(result["calibration"])
+        if others:
+            print_table(others, title="bench calibration: how often each other 95% interval the verdict and the tables "
+                        "print held its truth (-: no truth, the constant model under growth; --json for truths and widths)")
     if checked:
         from scaling.targets import summary
 
@@ -725,6 +729,15 @@ def calibration_rows(rows: list[dict]) -> list[dict]:
             shown.update(dict.fromkeys(COVERAGE_KEYS, "not measured"))
         out.append(shown)
     return out
+
+
+def interval_rows(rows: list[dict]) -> list[dict]:
+    """The calibration rows that measured the other intervals' coverage (`intervals`: fits.calibration.calibrate), one
+    line each: the case, and each interval's coverage as a percentage ("-" where its truth's law gives it none)."""
+    return [{"grid": r["grid"], "noise_dist": r["noise_dist"], "truth": r["truth"], "sweeps": r["sweeps"],
+             "bootstrap": r["bootstrap"],
+             **{name: "-" if e["coverage"] is None else f"{e['coverage']:.0%}" for name, e in r["intervals"].items()}}
+            for r in rows if r.get("intervals")]
 
 
 def _fit_rows(fit: dict) -> list[dict]:
