@@ -155,9 +155,23 @@ def test_bench_quantizer_refuses_recipes_that_quantize_only_weights(tmp_path, ca
 def test_bench_refuses_an_option_no_section_it_runs_reads(argv, flag, capsys, no_benchmarks):
     """`bench cpu --batch 4` ran the trainer's batch and said nothing of the 4 (and, options with a
     default, `bench fit --sweeps 5` and `bench cpu --compile-mode reduce-overhead`, until they had none)."""
-    refused(["bench", *argv], capsys, f"{flag} is read by", "none of them runs here", f"leave {flag} out")
+    refused(["bench", *argv], capsys, f"{flag} applies only to the", f"(it runs {argv[0]})", f"leave {flag} out",
+            f"scaling bench {argv[0]} ")
     assert no_benchmarks == []
     assert main(["bench", "cpu", "quantizer", "--dims", "128", "--steps", "1", "--json"]) == 0  # one section reads each
+
+
+def test_bench_refusing_an_unread_option_says_which_sections_read_it_and_the_command_that_would(capsys, no_benchmarks):
+    """`bench fit --bootstrap 100` said "--bootstrap is read by calibration, and none of them runs here (fit)": which
+    "them", where "here"? It names the section (or sections) that read it and gives the command with it added."""
+    err = refused(["bench", "fit", "--bootstrap", "100"], capsys)
+    assert err == ("error: --bootstrap applies only to the calibration section, which this call does not run (it runs "
+                   "fit); leave --bootstrap out, or add it: scaling bench fit calibration --bootstrap 100\n")
+    err = refused(["bench", "cpu", "--batch", "4"], capsys)
+    assert "--batch applies only to the train or profile sections, none of which this call runs (it runs cpu)" in err
+    assert err.endswith("or add one of them: scaling bench cpu train --batch 4\n")
+    assert refused(["bench", "fit", "--shared"], capsys).endswith("scaling bench fit calibration --shared\n")
+    assert no_benchmarks == []
 
 
 @pytest.mark.parametrize("argv, words", [(["--bootstrap", "1"], ("--bootstrap must be at least 2", "or 0 for the kappa = 0 test alone", "got 1")),

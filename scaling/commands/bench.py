@@ -93,10 +93,20 @@ OPTION_SECTIONS = {"--recipes": ("kernels", "linear", "train", "profile", "stage
 
 
 def _check_options_used(args: argparse.Namespace, wanted: list[str]) -> None:
+    """Refuse an option that no section of this call reads, saying which sections do and the command that runs one
+    with it ("none of them runs here" left the reader to work out what "them" and "here" were)."""
     for flag, sections in OPTION_SECTIONS.items():
-        if getattr(args, flag[2:].replace("-", "_"), None) is not None and not set(sections) & set(wanted):
-            raise UserError(f"{flag} is read by {', '.join(sections)}, and none of them runs here "
-                            f"({' '.join(wanted)}); leave {flag} out, or add the section it is for")
+        value = getattr(args, flag[2:].replace("-", "_"), None)
+        if value is None or set(sections) & set(wanted):
+            continue
+        if len(sections) == 1:
+            readers, none = f"the {sections[0]} section", "which this call does not run"
+        else:
+            readers, none = f"the {', '.join(sections[:-1])} or {sections[-1]} sections", "none of which this call runs"
+        given = flag if value is True else f"{flag} {value}"
+        raise UserError(f"{flag} applies only to {readers}, {none} (it runs {' '.join(wanted)}); leave {flag} out, or "
+                        f"add {'it' if len(sections) == 1 else 'one of them'}: scaling bench {' '.join(wanted)} "
+                        f"{sections[0]} {given}")
 
 
 def _check_lists(args: argparse.Namespace) -> None:
