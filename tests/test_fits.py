@@ -678,6 +678,31 @@ def test_the_docs_coverage_table_is_the_committed_calibration_rows():
         assert f"| {r['ci_width']:.3f} | {r['no_interval']} |" in table.split(line, 1)[1].split("\n", 1)[0], r
 
 
+def test_the_docs_table_of_the_other_intervals_coverage_is_the_committed_calibration_rows():
+    """docs/fits.md's table of how often each other interval the verdict and the tables print held its truth gives
+    every committed row's `intervals` as measured (reports/bench/fits.json): a rerun that changed a number leaves the
+    docs stale, and this says so."""
+    root = Path(__file__).resolve().parent.parent
+    rows = [r for r in json.loads((root / "reports" / "bench" / "fits.json").read_text())["calibration"]
+            if r.get("intervals")]
+    assert rows, "no calibration row measures the other intervals' coverage"
+    table = (root / "docs" / "fits.md").read_text().split("| grid | noise | truth | multiplier, data min |", 1)[1]
+    table = table.split("\n\n", 1)[0]
+    truths = {"constant": "constant penalty (κ = 0)", "grows": "growing (κN = −0.15)"}
+
+    def cell(entry: dict, sweeps: int) -> str:
+        if entry["coverage"] is None:
+            return "–"
+        n = sweeps - entry["no_interval"]
+        share = f"{entry['coverage']:.1%}".replace("100.0%", "100%")
+        return share if entry["coverage"] == 1 else f"{share} ({round(entry['coverage'] * n)}/{n})"
+
+    for r in rows:
+        line = (f"| {r['grid']} | {r['noise_dist']} | {truths[r['truth']]} | "
+                + " | ".join(cell(e, r["sweeps"]) for e in r["intervals"].values()) + " |")
+        assert line in table, line
+
+
 def _central_difference(f, x: np.ndarray, step: float = 1e-6) -> np.ndarray:
     """d f / d x by central differences, one column per entry of x (f returns an array or a float)."""
     columns = []

@@ -44,9 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibration: calibrate the shared-efficiency check (`scaling fit --shared-efficiencies`) "
                              "instead of the kappa = 0 test; rows under calibration_shared (~18 min on 2 cores)")
     parser.add_argument("--bootstrap", type=int,
-                        help="calibration: bootstrap replicates per sweep (default 100), for the coverage of the ratio "
-                             "per decade's 95%% interval (--shared: of the shared efficiencies'); 0: the kappa = 0 "
-                             "test alone, without --shared")
+                        help="calibration: bootstrap replicates per sweep (default 100), for the coverage of the 95%% "
+                             "intervals the verdict and the tables print (the ratio per decade's, the multiplier's, the "
+                             "loss gap's, kappa's and the efficiencies'; --shared: the shared efficiencies'); 0: the "
+                             "kappa = 0 test alone, without --shared")
     parser.add_argument("--noise-dist", help="calibration: run only the cases under these noise distributions, "
                         "comma-separated (normal, laplace, t3; default: every case), their rows merged into --out's")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
@@ -299,7 +300,7 @@ def _run_cpu_sections(args: argparse.Namespace, wanted: list[str], recipes: tupl
         bootstrap = 100 if args.bootstrap is None else args.bootstrap
         cases = _noise_cases(calibration.CASES, args.noise_dist)
         progress(f"calibration of the kappa = 0 test, {count(sweeps, 'synthetic sweep')} per case, "
-                 + (f"{count(bootstrap, 'bootstrap replicate')} each (the coverage of the ratio per decade's interval), "
+                 + (f"{count(bootstrap, 'bootstrap replicate')} each (the coverage of the verdict's intervals), "
                     if bootstrap else "no bootstrap (the test alone), ") + f"{count(len(cases), 'case')}:")
         _say_rough_intervals(bootstrap, progress)
         fresh["calibration_provenance"] = provenance = _provenance()
