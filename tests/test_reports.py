@@ -1399,11 +1399,7 @@ def test_the_figures_draw_a_recipes_hollow_marker_and_dashed_line_and_their_lege
     assert {t.get_text(): _look(h) for t, h in zip(legend.get_texts(), legend.legend_handles)} == \
         {r: looks[r] for r in recipes[1:]}
 
-    c = np.geomspace(1e16, 1e19, 30)
-    band = {"value": [0.9] * 30, "lo": [0.8] * 30, "hi": [1.0] * 30}
-    bands = {r: {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band, "gap": band}
-             for r in recipes[1:]}
-    fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(bands, {}, styles, "bf16", path))
+    fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(_flat_bands(recipes[1:]), {}, styles, "bf16", path))
     for ax in fig.axes:
         assert {line.get_label(): _look(line) for line in ax.lines if line.get_label() in recipes} == \
             {r: looks[r] for r in recipes[1:]}
@@ -1462,11 +1458,7 @@ def test_the_figures_draw_each_recipe_in_its_marker_and_their_legends_show_it(mo
     assert [line.get_marker() for line in ax.lines if line.get_label() in recipes] == [marker["mxfp4"], marker["nvfp4"]]
     assert _legend_markers(fig) == {"mxfp4": marker["mxfp4"], "nvfp4": marker["nvfp4"]}
 
-    c = np.geomspace(1e16, 1e19, 30)
-    band = {"value": [0.9] * 30, "lo": [0.8] * 30, "hi": [1.0] * 30}
-    bands = {r: {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band, "gap": band}
-             for r in recipes[1:]}
-    fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(bands, {}, styles, "bf16", path))
+    fig = _drawn(monkeypatch, lambda path: figures.penalty_vs_compute(_flat_bands(recipes[1:]), {}, styles, "bf16", path))
     for ax in fig.axes:
         solid = {line.get_label(): line.get_marker() for line in ax.lines if line.get_label() in recipes}
         assert solid == {"mxfp4": marker["mxfp4"], "nvfp4": marker["nvfp4"]}
@@ -2302,6 +2294,14 @@ LONG_RECIPES = ["nvfp4_rht16_stochastic_rounding_backward", "mxfp4_e8m0_scales_q
                 "nvfp4_tensorwise_fp32_second_level_scale", "mxfp4_plain", "nvfp4_4over6_adaptive_block_scaling",
                 "mxfp4_rht32_all_gemms", "nvfp4_sr_wgrad_only_and_more", "fp8_e4m3_reference_recipe_long",
                 "nvfp4_random_hadamard_on_dgrad"]
+
+
+def _flat_bands(recipes: list[str]) -> dict:
+    """penalty_vs_compute's bands for `recipes`: a flat multiplier and gap of 0.9 in [0.8, 1.0] over 30 computes, the
+    first 10 in the data."""
+    c = np.geomspace(1e16, 1e19, 30)
+    band = {"value": [0.9] * 30, "lo": [0.8] * 30, "hi": [1.0] * 30}
+    return {r: {"C": c.tolist(), "in_data": [True] * 10 + [False] * 20, "multiplier": band, "gap": band} for r in recipes}
 
 
 def _drawn(monkeypatch, draw):
