@@ -311,6 +311,23 @@ def test_a_finished_run_is_read_back_without_writing_in_its_folder(tmp_path, cap
     assert state() == before
 
 
+def test_a_finished_run_relaunched_says_it_trained_nothing(tmp_path, capsys):
+    """The same command again on a finished run printed the same table as a run just trained, and
+    nothing said that no step was trained: a note on stderr says so and how to train it again; exit 0."""
+    run_dir, config = tmp_path / "run", tmp_path / "config.json"
+    config.write_text(_config(tokens=2 * 4 * 64, eval_interval=2).to_json())
+    assert main(["train", "--config", str(config), "--out", str(run_dir), "--no-progress"]) == 0
+    assert "already finished" not in capsys.readouterr().err
+    for flags in ([], ["--json"]):
+        assert main(["train", "--config", str(config), "--out", str(run_dir), *flags]) == 0
+        out, err = capsys.readouterr()
+        assert (f"note: {run_dir} holds this run, already finished (completed; its result.json): nothing was "
+                f"trained, its record follows. To train it again, move the folder away (mv {run_dir} {run_dir}.old) "
+                "or pass another --out") in err
+        assert "step 1 of" not in err and "Traceback" not in err
+    assert json.loads(out)["status"] == "completed"  # (--json: stdout holds the record alone)
+
+
 def test_a_finished_folder_whose_config_is_gone_is_not_taken_for_another_run(tmp_path):
     """A finished run's folder whose config.json was lost: `train` returned its result.json as the record
     of any run asked for (another recipe, another budget). Its own run still reads it."""

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         result = finished_record(config, run_dir) if finished else None
         if result is None:
             result = _train_locked(config, run_dir, not args.no_progress)
+        else:  # (the same table as a run just trained: without this line it read as one)
+            print(finished_note(run_dir, result), file=sys.stderr)
     except Preempted as e:
         if e.signum == signal.SIGINT:
             print(f"interrupted: {e}; resume with the same command", file=sys.stderr)
@@ -119,6 +121,14 @@ def run(args: argparse.Namespace) -> int:
             row["status"] = f"diverged at step {result['diverged_at_step']} of {result.get('steps', '?')}"
         print_table([row], title=f"run {run_dir}")
     return 0
+
+
+def finished_note(run_dir: Path, result: dict) -> str:
+    """What `scaling train` says, on stderr, where --out holds this run finished: its record is shown
+    and nothing is trained (a relaunch is how a sweep or a user finds finished work)."""
+    return (f"note: {run_dir} holds this run, already finished ({result.get('status')}; its result.json): nothing "
+            f"was trained, its record follows. To train it again, move the folder away (mv {run_dir} "
+            f"{run_dir}.old) or pass another --out")
 
 
 def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
