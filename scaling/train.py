@@ -633,9 +633,9 @@ def first_step_note(seconds: float, on_gpu: bool, quantized: bool) -> str | None
 
 
 # INFO lines of Lightning's rank-zero logger that say nothing the run's own output does not: its "💡 Tip"
-# adverts, which accelerators exist (the result's `processes` name the device), and that fit stopped at
-# max_steps (the step count and the result table say it)
-LIGHTNING_NOISE = ("💡 Tip", "GPU available:", "TPU available:", "HPU available:", "`Trainer.fit` stopped: `max_steps=",
+# adverts, which accelerators exist (the result's `processes` name the device), and why fit stopped (the
+# step count and the result table say it; a diverged run's read "`max_epochs=1` reached", which it was not)
+LIGHTNING_NOISE = ("💡 Tip", "GPU available:", "TPU available:", "HPU available:", "`Trainer.fit` stopped:",
                    "[rank: 0] Received SIGTERM:")  # (the last: the run's own line says it, and what was saved)
 # the loggers those lines come from: rank_zero's, and the signal connector's for SIGTERM
 LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.trainer.connectors.signal_connector")

@@ -1,6 +1,7 @@
 """One training run: config and run_id, resume to the bit, divergence, preemption, CLI errors."""
 
 import contextlib
+import csv
 import dataclasses
 import io
 import json
@@ -501,6 +502,24 @@ def test_nan_loss_ends_the_run_as_diverged(tmp_path, capsys):
     # where it stopped (its 8th step's loss was NaN: fault_nan_at_step counts from 0); its budget stays
     assert result["diverged_at_step"] == 8 and result["tokens"] == BASE["tokens"] and result["steps"] == 40
     assert json.loads(capsys.readouterr().out)["status"] == "diverged"
+
+
+def test_a_sustained_spike_ends_the_run_as_diverged(tmp_path):
+    """The spike rule end to end, with finite losses (not the NaN fault): a learning rate 10^6 times the
+    base one throws the loss far above its running minimum, and spike_steps = 3 such steps in a row end the
+    run `diverged` at the third, exit 0. Its output named Lightning's reason, "`max_epochs=1` reached",
+    which was not why it stopped."""
+    run_dir = tmp_path / "run"
+    proc = _start_cli(_config(lr_mult=1e6, spike_steps=3), run_dir)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "diverged" and result["val_loss"] is None and result["val_bpb"] is None
+    with open(run_dir / "lightning" / "version_0" / "metrics.csv") as f:  # (Lightning's log: every step's loss here)
+        logged = [float(row["train_loss"]) for row in csv.DictReader(f) if row["train_loss"]]
+    assert all(math.isfinite(x) for x in logged) and 3 <= len(logged) == result["diverged_at_step"] < 40
+    assert all(x > min(logged) + 1.0 for x in logged[-3:])  # three in a row above the minimum + spike_nats
+    assert "diverged at step" in out and "Trainer.fit" not in err and "Traceback" not in err
 
 
 def test_json_is_all_of_stdout_and_progress_is_lines_on_stderr(tmp_path, capsys):
