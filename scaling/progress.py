@@ -7,6 +7,7 @@ sweep's train.log) a live bar shows nothing until the run ends: there, a line a 
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Callable
@@ -27,13 +28,19 @@ class StepBar(RichProgressBar):
         return self.trainer.max_steps  # (one batch a step: train.py's micro-batches are inside a step)
 
 
+LINE_INTERVAL_S = 60.0  # seconds between two progress lines in a log
+
+
 class StepLines(Callback):
     """A line on stderr after the first step (the model built and compiled) and then every `every_s`
-    seconds: step, share done, the bar's metrics (train_loss, val_loss, val_bpb), and the time left at
-    the pace since that first step (the first step's own time is mostly start-up and compilation)."""
+    seconds: step, share done, the bar's metrics (train_loss, val_loss, val_bpb), the training rate
+    (`rate`, tokens/s: the run's own, as its result will record it) and the time left at the pace since
+    that first step (the first step's own time is mostly start-up and compilation)."""
 
-    def __init__(self, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self.every_s, self.clock = every_s, clock
+    def __init__(self, every_s: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 rate: Callable[[], float] | None = None) -> None:
+        self.every_s = LINE_INTERVAL_S if every_s is None else every_s
+        self.clock, self.rate = clock, rate
         self.origin: tuple[int, float] | None = None  # (step, time) at this process's first step's end
         self.last_line = 0.0
 
@@ -47,21 +54,24 @@ class StepLines(Callback):
         elif now - self.last_line < self.every_s:
             return
         self.last_line = now
-        print(progress_line(step, trainer.max_steps, *self.origin, now, trainer.progress_bar_metrics),
-              file=sys.stderr, flush=True)
+        print(progress_line(step, trainer.max_steps, *self.origin, now, trainer.progress_bar_metrics,
+                            self.rate() if self.rate else None), file=sys.stderr, flush=True)
 
 
-def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_s: float, metrics: dict) -> str:
-    """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402, val_bpb 1.859; 2m10s left', at the pace since origin
-    (this process's first step: a resumed run's earlier steps came in another's time); no time left at
-    the origin itself."""
+def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_s: float, metrics: dict,
+                  tokens_per_s: float | None = None) -> str:
+    """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402, val_bpb 1.859; 7,480 tokens/s; 2m10s left', at the
+    pace since origin (this process's first step: a resumed run's earlier steps came in another's time); no
+    time left at the origin itself, and no rate while none is known (None or NaN: no step timed yet)."""
     left = time_left(step - origin_step, total - step, now_s - origin_s)
     shown = ", ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
-    return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + left
+    rate = f"; {tokens_per_s:,.0f} tokens/s" if tokens_per_s is not None and math.isfinite(tokens_per_s) else ""
+    return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + rate + left
 
 
-def progress_callbacks(progress: bool) -> list[Callback]:
-    """The callback showing a run's progress where it is wanted: the bar on a terminal, else the lines."""
+def progress_callbacks(progress: bool, rate: Callable[[], float] | None = None) -> list[Callback]:
+    """The callback showing a run's progress where it is wanted: the bar on a terminal, else the lines
+    (with `rate`'s tokens/s)."""
     if not progress:
         return []
-    return [StepBar()] if sys.stderr.isatty() else [StepLines()]
+    return [StepBar()] if sys.stderr.isatty() else [StepLines(rate=rate)]

@@ -522,29 +522,37 @@ def test_a_sustained_spike_ends_the_run_as_diverged(tmp_path):
     assert "diverged at step" in out and "Trainer.fit" not in err and "Traceback" not in err
 
 
-def test_json_is_all_of_stdout_and_progress_is_lines_on_stderr(tmp_path, capsys):
+def test_json_is_all_of_stdout_and_progress_is_lines_on_stderr(tmp_path, capsys, monkeypatch):
     """`scaling train --json` printed Lightning's progress bar and its metrics on stdout ahead of the JSON
     (`| jq` failed), and a log or a pipe got no progress until the run ended: progress goes to stderr,
-    as a line a minute where stderr is no terminal (pytest's capture: none)."""
+    as a line a minute where stderr is no terminal (pytest's capture: none), with the run's training rate
+    (a line every step here)."""
+    import scaling.progress
+
+    monkeypatch.setattr(scaling.progress, "LINE_INTERVAL_S", 0.0)
     path = tmp_path / "config.json"
     path.write_text(_config().to_json())
     assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["status"] == "completed"
-    assert re.search(r"^step 1 of 40 \(2%\): train_loss [0-9.]+$", err, re.M), err
+    assert re.search(r"^step 1 of 40 \(2%\): train_loss [0-9.]+$", err, re.M), err  # (no step timed yet)
+    assert re.search(r"^step 40 of 40 \(100%\): train_loss [0-9.]+, val_loss [0-9.]+, val_bpb [0-9.]+; "
+                     r"[0-9,]+ tokens/s; 0m00s left$", err, re.M), err
 
 
-def test_progress_lines_come_every_interval_with_the_time_left_at_this_processs_pace():
+def test_progress_lines_come_every_interval_with_the_rate_and_the_time_left_at_this_processs_pace():
     from types import SimpleNamespace
 
     from scaling.progress import StepLines
 
-    now = [100.0]
-    lines = StepLines(every_s=60, clock=lambda: now[0])
+    now, rate = [100.0], [math.nan]
+    lines = StepLines(every_s=60, clock=lambda: now[0], rate=lambda: rate[0])
     trainer = SimpleNamespace(global_step=200, max_steps=1000, progress_bar_metrics={})
     lines.on_train_start(trainer, None)  # a resumed run: its first 200 steps came in another process's time
     said = []
-    for step, at in [(201, 130.0), (202, 150.0), (301, 190.0), (302, 191.0), (401, 260.0)]:
+    # the run's training rate (its RunDirectory's): none yet where no step was timed
+    for step, at, rate[0] in [(201, 130.0, math.nan), (202, 150.0, 3000.0), (301, 190.0, 7480.2), (302, 191.0, 7000.0),
+                              (401, 260.0, 6999.7)]:
         trainer.global_step, now[0] = step, at
         trainer.progress_bar_metrics = {"train_loss": 4.25}
         with contextlib.redirect_stderr(io.StringIO()) as err:
@@ -552,8 +560,8 @@ def test_progress_lines_come_every_interval_with_the_time_left_at_this_processs_
         said += err.getvalue().splitlines()
     # the first step's line (its 30 s are start-up: no pace yet), then one a minute: 100 steps in 60 s, 699 left
     assert said == ["step 201 of 1000 (20%): train_loss 4.25",
-                    "step 301 of 1000 (30%): train_loss 4.25; 6m59s left",
-                    "step 401 of 1000 (40%): train_loss 4.25; 6m29s left"]
+                    "step 301 of 1000 (30%): train_loss 4.25; 7,480 tokens/s; 6m59s left",
+                    "step 401 of 1000 (40%): train_loss 4.25; 7,000 tokens/s; 6m29s left"]
 
 
 def test_the_bar_counts_the_runs_steps():
