@@ -21,7 +21,7 @@ import torch
 from scaling.cli import main
 from scaling.errors import UserError
 from scaling.config import RunConfig
-from scaling.train import PREEMPTED_EXIT_CODE, LanguageModel, Preempted, train, train_batch
+from scaling.train import METRICS_COLUMNS, PREEMPTED_EXIT_CODE, LanguageModel, Preempted, train, train_batch
 from sweeps.store import RESULT_FIELDS
 
 # 0.5M nanochat, 40 steps of 4 x 64 tokens: seconds on 2 CPU cores.
@@ -110,6 +110,32 @@ def test_result_record_and_run_directory(reference):
             train(_config(), run_dir)
     finally:
         (run_dir / "result.json").write_bytes(record)
+
+
+def _doc_table(title: str) -> dict[str, list[str]]:
+    """docs/training.md's table under the bold `title`: its first column's names (a cell may name several,
+    "family, size") -> the row's other cells."""
+    text = (Path(__file__).parent.parent / "docs" / "training.md").read_text()
+    rows = text.split(f"**{title}**", 1)[1].split("\n\n")[1].splitlines()[2:]  # (after the header and its rule)
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    return {name: rest for first, *rest in cells for name in first.split(", ")}
+
+
+def test_the_docs_give_every_result_field_and_metrics_column_with_its_type_and_unit(reference):
+    """result.json's fields and metrics.csv's columns had no units in the docs (metrics.csv's `lr` is the schedule's
+    multiplier, not a learning rate): each has its row in docs/training.md, result.json's with the type the
+    record has (recipe_file: a run under a recipe file only)."""
+    run_dir, result = reference
+    fields = _doc_table("result.json, field by field")
+    assert set(fields) == set(result) | {"recipe_file"}
+    kinds = {"integer": int, "number": (int, float), "string": str, "object": dict, "list": list}
+    for name, value in result.items():
+        kind = fields[name][0]
+        assert (value is None and kind.endswith(" or null")) or (
+            isinstance(value, kinds[kind.removesuffix(" or null")]) and not isinstance(value, bool)), (name, value)
+    columns = _doc_table("metrics.csv, column by column")
+    assert list(columns) == list(METRICS_COLUMNS)
+    assert (run_dir / "metrics.csv").read_text().splitlines()[0] == ",".join(columns)
 
 
 def test_val_bpb_is_the_nats_scored_over_the_bytes_of_the_text_scored(reference):
