@@ -140,7 +140,9 @@ class RunConfig:
             raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}{given}; "
                             f"set a batch_size that is, or micro_batch_size {divisor} (the largest that divides it)")
         if int(self.tokens) < batch_size * seq_len:  # the run would train a whole batch: more than asked
-            raise TokensError(f"tokens {int(self.tokens):,} is less than one batch ({batch_size} sequences x {seq_len} "
+            from scaling.console import count
+
+            raise TokensError(f"tokens {int(self.tokens):,} is less than one batch ({count(batch_size, 'sequence')} x {seq_len} "
                               f"tokens = {batch_size * seq_len:,})", "raise tokens or set a smaller batch_size/seq_len")
         steps = int(self.tokens) // (batch_size * seq_len)
         eval_interval = self.eval_interval or max(1, steps // 8)

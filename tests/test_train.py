@@ -780,6 +780,16 @@ def test_ctrl_c_before_a_run_starts_leaves_no_empty_folder(tmp_path, monkeypatch
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_budget_below_one_batch_is_one_line_with_the_batch_spelled_right(tmp_path, capsys):
+    """`--tokens 100` under the batch rule (one sequence of 256 at 0.5M) said '1 sequences x 256 tokens'."""
+    argv = ["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "100",
+            "--out", str(tmp_path / "run")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == ("error: tokens 100 is less than one batch (1 sequence x 256 tokens = 256); raise "
+                                       "tokens or set a smaller batch_size/seq_len\n")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_token_count_below_one_is_refused_not_read_as_zero(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:  # argparse's own error for the flag
         main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "0.4",
