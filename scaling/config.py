@@ -17,6 +17,7 @@ from pathlib import Path
 from models.ladder import ModelSize, model_size
 from scaling import hyperparams
 from scaling.compiling import COMPILE_MODES
+from scaling.console import count
 from scaling.errors import UserError
 
 # Tokens per forward pass when micro_batch_size is not given (`default_micro_batch`): 64 x 1024 up to
@@ -140,8 +141,6 @@ class RunConfig:
             raise UserError(f"batch_size {batch_size} is not a multiple of micro_batch_size {micro_batch_size}{given}; "
                             f"set a batch_size that is, or micro_batch_size {divisor} (the largest that divides it)")
         if int(self.tokens) < batch_size * seq_len:  # the run would train a whole batch: more than asked
-            from scaling.console import count
-
             raise TokensError(f"tokens {int(self.tokens):,} is less than one batch ({count(batch_size, 'sequence')} x {seq_len} "
                               f"tokens = {batch_size * seq_len:,})", "raise tokens or set a smaller batch_size/seq_len")
         steps = int(self.tokens) // (batch_size * seq_len)
