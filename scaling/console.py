@@ -57,13 +57,23 @@ def print_table(rows: Iterable[dict], columns: Sequence[str] | None = None, titl
     # 'fp4[/b]' ended `scaling fit` in a MarkupError traceback
     rows = list(rows)
     columns = list(columns or dict.fromkeys(k for r in rows for k in r))  # (every row's keys, first seen first)
-    table = Table(title=Text(title, style="table.title") if title is not None else None, show_lines=False)
+    caption = Text(title, style="table.title") if title is not None else None
+    table = Table(title=caption, show_lines=False)
     for c in columns:
         table.add_column(Text(c), overflow="fold")
     for r in rows:
         table.add_row(*(Text(_cell(r.get(c))) for c in columns))
     # Piped (a log, a file): as wide as the table needs, so no number is folded across lines
-    Console(width=None if sys.stdout.isatty() else 100_000).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 100_000)
+    if len(rows) == 1 and console.measure(table, options=console.options.update_width(100_000)).maximum > console.width:
+        # one record wider than the terminal (`scaling train`'s result): a line per field, not every cell folded
+        # into a column a few characters wide ('compl/eted')
+        table = Table(title=caption, show_lines=False)
+        table.add_column(Text("field"))
+        table.add_column(Text("value"), overflow="fold")
+        for c in columns:
+            table.add_row(Text(c), Text(_cell(rows[0].get(c))))
+    console.print(table)
 
 
 def _default(o: Any) -> Any:

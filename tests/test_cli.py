@@ -1,6 +1,7 @@
 """The `scaling` command itself: its restart with glibc's allocator kept from returning memory, help, errors."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -166,3 +167,21 @@ def test_an_unknown_option_points_to_the_verbs_own_help(argv, verb, unknown, cap
         main(argv)
     assert e.value.code == 2
     assert capsys.readouterr().err == f"error: {verb}: unrecognized arguments: {unknown}; see `{verb} --help`\n"
+
+
+def test_a_one_record_table_wider_than_the_terminal_is_printed_a_field_a_line(monkeypatch, capsys):
+    """`scaling train`'s result (one row of ~20 fields) on an 80-column terminal folded every cell into a column a
+    few characters wide ('compl' / 'eted'); a record too wide for the terminal is printed a field a line instead,
+    and one that fits, or a table of several rows, as before."""
+    from scaling.console import print_table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    record = {f"field_{i}": f"value-{i}-completed" for i in range(12)}
+    print_table([record], title="run runs/x")
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # (a terminal's: rich's colour codes)
+    assert max(map(len, out.splitlines())) <= 80, out
+    for key, value in record.items():
+        assert any(key in line and value in line for line in out.splitlines()), (key, out)
+    print_table([{"a": "completed", "b": 1}])  # fits: a column per field, as before
+    assert re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).splitlines()[1].split() == ["┃", "a", "┃", "b", "┃"]
