@@ -558,7 +558,7 @@ def section_gaps(study: Study, baseline: str, styles: dict, fig_dir: Path) -> Se
                         f"{literal(compare.unpaired_words(missing))}. Runs without a finite loss are listed under "
                         "Diverged and failed runs."))
     s.add(Figure(figures.gap_vs_size(gaps, by_size, styles, baseline, fig_dir / "gap_vs_size.png"),
-                 "Relative loss gap of each matched pair (pale marks) and the per-size mean (line), each recipe in its colour and shape."))
+                 "Relative loss gap of each matched pair (pale marks) and the per-size mean (line), each recipe in its colour, marker (filled or hollow) and line style."))
     s.add(Table(("recipe", *keys, "loss", f"{baseline} loss", f"{baseline} runs", "gap (%)"),
                 tuple(gaps.select("recipe", *keys, "loss", "baseline_loss", "baseline_runs", "gap_pct").iter_rows()),
                 f"Every matched pair ({literal(baseline)} loss: the mean of its runs counted beside it)."))
