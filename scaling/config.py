@@ -266,6 +266,9 @@ class RunConfig:
                             + (f": {inside}" if inside.is_file() else " (a run folder holds one)"))
         try:
             return cls.from_dict(json.loads(Path(path).read_text()))
+        except FileNotFoundError:  # (a path mistyped: nothing to restore)
+            raise UserError(f"run config {path} does not exist; give the config.json a run wrote (RUN_DIR/config.json), "
+                            "or describe the run with `scaling train`'s options instead of --config") from None
         except UnicodeDecodeError as e:  # (a binary file, a checkpoint passed by mistake)
             raise UserError(f"cannot read run config {path} (not UTF-8 text: byte {e.object[e.start]:#04x} at offset "
                             f"{e.start}); give the config.json a run wrote") from None

@@ -576,3 +576,12 @@ def test_short_numbers_have_no_trailing_dot():
                                                                             "1.23e+05"]
     assert [_short(x) for x in (None, float("nan"), float("inf"), -float("inf"))] == ["—", "—", "∞", "−∞"]
     assert [_short(x) for x in (0.0, -0.0, 0)] == ["0", "0", "0"]  # (an underflowed interval end; the tables' 0)
+
+
+def test_train_config_that_does_not_exist_says_so(tmp_path, capsys):
+    """--config of a mistyped path said "cannot read run config ... ([Errno 2] ...)" and advised restoring a run
+    directory's config.json: there is nothing to restore, only a path to fix."""
+    missing = tmp_path / "cfg.json"
+    err = refused(["train", "--config", str(missing)], capsys, f"run config {missing} does not exist",
+                  "RUN_DIR/config.json", "`scaling train`'s options")
+    assert "restore" not in err and "Errno" not in err, err
