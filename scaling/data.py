@@ -1037,12 +1037,25 @@ def _tokenizer_problem(data_dir: Path, meta: dict) -> str | None:
 def read_meta(data_dir: str | Path) -> dict:
     """The meta.json of a prepared data dir (UserError, naming the fix, if the dir is missing,
     incomplete or damaged: `_checked_meta`)."""
-    meta, problem = _checked_meta(Path(data_dir).expanduser())
+    path = Path(data_dir).expanduser()
+    meta, problem = _checked_meta(path)
+    if problem and not (path / "meta.json").exists() and _is_corpus(path):
+        # (a sweep's `data` may name a raw corpus; "--out CORPUS" would prepare into the corpus's own folder, or onto
+        # its file, which prepare refuses)
+        raise UserError(f"{data_dir} is a corpus, not a prepared data dir (no meta.json): prepare it into a folder of "
+                        f"its own with `scaling data prepare {data_dir} --out DIR`, then pass --data DIR")
     if problem:
-        fix = ("pass that folder" if Path(data_dir).expanduser().is_file() else
+        fix = ("pass that folder" if path.is_file() else
                f"prepare it with `scaling data prepare SOURCES --out {data_dir}`")
         raise UserError(f"{data_dir} {problem}: {fix}")
     return meta
+
+
+def _is_corpus(path: Path) -> bool:
+    """Whether `path` is what `prepare` reads: a corpus file, or a folder holding such files of its own."""
+    if path.is_dir():
+        return any(p.is_file() and _kind(p) for p in path.iterdir())
+    return path.is_file() and _kind(path) is not None
 
 
 def load_tokens(data_dir: str | Path, split: str) -> np.memmap:

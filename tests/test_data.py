@@ -491,7 +491,9 @@ def test_a_dictionary_encoded_parquet_text_column_is_text(tmp_path, docs, prepar
 def test_cli_errors(tmp_path, docs, capsys):
     out = str(tmp_path / "out")
     (tmp_path / "notes.txt").write_text("text")
-    assert "is a file, not a prepared data dir" in _cli_error(["info", str(tmp_path / "notes.txt")], capsys)
+    assert "is a corpus, not a prepared data dir" in _cli_error(["info", str(tmp_path / "notes.txt")], capsys)
+    (tmp_path / "fits.json").write_text("{}")
+    assert "is a file, not a prepared data dir" in _cli_error(["info", str(tmp_path / "fits.json")], capsys)
     missing = _cli_error(["prepare", str(tmp_path / "nope.parquet"), "--out", out], capsys)
     assert "does not exist" in missing and "a folder of them, a quoted glob" in missing, missing  # (and the fix)
     assert "matches no files" in _cli_error(["prepare", str(tmp_path / "*.parquet"), "--out", out], capsys)
@@ -667,6 +669,22 @@ def test_a_damaged_data_dir_is_one_line_and_no_run_starts(tmp_path, prepared, ca
                  "--data", str(bad), "--out", str(run)]) == 2
     err = capsys.readouterr().err
     assert message in err and f"scaling data prepare SOURCES --out {bad}" in err and not run.exists(), err
+
+
+@pytest.mark.parametrize("as_file", [False, True])
+def test_a_raw_corpus_given_as_data_is_told_to_be_prepared_into_a_folder_of_its_own(tmp_path, docs, capsys, as_file):
+    """`train --data` (and `data info`) on a raw corpus, as a sweep's `data` may name one: the fix was
+    `scaling data prepare SOURCES --out CORPUS`, into the corpus's own folder (which prepare refuses: it holds
+    files prepare did not write) or onto the corpus file itself. It names the corpus as the source instead."""
+    corpus = write_corpus(tmp_path / "corpus", docs, "parquet")
+    given = corpus if as_file else corpus.parent
+    err = _cli_error(["info", str(given)], capsys)
+    assert f"scaling data prepare {given} --out DIR" in err and f"--out {given}" not in err, err
+    run = tmp_path / "run"
+    assert main(["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "4096",
+                 "--data", str(given), "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"scaling data prepare {given} --out DIR" in err and "--data DIR" in err and not run.exists(), err
 
 
 def test_the_largest_token_id_is_meta_jsons_record_unless_a_token_file_is_newer(tmp_path, prepared, monkeypatch):
