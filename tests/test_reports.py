@@ -2500,3 +2500,23 @@ def test_the_diagnostics_section_says_what_each_format_is_and_where_it_comes_fro
     assert "format file" in caption
     older = {k: v for k, v in diag.items() if k != "formats"}  # a JSON without `formats`: its tables as before
     assert [c for _, c in diagnostic_tables(older)] == [c for _, c in diagnostic_tables(diag)[1:]]
+
+
+def test_docs_reports_md_names_every_option_of_scaling_report_and_of_reports_build():
+    """docs/reports.md's Options and its `reports.build(...)` line left out --shared-efficiencies (newcomer audit):
+    a user reading them could not find the shared-efficiency section's switch."""
+    import argparse
+    import inspect
+
+    from scaling.cli import build_parser
+
+    doc = (ROOT / "docs" / "reports.md").read_text()
+    verbs = next(a for a in build_parser(["report"])._actions if isinstance(a, argparse._SubParsersAction))
+    options = [o for a in verbs.choices["report"]._actions for o in a.option_strings
+               if o.startswith("--") and o not in ("--help", "--out")]  # (--out: in every example above them)
+    listed = doc.split("\nOptions: ", 1)[1].split("\nIt writes", 1)[0]  # (the paragraph that lists them)
+    assert [o for o in options if f"`{o}" not in listed] == []
+    from reports import build
+
+    documented = doc.split("Python: `reports.build(", 1)[1].split("`", 1)[0]  # (the signature, across its lines)
+    assert [p for p in inspect.signature(build).parameters if f"{p}" not in documented] == []
