@@ -2520,3 +2520,17 @@ def test_docs_reports_md_names_every_option_of_scaling_report_and_of_reports_bui
 
     documented = doc.split("Python: `reports.build(", 1)[1].split("`", 1)[0]  # (the signature, across its lines)
     assert [p for p in inspect.signature(build).parameters if f"{p}" not in documented] == []
+
+
+def test_docs_reports_md_quotes_the_committed_demo_examples_multiplier_ranges():
+    """docs/reports.md says how far the committed demo example's bootstrap multipliers reach, as the example's
+    report.md prints them: it gave nvfp4's range as if it were both recipes' (mxfp4's reaches 0 to 3.74e+121)."""
+    doc = " ".join((ROOT / "docs" / "reports.md").read_text().split())
+    example = (ROOT / "reports" / "examples" / "demo" / "report.md").read_text()
+    reach = dict(re.findall(r"^- \*\*(\w+)\*\*: .*?the bootstrap intervals of the multiplier reach (\S+ to \S+),", example,
+                            re.M))
+    assert set(reach) == {"mxfp4", "nvfp4"}, reach
+    for recipe, span in reach.items():
+        low, high = (float(x) for x in span.split(" to "))
+        quoted = f"{low:.2g} to {high:.2g}"
+        assert f"reach {quoted} ({recipe}" in doc or f"and {quoted} ({recipe}" in doc, (recipe, quoted)
