@@ -552,7 +552,10 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         state, result_problem, ckpt_problem, other = "misnamed", None, None, None
     if state == "running":  # (evaluations are an eighth of a run apart: its log says more, sooner)
         seen = max(seen, _live_tokens(d, run_config or {}))
-    progress = _progress(state, seen, tokens)
+    # a misnamed folder's finished run is as far on as a done one (its metrics.csv's last row can be short of its
+    # --tokens by the whole steps it rounded down to, or absent)
+    finished = misnamed and result.get("status") in ("completed", "diverged")
+    progress = _progress("done" if finished else state, seen, tokens)
     eta = _run_eta(d, progress, tokens, now) if state == "running" else None
     return RunStatus(
         run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),

@@ -1437,6 +1437,9 @@ def test_status_shows_a_run_folder_under_a_name_of_its_own_as_a_row_beside_the_o
     rows = {r.run_id: r for r in st.runs}
     assert (rows[finished.name].misnamed, rows[stopped.name].misnamed) == (finished_id, stopped_id)
     assert not any(r.result_damaged or r.checkpoint_of or r.resumable for r in (rows[finished.name], rows[stopped.name]))
+    # the finished one's progress is its record's, as a done run's: it read 0% (no metrics.csv) or, after a run that
+    # trained whole steps short of its --tokens, 99% (newcomer audit)
+    assert (rows[finished.name].progress, rows[stopped.name].progress) == (1.0, 0.0)
     assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
     out = capsys.readouterr().out
     assert f"misnamed (holds run {finished_id}: rename it to its id)" in out and "misnamed (holds run" in out, out
