@@ -60,11 +60,11 @@ class StepLines(Callback):
 
 def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_s: float, metrics: dict,
                   tokens_per_s: float | None = None) -> str:
-    """'step 120 of 915 (13%): train_loss 5.231, val_loss 5.402, val_bpb 1.859; 7,480 tokens/s; 2m10s left', at the
+    """'step 120 of 915 (13%): train_loss 5.2310, val_loss 5.4020, val_bpb 1.8590; 7,480 tokens/s; 2m10s left', at the
     pace since origin (this process's first step: a resumed run's earlier steps came in another's time); no
     time left at the origin itself, and no rate while none is known (None or NaN: no step timed yet)."""
     left = time_left(step - origin_step, total - step, now_s - origin_s)
-    shown = ", ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
+    shown = ", ".join(f"{k} {float(v):.4f}" for k, v in metrics.items())
     rate = f"; {tokens_per_s:,.0f} tokens/s" if tokens_per_s is not None and math.isfinite(tokens_per_s) else ""
     return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + rate + left
 

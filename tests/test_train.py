@@ -585,9 +585,9 @@ def test_progress_lines_come_every_interval_with_the_rate_and_the_time_left_at_t
             lines.on_train_batch_end(trainer, None, None, None, step)
         said += err.getvalue().splitlines()
     # the first step's line (its 30 s are start-up: no pace yet), then one a minute: 100 steps in 60 s, 699 left
-    assert said == ["step 201 of 1000 (20%): train_loss 4.25",
-                    "step 301 of 1000 (30%): train_loss 4.25; 7,480 tokens/s; 6m59s left",
-                    "step 401 of 1000 (40%): train_loss 4.25; 7,000 tokens/s; 6m29s left"]
+    assert said == ["step 201 of 1000 (20%): train_loss 4.2500",
+                    "step 301 of 1000 (30%): train_loss 4.2500; 7,480 tokens/s; 6m59s left",
+                    "step 401 of 1000 (40%): train_loss 4.2500; 7,000 tokens/s; 6m29s left"]
 
 
 def test_the_bar_counts_the_runs_steps():
@@ -1057,3 +1057,12 @@ def test_a_moved_corpus_is_named_as_the_runs_own_with_the_way_to_go_on(tmp_path)
     (moved / "meta.json").write_text(json.dumps({**meta, "val_docs": meta["val_docs"] + 1}))
     with pytest.raises(UserError, match="holds a different run"):
         train(dataclasses.replace(config, data=str(moved)), tmp_path / "run", progress=False)
+
+
+def test_a_progress_lines_metrics_keep_four_decimals():
+    """val_bpb 1.99977 was shown 'val_bpb 2' (four significant digits): a metric reads at the decimals a loss is
+    compared by, whatever its leading digits."""
+    from scaling.progress import progress_line
+
+    line = progress_line(10, 100, 10, 0.0, 0.0, {"train_loss": 10.123456, "val_bpb": 1.99977})
+    assert line == "step 10 of 100 (10%): train_loss 10.1235, val_bpb 1.9998", line
