@@ -2,7 +2,8 @@
 
 On a terminal, Lightning's rich bar counting the run's steps to their total (its batches come from an
 iterable with no length, so Lightning's own bar read '31/--' with no ETA). In a log or a pipe (nohup, a
-sweep's train.log) a live bar shows nothing until the run ends: there, a line a minute instead.
+sweep's train.log) a live bar shows nothing until the run ends: there, a line a minute instead, and a last one
+where the run ends.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class StepLines(Callback):
     """A line on stderr after the first step (the model built and compiled) and then every `every_s`
     seconds: step, share done, the bar's metrics (train_loss, val_loss, val_bpb), the training rate
     (`rate`, tokens/s: the run's own, as its result will record it) and the time left at the pace since
-    that first step (the first step's own time is mostly start-up and compilation)."""
+    that first step (the first step's own time is mostly start-up and compilation). And a last line where
+    the run ends, saying how (`ending`): a run shorter than `every_s` stopped at 'step 1 of N' in its log."""
 
     def __init__(self, every_s: float | None = None, clock: Callable[[], float] = time.monotonic,
                  rate: Callable[[], float] | None = None) -> None:
@@ -43,9 +45,10 @@ class StepLines(Callback):
         self.clock, self.rate = clock, rate
         self.origin: tuple[int, float] | None = None  # (step, time) at this process's first step's end
         self.last_line = 0.0
+        self.last_step: int | None = None  # the step of the last line printed
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.origin = None
+        self.origin, self.last_step = None, None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         now, step = self.clock(), trainer.global_step
@@ -54,16 +57,44 @@ class StepLines(Callback):
         elif now - self.last_line < self.every_s:
             return
         self.last_line = now
-        print(progress_line(step, trainer.max_steps, *self.origin, now, trainer.progress_bar_metrics,
-                            self.rate() if self.rate else None), file=sys.stderr, flush=True)
+        self._print(trainer, progress_line(step, trainer.max_steps, *self.origin, now, trainer.progress_bar_metrics,
+                                           self.rate() if self.rate else None))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        said = ending(trainer.global_step, trainer.max_steps, getattr(pl_module, "diverged_at_step", None))
+        if said == "completed" and self.last_step == trainer.global_step:
+            return  # (the line of the last step, 100%, says it)
+        self._closing_line(trainer, said)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if self.origin is not None:  # (a process that trained no step: the error says where it stopped)
+            self._closing_line(trainer, "stopped")
+
+    def _closing_line(self, trainer, said: str) -> None:
+        origin = self.origin or (trainer.global_step, self.clock())  # (a run resumed at its last step trains none)
+        self._print(trainer, progress_line(trainer.global_step, trainer.max_steps, *origin, self.clock(),
+                                           trainer.progress_bar_metrics, self.rate() if self.rate else None, said))
+
+    def _print(self, trainer, line: str) -> None:
+        self.last_step = trainer.global_step
+        print(line, file=sys.stderr, flush=True)
+
+
+def ending(step: int, total: int, diverged_at_step: int | None) -> str:
+    """How a run that left its training loop ended, in its result's words: 'completed' (all its steps),
+    'diverged at step 8' (`LanguageModel.diverged_at_step`, 1-based), else 'stopped'."""
+    if diverged_at_step is not None:
+        return f"diverged at step {diverged_at_step}"
+    return "completed" if step >= total else "stopped"
 
 
 def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_s: float, metrics: dict,
-                  tokens_per_s: float | None = None) -> str:
+                  tokens_per_s: float | None = None, ended: str | None = None) -> str:
     """'step 120 of 915 (13%): train_loss 5.2310, val_loss 5.4020, val_bpb 1.8590; 7,480 tokens/s; 2m10s left', at the
     pace since origin (this process's first step: a resumed run's earlier steps came in another's time); no
-    time left at the origin itself, and no rate while none is known (None or NaN: no step timed yet)."""
-    left = time_left(step - origin_step, total - step, now_s - origin_s)
+    time left at the origin itself, and no rate while none is known (None or NaN: no step timed yet). A run's
+    last line says how it `ended` ('completed', `ending`) in place of the time left."""
+    left = f"; {ended}" if ended else time_left(step - origin_step, total - step, now_s - origin_s)
     shown = ", ".join(f"{k} {float(v):.4f}" for k, v in metrics.items())
     rate = f"; {tokens_per_s:,.0f} tokens/s" if tokens_per_s is not None and math.isfinite(tokens_per_s) else ""
     return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + rate + left

@@ -1066,3 +1066,58 @@ def test_a_progress_lines_metrics_keep_four_decimals():
 
     line = progress_line(10, 100, 10, 0.0, 0.0, {"train_loss": 10.123456, "val_bpb": 1.99977})
     assert line == "step 10 of 100 (10%): train_loss 10.1235, val_bpb 1.9998", line
+
+
+def _lines_said(lines, trainer, hook: str, *args) -> list[str]:
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        getattr(lines, hook)(trainer, *args)
+    return err.getvalue().splitlines()
+
+
+def test_a_log_says_where_the_run_ended():
+    """A run shorter than the line interval stopped at 'step 1 of N' in its log (a sweep's train.log, a pipe): a
+    last line says the step it ended at and how (completed, diverged, stopped), once for a step already shown."""
+    from types import SimpleNamespace
+
+    from scaling.progress import StepLines
+
+    now = [0.0]
+    lines = StepLines(every_s=60, clock=lambda: now[0], rate=lambda: 7000.0)
+    trainer = SimpleNamespace(global_step=1, max_steps=3, progress_bar_metrics={"train_loss": 4.25})
+    run = SimpleNamespace(diverged_at_step=None)
+    lines.on_train_start(trainer, run)
+    assert _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0) == [
+        "step 1 of 3 (33%): train_loss 4.2500; 7,000 tokens/s"]
+    for trainer.global_step in (2, 3):
+        now[0] += 1.0
+        assert _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0) == []
+    assert _lines_said(lines, trainer, "on_train_end", run) == ["step 3 of 3 (100%): train_loss 4.2500; 7,000 tokens/s; completed"]
+
+    lines.on_train_start(trainer, run)  # a run of one step: its first line is its last
+    trainer.global_step, trainer.max_steps = 1, 1
+    assert len(_lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0)) == 1
+    assert _lines_said(lines, trainer, "on_train_end", run) == []
+
+    lines.on_train_start(trainer, run)  # diverged: the step it stopped at, and the one that tripped the rule
+    trainer.global_step, trainer.max_steps, run.diverged_at_step = 7, 40, 8
+    _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0)
+    assert _lines_said(lines, trainer, "on_train_end", run) == [
+        "step 7 of 40 (18%): train_loss 4.2500; 7,000 tokens/s; diverged at step 8"]
+
+    lines.on_train_start(trainer, run)  # a signal or an error: stopped (the run's next line says why)
+    run.diverged_at_step = None
+    assert _lines_said(lines, trainer, "on_exception", run, KeyboardInterrupt()) == []  # (no step trained here)
+    _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0)
+    trainer.global_step = 9
+    assert _lines_said(lines, trainer, "on_exception", run, KeyboardInterrupt()) == [
+        "step 9 of 40 (22%): train_loss 4.2500; 7,000 tokens/s; stopped"]
+
+
+def test_a_diverged_runs_log_ends_with_the_step_it_diverged_at(tmp_path, capsys):
+    """The line interval outlasts this run: its log said 'step 1 of 10' and nothing of where it stopped."""
+    path = tmp_path / "config.json"
+    path.write_text(_config(fault_nan_at_step=7, tokens=10 * 4 * 64).to_json())
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert said[0].startswith("step 1 of 10 (10%): ") and len(said) == 2, said
+    assert re.fullmatch(r"step 7 of 10 \(70%\): train_loss nan.*; [0-9,]+ tokens/s; diverged at step 8", said[1]), said
