@@ -19,10 +19,17 @@ from scaling.console import time_left
 
 
 class StepBar(RichProgressBar):
-    """Lightning's rich progress bar on stderr, out of the run's steps."""
+    """Lightning's rich progress bar on stderr, out of the run's steps, with the run's metrics alone."""
 
     def __init__(self) -> None:
         super().__init__(console_kwargs={"stderr": True})
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        # (Lightning's documented way) its logger's version number ('v_num: 0.000'): the
+        # lightning/version_<n> folder of the run's process, nothing a user reads the bar for
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
 
     @property
     def total_train_batches(self) -> int:

@@ -1121,3 +1121,15 @@ def test_a_diverged_runs_log_ends_with_the_step_it_diverged_at(tmp_path, capsys)
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
     assert said[0].startswith("step 1 of 10 (10%): ") and len(said) == 2, said
     assert re.fullmatch(r"step 7 of 10 \(70%\): train_loss nan.*; [0-9,]+ tokens/s; diverged at step 8", said[1]), said
+
+
+def test_the_bar_shows_the_runs_metrics_without_lightnings_version_number(tmp_path):
+    """The bar read 'v_num: 0.000 train_loss: 6.349': the number of the process's lightning/version_<n> folder."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.loggers import CSVLogger
+
+    from scaling.progress import StepBar
+
+    trainer = SimpleNamespace(loggers=[CSVLogger(tmp_path, name="lightning")], progress_bar_metrics={"train_loss": 6.349})
+    assert StepBar().get_metrics(trainer, None) == {"train_loss": 6.349}
