@@ -296,6 +296,9 @@ class LanguageModel(L.LightningModule):
             raise UserError(f"the checkpoint {path} does not fit this code's model ({misfit}): resume the run with "
                             f"{code}, or move the checkpoint away (mv {path} {path}.old) to train the run from the start")
         self.running_min, self.spike_count = checkpoint["divergence"]
+        # (in place of Lightning's two lines for it, LIGHTNING_NOISE, which said neither the step nor of how many)
+        print(f"resuming from the checkpoint {self.trainer.ckpt_path} at step {checkpoint['global_step']} of {self.steps}",
+              file=sys.stderr, flush=True)
 
 
 def commits_of(processes: list[dict]) -> list[str | None]:
@@ -634,9 +637,11 @@ def first_step_note(seconds: float, on_gpu: bool, quantized: bool) -> str | None
 
 # INFO lines of Lightning's rank-zero logger that say nothing the run's own output does not: its "💡 Tip"
 # adverts, which accelerators exist (the result's `processes` name the device), and why fit stopped (the
-# step count and the result table say it; a diverged run's read "`max_epochs=1` reached", which it was not)
+# step count and the result table say it; a diverged run's read "`max_epochs=1` reached", which it was not), and
+# its two lines for a resume (the run's own line says it, and at which step: `LanguageModel.on_load_checkpoint`)
 LIGHTNING_NOISE = ("💡 Tip", "GPU available:", "TPU available:", "HPU available:", "`Trainer.fit` stopped:",
-                   "[rank: 0] Received SIGTERM:")  # (the last: the run's own line says it, and what was saved)
+                   "[rank: 0] Received SIGTERM:",  # (the run's own line says it, and what was saved)
+                   "Restoring states from the checkpoint path at ", "Restored all states from the checkpoint at ")
 # the loggers those lines come from: rank_zero's, and the signal connector's for SIGTERM
 LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.trainer.connectors.signal_connector")
 

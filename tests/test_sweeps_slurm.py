@@ -184,7 +184,7 @@ def test_requeued_job_resumes_with_the_same_result(finished_sweep, tmp_path):
     log = job_log(sweep_dir, job_id)
     assert "checkpoint saved at step" in log, log  # train saved on SIGTERM...
     assert "requeueing" in log, log  # ...handed over to submitit (RunJob.checkpoint)...
-    assert "Restoring states from the checkpoint" in log, log  # ...and the requeued job resumed
+    assert "resuming from the checkpoint" in log, log  # ...and the requeued job resumed
     assert log.count("Starting with JobEnvironment") == 2, log
     assert json.loads((run_dir / "result.json").read_text())["status"] == "completed"
     assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
@@ -213,7 +213,7 @@ def test_a_cancelled_job_stays_cancelled_and_a_relaunch_resumes_it(finished_swee
     wait_done(sweep_dir, [run_dir.name])
     assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
     log = job_log(sweep_dir, again.submitted[0]["job_id"])
-    assert "Restoring states from the checkpoint" in log, log
+    assert "resuming from the checkpoint" in log, log
 
 
 def _urgent_partition() -> bool:
@@ -244,7 +244,7 @@ def test_a_preempted_job_requeues_itself_and_resumes(finished_sweep, tmp_path):
     assert "DUE TO PREEMPTION" in log and "checkpoint saved at step" in log, log
     assert "is not requeued" not in log and "requeueing" in log, log  # submitit's requeue path
     assert "this job is preempted" in log and "(50 remaining timeouts)" in log, log  # no timeout spent
-    assert "Restoring states from the checkpoint" in log, log
+    assert "resuming from the checkpoint" in log, log
     assert val_loss(run_dir) == val_loss(baseline_dir / run_dir.name)
 
 def test_demo_with_an_unreachable_controller_is_refused_before_any_work(tmp_path, capsys, monkeypatch):

@@ -1133,3 +1133,14 @@ def test_the_bar_shows_the_runs_metrics_without_lightnings_version_number(tmp_pa
 
     trainer = SimpleNamespace(loggers=[CSVLogger(tmp_path, name="lightning")], progress_bar_metrics={"train_loss": 6.349})
     assert StepBar().get_metrics(trainer, None) == {"train_loss": 6.349}
+
+
+def test_a_resumed_run_says_so_in_one_line_of_its_own(reference, tmp_path):
+    """Lightning said it in two lines ('Restoring states from the checkpoint path at ...', 'Restored all states
+    from the checkpoint at ...') and not at which step: one line says where the run goes on from."""
+    run_dir, result = reference
+    again = _copy_without(run_dir, tmp_path / "again", "result.json")
+    out, err = _start_cli(_config(), again).communicate(timeout=300)  # (Lightning's log lines: a process's stderr)
+    assert f"resuming from the checkpoint {again / 'checkpoints' / 'last.ckpt'} at step 40 of 40\n" in err, err
+    assert "Restor" not in err, err
+    assert json.loads((again / "result.json").read_text())["val_loss"] == result["val_loss"]
