@@ -40,6 +40,18 @@ def reference(tmp_path_factory):
     return run_dir, train(_config(), run_dir, progress=False)
 
 
+# A run the signal tests stop from outside: 160 steps, ~9 s on a 2-core CPU, so that the signal, sent once its first
+# checkpoint (step 5) is seen, comes seconds before its end even while the test's process waits for a busy core (40
+# steps, ~2.4 s past step 5, ended first under a loaded xdist run now and then: exit 0, no signal taken)
+LONG = _config(tokens=160 * 4 * 64, eval_interval=40)
+
+
+@pytest.fixture(scope="module")
+def long_reference(tmp_path_factory) -> dict:
+    """LONG's uninterrupted run's result."""
+    return train(LONG, tmp_path_factory.mktemp("long-reference"), progress=False)
+
+
 def _start_cli(config: RunConfig, run_dir: Path) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir.parent / f"{run_dir.name}.json"
@@ -373,9 +385,10 @@ def test_a_finished_folder_whose_config_is_gone_is_not_taken_for_another_run(tmp
     (signal.SIGINT, 130, "interrupted: received SIGINT"),  # Ctrl-C
     (signal.SIGTERM, PREEMPTED_EXIT_CODE, "preempted: received SIGTERM"),  # SLURM's preemption, `kill`
 ])
-def test_a_signal_checkpoints_at_the_end_of_the_step_and_the_same_command_resumes(reference, tmp_path, sig, code, said):
+def test_a_signal_checkpoints_at_the_end_of_the_step_and_the_same_command_resumes(long_reference, tmp_path, sig, code,
+                                                                                  said):
     run_dir = tmp_path / "stopped"
-    proc = _start_cli(_config(), run_dir)
+    proc = _start_cli(LONG, run_dir)
     _wait_for_checkpoint(proc, run_dir)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=300)
@@ -386,10 +399,10 @@ def test_a_signal_checkpoints_at_the_end_of_the_step_and_the_same_command_resume
     assert "available:" not in err and "stopped: `max_steps" not in err  # Lightning's accelerator and fit-end lines
     assert "Received SIGTERM" not in err  # Lightning's own line for it, beside the run's
     assert not (run_dir / "result.json").exists()
-    assert 0 < _checkpoint_step(run_dir) < 40
+    assert 0 < _checkpoint_step(run_dir) < LONG.steps
     start = time.perf_counter()
-    result = train(_config(), run_dir, progress=False)
-    assert result["val_loss"] == reference[1]["val_loss"]
+    result = train(LONG, run_dir, progress=False)
+    assert result["val_loss"] == long_reference["val_loss"]
     assert result["wall_s"] > time.perf_counter() - start  # the first process's time counts too
 
 
