@@ -261,7 +261,7 @@ def _plan(args: argparse.Namespace) -> int:
     if device == "gpu":
         if summary["mfu"] is not None:  # (measured: the table of sizes says by which rows)
             print(summary["bf16_speed"])
-        priced, mfus = _priced_at(rows, summary)
+        priced, mfus = _priced_at(rows, summary, args.mfu is not None)
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} GPU-hours {priced} ({mfus}MFU as "
               f"`scaling train` measures it: {summary['total_flops_exact']:.3e} FLOPs of 6·(N + V·width) + attention per "
               "token)"
@@ -289,11 +289,11 @@ def bf16_speed(measured: bool, args: argparse.Namespace, speeds: PlanSpeeds | No
     return f"BF16 at an assumed {args.mfu or DEFAULT_MFU:.0%} MFU of {peak:g} TFLOP/s ({why})"
 
 
-def _priced_at(rows: list[dict], summary: dict) -> tuple[str, str]:
+def _priced_at(rows: list[dict], summary: dict, mfu_given: bool) -> tuple[str, str]:
     """What a GPU plan's hours are priced at for BF16, for its total's line, and the measured MFUs ("MFU 43.7%–50.5%; ",
     "" where assumed)."""
     if summary["mfu"] is not None:
-        how = " (--mfu)" if rows and rows[0]["bf16_from"] == "assumed (--mfu)" else ""
+        how = " (--mfu)" if mfu_given else ""
         return f"at an assumed {summary['mfu']:.0%} MFU{how} of {summary['peak_tflops']:g} TFLOP/s for BF16", ""
     mfus = [r["bf16_mfu"] for r in rows if r["bf16_mfu"] is not None]
     shown = "" if not mfus else f"{min(mfus):.1%}" if min(mfus) == max(mfus) else f"{min(mfus):.1%}–{max(mfus):.1%}"
