@@ -90,13 +90,19 @@ def resolve_formats(entries: Iterable[str | Format]) -> dict[str, Format]:
 def format_of(text: str) -> Format:
     """One --formats entry: a name of FORMATS, a format file (.toml: `load_format`), or RECIPE:OPERAND (the spec a
     preset or recipe file gives one operand, e.g. mxfp4:fprop.x; its name in the tables is the entry)."""
-    if text in FORMATS:
-        return Format(text, FORMATS[text], BUILT_IN)
     if text.endswith(".toml"):
         return load_format(text)
-    if ":" in text:
-        return Format(text, operand_spec(text), text)
-    raise UserError(_not_a_format(text))
+    spec = named_spec(text)
+    if spec is None:
+        raise UserError(_not_a_format(text))
+    return Format(text, spec, BUILT_IN if text in FORMATS else text)
+
+
+def named_spec(text: str) -> QuantSpec | None:
+    """The spec a name gives: a format of FORMATS, or RECIPE:OPERAND (`operand_spec`); None for any other text."""
+    if text in FORMATS:
+        return FORMATS[text]
+    return operand_spec(text) if ":" in text else None
 
 
 def load_format(path: str | Path) -> Format:
@@ -130,10 +136,9 @@ def load_format(path: str | Path) -> Format:
 
 def _base_spec(base: object, where: str) -> QuantSpec:
     """A format file's `base`: a name of FORMATS, or RECIPE:OPERAND (whose transform the file may set to 0)."""
-    if isinstance(base, str) and base in FORMATS:
-        return FORMATS[base]
-    if isinstance(base, str) and ":" in base:
-        return operand_spec(base)
+    spec = named_spec(base) if isinstance(base, str) else None
+    if spec is not None:
+        return spec
     hint = did_you_mean(base, FORMATS) if isinstance(base, str) else ""
     raise UserError(f"{where}: base {base!r} is no format{hint}; give one of {', '.join(FORMATS)}, or a recipe's "
                     'operand as RECIPE:OPERAND (e.g. base = "ufp4:wgrad.dy"), or leave base out for nvfp4\'s spec')
