@@ -209,9 +209,13 @@ class RunConfig:
     @property
     def trained_tokens(self) -> int:
         """The tokens the run trains on: its whole steps' (`tokens` rounded down to whole batches)."""
-        c = self.resolved()
-        batch = c.batch_size * c.seq_len
-        return c.tokens // batch * batch  # (`steps` whole batches; resolved once)
+        return self.resolved().whole_batch_tokens()  # (resolved once)
+
+    def whole_batch_tokens(self) -> int:
+        """`trained_tokens` of a config already resolved (`resolved()`): its `tokens` rounded down to whole
+        batches of batch_size x seq_len, the `steps` it trains and the D its result records."""
+        batch = self.batch_size * self.seq_len
+        return self.tokens // batch * batch
 
     @property
     def run_id(self) -> str:

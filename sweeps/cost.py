@@ -357,8 +357,9 @@ def corpus_vocab_size(spec) -> int | None:
 def mfu_flops(r, vocab_size: int | None) -> float:
     """A run's training FLOPs as MFU counts them (result.json's `flops_exact`, `scaling bench train`):
     flops_per_token_exact at the corpus's `vocab_size` (`corpus_vocab_size`; None: the config's) and the
-    run's seq_len, times its token budget. `r`: the run's resolved config (`RunConfig.resolved()`)."""
-    return float(r.model_size().flops_per_token_exact(vocab_size or r.vocab_size, r.seq_len) * r.tokens)
+    run's seq_len, times the tokens it trains (its budget in whole batches, as result.json counts them).
+    `r`: the run's resolved config (`RunConfig.resolved()`)."""
+    return float(r.model_size().flops_per_token_exact(vocab_size or r.vocab_size, r.seq_len) * r.whole_batch_tokens())
 
 
 # --- a recipe the benchmark has not measured -------------------------------------------------------

@@ -442,6 +442,35 @@ def test_plan_prices_gpu_hours_at_the_vocab_of_the_corpus_the_runs_train_on(tmp_
         assert rows[0]["flops"] == 6 * s.n_params * 4096  # (the fits' C, unchanged)
 
 
+def test_plan_counts_the_tokens_a_run_trains_whole_batches_of(tmp_path, capsys):
+    """A run trains whole batches (batch_size x seq_len) and its result records those tokens as D (and its
+    flops by them), but plan counted the tokens the grid asked for: `tokens = 4000` at batches of 8 x 64 = 512
+    tokens trains 3,584, and plan showed 4000 and priced 6·N·4000 as the fits' C, 12% more than the run
+    records. It counts the tokens trained and says, for a run that loses more than 1% of its budget so, why."""
+    from models import model_size
+    from scaling.commands.sweep import plan_rows
+
+    spec = load(tmp_path, overrides=("grid.tokens=4000", "grid.seed=0"))
+    (row,) = plan_rows(spec)
+    (config,) = spec.runs()
+    assert config.trained_tokens == 3584 and row["tokens"] == 3584 and row["tokens_asked"] == 4000
+    s = model_size("nanochat", "0.5M")
+    assert row["flops"] == 6 * s.n_params * 3584
+    assert row["flops_exact"] == s.flops_per_token_exact(4096, 64) * 3584  # (the built-in corpus's vocabulary)
+    assert main(["sweep", "plan", str(write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 4000"))),
+                 "--json"]) == 0
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert any("train fewer tokens than the grid asks for" in w and "4,000 -> 3,584" in w for w in warnings), warnings
+    (row,) = plan_rows(load(tmp_path, overrides=("grid.seed=0",)))  # 4096: whole batches, as asked
+    assert row["tokens"] == row["tokens_asked"] == 4096 and not plan_warnings_of(row)
+
+
+def plan_warnings_of(row: dict) -> list[str]:
+    from scaling.commands.sweep import plan_warnings
+
+    return [w for w in plan_warnings([row]) if "fewer tokens" in w]
+
+
 def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys, monkeypatch):
     """sweeps/demo.toml, launched locally on a machine without a GPU, trains on CPU, but plan priced it
     in H200 GPU-hours (1.8e-06 of them) without saying so. It now prices the runs where `launch` with

@@ -95,7 +95,8 @@ def _toml_str(text: str) -> str:
 
 def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
               speeds: PlanSpeeds | None = None, device: str = "gpu") -> list[dict]:
-    """One row per run: its grid values, 6·N·D FLOPs (`flops`, the fits' C), its FLOPs as MFU counts them
+    """One row per run: its grid values (`tokens`: the tokens it trains, its budget `tokens_asked` rounded
+    down to whole batches of `step_tokens`, as its result records D), 6·N·D FLOPs (`flops`, the fits' C), its FLOPs as MFU counts them
     (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling bench train` count them),
     and the hours it takes (`hours`, and under `gpu_hours` or `cpu_hours` by `device`). On "gpu": its
     `flops_exact` at BF16's FLOP/s (`sweeps.cost.bf16_rate`: the benchmark's nearest bf16 row's, or `mfu` of
@@ -117,7 +118,8 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
     bf16 = {}  # (family, size) -> BF16's FLOP/s there
     for c, resolved, run_id in spec.resolved_runs():  # (each config resolved once, as checking the grid did)
-        flops = float(model_size(c.family, c.size).flops_per_token() * c.tokens)
+        tokens = resolved.whole_batch_tokens()  # (what the run trains and its result records as D)
+        flops = float(model_size(c.family, c.size).flops_per_token() * tokens)
         flops_exact = mfu_flops(resolved, vocab_size)
         key = (c.recipe, c.family, c.size)
         if key not in priced:
@@ -137,8 +139,8 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
             hours = gpu_hours(flops_exact, rate, speed)
             at = {"bf16": " ".join(rate.at), **at} if rate.at else at
             rate_of = dict(bf16_mfu=rate.mfu, bf16_from=rate.source)
-        rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=c.tokens,
-                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact, vs_bf16=speed.vs_bf16,
+        rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=tokens,
+                         tokens_asked=int(c.tokens), step_tokens=resolved.batch_size * resolved.seq_len, seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact, vs_bf16=speed.vs_bf16,
                          speed_from=speed.source, speed_note=speed.note, **rate_of, measured_at=at, hours=hours,
                          **{f"{device}_hours": hours}))  # fmt: skip
     return rows
@@ -308,12 +310,28 @@ def plan_warnings(rows: list[dict]) -> list[str]:
     from fits.analysis import fit_refusal
 
     recipes = {r["recipe"] for r in rows}
-    out = []
+    out = [rounded] if (rounded := rounded_tokens_warning(rows)) else []
     for recipe, problem in unfittable(rows).items():
         refusal = fit_refusal(recipe, problem, recipes)
         out.append(f"when every run completes, `scaling fit` and `scaling report` will refuse the fit: {refusal}"
                    if refusal else f"when every run completes, `scaling fit` will leave it out: {problem}")
     return out
+
+
+def rounded_tokens_warning(rows: list[dict]) -> str | None:
+    """The runs whose token budget loses more than 1% to whole batches (`scaling train`'s note's rule): the plan
+    prices, and their results record as D, the tokens they train, not the ones the grid asked for."""
+    from scaling.console import count
+
+    short = [r for r in rows if r["tokens_asked"] - r["tokens"] > 0.01 * r["tokens_asked"]]
+    if not short:
+        return None
+    examples = "; ".join(dict.fromkeys(
+        f"{r['family']} {r['size']} {r['tokens_asked']:,} -> {r['tokens']:,} ({1 - r['tokens'] / r['tokens_asked']:.0%} "
+        f"fewer, steps of {r['step_tokens']:,})" for r in short))
+    return (f"{count(len(short), 'run')} train fewer tokens than the grid asks for (a run trains whole batches of "
+            f"batch_size x seq_len tokens): {examples}; the plan prices, and their results will record as D, the "
+            "tokens trained: ask for multiples of the steps to train them all")
 
 
 def unfittable(rows: list[dict]) -> dict[str, str]:
