@@ -5,7 +5,8 @@ Every section returns rows for one JSON file (`scaling bench ... --out reports/b
 {"device", "date", "versions", "copy_gbps",
  "kernels": [{"name", "recipe", "operand", "gbps", "gbps_back_to_back", "copy_gbps"}],
  "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range", "bf16_ms", "sm_mhz"}],
- "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"}]}
+ "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16", and the shape measured at:
+            "batch_tokens", "accumulate", "compile_mode", "micro_batch", "seq_len", "vocab_size" (TRAIN_SHAPE)}]}
 
 Each row a GPU section measures also carries "measured" (its call's date, the header's) and
 "git_commit" (the code it measured): a file gathers rows from many calls (rows before 2026-12-06 ~09:00
@@ -60,7 +61,8 @@ How each number is taken (docs/kernels.md, "Benchmarks", says more):
 - cpu (no GPU): training steps on this machine's CPU as `scaling train` runs a 2M-token run of the
   micro sizes on the built-in corpus: float32, eager, the run's quantizer; {"cpu", "threads",
   "quantizer"} name the machine and which quantizer ran, rows {"recipe", "family", "size", "step_ms",
-  "step_cpu_ms", "tokens_per_s", "cpu_ratio_vs_bf16", "run_s"}.
+  "step_cpu_ms", "tokens_per_s", "cpu_ratio_vs_bf16", "run_s"} and the shape measured at ("batch_tokens",
+  "micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode": `cpu_shape`).
 """
 
 from __future__ import annotations
@@ -817,11 +819,20 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
                              "batch_tokens": c.batch_size * c.seq_len,
                              "step_ms": round(wall_s * 1e3, 1), "step_cpu_ms": round(cpu_s * 1e3, 1),
                              "tokens_per_s": round(c.batch_size * c.seq_len / wall_s),
-                             "cpu_ratio_vs_bf16": round(cpu_s / base, 3), "run_s": round(c.steps * wall_s)})
+                             "cpu_ratio_vs_bf16": round(cpu_s / base, 3), "run_s": round(c.steps * wall_s),
+                             **cpu_shape(c)})
                 progress(f"  {family} {size} {recipe} ({c.batch_size} x {c.seq_len} tokens per step): "
                          f"{wall_s * 1e3:.0f} ms a step ({cpu_s * 1e3:.0f} ms of CPU time, {cpu_s / base:.2f}x bf16's); "
                          f"{c.steps} steps ~{c.steps * wall_s:.0f} s")
     return rows
+
+
+def cpu_shape(c) -> dict:
+    """The shape a `cpu` row is measured at, as `bench_cpu` trains a resolved RunConfig `c`: one micro-batch of
+    c.batch_size sequences a step (the micro CPU runs accumulate none), its seq_len and vocabulary, eager
+    (compile_mode null, as `bench_train`'s None). Rows before 2026-12-07 ~20:30 record batch_tokens alone."""
+    return {"micro_batch": c.batch_size, "accumulate": 1, "seq_len": c.seq_len, "vocab_size": c.vocab_size,
+            "compile_mode": None}
 
 
 QUANTIZER_TOKENS = 4096  # bench_cpu_quantizer's rows: the 1M models' 16 x 256 tokens
@@ -893,45 +904,82 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
     accumulation: measured in this call first,
     or taken from `earlier` rows when bf16 is not among `recipes` (so a later call can add recipes)."""
     from models import model_size
-    from scaling.data import DEFAULT_VOCAB_SIZE
-    from scaling.config import default_micro_batch
     from scaling.train import peak_flops
 
     peak = peak_flops(device)
     rows = []
     for family in families:
         for size in sizes:
-            s = model_size(family, size)
-            flops = s.flops_per_token_exact(DEFAULT_VOCAB_SIZE, SEQ_LEN)
-            micro_batch = batch or default_micro_batch(s.n_params, SEQ_LEN)
-            micro_batches = accumulate or train_accumulation(s.n_params, micro_batch)
-            setting = {"batch_tokens": micro_batch * SEQ_LEN, "accumulate": micro_batches, "compile_mode": compile_mode}
+            shape = train_shape(model_size(family, size).n_params, batch, accumulate, compile_mode)
+            micro_batch, micro_batches, seq_len = shape["micro_batch"], shape["accumulate"], shape["seq_len"]
             prior = [r for r in earlier or [] if r["family"] == family and r["size"] == size
-                     and r["recipe"] == "bf16" and all(r.get(k) == v for k, v in setting.items())]
+                     and r["recipe"] == "bf16" and same_shape(r, shape)]
             base = prior[0]["tokens_per_s"] if prior and "bf16" not in recipes else None
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
                 start = time.perf_counter()
                 try:
                     wall_s, _ = train_step_seconds(family, size, recipe, device, batch=micro_batch,
-                                                   accumulate=micro_batches, seq_len=SEQ_LEN, steps=steps,
-                                                   compile_mode=compile_mode)
-                    tps = micro_batch * micro_batches * SEQ_LEN / wall_s
+                                                   accumulate=micro_batches, seq_len=seq_len, steps=steps,
+                                                   compile_mode=compile_mode, vocab_size=shape["vocab_size"])
+                    tps = micro_batch * micro_batches * seq_len / wall_s
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
                     if recipe == "bf16":
                         break
                     continue
                 base = tps if recipe == "bf16" else base
-                rows.append({"recipe": recipe_key(recipe), "family": family, "size": size, "tokens_per_s": round(tps),
-                             "mfu": round(flops * tps / peak, 4) if peak else None,
-                             "ratio_vs_bf16": round(tps / base, 3), **setting})
-                progress(f"  {family} {size} {recipe} ({micro_batches} x {micro_batch} x {SEQ_LEN} tokens per step): "
+                row = train_row(recipe, family, size, tps, base, peak, shape)
+                rows.append(row)
+                progress(f"  {family} {size} {recipe} ({micro_batches} x {micro_batch} x {seq_len} tokens per step): "
                          f"{tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
-                         + (f", MFU {flops * tps / peak:.1%}" if peak else "")
+                         + (f", MFU {row['mfu']:.1%}" if row["mfu"] is not None else "")
                          + f"; {time.perf_counter() - start:.0f} s with compilation")
                 if on_row:
                     on_row(rows)
     return rows
+
+
+# The fields a `train` row records its shape in (rows before 2026-12-07 ~20:30 have batch_tokens, accumulate and
+# compile_mode alone; sweeps.cost.BENCH_TRAIN_* say the seq_len and vocabulary they were measured at).
+TRAIN_SHAPE = ("batch_tokens", "accumulate", "compile_mode", "micro_batch", "seq_len", "vocab_size")
+
+
+def train_shape(n_params: int, batch: int | None, accumulate: int | None, compile_mode: str | None) -> dict:
+    """The shape `bench_train` trains a model of `n_params` at, as its rows record it (TRAIN_SHAPE): `batch`
+    sequences of SEQ_LEN tokens per micro-batch (None: the trainer's, scaling.config.default_micro_batch),
+    `accumulate` micro-batches per step (None: the trainer's batch rule, `train_accumulation`), the GPU corpus's
+    vocabulary (scaling.data.DEFAULT_VOCAB_SIZE) and `compile_mode` (None: eager)."""
+    from scaling.config import default_micro_batch
+    from scaling.data import DEFAULT_VOCAB_SIZE
+
+    micro_batch = batch or default_micro_batch(n_params, SEQ_LEN)
+    micro_batches = accumulate or train_accumulation(n_params, micro_batch)
+    return {"batch_tokens": micro_batch * SEQ_LEN, "accumulate": micro_batches, "compile_mode": compile_mode,
+            "micro_batch": micro_batch, "seq_len": SEQ_LEN, "vocab_size": DEFAULT_VOCAB_SIZE}
+
+
+def same_shape(row: dict, shape: dict) -> bool:
+    """Whether a `train` row was measured at `shape` (`train_shape`): an older row's missing seq_len and vocab_size
+    are those every row was measured at then (sweeps.cost.train_row_shape), its micro-batch its batch_tokens'."""
+    from sweeps.cost import train_row_shape
+
+    seq_len, vocab_size = train_row_shape(row)
+    recorded = {**row, "seq_len": seq_len, "vocab_size": vocab_size,
+                "micro_batch": row.get("micro_batch", (row.get("batch_tokens") or 0) // seq_len)}
+    return all(recorded.get(k) == shape[k] for k in TRAIN_SHAPE)
+
+
+def train_row(recipe: str, family: str, size: str, tokens_per_s: float, bf16_tokens_per_s: float,
+              peak: float | None, shape: dict) -> dict:
+    """A `train` row: issue 7's {"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"}, then the shape
+    it was measured at (`train_shape`). mfu: the FLOPs per token at the shape's vocabulary and seq_len
+    (ModelSize.flops_per_token_exact) x tokens/s over the GPU's `peak` FLOP/s (None where the peak is unknown)."""
+    from models import model_size
+
+    flops = model_size(family, size).flops_per_token_exact(shape["vocab_size"], shape["seq_len"])
+    return {"recipe": recipe_key(recipe), "family": family, "size": size, "tokens_per_s": round(tokens_per_s),
+            "mfu": round(flops * tokens_per_s / peak, 4) if peak else None,
+            "ratio_vs_bf16": round(tokens_per_s / bf16_tokens_per_s, 3), **shape}
 
 
 def versions() -> dict:

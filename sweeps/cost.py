@@ -4,8 +4,8 @@ recipe slowed by its measured training speed against BF16 (`scaling bench train`
 (The plan's `flops` column stays 6·N·D, the fits' C.)
 
 BF16's FLOP/s is measured too (`bf16_rate`): the bf16 `train` row nearest the run in size, its tokens/s times
-the FLOPs per token its `mfu` counts (at `scaling bench train`'s vocabulary and seq_len), i.e. its MFU of the peak
-it was measured against, so the hours are the benchmark GPU's. Where the file has no bf16 row (or none is given:
+the FLOPs per token its `mfu` counts (at the row's vocabulary and seq_len: `train_row_shape`), i.e. its MFU of the
+peak it was measured against, so the hours are the benchmark GPU's. Where the file has no bf16 row (or none is given:
 `--bench none`), BF16 runs at an assumed DEFAULT_MFU of DEFAULT_PEAK_TFLOPS; `--mfu` assumes one over the file's.
 
 On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes around BF16 GEMMs), so
@@ -36,8 +36,9 @@ DEFAULT_CPU_BENCH = DEFAULT_BENCH.with_name("cpu.json")
 # BF16's MFU on a GPU where no benchmark row measured it (--bench none, a file without bf16 rows), of this peak
 DEFAULT_MFU = 0.30
 DEFAULT_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the peak `scaling bench train`'s mfu divides by on both
-# The sequences and vocabulary `scaling bench train` trains at (scaling.bench.SEQ_LEN, scaling.data.DEFAULT_VOCAB_SIZE;
-# its rows do not record them): the FLOPs per token its rows' mfu counts, by which the plan turns tokens/s into FLOP/s
+# The sequences and vocabulary every `scaling bench train` row was measured at before its rows recorded them
+# (2026-12-07 ~20:30: scaling.bench.TRAIN_SHAPE): an older row's FLOPs per token, by which the plan turns its tokens/s
+# into FLOP/s (`bench_flops_per_token`); a newer row's own seq_len and vocab_size are read instead
 BENCH_TRAIN_SEQ_LEN = 1024
 BENCH_TRAIN_VOCAB_SIZE = 32768
 
@@ -105,6 +106,10 @@ def _text(value) -> bool:
     return isinstance(value, str)
 
 
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 # The fields of a row that the targets and `sweep plan`'s prices read: (what it must be, its test, whether every
 # row has it); an optional one a row lacks leaves that row unjudged (a kernel row without gbps).
 ROW_FIELDS = {
@@ -117,7 +122,9 @@ ROW_FIELDS = {
                                lambda v: isinstance(v, list) and len(v) == 2 and all(map(_number, v)), False)},
     "train": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
               "ratio_vs_bf16": ("a number", _number, False), "tokens_per_s": ("a number", _number, False),
-              "mfu": ("a number or null", lambda v: v is None or _number(v), False)},
+              "mfu": ("a number or null", lambda v: v is None or _number(v), False),
+              "seq_len": ("a positive integer", _count, False),
+              "vocab_size": ("a positive integer", _count, False)},
     "cpu": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
             "cpu_ratio_vs_bf16": ("a number", _number, False)},
 }
@@ -206,8 +213,8 @@ def bf16_rate(family: str, size: str, rows: list[dict], source: str, mfu: float 
               peak_tflops: float | None = None) -> Bf16Rate:
     """BF16's training FLOP/s for a GPU run at (family, size). `mfu` (--mfu) given: that MFU of `peak_tflops`
     (None: DEFAULT_PEAK_TFLOPS). Else measured, from the bf16 row of `rows` nearest in size (`nearest_row`, as a
-    recipe's speed is picked) with a tokens/s: its tokens/s times the FLOPs per token its mfu counts (at
-    `scaling bench train`'s vocabulary and seq_len), the FLOP/s of the benchmark's GPU whatever peak its mfu was
+    recipe's speed is picked) with a tokens/s: its tokens/s times the FLOPs per token its mfu counts (at the
+    row's vocabulary and seq_len, `bench_flops_per_token`), the FLOP/s of the benchmark's GPU whatever peak its mfu was
     divided by; given `peak_tflops`, its mfu of that peak instead (another GPU, at the MFU measured). Where no
     row measured bf16, the assumed DEFAULT_MFU of the peak."""
     peak = (peak_tflops or DEFAULT_PEAK_TFLOPS) * 1e12
@@ -218,7 +225,7 @@ def bf16_rate(family: str, size: str, rows: list[dict], source: str, mfu: float 
         return Bf16Rate(DEFAULT_MFU * peak, DEFAULT_MFU, "assumed")
     measured = float(row["mfu"]) if _number(row.get("mfu")) else None
     if peak_tflops is None:
-        flops_per_s = float(row["tokens_per_s"]) * bench_flops_per_token(row["family"], row["size"])
+        flops_per_s = float(row["tokens_per_s"]) * bench_flops_per_token(row)
     elif measured is None:
         raise UserError(f"--peak-tflops {peak_tflops:g}: {source}'s bf16 row at {row['family']} {row['size']} has no mfu "
                         "(`scaling bench` knew no peak for its GPU), so there is no measured MFU to price that peak "
@@ -233,12 +240,19 @@ def bf16_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["recipe"] == "bf16" and _number(r.get("tokens_per_s")) and r["tokens_per_s"] > 0]
 
 
-def bench_flops_per_token(family: str, size: str) -> int:
-    """The FLOPs per token a `scaling bench train` row's mfu counts: flops_per_token_exact at the vocabulary
-    and seq_len it trains at."""
+def train_row_shape(row: dict) -> tuple[int, int]:
+    """The (seq_len, vocabulary) a `scaling bench train` row was measured at: its own where it records them, else
+    (an older row) BENCH_TRAIN_SEQ_LEN and BENCH_TRAIN_VOCAB_SIZE, which every row was measured at then."""
+    return row.get("seq_len", BENCH_TRAIN_SEQ_LEN), row.get("vocab_size", BENCH_TRAIN_VOCAB_SIZE)
+
+
+def bench_flops_per_token(row: dict) -> int:
+    """The FLOPs per token a `scaling bench train` row's mfu counts: flops_per_token_exact at the seq_len and
+    vocabulary it was measured at (`train_row_shape`)."""
     from models.ladder import model_size
 
-    return model_size(family, size).flops_per_token_exact(BENCH_TRAIN_VOCAB_SIZE, BENCH_TRAIN_SEQ_LEN)
+    seq_len, vocab_size = train_row_shape(row)
+    return model_size(row["family"], row["size"]).flops_per_token_exact(vocab_size, seq_len)
 
 
 def nearest_row(recipe: str, family: str, size: str, rows: list[dict]) -> dict | None:

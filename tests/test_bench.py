@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.commands.bench import ROW_KEYS, _keep_copy, _merge
+from scaling.commands.bench import _keep_copy, _merge, row_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,6 +21,20 @@ def test_later_rows_replace_only_their_keys():
            {"family": "nanochat", "size": "160M", "recipe": "nvfp4", "tokens_per_s": 4}]
     merged = _merge("train", old, new)
     assert [r["tokens_per_s"] for r in merged] == [2, 3, 4]
+
+
+def test_train_rows_without_a_seq_len_or_vocabulary_were_measured_at_the_defaults():
+    """A train row is keyed by its shape: rows written before they recorded seq_len and vocab_size were measured at
+    sweeps.cost's BENCH_TRAIN_*, so a new row at those replaces one, and a row at another seq_len or vocabulary (which
+    shared the older key's batch_tokens, accumulate and compile mode) does not."""
+    setting = {"family": "nanochat", "size": "160M", "recipe": "bf16", "batch_tokens": 65536, "accumulate": 4,
+               "compile_mode": "reduce-overhead"}
+    old = [dict(setting, tokens_per_s=1)]
+    same = dict(setting, seq_len=1024, vocab_size=32768, tokens_per_s=2)
+    assert _merge("train", old, [same]) == [same]
+    for other in (dict(setting, seq_len=2048, vocab_size=32768, tokens_per_s=3),
+                  dict(setting, seq_len=1024, vocab_size=4096, tokens_per_s=4)):
+        assert _merge("train", old, [other]) == old + [other]
 
 
 def test_sass_rows_without_a_stage_were_quantize_passes():
@@ -57,7 +71,7 @@ def test_committed_h200_json_has_the_documented_keys():
         assert bench[section], f"{section} is empty"
         for row in bench[section]:
             assert set(keys) <= set(row), (section, row)
-        ids = [tuple(r[k] for k in ROW_KEYS[section]) for r in bench[section]]
+        ids = [row_key(section, r) for r in bench[section]]
         assert len(ids) == len(set(ids)), f"duplicate {section} rows"
 
 
@@ -101,6 +115,9 @@ def test_cpu_section_times_the_trainers_cpu_step(tmp_path):
     assert set(rows) == {("llama2", "bf16"), ("nanochat", "bf16"), ("nanochat", "nvfp4")}
     new = rows["nanochat", "nvfp4"]
     assert new["batch_tokens"] == 16 * 256 and new["step_ms"] > 0 and new["step_cpu_ms"] > 0 and new["run_s"] > 0
+    # the shape it was measured at: the 2M-token run's 16 x 256 tokens a step, the built-in vocabulary, eager
+    assert {k: new[k] for k in ("micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode")} == \
+        {"micro_batch": 16, "accumulate": 1, "seq_len": 256, "vocab_size": 4096, "compile_mode": None}
     assert abs(new["cpu_ratio_vs_bf16"] - new["step_cpu_ms"] / rows["nanochat", "bf16"]["step_cpu_ms"]) < 0.01
 
 
@@ -166,11 +183,54 @@ def test_train_section_runs_end_to_end_on_a_cpu():
     rows = bench_train(torch.device("cpu"), families=("nanochat",), sizes=("0.5M",), recipes=("bf16", "nvfp4"),
                        steps=1, batch=1, accumulate=1, compile_mode=None, progress=lambda line: None)
     assert [r["recipe"] for r in rows] == ["bf16", "nvfp4"] and rows[0]["mfu"] is None
+    assert all({k: r[k] for k in ("batch_tokens", "micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode")}
+               == {"batch_tokens": 1024, "micro_batch": 1, "accumulate": 1, "seq_len": 1024, "vocab_size": 32768,
+                   "compile_mode": None} for r in rows), rows
     # The ratio is of the unrounded rates, rounded to 3 decimals; the rows' rates are rounded to integers,
     # which at a few hundred tokens/s (one eager step) moves their quotient by up to ratio x (0.5/a + 0.5/b).
     a, b = rows[0]["tokens_per_s"], rows[1]["tokens_per_s"]
     ratio = rows[1]["ratio_vs_bf16"]
     assert abs(ratio - b / a) <= 0.0005 + ratio * (0.5 / a + 0.5 / b) + 1e-9
+
+
+def test_train_rows_record_the_shape_they_were_measured_at():
+    """`bench train` rows kept batch_tokens, accumulate and compile_mode but not the seq_len and vocabulary their mfu
+    counts FLOPs at, nor the micro-batch in sequences, so `sweep plan` had to assume the command's defaults to turn a
+    row's tokens/s into FLOP/s. A row now records its whole shape after issue 7's keys, and its mfu is counted at the
+    shape's vocabulary and seq_len (what sweeps.cost reads back from the row)."""
+    from models import model_size
+    from scaling.bench import TRAIN_SHAPE, train_row, train_shape
+    from sweeps.cost import bench_flops_per_token
+
+    n = model_size("nanochat", "160M").n_params
+    trainer = train_shape(n, None, None, "reduce-overhead")  # the trainer's 64 x 1024 tokens, 4 a step at 160M
+    assert trainer == {"batch_tokens": 65536, "accumulate": 4, "compile_mode": "reduce-overhead", "micro_batch": 64,
+                       "seq_len": 1024, "vocab_size": 32768}
+    given = train_shape(n, 16, 2, "default")  # --batch 16 --accumulate 2
+    assert (given["micro_batch"], given["batch_tokens"], given["accumulate"]) == (16, 16 * 1024, 2)
+    shape = dict(trainer, seq_len=256, vocab_size=4096)  # another shape: the mfu counts its FLOPs
+    row = train_row("nvfp4", "nanochat", "160M", 300_000.4, 375_000.0, 989e12, shape)
+    assert list(row)[:6] == ["recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16"]  # (issue 7's)
+    assert set(TRAIN_SHAPE) <= set(row) and all(row[k] == shape[k] for k in TRAIN_SHAPE)
+    assert (row["tokens_per_s"], row["ratio_vs_bf16"]) == (300_000, 0.8)
+    flops = model_size("nanochat", "160M").flops_per_token_exact(4096, 256)
+    assert row["mfu"] == round(flops * 300_000.4 / 989e12, 4) and bench_flops_per_token(row) == flops
+    assert train_row("bf16", "nanochat", "160M", 1.0, 1.0, None, trainer)["mfu"] is None  # (a GPU of unknown peak)
+
+
+def test_a_later_bench_train_call_finds_an_older_rows_bf16_at_its_shape():
+    """`bench train --recipes nvfp4` divides by the file's bf16 row of the same shape (`same_shape`); rows written
+    before the shape was recorded lack seq_len, vocab_size and micro_batch, and were all measured at the defaults,
+    so they still match the trainer's shape (and not another micro-batch)."""
+    from models import model_size
+    from scaling.bench import same_shape, train_shape
+
+    old = {"recipe": "bf16", "family": "nanochat", "size": "160M", "tokens_per_s": 383698, "mfu": 0.5223,
+           "ratio_vs_bf16": 1.0, "batch_tokens": 65536, "accumulate": 4, "compile_mode": "reduce-overhead"}
+    n = model_size("nanochat", "160M").n_params
+    assert same_shape(old, train_shape(n, None, None, "reduce-overhead"))
+    assert not same_shape(old, train_shape(n, 32, None, "reduce-overhead"))
+    assert not same_shape(dict(old, seq_len=2048), train_shape(n, None, None, "reduce-overhead"))
 
 
 def test_profile_sorts_kernels_by_kind():

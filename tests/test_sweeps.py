@@ -723,6 +723,38 @@ def test_plan_prices_bf16_at_the_speed_its_benchmark_measured(tmp_path, capsys):
     assert "GPU-hours of the benchmark's GPU (test)" in out and "30% MFU" not in out, out
 
 
+def test_plan_prices_bf16_at_the_flops_per_token_of_the_rows_own_shape(tmp_path, capsys):
+    """A bf16 row's tokens/s became FLOP/s at `scaling bench train`'s defaults (vocabulary 32768, seq_len 1024) whatever
+    the row was measured at: at 0.5M a row at seq_len 256 and vocabulary 4096 counts 3.6x fewer FLOPs a token, so the
+    plan's BF16 FLOP/s from it was 3.6x too high. A row that records its seq_len and vocab_size is priced at them; an
+    older row without them at the defaults, which every such row was measured at."""
+    from models import model_size
+    from sweeps.cost import bf16_rate
+
+    spec = write_spec(tmp_path, TINY.replace("seed = [0, 1]", "seed = 0"))
+    flops = model_size("nanochat", "0.5M").flops_per_token_exact(4096, 256)
+    own = _bf16_row("nanochat", "0.5M", 2_000_000, seq_len=256, vocab_size=4096, mfu=round(flops * 2_000_000 / 989e12, 4))
+    assert bf16_rate("nanochat", "0.5M", [own], "bench.json").flops_per_s == 2_000_000 * flops
+    older = _bf16_row("nanochat", "0.5M", 2_000_000)
+    assert bf16_rate("nanochat", "0.5M", [older], "bench.json").flops_per_s == 2_000_000 * _bench_flops_per_token("nanochat", "0.5M")
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(_bench_file(tmp_path, [own])), "--device", "gpu"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["run_list"]
+    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (2_000_000 * flops) / 3600)
+
+
+@pytest.mark.parametrize("field, value", [("seq_len", '"1024"'), ("vocab_size", "0"), ("seq_len", "1024.5")])
+def test_plan_refuses_a_train_rows_shape_of_another_kind(tmp_path, capsys, field, value):
+    """The plan reads a train row's seq_len and vocab_size to count its FLOPs: a hand-edited one that is not a
+    positive integer is refused by name (it stopped on a TypeError's traceback, or priced at a vocabulary of 0)."""
+    path = tmp_path / "edited.json"
+    path.write_text('{"device": "test GPU", "train": [{"recipe": "bf16", "family": "nanochat", "size": "1M", '
+                    f'"ratio_vs_bf16": 1.0, "tokens_per_s": 1000, "{field}": {value}}}]}}')
+    spec = write_spec(tmp_path, TINY.replace("seed = [0, 1]", "seed = 0"))
+    assert main(["sweep", "plan", str(spec), "--bench", str(path), "--device", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"train row 1: its {field} must be a positive integer, and it has {value}" in err and "Traceback" not in err
+
+
 def test_plan_mfu_overrides_the_measured_bf16_speed_and_a_peak_carries_the_measured_mfu(tmp_path, capsys):
     """--mfu prices BF16 at that MFU of --peak-tflops (989 by default) whatever the file measured, and the plan
     says it is assumed; --peak-tflops alone prices it at the measured MFU of that peak (another GPU)."""

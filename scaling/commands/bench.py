@@ -9,6 +9,7 @@ from pathlib import Path
 
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
+from sweeps.cost import BENCH_TRAIN_SEQ_LEN, BENCH_TRAIN_VOCAB_SIZE
 
 SECTIONS = ("kernels", "loss", "linear", "train", "profile", "stages", "sass", "cpu", "quantizer", "fit", "calibration",
             "targets")
@@ -68,7 +69,7 @@ def _read(path: Path) -> dict:
 # Rows are merged into an existing --out file by these keys: a run of some recipes or sizes replaces
 # only their rows, so a benchmark can be completed over several sessions.
 ROW_KEYS = {"kernels": ("name", "recipe", "operand"), "linear": ("recipe", "d", "tokens"),
-            "train": ("family", "size", "recipe", "batch_tokens", "compile_mode", "accumulate"),
+            "train": ("family", "size", "recipe", "batch_tokens", "compile_mode", "accumulate", "seq_len", "vocab_size"),
             "sass": ("recipe", "operand", "stage", "tile", "bk", "warps", "narrow", "halves", "iters", "lanes"),
             "cpu": ("family", "size", "recipe"), "loss": ("name", "cap", "tokens", "vocab"),
             "quantizer": ("recipe", "operand", "tokens", "d"),
@@ -121,19 +122,22 @@ def _check_lists(args: argparse.Namespace) -> None:
 
 # A key a section's older rows lack, and the value it stood for (sass rows before 2026-12-04 were all
 # quantize passes, and until ~20:30 that day every RHT128 group a thread's; calibration rows before the
-# coverage was measured fitted no bootstrap).
-ROW_KEY_DEFAULTS = {"sass": {"stage": "quantize", "lanes": 1}, "calibration": {"bootstrap": 0}}
+# coverage was measured fitted no bootstrap; train rows before 2026-12-07 ~20:30 were all measured at
+# sweeps.cost's BENCH_TRAIN_SEQ_LEN and BENCH_TRAIN_VOCAB_SIZE).
+ROW_KEY_DEFAULTS = {"sass": {"stage": "quantize", "lanes": 1}, "calibration": {"bootstrap": 0},
+                    "train": {"seq_len": BENCH_TRAIN_SEQ_LEN, "vocab_size": BENCH_TRAIN_VOCAB_SIZE}}
+
+
+def row_key(section: str, row: dict) -> tuple:
+    """What identifies a section's row in its file (ROW_KEYS; a key an older row lacks: ROW_KEY_DEFAULTS's value)."""
+    defaults = ROW_KEY_DEFAULTS.get(section, {})
+    return tuple(row.get(k, defaults.get(k)) for k in ROW_KEYS[section])
 
 
 def _merge(section: str, old: list[dict], new: list[dict]) -> list[dict]:
-    """The section's old rows that no new row replaces (by ROW_KEYS), then the new rows."""
-    defaults = ROW_KEY_DEFAULTS.get(section, {})
-
-    def key(row: dict) -> tuple:
-        return tuple(row.get(k, defaults.get(k)) for k in ROW_KEYS[section])
-
-    fresh = {key(r) for r in new}
-    return [r for r in old if key(r) not in fresh] + new
+    """The section's old rows that no new row replaces (by `row_key`), then the new rows."""
+    fresh = {row_key(section, r) for r in new}
+    return [r for r in old if row_key(section, r) not in fresh] + new
 
 
 def _merged(base: dict, fresh: dict) -> dict:
