@@ -12,7 +12,8 @@ On GPUs without FP4 tensor cores an FP4 recipe is emulated (quantizer passes aro
 its runs take longer than BF16's: on the H200 at 160M, 0.95x BF16's tokens/s for mxfp4 down to 0.73x
 for quartet2 (reports/bench/h200.json). A run takes the speed measured for its recipe at the nearest
 model size, preferring its own family; the plan shows which measurement each run used, and names each
-size more than 2x in parameters from it (`far_from_measured`), BF16's row included. A recipe the
+size more than 2x in parameters from it (`far_from_measured`), BF16's row included, with which way its hours are
+likely off (too few where priced from larger models) and how many of the plan's hours that is. A recipe the
 file has not measured (a recipe file of your own, or a preset not benchmarked) is priced as the slowest
 measured recipe whose quantizer work it does all of (`priced_speed`), and the plan says which.
 
@@ -308,18 +309,11 @@ FAR_FROM_MEASURED = 2.05
 def far_from_measured(rows: list[dict], device: str, source: str, assumed_mfu: float | None) -> list[str]:
     """The line (a list of one; none where every run is near its row) naming each (family, size) of the plan's
     `rows` priced from a measurement more than FAR_FROM_MEASURED away in parameters (`measured_at`: the row's
-    "family size" per recipe, bf16's BF16 FLOP/s too), by how much, and the `scaling bench` command that measures
-    it (`source`: the file). `assumed_mfu`: BF16's on a GPU where no row measured it (None: measured)."""
-    from models.ladder import model_size
-
-    far: dict[tuple[str, str], dict[str, tuple[float, list[str]]]] = {}  # run -> row it was priced at -> (ratio, recipes)
-    for r in rows:
-        for recipe, at in r["measured_at"].items():
-            ratio = model_size(*at.split()).n_params / model_size(r["family"], r["size"]).n_params
-            if max(ratio, 1 / ratio) > FAR_FROM_MEASURED:
-                _, recipes = far.setdefault((r["family"], r["size"]), {}).setdefault(at, (ratio, []))
-                if recipe not in recipes:
-                    recipes.append(recipe)
+    "family size" per recipe, bf16's BF16 FLOP/s too), by how much; which way its hours are likely off and how many
+    of the plan's hours that is (`far_direction`); and the `scaling bench` command that measures it (`source`: the
+    file). `assumed_mfu`: BF16's on a GPU where no row measured it (None: measured). It says which way, not by how
+    much: no row measures the size, so no correction is made."""
+    far = _far_rows(rows)
     if not far:
         return []
 
@@ -332,12 +326,63 @@ def far_from_measured(rows: list[dict], device: str, source: str, assumed_mfu: f
     families = ",".join(dict.fromkeys(f for f, _ in far))
     command = f"scaling bench {'train' if device == 'gpu' else 'cpu'} --families {families} " \
               f"--sizes {','.join(dict.fromkeys(s for _, s in far))} --out FILE"
-    bf16 = ("gets less than the BF16 FLOP/s scaled from the row by 6·N" if device == "cpu" else
-            "reaches a lower MFU in BF16 than a larger one" if assumed_mfu is None else
-            f"reaches less than the assumed {assumed_mfu:.0%} MFU in BF16")
-    return [f"far from any size measured in {source}: {sizes}. A smaller model spends a larger share of its step in the "
-            f"quantizers and {bf16}, so a size below the row it was priced at is likely priced low, one above it high; "
-            f"`{command}` measures them (then --bench FILE)"]
+    unit = f"{device.upper()}-hours"
+    total = sum(r["hours"] for r in rows)
+    ways = " ".join(_far_way(way, runs, hours, total, unit, device, assumed_mfu)
+                    for way, (runs, hours) in far_direction(rows, far).items())
+    return [f"far from any size measured in {source}: {sizes}. {ways} `{command}` measures them (then --bench FILE)"]
+
+
+def _far_rows(rows: list[dict]) -> dict[tuple[str, str], dict[str, tuple[float, list[str]]]]:
+    """Each (family, size) of the plan's `rows` priced from a row more than FAR_FROM_MEASURED away in parameters:
+    the row's "family size" -> (its parameters over the run's, the recipes priced from it)."""
+    from models.ladder import model_size
+
+    far: dict[tuple[str, str], dict[str, tuple[float, list[str]]]] = {}
+    for r in rows:
+        for recipe, at in r["measured_at"].items():
+            ratio = model_size(*at.split()).n_params / model_size(r["family"], r["size"]).n_params
+            if max(ratio, 1 / ratio) > FAR_FROM_MEASURED:
+                _, recipes = far.setdefault((r["family"], r["size"]), {}).setdefault(at, (ratio, []))
+                if recipe not in recipes:
+                    recipes.append(recipe)
+    return far
+
+
+def far_direction(rows: list[dict], far: dict) -> dict[str, tuple[list[str], float]]:
+    """The far sizes (`_far_rows`) by which way their hours are likely off: "below" (priced only from larger models'
+    rows: too few hours), "above" (only from smaller ones': too many) or "both" (from larger and smaller ones); each
+    with its sizes ("family size") and the hours of the plan's runs priced from a far row (a far bf16 row prices
+    every recipe's runs at that size; a far recipe row its own)."""
+    out: dict[str, tuple[list[str], float]] = {}
+    for run, ats in far.items():
+        ratios = {ratio > 1 for ratio, _ in ats.values()}
+        way = "both" if len(ratios) == 2 else "below" if True in ratios else "above"
+        hours = sum(r["hours"] for r in rows if (r["family"], r["size"]) == run
+                    and any(at in ats for at in r["measured_at"].values()))
+        sizes, total = out.get(way, ([], 0.0))
+        out[way] = (sizes + [" ".join(run)], total + hours)
+    return out
+
+
+def _far_way(way: str, runs: list[str], hours: float, total: float, unit: str, device: str,
+             assumed_mfu: float | None) -> str:
+    """The sentence saying which way the far sizes of one direction (`far_direction`) are likely off, and why."""
+    share = f"{hours:.3g} of the plan's {total:.3g} {unit}" if hours < total * (1 - 1e-9) else \
+        f"{total:.3g} {unit}, the whole plan's,"
+    names = ", ".join(runs)
+    if way == "both":
+        return f"Priced from both larger and smaller models: {names}; their {share} may be off either way."
+    below = way == "below"
+    # BF16's FLOP/s: on CPU scaled by 6·N, which leaves out the LM head, a larger share of a smaller model's step
+    bf16 = (f"gets {'less' if below else 'more'} than the BF16 FLOP/s scaled from the row by 6·N" if device == "cpu"
+            else f"reaches a {'lower' if below else 'higher'} MFU in BF16" if assumed_mfu is None
+            else f"reaches less than the assumed {assumed_mfu:.0%} MFU in BF16" if below else "")
+    return (f"Priced from {'larger' if below else 'smaller'} models: {names}; a {'smaller' if below else 'larger'} model "
+            f"spends a {'larger' if below else 'smaller'} share of its step in the quantizers"
+            + (f" and {bf16}" if bf16 else "")
+            + f", so these runs likely train {'slower' if below else 'faster'} than priced: their {share} are likely "
+            f"too {'few' if below else 'many'}.")
 
 
 def cpu_hours(flops: float, flops_per_s: float, speed: Speed) -> float:

@@ -655,10 +655,15 @@ def test_plan_says_which_sizes_it_priced_from_a_measurement_far_from_them(tmp_pa
     assert len(far) == 1, out
     assert "nanochat 4M (nvfp4 at nanochat 1M's speed, 1/4 of its parameters)" in far[0], far
     assert "0.5M" not in far[0]  # 0.5M is 2x from 1M: the ladder's next size, near enough
-    assert "scaling bench train --families nanochat --sizes 4M --out FILE" in far[0] and "30% MFU" in far[0], far
+    assert "scaling bench train --families nanochat --sizes 4M --out FILE" in far[0], far
     assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["far_from_measured"] == [far[0]]
+    # which way: 4M, priced from a smaller model's row (its nvfp4 run alone: BF16 is at the assumed MFU), likely too many
+    hours = next(r["gpu_hours"] for r in plan["run_list"] if (r["size"], r["recipe"]) == ("4M", "nvfp4"))
+    assert (f"Priced from smaller models: nanochat 4M; a larger model spends a smaller share of its step in the "
+            f"quantizers, so these runs likely train faster than priced: their {hours:.3g} of the plan's "
+            f"{plan['gpu_hours']:.3g} GPU-hours are likely too many.") in far[0], far
     # on CPU: BF16's FLOP/s is scaled from the 1M bf16 row too
     cpu = tmp_path / "cpu.json"
     cpu.write_text(json.dumps({"cpu": [
@@ -668,10 +673,43 @@ def test_plan_says_which_sizes_it_priced_from_a_measurement_far_from_them(tmp_pa
     (line,) = json.loads(capsys.readouterr().out)["far_from_measured"]
     assert "nanochat 4M (bf16, nvfp4 at nanochat 1M's speed, 1/4 of its parameters)" in line, line
     assert "scaling bench cpu --families nanochat --sizes 4M --out FILE" in line, line
+    assert "Priced from smaller models: nanochat 4M" in line and "likely too many" in line, line
     near = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": s, "ratio_vs_bf16": 0.8}
                                   for s in ("0.5M", "4M")])
     assert main(["sweep", "plan", str(spec), "--bench", str(near), "--device", "gpu", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["far_from_measured"] == []
+
+
+def test_plan_says_which_way_a_size_priced_from_a_far_larger_model_is_likely_off(tmp_path, capsys):
+    """The far line said only "a size below the row it was priced at is likely priced low, one above it high", leaving
+    the reader to work out which sizes were which and how much of the budget they are. It now names the sizes priced
+    from larger models, says they likely train slower than priced (their hours too few: a smaller model's quantizer
+    share is larger and its BF16 MFU lower), and how many of the plan's hours those runs are; no correction is made."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0")
+                      .replace('size = "0.5M"', 'size = ["0.5M", "4M"]'))
+    bench = _bench_file(tmp_path, [_bf16_row("nanochat", "4M", 1_000_000),
+                                   {"recipe": "nvfp4", "family": "nanochat", "size": "4M", "ratio_vs_bf16": 0.8,
+                                    "compile_mode": "reduce-overhead"}])
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    (line,) = plan["far_from_measured"]
+    small = sum(r["gpu_hours"] for r in plan["run_list"] if r["size"] == "0.5M")  # bf16's far row prices both recipes
+    assert 0 < small < plan["gpu_hours"]
+    assert ("nanochat 0.5M (bf16, nvfp4 at nanochat 4M's speed, 8x its parameters). Priced from larger models: nanochat "
+            "0.5M; a smaller model spends a larger share of its step in the quantizers and reaches a lower MFU in BF16, so "
+            f"these runs likely train slower than priced: their {small:.3g} of the plan's {plan['gpu_hours']:.3g} "
+            "GPU-hours are likely too few.") in line, line
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
+    assert line in capsys.readouterr().out
+    # priced from a far larger row for BF16 and a far smaller one for nvfp4: no direction is claimed
+    from sweeps.cost import far_from_measured
+
+    runs = [{"family": "nanochat", "size": "4M", "recipe": "nvfp4", "hours": 2.0,
+             "measured_at": {"bf16": "nanochat 40M", "nvfp4": "nanochat 0.5M"}},
+            {"family": "nanochat", "size": "40M", "recipe": "bf16", "hours": 6.0, "measured_at": {"bf16": "nanochat 40M"}}]
+    (line,) = far_from_measured(runs, "gpu", "bench.json", None)
+    assert "Priced from both larger and smaller models: nanochat 4M; their 2 of the plan's 8 GPU-hours may be off " \
+           "either way." in line, line
 
 
 def _bench_flops_per_token(family: str, size: str) -> int:
