@@ -20,8 +20,9 @@ import numpy as np
 import polars as pl
 
 from fits import penalty, shared
-from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, at_bound, best_fit, bootstrap_weights, efficiency_starts,
-                      epoch_grid, fit_from, flat_parameters, minimize_from, parallel_map, percentile_ci, rank_starts)
+from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, at_bound, best_fit, bootstrap_weights,
+                      efficiency_identified, efficiency_starts, epoch_grid, fit_from, flat_parameters, minimize_from,
+                      parallel_map, percentile_ci, rank_starts, unpinned_terms)
 from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, THETA, log_predict, to_params
 from fits.table import learning_rate_note, never_completed, read_file, read_table, set_aside_note
@@ -237,22 +238,95 @@ def _warnings(name: str, params: dict, ci: dict, flat: Iterable[str] = ()) -> li
     return out
 
 
-def _group_entry(name, pts, params, ci, objective, flat) -> dict:
+def _group_entry(name, pts, params, ci, objective, flat, efficiency: Unidentified | None = None) -> dict:
+    """A group's entry; `flat`: its law's not-identified parameters, `efficiency`: its efficiencies' (a recipe fitted
+    against the baseline's law), both in its `not_identified`."""
     C = 6 * np.exp(pts.logN + pts.logD)
+    efficiency_flat = list(efficiency.names) if efficiency else []
     return {"params": params, "ci95": ci, "n_points": int(len(pts.logL)), "n_runs": pts.n_runs,
             "objective": objective, "compute_range": [float(C.min()), float(C.max())],
             "isoflop": isoflop_fit(np.exp(pts.logN), np.exp(pts.logD), np.exp(pts.logL)),
-            "not_identified": flat, **_warning_entries(name, params, ci, pts, flat)}
+            "not_identified": flat + efficiency_flat,
+            **_warning_entries(name, params, ci, pts, flat, efficiency)}
 
 
-def _warning_entries(name: str, params: dict, ci: dict, pts: Points, flat: list[str]) -> dict[str, list[str]]:
+def _warning_entries(name: str, params: dict, ci: dict, pts: Points, flat: list[str],
+                     efficiency: Unidentified | None = None) -> dict[str, list[str]]:
     """A group's `warnings` (sentences) and `brief_warnings` (the same, in the same order, a few words each, a fact
     said once)."""
-    notes = (_warnings(name, params, ci, flat) + _units_warning(name, float(np.exp(pts.logL.max())))
+    unidentified = flat + (list(efficiency.names) if efficiency else [])
+    notes = (_warnings(name, params, ci, unidentified) + _units_warning(name, float(np.exp(pts.logL.max())))
              + (_count_units_warning(name, pts) or _ratio_units_warning(name, pts))
              + _one_ratio_warning(name, pts) + _flat_warning(name, flat, pts)
-             + _no_floor_warning(name, params, pts, "E" in flat))
+             + _efficiency_warning(name, efficiency) + _no_floor_warning(name, params, pts, "E" in flat))
     return {"warnings": [n.text for n in notes], "brief_warnings": [n.brief for n in notes if n.brief]}
+
+
+# A recipe's efficiency parameters as its group names them (`_named`), by the job that fits them and θ's efficiency
+# name there (`fit.LAW_TERMS`' keys, as `flat_parameters` names them): the constant model's and the growth model's.
+EFFICIENCY_PARAMS = {"const": ("efficiency", {"effN_const": "effN", "effD_const": "effD"}),
+                     "growth": ("growth", {"effN": "effN", "effD": "effD", "kappaN": "kappaN", "kappaD": "kappaD"})}
+EFFICIENCY_NAMES = frozenset(name for _, params in EFFICIENCY_PARAMS.values() for name in params)
+
+
+def law_not_identified(group: dict) -> list[str]:
+    """A group's (`analyse`'s groups[G]) law parameters the runs do not identify: its `not_identified` but its
+    efficiencies', which are against the baseline's law, not its own (whether its own law's frontier is data)."""
+    return [k for k in group.get("not_identified", ()) if k not in EFFICIENCY_NAMES]
+
+
+class Unidentified(NamedTuple):
+    """A recipe's efficiency parameters the runs do not identify (`fit.efficiency_identified`), named as its group's
+    params, and why: the baseline law's terms they scale that it does not pin, and those of them on a flat direction
+    of their own fit."""
+    names: tuple[str, ...]
+    baseline: str
+    terms: tuple[str, ...]  # the baseline law's unpinned parameters they scale (`fit.unpinned_terms`)
+    own_flat: tuple[str, ...]  # of `names`, those on a flat direction of their own fit
+
+
+def _efficiency_unidentified(g: str, base: str, thetas: dict, pts: Points, base_flat: list[str]) -> Unidentified | None:
+    """Recipe g's efficiency parameters (constant and growth model, against `base`'s law whose flat parameters are
+    `base_flat`) the runs do not identify, and why; None where they identify every one."""
+    names, terms, own = [], [], []
+    for job, (kind, params) in EFFICIENCY_PARAMS.items():
+        flat = flat_parameters(thetas[f"{job}:{g}"], kind, pts)
+        for name, eff in params.items():
+            if not efficiency_identified(eff, flat, base_flat):
+                names.append(name)
+                terms += unpinned_terms(eff, base_flat)
+                own += [name] if eff in flat else []
+    if not names:
+        return None
+    return Unidentified(tuple(names), base, tuple(p for p in ("A", "B", "alpha", "beta", "gamma") if p in terms),
+                        tuple(own))
+
+
+def _efficiency_warning(name: str, why: Unidentified | None) -> list[Note]:
+    """The recipe's efficiencies the runs do not identify: their values and intervals are where the optimiser stopped,
+    so `scaling fit`'s and the report's tables print "not identified" for them, the fit warnings saying why here."""
+    if why is None:
+        return []
+    causes, brief = [], []
+    if why.terms:
+        scale = "it scales, so its value moves" if len(why.names) == 1 else "they scale, so their values move"
+        causes.append(f"{why.baseline}'s law does not pin {_and(list(why.terms))}, which {scale} with where that law's "
+                      "fit stopped")
+        brief.append(f"{why.baseline}'s {_and(list(why.terms))} not pinned")
+    for job, model in (("const", "constant"), ("growth", "growth")):
+        flat = [n for n in why.own_flat if n in EFFICIENCY_PARAMS[job][1]]
+        if flat:
+            causes.append(f"{_and(flat)} {'lies' if len(flat) == 1 else 'lie'} on a flat direction of the {model} "
+                          "model's fit, which other values fit as well")
+    if why.own_flat:
+        brief.append("own fit flat")
+    pinned_by = {PINNED_BY[k] for k in (*why.terms, *(EFFICIENCY_PARAMS["const"][1].get(n, n) for n in why.names))}
+    needs = {part for need in pinned_by for part in need.split(" and ")}  # (gamma's: both)
+    are = "is" if len(why.names) == 1 else "are"
+    return [Note(f"{name}: its efficiencies {_and(list(why.names))} {are} not identified by these runs: "
+                 f"{'; '.join(causes)}; their values (the JSON keeps them) and intervals are where the optimiser "
+                 f"stopped, not estimates; more {_and([n for n in NEEDS_ORDER if n in needs])} would pin them",
+                 f"efficiencies not identified ({'; '.join(brief)})")]
 
 
 def warning_lines(out: dict) -> list[str]:
@@ -423,20 +497,22 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
 
     out_groups = {}
     ok = [r for r in reps if all(np.isfinite(r[k]).all() for k in jobs)]  # (the shared fit's failures aside)
+    # each group's law's flat parameters: its own law's, else (quartet) the baseline's, which it shares
+    law_flat = {g: flat_parameters(thetas[f"law:{g}"], law, pts) for g, pts in groups.items() if f"law:{g}" in jobs}
     for g, pts in groups.items():
         params = _named(thetas, g, pts, law, jobs, base)
         ci = _param_ci([_named(r, g, pts, law, jobs, base) for r in ok])
         objective = objectives[f"law:{g}"] if f"law:{g}" in jobs else objectives[f"const:{g}"]
-        own = f"law:{g}" in jobs  # else it shares the baseline's law (quartet), identified or not on its points
-        flat = flat_parameters(thetas[f"law:{g if own else base}"], law, pts if own else groups[base])
-        out_groups[g] = _group_entry(g, pts, params, ci, objective, flat)
+        efficiency = (_efficiency_unidentified(g, base, thetas, pts, law_flat[base]) if f"const:{g}" in jobs
+                      else None)  # (against the baseline's law, whose flat terms they inherit)
+        out_groups[g] = _group_entry(g, pts, params, ci, objective, law_flat.get(g, law_flat.get(base)), efficiency)
 
     result = {"law": law, "baseline": base, "groups": out_groups, "penalty": {}, "bands": {},
               "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed}
     tests = _tests(law, groups, base, thetas, [g for g in groups if f"growth:{g}" in jobs])
     for r, test in tests.items():
         result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, extrapolate, test,
-                                                              out_groups[base]["not_identified"])
+                                                              law_flat[base])
     result["penalty"] = _judged(result["penalty"], margin)
     if design is not None:
         separate = {r: objectives[f"const:{r}"] for r in design.recipes}
@@ -444,7 +520,7 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
                                                     groups[r].logD0) - groups[r].logL for r in design.recipes])
         result["shared_efficiencies"] = shared.summarise(
             design, thetas[f"law:{base}"], shared_fit, [rep["shared"] for rep in reps], out_groups, separate,
-            out_groups[base]["not_identified"],
+            law_flat[base],
             {r: flat_parameters(thetas[f"const:{r}"], "efficiency", groups[r]) for r in design.recipes},
             {r: [rep[f"const:{r}"] for rep in reps] for r in design.recipes},
             shared.consistency_tests(thetas[f"law:{base}"], design, shared_fit),

@@ -197,6 +197,28 @@ def flat_columns(J: np.ndarray, names: list[str]) -> list[str]:
     return [names[k] for k in np.flatnonzero(moved)]
 
 
+# The baseline law's parameters each efficiency parameter reads that law through: effN and κN scale N inside
+# A/(N·effN(N))^α, effD and κD scale D inside B/(D·effD(D))^β, and γ is the power of their sum. An efficiency places
+# a recipe's runs on the baseline's law at N·effN and D·effD, away from the sizes and token counts that law was
+# fitted on, so where the runs do not pin one of these terms the efficiency moves with where that law's fit stopped.
+# (E does not count: it is added outside the terms.)
+LAW_TERMS = {"effN": ("A", "alpha", "gamma"), "kappaN": ("A", "alpha", "gamma"),
+             "effD": ("B", "beta", "gamma"), "kappaD": ("B", "beta", "gamma")}
+
+
+def unpinned_terms(efficiency: str, law_flat: Iterable[str]) -> list[str]:
+    """The baseline law's parameters that `efficiency` (effN, effD, kappaN or kappaD) scales and the runs do not pin
+    (`law_flat`: that law's `flat_parameters`), in LAW_TERMS' order; [] where it scales none of them."""
+    return [p for p in LAW_TERMS[efficiency] if p in law_flat]
+
+
+def efficiency_identified(efficiency: str, own_flat: Iterable[str], law_flat: Iterable[str]) -> bool:
+    """The rule for every efficiency parameter, of every fit (constant, growth, shared): identified unless it lies on
+    a flat direction of its own fit (`own_flat`: that fit's flat parameters, `flat_parameters`/`flat_columns`) or
+    the baseline's law does not pin a term it scales (`unpinned_terms`)."""
+    return efficiency not in own_flat and not unpinned_terms(efficiency, law_flat)
+
+
 def centre(y: np.ndarray, shifts: tuple) -> np.ndarray:
     y = np.array(y, float)
     for ia, ial, m in shifts:

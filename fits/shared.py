@@ -19,16 +19,14 @@ import numpy as np
 import polars as pl
 
 from fits import penalty
-from fits.fit import Fit, Objective, Points, best_fit, flat_columns, huber, lbfgsb, percentile_ci
+from fits.fit import (Fit, Objective, Points, best_fit, efficiency_identified, flat_columns, huber, lbfgsb,
+                      percentile_ci, unpinned_terms)
 from fits.laws import IDX, log_predict_scaled, scaled_logs
 from fits.table import parse_columns, pick_column
 from scaling.errors import UserError
 from scaling.recipes import FORMAT_COLUMNS
 
 EFFICIENCY_OF = {"forward": "effN", "backward": "effD"}
-# The baseline law's parameters an efficiency multiplies (A/(N·effN)^α, B/(D·effD)^β; γ both): where the runs do not
-# pin them, the efficiency's value moves with where that law stopped.
-LAW_TERMS = {"forward": ("A", "alpha", "gamma"), "backward": ("B", "beta", "gamma")}
 GRID = (0.0, -0.5, -1.0)  # log efficiencies of the starts' grid, as `fit.efficiency_starts`
 
 
@@ -315,7 +313,7 @@ def _format_unpinned(kind: str, fmt: str, flat: bool, law_flat: list[str]) -> li
     why = []
     if flat:
         why.append(f"{eff} of {fmt} lies on a flat direction of the shared fit: other values fit the runs as well")
-    terms = [p for p in LAW_TERMS[kind] if p in law_flat]
+    terms = unpinned_terms(eff, law_flat)  # (`fit.efficiency_identified`'s rule, as every efficiency's)
     if terms:
         why.append(f"the baseline's law does not pin {', '.join(terms)}, which {eff} scales: its value moves with "
                    "where that law's fit stopped")
@@ -351,8 +349,8 @@ def _checks(d: Design, entries: dict, groups_out: dict, own_flat: dict[str, list
             elif eff in own_flat[r]:
                 reasons[(r, eff)] = f"{r}'s own {eff} is not identified by its runs"
             elif not shared["pinned"]:
-                reasons[(r, eff)] = f"the shared {eff} of its format is not pinned"
-            elif formats[k] == d.reference[k] and (terms := [t for t in LAW_TERMS[kind] if t in law_flat]):
+                reasons[(r, eff)] = f"the shared {eff} of its format is not identified"
+            elif formats[k] == d.reference[k] and (terms := unpinned_terms(eff, law_flat)):
                 reasons[(r, eff)] = (f"the baseline's law does not pin {', '.join(terms)}, which {eff} scales: its 1 "
                                      "is no reference to test against")
             elif not np.isfinite(test[1]):
@@ -364,6 +362,8 @@ def _checks(d: Design, entries: dict, groups_out: dict, own_flat: dict[str, list
                 family[(r, eff)], p_values[key] = key, test[1]
             out[r][eff] = {"own": group["params"][f"{eff}_const"],
                            "own_ci95": list(group["ci95"].get(f"{eff}_const", [float("nan")] * 2)),
+                           # (its group's `not_identified` says the same: one rule, `fit.efficiency_identified`)
+                           "own_identified": efficiency_identified(eff, own_flat[r], law_flat),
                            "shared": shared[eff], "ratio_ci95": _ratio_ci(d, k, formats[k], replicates, own_replicates[r]),
                            "statistic": float("nan") if test is None else test[0],
                            "p_value": float("nan") if test is None else test[1]}

@@ -418,12 +418,13 @@ def _params_table(fitted: dict, baseline: str) -> Table:
 
 
 def section_loss_vs_compute(study: Study, fitted: dict, baseline: str, styles: dict, fig_dir: Path) -> Section:
+    from fits.analysis import law_not_identified
     from fits.penalty import left_out
 
     s = Section("Loss vs compute")
     laws = {g: law_params(entry, fitted["law"]) for g, entry in fitted["groups"].items()}
     done = compare.completed(study.runs)
-    flat = frozenset(g for g, entry in fitted["groups"].items() if entry.get("not_identified"))
+    flat = frozenset(g for g, entry in fitted["groups"].items() if law_not_identified(entry))
     path = figures.loss_vs_compute(done, laws, baseline, styles, fig_dir / "loss_vs_compute.png",
                                    loss_column=None if study.validation_loss else study.loss_column, no_frontier=flat)
     n_sizes = done["N"].n_unique()
@@ -457,10 +458,12 @@ def _no_frontier_note(fitted: dict, flat: frozenset) -> str:
     """Why the recipes in `flat` have no frontier drawn: their runs do not identify the law away from their own
     sizes (fits' `not_identified`), so its optimum, the N a point estimate would print, is float noise (mxfp4's in the
     demo: N ≈ 114 from the sweep's table, 2.8e4 from the same runs in the report's results.csv)."""
+    from fits.analysis import law_not_identified
+
     if not flat:
         return ""
     groups = fitted["groups"]
-    which = "; ".join(f"{literal(g)}: {', '.join(groups[g]['not_identified'])}" for g in sorted(flat))
+    which = "; ".join(f"{literal(g)}: {', '.join(law_not_identified(groups[g]))}" for g in sorted(flat))
     return (f" No compute-optimal frontier is drawn for {', '.join(map(literal, sorted(flat)))}: these runs do not identify "
             f"their laws ({which}; see the fit warnings), which other values fit as well, so where the optimum lies, and "
             "the model size it would name, is float noise, not data.")
@@ -606,9 +609,13 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
         if name == baseline or "effN_const" not in p:
             continue
         pen = fitted.get("penalty", {}).get(name, {})  # κN, κD are its penalty's growth exponents (that section's)
-        growth = [cell for k in ("kappaN", "kappaD") for cell in _estimate(pen, p[k], ci.get(k))]
-        rows.append((name, p["effN_const"], _ci(ci, "effN_const"), p["effD_const"], _ci(ci, "effD_const"),
-                     p["effN_const"] * p["effD_const"], *growth))
+        flat = set(g.get("not_identified", ()))  # (fits' rule for every efficiency: `fit.efficiency_identified`)
+        const = [cell for k in ("effN_const", "effD_const")
+                 for cell in ((NOT_IDENTIFIED, NOT_IDENTIFIED) if k in flat else (p[k], _ci(ci, k)))]
+        product = NOT_IDENTIFIED if flat & {"effN_const", "effD_const"} else p["effN_const"] * p["effD_const"]
+        growth = [cell for k in ("kappaN", "kappaD")
+                  for cell in ((NOT_IDENTIFIED, NOT_IDENTIFIED) if k in flat else _estimate(pen, p[k], ci.get(k)))]
+        rows.append((name, *const, product, *growth))
     if not rows:
         from fits.penalty import no_penalty_reason
 
@@ -624,8 +631,9 @@ def section_efficiency(fitted: dict, baseline: str) -> Section:
     unpinned = any(NOT_IDENTIFIED in row for row in rows)
     s.add(_intervals_table(("recipe", "effN", CI, "effD", CI, "effN·effD", "κN", CI, "κD", CI), rows,
                            "effN·effD is the constant model's compute multiplier."
-                           + (f" A cell reading {NOT_IDENTIFIED}: κN or κD of a penalty these runs do not pin (the Verdict "
-                              "says why), whose value and interval would be float noise." if unpinned else ""),
+                           + (f" A cell reading {NOT_IDENTIFIED}: a number these runs do not pin (the fit warnings "
+                              "say why; for κN and κD of a penalty not identified, the Verdict), whose value and "
+                              "interval would be float noise." if unpinned else ""),
                            fitted["bootstrap"]))
     return s
 
@@ -646,27 +654,30 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
     rows = []
     for kind, eff in (("forward", "effN"), ("backward", "effD")):
         for fmt_, e in entry[kind].items():
-            value = NOT_PINNED if not e["pinned"] else e[eff] if e["fitted"] else f"1 ({baseline}'s)"
+            value = NOT_IDENTIFIED if not e["pinned"] else e[eff] if e["fitted"] else f"1 ({baseline}'s)"
             ci = _interval(e["ci95"]) if e["fitted"] and e["pinned"] else ""
             rows.append((eff, fmt_, value, ci, ", ".join(e["recipes"])))  # (cells are data: the renderers escape them)
     s.add(_intervals_table(("efficiency", "format", "value", CI, "recipes"), rows,
-                           f"Efficiencies shared by format. {NOT_PINNED}: the runs do not pin it (below)." if any(
-                               r[2] == NOT_PINNED for r in rows) else "Efficiencies shared by format.",
+                           f"Efficiencies shared by format. {NOT_IDENTIFIED}: the runs do not pin it (below)." if any(
+                               r[2] == NOT_IDENTIFIED for r in rows) else "Efficiencies shared by format.",
                            fitted["bootstrap"]))
     rows = []
     for recipe, r in entry["recipes"].items():
         row: list[Any] = [recipe]
         for eff, kind, key in (("effN", "forward", "forward_format"), ("effD", "backward", "backward_format")):
             c = r[eff]
-            row += [c["own"], _interval(c["own_ci95"]),
-                    c["shared"] if entry[kind][r[key]]["pinned"] else NOT_PINNED,
+            own = c.get("own_identified", True)  # (a fits.json from before it: as it was printed then)
+            row += [c["own"] if own else NOT_IDENTIFIED, _interval(c["own_ci95"]) if own else NOT_IDENTIFIED,
+                    c["shared"] if entry[kind][r[key]]["pinned"] else NOT_IDENTIFIED,
                     _interval(c["ratio_ci95"]) if c["check"] else "",
                     f"{c['check']} (p {p_words(c['p_adjusted'])})" if c["check"] else f"unchecked: {c['unchecked']}"]
         rows.append(tuple(row))
     s.add(_intervals_table(("recipe", "effN", CI, "shared effN", "own/shared " + CI, "check", "effD", CI,
                             "shared effD", "own/shared " + CI, "check"), rows,
                            "Each recipe's own constant efficiencies (Parameter and data efficiency) beside its formats' "
-                           "shared ones.", fitted["bootstrap"]))
+                           "shared ones." + (f" {NOT_IDENTIFIED}: a number the runs do not pin (an own one: the fit "
+                                             "warnings say why; a shared one: below)." if any(
+                               NOT_IDENTIFIED in row for row in rows) else ""), fitted["bootstrap"]))
     s.add(Paragraph(f"Objective (summed Huber loss): {fmt(entry['objective'])} for the shared fit "
                     f"({count(entry['n_params'], 'parameter')}), against {fmt(entry['objective_separate'])} summed over "
                     f"the recipes' own constant fits ({count(entry['n_params_separate'], 'parameter')})"
@@ -679,8 +690,6 @@ def section_shared_efficiencies(fitted: dict, baseline: str) -> Section:
         s.add(Bullets(tuple(literal(w) for w in unpinned)))
     return s
 
-
-NOT_PINNED = "not pinned"
 
 
 def _records_table(rows: list, caption: str) -> Table:

@@ -392,8 +392,10 @@ def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
     # ... and E, unbounded, went to ~0 (2.8e-18): a law with no floor, said in words, its value not quoted: two
     # sizes do not identify it (7e-90 from the same runs in another row order)
     assert any(w.startswith("bf16: E, the irreducible loss, is ~0") for w in out["groups"]["bf16"]["warnings"])
+    efficiencies = ["effN_const", "effD_const", "effN", "effD", "kappaN", "kappaD"]  # (against bf16's law: below)
     assert {g: out["groups"][g]["not_identified"] for g in out["groups"]} == {
-        "bf16": ["A", "B", "E", "alpha"], "mxfp4": ["A", "E", "alpha"], "nvfp4": ["A", "B", "E", "alpha"]}
+        "bf16": ["A", "B", "E", "alpha"], "mxfp4": ["A", "E", "alpha", *efficiencies],
+        "nvfp4": ["A", "B", "E", "alpha", *efficiencies]}
     # L-BFGS-B stops a little short of an active bound: the demo report's bf16 alpha was 9.99994.
     from fits.analysis import _warnings
 
@@ -438,6 +440,41 @@ def test_a_penalty_the_runs_do_not_identify_is_said_so_not_given_as_an_interval(
     assert brief.startswith("not identified by these runs (bf16's law: A, B and alpha not pinned; mxfp4's efficiencies: "
                             ) and brief.endswith("would pin it"), brief
     assert f"mxfp4: {brief}; why, in full: --json\n" in printed
+
+
+def test_an_efficiency_the_runs_do_not_identify_is_printed_as_not_identified_with_why(capsys):
+    """The demo's two model sizes do not pin bf16's A, B and alpha, which every efficiency scales (the recipe's runs
+    sit on that law at N·effN and D·effD, away from its sizes), and its growth fit is flat in effN and kappaN: the
+    verdict said so, while `scaling fit` printed mxfp4's effN_const 1.005 [0.038, 4499] and the growth model's effN
+    5.599 [3.8e-15, 8.6e+63] as if they were estimates. One rule (`fit.efficiency_identified`, the shared
+    efficiencies' own) now puts every such efficiency, constant and growth model alike, in the group's
+    `not_identified`, which the table prints as "not identified", with a fit warning that says why (the JSON keeps
+    the values). Identified efficiencies print as before."""
+    from scaling.commands.fit import print_human
+
+    out = fits.analyse(DEMO, bootstrap=8, workers=1, top=10)
+    for recipe in ("mxfp4", "nvfp4"):
+        g = out["groups"][recipe]
+        assert g["not_identified"][-6:] == ["effN_const", "effD_const", "effN", "effD", "kappaN", "kappaD"], g
+        assert all(np.isfinite(g["params"][k]) for k in g["not_identified"][-6:])  # (the JSON keeps them)
+        (why,) = [w for w in g["warnings"] if w.startswith(f"{recipe}: its efficiencies ")]
+        assert ("effN_const, effD_const, effN, effD, kappaN and kappaD are not identified by these runs: bf16's law "
+                "does not pin A, B and alpha, which they scale") in why, why
+        assert "effN and kappaN lie on a flat direction of the growth model's fit" in why, why
+        assert "efficiencies not identified (bf16's A, B and alpha not pinned; own fit flat)" in g["brief_warnings"]
+    print_human(out)
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if line.lstrip("│ ").startswith("mxfp4") and "8" in line)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells.count("not identified") == 9 and "1.005" not in row and "4499" not in row, row  # A, E, alpha and 6
+
+    pinned = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7, "effD": 0.9}}, sizes=np.geomspace(1e7, 1e9, 4),
+                             ratios=(5, 20, 80), noise=0.002)
+    assert fits.analyse(pinned, bootstrap=0, workers=1, top=10)["groups"]["mxfp4"]["not_identified"] == []
+    from fits.fit import efficiency_identified  # the rule itself
+
+    assert efficiency_identified("effN", [], ["E"]) and efficiency_identified("kappaD", ["effN"], ["A", "alpha"])
+    assert not efficiency_identified("kappaN", [], ["alpha"]) and not efficiency_identified("effD", ["effD"], [])
 
 
 def test_scaling_fit_says_each_warning_and_unidentified_penalty_in_a_short_line(capsys):

@@ -99,15 +99,25 @@ def test_the_shared_fits_replicates_are_analyses():
     assert shared["recipes"]["mxfp4"]["effD"]["own_ci95"] == plain["groups"]["mxfp4"]["ci95"]["effD_const"]
 
 
-def test_a_format_the_runs_do_not_pin_is_said_so():
+def test_a_format_the_runs_do_not_pin_is_said_so(capsys):
     """The baseline law's A and alpha not pinned (two model sizes): effN, which scales N inside that term, is no
-    number of the data, and no recipe's effN is checked against it."""
+    number of the data, and no recipe's effN is checked against it. Nor is each recipe's own effN beside it, by the
+    same rule (`fit.efficiency_identified`): it was printed as a number there; both now read "not identified", as
+    every efficiency the runs do not identify does (the word was "not pinned" here alone)."""
+    from scaling.commands.fit import print_shared
+
     t = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "mxfp4_sr": {"effN": 0.7}}, sizes=[1e8, 1e9],
                         ratios=(5, 10, 20, 40, 80))
     out = fits.shared_efficiencies(t, law="chinchilla", bootstrap=0, top=5, workers=1)
     entry = out["forward"][PRESETS["mxfp4"].forward_format]
     assert not entry["pinned"] and any("does not pin A" in why for why in entry["unpinned"]), entry
     assert out["recipes"]["mxfp4"]["effN"]["check"] is None
+    assert out["recipes"]["mxfp4"]["effN"]["own_identified"] is False, out["recipes"]["mxfp4"]["effN"]
+    print_shared(out, "chinchilla", "bf16", 0)
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if line.lstrip("│ ").startswith("mxfp4 "))
+    effN_own, effN_shared = [c.strip() for c in row.strip("│ ").split("│")][1:3]
+    assert effN_own == effN_shared == "not identified" and "not pinned" not in printed, row
 
 
 def test_formats_come_from_the_table_else_the_presets_and_unknown_ones_are_refused():
@@ -147,7 +157,7 @@ def test_scaling_fit_says_a_cause_shared_by_formats_once(tmp_path, capsys):
     synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.7}, "nvfp4": {"effN": 0.8}}, sizes=[1e8, 1e9],
                     ratios=(5, 10, 20, 40, 80)).write_csv(path)
     assert main(["fit", str(path), "--shared-efficiencies", "--bootstrap", "0", "--starts", "5", "--workers", "1"]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("not pinned: ")]
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("not identified: ")]
     assert lines and len(lines) == len(set(lines)) and any("does not pin A" in line for line in lines), lines
 
 

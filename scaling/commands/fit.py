@@ -150,14 +150,14 @@ def print_human(out: dict, baseline: str = "bf16") -> None:
 
 def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
     """The shared efficiencies (`fits.shared`): a row per format, a row per recipe with its own constant efficiencies
-    beside its formats' shared ones, and the objectives; "not pinned" where the runs do not pin a number."""
-    from reports.build import p_words  # (every p in words, as the report writes it: never "p = 0")
+    beside its formats' shared ones, and the objectives; "not identified" where the runs do not identify a number."""
+    from reports.build import NOT_IDENTIFIED, p_words  # (every p in words, as the report writes it: never "p = 0")
     from scaling.console import print_table
 
     rows = []
     for kind, eff in (("forward", "effN"), ("backward", "effD")):
         for fmt, e in entry[kind].items():
-            value = ("not pinned" if not e["pinned"] else _with_ci(e[eff], e["ci95"]) if e["fitted"]
+            value = (NOT_IDENTIFIED if not e["pinned"] else _with_ci(e[eff], e["ci95"]) if e["fitted"]
                      else f"1 ({baseline}'s format, not fitted)")
             rows.append({"efficiency": eff, "format": fmt, "value": value,
                          "recipes": ", ".join(e["recipes"])})
@@ -170,10 +170,10 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
         row = {"recipe": recipe}
         for eff in ("effN", "effD"):
             c = r[eff]
-            row[f"{eff} own"] = _with_ci(c["own"], c["own_ci95"])
+            row[f"{eff} own"] = _with_ci(c["own"], c["own_ci95"]) if c.get("own_identified", True) else NOT_IDENTIFIED
             pinned = entry["forward" if eff == "effN" else "backward"][r["forward_format" if eff == "effN"
                                                                           else "backward_format"]]["pinned"]
-            row[f"{eff} shared"] = _fmt(c["shared"]) if pinned else "not pinned"
+            row[f"{eff} shared"] = _fmt(c["shared"]) if pinned else NOT_IDENTIFIED
             row[f"{eff} own/shared"] = _with_ci(c["own"] / c["shared"], c["ratio_ci95"]) if c["check"] else ""
             row[f"{eff} check"] = (f"{c['check']} (p {p_words(c['p_adjusted'])})" if c["check"]
                                    else f"unchecked: {c['unchecked']}")
@@ -190,7 +190,7 @@ def print_shared(entry: dict, law: str, baseline: str, bootstrap: int) -> None:
     from fits.shared import unpinned_reasons
 
     for why in unpinned_reasons(entry):
-        print(f"not pinned: {why}")
+        print(f"{NOT_IDENTIFIED}: {why}")
 
 
 def run(args: argparse.Namespace) -> int:
