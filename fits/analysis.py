@@ -650,13 +650,15 @@ def _identification(r: str, base: str, pts: Points, base_pts: Points, base_flat:
     bound (the bound's value, not the data's), and a bootstrap whose replicates fit and stay finite. `base_flat`: the
     baseline law's flat parameters (its group's `not_identified`)."""
     bkey, gkey = f"law:{base}", f"growth:{r}"
+    # E aside, said where the fit warnings name it among the law's (so the two lists read as one)
+    aside = E_CANCELS if "E" in base_flat else ""
     base_flat = [k for k in base_flat if k != "E"]
     causes = []
-    for whose, key, kind, flat, own in ((f"{base}'s law, along whose compute-optimal frontier every multiplier is read",
-                                         bkey, law, base_flat, base_pts),
-                                        (f"{r}'s efficiencies against it", gkey, "growth",
-                                         flat_parameters(thetas[gkey], "growth", pts), pts)):
-        problems, names = _unpinned(flat, thetas[key], [rep[key] for rep in ok], kind, own)
+    for whose, key, kind, flat, own, why in ((f"{base}'s law, along whose compute-optimal frontier every multiplier is "
+                                              "read", bkey, law, base_flat, base_pts, aside),
+                                             (f"{r}'s efficiencies against it", gkey, "growth",
+                                              flat_parameters(thetas[gkey], "growth", pts), pts, "")):
+        problems, names = _unpinned(flat, thetas[key], [rep[key] for rep in ok], kind, own, why)
         if problems:
             holder = base if key == bkey else r
             needs = sorted({PINNED_BY[k] for k in names}, key=len)
@@ -693,15 +695,20 @@ def unidentified_brief(causes: list[Cause]) -> str | None:
             f"{_and([n for n in NEEDS_ORDER if n in needs])} would pin it")
 
 
+# Why the baseline law's E, which the fit warnings name among its not-identified parameters, is no cause of a penalty's.
+E_CANCELS = " (so is E, but it cancels from the multiplier and the gap)"
+
+
 def _unpinned(flat: list[str], theta: np.ndarray, replicates: list[np.ndarray], kind: str,
-              pts: Points) -> tuple[list[str], list[str]]:
+              pts: Points, aside: str = "") -> tuple[list[str], list[str]]:
     """What about one fit's parameters the runs do not pin, in words, and those parameters' names: the flat
-    ones, and each bounded one whose estimate or 95% bootstrap interval end is at its bound."""
+    ones, and each bounded one whose estimate or 95% bootstrap interval end is at its bound. `aside`: words after the
+    flat ones' sentence (E_CANCELS)."""
     problems, names = [], list(flat)
     if flat:
         sizes, budgets = _grid(pts)
         problems.append(f"{_and(flat)} {'is' if len(flat) == 1 else 'are'} not identified by its {count(sizes, 'model size')} "
-                        f"and {count(budgets, 'token count')}, which other values fit as well")
+                        f"and {count(budgets, 'token count')}, which other values fit as well{aside}")
     for k in (THETA[i] for i in FREE[kind] if i in BOUNDS):
         bounds = at_bound(theta[IDX[k]], k)
         if bounds:

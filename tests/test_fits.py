@@ -423,8 +423,9 @@ def test_a_penalty_the_runs_do_not_identify_is_said_so_not_given_as_an_interval(
         assert p["identified"] is False and p["verdict"] == "inconclusive", p
         law, efficiencies = p["unidentified"]
         assert law.startswith("bf16's law, along whose compute-optimal frontier every multiplier is read: A, B and alpha "
-                              "are not identified by its 2 model sizes and 4 token counts, which other values fit as well; "
-                              "alpha = 10 is at its bound [0.001, 10]"), law
+                              "are not identified by its 2 model sizes and 4 token counts, which other values fit as "
+                              "well (so is E, but it cancels from the multiplier and the gap); alpha = 10 is at its "
+                              "bound [0.001, 10]"), law  # (E: the fit warnings name it; the penalty cancels it)
         assert law.endswith("more bf16 model sizes and token counts per size would pin them"), law
         # two sizes cannot pin the N terms (effN, kappaN); whether the flattest direction also leans on effD and kappaD
         # depends on the CPU the runs were on (the example's losses differ in their last digits between machines)

@@ -2018,6 +2018,9 @@ def test_a_penalty_the_runs_do_not_identify_is_said_in_words_not_printed_as_an_i
                                  "inconclusive)."), sentence
         assert not re.search(r"\bgrows\*\* with|does not grow\*\*|×", verdict), verdict
     assert "multiplier changes by" not in verdict and "e-1" not in verdict and "e+1" not in verdict, verdict
+    # bf16's law: the verdict names A, B and alpha, the fit warnings and the figure's caption A, B, E and alpha; E is
+    # said where the lists differ, and why the penalty does not count it
+    assert verdict.count("fit as well (so is E, but it cancels from the multiplier and the gap)") == 2, verdict
     # the efficiency table: no number for an efficiency these runs do not identify (it printed mxfp4's effN 1.005
     # [0.038, 4499] and nvfp4's 0.9994 [0.09273, 1.19e+13]); the fit warnings say why
     efficiency = md[md.index("## Parameter and data efficiency"):].split("\n## ")[0]
