@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+import unicodedata
 from collections import Counter
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
@@ -64,6 +65,11 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # non-spaces, which begins one of GPT-2's pre-tokens (" word") and ends none: the pieces' ids and word
 # counts are the whole text's.
 PIECE_CUT = re.compile(r"(?<=\S) (?=\S)")
+# In text without such spaces (base64, minified JSON, Chinese), GPT-2's pre-tokenizer also cuts after a letter or
+# digit followed by a character of another class (letter, digit, punctuation or symbol): none of its pre-tokens
+# holds both. These are the candidates (Python's \w and \d are not quite \p{L} and \p{N}); `_class_cut` checks
+# each one's Unicode categories. (After punctuation no cut is taken: "'s" is one pre-token, "''s" two.)
+CLASS_CUT = re.compile(r"(?<=\w)(?=[^\w\s])|(?<=\d)(?=[^\W\d_])|(?<=[^\W\d_])(?=\d)")
 # BPE training on a run of text without a space: GPT-2's regex makes a run of one class (Chinese or
 # Japanese without spaces, a long string of letters, digits or "=") one pre-token, one "word" to the
 # trainer, whose time grows much faster than its length (200k letters 9 s, 200k CJK characters 100 s).
@@ -951,23 +957,44 @@ def _tokenize(tok, docs: Iterator[_Doc], train: _TokenFile, val: _TokenFile, tot
 
 
 def _encode(tok, texts: list[str]) -> list[Sequence[int]]:
-    """Each text's token ids. A text longer than ENCODE_BATCH_BYTES (a book-sized .txt, a corpus in
-    one file) is encoded in pieces of about that size, cut where the pre-tokenizer cuts: at once its
-    Encoding took ~120x its size (a 26 MB .txt peaked at 4.3 GB)."""
-    short = iter(tok.encode_batch_fast([t for t in texts if len(t) <= ENCODE_BATCH_BYTES], add_special_tokens=False))
-    return [next(short).ids if len(t) <= ENCODE_BATCH_BYTES else _encode_long(tok, t) for t in texts]
+    """Each text's token ids. A text longer than a piece (1/8 of ENCODE_BATCH_BYTES: a book-sized .txt, a
+    corpus in one file, a base64 blob) is encoded in pieces, cut where the pre-tokenizer cuts: at once its
+    Encoding took ~120x its size (a 26 MB .txt peaked at 4.3 GB), ~190x without spaces (10 MB of base64: 1.9 GB)."""
+    piece = ENCODE_BATCH_BYTES // 8
+    short = iter(tok.encode_batch_fast([t for t in texts if len(t) <= piece], add_special_tokens=False))
+    return [next(short).ids if len(t) <= piece else _encode_long(tok, t) for t in texts]
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:
-    """`text` in pieces of about `size` characters, cut at PIECE_CUT (where the pre-tokenizer cuts)."""
+    """`text` in pieces of `size` to 2 * `size` characters, each cut at the first place after `size` where the
+    pre-tokenizer cuts (`_cut`): their ids and word counts are the whole text's. A stretch of 2 * `size` with no
+    such place (one pre-token: a DNA string, a run of one letter) is cut at 2 * `size`, where ids may differ from
+    the whole's by a token or two: whole, it took ~130x its length in memory, however long."""
     start = 0
     while len(text) - start > size:
-        cut = PIECE_CUT.search(text, start + size)
-        if cut is None:  # no space left to cut at: the rest is one piece
+        cut = _cut(text, start + size, start + 2 * size)
+        if cut is None and len(text) - start <= 2 * size:
             break
-        yield text[start : cut.start()]
-        start = cut.start()
+        cut = start + 2 * size if cut is None else cut
+        yield text[start:cut]
+        start = cut
     yield text[start:]
+
+
+def _cut(text: str, lo: int, hi: int) -> int | None:
+    """The first index in [lo, hi] before which GPT-2's pre-tokenizer cuts `text` whatever surrounds it (a space
+    after a non-space and before one, else a change of class after a letter or digit), else None."""
+    space = PIECE_CUT.search(text, lo, hi + 1)
+    return space.start() if space else _class_cut(text, lo, hi)
+
+
+def _class_cut(text: str, lo: int, hi: int) -> int | None:
+    for candidate in CLASS_CUT.finditer(text, lo, hi):
+        i = candidate.start()
+        before, after = unicodedata.category(text[i - 1])[0], unicodedata.category(text[i])[0]
+        if before in "LN" and after in "LNPS" and after != before:
+            return i
+    return None
 
 
 def _encode_long(tok, text: str) -> np.ndarray:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import io
 import json
 import math
+import random
 import re
 import subprocess
 import sys
@@ -847,6 +849,43 @@ def test_a_long_document_is_encoded_in_pieces_to_the_same_ids(tmp_path, docs, pr
     data.prepare([tmp_path / "book.txt"], out, val_sources=[tmp_path / "other.txt"],
                  tokenizer=prepared / "tokenizer.json", progress=False)
     assert text in split_documents(out, "train")
+
+
+class _RecordingTokenizer:
+    """A tokenizer that records the length of each text it is given to encode."""
+
+    def __init__(self, tok):
+        self.tok, self.lengths = tok, []
+
+    def encode_batch_fast(self, texts, **options):
+        self.lengths += [len(t) for t in texts]
+        return self.tok.encode_batch_fast(texts, **options)
+
+
+def test_a_long_document_without_spaces_is_encoded_in_bounded_pieces(prepared, monkeypatch):
+    """A document with no space to cut at (base64, minified JSON, Chinese, a DNA string) was encoded whole: its
+    Encoding took 130-190x its text (10 MB: 1.3-1.9 GB; 100 MB would take 13-19 GB). It is cut where GPT-2's
+    pre-tokenizer cuts (a letter or digit before a character of another class: the same ids), and a single
+    pre-token longer than two pieces (a DNA string) is cut at that length: its ids decode to the same text."""
+    rng = random.Random(0)
+    tok = data.load_tokenizer(prepared)
+    monkeypatch.setattr(data, "ENCODE_BATCH_BYTES", 800)  # pieces of 100 to 200 characters
+    mixed = "ab's'T1\u00b2_.,\u4e2d\u6587\u4e00-=+/\u0300\"{}:9"  # (letters, digits, ², _, CJK, 一, marks, symbols)
+    exact = {
+        "base64": base64.b64encode(rng.randbytes(3000)).decode(),
+        "minified JSON": json.dumps([{"id": i, "name": f"item{i}", "tags": ["a", "b"]} for i in range(100)],
+                                    separators=(",", ":")),
+        "Chinese": "\u4e2d\u6587\u7684\u53e5\u5b50\uff0c\u6ca1\u6709\u7a7a\u683c\u3002" * 300,
+        "mixed classes": "".join(rng.choices(mixed, k=5000)),
+    }
+    for name, text in exact.items():
+        recorded = _RecordingTokenizer(tok)
+        assert list(data._encode(recorded, [text])[0]) == tok.encode(text).ids, name
+        assert len(recorded.lengths) > 10 and max(recorded.lengths) <= 200, name
+    dna = "".join(rng.choices("ACGT", k=5000))
+    recorded = _RecordingTokenizer(tok)
+    ids = data._encode(recorded, [dna])[0]
+    assert tok.decode(list(ids)) == dna and max(recorded.lengths) == 200 and sum(recorded.lengths) == len(dna)
 
 
 def test_the_tokenizer_learns_from_a_long_documents_head_in_pieces(tmp_path, docs, monkeypatch):
