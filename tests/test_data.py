@@ -916,6 +916,18 @@ def test_a_long_run_without_a_space_reaches_the_bpe_trainer_in_pieces(docs):
     assert max(len(tok.decode([i])) for i in range(tok.get_vocab_size())) == n
 
 
+@pytest.mark.parametrize("many", [12, 13])
+def test_many_source_files_are_counted_before_each_is_checked(tmp_path, docs, capsys, monkeypatch, many):
+    """A glob of 50,000 small .txt files in 1,000 folders ran 29 s before prepare's first line (listing the files,
+    then stamping and checking each); it now says, after the listing, how many it found and that it checks each."""
+    monkeypatch.setattr(data, "MANY_SOURCE_FILES", many)
+    src = write_corpus(tmp_path / "src", docs[:12], "txt")
+    data.prepare([f"{src}/**/*.txt"], tmp_path / "out", vocab_size=VOCAB, progress=True)
+    err = capsys.readouterr().err
+    found = re.search(r"^12 source files found in \d+\.\d s; checking that each holds a document$", err, re.M)
+    assert (found is not None and err.index(found.group()) < err.index("training a")) == (many == 12), err
+
+
 @pytest.mark.parametrize("step", ["resolve_sources", "_file_stamps"])
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl.gz", "txt"])
 def test_a_source_gone_after_it_was_found_is_named_gone_not_damaged(tmp_path, docs, prepared, capsys, monkeypatch, fmt,
