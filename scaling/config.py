@@ -211,6 +211,13 @@ class RunConfig:
         """The tokens the run trains on: its whole steps' (`tokens` rounded down to whole batches)."""
         return self.resolved().whole_batch_tokens()  # (resolved once)
 
+    def evaluated_tokens(self) -> int:
+        """Of a config already resolved (`resolved()`): the tokens its evaluations read in all, forward only:
+        `evaluation_count` passes over the validation set, eval_tokens in whole windows of seq_len (`val_windows`;
+        fewer where the corpus's validation split is shorter, which no shipped corpus's is)."""
+        steps = self.tokens // (self.batch_size * self.seq_len)  # (`steps` would resolve it again)
+        return evaluation_count(steps, self.eval_interval) * (self.eval_tokens // self.seq_len) * self.seq_len
+
     def whole_batch_tokens(self) -> int:
         """`trained_tokens` of a config already resolved (`resolved()`): its `tokens` rounded down to whole
         batches of batch_size x seq_len, the `steps` it trains and the D its result records."""
@@ -282,6 +289,12 @@ class RunConfig:
                 said = f"{said}; a TOML file: a recipe goes to --recipe, a sweep spec to `scaling sweep`"
             raise UserError(f"cannot read run config {path} ({said}); give the config.json a run wrote (a run "
                             "directory's own is its resolved config: restore it, or train into another --out)") from None
+
+
+def evaluation_count(steps: int, eval_interval: int) -> int:
+    """How many times a run of `steps` optimizer steps evaluates: every eval_interval steps, and after its last
+    step where that is not one of them (`scaling.train.RunDirectory`)."""
+    return steps // eval_interval + (1 if steps % eval_interval else 0)
 
 
 def differences(there: RunConfig, here: RunConfig) -> str:

@@ -41,7 +41,7 @@ import scaling
 from models import build_model
 from scaling import hyperparams, kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
-from scaling.config import RunConfig, differences
+from scaling.config import RunConfig, differences, evaluation_count
 from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
                            checkpoint_problem, remove_stale_temps, write_atomic, write_json_atomic)
@@ -601,7 +601,7 @@ def evaluation_share_note(trained: int, steps: int, eval_interval: int, eval_tok
     """What to tell a user whose evaluations read at least three times the tokens the run trains on (a forward pass
     costs about a third of a training step's, so validation takes as long as training or longer), else None: a
     smoke run of a few thousand tokens evaluated 65,536 tokens ~8 times and spent most of its time there."""
-    evaluations = steps // eval_interval + (1 if steps % eval_interval else 0)
+    evaluations = evaluation_count(steps, eval_interval)
     evaluated = evaluations * eval_tokens
     if evaluated < 3 * trained:
         return None

@@ -1,7 +1,8 @@
 """What a sweep costs: each run's FLOPs as MFU counts them (`mfu_flops`: 6·(N + V·width) + attention per
 token, as `scaling train` and `scaling bench train` measure MFU) at BF16's training FLOP/s, each quantized
 recipe slowed by its measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
-(The plan's `flops` column stays 6·N·D, the fits' C.)
+(The plan's `flops` column stays 6·N·D, the fits' C.) Each run's evaluations are priced as forward passes at the same
+FLOP/s (`evaluation_flops`); its start-up and checkpoints are not priced.
 
 BF16's FLOP/s is measured too (`bf16_rate`): the bf16 `train` row nearest the run in size, its tokens/s times
 the FLOPs per token its `mfu` counts (at the row's vocabulary and seq_len: `train_row_shape`), i.e. its MFU of the
@@ -419,6 +420,27 @@ def mfu_flops(r, vocab_size: int | None) -> float:
     run's seq_len, times the tokens it trains (its budget in whole batches, as result.json counts them).
     `r`: the run's resolved config (`RunConfig.resolved()`)."""
     return float(r.model_size().flops_per_token_exact(vocab_size or r.vocab_size, r.seq_len) * r.whole_batch_tokens())
+
+
+# An evaluation (`LanguageModel.evaluate`, under no_grad) is a forward pass: no backward, no optimizer step. Of the
+# FLOPs a training step counts a token, 6·(N + V·width) + 12·depth·width·seq_len, the forward does
+# 2·(N + V·width) + 4·depth·width·seq_len, a third: the backward does two GEMMs (dgrad, wgrad) for each forward one.
+FORWARD_SHARE = 1 / 3
+
+
+def evaluation_flops(r, vocab_size: int | None) -> tuple[float, float]:
+    """A run's evaluation FLOPs: the forward passes over the tokens its evaluations read (`RunConfig.evaluated_tokens`),
+    FORWARD_SHARE of a training step's FLOPs a token, as 6·N counts them (a CPU's hours are priced by) and as MFU
+    counts them (`mfu_flops`'s, a GPU's). `r`: the run's resolved config.
+
+    Priced at the training step's FLOP/s, each recipe at its measured training speed (`gpu_hours`, `cpu_hours`): an
+    FP4 recipe's evaluation quantizes the forward GEMM's two operands only (no_grad: no backward operand is made), a
+    third of the six a step quantizes, so its quantizer work is taken as a third of a step's, as its FLOPs are. On the
+    2-thread CPU (nanochat 1M, one thread, 2026-12-07) a forward took 0.27-0.36 of a step's CPU time a token, bf16 and
+    nvfp4 alike, at 8 x 64, 64 x 64 and 16 x 256 tokens (docs/sweeps.md); on a GPU the ratio was not measured."""
+    size, tokens = r.model_size(), r.evaluated_tokens()
+    per_token_exact = size.flops_per_token_exact(vocab_size or r.vocab_size, r.seq_len)
+    return FORWARD_SHARE * size.flops_per_token() * tokens, FORWARD_SHARE * per_token_exact * tokens
 
 
 # --- a recipe the benchmark has not measured -------------------------------------------------------

@@ -389,12 +389,59 @@ def test_plan_prints_runs_flops_and_gpu_hours(tmp_path, capsys):
     # the hours count the FLOPs MFU counts (result.json's, `bench train`'s): the built-in corpus's vocab 4096, seq_len 64
     exact = 2 * (6 * (s.n_params + 4096 * s.width) + 12 * s.depth * s.width * 64) * 4096
     assert plan["total_flops_exact"] == exact
-    assert plan["gpu_hours"] == pytest.approx(exact / (0.5 * 100e12) / 3600)
+    assert plan["train_hours"] == pytest.approx(exact / (0.5 * 100e12) / 3600)
+    assert plan["gpu_hours"] == pytest.approx(plan["train_hours"] + plan["eval_hours"])  # (evaluations: below)
     assert main(["sweep", "plan", str(spec), "--device", "gpu", "--bench", "none"]) == 0  # (no bf16 row: assumed MFU)
     out = capsys.readouterr().out
     assert "2 runs" in out and "GPU-hours at an assumed 30% MFU of 989 TFLOP/s" in out and "0.5M" in out
     assert "(MFU as `scaling train` measures it: " in out
     assert "priced on GPU: --device gpu" in out
+
+
+def test_plan_prices_each_runs_evaluations_as_forward_passes(tmp_path, capsys):
+    """plan priced training steps only, and said on CPU alone that evaluations come on top: sweeps/demo.toml was priced
+    0.0108 CPU-hours (39 s) where its runs evaluate 8 times each on 4,096 tokens, as many forward-pass tokens as 2.1x
+    the tokens they train. Each run's evaluations are priced now: `evaluation_count` passes (every eval_interval steps
+    and after the last, as train evaluates) over eval_tokens in whole windows, a third of a training step's FLOPs a
+    token (the forward's share), at the step's FLOP/s and its recipe's speed; a line splits training from evaluation
+    and says what is not counted (start-up, checkpoints)."""
+    from models import model_size
+    from scaling.config import evaluation_count
+
+    # TINY: 8 steps of 8 x 64 tokens, eval_interval 4 (evaluations after steps 4 and 8), eval_tokens 1024
+    assert (evaluation_count(8, 4), evaluation_count(8, 3), evaluation_count(8, 1)) == (2, 3, 8)  # (3: steps 3, 6, 8)
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0")
+                      .replace("eval_tokens = 1024", "eval_tokens = 1000"))  # (15 whole windows of 64: 960 tokens)
+    bench = _bench_file(tmp_path, [_bf16_row("nanochat", "0.5M", 1_000_000),
+                                   {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.8,
+                                    "compile_mode": "reduce-overhead"}])
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    bf16, nvfp4 = plan["run_list"]
+    s = model_size("nanochat", "0.5M")
+    assert bf16["eval_tokens"] == 2 * 960
+    assert bf16["eval_flops_exact"] == pytest.approx(s.flops_per_token_exact(4096, 64) * 2 * 960 / 3)
+    assert bf16["eval_hours"] / bf16["train_hours"] == pytest.approx(bf16["eval_flops_exact"] / bf16["flops_exact"])
+    assert nvfp4["eval_hours"] == pytest.approx(bf16["eval_hours"] / 0.8)  # (the recipe's speed: a third of its work)
+    for run in (bf16, nvfp4):
+        assert run["gpu_hours"] == run["hours"] == pytest.approx(run["train_hours"] + run["eval_hours"])
+    assert plan["gpu_hours"] == pytest.approx(plan["train_hours"] + plan["eval_hours"])
+    assert plan["eval_hours"] == pytest.approx(bf16["eval_hours"] + nvfp4["eval_hours"])
+    assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "eval_gpu_hours" in out
+    assert (f"of which training steps {plan['train_hours']:.3g} GPU-hours and evaluations {plan['eval_hours']:.3g} "
+            "(forward passes over 3.84e+03 validation tokens in all") in out, out
+    assert "not counted, on top: each run's start-up" in out
+    # on CPU: by 6·N, the forward's 2·N a token
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"cpu": [
+        {"recipe": "bf16", "family": "nanochat", "size": "0.5M", "tokens_per_s": 8000, "cpu_ratio_vs_bf16": 1.0}]}))
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(cpu), "--device", "cpu"]) == 0
+    bf16 = json.loads(capsys.readouterr().out)["run_list"][0]
+    assert bf16["eval_flops"] == 2 * s.n_params * 2 * 960
+    assert bf16["eval_hours"] == pytest.approx(bf16["eval_flops"] / (8000 * 6 * s.n_params) / 3600)
+    assert bf16["cpu_hours"] == pytest.approx(bf16["train_hours"] + bf16["eval_hours"])
 
 
 def test_plan_resolves_each_run_config_once(tmp_path, monkeypatch):
@@ -438,7 +485,7 @@ def test_plan_prices_gpu_hours_at_the_vocab_of_the_corpus_the_runs_train_on(tmp_
     corpus.write_text('{"text": "hello"}\n')
     for where, vocab in (("builtin", data.BUILTIN_VOCAB_SIZE), (prepared, 1000), (corpus, data.DEFAULT_VOCAB_SIZE)):
         rows = plan_rows(load(tmp_path, overrides=(f'data="{where}"',)))
-        assert sum(r["gpu_hours"] for r in rows) == pytest.approx(hours(vocab)), where
+        assert sum(r["train_hours"] for r in rows) == pytest.approx(hours(vocab)), where
         assert rows[0]["flops"] == 6 * s.n_params * 4096  # (the fits' C, unchanged)
 
 
@@ -490,7 +537,7 @@ def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys
     bf16, nvfp4 = plan["run_list"]
     assert plan["device"] == "cpu" and "no GPU" in plan["device_why"] and "gpu_hours" not in plan
     rate = 8000 * model_size("nanochat", "1M").flops_per_token()  # BF16 FLOP/s of the 1M row
-    assert bf16["cpu_hours"] == pytest.approx(bf16["flops"] / rate / 3600)
+    assert bf16["train_hours"] == pytest.approx(bf16["flops"] / rate / 3600)
     assert nvfp4["cpu_hours"] == pytest.approx(bf16["cpu_hours"] * 1.25) and nvfp4["vs_bf16"] == 0.8
     assert plan["cpu_hours"] == pytest.approx(bf16["cpu_hours"] + nvfp4["cpu_hours"])
     assert main(["sweep", "plan", str(spec), "--bench", str(cpu)]) == 0
@@ -745,7 +792,7 @@ def test_plan_prices_bf16_at_the_speed_its_benchmark_measured(tmp_path, capsys):
     plan = json.loads(capsys.readouterr().out)
     bf16, nvfp4 = plan["run_list"]
     rate = 2_000_000 * _bench_flops_per_token("nanochat", "1M")  # the row's BF16 FLOP/s, as its mfu counts them
-    assert bf16["gpu_hours"] == pytest.approx(bf16["flops_exact"] / rate / 3600)
+    assert bf16["train_hours"] == pytest.approx(bf16["flops_exact"] / rate / 3600)
     assert nvfp4["gpu_hours"] == pytest.approx(bf16["gpu_hours"] / 0.8)
     assert (bf16["bf16_mfu"], bf16["bf16_from"]) == (measured["mfu"], "nanochat 1M, bench.json")
     assert bf16["measured_at"] == {"bf16": "nanochat 1M"}
@@ -777,7 +824,7 @@ def test_plan_prices_bf16_at_the_flops_per_token_of_the_rows_own_shape(tmp_path,
     assert bf16_rate("nanochat", "0.5M", [older], "bench.json").flops_per_s == 2_000_000 * _bench_flops_per_token("nanochat", "0.5M")
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(_bench_file(tmp_path, [own])), "--device", "gpu"]) == 0
     (run,) = json.loads(capsys.readouterr().out)["run_list"]
-    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (2_000_000 * flops) / 3600)
+    assert run["train_hours"] == pytest.approx(run["flops_exact"] / (2_000_000 * flops) / 3600)
 
 
 @pytest.mark.parametrize("field, value", [("seq_len", '"1024"'), ("vocab_size", "0"), ("seq_len", "1024.5")])
@@ -803,7 +850,7 @@ def test_plan_mfu_overrides_the_measured_bf16_speed_and_a_peak_carries_the_measu
                  "--mfu", "0.5", "--peak-tflops", "100"]) == 0
     plan = json.loads(capsys.readouterr().out)
     (run,) = plan["run_list"]
-    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (0.5 * 100e12) / 3600)
+    assert run["train_hours"] == pytest.approx(run["flops_exact"] / (0.5 * 100e12) / 3600)
     assert (run["bf16_mfu"], run["bf16_from"], run["measured_at"]) == (0.5, "assumed (--mfu)", {})
     assert (plan["mfu"], plan["peak_tflops"]) == (0.5, 100) and "assumed" in plan["bf16_speed"]
     assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu", "--mfu", "0.5"]) == 0
@@ -811,7 +858,7 @@ def test_plan_mfu_overrides_the_measured_bf16_speed_and_a_peak_carries_the_measu
     assert "GPU-hours at an assumed 50% MFU (--mfu) of 989 TFLOP/s for BF16" in out, out
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu", "--peak-tflops", "100"]) == 0
     (run,) = json.loads(capsys.readouterr().out)["run_list"]
-    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (measured["mfu"] * 100e12) / 3600)
+    assert run["train_hours"] == pytest.approx(run["flops_exact"] / (measured["mfu"] * 100e12) / 3600)
     assert run["bf16_from"] == "nanochat 1M, bench.json"
     # a row `scaling bench` wrote on a GPU whose peak it did not know has no mfu to carry: its tokens/s prices it
     unknown = _bench_file(tmp_path, [dict(measured, mfu=None)])
@@ -821,7 +868,7 @@ def test_plan_mfu_overrides_the_measured_bf16_speed_and_a_peak_carries_the_measu
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(unknown), "--device", "gpu"]) == 0
     (run,) = json.loads(capsys.readouterr().out)["run_list"]
     assert run["bf16_mfu"] is None
-    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (2_000_000 * _bench_flops_per_token("nanochat", "1M")) / 3600)
+    assert run["train_hours"] == pytest.approx(run["flops_exact"] / (2_000_000 * _bench_flops_per_token("nanochat", "1M")) / 3600)
 
 
 def test_plan_without_bf16_rows_prices_bf16_at_the_assumed_mfu_and_says_so(tmp_path, capsys):
@@ -835,7 +882,7 @@ def test_plan_without_bf16_rows_prices_bf16_at_the_assumed_mfu_and_says_so(tmp_p
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(bench), "--device", "gpu"]) == 0
     plan = json.loads(capsys.readouterr().out)
     (run,) = plan["run_list"]
-    assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / (DEFAULT_MFU * 989e12) / 3600)
+    assert run["train_hours"] == pytest.approx(run["flops_exact"] / (DEFAULT_MFU * 989e12) / 3600)
     assert (run["bf16_mfu"], run["bf16_from"]) == (DEFAULT_MFU, "assumed")
     assert plan["mfu"] == DEFAULT_MFU and "bench.json has no bf16 `train` row" in plan["bf16_speed"], plan["bf16_speed"]
     assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
@@ -866,7 +913,7 @@ def test_plan_prices_the_paper_sweep_at_the_committed_h200_bf16_rows():
         row = rows[at]
         assert (run["bf16_mfu"], run["bf16_from"]) == (row["mfu"], f"{' '.join(at)}, h200.json"), run
         rate = row["tokens_per_s"] * _bench_flops_per_token(*at) * run["vs_bf16"]
-        assert run["gpu_hours"] == pytest.approx(run["flops_exact"] / rate / 3600)
+        assert run["train_hours"] == pytest.approx(run["flops_exact"] / rate / 3600)
     assert 1.3 < plan("--mfu", "0.3")["gpu_hours"] / measured["gpu_hours"] < 1.8
     assert "llama2 10M (bf16 at llama2 40M's speed" in measured["far_from_measured"][0]
 

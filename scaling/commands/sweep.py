@@ -96,20 +96,22 @@ def _toml_str(text: str) -> str:
 def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
               speeds: PlanSpeeds | None = None, device: str = "gpu") -> list[dict]:
     """One row per run: its grid values (`tokens`: the tokens it trains, its budget `tokens_asked` rounded
-    down to whole batches of `step_tokens`, as its result records D), 6·N·D FLOPs (`flops`, the fits' C), its FLOPs as MFU counts them
-    (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling bench train` count them),
-    and the hours it takes (`hours`, and under `gpu_hours` or `cpu_hours` by `device`). On "gpu": its
-    `flops_exact` at BF16's FLOP/s (`sweeps.cost.bf16_rate`: the benchmark's nearest bf16 row's, or `mfu` of
-    `peak_tflops` where given or where no row measured bf16; `bf16_mfu`, `bf16_from`), its recipe slowed by the
-    speed the benchmark's `train` rows measured (`speeds`, from `plan_speeds`; None: every recipe at BF16's
-    speed, BF16 at the assumed MFU). On "cpu":
-    the benchmark CPU's hours (all its threads), its 6·N·D at the BF16 FLOP/s (6·N per token) of the
+    down to whole batches of `step_tokens`, as its result records D), 6·N·D FLOPs (`flops`, the fits'
+    C), its FLOPs as MFU counts them (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling
+    bench train` count them), its evaluations' forward passes (`eval_tokens` read in all, `eval_flops` and
+    `eval_flops_exact`: `sweeps.cost.evaluation_flops`), and the hours it takes: its training steps' (`train_hours`),
+    its evaluations' at the same FLOP/s (`eval_hours`), and the two (`hours`, and under `gpu_hours` or `cpu_hours` by
+    `device`); start-up (imports, data, compilation) is not counted. On "gpu": its FLOPs as MFU counts them at BF16's
+    FLOP/s (`sweeps.cost.bf16_rate`: the benchmark's nearest bf16 row's, or `mfu` of `peak_tflops` where given or where
+    no row measured bf16; `bf16_mfu`, `bf16_from`), its recipe slowed by the speed the benchmark's `train` rows
+    measured (`speeds`, from `plan_speeds`; None: every recipe at BF16's speed, BF16 at the assumed MFU). On "cpu":
+    the benchmark CPU's hours (all its threads), its 6·N FLOPs at the BF16 FLOP/s (6·N per token) of the
     benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's).
     `measured_at`: the "family size" of each benchmark row its hours come from, by the recipe it measured
     (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`."""
     from models import model_size
-    from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, gpu_hours, mfu_flops,
-                             priced_speed)
+    from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, evaluation_flops,
+                             gpu_hours, mfu_flops, priced_speed)
     from sweeps.store import recipe_label
 
     if device == "cpu" and speeds is None:
@@ -121,6 +123,7 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
         tokens = resolved.whole_batch_tokens()  # (what the run trains and its result records as D)
         flops = float(model_size(c.family, c.size).flops_per_token() * tokens)
         flops_exact = mfu_flops(resolved, vocab_size)
+        eval_flops, eval_flops_exact = evaluation_flops(resolved, vocab_size)
         key = (c.recipe, c.family, c.size)
         if key not in priced:
             priced[key] = (priced_speed(*key, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, ""))
@@ -129,20 +132,25 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
         rate_of = {}
         if device == "cpu":
             rate, rate_at = cpu_flops_per_s(c.family, c.size, speeds.rows)
-            hours = cpu_hours(flops, rate, speed)
+            train_hours, eval_hours = (cpu_hours(f, rate, speed) for f in (flops, eval_flops))
             at = {"bf16": " ".join(rate_at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
         else:
             if (c.family, c.size) not in bf16:
                 bf16[c.family, c.size] = bf16_rate(c.family, c.size, speeds.rows if speeds else [],
                                                    speeds.source if speeds else "", mfu, peak_tflops)
             rate = bf16[c.family, c.size]
-            hours = gpu_hours(flops_exact, rate, speed)
+            train_hours, eval_hours = (gpu_hours(f, rate, speed) for f in (flops_exact, eval_flops_exact))
             at = {"bf16": " ".join(rate.at), **at} if rate.at else at
             rate_of = dict(bf16_mfu=rate.mfu, bf16_from=rate.source)
+        hours = train_hours + eval_hours
         rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=tokens,
-                         tokens_asked=int(c.tokens), step_tokens=resolved.batch_size * resolved.seq_len, seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact, vs_bf16=speed.vs_bf16,
-                         speed_from=speed.source, speed_note=speed.note, **rate_of, measured_at=at, hours=hours,
-                         **{f"{device}_hours": hours}))  # fmt: skip
+                         tokens_asked=int(c.tokens), step_tokens=resolved.batch_size * resolved.seq_len,
+                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact,
+                         eval_tokens=resolved.evaluated_tokens(), eval_flops=eval_flops,
+                         eval_flops_exact=eval_flops_exact, vs_bf16=speed.vs_bf16, speed_from=speed.source,
+                         speed_note=speed.note, **rate_of, measured_at=at,
+                         train_hours=train_hours, eval_hours=eval_hours, hours=hours,
+                         **{f"eval_{device}_hours": eval_hours, f"{device}_hours": hours}))  # fmt: skip
     return rows
 
 
@@ -225,10 +233,14 @@ def _plan(args: argparse.Namespace) -> int:
     rows = plan_rows(spec, args.mfu, args.peak_tflops, speeds, device)
     total = sum(r["flops"] for r in rows)
     hours = sum(r["hours"] for r in rows)
-    summary = dict(name=spec.name, runs=len(rows), total_flops=total, executor=args.executor or spec.default_executor,
+    executor = args.executor or spec.default_executor
+    summary = dict(name=spec.name, runs=len(rows), total_flops=total, executor=executor,
                    device=device, device_why=device_why,
-                   hours=hours, **{f"{device}_hours": hours}, bench=bench, flops_rule="6*N*D (N non-embedding)",
-                   total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE)
+                   hours=hours, **{f"{device}_hours": hours}, train_hours=sum(r["train_hours"] for r in rows),
+                   eval_hours=sum(r["eval_hours"] for r in rows), bench=bench, flops_rule="6*N*D (N non-embedding)",
+                   total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE,
+                   eval_tokens=sum(r["eval_tokens"] for r in rows),
+                   total_eval_flops_exact=sum(r["eval_flops_exact"] for r in rows))
     if device == "gpu":
         measured = any(r["measured_at"].get("bf16") for r in rows)  # (all or none: a file has bf16 rows or not)
         summary.update(mfu=None if measured else args.mfu or DEFAULT_MFU,
@@ -244,7 +256,7 @@ def _plan(args: argparse.Namespace) -> int:
         return 0
     if args.runs or len(rows) <= PLAN_TABLE_RUNS:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
-                           unit], title=f"sweep {spec.name}")
+                           f"eval_{unit}", unit], title=f"sweep {spec.name}")
     else:  # thousands of rows take a terminal minutes to draw and nobody reads them
         print_table(_by_model(rows, unit), title=f"sweep {spec.name}: {len(rows)} runs by family, size and recipe "
                                                  "(--runs: one row per run; --json: every run's fields)")
@@ -271,10 +283,22 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
               f"({summary['cpu']}) at the BF16 FLOP/s its cpu rows measured, each recipe at its CPU speed measured in "
-              f"{bench} (training steps only: evaluations and start-up come on top)")
+              f"{bench}")
+    print(hours_split(summary, unit))
     for warning in warnings:
         print(f"warning: {warning}")
     return 0
+
+
+def hours_split(summary: dict, unit: str) -> str:
+    """The plan's line saying how many of its hours are training steps and how many evaluations (forward passes,
+    `sweeps.cost.evaluation_flops`), and that each run's start-up is not counted."""
+    name = unit.replace("_hours", "").upper() + "-hours"
+    return (f"of which training steps {summary['train_hours']:.3g} {name} and evaluations {summary['eval_hours']:.3g} "
+            f"(forward passes over {summary['eval_tokens']:.3g} validation tokens in all, eval_tokens every "
+            "eval_interval steps and after the last: a third of a training step's FLOPs a token, at its FLOP/s); "
+            "not counted, on top: each run's start-up (imports, data loading, building the model, torch.compile on a "
+            "GPU) and checkpoints")
 
 
 def bf16_speed(measured: bool, args: argparse.Namespace, speeds: PlanSpeeds | None) -> str:
@@ -349,15 +373,17 @@ def unfittable(rows: list[dict]) -> dict[str, str]:
 
 
 def _by_model(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
-    """The runs grouped by family, size and recipe: how many, their token budgets, FLOPs and hours."""
+    """The runs grouped by family, size and recipe: how many, their token budgets, FLOPs and hours (and of those,
+    their evaluations')."""
     out: dict[tuple, dict] = {}
     for r in rows:
         key = (r["family"], r["size"], r["recipe"])
         entry = out.setdefault(key, dict(family=key[0], size=key[1], recipe=key[2], runs=0, tokens=set(), flops=0.0,
-                                         **{unit: 0.0}))  # fmt: skip
+                                         **{f"eval_{unit}": 0.0, unit: 0.0}))  # fmt: skip
         entry["runs"] += 1
         entry["tokens"].add(r["tokens"])
         entry["flops"] += r["flops"]
+        entry[f"eval_{unit}"] += r["eval_hours"]
         entry[unit] += r["hours"]
     for entry in out.values():
         low, high = min(entry["tokens"]), max(entry["tokens"])
@@ -376,14 +402,16 @@ def _by_size(rows: list[dict]) -> list[dict]:
 
 
 def _by_recipe(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
-    """Hours per recipe, with the speeds its runs were counted at and where they come from."""
+    """Hours per recipe (and of those, its evaluations'), with the speeds its runs were counted at and where they come
+    from."""
     out: dict[str, dict] = {}
     for r in rows:
-        entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, hours=0.0, speeds={}))
+        entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, hours=0.0, eval_hours=0.0, speeds={}))
         entry["runs"] += 1
         entry["hours"] += r["hours"]
+        entry["eval_hours"] += r["eval_hours"]
         entry["speeds"][r["speed_from"]] = r["vs_bf16"]
-    return [dict(recipe=e["recipe"], runs=e["runs"], **{unit: e["hours"]},
+    return [dict(recipe=e["recipe"], runs=e["runs"], **{f"eval_{unit}": e["eval_hours"], unit: e["hours"]},
                  vs_bf16="; ".join(f"{'?' if v is None else f'{v:.3g}x'} ({src})" for src, v in e["speeds"].items()))
             for e in out.values()]
 
