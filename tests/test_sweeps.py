@@ -444,6 +444,24 @@ def test_plan_prices_each_runs_evaluations_as_forward_passes(tmp_path, capsys):
     assert bf16["cpu_hours"] == pytest.approx(bf16["train_hours"] + bf16["eval_hours"])
 
 
+def test_plan_says_its_gpu_hours_do_not_count_runs_sharing_a_gpu(tmp_path, capsys, monkeypatch):
+    """A local launch trains executor.local.jobs_per_gpu runs at once on each GPU (sweeps/micro.toml: 4), and the plan's
+    GPU-hours, each run's alone on a GPU summed, said nothing of it: runs sharing a GPU each take longer than priced,
+    and the GPU is held for less than their sum only where one run alone leaves it idle. A line says so, and that no
+    speed-up is counted (none measured); SLURM (a GPU a job) and jobs_per_gpu = 1 get none."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a GPU here: a local launch uses it
+    shared = write_spec(tmp_path, TINY.replace("cpu_jobs = 2", "cpu_jobs = 2\njobs_per_gpu = 4"))
+    assert main(["sweep", "plan", str(shared), "--bench", "none"]) == 0
+    out = capsys.readouterr().out
+    assert ("jobs_per_gpu = 4: a local launch trains 4 runs at once on each GPU; the GPU-hours are each run's alone on "
+            "a GPU, summed") in out and "no speed-up from sharing has been measured, so none is counted" in out, out
+    assert main(["sweep", "plan", str(shared), "--bench", "none", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs_per_gpu"] == 4
+    for args, spec in ((["--executor", "slurm", "--set", "executor.slurm.gpus=1"], shared), ([], write_spec(tmp_path))):
+        assert main(["sweep", "plan", str(spec), "--bench", "none", *args]) == 0
+        assert "jobs_per_gpu" not in capsys.readouterr().out
+
+
 def test_plan_resolves_each_run_config_once(tmp_path, monkeypatch):
     """plan resolved every run's config three times: checking the grid (`SweepSpec.runs`), then again for its
     run_id and for its FLOPs as MFU counts them. It takes the grid's resolved configs and ids (`resolved_runs`)."""

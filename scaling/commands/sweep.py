@@ -240,7 +240,8 @@ def _plan(args: argparse.Namespace) -> int:
                    eval_hours=sum(r["eval_hours"] for r in rows), bench=bench, flops_rule="6*N*D (N non-embedding)",
                    total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE,
                    eval_tokens=sum(r["eval_tokens"] for r in rows),
-                   total_eval_flops_exact=sum(r["eval_flops_exact"] for r in rows))
+                   total_eval_flops_exact=sum(r["eval_flops_exact"] for r in rows),
+                   jobs_per_gpu=spec.local.jobs_per_gpu if (device, executor) == ("gpu", "local") else None)
     if device == "gpu":
         measured = any(r["measured_at"].get("bf16") for r in rows)  # (all or none: a file has bf16 rows or not)
         summary.update(mfu=None if measured else args.mfu or DEFAULT_MFU,
@@ -285,6 +286,8 @@ def _plan(args: argparse.Namespace) -> int:
               f"({summary['cpu']}) at the BF16 FLOP/s its cpu rows measured, each recipe at its CPU speed measured in "
               f"{bench}")
     print(hours_split(summary, unit))
+    if summary["jobs_per_gpu"] and summary["jobs_per_gpu"] > 1:
+        print(shared_gpu_note(summary["jobs_per_gpu"]))
     for warning in warnings:
         print(f"warning: {warning}")
     return 0
@@ -299,6 +302,15 @@ def hours_split(summary: dict, unit: str) -> str:
             "eval_interval steps and after the last: a third of a training step's FLOPs a token, at its FLOP/s); "
             "not counted, on top: each run's start-up (imports, data loading, building the model, torch.compile on a "
             "GPU) and checkpoints")
+
+
+def shared_gpu_note(jobs_per_gpu: int) -> str:
+    """What a GPU plan of a local launch that runs several runs on one GPU (executor.local.jobs_per_gpu) says of its
+    GPU-hours: each run's alone on a GPU, summed; no speed-up from sharing is counted, none having been measured."""
+    return (f"jobs_per_gpu = {jobs_per_gpu}: a local launch trains {jobs_per_gpu} runs at once on each GPU; the GPU-hours "
+            "are each run's alone on a GPU, summed. Runs sharing a GPU each take longer than priced, and the GPU is held "
+            "for less than their sum only where one run alone leaves it idle (small models); no speed-up from sharing "
+            "has been measured, so none is counted")
 
 
 def bf16_speed(measured: bool, args: argparse.Namespace, speeds: PlanSpeeds | None) -> str:
