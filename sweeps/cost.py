@@ -54,6 +54,7 @@ class Speed:
     source: str
     note: str = ""  # for a recipe not measured: which recipe's speed it was priced at, and why
     at: tuple[str, str] | None = None  # the (family, size) of the row it was measured at; None: no row (bf16)
+    seq_len: int | None = None  # the seq_len that row was measured at (`train_row_shape`); None: no row
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class Bf16Rate:
     mfu: float | None
     source: str
     at: tuple[str, str] | None = None
+    seq_len: int | None = None  # the row's seq_len (`train_row_shape`); None where assumed
 
 
 def read_bench(path: str | Path, option: str) -> dict:
@@ -202,7 +204,8 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
     row = nearest_row(recipe, family, size, rows)
     if row is None:
         return Speed(None, "not measured: counted at BF16's speed")
-    return Speed(float(row["ratio_vs_bf16"]), row_source(row, source), at=(row["family"], row["size"]))
+    return Speed(float(row["ratio_vs_bf16"]), row_source(row, source), at=(row["family"], row["size"]),
+                 seq_len=train_row_shape(row)[0])
 
 
 def row_source(row: dict, source: str) -> str:
@@ -234,7 +237,8 @@ def bf16_rate(family: str, size: str, rows: list[dict], source: str, mfu: float 
                         "at; give --mfu as well, or leave --peak-tflops out to price at the tokens/s it measured")
     else:
         flops_per_s = measured * peak
-    return Bf16Rate(flops_per_s, measured, row_source(row, source), at=(row["family"], row["size"]))
+    return Bf16Rate(flops_per_s, measured, row_source(row, source), at=(row["family"], row["size"]),
+                    seq_len=train_row_shape(row)[0])
 
 
 def bf16_rows(rows: list[dict]) -> list[dict]:
@@ -281,7 +285,7 @@ def cpu_speeds(path: str | Path) -> tuple[list[dict], str, str]:
         bench = read_bench(path, "--bench")
     except UserError as error:
         raise UserError(f"{error}, or --device gpu to price the sweep on a GPU") from None
-    rows = [dict(r, ratio_vs_bf16=1 / float(r["cpu_ratio_vs_bf16"])) for r in bench.get("cpu", [])
+    rows = [dict(r, ratio_vs_bf16=1 / float(r["cpu_ratio_vs_bf16"]), seq_len=cpu_row_seq_len(r)) for r in bench.get("cpu", [])
             if {"recipe", "family", "size", "tokens_per_s", "cpu_ratio_vs_bf16"} <= set(r)
             and float(r["cpu_ratio_vs_bf16"]) > 0]
     if not any(r["recipe"] == "bf16" for r in rows):
@@ -292,14 +296,22 @@ def cpu_speeds(path: str | Path) -> tuple[list[dict], str, str]:
     return rows, Path(path).name, where or "the benchmark's CPU"
 
 
-def cpu_flops_per_s(family: str, size: str, rows: list[dict]) -> tuple[float, tuple[str, str]]:
+def cpu_row_seq_len(row: dict) -> int:
+    """The seq_len a `scaling bench cpu` row was measured at: its own where it records it, else (a row written before
+    2026-12-07 ~20:30) its size's default, which `bench_cpu` trained at (a 2M-token run's resolved config)."""
+    from models.ladder import model_size
+
+    return row.get("seq_len") or model_size(row["family"], row["size"]).seq_len
+
+
+def cpu_flops_per_s(family: str, size: str, rows: list[dict]) -> tuple[float, tuple[str, str], int]:
     """BF16 training FLOP/s (6·N·D) on the benchmark's CPU: the nearest bf16 row's tokens/s times its
-    6·N, and that row's (family, size)."""
+    6·N, that row's (family, size) and the seq_len it was measured at (`cpu_speeds`' rows carry it)."""
     from models.ladder import model_size
 
     row = nearest_row("bf16", family, size, rows)
     return float(row["tokens_per_s"]) * model_size(row["family"], row["size"]).flops_per_token(), \
-        (row["family"], row["size"])
+        (row["family"], row["size"]), row["seq_len"]
 
 
 # A run priced from a row more than this factor away in parameters is named (`far_from_measured`): the ladder's
@@ -384,6 +396,49 @@ def _far_way(way: str, runs: list[str], hours: float, total: float, unit: str, d
             + (f" and {bf16}" if bf16 else "")
             + f", so these runs likely train {'slower' if below else 'faster'} than priced: their {share} are likely "
             f"too {'few' if below else 'many'}.")
+
+
+def other_seq_len(rows: list[dict], device: str, source: str) -> list[str]:
+    """The line (a list of one; none where every run trains at the seq_len of the rows it is priced from) naming each
+    (family, size, seq_len) of the plan's `rows` priced from a benchmark row measured at another seq_len
+    (`measured_seq_len`; an older `train` row's is BENCH_TRAIN_SEQ_LEN, an older `cpu` row's its size's default:
+    `train_row_shape`, `cpu_row_seq_len`), which way its hours are likely off and how many of the plan's hours they
+    are. No `scaling bench` option measures another seq_len, so it says which way, not by how much."""
+    off: dict[tuple[str, str, int], dict[int, list[str]]] = {}
+    hours = 0.0
+    for r in rows:
+        others = {recipe: seq_len for recipe, seq_len in r["measured_seq_len"].items() if seq_len != r["seq_len"]}
+        if others:
+            hours += r["hours"]
+        for recipe, seq_len in others.items():
+            recipes = off.setdefault((r["family"], r["size"], r["seq_len"]), {}).setdefault(seq_len, [])
+            if recipe not in recipes:
+                recipes.append(recipe)
+    if not off:
+        return []
+    def measured(ats: dict[int, list[str]]) -> str:
+        return "; ".join(f"{', '.join(recipes)} at {at}" for at, recipes in ats.items())
+
+    sizes: dict[str, list[str]] = {}  # what a size was trained and measured at -> the sizes so (micro.toml's three)
+    for (family, size, seq_len), ats in off.items():
+        sizes.setdefault(f"at seq_len {seq_len} (their rows: {measured(ats)})", []).append(f"{family} {size}")
+    runs = "; ".join(f"{', '.join(names)} {what}" for what, names in sizes.items())
+    total = sum(r["hours"] for r in rows)
+    unit = f"{device.upper()}-hours"
+    share = f"{hours:.3g} of the plan's {total:.3g} {unit}" if hours < total * (1 - 1e-9) else \
+        f"the whole plan's {total:.3g} {unit}"
+    # BF16: on a GPU its FLOPs a token are counted at the run's seq_len, its MFU there unmeasured; on a CPU its FLOP/s
+    # is scaled by 6·N, which leaves out attention (at 1M on the 2-thread CPU, 4,096-token batches: 4,337 tokens a
+    # CPU-second at seq_len 64, 4,213 at 256; nvfp4 0.867x and 0.899x bf16's: docs/sweeps.md)
+    bf16 = ("BF16's MFU at another seq_len is not measured (its FLOPs a token are counted at the run's), so a bf16 run "
+            "may be off either way" if device == "gpu" else
+            "BF16's FLOP/s is scaled from the row by 6·N, which leaves out attention, so BF16 likely trains a little "
+            "faster than priced at a shorter seq_len and slower at a longer one")
+    return [f"runs at a seq_len other than that of the rows in {source} they are priced from: {runs}. Attention's "
+            "work a token grows with seq_len and a quantized recipe's quantizer work a token does not, so against BF16 "
+            "a quantized recipe likely trains slower than priced at a shorter seq_len than its row's (its hours too "
+            f"few) and faster at a longer one (too many); {bf16}. These runs are {share}; no `scaling bench` option "
+            "measures another seq_len, so no correction is made"]
 
 
 def cpu_hours(flops: float, flops_per_s: float, speed: Speed) -> float:
@@ -499,4 +554,4 @@ def priced_speed(recipe: str, family: str, size: str, rows: list[dict], source: 
     why = (f"the slowest measured recipe whose quantizer work it does all of ({', '.join(floor)})" if floor else
            "the slowest measured quantized recipe, since it does all the quantizer work of none")
     return Speed(speed.vs_bf16, f"as {name}: {speed.source}",
-                 f"not measured in {source}; priced as {name}, {why}", at=speed.at)
+                 f"not measured in {source}; priced as {name}, {why}", at=speed.at, seq_len=speed.seq_len)

@@ -791,6 +791,37 @@ def _bf16_row(family: str, size: str, tokens_per_s: float, **extra) -> dict:
             "ratio_vs_bf16": 1.0, "compile_mode": "reduce-overhead", **extra}
 
 
+def test_plan_names_runs_at_a_seq_len_their_benchmark_rows_were_not_measured_at(tmp_path, capsys):
+    """sweeps/micro.toml trains at seq_len 256 and the `bench train` rows it is priced from were measured at 1024 (the
+    demo at 64, its `cpu` rows at 256), and the plan said nothing. A line names each such size, the rows' seq_len and
+    which way its hours are likely off (a quantized recipe, whose quantizer work a token does not shrink with seq_len
+    as attention's does, likely slower against BF16 at a shorter one: too few); --json's `other_seq_len` the same.
+    A row without its seq_len is one of `bench train`'s older rows, at BENCH_TRAIN_SEQ_LEN; a cpu row, its size's."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0"))
+    rows = [_bf16_row("nanochat", "0.5M", 1_000_000, seq_len=1024, vocab_size=4096),
+            {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.8, "compile_mode": "reduce-overhead"}]
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(_bench_file(tmp_path, rows)), "--device", "gpu"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    (line,) = plan["other_seq_len"]
+    assert plan["run_list"][1]["measured_seq_len"] == {"bf16": 1024, "nvfp4": 1024}  # (nvfp4's: BENCH_TRAIN_SEQ_LEN)
+    assert "nanochat 0.5M at seq_len 64 (their rows: bf16, nvfp4 at 1024)" in line, line
+    assert "a quantized recipe likely trains slower than priced at a shorter seq_len than its row's (its hours too few)" in line
+    assert f"the whole plan's {plan['gpu_hours']:.3g} GPU-hours" in line and "no correction is made" in line
+    assert main(["sweep", "plan", str(spec), "--bench", str(_bench_file(tmp_path, rows)), "--device", "gpu"]) == 0
+    assert line in capsys.readouterr().out.splitlines()
+    # rows at the run's seq_len: no line
+    at_64 = [dict(r, seq_len=64) for r in rows]
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(_bench_file(tmp_path, at_64)), "--device", "gpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["other_seq_len"] == []
+    # on CPU: a cpu row without its seq_len was measured at its size's default (`bench cpu`'s 2M-token run), 256 at 1M
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"cpu": [
+        {"recipe": "bf16", "family": "nanochat", "size": "1M", "tokens_per_s": 8000, "cpu_ratio_vs_bf16": 1.0}]}))
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(cpu), "--device", "cpu"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["other_seq_len"]
+    assert "nanochat 0.5M at seq_len 64 (their rows: bf16 at 256)" in line and "6·N" in line, line  # (no nvfp4 row)
+
+
 def test_plan_prices_bf16_at_the_speed_its_benchmark_measured(tmp_path, capsys):
     """The plan priced BF16 at an assumed 30% MFU while the benchmark file it read the FP4 speeds from held
     measured bf16 rows (nanochat 160M at 52% MFU on the H200): a budget off by ~1.7x. Each run's BF16 now trains

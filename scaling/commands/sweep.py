@@ -96,7 +96,7 @@ def _toml_str(text: str) -> str:
 def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
               speeds: PlanSpeeds | None = None, device: str = "gpu") -> list[dict]:
     """One row per run: its grid values (`tokens`: the tokens it trains, its budget `tokens_asked` rounded
-    down to whole batches of `step_tokens`, as its result records D), 6·N·D FLOPs (`flops`, the fits'
+    down to whole batches of `step_tokens`, as its result records D; its `seq_len`), 6·N·D FLOPs (`flops`, the fits'
     C), its FLOPs as MFU counts them (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling
     bench train` count them), its evaluations' forward passes (`eval_tokens` read in all, `eval_flops` and
     `eval_flops_exact`: `sweeps.cost.evaluation_flops`), and the hours it takes: its training steps' (`train_hours`),
@@ -108,7 +108,8 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     the benchmark CPU's hours (all its threads), its 6·N FLOPs at the BF16 FLOP/s (6·N per token) of the
     benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's).
     `measured_at`: the "family size" of each benchmark row its hours come from, by the recipe it measured
-    (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`."""
+    (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`; `measured_seq_len`: the seq_len each
+    was measured at, for `sweeps.cost.other_seq_len`."""
     from models import model_size
     from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, evaluation_flops,
                              gpu_hours, mfu_flops, priced_speed)
@@ -129,26 +130,29 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
             priced[key] = (priced_speed(*key, speeds.rows, speeds.source) if speeds is not None else Speed(1.0, ""))
         speed, recipe = priced[key], recipe_label(c.recipe)
         at = {recipe: " ".join(speed.at)} if speed.at else {}  # the rows its hours come from, by what they measured
+        seq_at = {recipe: speed.seq_len} if speed.at else {}  # (and the seq_len each measured at)
         rate_of = {}
         if device == "cpu":
-            rate, rate_at = cpu_flops_per_s(c.family, c.size, speeds.rows)
+            rate, rate_at, rate_seq_len = cpu_flops_per_s(c.family, c.size, speeds.rows)
             train_hours, eval_hours = (cpu_hours(f, rate, speed) for f in (flops, eval_flops))
             at = {"bf16": " ".join(rate_at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
+            seq_at = {"bf16": rate_seq_len, **seq_at}
         else:
             if (c.family, c.size) not in bf16:
                 bf16[c.family, c.size] = bf16_rate(c.family, c.size, speeds.rows if speeds else [],
                                                    speeds.source if speeds else "", mfu, peak_tflops)
             rate = bf16[c.family, c.size]
             train_hours, eval_hours = (gpu_hours(f, rate, speed) for f in (flops_exact, eval_flops_exact))
-            at = {"bf16": " ".join(rate.at), **at} if rate.at else at
+            if rate.at:
+                at, seq_at = {"bf16": " ".join(rate.at), **at}, {"bf16": rate.seq_len, **seq_at}
             rate_of = dict(bf16_mfu=rate.mfu, bf16_from=rate.source)
         hours = train_hours + eval_hours
         rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=tokens,
                          tokens_asked=int(c.tokens), step_tokens=resolved.batch_size * resolved.seq_len,
-                         seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact,
+                         seq_len=resolved.seq_len, seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact,
                          eval_tokens=resolved.evaluated_tokens(), eval_flops=eval_flops,
                          eval_flops_exact=eval_flops_exact, vs_bf16=speed.vs_bf16, speed_from=speed.source,
-                         speed_note=speed.note, **rate_of, measured_at=at,
+                         speed_note=speed.note, **rate_of, measured_at=at, measured_seq_len=seq_at,
                          train_hours=train_hours, eval_hours=eval_hours, hours=hours,
                          **{f"eval_{device}_hours": eval_hours, f"{device}_hours": hours}))  # fmt: skip
     return rows
@@ -220,7 +224,7 @@ def _launch_device(spec, executor: str) -> tuple[str, str]:
 
 def _plan(args: argparse.Namespace) -> int:
     from scaling.console import count, print_json, print_table
-    from sweeps.cost import far_from_measured
+    from sweeps.cost import far_from_measured, other_seq_len
 
     if args.mfu is not None and not 0 < args.mfu <= 1:
         raise UserError(f"--mfu {args.mfu:g}: give the assumed utilisation as a fraction in (0, 1], e.g. 0.3")
@@ -252,8 +256,10 @@ def _plan(args: argparse.Namespace) -> int:
     unit = f"{device}_hours"
     warnings = plan_warnings(rows)
     far = far_from_measured(rows, device, speeds.source, summary.get("mfu")) if speeds else []
+    seq_lens = other_seq_len(rows, device, speeds.source) if speeds else []
     if args.json:
-        print_json({**summary, "warnings": warnings, "far_from_measured": far, "run_list": rows})
+        print_json({**summary, "warnings": warnings, "far_from_measured": far, "other_seq_len": seq_lens,
+                    "run_list": rows})
         return 0
     if args.runs or len(rows) <= PLAN_TABLE_RUNS:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
@@ -268,7 +274,7 @@ def _plan(args: argparse.Namespace) -> int:
                                                   + ("training rows)" if device == "gpu" else "cpu rows)"))
         for recipe, note in dict.fromkeys((r["recipe"], r["speed_note"]) for r in rows if r["speed_note"]):
             print(f"{recipe}: {note}")
-        for line in far:
+        for line in far + seq_lens:
             print(line)
     other = "" if args.device != "auto" else "; --device cpu prices it on CPU" if device == "gpu" else \
         "; --device gpu prices it on a GPU"
