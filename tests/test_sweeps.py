@@ -1146,15 +1146,20 @@ def test_relaunch_skips_done_and_running_resubmits_failed_and_missing(tmp_path):
 
 # Another process (a worker of a launcher killed with SIGKILL) holding a run's lock until the other run's
 # result.json appears, then finishing its own: a result, or (argv[4] "die") none, as a killed worker.
+# Holds the first run's lock until the relaunch waits for it: `waiting` (argv[4]) appears when the relaunch first
+# sleeps between its polls (`_relaunch_polls`), after its "waiting:" line (a fixed 3 s after the other run's result
+# lost that race on a loaded machine); 60 s at most, so a launch that never waits fails the test, not hangs it.
 ORPHAN = """import json, sys, time
 from pathlib import Path
 from sweeps.store import run_lock
-run, other, end = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+run, other, end, waiting = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
 with run_lock(run) as ok:
     print(ok, flush=True)
-    while not (other / "result.json").exists():
+    deadline = time.monotonic() + 60
+    while not (other / "result.json").exists() or not waiting.exists():
+        if time.monotonic() > deadline:
+            break
         time.sleep(0.2)
-    time.sleep(3)
     if end == "done":
         (run / "result.json").write_text(json.dumps({"run_id": run.name, "recipe": "bf16", "status": "completed",
                                                      "val_loss": 5.0}))
@@ -1176,11 +1181,30 @@ def _held(tmp_path: Path, script: str, *args: str, text: str = TINY) -> tuple[Pa
     return spec, sweep_dir, runs, p
 
 
-def _orphan(tmp_path: Path, end: str) -> tuple[Path, Path, Path, subprocess.Popen]:
+def _orphan(tmp_path: Path, end: str, monkeypatch) -> tuple[Path, Path, Path, subprocess.Popen]:
     """The tiny spec, its sweep folder, its held run (with the job.json a killed launcher left) and
-    the ORPHAN process holding it."""
-    spec, sweep_dir, (held, _), p = _held(tmp_path, ORPHAN, end)
+    the ORPHAN process holding it, which ends once the relaunch polls for it (`_relaunch_polls`)."""
+    waiting = tmp_path / "relaunch-waits"
+    _relaunch_polls(waiting, monkeypatch)
+    spec, sweep_dir, (held, _), p = _held(tmp_path, ORPHAN, end, str(waiting))
     return spec, sweep_dir, held, p
+
+
+def _relaunch_polls(marker: Path, monkeypatch) -> None:
+    """Make `marker` when the launch first sleeps between polls of the runs others train (its only sleep)."""
+    import time as real_time
+
+    import sweeps.launch
+
+    class Clock:
+        def __getattr__(self, name):
+            return getattr(real_time, name)
+
+        def sleep(self, seconds: float) -> None:
+            marker.touch()
+            real_time.sleep(seconds)
+
+    monkeypatch.setattr(sweeps.launch, "time", Clock())
 
 
 def _stop(*processes: subprocess.Popen | None) -> None:
@@ -1190,7 +1214,7 @@ def _stop(*processes: subprocess.Popen | None) -> None:
             p.wait()
 
 
-def test_a_relaunch_names_the_process_that_trains_a_run_and_waits_for_it(tmp_path, capsys):
+def test_a_relaunch_names_the_process_that_trains_a_run_and_waits_for_it(tmp_path, capsys, monkeypatch):
     """The launcher was killed outright and its worker still trains one run (under the run's lock): a
     relaunch names that run's process (pid and host, from the lock), trains the other run, and returns
     only once the orphan's run has finished, saying how it ended: the sweep is complete when it exits 0."""
@@ -1198,7 +1222,7 @@ def test_a_relaunch_names_the_process_that_trains_a_run_and_waits_for_it(tmp_pat
 
     from sweeps.store import status
 
-    spec, sweep_dir, held, p = _orphan(tmp_path, "done")
+    spec, sweep_dir, held, p = _orphan(tmp_path, "done", monkeypatch)
     try:
         assert main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir)]) == 0
         assert p.wait(timeout=30) == 0  # the launch returned after the orphan's run ended, not before
@@ -1212,10 +1236,10 @@ def test_a_relaunch_names_the_process_that_trains_a_run_and_waits_for_it(tmp_pat
     assert status(sweep_dir).counts["done"] == 2
 
 
-def test_a_run_another_process_leaves_without_a_result_fails_the_relaunch(tmp_path, capsys):
+def test_a_run_another_process_leaves_without_a_result_fails_the_relaunch(tmp_path, capsys, monkeypatch):
     """The orphan's run ends without a result (its worker killed too): the waiting relaunch counts it
     failed in --json's report and exits 1, as for a run of its own (a relaunch trains it)."""
-    spec, sweep_dir, held, p = _orphan(tmp_path, "die")
+    spec, sweep_dir, held, p = _orphan(tmp_path, "die", monkeypatch)
     try:
         code = main(["sweep", "launch", str(spec), "--executor", "local", "--sweep-dir", str(sweep_dir), "--json"])
     finally:
