@@ -990,15 +990,20 @@ def _staging(out_dir: Path) -> Iterator[Path]:
 
 def _publish(stage: Path, out_dir: Path) -> None:
     """Move a whole report from its staging folder into out_dir (renames on one file system: no new
-    space needed), replacing the report files and figures of an earlier build and nothing else there."""
+    space needed), replacing the report files and figures of an earlier build and nothing else there.
+    A process killed between the renames leaves a folder a relaunch rebuilds (fits.json, which marks an
+    earlier report, comes first) and no reader takes for whole (index.html goes first and comes last)."""
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "index.html").unlink(missing_ok=True)
+    os.replace(stage / "fits.json", out_dir / "fits.json")
     for old in fig_dir.glob("*.png"):  # a rebuild must not leave figures of an older report behind
         old.unlink()
     for png in (stage / "figures").glob("*.png"):
         os.replace(png, fig_dir / png.name)
     for name in REPORT_FILES:
-        os.replace(stage / name, out_dir / name)
+        if name != "fits.json":
+            os.replace(stage / name, out_dir / name)
 
 
 def _refuse_replacing_source(source: Path, out_dir: Path) -> None:

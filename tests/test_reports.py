@@ -495,6 +495,48 @@ def test_a_report_that_cannot_be_written_leaves_the_earlier_one(tmp_path, full_d
     assert sorted(p.name for p in out.rglob("*")) == ["figures", "fits.json", "index.html", "loss_vs_compute.png"]
 
 
+KILLED_AT_RENAME = """
+import os, signal, sys
+import reports.build
+b = sys.modules["reports.build"]  # (the module: `reports.build` is also its function build)
+renames = 0
+def replace(src, dst):
+    global renames
+    renames += 1
+    if renames > int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)  # the process dies between two of the publish's renames
+    os.rename(src, dst)
+publish = b._publish
+def killed_publish(stage, out_dir):
+    os.replace = replace  # (from here on: the renames into the folder, not the staging's own writes)
+    publish(stage, out_dir)
+b._publish = killed_publish
+b.build(sys.argv[1], sys.argv[2], bootstrap=0, workers=1)
+"""
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["first", "rebuild"])
+@pytest.mark.parametrize("renames", [0, 1, 3])
+def test_a_report_killed_while_moving_into_its_folder_is_rebuilt_by_the_relaunch(tmp_path, renames, earlier):
+    """A build SIGKILLed between the renames that move its report in (figures first, fits.json second to
+    last) left figures/*.png, or those and results.csv, and no fits.json: the relaunch refused that folder as
+    one holding files no earlier report wrote. A rebuild killed so left the earlier index.html over new
+    figures. A folder whose report is not whole now has no index.html, and the relaunch builds it."""
+    from scaling.cli import main
+
+    table = tmp_path / "bf16.csv"
+    pl.read_csv(external_csv(tmp_path)).filter(pl.col("recipe") == "bf16").write_csv(table)
+    out = tmp_path / "rep"
+    if earlier:
+        assert main(["report", str(table), "--out", str(out), "--bootstrap", "0"]) == 0
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT_RENAME, str(table), str(out), str(renames)],
+                            cwd=Path(__file__).parent.parent, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    assert not (out / "index.html").exists()  # (no entry point to a report that is not whole)
+    assert main(["report", str(table), "--out", str(out), "--bootstrap", "0"]) == 0
+    assert {"index.html", "report.md", "fits.json", "results.csv"} <= {p.name for p in out.iterdir()}
+
+
 def test_a_report_never_replaces_files_of_a_folder_that_holds_no_earlier_report(tmp_path, capsys):
     """--out naming a folder of the user's (a paper's, with its own results.csv, report.md and figures)
     replaced those files and deleted its figures/*.png without a word. It is refused before the fits;
