@@ -1275,7 +1275,7 @@ def test_ctrl_c_or_sigterm_stops_the_wait_for_another_process_not_that_process(t
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
         assert p.returncode == 130, "".join(lines) + out + err
-        assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err, err
+        assert err.strip().splitlines()[-1].startswith("interrupted (Ctrl-C or SIGTERM): ") and "Traceback" not in err, err
         assert holder.poll() is None  # still training
         assert lock_holder(held)["pid"] == holder.pid and _snapshot(held) == before
     finally:
@@ -1977,7 +1977,12 @@ def test_sigterm_stops_a_local_launch_and_a_relaunch_resumes_it(tmp_path, capsys
         p.kill()
     assert p.returncode == 130, out + err
     report = json.loads(out)
-    assert "interrupted" in err and report["interrupted"] is True, out + err
+    assert report["interrupted"] is True and "Traceback" not in err, out + err
+    # one line saying what the stop left and how to go on (it was the bare word "interrupted")
+    assert err.strip().splitlines()[-1] == (
+        "interrupted (Ctrl-C or SIGTERM): this launch's runs saved a checkpoint and stopped (runs other processes "
+        "train go on); run the same command again to go on: finished runs are kept, stopped ones resume from "
+        "their checkpoints"), err
     assert report["finished"] == {} and report["total"] == 1, out  # a stopped run is no result to report
     (run_dir,) = sweep_dir.glob("*/metrics.csv")
     run_dir = run_dir.parent

@@ -458,11 +458,23 @@ def _launch(args: argparse.Namespace) -> int:
         if args.json and report is not None:  # a script learns what ran before the stop (interrupted: true)
             report.interrupted = True
             print_json(dataclasses.asdict(report))
-        raise
+        print(_interrupted_line(executor, report), file=sys.stderr)
+        return 130
     failed = _failed_here(report)
     if args.json:
         print_json(dataclasses.asdict(report))
     return 1 if failed else 0
+
+
+def _interrupted_line(executor: str, report) -> str:
+    """What a launch stopped by Ctrl-C or SIGTERM leaves, and how to go on (the bare "interrupted" said neither)."""
+    if executor == "slurm":
+        where = f"`scaling sweep status {report.sweep_dir}` follows them; " if report is not None else ""
+        return (f"interrupted (Ctrl-C or SIGTERM): the jobs already submitted go on ({where}SLURM runs them); "
+                "run the same command again to submit the rest")
+    return ("interrupted (Ctrl-C or SIGTERM): this launch's runs saved a checkpoint and stopped (runs other processes "
+            "train go on); run the same command again to go on: finished runs are kept, stopped ones resume from "
+            "their checkpoints")
 
 
 def _wait(report, quiet: bool) -> None:
