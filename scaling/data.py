@@ -39,7 +39,7 @@ import numpy as np
 
 from scaling.console import duration, time_left
 from scaling.errors import UserError
-from scaling.files import cache_dir, fsync_replace, held, write_atomic
+from scaling.files import cache_dir, fsync_replace, held, remove_stale_temps, write_atomic
 
 if TYPE_CHECKING:  # tokenizers is imported where a tokenizer is made or loaded
     from tokenizers import Tokenizer
@@ -818,7 +818,9 @@ def prepare(
     if out.is_dir() and _checked_meta(out)[0] is None:  # (a prepared dir's files are its own, whatever lies beside)
         _check_own_folder(out, tokenizer_path)  # before the lock: a refused folder gets no .lock either
     with _output_folder(out):
-        meta, _ = _checked_meta(out)  # a damaged dir is prepared again
+        meta, problem = _checked_meta(out)  # a damaged dir is prepared again
+        if meta is None:
+            _say_unfinished(out, problem, progress)
         if meta is not None and not force and meta.get("request") == request:
             return meta
         if meta is not None and progress and meta.get("request") != request:
@@ -829,6 +831,19 @@ def prepare(
 
 # What `prepare` writes into its folder (besides its lock and hidden temp files)
 PREPARED_FILES = ("meta.json", "tokenizer.json", "train.bin", "val.bin")
+
+
+def _say_unfinished(out: Path, problem: str | None, progress: bool) -> None:
+    """Say what a preparation stopped midway (killed: no cleanup ran) left in `out`, which this one redoes from
+    the start, and remove the temp files of its atomic writes (under the folder's lock: none is being written).
+    Its token temp files are reopened and truncated by this preparation."""
+    stale = [t for name in ("tokenizer.json", "meta.json") for t in remove_stale_temps(out / name)]
+    stale += [out / f".{split}.bin.tmp" for split in ("train", "val") if (out / f".{split}.bin.tmp").exists()]
+    files = [name for name in PREPARED_FILES if (out / name).exists()]
+    if progress and (stale or files):
+        found = f"{out} {problem}" if files else f"{out} holds the temp files of a preparation that stopped midway"
+        print(f"{found} (a preparation killed before its meta.json, which it writes last): preparing it again "
+              "from the start", file=sys.stderr, flush=True)
 
 
 def _check_own_folder(out: Path, tokenizer_path: Path | None) -> None:

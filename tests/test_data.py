@@ -272,6 +272,30 @@ def test_prepared_dir_is_reused_and_incomplete_dir_redone(tmp_path, docs):
     assert data.prepare([src], out, vocab_size=300, val_fraction=0.3, progress=False)["request"] == first["request"]
 
 
+def test_a_preparation_killed_midway_is_said_and_redone_by_the_relaunch(tmp_path, docs, capsys):
+    """What a SIGKILLed `prepare` leaves (its token temp files, an atomic write's temp file; or its token files
+    and tokenizer.json with no meta.json) was redone without a word, and the atomic write's temp file stayed."""
+    src = write_corpus(tmp_path / "src", docs[:12], "parquet")
+    out = tmp_path / "out"
+    args = ["data", "prepare", str(src), "--out", str(out), "--vocab-size", "300", "--val-fraction", "0.3"]
+    assert main(args) == 0
+    good = (out / "train.bin").read_bytes()
+    capsys.readouterr()
+    (out / "meta.json").unlink()  # killed after its token files were renamed in, before meta.json
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"{out} is not a prepared data dir (no meta.json) (a preparation killed before its meta.json" in err, err
+    for name in data.PREPARED_FILES:  # killed while tokenizing: only its temp files
+        (out / name).unlink()
+    (out / ".train.bin.tmp").write_bytes(good[:100])
+    (out / ".tokenizer.json.k3x9_q.tmp").write_text('{"half": ')
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"{out} holds the temp files of a preparation that stopped midway (a preparation killed" in err, err
+    assert sorted(p.name for p in out.iterdir()) == [".lock", *sorted(data.PREPARED_FILES)]
+    assert (out / "train.bin").read_bytes() == good
+
+
 def test_a_source_rewritten_under_the_same_path_is_prepared_again(tmp_path, docs, capsys):
     """A source file rewritten in place (60 documents where 30 were) was reused unnoticed: the old tokens."""
     src = write_corpus(tmp_path / "src", docs[:30], "parquet")
