@@ -37,13 +37,43 @@ def time_left(done: float, to_do: float, elapsed_s: float) -> str:
     return f"; {duration(to_do * elapsed_s / done)} left" if done > 0 and elapsed_s > 0 else ""
 
 
-def _cell(value: Any) -> str:
+SIGNIFICANT = 4  # a table's number: this many significant digits, or more where its column needs them (below)
+MOST_SIGNIFICANT = 8  # (values that agree to as many digits as this differ by float noise, not by a finding)
+
+
+def number(x: float, digits: int = SIGNIFICANT) -> str:
+    """A float as a person reads it: `digits` significant digits, in scientific notation below 1e-3 and from 1e5
+    ('1.235e+06', the mantissa's digits all shown); 'nan', 'inf' as such. A rounded number keeps its trailing zeros,
+    so none reads as an exact one: 1.99993 is '2.000' (it read '2', beside a progress line's 1.9999), 8545.31 is
+    '8545.3' (not the whole number '8545'); an exact one reads as itself ('1', '0.5', '30'). The one spelling of a
+    number in the console's tables."""
+    if not math.isfinite(x):
+        return str(x)
+    if x != 0 and (abs(x) >= 1e5 or abs(x) < 1e-3):
+        return f"{x:.{digits - 1}e}"
+    shown = f"{x:.{digits}g}"
+    if float(shown) == x:
+        return shown
+    shown = f"{x:#.{digits}g}"
+    # (every digit left of the point, '8545.': one more digit, as no point would read as a whole number)
+    return f"{x:#.{digits + 1}g}" if shown.endswith(".") else shown
+
+
+def column_digits(values: Iterable[Any]) -> int:
+    """The significant digits a column's numbers need: SIGNIFICANT, or more (up to MOST_SIGNIFICANT) until its distinct
+    values read distinct. A ratio of 0.99996 beside one of 1 read '1' beside '1' (no change), and two val_bpb of
+    1.99993 and 1.99996 both read '2'. Every number of a column gets the same digits, its rows compare at a glance."""
+    distinct = {float(v) for v in values
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    for digits in range(SIGNIFICANT, MOST_SIGNIFICANT):
+        if len({float(number(v, digits)) for v in distinct}) == len(distinct):
+            return digits
+    return MOST_SIGNIFICANT
+
+
+def _cell(value: Any, digits: int = SIGNIFICANT) -> str:
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return str(value)
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
-            return f"{value:.3e}"
-        return f"{value:.4g}"
+        return number(value, digits)
     return "" if value is None else str(value)
 
 
@@ -61,8 +91,9 @@ def print_table(rows: Iterable[dict], columns: Sequence[str] | None = None, titl
     table = Table(title=caption, show_lines=False)
     for c in columns:
         table.add_column(Text(c), overflow="fold")
+    digits = {c: column_digits(r.get(c) for r in rows) for c in columns}
     for r in rows:
-        table.add_row(*(Text(_cell(r.get(c))) for c in columns))
+        table.add_row(*(Text(_cell(r.get(c), digits[c])) for c in columns))
     # Piped (a log, a file): as wide as the table needs, so no number is folded across lines
     console = Console(width=None if sys.stdout.isatty() else 100_000)
     if len(rows) == 1 and console.measure(table, options=console.options.update_width(100_000)).maximum > console.width:

@@ -185,3 +185,35 @@ def test_a_one_record_table_wider_than_the_terminal_is_printed_a_field_a_line(mo
         assert any(key in line and value in line for line in out.splitlines()), (key, out)
     print_table([{"a": "completed", "b": 1}])  # fits: a column per field, as before
     assert re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).splitlines()[1].split() == ["┃", "a", "┃", "b", "┃"]
+
+
+def test_a_rounded_number_never_reads_as_an_exact_one():
+    """`scaling train`'s table read 'val_bpb 2' for 1.99993 (under its progress line's 'val_bpb 1.9999') and 8545.31
+    read '8545': a rounded number keeps its trailing zeros, or one more digit where all four are left of the point; an
+    exact one reads as itself; scientific notation below 1e-3 and from 1e5 as before."""
+    import math
+
+    from scaling.console import number
+
+    values = (1.99993, 5.816398, 8545.31, 1234.0, 0.1, 1.0, 30.0, 0.99996, 20.700001, 1234567.0, 2.5e-4, 0.0)
+    assert [number(x) for x in values] == [
+        "2.000", "5.816", "8545.3", "1234", "0.1", "1", "30", "1.000", "20.70", "1.235e+06", "2.500e-04", "0"]
+    assert [number(x) for x in (math.nan, math.inf, -math.inf)] == ["nan", "inf", "-inf"]
+    assert number(1.99993, 6) == "1.99993"
+
+
+def test_a_column_shows_the_digits_that_tell_its_values_apart(capsys):
+    """A ratio of 0.99996 printed '1' beside a row of 1 read as 'no change', and val_bpb 1.99993 and 1.99996 both read
+    '2.000': a column's numbers get the significant digits (4 at least, 8 at most) that keep its distinct values distinct,
+    each column its own; equal values, ints and text leave a column at 4."""
+    from scaling.console import print_table
+
+    rows = [{"run": "a", "ratio": 1.0, "val_bpb": 1.99993, "loss": 3.14159, "steps": 100},
+            {"run": "b", "ratio": 0.99996, "val_bpb": 1.99996, "loss": 3.14159, "steps": 101},
+            {"run": "c", "ratio": 1.0 + 1e-12, "val_bpb": None, "loss": 2.5, "steps": 7}]
+    print_table(rows)
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in capsys.readouterr().out.splitlines()
+             if line.startswith("│")]
+    assert cells == [["a", "1", "1.9999", "3.142", "100"],  # (5 digits tell 1.99993 from 1.99996)
+                     ["b", "0.99996", "2.0000", "3.142", "101"],
+                     ["c", "1.0000000", "", "2.5", "7"]]  # (8 at most: 1 + 1e-12 reads as 1, rounded)

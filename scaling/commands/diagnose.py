@@ -98,7 +98,7 @@ def _rounding(out: dict) -> str:
 
 
 def print_tables(out: dict) -> None:
-    from scaling.console import print_table, yes_no
+    from scaling.console import number, print_table, yes_no
 
     print_table(
         [{"tensor": r["tensor"], "format": r["format"], "transform": r["transform"], "SQNR dB": r["sqnr_db"],
@@ -132,8 +132,8 @@ def print_tables(out: dict) -> None:
     if out["claims"]:
         print_table(
             [{"claim": c["claim"], "tensor": c["tensor"],
-              "measured": ", ".join(f"{k}: {v:.4g}" for k, v in c["measured"].items()),
-              "theory": (", ".join(f"{k}: {v:.4g}" for k, v in c["theory"].items())
+              "measured": ", ".join(f"{k}: {number(v)}" for k, v in c["measured"].items()),
+              "theory": (", ".join(f"{k}: {number(v)}" for k, v in c["theory"].items())
                          if isinstance(c.get("theory"), dict) else c.get("theory")),
               "holds": yes_no(c["holds"])} for c in out["claims"]],
             title="UFP4 paper claims on these tensors")

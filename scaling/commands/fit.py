@@ -66,10 +66,10 @@ def _refuse_other_json(path: Path) -> None:
                         "is not overwritten: choose another name (or remove that file first)")
 
 
-def _fmt(x: float) -> str:
-    if x is None or math.isnan(x):
-        return "nan"
-    return f"{x:.4g}"  # (inf, -inf as such: an interval open at that end)
+def _fmt(x: float | None) -> str:
+    from scaling.console import number
+
+    return "nan" if x is None else number(x)  # (inf, -inf as such: an interval open at that end)
 
 
 def _with_ci(value: float, ci) -> str:

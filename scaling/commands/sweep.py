@@ -422,6 +422,8 @@ def _by_size(rows: list[dict]) -> list[dict]:
 def _by_recipe(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
     """Hours per recipe (and of those, its evaluations'), with the speeds its runs were counted at and where they come
     from."""
+    from scaling.console import number
+
     out: dict[str, dict] = {}
     for r in rows:
         entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, hours=0.0, eval_hours=0.0, speeds={}))
@@ -430,7 +432,7 @@ def _by_recipe(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
         entry["eval_hours"] += r["eval_hours"]
         entry["speeds"][r["speed_from"]] = r["vs_bf16"]
     return [dict(recipe=e["recipe"], runs=e["runs"], **{f"eval_{unit}": e["eval_hours"], unit: e["hours"]},
-                 vs_bf16="; ".join(f"{'?' if v is None else f'{v:.3g}x'} ({src})" for src, v in e["speeds"].items()))
+                 vs_bf16="; ".join(f"{'?' if v is None else f'{number(v)}x'} ({src})" for src, v in e["speeds"].items()))
             for e in out.values()]
 
 
