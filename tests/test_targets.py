@@ -45,7 +45,7 @@ def test_kernels_are_shares_of_the_copy_one_row_a_launch():
     assert quantize["measured"] == 0.725 and quantize["met"] == "yes" and quantize["note"] == "of 4000 GB/s; 77.5% back to back"
     assert amax["measured"] == 0.675 and amax["met"] == "no" and amax["note"] == "of 4000 GB/s"
     # 2900 / 4200, not the header's 2900 / 4000
-    assert rows[("ufp4", "amax fprop.x")]["measured"] == 0.69 and rows[("ufp4", "amax fprop.x")]["met"] == "no"
+    assert rows[("ufp4", "amax fprop.x")]["measured"] == 2900 / 4200 and rows[("ufp4", "amax fprop.x")]["met"] == "no"
 
 
 def test_layers_at_d_2048_with_quartet2s_own_limit_and_the_line():
@@ -101,3 +101,16 @@ def test_cli_a_folder_is_one_plain_message(tmp_path):
     r = run_cli("--out", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"--out {tmp_path} is a folder, not a file; give a benchmark JSON" in r.stderr and "Errno" not in r.stderr
+
+
+def test_a_measurement_just_short_of_its_limit_is_not_rounded_onto_it(capsys):
+    """A kernel at 69.96% of the copy rate was recorded as measured 0.7 (rounded to 3 decimals) against the limit
+    0.7, met "no": the JSON and the table read as if the target held. The row keeps the measurement as measured."""
+    from scaling.console import print_table
+
+    bench = {"device": "test GPU", "copy_gbps": 4000.0,
+             "kernels": [{"name": "amax", "recipe": "nvfp4", "operand": "fprop.x", "gbps": 2798.4}]}
+    (row,) = targets.kernel_rows(bench)
+    assert row["measured"] == 2798.4 / 4000.0 and row["met"] == "no"
+    print_table([row])
+    assert "0.6996" in capsys.readouterr().out
