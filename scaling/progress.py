@@ -1,6 +1,6 @@
 """A training run's progress, on stderr: stdout is the result's (`scaling train --json | jq`).
 
-On a terminal, Lightning's rich bar counting the run's steps to their total (its batches come from an
+On a terminal, Lightning's rich bar counting the run's steps and tokens to their total (its batches come from an
 iterable with no length, so Lightning's own bar read '31/--' with no ETA). In a log or a pipe (nohup, a
 sweep's train.log) a live bar shows nothing until the run ends: there, a line a minute instead, and a last one
 where the run ends.
@@ -14,15 +14,43 @@ import time
 from typing import Callable
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
+from rich.progress import ProgressColumn, Task
+from rich.text import Text
 
-from scaling.console import time_left
+from scaling.console import number, time_left
 
 
 class StepBar(RichProgressBar):
-    """Lightning's rich progress bar on stderr, out of the run's steps, with the run's metrics alone."""
+    """Lightning's rich progress bar on stderr, in the run's words: 'step 89/146 ━━━━╺━━━ 182.3k/299.0k tokens 0:13:53 •
+    0:05:32 244 tokens/s train_loss: 5.288 val_loss: 5.336 val_bpb: 1.835' (elapsed • left, then the training rate
+    `rate` gives, as the result records it, and the run's metrics). Lightning's own read 'Epoch 0/0 ━━━╸━━━ 58/146
+    0:10:00 • 0:09:51 0.15it/s ...': a run is one pass (max_epochs=1) over a token budget, so its epoch said nothing,
+    nor did 'it' for a step. (Short counts: the bar fits a line of 125 columns, Lightning's 120.)"""
 
-    def __init__(self) -> None:
+    def __init__(self, tokens_per_step: int = 0, rate: Callable[[], float] | None = None) -> None:
         super().__init__(console_kwargs={"stderr": True})
+        self.tokens_per_step, self.rate = tokens_per_step, rate
+
+    def configure_columns(self, trainer) -> list:
+        from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn, CustomTimeColumn
+
+        theme = self.theme
+        return [_StepColumn(theme.description), CustomBarColumn(complete_style=theme.progress_bar,
+                                                                finished_style=theme.progress_bar_finished,
+                                                                pulse_style=theme.progress_bar_pulse),
+                _TokensColumn(self.tokens_per_step, theme.batch_progress), CustomTimeColumn(style=theme.time),
+                _RateColumn(self.rate, theme.processing_speed)]
+
+    def _add_task(self, total_batches: int | float, description: str, visible: bool = True):
+        # Lightning's, but a resumed run's bar (added as the process's first step ends) starts at the run's step: it
+        # was drawn at 'step 0/146', then moved to the step, the earlier steps counted as done in an instant (the time
+        # left far too short). rich draws a task as it is added, so it is added there (no column shows a description)
+        completed = self.trainer.global_step if self.trainer.training else 0
+        return self.progress.add_task(description, total=total_batches, completed=completed, visible=visible)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # the bar at the run's step (Lightning's puts it at batch_idx + 1, a count of this epoch's batches)
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)
 
     def get_metrics(self, trainer, pl_module) -> dict:
         # (Lightning's documented way) its logger's version number ('v_num: 0.000'): the
@@ -34,6 +62,56 @@ class StepBar(RichProgressBar):
     @property
     def total_train_batches(self) -> int:
         return self.trainer.max_steps  # (one batch a step: train.py's micro-batches are inside a step)
+
+
+class _StepColumn(ProgressColumn):
+    """'step 58/146'."""
+
+    def __init__(self, style: str) -> None:
+        super().__init__()
+        self.style = style
+
+    def render(self, task: Task) -> Text:
+        return Text(f"step {int(task.completed)}/{int(task.total or 0)}", style=self.style)
+
+
+class _TokensColumn(ProgressColumn):
+    """'118.8k/299.0k tokens': the steps' tokens, the run's D at the end (nothing where none is given)."""
+
+    def __init__(self, tokens_per_step: int, style: str) -> None:
+        super().__init__()
+        self.tokens_per_step, self.style = tokens_per_step, style
+
+    def render(self, task: Task) -> Text:
+        if not self.tokens_per_step:
+            return Text()
+        done, total = int(task.completed) * self.tokens_per_step, int(task.total or 0) * self.tokens_per_step
+        return Text(f"{token_count(done)}/{token_count(total)} tokens", style=self.style)
+
+
+class _RateColumn(ProgressColumn):
+    """'6,321 tokens/s': `rate`, the run's training rate (nothing while none is known: no step timed yet)."""
+
+    def __init__(self, rate: Callable[[], float] | None, style: str) -> None:
+        super().__init__()
+        self.rate, self.style = rate, style
+
+    def render(self, task: Task) -> Text:
+        return Text(rate_text(self.rate() if self.rate else None), style=self.style)
+
+
+def token_count(n: int) -> str:
+    """'118.8k', '2.097M', '300k', '512': a count of tokens in --tokens' units (k, M, B), to console.number's digits
+    (a rounded one shows its trailing zeros: '299.0k' is not 299,000)."""
+    for suffix, scale in (("B", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= scale:
+            return number(n / scale) + suffix
+    return str(n)
+
+
+def rate_text(tokens_per_s: float | None) -> str:
+    """'7,480 tokens/s'; '' while no rate is known (None or NaN: no step timed yet)."""
+    return f"{tokens_per_s:,.0f} tokens/s" if tokens_per_s is not None and math.isfinite(tokens_per_s) else ""
 
 
 LINE_INTERVAL_S = 60.0  # seconds between two progress lines in a log
@@ -103,13 +181,14 @@ def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_
     last line says how it `ended` ('completed', `ending`) in place of the time left."""
     left = f"; {ended}" if ended else time_left(step - origin_step, total - step, now_s - origin_s)
     shown = ", ".join(f"{k} {float(v):.4f}" for k, v in metrics.items())
-    rate = f"; {tokens_per_s:,.0f} tokens/s" if tokens_per_s is not None and math.isfinite(tokens_per_s) else ""
+    rate = f"; {rate_text(tokens_per_s)}" if rate_text(tokens_per_s) else ""
     return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + rate + left
 
 
-def progress_callbacks(progress: bool, rate: Callable[[], float] | None = None) -> list[Callback]:
-    """The callback showing a run's progress where it is wanted: the bar on a terminal, else the lines
-    (with `rate`'s tokens/s)."""
+def progress_callbacks(progress: bool, rate: Callable[[], float] | None = None,
+                       tokens_per_step: int = 0) -> list[Callback]:
+    """The callback showing a run's progress where it is wanted: the bar on a terminal (with the steps' tokens), else
+    the lines; both with `rate`'s tokens/s."""
     if not progress:
         return []
-    return [StepBar()] if sys.stderr.isatty() else [StepLines(rate=rate)]
+    return [StepBar(tokens_per_step, rate)] if sys.stderr.isatty() else [StepLines(rate=rate)]

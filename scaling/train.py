@@ -736,7 +736,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
         _quiet_lightning()
 
-        shown = progress_callbacks(progress, rate=lambda: run.tokens_per_s)  # (the training rate result.json records)
+        # (the training rate result.json records)
+        shown = progress_callbacks(progress, rate=lambda: run.tokens_per_s,
+                                   tokens_per_step=config.batch_size * config.seq_len)
         trainer = L.Trainer(
             max_steps=config.steps, max_epochs=1, precision=precision, devices=1,
             logger=CSVLogger(run_dir, name="lightning"), callbacks=[run, *shown],  # version_<n>: one per process

@@ -1157,3 +1157,43 @@ def test_a_resumed_run_says_so_in_one_line_of_its_own(reference, tmp_path):
     assert f"resuming from the checkpoint {again / 'checkpoints' / 'last.ckpt'} at step 40 of 40\n" in err, err
     assert "Restor" not in err, err
     assert json.loads((again / "result.json").read_text())["val_loss"] == result["val_loss"]
+
+
+def test_the_bar_on_a_terminal_counts_steps_and_tokens_not_lightnings_epoch(tmp_path, capsys, monkeypatch):
+    """On a terminal the bar read 'Epoch 0/0 ━━━╸━━ 58/146 0:10:00 • 0:09:51 0.15it/s train_loss: ...': every run is
+    one pass over a token budget (max_epochs=1), so the epoch said nothing, nor 'it/s'. It reads 'step 40/40',
+    the steps' tokens and the run's training rate, with the time and the metrics as before."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "200")  # (the whole bar on one line)
+    assert main(["train", "--config", str(_write_config(tmp_path)), "--out", str(tmp_path / "run"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"] == "completed"  # (stdout the JSON alone: the bar is on stderr)
+    last = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err).replace("\r", "\n").strip().splitlines()[-1]
+    assert re.fullmatch(r"step 40/40 ━+ 10.24k/10.24k tokens \d:\d\d:\d\d • \d:\d\d:\d\d [0-9,]+ tokens/s "
+                        r"train_loss: [0-9.]+ val_loss: [0-9.]+ val_bpb: [0-9.]+", last.strip()), last
+    assert "Epoch" not in err and "it/s" not in err, err
+
+
+def test_a_resumed_runs_bar_starts_at_its_step(tmp_path, capsys, monkeypatch):
+    """A resumed run's bar (Lightning adds it as the process's first step ends) was drawn at 'step 0/40', then jumped
+    to the run's step, the jump counted as steps done in an instant (a time left far too short): it starts at the run's
+    step, the one after the checkpoint's."""
+    run_dir = tmp_path / "killed"
+    proc = _start_cli(_config(), run_dir)
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    step = _checkpoint_step(run_dir)
+    assert 0 < step < 40
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["train", "--config", str(_write_config(tmp_path)), "--out", str(run_dir), "--json"]) == 0
+    frames = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", capsys.readouterr().err).replace("\r", "\n").splitlines()
+    shown = [int(f.split()[1].split("/")[0]) for f in frames if f.startswith("step ")]
+    assert shown[0] == step + 1 and shown[-1] == 40 and shown == sorted(shown), (step, shown)
+
+
+def _write_config(tmp_path: Path, **changes) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(_config(**changes).to_json())
+    return path
