@@ -692,6 +692,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     if finished is not None:
         return finished
     precision = _precision(config)  # a precision this machine cannot run: before anything is made
+    # (before the build's seconds, in which `sweep status` would read the stopped process's rows as this one's)
+    over = start_over(run_dir, config.steps) if not checkpoint_path(run_dir).exists() else None
     wall_start = time.perf_counter()
     # the code this process imports now is what trains: a commit or pull into the checkout during the run
     # must not relabel it (read at the end, it did)
@@ -726,6 +728,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
             if note:
                 print(note, file=sys.stderr, flush=True)
+        if over:  # (where a resume's line comes: `LanguageModel.on_load_checkpoint`)
+            print(over, file=sys.stderr, flush=True)
         run = RunDirectory(run_dir, config, scored, started=wall_start)
         from lightning.fabric.plugins.environments import LightningEnvironment
         from lightning.pytorch.loggers import CSVLogger
@@ -777,6 +781,35 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                            processes=module.processes)
     write_json_atomic(result_path, result, indent=2)
     return result
+
+
+def start_over(run_dir: Path, steps: int) -> str | None:
+    """Before a run trains from step 0 (no checkpoint), remove the metrics.csv a stopped process of it left (killed
+    before its first checkpoint, or its checkpoint moved away), and return the line that says so, as a resume says
+    where it goes on from; None where run_dir holds nothing of the run (a new one). Those rows stayed until this
+    process's first evaluation rewrote the file, and `sweep status` read them as its progress and val_loss (or, where
+    it diverged before that evaluation, as its curve). The removal is atomic: a reader finds the whole file or none.
+    The caller holds the run's lock and has checked that run_dir holds this run (`finished_record`)."""
+    metrics = run_dir / "metrics.csv"
+    if not (run_dir / "config.json").exists() and not metrics.exists():
+        return None
+    said = (f"starting over from step 0 of {steps}: {run_dir} holds this run but no checkpoint of it (a process stopped "
+            "before its first one, or it was moved away)")
+    if metrics.exists():
+        steps_done = _steps_of(metrics)
+        said += (f"; its metrics.csv's evaluations, {len(steps_done)} up to step {steps_done[-1]}, are discarded"
+                 if steps_done else "; its metrics.csv is discarded")
+        metrics.unlink()
+    return said
+
+
+def _steps_of(metrics: Path) -> list[str]:
+    """The `step` of each row of a metrics.csv; [] where it has none or cannot be read as CSV text."""
+    try:
+        with open(metrics, newline="") as f:
+            return [row.get("step") or "?" for row in csv.DictReader(f)]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
 
 
 def finished_record(config: RunConfig, run_dir: Path) -> dict | None:

@@ -86,7 +86,9 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
         holder = {
             "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
             "slurm_job_id": _slurm_job_id(),
-            "tokens_at_start": _curve_end(run_dir / "metrics.csv")[0],  # a resumed run's earlier progress
+            # a resumed run's earlier progress; none without a checkpoint, where the run starts over (its metrics.csv,
+            # a stopped process's, is about to go: `scaling.train.start_over`)
+            "tokens_at_start": _curve_end(run_dir / "metrics.csv")[0] if checkpoint_path(run_dir).exists() else 0,
         }  # fmt: skip
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)

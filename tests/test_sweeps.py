@@ -2099,6 +2099,8 @@ def test_status_counts_progress_and_eta(tmp_path):
                                       "flops": flops, "wall_s": 10.0})
     running.mkdir()
     (running / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n4,1024,7.0,2.4\n")  # before a resume
+    (running / "checkpoints").mkdir()  # (what it resumes from: without one the run starts over, from no tokens)
+    (running / "checkpoints" / "last.ckpt").write_bytes(b"the checkpoint at step 4")
     p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "True"

@@ -1197,3 +1197,47 @@ def _write_config(tmp_path: Path, **changes) -> Path:
     path = tmp_path / "config.json"
     path.write_text(_config(**changes).to_json())
     return path
+
+
+def test_a_relaunch_over_a_run_killed_before_its_first_checkpoint_says_it_starts_over_and_drops_its_rows(
+        tmp_path, monkeypatch, capsys):
+    """A process SIGKILLed after evaluations but before its first checkpoint left config.json, data.json, lock and
+    metrics.csv rows. Its relaunch started from step 0 without a word, and the dead process's rows stayed in
+    metrics.csv until the relaunch's first evaluation rewrote it: `sweep status` read them as the new process's
+    progress and val_loss, and the lock recorded them as tokens it started from (its time left was then off)."""
+    from sweeps.store import lock_holder, run_status
+    from scaling.train import RunDirectory
+
+    config = _config(eval_interval=5, eval_tokens=512, checkpoint_interval=40)  # one checkpoint: at the end
+    run_dir = tmp_path / "run"
+    proc = _start_cli(config, run_dir)
+    metrics, deadline = run_dir / "metrics.csv", time.time() + 300
+    while len(metrics.read_text().splitlines() if metrics.exists() else []) < 3:  # (header and two rows)
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (run_dir / "checkpoints" / "last.ckpt").exists() and not (run_dir / "result.json").exists()
+    rows = list(csv.DictReader(io.StringIO(metrics.read_text())))
+    assert len(rows) >= 2 and int(rows[-1]["step"]) < 40
+    seen = {}
+    started = RunDirectory.on_train_start
+
+    def look(self, trainer, module):  # the relaunch's folder as its first step starts, read as status reads it
+        status = run_status(run_dir, None, None, None)
+        seen.update(metrics=metrics.exists(), state=status.state, progress=status.progress, val_loss=status.val_loss,
+                    tokens_at_start=(lock_holder(run_dir) or {}).get("tokens_at_start"))
+        return started(self, trainer, module)
+
+    monkeypatch.setattr(RunDirectory, "on_train_start", look)
+    cfg = tmp_path / "run.json"
+    assert main(["train", "--config", str(cfg), "--out", str(run_dir), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert seen == dict(metrics=False, state="running", progress=None, val_loss=None, tokens_at_start=0)
+    said = [line for line in err.splitlines() if "from step 0" in line]
+    assert said == [f"starting over from step 0 of 40: {run_dir} holds this run but no checkpoint of it (a process "
+                    f"stopped before its first one, or it was moved away); its metrics.csv's evaluations, "
+                    f"{len(rows)} up to step {rows[-1]['step']}, are discarded"], err
+    final = list(csv.DictReader(io.StringIO(metrics.read_text())))
+    assert [r["step"] for r in final] == [str(s) for s in range(5, 41, 5)]
+    assert [r["val_loss"] for r in final[: len(rows)]] == [r["val_loss"] for r in rows]  # (the same bits again)
