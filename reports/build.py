@@ -10,6 +10,7 @@ plain text that the console prints as is, and that names recipes), enter it thro
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -30,7 +32,7 @@ from reports.render import code, fmt, literal, plain, to_html, to_markdown
 from scaling import __version__, git_commit, usable_cpus
 from scaling.console import NOT_MEASURED, count, yes_no
 from scaling.errors import UserError
-from scaling.files import json_ready, write_atomic, write_json_atomic
+from scaling.files import json_ready, take_exclusive, write_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     from sweeps.store import RunStatus
@@ -974,18 +976,82 @@ def _sweep_name(study: Study) -> str | None:
 REPORT_FILES = ("results.csv", "fits.json", "report.md", "index.html")  # index.html last: the report is whole
 
 
+STAGE_LOCK = ".builder.lock"  # in a staging folder: flocked by its build while it lives (`_lock_stage`)
+# a staging folder with no STAGE_LOCK (one of code before it, or of a build killed in the instant between making the
+# folder and locking it) is taken for a dead build's once it has not changed for this long (a build stages for seconds)
+UNLOCKED_STAGE_S = 3600
+
+
 @contextlib.contextmanager
 def _staging(out_dir: Path) -> Iterator[Path]:
-    """A fresh folder beside out_dir to build the report in; removed afterwards, whatever happened."""
+    """A fresh folder beside out_dir to build the report in, locked by this build; removed afterwards, whatever
+    happened. A killed build (SIGKILL: no cleanup runs) left its folder for good: the staging folders of out_dir
+    whose builds are gone are removed first (`_remove_dead_stages`), never a live build's."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_stages(out_dir)
     try:
         stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.building-"))
     except OSError as e:  # (a folder that takes no new one: /proc, /sys) the user's --out, not the stage's name
         raise OSError(e.errno, e.strerror, str(out_dir)) from e
+    lock = None
     try:
+        lock = _lock_stage(stage)
         yield stage
     finally:
+        shutil.rmtree(stage, ignore_errors=True)  # (still locked: no other build takes it for a dead one's meanwhile)
+        if lock is not None:
+            os.close(lock)
+
+
+def _lock_stage(stage: Path) -> int:
+    """Lock a new staging folder for its build: a flock on its STAGE_LOCK, which the kernel drops when the build's
+    process dies; returns the descriptor to close once the folder is gone. The file is locked under another name
+    and renamed into place, so that no other build ever finds it there and free while this one lives."""
+    import fcntl
+
+    fd, path = tempfile.mkstemp(dir=stage, prefix=f"{STAGE_LOCK}.")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # (a file no other process knows yet: at once)
+        os.rename(path, stage / STAGE_LOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _remove_dead_stages(out_dir: Path) -> list[Path]:
+    """Remove the staging folders beside out_dir (`.NAME.building-*`) whose builds are gone, each under its lock
+    taken from its dead build, and say so; returns them. A live build holds its folder's lock: it is left alone."""
+    removed = []
+    for stage in sorted(out_dir.parent.glob(f".{glob.escape(out_dir.name)}.building-*")):
+        if stage.is_dir() and not stage.is_symlink() and _remove_if_dead(stage):
+            removed.append(stage)
+            _stage(f"removed {stage}, the staging folder of a build of {out_dir} that was killed")
+    return removed
+
+
+def _remove_if_dead(stage: Path) -> bool:
+    """Remove a staging folder whose build is gone (its STAGE_LOCK free; or, where it has none, unchanged for
+    UNLOCKED_STAGE_S); False where its build may live, or the folder is another user's."""
+    try:  # (no O_CREAT: a lock file made here, in a folder its build is removing, would stop that removal)
+        fd = os.open(stage / STAGE_LOCK, os.O_RDWR)
+    except FileNotFoundError:  # a build between making its folder and locking it, one removing it, or older code's
+        try:
+            unchanged = time.time() - stage.stat().st_mtime > UNLOCKED_STAGE_S
+        except OSError:
+            return False
+        if unchanged:
+            shutil.rmtree(stage, ignore_errors=True)
+        return unchanged
+    except OSError:  # (another user's build: not ours to judge)
+        return False
+    try:
+        if not take_exclusive(fd, tries=1):  # its build lives
+            return False
         shutil.rmtree(stage, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _publish(stage: Path, out_dir: Path) -> None:

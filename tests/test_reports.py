@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -533,8 +535,56 @@ def test_a_report_killed_while_moving_into_its_folder_is_rebuilt_by_the_relaunch
                             cwd=Path(__file__).parent.parent, capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr
     assert not (out / "index.html").exists()  # (no entry point to a report that is not whole)
+    assert [p.name[: len(".rep.building-")] for p in tmp_path.glob(".rep.*")] == [".rep.building-"]  # its stage
     assert main(["report", str(table), "--out", str(out), "--bootstrap", "0"]) == 0
     assert {"index.html", "report.md", "fits.json", "results.csv"} <= {p.name for p in out.iterdir()}
+    assert not list(tmp_path.glob(".rep.*"))  # the killed build's staging folder stayed there for good
+
+
+HOLDS_A_STAGE = """
+import os, signal, sys
+from pathlib import Path
+from reports.build import _staging
+with _staging(Path(sys.argv[1])) as stage:
+    print(stage, flush=True)
+    if sys.argv[2] == "dies":
+        os.kill(os.getpid(), signal.SIGKILL)  # a build killed while it stages
+    sys.stdin.read()  # a build staging until the test closes its stdin
+"""
+
+
+def test_a_build_removes_the_staging_folders_of_dead_builds_and_never_a_live_ones(tmp_path, capsys):
+    """A build killed mid-way left its hidden staging folder beside --out for good. A build now removes those of
+    builds that are gone (their lock free; one with no lock, of older code, once it is an hour old) and keeps a
+    live build's: two builds of one folder at once do not delete each other's."""
+    from scaling.cli import main
+
+    table = tmp_path / "bf16.csv"
+    pl.read_csv(external_csv(tmp_path)).filter(pl.col("recipe") == "bf16").write_csv(table)
+    out = tmp_path / "rep"
+    live = subprocess.Popen([sys.executable, "-c", HOLDS_A_STAGE, str(out), "lives"], cwd=Path(__file__).parent.parent,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    dead = subprocess.run([sys.executable, "-c", HOLDS_A_STAGE, str(out), "dies"], cwd=Path(__file__).parent.parent,
+                          capture_output=True, text=True)
+    assert dead.returncode == -9, dead.stderr
+    dead_stage, live_stage = Path(dead.stdout.strip()), Path(live.stdout.readline().strip())
+    older, newer = tmp_path / ".rep.building-0ld3rc0d", tmp_path / ".rep.building-n3w3rc0d"  # no lock in them
+    for lockless in (older, newer):
+        (lockless / "figures").mkdir(parents=True)
+    os.utime(older, (time.time() - 2 * 3600,) * 2)
+    other = tmp_path / ".other.building-d3adb33f"  # another folder's: not this build's to judge
+    shutil.copytree(dead_stage, other)
+    try:
+        assert dead_stage.is_dir() and live_stage.is_dir()
+        assert main(["report", str(table), "--out", str(out), "--bootstrap", "0"]) == 0
+        assert sorted(p.name for p in tmp_path.glob(".*.building-*")) == sorted([live_stage.name, newer.name,
+                                                                                 other.name])
+        err = capsys.readouterr().err
+        assert f"removed {dead_stage}, the staging folder of a build of {out} that was killed" in err, err
+        assert f"removed {older}," in err and f"removed {live_stage}" not in err
+    finally:
+        live.communicate("")
+    assert live.returncode == 0 and not live_stage.exists()  # the live build ended as builds end
 
 
 def test_a_report_never_replaces_files_of_a_folder_that_holds_no_earlier_report(tmp_path, capsys):
