@@ -219,7 +219,9 @@ def _lr_test(law: str, baseline: Points, pts: Points, const: np.ndarray, growth:
 
 
 def _warnings(name: str, params: dict, ci: dict, flat: Iterable[str] = ()) -> list[Note]:
-    """Signs that the data cannot pin a group's law: a parameter at an optimiser bound, or an estimate
+    """Signs that the data cannot pin a group's law: a parameter at an optimiser bound, or its 95% bootstrap interval
+    ending at one (the penalty's identification reads that end as the bound's, not the data's: `_unpinned`; the
+    report's law table showed such an interval, a CPU study's alpha [0.04, 10], with no word), or an estimate
     outside its own bootstrap interval (resampling the runs moves the fit to another basin). `flat`: the parameters
     the runs do not identify, whose brief says that already (their estimate is noise, and so is where it lies)."""
     out = []
@@ -230,6 +232,14 @@ def _warnings(name: str, params: dict, ci: dict, flat: Iterable[str] = ()) -> li
             out.append(Note(f"{name}: {k} = {v:.4g} is at the fit's bound [{lo:g}, {hi:g}]; the data cannot pin it "
                             "(more model sizes or token budgets would)", f"{k} = {v:.4g} at its bound"))
         c_lo, c_hi = ci.get(k, (np.nan, np.nan))
+        reached = [e for e in (c_lo, c_hi) if at_bound(e, k)]
+        if reached and not bounds:  # (an estimate at its bound: its own warning says it)
+            ends = " and ".join(f"{e:g}" for e in reached)
+            which = "bounds" if len(reached) == 2 else "bound"
+            out.append(Note(f"{name}: {k}'s 95% bootstrap interval [{c_lo:.4g}, {c_hi:.4g}] ends at the fit's {which} "
+                            f"({ends}), not at a value of the data: replicates stop there, so the data do not pin it "
+                            "(more model sizes or token budgets would)",
+                            None if k in flat else f"{k}'s 95% interval ends at its {which} {ends}"))
         slack = 1e-6 * max(abs(c_lo), abs(c_hi))  # an estimate at a bound its replicates also reach
         if np.isfinite(c_lo) and np.isfinite(c_hi) and not c_lo - slack <= v <= c_hi + slack:
             out.append(Note(f"{name}: the estimate of {k}, {v:.4g}, lies outside its own 95% bootstrap interval "

@@ -404,6 +404,25 @@ def test_a_law_the_data_cannot_pin_is_finite_and_flagged():
     assert fits.analyse(table, bootstrap=8, workers=1, top=10)["groups"]["bf16"]["warnings"] == []  # a pinned law
 
 
+def test_a_parameter_whose_bootstrap_interval_ends_at_its_bound_is_warned_of():
+    """A CPU study (nanochat 0.5M-4M, 32k-262k tokens, 32 runs) fitted bf16's alpha = 2.128 with the 95% interval
+    [0.03964, 10]: 10 is the optimiser's bound, where the replicates that drop the largest size stop. The verdict said
+    "alpha's 95% bootstrap interval ends at its bound (10), not at a value of the data", while the report's law table
+    showed [0.03964, 10] (and A's [3.3, 1.3e+56]) with no fit warning: only an estimate at its bound was warned of."""
+    from fits.analysis import _warnings
+
+    ends_at_bound = _warnings("bf16", {"alpha": 2.128}, {"alpha": [0.03964, 10.0]})
+    assert [n.brief for n in ends_at_bound] == ["alpha's 95% interval ends at its bound 10"], ends_at_bound
+    assert "not at a value of the data" in ends_at_bound[0].text and "[0.03964, 10]" in ends_at_bound[0].text
+    both = _warnings("nvfp4", {"kappaN": 0.3}, {"kappaN": [-0.9, 5.0]})
+    assert [n.brief for n in both] == ["kappaN's 95% interval ends at its bounds -0.9 and 5"], both
+    assert not _warnings("bf16", {"alpha": 2.1}, {"alpha": [0.04, 9.9]})  # inside the bounds: nothing to say
+    at_bound = _warnings("bf16", {"alpha": 10.0}, {"alpha": [3.0, 10.0]})  # the estimate's own warning says it
+    assert [n.brief for n in at_bound] == ["alpha = 10 at its bound"], at_bound
+    flat = _warnings("bf16", {"alpha": 2.1}, {"alpha": [0.04, 10.0]}, flat=["alpha"])  # its flat brief says it
+    assert len(flat) == 1 and flat[0].brief is None, flat
+
+
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "examples" / "demo" / "results.csv"
 
 
@@ -497,8 +516,9 @@ def test_scaling_fit_says_each_warning_and_unidentified_penalty_in_a_short_line(
     assert len(said) == 5 and all(len(line) < 300 for line in said), said
     assert not any(s in line for line in lines for s in ("other values fit them as well", "float noise", "(1)")), lines
     for g in out["groups"].values():  # the record: a sentence per warning, as before, and a few words per fact beside it
-        noise = [w for w in g["warnings"] if any(f"the estimate of {k}," in w for k in g["not_identified"])]
-        assert len(g["brief_warnings"]) == len(g["warnings"]) - len(noise), g  # (where a flat parameter's estimate lies)
+        noise = [w for w in g["warnings"] if any(f"the estimate of {k}," in w or f" {k}'s 95% bootstrap interval" in w
+                                                 for k in g["not_identified"])]
+        assert len(g["brief_warnings"]) == len(g["warnings"]) - len(noise), g  # (where a flat parameter's estimate or interval lies)
         assert all(len(w) > 100 for w in g["warnings"]) and all(len(w) < 80 for w in g["brief_warnings"]), g
     assert all(len(p["unidentified"]) >= 2 for p in out["penalty"].values())
 
