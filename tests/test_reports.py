@@ -564,10 +564,12 @@ def test_a_build_removes_the_staging_folders_of_dead_builds_and_never_a_live_one
     out = tmp_path / "rep"
     live = subprocess.Popen([sys.executable, "-c", HOLDS_A_STAGE, str(out), "lives"], cwd=Path(__file__).parent.parent,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # (staged before the dead build runs: a build starting after it died removes its folder, as it should)
+    live_stage = Path(live.stdout.readline().strip())
     dead = subprocess.run([sys.executable, "-c", HOLDS_A_STAGE, str(out), "dies"], cwd=Path(__file__).parent.parent,
                           capture_output=True, text=True)
     assert dead.returncode == -9, dead.stderr
-    dead_stage, live_stage = Path(dead.stdout.strip()), Path(live.stdout.readline().strip())
+    dead_stage = Path(dead.stdout.strip())
     older, newer = tmp_path / ".rep.building-0ld3rc0d", tmp_path / ".rep.building-n3w3rc0d"  # no lock in them
     for lockless in (older, newer):
         (lockless / "figures").mkdir(parents=True)
