@@ -4,7 +4,8 @@ A fit is a list of jobs, run once on the full data and once per bootstrap replic
   law:G      the law (chinchilla | quartet) fitted to group G on its own, from the grid of starts;
   const:R    recipe R's effN, effD with the baseline's law held fixed (κ = 0);
   growth:R   recipe R's effN₀, effD₀, κN, κD with the baseline's law held fixed.
-A replicate resamples runs within each group and refits every job, warm-started from the full-data
+A replicate resamples runs within each group (twin runs of different groups, one N, D and seed, together: `pairing`)
+and refits every job, warm-started from the full-data
 optimum plus the best grid starts; its efficiency jobs use that replicate's baseline law, so the
 baseline's uncertainty carries into every penalty band.
 """
@@ -20,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from fits import penalty, shared
-from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Points, at_bound, best_fit, bootstrap_weights,
+from fits.fit import (BOUNDS, FLAT, FREE, N_PARAMS, Pairing, Points, at_bound, best_fit, replicate_weights,
                       efficiency_identified, efficiency_starts, epoch_grid, fit_from, flat_parameters, minimize_from,
                       parallel_map, percentile_ci, rank_starts, unpinned_terms)
 from fits.isoflop import isoflop_fit
@@ -51,6 +52,29 @@ def _points(table: pl.DataFrame) -> dict[str, Points]:
         groups[str(name)] = Points.from_arrays(g["N"].to_numpy(), g["D"].to_numpy(), g["loss"].to_numpy(),
                                                g["run_id"].to_numpy())
     return groups
+
+
+def pairing(table: pl.DataFrame, groups: dict[str, Points]) -> Pairing | None:
+    """The twins among `groups`' runs, for the bootstrap (`fit.replicate_weights`): runs of a table with a `seed`
+    column (a sweep's results) at one configuration, the same model size N, final token count D (a run's largest,
+    its checkpoints aside) and seed, in different recipes, which start from the same initialisation and see the same
+    data; None where the table has no seed column or no configuration is in two groups (each group's runs are then
+    drawn on their own, as before pairing)."""
+    if "seed" not in table.columns:
+        return None
+    index: dict[tuple, int] = {}
+    configs, owners = {}, {}
+    for g, pts in groups.items():
+        rows = table.filter(pl.col("recipe") == g)
+        runs = rows.group_by("run_id").agg(pl.col("N").first(), pl.col("D").max(), pl.col("seed").first().cast(pl.Utf8))
+        key = dict(zip(runs["run_id"].to_list(), zip(runs["N"].to_list(), runs["D"].to_list(), runs["seed"].to_list())))
+        ids = np.unique(rows["run_id"].to_numpy())  # the order of `Points.from_arrays`' run indices
+        configs[g] = np.array([index.setdefault(key[i], len(index)) for i in ids], dtype=int)
+        for c in set(configs[g].tolist()):
+            owners[c] = owners.get(c, 0) + 1
+    if max(owners.values(), default=0) < 2:
+        return None
+    return Pairing(configs, len(index))
 
 
 def _shortfall(name: str, pts: Points, kind: str) -> str | None:
@@ -167,7 +191,7 @@ def _fit_start(ctx: dict, item: tuple[str, int]):
 def _replicate(ctx: dict, i: int) -> dict:
     """Refit every job on one bootstrap replicate; returns θ per job (NaN where a fit failed)."""
     rng = np.random.default_rng([ctx["seed"], i])
-    weights = {g: bootstrap_weights(p.runs, p.n_runs, rng) for g, p in ctx["groups"].items()}
+    weights = replicate_weights(ctx["groups"], ctx["pairing"], rng)
     thetas = {}
     for key, (kind, g, base) in ctx["jobs"].items():
         full = ctx["thetas"][key]
@@ -494,7 +518,8 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
 
     t0 = time.perf_counter()
     thetas, objectives, starts = _fit_full(groups, jobs, top, workers)
-    ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed}
+    ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed,
+           "pairing": pairing(table, groups)}
     if design is not None:
         const = {r: thetas[f"const:{r}"] for r in design.recipes}
         shared_fit = shared.fit_shared(thetas[f"law:{base}"], design, shared.shared_starts(design, const))

@@ -322,6 +322,29 @@ def bootstrap_weights(runs: np.ndarray, n_runs: int, rng: np.random.Generator) -
     return counts[runs].astype(float)
 
 
+@dataclass(frozen=True)
+class Pairing:
+    """Runs of different groups that are twins: one configuration (model size, token count, seed) trained once per
+    recipe, from the same initialisation and data order, so their losses' noise is shared. `configs[g][k]`: the
+    configuration (0..n-1) of group g's run k, over the union of every group's configurations."""
+
+    configs: dict[str, np.ndarray]
+    n: int
+
+
+def replicate_weights(groups: dict[str, Points], pairing: Pairing | None,
+                      rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Every group's point weights in one replicate. Without a pairing each group's runs are drawn on their own
+    (`bootstrap_weights`, group by group). With one, the configurations are drawn (n of the union, with replacement)
+    and every group's run of a drawn configuration weighs its count: twins move together, so a difference of their
+    losses keeps the little noise it has, where independent draws added each run's whole noise to it. A group
+    lacking a configuration gets no point from its draws."""
+    if pairing is None:
+        return {g: bootstrap_weights(p.runs, p.n_runs, rng) for g, p in groups.items()}
+    counts = np.bincount(rng.integers(0, pairing.n, pairing.n), minlength=pairing.n)
+    return {g: counts[pairing.configs[g]][p.runs].astype(float) for g, p in groups.items()}
+
+
 # --- parallel map over bootstrap replicates -------------------------------------------------------
 
 _CTX = None

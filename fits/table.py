@@ -17,6 +17,9 @@ from scaling.errors import UserError
 from scaling.recipes import FORMAT_COLUMNS
 
 CANONICAL = ("recipe", "run_id", "N", "D", "C", "loss", "status")
+# Kept as given: runs of different recipes at one N, D and seed are twins (same initialisation and data order), which
+# the bootstrap draws together (`fits.analysis.pairing`)
+PAIR_COLUMNS = ("seed",)
 # Names a sweep's result record uses for the same quantities (DESIGN.md, result record).
 ALIASES = {"N": ("n_params",), "D": ("tokens",), "C": ("flops",), "loss": ("val_loss",)}
 
@@ -401,7 +404,8 @@ def default_run_ids(height: int) -> pl.Series:
 def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str | None = None, drop_highest: int = 0,
                where: str | Path | None = None) -> pl.DataFrame:
     """A validated table with columns recipe, run_id, N, D, C, loss (C = 6·N·D), and forward_format,
-    backward_format as given where the table has them (`fits.shared.table_formats` reads them).
+    backward_format (`fits.shared.table_formats` reads them) and seed (`fits.analysis.pairing`) as given where the
+    table has them.
 
     source: a path (CSV or parquet) or a polars DataFrame. columns maps canonical names to the
     table's own (dict, or the CLI's "N=Model Size,C=Training FLOP"). drop_highest drops the K
@@ -433,13 +437,15 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
             **{k: df[got[k]].cast(pl.Float64, strict=False) for k in ("D", "C") if got[k]},
             "_row": df["_row"],
             **{c: df[c] for c in FORMAT_COLUMNS if c in df.columns},  # (`fits.shared` shares efficiencies by them)
+            **{c: df[c] for c in PAIR_COLUMNS if c in df.columns},  # (the bootstrap pairs twin runs by it)
         })
     except pl.exceptions.PolarsError as e:
         raise UserError(f"{where}: cannot read N/D/C/loss as numbers ({str(e).splitlines()[0][:200]})") from None
     _refuse_text(df, out, got, where, unit)
     out = with_compute(out)
     _validate(out, where, unit, got["run_id"] is not None, None if got["D"] else got["C"])
-    out = out.select("recipe", "run_id", "N", "D", "C", "loss", *(c for c in FORMAT_COLUMNS if c in out.columns))
+    out = out.select("recipe", "run_id", "N", "D", "C", "loss",
+                     *(c for c in (*FORMAT_COLUMNS, *PAIR_COLUMNS) if c in out.columns))
     if drop_highest:
         if drop_highest < 0:
             raise UserError(f"--drop-highest must be >= 0, got {drop_highest}")
