@@ -37,6 +37,9 @@ CASES = (  # (grid, noise distribution, truth)
     ("3x3", "normal", "constant"), ("4x4", "normal", "constant"), ("6x5", "normal", "constant"),
     ("4x4", "laplace", "constant"), ("4x4", "t3", "constant"),
     ("3x3", "normal", "grows"), ("4x4", "normal", "grows"),
+    # twins' shared noise (fits.synthetic's "paired": 90% of the variance common to a configuration's runs), which the
+    # bootstrap draws together (`fits.analysis.pairing`): drawn apart, the penalty's intervals carry that noise twice
+    ("4x4", "paired", "constant"),
 )
 
 

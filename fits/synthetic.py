@@ -16,6 +16,10 @@ NOISE = {
     "laplace": lambda rng, n: rng.laplace(size=n) / np.sqrt(2.0),
     "t3": lambda rng, n: rng.standard_t(3, size=n) / np.sqrt(3.0),
 }
+# "paired" noise: normal, this share of its variance common to the twin runs of one configuration (model size, token
+# count, seed) in every recipe, as runs from one initialisation and data order share it; the rest is each run's own.
+PAIRED_SHARE = 0.9
+NOISE_DISTS = (*NOISE, "paired")
 
 
 def synthetic_table(recipes: dict[str, dict] | None = None, sizes=None, ratios=(5, 10, 20, 40, 80),
@@ -26,25 +30,31 @@ def synthetic_table(recipes: dict[str, dict] | None = None, sizes=None, ratios=(
     recipes: name -> {"effN", "effD", "kappaN", "kappaD"} on top of `base` (default: one recipe
     "bf16" with none). N₀, D₀ of the growth terms are the geometric means of the sweep's N and D,
     as the fitter uses. checkpoints > 1 adds that many evenly spaced checkpoints per run (same
-    run_id). noise: standard deviation of the noise on the log loss, independent per point, drawn
-    from `noise_dist` (NOISE: normal, or the heavier-tailed laplace and t3, scaled to unit variance).
+    run_id). noise: standard deviation of the noise on the log loss, drawn from `noise_dist` (NOISE: normal, or the
+    heavier-tailed laplace and t3, scaled to unit variance), independent per point; or "paired": normal, PAIRED_SHARE
+    of its variance shared by the recipes' twin points (one configuration's, at one checkpoint), and the table says
+    they are twins with a `seed` column (0 for every run: one seed per configuration), as a sweep's results do.
     """
-    if noise_dist not in NOISE:
-        raise ValueError(f"noise_dist {noise_dist!r}: use one of {', '.join(NOISE)}")
+    if noise_dist not in NOISE_DISTS:
+        raise ValueError(f"noise_dist {noise_dist!r}: use one of {', '.join(NOISE_DISTS)}")
     rng = np.random.default_rng(seed)
     base = dict(EPOCH if base is None else base)
     recipes = {"bf16": {}} if recipes is None else recipes
     sizes = np.geomspace(2e7, 2e9, 7) if sizes is None else np.asarray(sizes, float)
+    runs = [(N, N * r) for N in sizes for r in ratios]
+    Ns = np.array([N for N, _ in runs for k in range(checkpoints)])
+    Ds = np.array([D * (k + 1) / checkpoints for _, D in runs for k in range(checkpoints)])
+    N0, D0 = reference_points(Ns, Ds)
+    paired = noise_dist == "paired"
+    shared = np.sqrt(PAIRED_SHARE) * rng.standard_normal(len(Ns)) if paired else 0.0
     rows = []
     for recipe, eff in recipes.items():
-        runs = [(N, N * r) for N in sizes for r in ratios]
-        Ns = np.array([N for N, _ in runs for k in range(checkpoints)])
-        Ds = np.array([D * (k + 1) / checkpoints for _, D in runs for k in range(checkpoints)])
-        N0, D0 = reference_points(Ns, Ds)
         params = {**base, "N0": N0, "D0": D0, **eff}
-        loss = predict(params, Ns, Ds) * np.exp(noise * NOISE[noise_dist](rng, len(Ns)))
+        own = np.sqrt(1 - PAIRED_SHARE) * rng.standard_normal(len(Ns)) if paired else NOISE[noise_dist](rng, len(Ns))
+        loss = predict(params, Ns, Ds) * np.exp(noise * (shared + own))
         ids = [f"{recipe}-{i}" for i in range(len(runs)) for _ in range(checkpoints)]
-        rows.append(pl.DataFrame({"recipe": recipe, "run_id": ids, "N": Ns, "D": Ds, "loss": loss}))
+        rows.append(pl.DataFrame({"recipe": recipe, "run_id": ids, "N": Ns, "D": Ds, "loss": loss,
+                                  **({"seed": 0} if paired else {})}))
     return pl.concat(rows)
 
 

@@ -585,3 +585,9 @@ def test_train_config_that_does_not_exist_says_so(tmp_path, capsys):
     err = refused(["train", "--config", str(missing)], capsys, f"run config {missing} does not exist",
                   "RUN_DIR/config.json", "`scaling train`'s options")
     assert "restore" not in err and "Errno" not in err, err
+
+
+def test_bench_calibration_shared_refuses_the_paired_noise_only_the_kappa_calibration_draws(capsys):
+    """The twin-noise case ("paired") is the kappa = 0 calibration's alone: --shared with it ran no case."""
+    refused(["bench", "calibration", "--shared", "--noise-dist", "paired"], capsys, "--noise-dist paired",
+            "of --shared", "use normal, laplace, t3")

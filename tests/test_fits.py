@@ -1524,3 +1524,16 @@ def test_twin_runs_weigh_the_same_in_every_replicate_and_a_lone_run_is_still_dra
         new = replicate_weights(groups, None, rng)
         for g, pts in groups.items():
             assert np.array_equal(new[g], bootstrap_weights(pts.runs, pts.n_runs, old))
+
+
+def test_paired_synthetic_noise_is_shared_by_twins_and_says_so():
+    """fits.synthetic's "paired" noise (the calibration case of twin runs): 90% of its variance is common to a
+    configuration's runs in every recipe, and the table carries the seed column that pairs them; the other noise
+    distributions draw as before (no seed column: nothing pairs)."""
+    from fits.synthetic import PAIRED_SHARE
+
+    truth = synthetic_table({"bf16": {}, "fp4": {"effN": 0.7}}, noise=0.0)
+    table = synthetic_table({"bf16": {}, "fp4": {"effN": 0.7}}, noise=0.005, noise_dist="paired", seed=2)
+    noise = np.log(table["loss"].to_numpy() / truth["loss"].to_numpy()).reshape(2, -1)
+    assert np.corrcoef(noise)[0, 1] == pytest.approx(PAIRED_SHARE, abs=0.1) and noise.std() == pytest.approx(0.005, rel=0.3)
+    assert (table["seed"] == 0).all() and "seed" not in synthetic_table(noise_dist="t3").columns

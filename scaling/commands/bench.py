@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "loss gap's, kappa's and the efficiencies'; --shared: the shared efficiencies'); 0: the "
                              "kappa = 0 test alone, without --shared")
     parser.add_argument("--noise-dist", help="calibration: run only the cases under these noise distributions, "
-                        "comma-separated (normal, laplace, t3; default: every case), their rows merged into --out's")
+                        "comma-separated (normal, laplace, t3, paired: twin runs' shared noise; default: every case), their rows "
+                        "merged into --out's")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
@@ -492,23 +493,26 @@ def _check_args(args: argparse.Namespace, wanted: list[str], recipes: tuple[str,
             raise UserError(f"--recipes {args.recipes}: the quantizer section times the quantized activation "
                             "operands (fprop.x, dgrad.dy, wgrad.dy, wgrad.x), and these recipes quantize none; "
                             "give an FP4 recipe (e.g. nvfp4)")
-    _check_noise_dists(args.noise_dist)
+    _check_noise_dists(args.noise_dist, args.shared)
     _check_models(args, wanted, recipes)
     _check_kernels(args, wanted, recipes)
     return {section: _dims(args.dims, default, section, recipes) for section, default in DIMS_DEFAULTS.items()
             if section in wanted}
 
 
-def _check_noise_dists(value: str | None) -> None:
-    """Refuse a --noise-dist that fits.synthetic does not draw (a typo ran no case and left the file as it was)."""
+def _check_noise_dists(value: str | None, shared: bool = False) -> None:
+    """Refuse a --noise-dist that the calibration run (`shared`: --shared's) has no case of (a typo ran no case and
+    left the file as it was; "paired", twin runs' shared noise, is the kappa = 0 calibration's alone)."""
     if value is None:
         return
-    from fits.synthetic import NOISE
+    from fits.calibration import CASES, SHARED_CASES
+    from fits.synthetic import NOISE_DISTS
 
-    unknown = [d for d in _items(value, "") if d not in NOISE]
+    drawn = [d for d in NOISE_DISTS if any(case[1] == d for case in (SHARED_CASES if shared else CASES))]
+    unknown = [d for d in _items(value, "") if d not in drawn]
     if unknown:
-        raise UserError(f"--noise-dist {value}: no calibration case draws {', '.join(map(repr, unknown))}; use "
-                        f"{', '.join(NOISE)}")
+        raise UserError(f"--noise-dist {value}: no calibration case{' of --shared' if shared else ''} draws "
+                        f"{', '.join(map(repr, unknown))}; use {', '.join(drawn)}")
 
 
 def _noise_cases(cases: tuple[tuple, ...], noise_dist: str | None) -> tuple[tuple, ...]:
