@@ -416,6 +416,7 @@ def other_seq_len(rows: list[dict], device: str, source: str) -> list[str]:
                 recipes.append(recipe)
     if not off:
         return []
+
     def measured(ats: dict[int, list[str]]) -> str:
         return "; ".join(f"{', '.join(recipes)} at {at}" for at, recipes in ats.items())
 
