@@ -291,9 +291,14 @@ class RunConfig:
                             "directory's own is its resolved config: restore it, or train into another --out)") from None
 
 
+def evaluates_after(step: int, steps: int, eval_interval: int) -> bool:
+    """Whether a run of `steps` optimizer steps evaluates after its step `step` (from 1): every eval_interval steps,
+    and after its last (`scaling.train.RunDirectory`)."""
+    return step % eval_interval == 0 or step == steps
+
+
 def evaluation_count(steps: int, eval_interval: int) -> int:
-    """How many times a run of `steps` optimizer steps evaluates: every eval_interval steps, and after its last
-    step where that is not one of them (`scaling.train.RunDirectory`)."""
+    """How many steps of a run of `steps` optimizer steps `evaluates_after`, counted without visiting each."""
     return steps // eval_interval + (1 if steps % eval_interval else 0)
 
 

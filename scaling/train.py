@@ -41,7 +41,7 @@ import scaling
 from models import build_model
 from scaling import hyperparams, kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
-from scaling.config import RunConfig, differences, evaluation_count
+from scaling.config import RunConfig, differences, evaluates_after, evaluation_count
 from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
                            checkpoint_problem, remove_stale_temps, write_atomic, write_json_atomic)
@@ -387,7 +387,7 @@ class RunDirectory(L.Callback):
         if module.diverged:
             return
         c = self.config
-        if step % c.eval_interval == 0 or step == c.steps:
+        if evaluates_after(step, c.steps, c.eval_interval):
             self.evaluate(trainer, module, step)
         if self.preempt_signal is not None or step % c.checkpoint_interval == 0:
             self.save(trainer)

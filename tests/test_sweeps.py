@@ -406,10 +406,12 @@ def test_plan_prices_each_runs_evaluations_as_forward_passes(tmp_path, capsys):
     token (the forward's share), at the step's FLOP/s and its recipe's speed; a line splits training from evaluation
     and says what is not counted (start-up, checkpoints)."""
     from models import model_size
-    from scaling.config import evaluation_count
+    from scaling.config import evaluates_after, evaluation_count
 
     # TINY: 8 steps of 8 x 64 tokens, eval_interval 4 (evaluations after steps 4 and 8), eval_tokens 1024
     assert (evaluation_count(8, 4), evaluation_count(8, 3), evaluation_count(8, 1)) == (2, 3, 8)  # (3: steps 3, 6, 8)
+    assert all(evaluation_count(n, k) == sum(evaluates_after(s, n, k) for s in range(1, n + 1))  # (the trainer's rule)
+               for n in range(1, 30) for k in range(1, 12))
     spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0")
                       .replace("eval_tokens = 1024", "eval_tokens = 1000"))  # (15 whole windows of 64: 960 tokens)
     bench = _bench_file(tmp_path, [_bf16_row("nanochat", "0.5M", 1_000_000),
