@@ -167,29 +167,46 @@ CHECKPOINT_RUN_KEY = "fp4_scaling_run"
 def checkpoint_run(path: Path) -> dict | None:
     """The run a checkpoint is of ({"run_id", "config"}: the resolved config), or None where it names none
     (written before checkpoints named their run) or is no archive torch wrote (`checkpoint_problem` says how).
-    Reads the archive's pickle (data.pkl: no tensor) and decodes the one value after the key, running no
-    pickle code: torch-free, for `sweep status`, and ~5 ms for a 10 MB checkpoint, whatever its tensors' size
-    (scanning all its pickle's ops took ~30 ms; torch.load with mmap=True ~70 ms, after torch's import)."""
+    Torch-free, for `sweep status`, and ~5 ms for a 10 MB checkpoint, whatever its tensors' size (`_pickled_value`)."""
+    text = _pickled_value(path, CHECKPOINT_RUN_KEY)
+    try:
+        run = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return run if isinstance(run, dict) and isinstance(run.get("run_id"), str) else None
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The optimizer steps a run's checkpoint holds (Lightning's `global_step`: where a resume goes on from), or None
+    where it is no archive torch wrote. Torch-free (`_pickled_value`): `scaling train` cuts the run's logs back to it
+    before it builds the model, and `sweep status` counts a resumed process's progress from it."""
+    step = _pickled_value(path, "global_step")  # (Lightning's checkpoint dict's second key: its first such string)
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+
+
+def _pickled_value(path: Path, key: str) -> object:
+    """The value pickled just after the first string `key` in a checkpoint's pickle (data.pkl: no tensor), where
+    that value is one op's argument (a string, a number); None where there is none, or the file is no archive torch
+    wrote. Runs no pickle code: it decodes that one op (scanning all the pickle's ops took ~30 ms for a 10 MB
+    checkpoint; torch.load with mmap=True ~70 ms, after torch's import)."""
     import pickletools
     import zipfile
 
-    key = CHECKPOINT_RUN_KEY.encode()
+    name = key.encode()
     try:
         with zipfile.ZipFile(path) as archive:
             data = archive.read(next(n for n in archive.namelist() if n.endswith("/data.pkl")))
-        at = data.find(key)
+        at = data.find(name)
         # the key's own op: BINUNICODE (torch's protocol 2) or SHORT_BINUNICODE, its length, its bytes
-        own = (b"X" + len(key).to_bytes(4, "little"), bytes([0x8C, len(key)]))
+        own = (b"X" + len(name).to_bytes(4, "little"), bytes([0x8C, len(name)]))
         if at < 0 or not (data[at - 5 : at] == own[0] or data[at - 2 : at] == own[1]):
             return None
         stream = io.BytesIO(data)
-        stream.seek(at + len(key))
+        stream.seek(at + len(name))
         # a dict's value is pickled just after its key (and the key's memo op)
-        arg = next(a for o, a, _ in pickletools.genops(stream) if "PUT" not in o.name and o.name != "MEMOIZE")
-        run = json.loads(arg) if isinstance(arg, str) else None
+        return next(a for o, a, _ in pickletools.genops(stream) if "PUT" not in o.name and o.name != "MEMOIZE")
     except (OSError, zipfile.BadZipFile, EOFError, StopIteration, ValueError):
         return None
-    return run if isinstance(run, dict) and isinstance(run.get("run_id"), str) else None
 
 
 def checkpoint_of_another_run(run_dir: Path, run_id: str) -> dict | None:

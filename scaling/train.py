@@ -44,7 +44,7 @@ from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences, evaluates_after, evaluation_count
 from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
-                           checkpoint_problem, remove_stale_temps, write_atomic, write_json_atomic)
+                           checkpoint_problem, checkpoint_step, remove_stale_temps, write_atomic, write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
 from scaling.run_data import check_run_data, data_identity, moved_corpus, moved_corpus_link, resolve_data_dir
 
@@ -693,7 +693,11 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         return finished
     precision = _precision(config)  # a precision this machine cannot run: before anything is made
     # (before the build's seconds, in which `sweep status` would read the stopped process's rows as this one's)
-    over = start_over(run_dir, config.steps) if not checkpoint_path(run_dir).exists() else None
+    over = None
+    if checkpoint_path(run_dir).exists():
+        back_to_checkpoint(run_dir)
+    else:
+        over = start_over(run_dir, config.steps)
     wall_start = time.perf_counter()
     # the code this process imports now is what trains: a commit or pull into the checkout during the run
     # must not relabel it (read at the end, it did)
@@ -801,6 +805,47 @@ def start_over(run_dir: Path, steps: int) -> str | None:
                  if steps_done else "; its metrics.csv is discarded")
         metrics.unlink()
     return said
+
+
+def back_to_checkpoint(run_dir: Path) -> None:
+    """Before a run resumes from its checkpoint, cut the rows a stopped process of it wrote after the checkpoint's step
+    out of its logs: metrics.csv's evaluations and each lightning/version_<n>/metrics.csv's steps. The resume trains
+    those steps again; until then `sweep status` read the stopped process's rows as this one's progress and val_loss
+    (for the build's seconds, until Lightning restored the checkpoint's rows), and the Lightning logs held those
+    steps twice, the stopped process's and the resume's. Each file is rewritten atomically: a reader finds it whole,
+    with or without those rows. (The resume's own line says where it goes on from: `LanguageModel.on_load_checkpoint`.)
+    A checkpoint whose step cannot be read is damaged, which `check_checkpoint` refuses: nothing is cut. The caller
+    holds the run's lock."""
+    step = checkpoint_step(checkpoint_path(run_dir))
+    if step is None:
+        return
+    # metrics.csv's step counts steps done (row 20 follows the 20th); Lightning's, the step's index from 0
+    _keep_rows(run_dir / "metrics.csv", lambda done: done <= step)
+    for log in (run_dir / "lightning").glob("version_*/metrics.csv"):
+        _keep_rows(log, lambda index: index < step)
+
+
+def _keep_rows(path: Path, keep: Callable[[float], bool]) -> None:
+    """Rewrite the CSV file `path` (atomically) without its rows whose `step` fails `keep`. The other lines keep their
+    bytes (Lightning ends its lines in CRLF, metrics.csv in LF); a row whose step is not a number stays. Nothing is
+    written where no row goes, or the file has no `step` column or cannot be read as text (metrics.csv: the resume
+    writes it again from the checkpoint's rows, `RunDirectory.load_state_dict`)."""
+    try:
+        lines = path.read_bytes().decode().splitlines(keepends=True)
+        column = next(csv.reader(lines[:1])).index("step")
+    except (OSError, UnicodeDecodeError, csv.Error, StopIteration, ValueError):
+        return
+    kept = lines[:1] + [line for line in lines[1:] if (step := _row_step(line, column)) is None or keep(step)]
+    if len(kept) < len(lines):
+        write_atomic(path, "".join(kept))
+
+
+def _row_step(line: str, column: int) -> float | None:
+    """The number in a CSV line's `column`; None where it holds none."""
+    try:
+        return float(next(csv.reader([line]))[column])
+    except (csv.Error, StopIteration, IndexError, ValueError):
+        return None
 
 
 def _steps_of(metrics: Path) -> list[str]:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from scaling.console import count
-from scaling.files import (checkpoint_of_another_run, checkpoint_path, checkpoint_problem, held, take_exclusive,
-                           write_atomic, write_json_atomic)
+from scaling.files import (checkpoint_of_another_run, checkpoint_path, checkpoint_problem, checkpoint_step, held,
+                           take_exclusive, write_atomic, write_json_atomic)
 from sweeps.spec import GRID_FIELDS
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
@@ -86,9 +86,9 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
         holder = {
             "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
             "slurm_job_id": _slurm_job_id(),
-            # a resumed run's earlier progress; none without a checkpoint, where the run starts over (its metrics.csv,
-            # a stopped process's, is about to go: `scaling.train.start_over`)
-            "tokens_at_start": _curve_end(run_dir / "metrics.csv")[0] if checkpoint_path(run_dir).exists() else 0,
+            # a resumed run's earlier progress, its checkpoint's (metrics.csv can hold a stopped process's rows past it
+            # until train cuts them, `scaling.train.back_to_checkpoint`); none without one, where the run starts over
+            "tokens_at_start": _checkpoint_tokens(run_dir),
         }  # fmt: skip
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
@@ -98,6 +98,15 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _checkpoint_tokens(run_dir: Path) -> int:
+    """The training tokens a run's checkpoint holds (its step x its config.json's batch_size x seq_len), where a process
+    resuming it starts from; 0 where it has none, or either cannot be read."""
+    step = checkpoint_step(checkpoint_path(run_dir))
+    config = read_json(Path(run_dir) / "config.json") or {}
+    batch, seq_len = _whole(config.get("batch_size")), _whole(config.get("seq_len"))
+    return step * batch * seq_len if step and batch and seq_len else 0
 
 
 def lock_holder(run_dir: Path) -> dict | None:
@@ -746,7 +755,9 @@ def _live_tokens(run_dir: Path, config: dict) -> int:
     lightning/version_<n>/metrics.csv: a row every `log_every_n_steps`, at most 50 steps, written at once;
     metrics.csv has a row per evaluation, an eighth of the run apart); 0 where it has none. A log last
     written before the run's lock was taken is an earlier process's: its steps after its checkpoint are
-    trained again, so they are not counted. `config`: the run's config.json (its steps' size)."""
+    trained again, so they are not counted (until the resume cuts them, `scaling.train.back_to_checkpoint`: that
+    rewrite is newer than the lock, and holds the checkpoint's steps at most). `config`: the run's config.json
+    (its steps' size)."""
     batch, seq_len = _whole(config.get("batch_size")), _whole(config.get("seq_len"))
     versions = [p for p in (Path(run_dir) / "lightning").glob("version_*") if p.name[8:].isdigit()]
     if not (batch and seq_len and versions):

@@ -90,3 +90,23 @@ def test_a_checkpoints_flipped_bytes_are_found_by_its_crcs_not_its_directory(tmp
     assert not torch.equal(torch.load(path)["state_dict"]["w"], torch.ones(4096))  # loads, wrong
     assert checkpoint_problem(path) is None
     assert checkpoint_problem(path, contents=True) == "its member last/data/0 fails its CRC-32 check"
+
+
+def test_a_checkpoints_step_is_read_without_torch_and_none_where_it_is_damaged(tmp_path):
+    """`checkpoint_step`: Lightning's global_step, decoded from the archive's pickle without loading it (a resume cuts
+    its logs back to it before it builds the model; `sweep status` counts a resumed process's progress from it), at
+    every size of pickled int; None for a file that is no checkpoint, or names no step."""
+    import torch
+
+    from scaling.files import checkpoint_step
+
+    path = tmp_path / "last.ckpt"
+    for step in (0, 7, 255, 256, 65_536, 2**31, 2**40):  # (BININT1, BININT2, BININT, LONG1)
+        torch.save({"epoch": 0, "global_step": step, "state_dict": {"w": torch.ones(4)}, "loops": {}}, path)
+        assert checkpoint_step(path) == step
+    torch.save({"epoch": 0, "state_dict": {"w": torch.ones(4)}}, path)
+    assert checkpoint_step(path) is None
+    for damaged in (b"", b"PK\x03\x04 truncated", b"not a zip"):
+        path.write_bytes(damaged)
+        assert checkpoint_step(path) is None
+    assert checkpoint_step(tmp_path / "missing.ckpt") is None

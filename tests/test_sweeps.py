@@ -1494,9 +1494,9 @@ def test_status_says_a_failed_runs_result_json_is_damaged(tmp_path, capsys):
     assert runs[edited.name]["result_damaged"].startswith("status 'weird'") and runs[killed.name]["result_damaged"] is None
 
 
-def write_checkpoint(run_dir: Path, run_id: str | None = None) -> Path:
-    """A checkpoint as torch writes one (a zip archive with a pickled state), at the run's checkpoint path; with
-    run_id, naming that run as train's do (`CHECKPOINT_RUN_KEY`)."""
+def write_checkpoint(run_dir: Path, run_id: str | None = None, step: int = 3) -> Path:
+    """A checkpoint as torch writes one (a zip archive with a pickled state) of `step` steps, at the run's checkpoint
+    path; with run_id, naming that run as train's do (`CHECKPOINT_RUN_KEY`)."""
     import torch
 
     from scaling.files import CHECKPOINT_RUN_KEY, checkpoint_path
@@ -1504,7 +1504,7 @@ def write_checkpoint(run_dir: Path, run_id: str | None = None) -> Path:
     path = checkpoint_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     named = {CHECKPOINT_RUN_KEY: json.dumps({"run_id": run_id, "config": {}})} if run_id else {}
-    torch.save({"global_step": 3, "state_dict": {"w": torch.zeros(256)}, **named}, path)
+    torch.save({"epoch": 0, "global_step": step, "state_dict": {"w": torch.zeros(256)}, **named}, path)
     return path
 
 
@@ -2099,16 +2099,17 @@ def test_status_counts_progress_and_eta(tmp_path):
     done.mkdir()
     write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0,
                                       "flops": flops, "wall_s": 10.0})
-    running.mkdir()
-    (running / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n4,1024,7.0,2.4\n")  # before a resume
-    (running / "checkpoints").mkdir()  # (what it resumes from: without one the run starts over, from no tokens)
-    (running / "checkpoints" / "last.ckpt").write_bytes(b"the checkpoint at step 4")
+    running.mkdir()  # 8 steps of 8 x 64 tokens
+    write_json(running / "config.json", spec.runs()[1].resolved().to_dict())
+    (running / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n2,1024,7.0,2.4\n")  # before a resume
+    # what it resumes from, the step its process starts at (without one the run starts over, from no tokens)
+    write_checkpoint(running, step=2)
     p = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "True"
         assert status(sweep_dir).runs[1].eta_s is None  # no progress of this process's own yet
         with open(running / "metrics.csv", "a") as f:
-            f.write("8,2048,6.5,2.2\n")
+            f.write("4,2048,6.5,2.2\n")
         time.sleep(0.2)
         with local_launch(sweep_dir):  # the missing run waits for this launch's slot
             st = status(sweep_dir)

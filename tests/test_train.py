@@ -1241,3 +1241,58 @@ def test_a_relaunch_over_a_run_killed_before_its_first_checkpoint_says_it_starts
     final = list(csv.DictReader(io.StringIO(metrics.read_text())))
     assert [r["step"] for r in final] == [str(s) for s in range(5, 41, 5)]
     assert [r["val_loss"] for r in final[: len(rows)]] == [r["val_loss"] for r in rows]  # (the same bits again)
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(path.read_text()))) if path.exists() else []
+
+
+def test_a_resumed_run_cuts_the_rows_its_stopped_process_wrote_after_the_checkpoint_before_it_builds(
+        tmp_path, monkeypatch, capsys):
+    """A process SIGKILLed two evaluations after its checkpoint (step 20) left metrics.csv rows for steps 25 and 30 and
+    Lightning log rows up to step 29. Its resume kept them through the build and the restore, until Lightning loaded
+    the checkpoint's rows: `sweep status` read steps 30's progress (75%) and val_loss as the resumed process's, the
+    lock recorded 30 steps' tokens as where it started (its time left unknown until it passed them), and the Lightning
+    logs held steps 20 to 29 twice, the stopped process's and the resume's. The resume cuts them first; the run ends
+    with the bits of one never stopped, each step once in metrics.csv and once across the Lightning logs."""
+    from scaling.train import RunDirectory, build
+    from sweeps.store import lock_holder, run_status
+
+    config = _config(eval_interval=5, eval_tokens=512, checkpoint_interval=20)  # checkpoints at steps 20 and 40
+    run_dir = tmp_path / "run"
+    proc = _start_cli(config, run_dir)
+    metrics, deadline = run_dir / "metrics.csv", time.time() + 300
+    evaluated = lambda: int((_csv_rows(metrics) or [{"step": 0}])[-1]["step"])  # noqa: E731
+    while not ((run_dir / "checkpoints" / "last.ckpt").exists() and evaluated() >= 30):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _checkpoint_step(run_dir) == 20 and not (run_dir / "result.json").exists()
+    before = _csv_rows(metrics)
+    assert [r["step"] for r in before][:6] == ["5", "10", "15", "20", "25", "30"]
+    logs = lambda: sorted((run_dir / "lightning").glob("version_*/metrics.csv"))  # noqa: E731
+    assert max(int(r["step"]) for r in _csv_rows(logs()[0])) >= 29
+    seen = {}
+
+    def look(where: str) -> None:  # the folder as `sweep status` reads it while the resume runs
+        status = run_status(run_dir, None, None, None)
+        seen[where] = dict(steps=[r["step"] for r in _csv_rows(metrics)], progress=status.progress,
+                           val_loss=status.val_loss, logged=max(int(r["step"]) for log in logs() for r in _csv_rows(log)),
+                           tokens_at_start=(lock_holder(run_dir) or {}).get("tokens_at_start"))
+
+    monkeypatch.setattr("scaling.train.build", lambda c: (look("build"), build(c))[1])
+    started = RunDirectory.on_train_start
+    monkeypatch.setattr(RunDirectory, "on_train_start", lambda self, t, m: (look("first step"), started(self, t, m))[1])
+    cfg = tmp_path / "run.json"
+    assert main(["train", "--config", str(cfg), "--out", str(run_dir), "--no-progress"]) == 0
+    capsys.readouterr()
+    at_checkpoint = dict(steps=["5", "10", "15", "20"], progress=0.5, val_loss=float(before[3]["val_loss"]),
+                         tokens_at_start=20 * 4 * 64, logged=19)
+    assert seen == {"build": at_checkpoint, "first step": at_checkpoint}
+    final = _csv_rows(metrics)
+    assert [r["step"] for r in final] == [str(s) for s in range(5, 41, 5)]
+    rate = lambda rows: [{**r, "tokens_per_s": None} for r in rows]  # noqa: E731
+    assert rate(final[:6]) == rate(before[:6])  # (the same bits again, but for tokens/s)
+    steps = sorted(int(r["step"]) for log in logs() for r in _csv_rows(log) if r["train_loss"])
+    assert len(logs()) == 2 and steps == list(range(40))
