@@ -143,14 +143,13 @@ class RunConfig:
         if int(self.tokens) < batch_size * seq_len:  # the run would train a whole batch: more than asked
             raise TokensError(f"tokens {int(self.tokens):,} is less than one batch ({count(batch_size, 'sequence')} x {seq_len} "
                               f"tokens = {batch_size * seq_len:,})", "raise tokens or set a smaller batch_size/seq_len")
-        steps = int(self.tokens) // (batch_size * seq_len)
-        eval_interval = self.eval_interval or max(1, steps // 8)
         # A recipe file by its absolute path (as sweeps name it): config.json then serves from any folder.
         # (The run's id hashes the file's content instead: `run_id`.)
         recipe = str(Path(self.recipe).expanduser().resolve()) if self.recipe.endswith(".toml") else self.recipe
-        return dataclasses.replace(self, recipe=recipe, tokens=int(self.tokens), vocab_size=vocab_size, seq_len=seq_len,
-                                   batch_size=batch_size, micro_batch_size=micro_batch_size,
-                                   eval_interval=eval_interval,
+        shaped = dataclasses.replace(self, recipe=recipe, tokens=int(self.tokens), vocab_size=vocab_size,
+                                     seq_len=seq_len, batch_size=batch_size, micro_batch_size=micro_batch_size)
+        eval_interval = self.eval_interval or max(1, shaped.whole_steps() // 8)
+        return dataclasses.replace(shaped, eval_interval=eval_interval,
                                    checkpoint_interval=self.checkpoint_interval or eval_interval)
 
     def _batch_shape(self, tokens: float) -> tuple[int, int]:
@@ -203,8 +202,13 @@ class RunConfig:
     @property
     def steps(self) -> int:
         """Optimizer steps: whole batches in `tokens` (at least one: `resolved` refuses fewer tokens)."""
-        c = self.resolved()
-        return c.tokens // (c.batch_size * c.seq_len)
+        return self.resolved().whole_steps()
+
+    def whole_steps(self) -> int:
+        """`steps` of a config whose batch shape is resolved (`resolved()`): the whole batches of batch_size x
+        seq_len in its `tokens`. The one rule that counts a run's steps: `whole_batch_tokens`, `evaluated_tokens`
+        and `resolved`'s default eval_interval count them by it."""
+        return self.tokens // (self.batch_size * self.seq_len)
 
     @property
     def trained_tokens(self) -> int:
@@ -215,14 +219,13 @@ class RunConfig:
         """Of a config already resolved (`resolved()`): the tokens its evaluations read in all, forward only:
         `evaluation_count` passes over the validation set, eval_tokens in whole windows of seq_len (`val_windows`;
         fewer where the corpus's validation split is shorter, which no shipped corpus's is)."""
-        steps = self.tokens // (self.batch_size * self.seq_len)  # (`steps` would resolve it again)
-        return evaluation_count(steps, self.eval_interval) * (self.eval_tokens // self.seq_len) * self.seq_len
+        windows = self.eval_tokens // self.seq_len
+        return evaluation_count(self.whole_steps(), self.eval_interval) * windows * self.seq_len
 
     def whole_batch_tokens(self) -> int:
         """`trained_tokens` of a config already resolved (`resolved()`): its `tokens` rounded down to whole
         batches of batch_size x seq_len, the `steps` it trains and the D its result records."""
-        batch = self.batch_size * self.seq_len
-        return self.tokens // batch * batch
+        return self.whole_steps() * self.batch_size * self.seq_len
 
     @property
     def run_id(self) -> str:
