@@ -826,16 +826,19 @@ def back_to_checkpoint(run_dir: Path) -> None:
 
 
 def _keep_rows(path: Path, keep: Callable[[float], bool]) -> None:
-    """Rewrite the CSV file `path` (atomically) without its rows whose `step` fails `keep`. The other lines keep their
-    bytes (Lightning ends its lines in CRLF, metrics.csv in LF); a row whose step is not a number stays. Nothing is
-    written where no row goes, or the file has no `step` column or cannot be read as text (metrics.csv: the resume
-    writes it again from the checkpoint's rows, `RunDirectory.load_state_dict`)."""
+    """Rewrite the CSV file `path` (atomically) without its rows whose `step` fails `keep`, and without a last row
+    half-appended (no line end: Lightning appends to its log, and a SIGKILL can stop it mid-row, where the step read
+    may be a cut-off number). The other lines keep their bytes (Lightning ends its lines in CRLF, metrics.csv in LF); a
+    row whose step is not a number stays. Nothing is written where no row goes, or the file has no `step` column or
+    cannot be read as text (metrics.csv: the resume writes it again from the checkpoint's rows,
+    `RunDirectory.load_state_dict`)."""
     try:
         lines = path.read_bytes().decode().splitlines(keepends=True)
         column = next(csv.reader(lines[:1])).index("step")
     except (OSError, UnicodeDecodeError, csv.Error, StopIteration, ValueError):
         return
-    kept = lines[:1] + [line for line in lines[1:] if (step := _row_step(line, column)) is None or keep(step)]
+    whole = lines[1:] if lines[-1].endswith(("\n", "\r")) else lines[1:-1]
+    kept = lines[:1] + [line for line in whole if (step := _row_step(line, column)) is None or keep(step)]
     if len(kept) < len(lines):
         write_atomic(path, "".join(kept))
 
