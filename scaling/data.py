@@ -656,24 +656,34 @@ def _batches(docs: Iterator[_Doc]) -> Iterator[list[_Doc]]:
 @contextmanager
 def _output_folder(directory: Path) -> Iterator[None]:
     """Make `directory` and hold its `.lock` for the block (exclusive, waiting: concurrent preparations of
-    one dir wait for each other). A folder made here for a preparation that failed is removed again (where
-    it holds nothing but its lock): a refused request leaves nothing behind."""
+    one dir wait for each other). A preparation that fails leaves the folder as it found it: the lock file it
+    made is removed (under its lock still: a preparation waiting on that file then locks the one at the path,
+    `held`), and so is a folder it made, where nothing else is in it (a refused request leaves nothing behind)."""
     made = not directory.exists()
     with ExitStack() as lock:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            lock.enter_context(held(directory / ".lock"))
-        except OSError as e:
-            raise UserError(f"cannot use {directory} as the output folder ({e.strerror or type(e).__name__}); "
-                            "choose a writable --out folder") from None
+        made_lock = _take_folder_lock(directory, lock)
         try:
             yield
-        except BaseException:  # (under the lock still: no other preparation is in the folder)
-            if made and [p.name for p in directory.iterdir()] == [".lock"]:
-                with suppress(OSError):
+        except BaseException:
+            with suppress(OSError):  # (rmdir: a folder holding anything else stays)
+                if made_lock:
                     (directory / ".lock").unlink()
+                if made:
                     directory.rmdir()
             raise
+
+
+def _take_folder_lock(directory: Path, stack: ExitStack) -> bool:
+    """Make `directory` and take its `.lock` into `stack`; whether this preparation made the lock file."""
+    while True:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            return stack.enter_context(held(directory / ".lock"))
+        except OSError as e:
+            if isinstance(e, FileNotFoundError) and not directory.exists():
+                continue  # removed meanwhile by a preparation that made it and failed: made again
+            raise UserError(f"cannot use {directory} as the output folder ({e.strerror or type(e).__name__}); "
+                            "choose a writable --out folder") from None
 
 
 # (path, size, modification time in ns, inode) -> sha256: read_meta checks a dir's tokenizer.json 4-6 times per

@@ -80,27 +80,58 @@ def take_exclusive(fd: int, tries: int = 20) -> bool:
 
 
 @contextlib.contextmanager
-def held(path: str | Path, exclusive: bool = True, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+def held(path: str | Path, exclusive: bool = True, waiting: Callable[[], None] | None = None) -> Iterator[bool]:
     """Hold a flock on the file `path` (made where missing) for the block, exclusive or shared, waiting for it
-    (`waiting`: called once where another process holds it). The kernel drops it when its process dies, and
-    children do not inherit it; the file stays (removing it would let a waiting process lock a file no longer
-    there)."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, _new_file_mode())
+    (`waiting`: called once where another process holds it); yields whether this process made the file. The
+    kernel drops the lock when its process dies, and children do not inherit it. The file stays, unless its
+    holder removes it inside the block (one it made, to leave a folder as it found it): a process that waited
+    on the removed file then finds it no longer at `path`, and locks the file there (as a newcomer does)."""
+    fd, made = _locked_fd(Path(path), exclusive, waiting)
     try:
-        if not exclusive:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        elif not take_exclusive(fd):
-            if waiting is not None:
-                waiting()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield made
     finally:
         os.close(fd)
 
 
-def locked(path: str | Path) -> contextlib.AbstractContextManager[None]:
+def _locked_fd(path: Path, exclusive: bool, waiting: Callable[[], None] | None) -> tuple[int, bool]:
+    """(a descriptor of the file at `path`, locked, and whether this call made the file)."""
+    import fcntl
+
+    while True:
+        try:
+            fd, made = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, _new_file_mode()), True
+        except FileExistsError:
+            try:
+                fd, made = os.open(path, os.O_RDWR), False
+            except FileNotFoundError:  # (removed in between by its holder)
+                continue
+        try:
+            if not exclusive:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            elif not take_exclusive(fd):
+                if waiting is not None:
+                    waiting()
+                    waiting = None
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _is_at(fd, path):
+                return fd, made
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # a file its holder removed while this process waited for it: the one at `path` now
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is the file at `path` (not one removed, or replaced by another)."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (mine.st_dev, mine.st_ino) == (here.st_dev, here.st_ino)
+
+
+def locked(path: str | Path) -> contextlib.AbstractContextManager[bool]:
     """Hold an exclusive flock on `.<name>.lock` beside `path` for the block (waiting for it): a writer that
     reads `path`, changes it and writes it back takes it around all three, so that two processes doing so
     at once never lose each other's changes."""

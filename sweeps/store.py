@@ -142,7 +142,7 @@ LAUNCH_LOCK = "launch.lock"  # at a sweep folder's top: held by each local launc
 SUBMIT_LOCK = "submit.lock"  # at a sweep folder's top: held by a SLURM launch into it from its plan through its sbatch
 
 
-def local_launch(sweep_dir: Path) -> contextlib.AbstractContextManager[None]:
+def local_launch(sweep_dir: Path) -> contextlib.AbstractContextManager[bool]:
     """Hold the sweep's launch lock (shared: two launches into one sweep may overlap) for the block: a
     local launch's runs wait for its slots as `missing`, and `status` must not tell the user to launch
     again while one lives."""
@@ -154,7 +154,7 @@ def launching(sweep_dir: Path) -> bool:
     return _held_elsewhere(Path(sweep_dir) / LAUNCH_LOCK, fcntl.LOCK_EX) is not None
 
 
-def slurm_submission(sweep_dir: Path, waiting: Callable[[], None] | None = None) -> contextlib.AbstractContextManager[None]:
+def slurm_submission(sweep_dir: Path, waiting: Callable[[], None] | None = None) -> contextlib.AbstractContextManager[bool]:
     """Hold the sweep's submission lock (exclusive) for the block, a SLURM launch's plan and submission: while
     sbatch is under way its runs' job records have no job id yet, and must read queued, not failed (`run_state`);
     and a second SLURM launch into the sweep waits here until the first has submitted, then finds its runs queued

@@ -479,6 +479,25 @@ def _cli_error(args: list[str], capsys) -> str:
     return err.strip().splitlines()[-1]
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_failed_preparation_leaves_an_existing_empty_out_folder_empty(tmp_path, docs, capsys, fmt):
+    """`--out DIR` of an existing empty folder, and a preparation that failed inside it (no 'text' field in a JSON-lines
+    file, found as its documents are checked; Ctrl-C): a `.lock` was left in DIR. A folder made for the preparation
+    was removed; one that was there is now left as it was, empty."""
+    src = write_corpus(tmp_path / "src", docs[:20], fmt)
+    if fmt == "jsonl":
+        src.write_text(src.read_text().replace('"text"', '"body"'))
+        run = ["prepare", str(src), "--out", str(tmp_path / "out"), "--vocab-size", "300"]
+        (tmp_path / "out").mkdir()
+        assert "has no 'text' field (fields: body, id)" in _cli_error(run, capsys)
+    else:  # stopped (Ctrl-C, SIGTERM) while it tokenizes
+        (tmp_path / "out").mkdir()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(data, "_tokenize", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt))
+            assert main(["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--vocab-size", "300"]) == 130
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_a_source_whose_name_holds_glob_characters_is_that_file(tmp_path, docs):
     """'books[2023].parquet' (or a folder 'shard[1]') was taken as a glob, which matches 'books2.parquet'
     and the like, and refused as a glob matching nothing, though the file is there."""

@@ -110,3 +110,36 @@ def test_a_checkpoints_step_is_read_without_torch_and_none_where_it_is_damaged(t
         path.write_bytes(damaged)
         assert checkpoint_step(path) is None
     assert checkpoint_step(tmp_path / "missing.ckpt") is None
+
+
+def test_a_lock_file_removed_by_its_holder_is_not_held_by_the_process_waiting_on_it(tmp_path):
+    """A holder may remove its lock file (a failed `data prepare` leaves its --out as it found it): the process
+    that waited on the removed file, then got it, held a lock no newcomer sees (the newcomer makes a new file at
+    the path and locks that), and both went on at once. The waiter now locks the file at the path."""
+    import os
+    import subprocess
+    import sys
+
+    from scaling.files import held, take_exclusive
+
+    lock = tmp_path / ".lock"
+    waiter_code = ("import sys; from scaling.files import held\n"
+                   f"with held({str(lock)!r}, waiting=lambda: print('waiting', flush=True)):\n"
+                   "    print('holding', flush=True); sys.stdin.read()")
+    with held(lock) as made:
+        assert made  # (this process made the file: its to remove)
+        waiter = subprocess.Popen([sys.executable, "-c", waiter_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        assert waiter.stdout.readline() == "waiting\n"  # blocked on this file's lock
+        lock.unlink()
+    try:
+        assert waiter.stdout.readline() == "holding\n"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT)  # a newcomer, as `held` opens the path
+        try:
+            assert not take_exclusive(fd, tries=1)  # the waiter holds the file at the path
+        finally:
+            os.close(fd)
+    finally:
+        waiter.communicate("", timeout=30)
+    with held(lock) as made:
+        assert not made  # (the waiter made the file at the path and left it)
