@@ -30,10 +30,10 @@ import unicodedata
 from collections import Counter
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
-from glob import glob
+from glob import iglob
 from itertools import chain, islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -102,12 +102,15 @@ def _kind(path: Path) -> str | None:
     return SUFFIXES[suffix] if suffix else None
 
 
-def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> list[Path]:
+def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None,
+                    listing: SourceListing | None = None) -> list[Path]:
     """Expand paths, globs and directories (their supported files) into a sorted, de-duplicated list.
     A glob's matches inside `out` (the folder being prepared) are not sources: `corpus/**` with `--out
-    corpus/prepared` matched the first preparation's meta.json and train.bin, refusing the same command again."""
+    corpus/prepared` matched the first preparation's meta.json and train.bin, refusing the same command again.
+    `listing` counts the files as they are found (and says the count every few seconds, where it is enabled)."""
     if not patterns:
         raise UserError(f"no data sources given: name {SUPPORTED} files, globs or directories")
+    listing = SourceListing(enabled=False) if listing is None else listing
     paths: list[Path] = []
     resolve = _resolver()
     for pattern in patterns:
@@ -119,7 +122,8 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
         # A path that exists is that path, even where its name holds glob characters ("books[2023].parquet"
         # as a glob matches only "books2.parquet" and the like)
         if Path(expanded).is_dir():
-            matches = sorted((p for p in Path(expanded).iterdir() if p.is_file() and _kind(p)), key=_path_order)
+            own = (p for p in Path(expanded).iterdir() if p.is_file() and _kind(p))
+            matches = sorted(((p, resolve(p)) for p in listing.counted(own)), key=_first_path_order)
             deeper = _file_in_subfolder(Path(expanded), out)
             if not matches:
                 raise UserError(f"the directory {pattern!r} holds no {SUPPORTED} files"
@@ -130,25 +134,69 @@ def resolve_sources(patterns: Sequence[str | Path], out: Path | None = None) -> 
                 print(f"note: {pattern}'s subfolders hold files that are not read (as {deeper}): a folder gives its "
                       f"own files only; pass {_deep_glob(pattern, deeper)} (quoted) to read them", file=sys.stderr)
         elif Path(expanded).exists():
-            matches = [Path(expanded)]
+            matches = list(listing.counted([(Path(expanded), resolve(Path(expanded)))]))
         elif any(c in expanded for c in "*?["):
-            out_real = out.resolve() if out is not None else None
-            matches = sorted((p for p in map(Path, glob(expanded, recursive=True))
-                              if p.is_file() and not (out_real and resolve(p).is_relative_to(out_real))), key=_path_order)
+            matches = sorted(listing.counted(_glob_files(expanded, out, resolve)), key=_first_path_order)
             if not matches:
                 raise UserError(f"the glob {pattern!r} matches no files")
         else:
             raise UserError(f"data source {pattern!r} does not exist (from {Path.cwd()}); give {SUPPORTED} files, a "
                             "folder of them, a quoted glob (\"corpus/*.parquet\") or builtin")
-        for path in matches:
-            if path.is_dir():
-                continue
+        for path, real in matches:
             if _kind(path) is None:  # (from a glob: the user did not name it, and may not know it is there)
                 fix = (f"narrow the glob {pattern!r} to {SUPPORTED} files, or pass the folder (its supported files only)"
                        if path != Path(expanded) else f"use {SUPPORTED}")
                 raise UserError(f"{path}: unsupported file type; {fix}")
-            paths.append(resolve(path))
+            paths.append(real)
     return list(dict.fromkeys(paths))
+
+
+def _glob_files(pattern: str, out: Path | None, resolve: Callable[[Path], Path]) -> Iterator[tuple[Path, Path]]:
+    """(as matched, resolved) for each file `pattern` matches outside `out`, lazily: each is counted as it is found
+    (`SourceListing`), where a glob of hundreds of thousands of files lists for a minute or more."""
+    out_real = out.resolve() if out is not None else None
+    for path in map(Path, iglob(pattern, recursive=True)):
+        if path.is_file():
+            real = resolve(path)  # (once: the sources are these resolved paths)
+            if out_real is None or not real.is_relative_to(out_real):
+                yield path, real
+
+
+T = TypeVar("T")
+LISTING_LINE_INTERVAL_S = 5.0  # seconds between two lines of the sources' listing (`SourceListing`)
+
+
+class SourceListing:
+    """The count of source files found so far, as `resolve_sources` lists them: where `enabled`, a line on stderr
+    every `every_s` seconds ('listing sources: 120,000 files so far (0m25s)'), on a terminal and in a log alike
+    (a glob has no total to draw a bar to): a glob of hundreds of thousands of files listed for a minute before
+    the first word. One write per line, so a stop (Ctrl-C) leaves no line cut off."""
+
+    def __init__(self, enabled: bool = True, every_s: float | None = None, clock: Callable[[], float] = time.monotonic):
+        self.enabled, self.clock = enabled, clock
+        self.every_s = LISTING_LINE_INTERVAL_S if every_s is None else every_s
+        self.start = self.last_line = clock()
+        self.files = 0
+
+    def counted(self, files: Iterable[T]) -> Iterator[T]:
+        """`files` (a source file each, found lazily), each counted as it is taken."""
+        for file in files:
+            self.files += 1
+            if self.enabled:
+                self._tick()
+            yield file
+
+    def _tick(self) -> None:
+        now = self.clock()
+        if now - self.last_line >= self.every_s:
+            self.last_line = now
+            files = f"{self.files:,} file{'' if self.files == 1 else 's'}"
+            sys.stderr.write(f"listing sources: {files} so far ({duration(now - self.start)})\n")
+            sys.stderr.flush()
+
+
+def _first_path_order(pair: tuple[Path, Path]) -> tuple[str, ...]:
+    return _path_order(pair[0])
 
 
 def _path_order(path: Path) -> tuple[str, ...]:
@@ -791,11 +839,11 @@ def prepare(
     """Tokenize `sources` into `out_dir` and return its meta. A dir already prepared with the same
     request is returned as is (unless force); the work runs under a lock on `out_dir/.lock`."""
     out = Path(out_dir).expanduser()
-    listing = time.perf_counter()
-    train_paths = resolve_sources(sources, out)
-    val_paths = resolve_sources(val_sources, out) if val_sources else []
+    listing, listing_start = SourceListing(enabled=progress), time.perf_counter()
+    train_paths = resolve_sources(sources, out, listing)
+    val_paths = resolve_sources(val_sources, out, listing) if val_sources else []
     if progress and len(train_paths) + len(val_paths) >= MANY_SOURCE_FILES:
-        print(f"{len(train_paths) + len(val_paths):,} source files found in {time.perf_counter() - listing:.1f} s; "
+        print(f"{len(train_paths) + len(val_paths):,} source files found in {time.perf_counter() - listing_start:.1f} s; "
               "checking that each holds a document", file=sys.stderr, flush=True)
     if both := sorted(set(train_paths) & set(val_paths)):
         raise UserError(f"{both[0]} is both a training source and a --val source; name it once")

@@ -971,6 +971,57 @@ def test_many_source_files_are_counted_before_each_is_checked(tmp_path, docs, ca
     assert (found is not None and err.index(found.group()) < err.index("training a")) == (many == 12), err
 
 
+def _many_small_files(folder: Path, folders: int = 3, each: int = 100) -> Path:
+    for f in range(folders):
+        (folder / f"part{f}").mkdir(parents=True)
+        for i in range(each):
+            (folder / f"part{f}" / f"doc{i:03d}.txt").write_text(f"document {f} {i}")
+    return folder
+
+
+def test_the_listing_of_many_sources_says_its_count_every_few_seconds(tmp_path, capsys):
+    """A glob of hundreds of thousands of files listed for a minute or more without a word (the count came after
+    the listing). A line every `every_s` seconds now says the count so far: here a clock that moves 1 s a file,
+    and a line every 70 s."""
+    corpus = _many_small_files(tmp_path / "corpus")
+    ticks = iter(range(10_000))
+    listing = data.SourceListing(every_s=70, clock=lambda: float(next(ticks)))
+    found = data.resolve_sources([f"{corpus}/**/*.txt", corpus / "part1"], tmp_path / "out", listing)
+    assert len(found) == 300 and listing.files == 400  # (part1's files twice: by the glob and by the folder)
+    assert capsys.readouterr().err.splitlines() == [
+        f"listing sources: {n} files so far ({n // 60}m{n % 60:02d}s)" for n in (70, 140, 210, 280, 350)]
+    data.resolve_sources([f"{corpus}/**/*.txt"], tmp_path / "out")  # (no listing given: no line)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("signum", [2, 15])  # SIGINT (Ctrl-C), SIGTERM
+def test_a_stop_while_the_sources_are_listed_ends_in_one_line(tmp_path, signum):
+    """Ctrl-C (or `kill`) while a glob is listed: exit 130, 'interrupted' after whole listing lines, no --out made.
+    The child lists a line a file (interval 0, stderr a pipe) and, at its third file, waits as a slow disk would."""
+    corpus = _many_small_files(tmp_path / "corpus", folders=1, each=5)
+    out = tmp_path / "out"
+    code = ("import sys; from scaling import data; from scaling.cli import main\n"
+            "data.LISTING_LINE_INTERVAL_S = 0; glob = data.iglob\n"
+            "def slow(pattern, recursive):\n"
+            "    for n, match in enumerate(glob(pattern, recursive=recursive), 1):\n"
+            "        yield match\n"
+            "        if n == 3: print('waiting', flush=True); sys.stdin.readline()\n"
+            "data.iglob = slow\n"
+            f"sys.exit(main(['data', 'prepare', {str(corpus / '**' / '*.txt')!r}, '--out', {str(out)!r}]))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "waiting\n"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.splitlines() == [f"listing sources: {n} file{'s' if n > 1 else ''} so far (0m00s)" for n in (1, 2, 3)] + [
+        "interrupted"], err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("step", ["resolve_sources", "_file_stamps"])
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl.gz", "txt"])
 def test_a_source_gone_after_it_was_found_is_named_gone_not_damaged(tmp_path, docs, prepared, capsys, monkeypatch, fmt,
