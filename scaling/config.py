@@ -242,10 +242,12 @@ class RunConfig:
         given), a recipe file by its content."""
         fields = (resolved or self.resolved()).to_dict()
         if self.recipe.endswith(".toml") and Path(self.recipe).is_file():
+            from scaling.recipes import recipe_content
+
             # the recipe's content, not its path: the same file moved, or a checkout at another path (a
-            # laptop's, a cluster's), keeps its runs' ids
+            # laptop's, a cluster's), keeps its runs' ids (and a file built on another file, both files' content)
             fields["recipe"] = "file"
-            fields["recipe_sha256"] = hashlib.sha256(Path(self.recipe).read_bytes()).hexdigest()
+            fields["recipe_sha256"] = hashlib.sha256(recipe_content(self.recipe)).hexdigest()
         return fields
 
     def to_dict(self) -> dict:

@@ -9,6 +9,8 @@ Each operand is quantized along its own GEMM's K. Presets follow RECIPES.md's ta
 
 from __future__ import annotations
 
+import json
+import os
 import tomllib
 from dataclasses import dataclass, fields, replace
 from collections.abc import Iterable
@@ -137,9 +139,12 @@ class Recipe:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "Recipe":
-        """A user-defined recipe. Errors name the file and the field."""
-        data = read_toml(path, "recipe file")
-        return recipe_from_dict(data, where=str(path))
+        """A user-defined recipe. Errors name the file and the field. Its `base` names a preset, or another
+        recipe file that is built first (`recipe_chain`)."""
+        recipe = None
+        for file, data in reversed(recipe_chain(path)):
+            recipe = recipe_from_dict(data, where=str(file), base=recipe)
+        return recipe
 
 
 def read_toml(path: str | Path, what: str) -> dict:
@@ -159,6 +164,97 @@ def read_toml(path: str | Path, what: str) -> dict:
         raise UserError(f"cannot read {what} {path} ({type(e).__name__}: {e})") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML ({e})") from None
+
+
+def names_recipe_file(base: object) -> bool:
+    """Whether a recipe's `base` names another recipe file (a path ending in .toml, as `get_recipe` takes one),
+    not a preset."""
+    return isinstance(base, str) and base.endswith(".toml")
+
+
+def recipe_chain(path: str | Path) -> list[tuple[Path, dict]]:
+    """The recipe file at `path`, then the recipe file its `base` names (relative to the file that names it, or
+    absolute), and so on, as (path, TOML data), down to the one built on a preset or on nothing. A base that is
+    missing, or one that leads back to a file of the chain, is one UserError naming the chain."""
+    chain = [(Path(path), read_toml(path, "recipe file"))]
+    seen = {os.path.realpath(path)}
+    while names_recipe_file(base := chain[-1][1].get("base")):
+        naming = chain[-1][0]
+        file = naming.parent / Path(base).expanduser()  # (an absolute base stays itself)
+        said = " -> ".join(str(p) for p, _ in chain) + f" -> {file}"
+        if os.path.realpath(file) in seen:
+            raise UserError(f"recipe file {chain[0][0]}: its bases go round in a cycle ({said}); a recipe cannot be "
+                            f"built on itself: give {naming} a base that is not in this chain")
+        if not file.is_file():
+            what = "is a folder" if file.is_dir() else "does not exist"
+            hint = (f" (the preset is named without .toml: base = \"{Path(base).stem}\")"
+                    if not file.exists() and Path(base).stem in PRESETS else "")
+            raise UserError(f"recipe file {chain[0][0]}: the base {base!r} of {naming} {what} ({said}){hint}; a base "
+                            "file's path is relative to the file that names it, or absolute")
+        seen.add(os.path.realpath(file))
+        chain.append((file, read_toml(file, "recipe file")))
+    return chain
+
+
+def recipe_content(path: str | Path) -> bytes:
+    """A recipe file's content, as a run's id hashes it and the run's folder keeps it (recipe.toml): the file's
+    bytes; for a file whose `base` is another recipe file, a self-contained recipe file instead, of the recipe
+    the chain builds (every operand's every field), after the text of each file of the chain as comments. So a
+    change to any file of the chain changes it (as any change to a lone file does), no path enters it, and the
+    run's copy reads (and hashes) the same without the base files."""
+    raw = Path(path).read_bytes()
+    if b"base" not in raw:  # (the common file, and the cheap test: status hashes every run's recipe)
+        return raw
+    try:
+        data = tomllib.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):  # (refused, with the place named, where it is read)
+        return raw
+    if not names_recipe_file(data.get("base")):
+        return raw
+    chain = recipe_chain(path)
+    texts = []
+    for i, (file, _) in enumerate(chain):
+        title = "the recipe file" if i == 0 else f"its base {chain[i - 1][1]['base']!r}"
+        text = file.read_bytes().decode("utf-8-sig")
+        texts.append(f"# ---- {title}\n" + "".join(f"# {line}".rstrip() + "\n" for line in text.splitlines()))
+    header = ("# A recipe built on other recipe files (`base`), written out whole: what a run under it keeps and what\n"
+              "# its id hashes. The files' text, as it was:\n#\n")
+    return (header + "".join(texts) + "\n" + recipe_toml(Recipe.from_toml(path), data.get("source"))).encode()
+
+
+def recipe_toml(recipe: Recipe, source: str | None = None) -> str:
+    """The TOML of a recipe file that gives `recipe` without a base: every operand's every QuantSpec field
+    (`Recipe.from_toml` of it is `recipe`, but for its `source`: `source`, else the file's default)."""
+    lines = [f"name = {_toml_value(recipe.name)}"]
+    if source is not None:
+        lines.append(f"source = {_toml_value(source)}")
+    lines += [f"high_precision_blocks = {_toml_value(recipe.high_precision_blocks)}",
+              f"backward_from_forward = {_toml_value(recipe.backward_from_forward)}"]
+    for gemm, ops in GEMMS.items():
+        bf16 = [o for o in ops if getattr(recipe, o) is None]
+        if bf16:
+            lines += ["", f"[{gemm}]", *(f'{o.split("_")[1]} = "bf16"' for o in bf16)]
+        for o in ops:
+            spec = getattr(recipe, o)
+            if spec is not None:
+                # (TOML has no None: a per-tensor block is "tensor", the whole grid's cap is left to the default)
+                table = {k: ("tensor" if k == "block" and v is None else v) for k, v in spec.to_dict().items()}
+                lines += ["", f"[{operand_name(o)}]",
+                          *(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value) -> str:
+    """A TOML value of a recipe's: a string (a JSON string is a TOML basic string, where non-ASCII is left as
+    it is, but for DEL, which TOML takes escaped only), a boolean, a number (finite: QuantSpec refuses others), or
+    a list of them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(_toml_value, value)) + "]"
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def check_plain_name(name: object, where: str) -> None:
@@ -195,10 +291,11 @@ def _from_start_first(index: int) -> tuple[bool, int]:
     return index < 0, index
 
 
-def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
+def recipe_from_dict(data: dict, where: str = "recipe", base: Recipe | None = None) -> Recipe:
     """Build a Recipe from TOML-shaped data: top-level keys plus [fprop.x]-style operand tables.
 
-    `base = "nvfp4"` starts from a preset; an operand table changes the base's operand field by field
+    `base = "nvfp4"` starts from a preset, and `base = "other.toml"` from the recipe of that file: `base`, which
+    the caller built from it (`Recipe.from_toml`); an operand table changes the base's operand field by field
     (the fields it does not name keep the base's values; without a base, QuantSpec's defaults), and
     an operand given as "bf16" clears it.
     """
@@ -220,10 +317,18 @@ def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
                         f"(e.g. {preset}_mine)")
     if "source" in data and not isinstance(data["source"], str):
         raise UserError(f"{where}: source must be a string (where the recipe comes from), got {data['source']!r}")
-    if "base" in data and (not isinstance(data["base"], str) or data["base"] not in PRESETS):
+    if names_recipe_file(data.get("base")):
+        if base is None:  # (a dict read from no file: a path has nothing to be relative to)
+            raise UserError(f"{where}: base {data['base']!r} names a recipe file, which only a recipe file can name")
+        if base.name == data["name"]:  # results, fits and reports would take the two for one recipe
+            raise UserError(f"{where}: name {data['name']!r} is its base's ({data['base']}); give the recipe a name "
+                            f"of its own (e.g. {data['name']}_mine)")
+    elif "base" in data and (not isinstance(data["base"], str) or data["base"] not in PRESETS):
         hint = did_you_mean(data["base"], PRESETS) if isinstance(data["base"], str) else ""
-        raise UserError(f"{where}: base {data['base']!r} is not a preset{hint}; choose one of {', '.join(PRESETS)}")
-    base = PRESETS[data["base"]] if "base" in data else Recipe(name=data["name"])
+        raise UserError(f"{where}: base {data['base']!r} is not a preset{hint}; choose one of {', '.join(PRESETS)}, "
+                        "or give a recipe .toml file (its path relative to this file, or absolute)")
+    else:
+        base = PRESETS[data["base"]] if "base" in data else Recipe(name=data["name"])
     changes: dict = {"name": data["name"], "source": data.get("source", f"user recipe ({where})")}
     if "high_precision_blocks" in data:
         hp = data["high_precision_blocks"]

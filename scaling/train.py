@@ -46,6 +46,7 @@ from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
                            checkpoint_problem, checkpoint_step, remove_stale_temps, write_atomic, write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
+from scaling.recipes import recipe_chain, recipe_content
 from scaling.run_data import check_run_data, data_identity, moved_corpus, moved_corpus_link, resolve_data_dir
 
 if TYPE_CHECKING:
@@ -560,8 +561,10 @@ def _check_config_json(config: RunConfig, run_dir: Path) -> None:
                         + ("choose another --out directory" if started else
                            f"it stopped before its first checkpoint, so nothing of it is kept: remove {run_dir} "
                            "or choose another --out directory"))
-    if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != Path(config.recipe).read_bytes():
-        raise UserError(f"{config.recipe} has changed since the run in {run_dir} started (its recipe then is "
+    if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != recipe_content(config.recipe):
+        bases = [str(path) for path, _ in recipe_chain(config.recipe)[1:]]
+        built_on = f" (or a recipe file it is built on: {', '.join(bases)})" if bases else ""
+        raise UserError(f"{config.recipe}{built_on} has changed since the run in {run_dir} started (its recipe then is "
                         f"{kept}); restore the file, or train the new recipe in another --out directory")
 
 
@@ -571,8 +574,8 @@ def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / "config.json").exists():
         return
-    if config.recipe.endswith(".toml"):  # what was run, should the file change or move later
-        write_atomic(run_dir / "recipe.toml", Path(config.recipe).read_bytes())
+    if config.recipe.endswith(".toml"):  # what was run, should the file (or a file it is built on) change or move later
+        write_atomic(run_dir / "recipe.toml", recipe_content(config.recipe))
     write_atomic(run_dir / "config.json", config.resolved().to_json())
 
 

@@ -296,11 +296,13 @@ def check_same_spec(configs: list, sweep_dir: Path) -> None:
 def _changed(run_dir: Path, started: dict, config) -> bool:
     """Whether a run folder's config.json (`started`) is another version of `config`: a setting differs,
     or its recipe file's copy is not the file as it is now (not a copy of the same run's folder)."""
+    from scaling.recipes import recipe_content
+
     if started != json.loads(json.dumps(config.resolved().to_dict())):
         return True
     copy, recipe = run_dir / "recipe.toml", Path(config.recipe)
     file = config.recipe.endswith(".toml") and copy.is_file() and recipe.is_file()
-    return file and copy.read_bytes() != recipe.read_bytes()
+    return file and copy.read_bytes() != recipe_content(recipe)
 
 
 # sbatch's words for a setting it refused -> the spec's key that made it

@@ -547,12 +547,14 @@ def _check_recipe_names(file_names: dict[str, str], recipes: list[str], given: l
     under that name in results, fits and reports (they group runs by name). Two files of the same
     content are one recipe (their runs have one id): listed twice, as `_check_once` refuses a value
     listed twice (`recipes`: grid.recipe as read, files by their resolved paths; `given`: as written)."""
+    from scaling.recipes import recipe_content
+
     files: dict[str, str] = {}
     for r, name in file_names.items():
         other = files.setdefault(name, r)
         if other == r:
             continue
-        if Path(other).read_bytes() != Path(r).read_bytes():
+        if recipe_content(other) != recipe_content(r):
             raise UserError(f"grid.recipe: {other} and {r} are both named {name!r} but differ; results, fits and "
                             "reports group runs by recipe name, so give each file a name of its own")
         i, j = recipes.index(r), recipes.index(other)  # (two files: grid.recipe is a list)

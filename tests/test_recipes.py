@@ -93,6 +93,76 @@ def test_recipe_from_toml(tmp_path):
     assert get_recipe(str(p)) == r
 
 
+def _chain(tmp_path):
+    """b.toml built on sub/a.toml (relative to b), built on the preset nvfp4; c.toml on b by its absolute path."""
+    (tmp_path / "sub").mkdir()
+    a = tmp_path / "sub" / "a.toml"
+    a.write_text('# nvfp4, the weight gradient in BF16\nname = "a"\nbase = "nvfp4"\n[wgrad]\ndy = "bf16"\nx = "bf16"\n')
+    b = tmp_path / "b.toml"
+    b.write_text('name = "b"\nbase = "sub/a.toml"\nhigh_precision_blocks = [0, -1]\n[fprop.x]\nelem = "e1m2"\n'
+                 '[wgrad.x]\nelem = "e4m3"\nblock = "tensor"\nscale = "fp32"\n')
+    c = tmp_path / "c.toml"
+    c.write_text(f'name = "c"\nbase = "{b}"\nsource = "c\u00e9 \\"quoted\\" \\u007f"\n[dgrad.dy]\nfour_over_six = true\n')
+    return a, b, c
+
+
+def test_a_recipe_file_built_on_another_recipe_file(tmp_path):
+    """`base` named a preset only; it names a recipe file too (relative to the file naming it, or absolute), so
+    recipe B is built on recipe A as A is on its preset: an operand table changes the base's fields it names."""
+    from scaling.recipes import recipe_content, recipe_chain
+
+    a, b, c = _chain(tmp_path)
+    nv = get_recipe("nvfp4")
+    want_b = replace(nv, name="b", source=f"user recipe ({b})", high_precision_blocks=(0, -1),
+                     fprop_x=nv.fprop_x.but(elem="e1m2"), wgrad_dy=None,
+                     wgrad_x=nv.fprop_x.but(elem="e4m3", block=None, scale="fp32"))
+    assert Recipe.from_toml(b) == get_recipe(str(b)) == want_b
+    want_c = replace(want_b, name="c", source='c\u00e9 "quoted" \x7f', dgrad_dy=nv.dgrad_dy.but(four_over_six=True,
+                                                                                         scale_bound=256.0))
+    assert Recipe.from_toml(c) == want_c and [p for p, _ in recipe_chain(c)] == [c, b, tmp_path / "sub" / "a.toml"]
+    # What a run keeps (its recipe.toml) and hashes: one file, which gives the same recipe without the bases
+    copy = tmp_path / "elsewhere" / "recipe.toml"
+    copy.parent.mkdir()
+    for top, want in ((b, want_b), (c, want_c)):
+        copy.write_bytes(recipe_content(top))
+        assert Recipe.from_toml(copy) == replace(want, source=want.source if top == c else f"user recipe ({copy})")
+        assert recipe_content(copy) == copy.read_bytes()  # (a run's copy hashes as the chain it came from)
+    # a lone file's content is its bytes, as before (its runs keep their ids), also one built on a preset
+    assert recipe_content(a) == a.read_bytes()
+
+
+@pytest.mark.parametrize("case", ["cycle", "self", "missing", "preset.toml", "folder", "same name"])
+def test_a_base_chain_that_cannot_be_built_is_one_line_naming_it(tmp_path, capsys, case):
+    """A cycle of bases (A -> B -> A) or a base file that is missing: one line that names the chain, exit 2."""
+    from scaling.cli import main
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r.toml").mkdir()
+    top = tmp_path / "top.toml"
+    bases = {"cycle": "r/mid.toml", "self": "top.toml", "missing": "r/gone.toml", "preset.toml": "nvfp4.toml",
+             "folder": "r.toml", "same name": "r/mid.toml"}
+    top.write_text(f'name = "top"\nbase = "{bases[case]}"\n')
+    mid = {"cycle": 'name = "mid"\nbase = "../top.toml"\n', "same name": 'name = "top"\nbase = "bf16"\n'}
+    (tmp_path / "r" / "mid.toml").write_text(mid.get(case, 'name = "mid"\n'))
+    assert main(["recipes", str(top)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    said = {
+        "cycle": f"recipe file {top}: its bases go round in a cycle ({top} -> {tmp_path}/r/mid.toml -> "
+                 f"{tmp_path}/r/../top.toml); a recipe cannot be built on itself: give {tmp_path}/r/mid.toml a base "
+                 "that is not in this chain",
+        "self": f"recipe file {top}: its bases go round in a cycle ({top} -> {top});",
+        "missing": f"recipe file {top}: the base 'r/gone.toml' of {top} does not exist "
+                   f"({top} -> {tmp_path}/r/gone.toml); "
+                   "a base file's path is relative to the file that names it, or absolute",
+        "preset.toml": "does not exist (" + f"{top} -> {tmp_path}/nvfp4.toml) (the preset is named without .toml: "
+                       'base = "nvfp4")',
+        "folder": f"the base 'r.toml' of {top} is a folder ({top} -> {tmp_path}/r.toml)",
+        "same name": f"{top}: name 'top' is its base's (r/mid.toml); give the recipe a name of its own",
+    }[case]
+    assert said in err, err
+
+
 @pytest.mark.parametrize("body, words", [
     ('name = "x"\n[fprop.x]\nrounding = "nearest"\n', ["fprop.x", "rounding"]),
     ('name = "x"\n[fprop.x]\nelemm = "e2m1"\n', ["fprop.x.elemm", "unknown field"]),

@@ -203,6 +203,49 @@ def test_a_run_whose_recipe_file_moved_resumes_in_its_folder(tmp_path):
     check_run_dir(config(run_dir / "recipe.toml"), run_dir)  # the same run: no refusal
 
 
+def test_a_run_under_a_recipe_built_on_a_recipe_file_is_named_by_both_files_content(tmp_path):
+    """A run's id hashes a recipe file's content, not its path; for a file built on another file (`base`), the
+    content of both: an edit to the base file (a comment too, as to a lone file) is another run, and the two files
+    moved together are the same run. The run folder keeps one self-contained recipe.toml, which gives the run's id
+    and recipe without the base file; `train` and a sweep's `launch` refuse the edited base as an edited file."""
+    import shutil
+
+    from scaling.recipes import Recipe
+    from scaling.train import check_run_dir, prepare_run_dir
+    from sweeps.launch import check_same_spec
+    from sweeps.store import _config_run_id
+
+    (tmp_path / "a" / "base").mkdir(parents=True)
+    base = tmp_path / "a" / "base" / "wgrad_bf16.toml"
+    base.write_text('name = "wgrad_bf16"\nbase = "ufp4"\n[wgrad]\ndy = "bf16"\nx = "bf16"\n')
+    mine = tmp_path / "a" / "mine.toml"
+    mine.write_text('name = "mine"\nbase = "base/wgrad_bf16.toml"\nhigh_precision_blocks = [0]\n')
+    run = lambda path: _load(tmp_path, '"1M"', f'"{path}"').runs()[0]  # noqa: E731
+    started = run(mine)
+    first = started.run_id  # (a config's run_id hashes the file as it is when asked)
+    sweep = tmp_path / "sweep"
+    run_dir = sweep / first
+    prepare_run_dir(started.resolved(), run_dir)
+    copy = run_dir / "recipe.toml"
+    assert _config_run_id(run_dir) == first  # (as status reads it: from the copy)
+    assert Recipe.from_toml(copy).wgrad_x is None and Recipe.from_toml(copy).high_precision_blocks == (0,)
+    check_run_dir(started, run_dir)
+    check_same_spec([started], sweep)
+
+    text = base.read_text()
+    base.write_text("# a comment only\n" + text)  # the base file edited: another run
+    edited = run(mine)
+    assert edited.run_id != first
+    with pytest.raises(UserError, match=rf"^{mine} \(or a recipe file it is built on: {base}\) has changed since"):
+        check_run_dir(edited, run_dir)
+    with pytest.raises(UserError, match=r"under other settings \(the recipe file's content\)"):
+        check_same_spec([edited], sweep)
+
+    base.write_text(text)
+    shutil.move(tmp_path / "a", tmp_path / "b")  # both files moved (a checkout elsewhere): the same run
+    assert run(tmp_path / "b" / "mine.toml").run_id == first
+
+
 def test_a_launch_refuses_a_recipe_file_edited_since_its_runs_started(tmp_path):
     """The recipe file edited between launches: the relaunch trained the new version beside the old
     runs (collect then refused the pair); it stops before anything runs, naming the file's content."""
