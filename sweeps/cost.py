@@ -378,14 +378,23 @@ def far_direction(rows: list[dict], far: dict) -> dict[str, tuple[list[str], flo
     return out
 
 
+def plan_share(hours: float, total: float, unit: str) -> str:
+    """How many of the plan's `total` hours some of its runs' `hours` are, as the lines naming runs whose hours are
+    likely off say it ("These runs are ..."): "0.748 of the plan's 324 GPU-hours", or "the whole plan's 0.173
+    GPU-hours" where they are all of them."""
+    if hours < total * (1 - 1e-9):
+        return f"{hours:.3g} of the plan's {total:.3g} {unit}"
+    return f"the whole plan's {total:.3g} {unit}"
+
+
 def _far_way(way: str, runs: list[str], hours: float, total: float, unit: str, device: str,
              assumed_mfu: float | None) -> str:
     """The sentence saying which way the far sizes of one direction (`far_direction`) are likely off, and why."""
-    share = f"{hours:.3g} of the plan's {total:.3g} {unit}" if hours < total * (1 - 1e-9) else \
-        f"{total:.3g} {unit}, the whole plan's,"
+    share = plan_share(hours, total, unit)
     names = ", ".join(runs)
     if way == "both":
-        return f"Priced from both larger and smaller models: {names}; their {share} may be off either way."
+        return f"Priced from both larger and smaller models: {names}; their hours may be off either way. These runs " \
+               f"are {share}."
     below = way == "below"
     # BF16's FLOP/s: on CPU scaled by 6·N, which leaves out the LM head, a larger share of a smaller model's step
     bf16 = (f"gets {'less' if below else 'more'} than the BF16 FLOP/s scaled from the row by 6·N" if device == "cpu"
@@ -394,8 +403,8 @@ def _far_way(way: str, runs: list[str], hours: float, total: float, unit: str, d
     return (f"Priced from {'larger' if below else 'smaller'} models: {names}; a {'smaller' if below else 'larger'} model "
             f"spends a {'larger' if below else 'smaller'} share of its step in the quantizers"
             + (f" and {bf16}" if bf16 else "")
-            + f", so these runs likely train {'slower' if below else 'faster'} than priced: their {share} are likely "
-            f"too {'few' if below else 'many'}.")
+            + f", so these runs likely train {'slower' if below else 'faster'} than priced: their hours are likely too "
+            f"{'few' if below else 'many'}. These runs are {share}.")
 
 
 def other_seq_len(rows: list[dict], device: str, source: str) -> list[str]:
@@ -426,8 +435,7 @@ def other_seq_len(rows: list[dict], device: str, source: str) -> list[str]:
     runs = "; ".join(f"{', '.join(names)} {what}" for what, names in sizes.items())
     total = sum(r["hours"] for r in rows)
     unit = f"{device.upper()}-hours"
-    share = f"{hours:.3g} of the plan's {total:.3g} {unit}" if hours < total * (1 - 1e-9) else \
-        f"the whole plan's {total:.3g} {unit}"
+    share = plan_share(hours, total, unit)
     # BF16: on a GPU its FLOPs a token are counted at the run's seq_len, its MFU there unmeasured; on a CPU its FLOP/s
     # is scaled by 6·N, which leaves out attention (at 1M on the 2-thread CPU, 4,096-token batches: 4,337 tokens a
     # CPU-second at seq_len 64, 4,213 at 256; nvfp4 0.867x and 0.899x bf16's: docs/sweeps.md)

@@ -729,8 +729,8 @@ def test_plan_says_which_sizes_it_priced_from_a_measurement_far_from_them(tmp_pa
     # which way: 4M, priced from a smaller model's row (its nvfp4 run alone: BF16 is at the assumed MFU), likely too many
     hours = next(r["gpu_hours"] for r in plan["run_list"] if (r["size"], r["recipe"]) == ("4M", "nvfp4"))
     assert (f"Priced from smaller models: nanochat 4M; a larger model spends a smaller share of its step in the "
-            f"quantizers, so these runs likely train faster than priced: their {hours:.3g} of the plan's "
-            f"{plan['gpu_hours']:.3g} GPU-hours are likely too many.") in far[0], far
+            f"quantizers, so these runs likely train faster than priced: their hours are likely too many. These runs "
+            f"are {hours:.3g} of the plan's {plan['gpu_hours']:.3g} GPU-hours.") in far[0], far
     # on CPU: BF16's FLOP/s is scaled from the 1M bf16 row too
     cpu = tmp_path / "cpu.json"
     cpu.write_text(json.dumps({"cpu": [
@@ -764,8 +764,8 @@ def test_plan_says_which_way_a_size_priced_from_a_far_larger_model_is_likely_off
     assert 0 < small < plan["gpu_hours"]
     assert ("nanochat 0.5M (bf16, nvfp4 at nanochat 4M's speed, 8x its parameters). Priced from larger models: nanochat "
             "0.5M; a smaller model spends a larger share of its step in the quantizers and reaches a lower MFU in BF16, so "
-            f"these runs likely train slower than priced: their {small:.3g} of the plan's {plan['gpu_hours']:.3g} "
-            "GPU-hours are likely too few.") in line, line
+            f"these runs likely train slower than priced: their hours are likely too few. These runs are {small:.3g} of "
+            f"the plan's {plan['gpu_hours']:.3g} GPU-hours.") in line, line
     assert main(["sweep", "plan", str(spec), "--bench", str(bench), "--device", "gpu"]) == 0
     assert line in capsys.readouterr().out
     # priced from a far larger row for BF16 and a far smaller one for nvfp4: no direction is claimed
@@ -775,8 +775,29 @@ def test_plan_says_which_way_a_size_priced_from_a_far_larger_model_is_likely_off
              "measured_at": {"bf16": "nanochat 40M", "nvfp4": "nanochat 0.5M"}},
             {"family": "nanochat", "size": "40M", "recipe": "bf16", "hours": 6.0, "measured_at": {"bf16": "nanochat 40M"}}]
     (line,) = far_from_measured(runs, "gpu", "bench.json", None)
-    assert "Priced from both larger and smaller models: nanochat 4M; their 2 of the plan's 8 GPU-hours may be off " \
-           "either way." in line, line
+    assert "Priced from both larger and smaller models: nanochat 4M; their hours may be off either way. These runs " \
+           "are 2 of the plan's 8 GPU-hours." in line, line
+
+
+def test_the_lines_naming_runs_likely_off_say_their_share_of_the_plan_alike():
+    """far_from_measured and other_seq_len each built their "how many of the plan's hours" phrase, and said the whole
+    plan two ways ("their 0.173 GPU-hours, the whole plan's, are likely too few"; "These runs are the whole plan's
+    0.173 GPU-hours"). One function (`plan_share`) builds it now, and both lines end on "These runs are <share>"."""
+    from sweeps.cost import far_from_measured, other_seq_len, plan_share
+
+    assert plan_share(2.0, 8.0, "GPU-hours") == "2 of the plan's 8 GPU-hours"
+    assert plan_share(8.0, 8.0, "GPU-hours") == plan_share(8.0 - 1e-12, 8.0, "GPU-hours") == \
+        "the whole plan's 8 GPU-hours"
+    runs = [{"family": "nanochat", "size": "1M", "recipe": "nvfp4", "hours": 8.0, "seq_len": 256,
+             "measured_at": {"nvfp4": "nanochat 40M"}, "measured_seq_len": {"nvfp4": 1024}}]
+    (far,) = far_from_measured(runs, "gpu", "bench.json", None)
+    (seq,) = other_seq_len(runs, "gpu", "bench.json")
+    whole = "These runs are the whole plan's 8 GPU-hours"
+    assert f"their hours are likely too few. {whole}." in far, far
+    assert f"{whole};" in seq, seq
+    runs.append(dict(runs[0], size="40M", hours=24.0, seq_len=1024, measured_seq_len={"nvfp4": 1024}))
+    assert "These runs are 8 of the plan's 32 GPU-hours." in far_from_measured(runs, "gpu", "bench.json", None)[0]
+    assert "These runs are 8 of the plan's 32 GPU-hours;" in other_seq_len(runs, "gpu", "bench.json")[0]
 
 
 def _bench_flops_per_token(family: str, size: str) -> int:
