@@ -6,7 +6,8 @@ Every section returns rows for one JSON file (`scaling bench ... --out reports/b
  "kernels": [{"name", "recipe", "operand", "gbps", "gbps_back_to_back", "copy_gbps"}],
  "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range", "bf16_ms", "sm_mhz"}],
  "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16", and the shape measured at:
-            "batch_tokens", "accumulate", "compile_mode", "micro_batch", "seq_len", "vocab_size" (TRAIN_SHAPE)}]}
+            "batch_tokens", "accumulate", "compile_mode", "micro_batch", "seq_len", "vocab_size" (TRAIN_SHAPE), and
+            the start-up: "startup_s", "import_s" (STARTUP_FIELDS)}]}
 
 Each row a GPU section measures also carries "measured" (its call's date, the header's) and
 "git_commit" (the code it measured): a file gathers rows from many calls (rows before 2026-12-06 ~09:00
@@ -48,6 +49,9 @@ How each number is taken (docs/kernels.md, "Benchmarks", says more):
   run (4 at 160M; --accumulate), the model
   compiled one block at a time (scaling.compiling);
   MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
+  startup_s: the wall seconds from the start of building the row's run to the end of its two warm-up steps
+  (compilation, CUDA-graph recording), less two steady steps (`StepTimes`); import_s: a fresh process's start,
+  imports of the trainer and CUDA's start-up (`import_seconds`, once a call). `sweep plan` prices both.
 - profile: where a training micro-batch's GPU time goes, per recipe: torch.profiler's kernel times
   over the forward and backward of two micro-batches (no optimizer step; compile mode default),
   summed by kind of kernel (`kernel_kind`: quantize, amax, transpose, gemm, attention, inductor,
@@ -61,8 +65,9 @@ How each number is taken (docs/kernels.md, "Benchmarks", says more):
 - cpu (no GPU): training steps on this machine's CPU as `scaling train` runs a 2M-token run of the
   micro sizes on the built-in corpus: float32, eager, the run's quantizer; {"cpu", "threads",
   "quantizer"} name the machine and which quantizer ran, rows {"recipe", "family", "size", "step_ms",
-  "step_cpu_ms", "tokens_per_s", "cpu_ratio_vs_bf16", "run_s"} and the shape measured at ("batch_tokens",
-  "micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode": `cpu_shape`).
+  "step_cpu_ms", "tokens_per_s", "cpu_ratio_vs_bf16", "run_s"}, the shape measured at ("batch_tokens",
+  "micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode": `cpu_shape`) and the start-up, as train's
+  with its CPU seconds too ("startup_s", "startup_cpu_s", "import_s", "import_cpu_s": STARTUP_FIELDS).
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ from __future__ import annotations
 import datetime
 import platform
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -657,16 +662,34 @@ def training_step(family: str, size: str, recipe: str, device: torch.device, bat
     return train_step
 
 
+class StepTimes(NamedTuple):
+    """What `train_step_seconds` measures of a run: a steady training step's wall seconds and this process's CPU
+    seconds (all its threads), and its start-up (`startup_s`, `startup_cpu_s`): the seconds from the start of
+    building the run (`training_step`: the model, the recipe's conversion, compilation's wrapping, the optimizers) to
+    the end of its warm-up steps (the first compiles the model on a GPU; under CUDA graphs the second records them),
+    less as many steady steps: what a run pays before it trains at its steady pace, in a process that has already
+    imported the trainer (`import_seconds` measures that apart). Never below 0 (a shared machine's noise)."""
+
+    wall_s: float
+    cpu_s: float
+    startup_s: float
+    startup_cpu_s: float
+
+
 def train_step_seconds(family: str, size: str, recipe: str, device: torch.device, batch: int = 32,
                        accumulate: int = 1, seq_len: int = 1024, steps: int = 4, warmup: int = 2,
-                       compile_mode: str | None = "default", vocab_size: int | None = None) -> tuple[float, float]:
-    """Wall seconds and this process's CPU seconds per training step (`training_step`)."""
-    train_step = training_step(family, size, recipe, device, batch, accumulate, seq_len, compile_mode, vocab_size)
+                       compile_mode: str | None = "default", vocab_size: int | None = None) -> StepTimes:
+    """Wall seconds and this process's CPU seconds per training step (`training_step`), and the run's start-up
+    (`StepTimes`)."""
+    import scaling.train  # noqa: F401  (a process's imports are `import_seconds`', not the run's start-up)
 
     def sync() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    sync()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    train_step = training_step(family, size, recipe, device, batch, accumulate, seq_len, compile_mode, vocab_size)
     for i in range(warmup):
         train_step(i)
     sync()
@@ -674,7 +697,30 @@ def train_step_seconds(family: str, size: str, recipe: str, device: torch.device
     for i in range(warmup, warmup + steps):
         train_step(i)
     sync()
-    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+    wall_s, cpu_s = (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+    return StepTimes(wall_s, cpu_s, max(0.0, t0 - start - warmup * wall_s), max(0.0, c0 - cpu_start - warmup * cpu_s))
+
+
+def import_seconds(device: torch.device) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) a fresh Python process takes to start and import the trainer
+    (`scaling.train`, with torch and Lightning), and on a CUDA device to make its first tensor there (CUDA's
+    start-up): what each process that trains runs pays once (a local launch's worker, a SLURM job), before any
+    run's own start-up (`StepTimes`). One process, timed from here: it inherits this one's environment
+    (OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES) and imports this checkout's code."""
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import scaling
+
+    code = "import scaling.train" + ("; import torch; torch.zeros(1, device='cuda')" if device.type == "cuda" else "")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(scaling.__file__).resolve().parents[1])
+    wall_s = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall_s, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 # What `bench profile` sorts GPU kernels into, by name: the first rule that matches (lowercase).
@@ -802,29 +848,50 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
     where it builds, else the reference: `cpu_header` says which). `step_ms` is wall time; `step_cpu_ms`
     the process's CPU time (all threads), which a shared machine's stolen time does not inflate;
     ratios divide CPU times. `run_s`: the steps of such a run at this wall speed (evaluations and
-    checkpoints not counted)."""
+    checkpoints not counted). The run's start-up (`StepTimes`: `startup_s` wall, `startup_cpu_s` CPU seconds) and a
+    trainer process's (`import_seconds`, once a call: `import_s`, `import_cpu_s` on each row), which `sweep plan`
+    prices."""
     from scaling.config import RunConfig
 
+    cpu = torch.device("cpu")
+    import_s, import_cpu_s = import_seconds(cpu)
+    progress(f"  a fresh process imports the trainer in {import_s:.1f} s ({import_cpu_s:.1f} s of CPU time)")
     rows = []
     for family in families:
         for size in sizes:
             base = None
             for recipe in ("bf16",) + tuple(r for r in recipes if r != "bf16"):
                 c = RunConfig(family, size, recipe, tokens).resolved()
-                wall_s, cpu_s = train_step_seconds(family, size, recipe, torch.device("cpu"), batch=c.batch_size,
-                                                   seq_len=c.seq_len, steps=steps, compile_mode=None,
-                                                   vocab_size=c.vocab_size)
+                times = train_step_seconds(family, size, recipe, cpu, batch=c.batch_size, seq_len=c.seq_len,
+                                           steps=steps, compile_mode=None, vocab_size=c.vocab_size)
+                wall_s, cpu_s = times.wall_s, times.cpu_s
                 base = base or cpu_s
                 rows.append({"recipe": recipe_key(recipe), "family": family, "size": size,
                              "batch_tokens": c.batch_size * c.seq_len,
                              "step_ms": round(wall_s * 1e3, 1), "step_cpu_ms": round(cpu_s * 1e3, 1),
                              "tokens_per_s": round(c.batch_size * c.seq_len / wall_s),
                              "cpu_ratio_vs_bf16": round(cpu_s / base, 3), "run_s": round(c.steps * wall_s),
-                             **cpu_shape(c)})
+                             **cpu_shape(c), **startup_fields(times, import_s, import_cpu_s)})
                 progress(f"  {family} {size} {recipe} ({c.batch_size} x {c.seq_len} tokens per step): "
                          f"{wall_s * 1e3:.0f} ms a step ({cpu_s * 1e3:.0f} ms of CPU time, {cpu_s / base:.2f}x bf16's); "
-                         f"{c.steps} steps ~{c.steps * wall_s:.0f} s")
+                         f"{c.steps} steps ~{c.steps * wall_s:.0f} s; start-up {times.startup_s:.2f} s "
+                         f"({times.startup_cpu_s:.2f} s of CPU time)")
     return rows
+
+
+def startup_fields(times: StepTimes, import_s: float, import_cpu_s: float | None = None) -> dict:
+    """A row's start-up fields (STARTUP_FIELDS): the run's (`StepTimes`) and a fresh trainer process's imports
+    (`import_seconds`), wall seconds, and on a CPU row (`import_cpu_s` given) their CPU seconds too."""
+    wall = {"startup_s": round(times.startup_s, 3), "import_s": round(import_s, 2)}
+    if import_cpu_s is None:
+        return wall
+    return {**wall, "startup_cpu_s": round(times.startup_cpu_s, 3), "import_cpu_s": round(import_cpu_s, 2)}
+
+
+# The start-up a row records (since 2026-12-07 ~23:30; older rows have none, and `sweep plan` prices no start-up for
+# the runs priced from them): `startup_s` and `import_s` (wall seconds), on a `cpu` row also their CPU seconds
+# (`startup_cpu_s`, `import_cpu_s`), by which a CPU plan prices them
+STARTUP_FIELDS = ("startup_s", "import_s", "startup_cpu_s", "import_cpu_s")
 
 
 def cpu_shape(c) -> dict:
@@ -907,6 +974,8 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
     from scaling.train import peak_flops
 
     peak = peak_flops(device)
+    import_s, _ = import_seconds(device)
+    progress(f"  a fresh process imports the trainer and starts CUDA in {import_s:.1f} s")
     rows = []
     for family in families:
         for size in sizes:
@@ -918,22 +987,22 @@ def bench_train(device: torch.device, families: tuple[str, ...] = ("nanochat", "
             for recipe in ("bf16",) * (base is None) + tuple(r for r in recipes if r != "bf16"):
                 start = time.perf_counter()
                 try:
-                    wall_s, _ = train_step_seconds(family, size, recipe, device, batch=micro_batch,
-                                                   accumulate=micro_batches, seq_len=seq_len, steps=steps,
-                                                   compile_mode=compile_mode, vocab_size=shape["vocab_size"])
-                    tps = micro_batch * micro_batches * seq_len / wall_s
+                    times = train_step_seconds(family, size, recipe, device, batch=micro_batch,
+                                               accumulate=micro_batches, seq_len=seq_len, steps=steps,
+                                               compile_mode=compile_mode, vocab_size=shape["vocab_size"])
+                    tps = micro_batch * micro_batches * seq_len / times.wall_s
                 except (RuntimeError, torch.OutOfMemoryError) as e:  # record the others; say why not this
                     progress(f"  {family} {size} {recipe}: FAILED: {str(e).splitlines()[0][:300]}")
                     if recipe == "bf16":
                         break
                     continue
                 base = tps if recipe == "bf16" else base
-                row = train_row(recipe, family, size, tps, base, peak, shape)
+                row = {**train_row(recipe, family, size, tps, base, peak, shape), **startup_fields(times, import_s)}
                 rows.append(row)
                 progress(f"  {family} {size} {recipe} ({micro_batches} x {micro_batch} x {seq_len} tokens per step): "
                          f"{tps:,.0f} tokens/s ({tps / base:.2f}x bf16)"
                          + (f", MFU {row['mfu']:.1%}" if row["mfu"] is not None else "")
-                         + f"; {time.perf_counter() - start:.0f} s with compilation")
+                         + f"; start-up {times.startup_s:.1f} s; {time.perf_counter() - start:.0f} s with compilation")
                 if on_row:
                     on_row(rows)
     return rows

@@ -2,7 +2,8 @@
 token, as `scaling train` and `scaling bench train` measure MFU) at BF16's training FLOP/s, each quantized
 recipe slowed by its measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
 (The plan's `flops` column stays 6·N·D, the fits' C.) Each run's evaluations are priced as forward passes at the same
-FLOP/s (`evaluation_flops`); its start-up and checkpoints are not priced.
+FLOP/s (`evaluation_flops`), and its start-up as the benchmark row it is priced from measured it (`StartUp`, `startup_s`:
+a row measured before rows recorded it prices none); its checkpoints are not priced.
 
 BF16's FLOP/s is measured too (`bf16_rate`): the bf16 `train` row nearest the run in size, its tokens/s times
 the FLOPs per token its `mfu` counts (at the row's vocabulary and seq_len: `train_row_shape`), i.e. its MFU of the
@@ -46,6 +47,26 @@ BENCH_TRAIN_VOCAB_SIZE = 32768
 
 
 @dataclass(frozen=True)
+class StartUp:
+    """A run's start-up as the benchmark row it is priced from measured it (`row_startup`), in the seconds a plan's
+    hours count (a GPU's wall seconds; on a CPU the benchmark CPU's, `cpu_speed_row`): the run's own (`run_s`: building
+    its model to the end of its warm-up steps, less as many steady steps: `scaling.bench.StepTimes`) and the start and
+    imports of the process that trains it (`import_s`: `scaling.bench.import_seconds`), which each trainer process
+    pays once (a local launch's worker, for every run it trains; a SLURM job, for its run)."""
+
+    run_s: float
+    import_s: float
+
+
+def row_startup(row: dict) -> StartUp | None:
+    """The start-up a speed row records (`startup_s`, `import_s`: a `train` row's wall seconds, a `cpu_speed_row`'s
+    CPU seconds); None for a row measured before rows recorded it (2026-12-07 ~23:30), whose runs price none."""
+    if _number(row.get("startup_s")) and _number(row.get("import_s")):
+        return StartUp(float(row["startup_s"]), float(row["import_s"]))
+    return None
+
+
+@dataclass(frozen=True)
 class Speed:
     """A recipe's training tokens/s against BF16's (`vs_bf16`; None: not measured) and where it comes
     from (`source`, e.g. "nanochat 160M, h200.json")."""
@@ -55,19 +76,22 @@ class Speed:
     note: str = ""  # for a recipe not measured: which recipe's speed it was priced at, and why
     at: tuple[str, str] | None = None  # the (family, size) of the row it was measured at; None: no row (bf16)
     seq_len: int | None = None  # the seq_len that row was measured at (`train_row_shape`); None: no row
+    startup: StartUp | None = None  # the start-up that row measured (`row_startup`); None: no row, or none recorded
 
 
 @dataclass(frozen=True)
 class Bf16Rate:
-    """BF16's training FLOP/s on a GPU (as MFU counts them: `mfu_flops`) that a run is priced at, the MFU that is
-    (None: a row `scaling bench` wrote on a GPU whose peak it did not know), and where it comes from (`source`:
-    "llama2 160M, h200.json", or "assumed"; `at`: the row's (family, size), None where assumed)."""
+    """BF16's training FLOP/s that a run is priced at: on a GPU as MFU counts them (`mfu_flops`), the MFU that is
+    (None: a row `scaling bench` wrote on a GPU whose peak it did not know); on a CPU by 6·N (`cpu_flops_per_s`; mfu
+    None). Where it comes from (`source`: "llama2 160M, h200.json", or "assumed"; `at`: the row's (family, size),
+    None where assumed)."""
 
     flops_per_s: float
     mfu: float | None
     source: str
     at: tuple[str, str] | None = None
     seq_len: int | None = None  # the row's seq_len (`train_row_shape`); None where assumed
+    startup: StartUp | None = None  # the start-up the bf16 row measured (`row_startup`), --mfu or not; None: none
 
 
 def read_bench(path: str | Path, option: str) -> dict:
@@ -128,9 +152,11 @@ ROW_FIELDS = {
               "ratio_vs_bf16": ("a number", _number, False), "tokens_per_s": ("a number", _number, False),
               "mfu": ("a number or null", lambda v: v is None or _number(v), False),
               "seq_len": ("a positive integer", _count, False),
-              "vocab_size": ("a positive integer", _count, False)},
+              "vocab_size": ("a positive integer", _count, False),
+              **{k: ("a number", _number, False) for k in ("startup_s", "import_s")}},
     "cpu": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
-            "cpu_ratio_vs_bf16": ("a number", _number, False)},
+            "cpu_ratio_vs_bf16": ("a number", _number, False),
+            **{k: ("a number", _number, False) for k in ("startup_cpu_s", "import_cpu_s")}},
 }
 # The header's fields the targets and `scaling bench` read, null (or absent) where nothing measured
 # them: (what it must be, its test)
@@ -205,7 +231,7 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
     if row is None:
         return Speed(None, "not measured: counted at BF16's speed")
     return Speed(float(row["ratio_vs_bf16"]), row_source(row, source), at=(row["family"], row["size"]),
-                 seq_len=train_row_shape(row)[0])
+                 seq_len=train_row_shape(row)[0], startup=row_startup(row))
 
 
 def row_source(row: dict, source: str) -> str:
@@ -221,11 +247,11 @@ def bf16_rate(family: str, size: str, rows: list[dict], source: str, mfu: float 
     recipe's speed is picked) with a tokens/s: its tokens/s times the FLOPs per token its mfu counts (at the
     row's vocabulary and seq_len, `bench_flops_per_token`), the FLOP/s of the benchmark's GPU whatever peak its mfu was
     divided by; given `peak_tflops`, its mfu of that peak instead (another GPU, at the MFU measured). Where no
-    row measured bf16, the assumed DEFAULT_MFU of the peak."""
+    row measured bf16, the assumed DEFAULT_MFU of the peak. The start-up is that row's (`row_startup`), --mfu or not."""
     peak = (peak_tflops or DEFAULT_PEAK_TFLOPS) * 1e12
-    if mfu is not None:
-        return Bf16Rate(mfu * peak, mfu, "assumed (--mfu)")
     row = nearest_row("bf16", family, size, bf16_rows(rows))
+    if mfu is not None:
+        return Bf16Rate(mfu * peak, mfu, "assumed (--mfu)", startup=row_startup(row) if row else None)
     if row is None:
         return Bf16Rate(DEFAULT_MFU * peak, DEFAULT_MFU, "assumed")
     measured = float(row["mfu"]) if _number(row.get("mfu")) else None
@@ -238,7 +264,7 @@ def bf16_rate(family: str, size: str, rows: list[dict], source: str, mfu: float 
     else:
         flops_per_s = measured * peak
     return Bf16Rate(flops_per_s, measured, row_source(row, source), at=(row["family"], row["size"]),
-                    seq_len=train_row_shape(row)[0])
+                    seq_len=train_row_shape(row)[0], startup=row_startup(row))
 
 
 def bf16_rows(rows: list[dict]) -> list[dict]:
@@ -285,15 +311,29 @@ def cpu_speeds(path: str | Path) -> tuple[list[dict], str, str]:
         bench = read_bench(path, "--bench")
     except UserError as error:
         raise UserError(f"{error}, or --device gpu to price the sweep on a GPU") from None
-    rows = [dict(r, ratio_vs_bf16=1 / float(r["cpu_ratio_vs_bf16"]), seq_len=cpu_row_seq_len(r)) for r in bench.get("cpu", [])
+    machine = bench.get("cpu_machine") if isinstance(bench.get("cpu_machine"), dict) else {}
+    threads = machine["threads"] if _count(machine.get("threads")) else 1
+    rows = [cpu_speed_row(r, threads) for r in bench.get("cpu", [])
             if {"recipe", "family", "size", "tokens_per_s", "cpu_ratio_vs_bf16"} <= set(r)
             and float(r["cpu_ratio_vs_bf16"]) > 0]
     if not any(r["recipe"] == "bf16" for r in rows):
         raise UserError(f"--bench: {path} has no bf16 `cpu` row to price a CPU sweep by; give a file "
                         "`scaling bench cpu --out FILE` wrote (reports/bench/cpu.json), or --device gpu")
-    machine = bench.get("cpu_machine") if isinstance(bench.get("cpu_machine"), dict) else {}
     where = ", ".join(str(x) for x in (machine.get("cpu"), machine.get("threads") and f"{machine['threads']} threads") if x)
     return rows, Path(path).name, where or "the benchmark's CPU"
+
+
+def cpu_speed_row(row: dict, threads: int) -> dict:
+    """A `cpu` row as a speed row: `ratio_vs_bf16` BF16's CPU time a step over the recipe's, its `seq_len`
+    (`cpu_row_seq_len`), and its start-up (`startup_s`, `import_s`, read by `row_startup`) in the benchmark CPU's
+    seconds: its CPU seconds (`startup_cpu_s`, `import_cpu_s`) over the CPU's `threads`, as the plan's CPU-hours are
+    the whole CPU's: a run's start-up is mostly one thread's work, beside other runs' (a local launch's cpu_jobs
+    workers), so its wall seconds at all the threads would count it `threads` times. None for a row without them."""
+    out = {k: v for k, v in row.items() if k not in ("startup_s", "import_s")}
+    out.update(ratio_vs_bf16=1 / float(row["cpu_ratio_vs_bf16"]), seq_len=cpu_row_seq_len(row))
+    if _number(row.get("startup_cpu_s")) and _number(row.get("import_cpu_s")):
+        out.update(startup_s=row["startup_cpu_s"] / threads, import_s=row["import_cpu_s"] / threads)
+    return out
 
 
 def cpu_row_seq_len(row: dict) -> int:
@@ -304,14 +344,16 @@ def cpu_row_seq_len(row: dict) -> int:
     return row.get("seq_len") or model_size(row["family"], row["size"]).seq_len
 
 
-def cpu_flops_per_s(family: str, size: str, rows: list[dict]) -> tuple[float, tuple[str, str], int]:
+def cpu_flops_per_s(family: str, size: str, rows: list[dict], source: str = "") -> Bf16Rate:
     """BF16 training FLOP/s (6·N·D) on the benchmark's CPU: the nearest bf16 row's tokens/s times its
-    6·N, that row's (family, size) and the seq_len it was measured at (`cpu_speeds`' rows carry it)."""
+    6·N, with that row's (family, size), the seq_len it was measured at (`cpu_speeds`' rows carry it) and its
+    start-up (`row_startup`)."""
     from models.ladder import model_size
 
     row = nearest_row("bf16", family, size, rows)
-    return float(row["tokens_per_s"]) * model_size(row["family"], row["size"]).flops_per_token(), \
-        (row["family"], row["size"]), row["seq_len"]
+    return Bf16Rate(float(row["tokens_per_s"]) * model_size(row["family"], row["size"]).flops_per_token(), None,
+                    row_source(row, source), at=(row["family"], row["size"]), seq_len=row["seq_len"],
+                    startup=row_startup(row))
 
 
 # A run priced from a row more than this factor away in parameters is named (`far_from_measured`): the ladder's
@@ -450,6 +492,15 @@ def other_seq_len(rows: list[dict], device: str, source: str) -> list[str]:
             "measures another seq_len, so no correction is made"]
 
 
+def startup_seconds(startup: StartUp | None, processes: int, runs: int) -> float | None:
+    """The seconds a run's start-up is priced at (in its plan's hours' seconds: `StartUp`): its own, and its share of
+    the imports of the `processes` that train the plan's `runs` (each imports the trainer once: a local launch's
+    workers, or a SLURM job a run); None where its row records no start-up."""
+    if startup is None:
+        return None
+    return startup.run_s + startup.import_s * processes / runs
+
+
 def cpu_hours(flops: float, flops_per_s: float, speed: Speed) -> float:
     """Hours of the benchmark's CPU (all its threads) for `flops` at BF16's FLOP/s there, slowed by the recipe's speed."""
     return flops / (flops_per_s * (speed.vs_bf16 or 1.0)) / 3600
@@ -563,4 +614,5 @@ def priced_speed(recipe: str, family: str, size: str, rows: list[dict], source: 
     why = (f"the slowest measured recipe whose quantizer work it does all of ({', '.join(floor)})" if floor else
            "the slowest measured quantized recipe, since it does all the quantizer work of none")
     return Speed(speed.vs_bf16, f"as {name}: {speed.source}",
-                 f"not measured in {source}; priced as {name}, {why}", at=speed.at, seq_len=speed.seq_len)
+                 f"not measured in {source}; priced as {name}, {why}", at=speed.at, seq_len=speed.seq_len,
+                 startup=speed.startup)

@@ -694,10 +694,15 @@ def thread_budget() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else usable_cpus()
 
 
+def local_gpus(spec: SweepSpec) -> list[str]:
+    """The GPUs a local launch of the spec trains on: executor.local.gpus, or ("all") this machine's (`visible_gpus`)."""
+    return visible_gpus() if spec.local.gpus == "all" else [str(g) for g in spec.local.gpus]
+
+
 def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
     """One environment per concurrent worker: a GPU each (jobs_per_gpu per GPU), or a share of the cores."""
     s = spec.local
-    gpus = visible_gpus() if s.gpus == "all" else [str(g) for g in s.gpus]
+    gpus = local_gpus(spec)
     if gpus:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
     threads = str(max(1, thread_budget() // s.cpu_jobs))

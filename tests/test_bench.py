@@ -119,6 +119,10 @@ def test_cpu_section_times_the_trainers_cpu_step(tmp_path):
     assert {k: new[k] for k in ("micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode")} == \
         {"micro_batch": 16, "accumulate": 1, "seq_len": 256, "vocab_size": 4096, "compile_mode": None}
     assert abs(new["cpu_ratio_vs_bf16"] - new["step_cpu_ms"] / rows["nanochat", "bf16"]["step_cpu_ms"]) < 0.01
+    # its start-up, which `sweep plan` prices: the run's (wall and CPU seconds) and a fresh process's imports, measured
+    # once a call (the older row, measured before rows recorded it, keeps none)
+    assert new["startup_s"] >= 0 and new["startup_cpu_s"] >= 0 and new["import_s"] > 0 and new["import_cpu_s"] > 0
+    assert new["import_s"] == rows["nanochat", "bf16"]["import_s"] and "startup_s" not in rows["llama2", "bf16"]
 
 
 def test_quantizer_section_times_both_quantizers_and_checks_their_bits(tmp_path, monkeypatch):
@@ -183,6 +187,7 @@ def test_train_section_runs_end_to_end_on_a_cpu():
     rows = bench_train(torch.device("cpu"), families=("nanochat",), sizes=("0.5M",), recipes=("bf16", "nvfp4"),
                        steps=1, batch=1, accumulate=1, compile_mode=None, progress=lambda line: None)
     assert [r["recipe"] for r in rows] == ["bf16", "nvfp4"] and rows[0]["mfu"] is None
+    assert all(r["startup_s"] >= 0 and r["import_s"] > 0 and "startup_cpu_s" not in r for r in rows), rows
     assert all({k: r[k] for k in ("batch_tokens", "micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode")}
                == {"batch_tokens": 1024, "micro_batch": 1, "accumulate": 1, "seq_len": 1024, "vocab_size": 32768,
                    "compile_mode": None} for r in rows), rows
@@ -191,6 +196,25 @@ def test_train_section_runs_end_to_end_on_a_cpu():
     a, b = rows[0]["tokens_per_s"], rows[1]["tokens_per_s"]
     ratio = rows[1]["ratio_vs_bf16"]
     assert abs(ratio - b / a) <= 0.0005 + ratio * (0.5 / a + 0.5 / b) + 1e-9
+
+
+def test_a_runs_start_up_is_the_time_to_its_steady_pace():
+    """`startup_s` is the wall time from the start of building a run to the end of its warm-up steps, less as many
+    steady steps: with the timed steps, the whole call's time less the steps at their steady pace."""
+    import time
+
+    import torch
+
+    from scaling.bench import train_step_seconds
+
+    import scaling.train  # noqa: F401  (imported before, as train_step_seconds does: not the run's start-up)
+
+    start = time.perf_counter()
+    times = train_step_seconds("nanochat", "0.5M", "nvfp4", torch.device("cpu"), batch=2, seq_len=64, steps=2,
+                               warmup=2, compile_mode=None, vocab_size=4096)
+    elapsed = time.perf_counter() - start
+    assert times.wall_s > 0 and times.cpu_s > 0 and times.startup_cpu_s >= 0
+    assert times.startup_s == pytest.approx(max(0.0, elapsed - 4 * times.wall_s), abs=0.02), (times, elapsed)
 
 
 def test_train_rows_record_the_shape_they_were_measured_at():
@@ -890,7 +914,7 @@ def test_the_benchmarks_doc_names_every_section():
     assert "`scaling bench targets [--out FILE]`" in benchmarks
     # what the numbers of their rows are (bench_cpu's and bench_cpu_quantizer's measured fields)
     for field in ("step_ms", "step_cpu_ms", "cpu_ratio_vs_bf16", "run_s", "reference_ms", "fused_ms", "speedup",
-                  "bits_equal"):
+                  "bits_equal", "startup_s", "startup_cpu_s", "import_s", "import_cpu_s"):
         assert f"`{field}`" in benchmarks, field
 
 

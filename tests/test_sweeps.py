@@ -912,6 +912,115 @@ def test_plan_refuses_a_train_rows_shape_of_another_kind(tmp_path, capsys, field
     assert f"train row 1: its {field} must be a positive integer, and it has {value}" in err and "Traceback" not in err
 
 
+def test_plan_prices_each_runs_start_up_as_its_benchmark_row_measured_it(tmp_path, capsys, monkeypatch):
+    """The plan priced training steps and evaluations only, and said start-up came on top: `scaling demo` planned ~67 s
+    of CPU and took ~2x that. `bench train` and `bench cpu` rows record a run's start-up now (`startup_s`: building the
+    model to the end of its warm-up steps, less as many steady steps; `import_s`: a fresh process's imports), and each
+    run's hours add its row's start-up and its share of the imports of the processes that train the plan (a SLURM job
+    a run; a local launch's workers, once each); on a CPU its CPU seconds over the benchmark's threads."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]'))  # 4 runs
+    rows = [_bf16_row("nanochat", "0.5M", 1_000_000, startup_s=30.0, import_s=12.0),
+            {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.8,
+             "compile_mode": "reduce-overhead", "startup_s": 90.0, "import_s": 12.0}]
+    bench = str(_bench_file(tmp_path, rows))
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", bench, "--device", "gpu", "--executor", "slurm"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["processes"], plan["startup_unpriced"]) == (4, 0)  # (a SLURM job a run, each importing the trainer)
+    for run in plan["run_list"]:
+        assert run["startup_s"] == {"bf16": 30.0 + 12.0, "nvfp4": 90.0 + 12.0}[run["recipe"]]
+        assert run["startup_hours"] == run["startup_gpu_hours"] == pytest.approx(run["startup_s"] / 3600)
+        assert run["gpu_hours"] == pytest.approx(run["train_hours"] + run["eval_hours"] + run["startup_hours"])
+    assert plan["startup_hours"] == pytest.approx(2 * (42 + 102) / 3600)
+    assert plan["gpu_hours"] == pytest.approx(plan["train_hours"] + plan["eval_hours"] + plan["startup_hours"])
+    assert main(["sweep", "plan", str(spec), "--bench", bench, "--device", "gpu", "--executor", "slurm"]) == 0
+    out = capsys.readouterr().out
+    assert (f"and start-up {plan['startup_hours']:.3g} (each run's as the row in bench.json it is priced from measured "
+            "it: building its model to the end of its warm-up steps, compilation included, and the trainer's import once "
+            "a process, a SLURM job a run); not counted, on top: checkpoints") in out, out
+    assert "startup_gpu_hours" in out  # (a column of the table)
+    # --mfu assumes BF16's speed, not its start-up: the bf16 row's still
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", bench, "--device", "gpu", "--executor", "slurm",
+                 "--mfu", "0.3"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_list"][0]["startup_s"] == 42.0
+    # a local launch on one GPU, 2 runs at once: 2 workers import once each, a quarter of those 2 imports a run
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    local = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]')
+                       .replace("cpu_jobs = 2", "cpu_jobs = 2\njobs_per_gpu = 2"), name="local.toml")
+    assert main(["sweep", "plan", str(local), "--json", "--bench", bench, "--device", "gpu", "--executor", "local"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["processes"] == 2
+    assert {r["recipe"]: r["startup_s"] for r in plan["run_list"]} == {"bf16": 30.0 + 12.0 * 2 / 4, "nvfp4": 90.0 + 6.0}
+    # on CPU: a cpu row's CPU seconds over the benchmark's threads (its wall seconds at both threads would count a
+    # one-thread start-up twice), cpu_jobs workers
+    cpu = tmp_path / "cpu.json"
+    startup = {"startup_s": 2.5, "import_s": 7.0}  # (wall: not what a CPU plan prices)
+    cpu.write_text(json.dumps({"cpu_machine": {"cpu": "test CPU", "threads": 2}, "cpu": [
+        {"recipe": "bf16", "family": "nanochat", "size": "0.5M", "tokens_per_s": 8000, "cpu_ratio_vs_bf16": 1.0,
+         **startup, "startup_cpu_s": 3.0, "import_cpu_s": 8.0},
+        {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "tokens_per_s": 6400, "cpu_ratio_vs_bf16": 1.25,
+         **startup, "startup_cpu_s": 5.0, "import_cpu_s": 8.0}]}))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(cpu), "--device", "cpu", "--executor", "local"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["processes"] == 2  # (cpu_jobs)
+    assert {r["recipe"]: r["startup_s"] for r in plan["run_list"]} == {"bf16": 3.0 / 2 + 8.0 / 2 * 2 / 4,
+                                                                       "nvfp4": 5.0 / 2 + 8.0 / 2 * 2 / 4}
+    assert all(r["cpu_hours"] == pytest.approx(r["train_hours"] + r["eval_hours"] + r["startup_s"] / 3600)
+               for r in plan["run_list"])
+
+
+def test_plan_says_once_that_start_up_is_not_priced_for_rows_that_do_not_record_it(tmp_path, capsys):
+    """Rows measured before rows recorded a start-up (every row of the committed files then) price none, and the plan
+    says so once, naming the file and the command that measures it; a plan whose rows record it for some runs only
+    prices theirs and says how many are left out. Older files stay readable."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]'))
+    old = [_bf16_row("nanochat", "0.5M", 1_000_000),
+           {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.8, "compile_mode": "reduce-overhead"}]
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(_bench_file(tmp_path, old)), "--device", "gpu"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["startup_hours"] == 0 and plan["startup_unpriced"] == 4
+    assert all(r["startup_s"] is None and r["startup_hours"] is None for r in plan["run_list"])
+    assert plan["gpu_hours"] == pytest.approx(plan["train_hours"] + plan["eval_hours"])
+    assert main(["sweep", "plan", str(spec), "--bench", str(_bench_file(tmp_path, old)), "--device", "gpu"]) == 0
+    out = capsys.readouterr().out
+    said = ("not counted, on top: each run's start-up (building its model to the end of its warm-up steps, compilation "
+            "included, and the trainer's import once a process: their rows in bench.json record none, measured before "
+            "rows did (2026-12-07 ~23:30); `scaling bench train --out FILE` measures it) and checkpoints")
+    assert said in out and out.count("start-up") == 1, out
+    # bf16's row records it, nvfp4's does not: the two bf16 runs' start-up priced, the other two said
+    mixed = [dict(old[0], startup_s=30.0, import_s=12.0), old[1]]
+    assert main(["sweep", "plan", str(spec), "--bench", str(_bench_file(tmp_path, mixed)), "--device", "gpu",
+                 "--executor", "slurm"]) == 0
+    out = capsys.readouterr().out
+    assert (f"and start-up {2 * 42 / 3600:.3g} for 2 of the 4 runs (each run's as the row in bench.json") in out, out
+    assert ("not counted, on top: the start-up of the other 2 runs (their rows in bench.json record none, measured "
+            "before rows did (2026-12-07 ~23:30); `scaling bench train --out FILE` measures it) and checkpoints") in out
+    # no benchmark file
+    assert main(["sweep", "plan", str(spec), "--bench", "none", "--device", "gpu"]) == 0
+    assert "each run's start-up (building its model to the end of its warm-up steps, compilation included, and the " \
+           "trainer's import once a process: no benchmark file measures it: --bench none) and checkpoints" in \
+           capsys.readouterr().out
+    # the committed files, whose rows predate it, are read as before
+    for device in ("gpu", "cpu"):
+        assert main(["sweep", "plan", str(spec), "--json", "--device", device]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        assert plan["startup_unpriced"] == 4 and plan["hours"] == pytest.approx(plan["train_hours"] + plan["eval_hours"])
+
+
+@pytest.mark.parametrize("section, field", [("train", "startup_s"), ("train", "import_s"), ("cpu", "startup_cpu_s"),
+                                            ("cpu", "import_cpu_s")])
+def test_plan_refuses_a_start_up_of_another_kind(tmp_path, capsys, section, field):
+    """A hand-edited start-up that is not a number is refused by name, not met by a TypeError's traceback."""
+    path = tmp_path / "edited.json"
+    ratio = "ratio_vs_bf16" if section == "train" else "cpu_ratio_vs_bf16"
+    path.write_text(json.dumps({section: [{"recipe": "bf16", "family": "nanochat", "size": "1M", ratio: 1.0,
+                                           "tokens_per_s": 1000, field: "12 s"}]}))
+    spec = write_spec(tmp_path, TINY.replace("seed = [0, 1]", "seed = 0"))
+    assert main(["sweep", "plan", str(spec), "--bench", str(path), "--device", "gpu" if section == "train" else "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"{section} row 1: its {field} must be a number, and it has \"12 s\"" in err and "Traceback" not in err
+
+
 def test_plan_mfu_overrides_the_measured_bf16_speed_and_a_peak_carries_the_measured_mfu(tmp_path, capsys):
     """--mfu prices BF16 at that MFU of --peak-tflops (989 by default) whatever the file measured, and the plan
     says it is assumed; --peak-tflops alone prices it at the measured MFU of that peak (another GPU)."""

@@ -94,14 +94,16 @@ def _toml_str(text: str) -> str:
 
 
 def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
-              speeds: PlanSpeeds | None = None, device: str = "gpu") -> list[dict]:
+              speeds: PlanSpeeds | None = None, device: str = "gpu", executor: str | None = None) -> list[dict]:
     """One row per run: its grid values (`tokens`: the tokens it trains, its budget `tokens_asked` rounded
     down to whole batches of `step_tokens`, as its result records D; its `seq_len`), 6·N·D FLOPs (`flops`, the fits'
     C), its FLOPs as MFU counts them (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling
     bench train` count them), its evaluations' forward passes (`eval_tokens` read in all, `eval_flops` and
     `eval_flops_exact`: `sweeps.cost.evaluation_flops`), and the hours it takes: its training steps' (`train_hours`),
-    its evaluations' at the same FLOP/s (`eval_hours`), and the two (`hours`, and under `gpu_hours` or `cpu_hours` by
-    `device`); start-up (imports, data, compilation) is not counted. On "gpu": its FLOPs as MFU counts them at BF16's
+    its evaluations' at the same FLOP/s (`eval_hours`), its start-up (`startup_hours`, of `startup_s` seconds:
+    `sweeps.cost.startup_seconds`, its row's start-up and its share of the imports of the `plan_processes` a launch
+    with `executor` (None: the spec's default) starts; None where its row records none), and the three (`hours`, and
+    under `gpu_hours` or `cpu_hours` by `device`). On "gpu": its FLOPs as MFU counts them at BF16's
     FLOP/s (`sweeps.cost.bf16_rate`: the benchmark's nearest bf16 row's, or `mfu` of `peak_tflops` where given or where
     no row measured bf16; `bf16_mfu`, `bf16_from`), its recipe slowed by the speed the benchmark's `train` rows
     measured (`speeds`, from `plan_speeds`; None: every recipe at BF16's speed, BF16 at the assumed MFU). On "cpu":
@@ -112,7 +114,7 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     was measured at, for `sweeps.cost.other_seq_len`."""
     from models import model_size
     from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, evaluation_flops,
-                             gpu_hours, mfu_flops, priced_speed)
+                             gpu_hours, mfu_flops, priced_speed, startup_seconds)
     from sweeps.store import recipe_label
 
     if device == "cpu" and speeds is None:
@@ -120,7 +122,9 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     vocab_size = corpus_vocab_size(spec)  # (the corpus's meta.json read once, not once a run)
     rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
     bf16 = {}  # (family, size) -> BF16's FLOP/s there
-    for c, resolved, run_id in spec.resolved_runs():  # (each config resolved once, as checking the grid did)
+    runs = spec.resolved_runs()
+    processes = plan_processes(spec, executor or spec.default_executor, device, len(runs))
+    for c, resolved, run_id in runs:  # (each config resolved once, as checking the grid did)
         tokens = resolved.whole_batch_tokens()  # (what the run trains and its result records as D)
         flops = float(model_size(c.family, c.size).flops_per_token() * tokens)
         flops_exact = mfu_flops(resolved, vocab_size)
@@ -133,10 +137,10 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
         seq_at = {recipe: speed.seq_len} if speed.at else {}  # (and the seq_len each measured at)
         rate_of = {}
         if device == "cpu":
-            rate, rate_at, rate_seq_len = cpu_flops_per_s(c.family, c.size, speeds.rows)
-            train_hours, eval_hours = (cpu_hours(f, rate, speed) for f in (flops, eval_flops))
-            at = {"bf16": " ".join(rate_at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
-            seq_at = {"bf16": rate_seq_len, **seq_at}
+            rate = cpu_flops_per_s(c.family, c.size, speeds.rows, speeds.source)
+            train_hours, eval_hours = (cpu_hours(f, rate.flops_per_s, speed) for f in (flops, eval_flops))
+            at = {"bf16": " ".join(rate.at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
+            seq_at = {"bf16": rate.seq_len, **seq_at}
         else:
             if (c.family, c.size) not in bf16:
                 bf16[c.family, c.size] = bf16_rate(c.family, c.size, speeds.rows if speeds else [],
@@ -146,16 +150,37 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
             if rate.at:
                 at, seq_at = {"bf16": " ".join(rate.at), **at}, {"bf16": rate.seq_len, **seq_at}
             rate_of = dict(bf16_mfu=rate.mfu, bf16_from=rate.source)
-        hours = train_hours + eval_hours
+        # its start-up as its recipe's row measured it; a run at BF16's speed (bf16, a recipe with no row), as BF16's
+        startup_s = startup_seconds(speed.startup if speed.at else rate.startup, processes, len(runs))
+        startup_hours = None if startup_s is None else startup_s / 3600
+        hours = train_hours + eval_hours + (startup_hours or 0.0)
         rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=tokens,
                          tokens_asked=int(c.tokens), step_tokens=resolved.batch_size * resolved.seq_len,
                          seq_len=resolved.seq_len, seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact,
                          eval_tokens=resolved.evaluated_tokens(), eval_flops=eval_flops,
                          eval_flops_exact=eval_flops_exact, vs_bf16=speed.vs_bf16, speed_from=speed.source,
                          speed_note=speed.note, **rate_of, measured_at=at, measured_seq_len=seq_at,
-                         train_hours=train_hours, eval_hours=eval_hours, hours=hours,
-                         **{f"eval_{device}_hours": eval_hours, f"{device}_hours": hours}))  # fmt: skip
+                         train_hours=train_hours, eval_hours=eval_hours, startup_s=startup_s,
+                         startup_hours=startup_hours, hours=hours,
+                         **{f"eval_{device}_hours": eval_hours, f"startup_{device}_hours": startup_hours,
+                            f"{device}_hours": hours}))  # fmt: skip
     return rows
+
+
+def plan_processes(spec, executor: str, device: str, runs: int) -> int:
+    """How many processes a launch with `executor` starts to train the spec's `runs` (each imports the trainer once, a
+    start-up the plan prices): on SLURM a job a run; a local launch's workers, one a slot (`sweeps.launch.local_slots`:
+    executor.local.jobs_per_gpu a GPU, at least one GPU for a plan priced on a GPU; cpu_jobs on a CPU), no more than
+    the runs. (A worker that dies is replaced, and a requeued SLURM job starts again: not counted.)"""
+    if executor == "slurm":
+        return runs
+    if device == "gpu":
+        from sweeps.launch import local_gpus
+
+        slots = max(1, len(local_gpus(spec))) * spec.local.jobs_per_gpu
+    else:
+        slots = spec.local.cpu_jobs
+    return max(1, min(runs, slots))
 
 
 class PlanSpeeds(NamedTuple):
@@ -234,14 +259,18 @@ def _plan(args: argparse.Namespace) -> int:
     device, device_why = plan_device(spec, args.device, args.executor)
     bench = _bench_file(args.bench, device)
     speeds = plan_speeds(bench, device)
-    rows = plan_rows(spec, args.mfu, args.peak_tflops, speeds, device)
+    executor = args.executor or spec.default_executor
+    rows = plan_rows(spec, args.mfu, args.peak_tflops, speeds, device, executor)
     total = sum(r["flops"] for r in rows)
     hours = sum(r["hours"] for r in rows)
-    executor = args.executor or spec.default_executor
     summary = dict(name=spec.name, runs=len(rows), total_flops=total, executor=executor,
                    device=device, device_why=device_why,
                    hours=hours, **{f"{device}_hours": hours}, train_hours=sum(r["train_hours"] for r in rows),
-                   eval_hours=sum(r["eval_hours"] for r in rows), bench=bench, flops_rule="6*N*D (N non-embedding)",
+                   eval_hours=sum(r["eval_hours"] for r in rows),
+                   startup_hours=sum(r["startup_hours"] or 0.0 for r in rows),
+                   startup_unpriced=sum(r["startup_hours"] is None for r in rows),
+                   processes=plan_processes(spec, executor, device, len(rows)),
+                   bench=bench, flops_rule="6*N*D (N non-embedding)",
                    total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE,
                    eval_tokens=sum(r["eval_tokens"] for r in rows),
                    total_eval_flops_exact=sum(r["eval_flops_exact"] for r in rows),
@@ -263,7 +292,7 @@ def _plan(args: argparse.Namespace) -> int:
         return 0
     if args.runs or len(rows) <= PLAN_TABLE_RUNS:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
-                           f"eval_{unit}", unit], title=f"sweep {spec.name}")
+                           f"eval_{unit}", f"startup_{unit}", unit], title=f"sweep {spec.name}")
     else:  # thousands of rows take a terminal minutes to draw and nobody reads them
         print_table(_by_model(rows, unit), title=f"sweep {spec.name}: {len(rows)} runs by family, size and recipe "
                                                  "(--runs: one row per run; --json: every run's fields)")
@@ -291,7 +320,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
               f"({summary['cpu']}) at the BF16 FLOP/s its cpu rows measured, each recipe at its CPU speed measured in "
               f"{bench}")
-    print(hours_split(summary, unit))
+    print(hours_split(summary, unit, speeds.source if speeds else None))
     if summary["jobs_per_gpu"] and summary["jobs_per_gpu"] > 1:
         print(shared_gpu_note(summary["jobs_per_gpu"]))
     for warning in warnings:
@@ -299,15 +328,34 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def hours_split(summary: dict, unit: str) -> str:
-    """The plan's line saying how many of its hours are training steps and how many evaluations (forward passes,
-    `sweeps.cost.evaluation_flops`), and that each run's start-up is not counted."""
+def hours_split(summary: dict, unit: str, source: str | None) -> str:
+    """The plan's line saying how many of its hours are training steps, how many evaluations (forward passes,
+    `sweeps.cost.evaluation_flops`) and how many start-up (`sweeps.cost.startup_seconds`), and what is not counted:
+    checkpoints, and the start-up of the runs whose rows in the benchmark file (`source`; None: --bench none) record
+    none, said once."""
+    from scaling.console import count
+
     name = unit.replace("_hours", "").upper() + "-hours"
-    return (f"of which training steps {summary['train_hours']:.3g} {name} and evaluations {summary['eval_hours']:.3g} "
-            f"(forward passes over {summary['eval_tokens']:.3g} validation tokens in all, eval_tokens every "
-            "eval_interval steps and after the last: a third of a training step's FLOPs a token, at its FLOP/s); "
-            "not counted, on top: each run's start-up (imports, data loading, building the model, torch.compile on a "
-            "GPU) and checkpoints")
+    runs, unpriced = summary["runs"], summary["startup_unpriced"]
+    steps = f"of which training steps {summary['train_hours']:.3g} {name}"
+    evaluations = (f"evaluations {summary['eval_hours']:.3g} (forward passes over {summary['eval_tokens']:.3g} "
+                   "validation tokens in all, eval_tokens every eval_interval steps and after the last: a third of a "
+                   "training step's FLOPs a token, at its FLOP/s)")
+    # what a run's start-up is, as `scaling bench` measures it (scaling.bench.StepTimes, import_seconds)
+    what = ("building its model to the end of its warm-up steps" + (", compilation included" if summary["device"] == "gpu"
+                                                                     else "") + ", and the trainer's import once a process")
+    why = ("no benchmark file measures it: --bench none" if source is None else
+           f"their rows in {source} record none, measured before rows did (2026-12-07 ~23:30); "
+           + ("`scaling bench train --out FILE`" if summary["device"] == "gpu" else "`scaling bench cpu --out FILE`")
+           + " measures it")
+    if unpriced == runs:
+        return f"{steps} and {evaluations}; not counted, on top: each run's start-up ({what}: {why}) and checkpoints"
+    how = ("a SLURM job a run" if summary["executor"] == "slurm" else
+           f"{count(summary['processes'], 'process')}, a local launch's workers")
+    of = "" if not unpriced else f" for {runs - unpriced} of the {count(runs, 'run')}"
+    unsaid = "" if not unpriced else f"the start-up of the other {count(unpriced, 'run')} ({why}) and "
+    return (f"{steps}, {evaluations} and start-up {summary['startup_hours']:.3g}{of} (each run's as the row in {source} it is priced "
+            f"from measured it: {what}, {how}); not counted, on top: {unsaid}checkpoints")
 
 
 def shared_gpu_note(jobs_per_gpu: int) -> str:
@@ -392,21 +440,27 @@ def unfittable(rows: list[dict]) -> dict[str, str]:
 
 def _by_model(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
     """The runs grouped by family, size and recipe: how many, their token budgets, FLOPs and hours (and of those,
-    their evaluations')."""
+    their evaluations' and start-up's: `_startup_sum`)."""
     out: dict[tuple, dict] = {}
     for r in rows:
         key = (r["family"], r["size"], r["recipe"])
         entry = out.setdefault(key, dict(family=key[0], size=key[1], recipe=key[2], runs=0, tokens=set(), flops=0.0,
-                                         **{f"eval_{unit}": 0.0, unit: 0.0}))  # fmt: skip
+                                         **{f"eval_{unit}": 0.0, f"startup_{unit}": None, unit: 0.0}))  # fmt: skip
         entry["runs"] += 1
         entry["tokens"].add(r["tokens"])
         entry["flops"] += r["flops"]
         entry[f"eval_{unit}"] += r["eval_hours"]
+        entry[f"startup_{unit}"] = _startup_sum(entry[f"startup_{unit}"], r["startup_hours"])
         entry[unit] += r["hours"]
     for entry in out.values():
         low, high = min(entry["tokens"]), max(entry["tokens"])
         entry["tokens"] = f"{low:,}" if low == high else f"{low:,}–{high:,} ({len(entry['tokens'])} budgets)"
     return list(out.values())
+
+
+def _startup_sum(total: float | None, hours: float | None) -> float | None:
+    """Start-up hours summed over runs, None (an empty cell) while none of them is priced."""
+    return total if hours is None else (total or 0.0) + hours
 
 
 def _by_size(rows: list[dict]) -> list[dict]:
@@ -420,18 +474,21 @@ def _by_size(rows: list[dict]) -> list[dict]:
 
 
 def _by_recipe(rows: list[dict], unit: str = "gpu_hours") -> list[dict]:
-    """Hours per recipe (and of those, its evaluations'), with the speeds its runs were counted at and where they come
-    from."""
+    """Hours per recipe (and of those, its evaluations' and start-up's), with the speeds its runs were counted at and
+    where they come from."""
     from scaling.console import number
 
     out: dict[str, dict] = {}
     for r in rows:
-        entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, hours=0.0, eval_hours=0.0, speeds={}))
+        entry = out.setdefault(r["recipe"], dict(recipe=r["recipe"], runs=0, hours=0.0, eval_hours=0.0,
+                                                 startup_hours=None, speeds={}))
         entry["runs"] += 1
         entry["hours"] += r["hours"]
         entry["eval_hours"] += r["eval_hours"]
+        entry["startup_hours"] = _startup_sum(entry["startup_hours"], r["startup_hours"])
         entry["speeds"][r["speed_from"]] = r["vs_bf16"]
-    return [dict(recipe=e["recipe"], runs=e["runs"], **{f"eval_{unit}": e["eval_hours"], unit: e["hours"]},
+    return [dict(recipe=e["recipe"], runs=e["runs"], **{f"eval_{unit}": e["eval_hours"],
+                                                       f"startup_{unit}": e["startup_hours"], unit: e["hours"]},
                  vs_bf16="; ".join(f"{'?' if v is None else f'{number(v)}x'} ({src})" for src, v in e["speeds"].items()))
             for e in out.values()]
 
