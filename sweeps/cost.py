@@ -17,7 +17,9 @@ model size, preferring its own family; the plan shows which measurement each run
 size more than 2x in parameters from it (`far_from_measured`), BF16's row included, with which way its hours are
 likely off (too few where priced from larger models) and how many of the plan's hours that is. A recipe the
 file has not measured (a recipe file of your own, or a preset not benchmarked) is priced as the slowest
-measured recipe whose quantizer work it does all of (`priced_speed`), and the plan says which.
+measured recipe whose quantizer work it does all of (`priced_speed`), and the plan says which. Runs that train at
+another seq_len, or a much smaller batch, than the rows they are priced from are named too, with which way their hours
+are likely off (`other_seq_len`, `smaller_batch`).
 
 A sweep that trains on CPU (`scaling sweep plan` decides where, as `launch` would) is priced from a
 benchmark's `cpu` rows instead (`scaling bench cpu`): the benchmark CPU's hours at the BF16 FLOP/s its
@@ -30,6 +32,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from scaling.errors import UserError
 
@@ -58,6 +61,15 @@ class StartUp:
     import_s: float
 
 
+def row_batch(row: dict) -> tuple[int, int] | None:
+    """The (micro-batch, step) tokens a speed row was measured at: its `batch_tokens` (a `train` row's micro_batch x
+    seq_len; a `cpu` row's whole step, which accumulates none) and that times its `accumulate` (1 where it has none);
+    None for a row without batch_tokens (a file written by hand)."""
+    if not _count(row.get("batch_tokens")):
+        return None
+    return row["batch_tokens"], row["batch_tokens"] * (row["accumulate"] if _count(row.get("accumulate")) else 1)
+
+
 def row_startup(row: dict) -> StartUp | None:
     """The start-up a speed row records (`startup_s`, `import_s`: a `train` row's wall seconds, a `cpu_speed_row`'s
     CPU seconds); None for a row measured before rows recorded it (2026-12-07 ~23:30), whose runs price none."""
@@ -77,6 +89,7 @@ class Speed:
     at: tuple[str, str] | None = None  # the (family, size) of the row it was measured at; None: no row (bf16)
     seq_len: int | None = None  # the seq_len that row was measured at (`train_row_shape`); None: no row
     startup: StartUp | None = None  # the start-up that row measured (`row_startup`); None: no row, or none recorded
+    batch: tuple[int, int] | None = None  # the (micro-batch, step) tokens that row was measured at (`row_batch`)
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,7 @@ class Bf16Rate:
     at: tuple[str, str] | None = None
     seq_len: int | None = None  # the row's seq_len (`train_row_shape`); None where assumed
     startup: StartUp | None = None  # the start-up the bf16 row measured (`row_startup`), --mfu or not; None: none
+    batch: tuple[int, int] | None = None  # the (micro-batch, step) tokens the row was measured at (`row_batch`)
 
 
 def read_bench(path: str | Path, option: str) -> dict:
@@ -153,10 +167,12 @@ ROW_FIELDS = {
               "mfu": ("a number or null", lambda v: v is None or _number(v), False),
               "seq_len": ("a positive integer", _count, False),
               "vocab_size": ("a positive integer", _count, False),
-              **{k: ("a number", _number, False) for k in ("startup_s", "import_s")}},
+              **{k: ("a number", _number, False) for k in ("startup_s", "import_s")},
+              **{k: ("a positive integer", _count, False) for k in ("batch_tokens", "accumulate")}},
     "cpu": {"recipe": ("a name", _text, False), "family": ("a name", _text, False), "size": ("a name", _text, False),
             "cpu_ratio_vs_bf16": ("a number", _number, False),
-            **{k: ("a number", _number, False) for k in ("startup_cpu_s", "import_cpu_s")}},
+            **{k: ("a number", _number, False) for k in ("startup_cpu_s", "import_cpu_s")},
+            **{k: ("a positive integer", _count, False) for k in ("batch_tokens", "accumulate")}},
 }
 # The header's fields the targets and `scaling bench` read, null (or absent) where nothing measured
 # them: (what it must be, its test)
@@ -231,7 +247,7 @@ def speed_for(recipe: str, family: str, size: str, rows: list[dict], source: str
     if row is None:
         return Speed(None, "not measured: counted at BF16's speed")
     return Speed(float(row["ratio_vs_bf16"]), row_source(row, source), at=(row["family"], row["size"]),
-                 seq_len=train_row_shape(row)[0], startup=row_startup(row))
+                 seq_len=train_row_shape(row)[0], startup=row_startup(row), batch=row_batch(row))
 
 
 def row_source(row: dict, source: str) -> str:
@@ -264,7 +280,7 @@ def bf16_rate(family: str, size: str, rows: list[dict], source: str, mfu: float 
     else:
         flops_per_s = measured * peak
     return Bf16Rate(flops_per_s, measured, row_source(row, source), at=(row["family"], row["size"]),
-                    seq_len=train_row_shape(row)[0], startup=row_startup(row))
+                    seq_len=train_row_shape(row)[0], startup=row_startup(row), batch=row_batch(row))
 
 
 def bf16_rows(rows: list[dict]) -> list[dict]:
@@ -353,7 +369,7 @@ def cpu_flops_per_s(family: str, size: str, rows: list[dict], source: str = "") 
     row = nearest_row("bf16", family, size, rows)
     return Bf16Rate(float(row["tokens_per_s"]) * model_size(row["family"], row["size"]).flops_per_token(), None,
                     row_source(row, source), at=(row["family"], row["size"]), seq_len=row["seq_len"],
-                    startup=row_startup(row))
+                    startup=row_startup(row), batch=row_batch(row))
 
 
 # A run priced from a row more than this factor away in parameters is named (`far_from_measured`): the ladder's
@@ -455,29 +471,12 @@ def other_seq_len(rows: list[dict], device: str, source: str) -> list[str]:
     (`measured_seq_len`; an older `train` row's is BENCH_TRAIN_SEQ_LEN, an older `cpu` row's its size's default:
     `train_row_shape`, `cpu_row_seq_len`), which way its hours are likely off and how many of the plan's hours they
     are. No `scaling bench` option measures another seq_len, so it says which way, not by how much."""
-    off: dict[tuple[str, str, int], dict[int, list[str]]] = {}
-    hours = 0.0
-    for r in rows:
-        others = {recipe: seq_len for recipe, seq_len in r["measured_seq_len"].items() if seq_len != r["seq_len"]}
-        if others:
-            hours += r["hours"]
-        for recipe, seq_len in others.items():
-            recipes = off.setdefault((r["family"], r["size"], r["seq_len"]), {}).setdefault(seq_len, [])
-            if recipe not in recipes:
-                recipes.append(recipe)
-    if not off:
+    runs, hours = _measured_otherwise(
+        rows, lambda r: {recipe: f"{at}" for recipe, at in r["measured_seq_len"].items() if at != r["seq_len"]},
+        lambda r: f"at seq_len {r['seq_len']}")
+    if not runs:
         return []
-
-    def measured(ats: dict[int, list[str]]) -> str:
-        return "; ".join(f"{', '.join(recipes)} at {at}" for at, recipes in ats.items())
-
-    sizes: dict[str, list[str]] = {}  # what a size was trained and measured at -> the sizes so (micro.toml's three)
-    for (family, size, seq_len), ats in off.items():
-        sizes.setdefault(f"at seq_len {seq_len} (their rows: {measured(ats)})", []).append(f"{family} {size}")
-    runs = "; ".join(f"{', '.join(names)} {what}" for what, names in sizes.items())
-    total = sum(r["hours"] for r in rows)
-    unit = f"{device.upper()}-hours"
-    share = plan_share(hours, total, unit)
+    share = plan_share(hours, sum(r["hours"] for r in rows), f"{device.upper()}-hours")
     # BF16: on a GPU its FLOPs a token are counted at the run's seq_len, its MFU there unmeasured; on a CPU its FLOP/s
     # is scaled by 6·N, which leaves out attention (at 1M on the 2-thread CPU, 4,096-token batches: 4,337 tokens a
     # CPU-second at seq_len 64, 4,213 at 256; nvfp4 0.867x and 0.899x bf16's: docs/sweeps.md)
@@ -490,6 +489,60 @@ def other_seq_len(rows: list[dict], device: str, source: str) -> list[str]:
             "a quantized recipe likely trains slower than priced at a shorter seq_len than its row's (its hours too "
             f"few) and faster at a longer one (too many); {bf16}. These runs are {share}; no `scaling bench` option "
             "measures another seq_len, so no correction is made"]
+
+
+# A run whose micro-batch or step is more than this factor smaller in tokens than those of a row it is priced from is
+# named (`smaller_batch`): as for FAR_FROM_MEASURED's sizes, half the row's (the batch rule's next power of two) is near
+SMALLER_BATCH = 2.05
+
+
+def smaller_batch(rows: list[dict], device: str, source: str) -> list[str]:
+    """The line (a list of one; none where no run's batch is much smaller than its rows') naming each (family, size,
+    batch) of the plan's `rows` whose micro-batch (`micro_tokens`: micro_batch_size x seq_len tokens a forward and
+    backward) or step (`step_tokens`: batch_size x seq_len tokens an optimizer step) is more than SMALLER_BATCH times
+    smaller than those of a row it is priced from (`measured_batch`: `row_batch`), which way its hours are likely off
+    and how many of the plan's hours they are. It says which way, not by how much: no correction is made."""
+    def smaller(r: dict) -> dict[str, str]:
+        return {recipe: f"{micro:,} in {step:,}" for recipe, (micro, step) in r["measured_batch"].items()
+                if micro > SMALLER_BATCH * r["micro_tokens"] or step > SMALLER_BATCH * r["step_tokens"]}
+
+    runs, hours = _measured_otherwise(
+        rows, smaller, lambda r: f"at {r['micro_tokens']:,}-token micro-batches in {r['step_tokens']:,}-token steps")
+    if not runs:
+        return []
+    share = plan_share(hours, sum(r["hours"] for r in rows), f"{device.upper()}-hours")
+    # (the 2-core test machine, one thread, nanochat 1M: docs/sweeps.md, "Small batches")
+    fixed = ("its optimizer step, its kernel launches and a GPU a small micro-batch leaves idle" if device == "gpu" else
+             "its optimizer step and each operation's overhead")
+    measure = (" (`scaling bench train --batch B --accumulate A` measures micro-batches of B x 1024 tokens)"
+               if device == "gpu" else "")
+    return [f"runs at a batch much smaller than that of the rows in {source} they are priced from: {runs}. A step's work "
+            f"that does not grow with its tokens ({fixed}) is spread over fewer of them, so these runs likely train "
+            f"slower than priced, BF16 and quantized recipes alike: their hours are likely too few. These runs are "
+            f"{share}; no correction is made{measure}"]
+
+
+def _measured_otherwise(rows: list[dict], otherwise: Callable[[dict], dict[str, str]],
+                        said: Callable[[dict], str]) -> tuple[str, float]:
+    """The plan's runs priced from a benchmark row measured otherwise than they train (`otherwise(run)`: each such
+    row's recipe and how it was measured, "1024"), named by family and size, grouped by how they train (`said(run)`:
+    "at seq_len 256") and how their rows were measured: "nanochat 1M, nanochat 2M at seq_len 256 (their rows: bf16,
+    nvfp4 at 1024)"; and those runs' hours. ("", 0.0) where there are none."""
+    off: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+    hours = 0.0
+    for r in rows:
+        others = otherwise(r)
+        if others:
+            hours += r["hours"]
+        for recipe, at in others.items():
+            recipes = off.setdefault((r["family"], r["size"], said(r)), {}).setdefault(at, [])
+            if recipe not in recipes:
+                recipes.append(recipe)
+    sizes: dict[str, list[str]] = {}  # how a size trains and its rows were measured -> the sizes so (micro.toml's three)
+    for (family, size, how), ats in off.items():
+        measured = "; ".join(f"{', '.join(recipes)} at {at}" for at, recipes in ats.items())
+        sizes.setdefault(f"{how} (their rows: {measured})", []).append(f"{family} {size}")
+    return "; ".join(f"{', '.join(names)} {what}" for what, names in sizes.items()), hours
 
 
 def startup_seconds(startup: StartUp | None, processes: int, runs: int) -> float | None:
@@ -615,4 +668,4 @@ def priced_speed(recipe: str, family: str, size: str, rows: list[dict], source: 
            "the slowest measured quantized recipe, since it does all the quantizer work of none")
     return Speed(speed.vs_bf16, f"as {name}: {speed.source}",
                  f"not measured in {source}; priced as {name}, {why}", at=speed.at, seq_len=speed.seq_len,
-                 startup=speed.startup)
+                 startup=speed.startup, batch=speed.batch)

@@ -845,6 +845,50 @@ def test_plan_names_runs_at_a_seq_len_their_benchmark_rows_were_not_measured_at(
     assert "nanochat 0.5M at seq_len 64 (their rows: bf16 at 256)" in line and "6·N" in line, line  # (no nvfp4 row)
 
 
+def test_plan_names_runs_at_a_batch_much_smaller_than_their_rows(tmp_path, capsys):
+    """The demo's runs train 8 x 64-token batches and are priced from `bench cpu` rows of 16 x 256 (micro.toml's 1M
+    runs 8,192-token steps, from `bench train` rows of 4 x 32,768), and the plan said nothing: a step's work that does
+    not grow with its tokens (the optimizer's, kernel launches, a GPU left idle) is spread over fewer of them, so such
+    a run likely trains slower than priced. A line names each size whose micro-batch or step is more than 2x smaller
+    than a row's it is priced from, as the seq_len line does (which way: too few hours; how many of the plan's);
+    --json's `smaller_batch` the same."""
+    spec = write_spec(tmp_path, TINY.replace('recipe = "bf16"', 'recipe = ["bf16", "nvfp4"]').replace("seed = [0, 1]", "seed = 0"))
+    at = {"seq_len": 64, "batch_tokens": 4096, "accumulate": 1}  # (at the runs' seq_len: no seq_len line)
+    rows = [_bf16_row("nanochat", "0.5M", 1_000_000, **at),
+            {"recipe": "nvfp4", "family": "nanochat", "size": "0.5M", "ratio_vs_bf16": 0.8, "compile_mode": "reduce-overhead", **at}]
+
+    def plan_of(rows: list[dict], *args: str) -> dict:
+        assert main(["sweep", "plan", str(spec), "--json", "--bench", str(_bench_file(tmp_path, rows)), "--device", "gpu",
+                     *args]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    plan = plan_of(rows)
+    (line,) = plan["smaller_batch"]
+    run = plan["run_list"][1]
+    assert (run["micro_tokens"], run["step_tokens"]) == (512, 512)
+    assert run["measured_batch"] == {"bf16": [4096, 4096], "nvfp4": [4096, 4096]}
+    assert ("runs at a batch much smaller than that of the rows in bench.json they are priced from: nanochat 0.5M at "
+            "512-token micro-batches in 512-token steps (their rows: bf16, nvfp4 at 4,096 in 4,096)") in line, line
+    assert (f"likely train slower than priced, BF16 and quantized recipes alike: their hours are likely too few. These "
+            f"runs are the whole plan's {plan['gpu_hours']:.3g} GPU-hours; no correction is made") in line, line
+    assert plan["other_seq_len"] == []
+    assert main(["sweep", "plan", str(spec), "--bench", str(_bench_file(tmp_path, rows)), "--device", "gpu"]) == 0
+    assert line in capsys.readouterr().out.splitlines()
+    # a row's step of 8 micro-batches of the run's size: its step is much larger, its micro-batch not
+    accumulated = [dict(r, batch_tokens=512, accumulate=8) for r in rows]
+    assert "(their rows: bf16, nvfp4 at 512 in 4,096)" in plan_of(accumulated)["smaller_batch"][0]
+    # rows at twice the run's batch (the batch rule's next power of two), or recording none: no line
+    assert plan_of([dict(r, batch_tokens=1024) for r in rows])["smaller_batch"] == []
+    assert plan_of([{k: v for k, v in r.items() if k != "batch_tokens"} for r in rows])["smaller_batch"] == []
+    # on CPU: a `cpu` row's batch_tokens is its whole step
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"cpu": [{"recipe": "bf16", "family": "nanochat", "size": "0.5M", "tokens_per_s": 8000,
+                                        "cpu_ratio_vs_bf16": 1.0, "batch_tokens": 4096, "seq_len": 64}]}))
+    assert main(["sweep", "plan", str(spec), "--json", "--bench", str(cpu), "--device", "cpu"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["smaller_batch"]
+    assert "nanochat 0.5M at 512-token micro-batches in 512-token steps (their rows: bf16 at 4,096 in 4,096)" in line, line
+
+
 def test_plan_prices_bf16_at_the_speed_its_benchmark_measured(tmp_path, capsys):
     """The plan priced BF16 at an assumed 30% MFU while the benchmark file it read the FP4 speeds from held
     measured bf16 rows (nanochat 160M at 52% MFU on the H200): a budget off by ~1.7x. Each run's BF16 now trains

@@ -111,7 +111,8 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's).
     `measured_at`: the "family size" of each benchmark row its hours come from, by the recipe it measured
     (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`; `measured_seq_len`: the seq_len each
-    was measured at, for `sweeps.cost.other_seq_len`."""
+    was measured at, for `sweeps.cost.other_seq_len`; `measured_batch`: the (micro-batch, step) tokens each was measured
+    at (`sweeps.cost.row_batch`), for `sweeps.cost.smaller_batch`, beside the run's own (`micro_tokens`, `step_tokens`)."""
     from models import model_size
     from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, evaluation_flops,
                              gpu_hours, mfu_flops, priced_speed, startup_seconds)
@@ -135,12 +136,14 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
         speed, recipe = priced[key], recipe_label(c.recipe)
         at = {recipe: " ".join(speed.at)} if speed.at else {}  # the rows its hours come from, by what they measured
         seq_at = {recipe: speed.seq_len} if speed.at else {}  # (and the seq_len each measured at)
+        batch_at = {recipe: speed.batch} if speed.at and speed.batch else {}  # (and the batch: `row_batch`)
         rate_of = {}
         if device == "cpu":
             rate = cpu_flops_per_s(c.family, c.size, speeds.rows, speeds.source)
             train_hours, eval_hours = (cpu_hours(f, rate.flops_per_s, speed) for f in (flops, eval_flops))
             at = {"bf16": " ".join(rate.at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
             seq_at = {"bf16": rate.seq_len, **seq_at}
+            batch_at = {"bf16": rate.batch, **batch_at} if rate.batch else batch_at
         else:
             if (c.family, c.size) not in bf16:
                 bf16[c.family, c.size] = bf16_rate(c.family, c.size, speeds.rows if speeds else [],
@@ -149,6 +152,7 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
             train_hours, eval_hours = (gpu_hours(f, rate, speed) for f in (flops_exact, eval_flops_exact))
             if rate.at:
                 at, seq_at = {"bf16": " ".join(rate.at), **at}, {"bf16": rate.seq_len, **seq_at}
+                batch_at = {"bf16": rate.batch, **batch_at} if rate.batch else batch_at
             rate_of = dict(bf16_mfu=rate.mfu, bf16_from=rate.source)
         # its start-up as its recipe's row measured it; a run at BF16's speed (bf16, a recipe with no row), as BF16's
         startup_s = startup_seconds(speed.startup if speed.at else rate.startup, processes, len(runs))
@@ -156,10 +160,12 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
         hours = train_hours + eval_hours + (startup_hours or 0.0)
         rows.append(dict(run_id=run_id, family=c.family, size=c.size, recipe=recipe, tokens=tokens,
                          tokens_asked=int(c.tokens), step_tokens=resolved.batch_size * resolved.seq_len,
+                         micro_tokens=resolved.micro_batch_size * resolved.seq_len,
                          seq_len=resolved.seq_len, seed=c.seed, lr_mult=c.lr_mult, flops=flops, flops_exact=flops_exact,
                          eval_tokens=resolved.evaluated_tokens(), eval_flops=eval_flops,
                          eval_flops_exact=eval_flops_exact, vs_bf16=speed.vs_bf16, speed_from=speed.source,
                          speed_note=speed.note, **rate_of, measured_at=at, measured_seq_len=seq_at,
+                         measured_batch=batch_at,
                          train_hours=train_hours, eval_hours=eval_hours, startup_s=startup_s,
                          startup_hours=startup_hours, hours=hours,
                          **{f"eval_{device}_hours": eval_hours, f"startup_{device}_hours": startup_hours,
@@ -249,7 +255,7 @@ def _launch_device(spec, executor: str) -> tuple[str, str]:
 
 def _plan(args: argparse.Namespace) -> int:
     from scaling.console import count, print_json, print_table
-    from sweeps.cost import far_from_measured, other_seq_len
+    from sweeps.cost import far_from_measured, other_seq_len, smaller_batch
 
     if args.mfu is not None and not 0 < args.mfu <= 1:
         raise UserError(f"--mfu {args.mfu:g}: give the assumed utilisation as a fraction in (0, 1], e.g. 0.3")
@@ -286,9 +292,10 @@ def _plan(args: argparse.Namespace) -> int:
     warnings = plan_warnings(rows)
     far = far_from_measured(rows, device, speeds.source, summary.get("mfu")) if speeds else []
     seq_lens = other_seq_len(rows, device, speeds.source) if speeds else []
+    batches = smaller_batch(rows, device, speeds.source) if speeds else []
     if args.json:
         print_json({**summary, "warnings": warnings, "far_from_measured": far, "other_seq_len": seq_lens,
-                    "run_list": rows})
+                    "smaller_batch": batches, "run_list": rows})
         return 0
     if args.runs or len(rows) <= PLAN_TABLE_RUNS:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", "lr_mult", "flops", "vs_bf16",
@@ -303,7 +310,7 @@ def _plan(args: argparse.Namespace) -> int:
                                                   + ("training rows)" if device == "gpu" else "cpu rows)"))
         for recipe, note in dict.fromkeys((r["recipe"], r["speed_note"]) for r in rows if r["speed_note"]):
             print(f"{recipe}: {note}")
-        for line in far + seq_lens:
+        for line in far + seq_lens + batches:
             print(line)
     other = "" if args.device != "auto" else "; --device cpu prices it on CPU" if device == "gpu" else \
         "; --device gpu prices it on a GPU"
