@@ -943,10 +943,12 @@ def test_plan_prices_bf16_at_the_flops_per_token_of_the_rows_own_shape(tmp_path,
     assert run["train_hours"] == pytest.approx(run["flops_exact"] / (2_000_000 * flops) / 3600)
 
 
-@pytest.mark.parametrize("field, value", [("seq_len", '"1024"'), ("vocab_size", "0"), ("seq_len", "1024.5")])
+@pytest.mark.parametrize("field, value", [("seq_len", '"1024"'), ("vocab_size", "0"), ("seq_len", "1024.5"),
+                                          ("batch_tokens", '"32k"'), ("accumulate", "0")])
 def test_plan_refuses_a_train_rows_shape_of_another_kind(tmp_path, capsys, field, value):
-    """The plan reads a train row's seq_len and vocab_size to count its FLOPs: a hand-edited one that is not a
-    positive integer is refused by name (it stopped on a TypeError's traceback, or priced at a vocabulary of 0)."""
+    """The plan reads a train row's seq_len and vocab_size to count its FLOPs, and its batch_tokens and accumulate to
+    compare a run's batch with (`smaller_batch`): a hand-edited one that is not a positive integer is refused by name
+    (it stopped on a TypeError's traceback, or priced at a vocabulary of 0)."""
     path = tmp_path / "edited.json"
     path.write_text('{"device": "test GPU", "train": [{"recipe": "bf16", "family": "nanochat", "size": "1M", '
                     f'"ratio_vs_bf16": 1.0, "tokens_per_s": 1000, "{field}": {value}}}]}}')
