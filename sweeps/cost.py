@@ -2,8 +2,8 @@
 token, as `scaling train` and `scaling bench train` measure MFU) at BF16's training FLOP/s, each quantized
 recipe slowed by its measured training speed against BF16 (`scaling bench train` rows of a benchmark file).
 (The plan's `flops` column stays 6·N·D, the fits' C.) Each run's evaluations are priced as forward passes at the same
-FLOP/s (`evaluation_flops`), and its start-up as the benchmark row it is priced from measured it (`StartUp`, `startup_s`:
-a row measured before rows recorded it prices none); its checkpoints are not priced.
+FLOP/s (`evaluation_flops`), and its start-up as the benchmark row it is priced from measured it (`StartUp`,
+`startup_seconds`: a row measured before rows recorded it prices none); its checkpoints are not priced.
 
 BF16's FLOP/s is measured too (`bf16_rate`): the bf16 `train` row nearest the run in size, its tokens/s times
 the FLOPs per token its `mfu` counts (at the row's vocabulary and seq_len: `train_row_shape`), i.e. its MFU of the
@@ -516,8 +516,8 @@ def smaller_batch(rows: list[dict], device: str, source: str) -> list[str]:
              "its optimizer step and each operation's overhead")
     measure = (" (`scaling bench train --batch B --accumulate A` measures micro-batches of B x 1024 tokens)"
                if device == "gpu" else "")
-    return [f"runs at a batch much smaller than that of the rows in {source} they are priced from: {runs}. A step's work "
-            f"that does not grow with its tokens ({fixed}) is spread over fewer of them, so these runs likely train "
+    return [f"runs at a batch much smaller than that of the rows in {source} they are priced from: {runs}. A step's "
+            f"work that does not grow with its tokens ({fixed}) is spread over fewer of them, so these runs likely train "
             f"slower than priced, BF16 and quantized recipes alike: their hours are likely too few. These runs are "
             f"{share}; no correction is made{measure}"]
 
@@ -538,7 +538,7 @@ def _measured_otherwise(rows: list[dict], otherwise: Callable[[dict], dict[str, 
             recipes = off.setdefault((r["family"], r["size"], said(r)), {}).setdefault(at, [])
             if recipe not in recipes:
                 recipes.append(recipe)
-    sizes: dict[str, list[str]] = {}  # how a size trains and its rows were measured -> the sizes so (micro.toml's three)
+    sizes: dict[str, list[str]] = {}  # how a size trains and its rows were measured -> the sizes so (micro.toml's)
     for (family, size, how), ats in off.items():
         measured = "; ".join(f"{', '.join(recipes)} at {at}" for at, recipes in ats.items())
         sizes.setdefault(f"{how} (their rows: {measured})", []).append(f"{family} {size}")

@@ -695,7 +695,8 @@ def thread_budget() -> int:
 
 
 def local_gpus(spec: SweepSpec) -> list[str]:
-    """The GPUs a local launch of the spec trains on: executor.local.gpus, or ("all") this machine's (`visible_gpus`)."""
+    """The GPUs a local launch of the spec trains on: executor.local.gpus, or ("all") this machine's
+    (`visible_gpus`)."""
     return visible_gpus() if spec.local.gpus == "all" else [str(g) for g in spec.local.gpus]
 
 

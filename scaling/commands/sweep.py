@@ -111,8 +111,9 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     benchmark's `cpu` rows, its recipe slowed by its CPU speed there (None: the committed cpu.json's).
     `measured_at`: the "family size" of each benchmark row its hours come from, by the recipe it measured
     (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`; `measured_seq_len`: the seq_len each
-    was measured at, for `sweeps.cost.other_seq_len`; `measured_batch`: the (micro-batch, step) tokens each was measured
-    at (`sweeps.cost.row_batch`), for `sweeps.cost.smaller_batch`, beside the run's own (`micro_tokens`, `step_tokens`)."""
+    was measured at, for `sweeps.cost.other_seq_len`; `measured_batch`: the (micro-batch, step) tokens each was
+    measured at (`sweeps.cost.row_batch`), for `sweeps.cost.smaller_batch`, beside the run's (`micro_tokens`,
+    `step_tokens`)."""
     from models import model_size
     from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, evaluation_flops,
                              gpu_hours, mfu_flops, priced_speed, startup_seconds)
@@ -349,20 +350,20 @@ def hours_split(summary: dict, unit: str, source: str | None) -> str:
                    "validation tokens in all, eval_tokens every eval_interval steps and after the last: a third of a "
                    "training step's FLOPs a token, at its FLOP/s)")
     # what a run's start-up is, as `scaling bench` measures it (scaling.bench.StepTimes, import_seconds)
-    what = ("building its model to the end of its warm-up steps" + (", compilation included" if summary["device"] == "gpu"
-                                                                     else "") + ", and the trainer's import once a process")
+    gpu = summary["device"] == "gpu"
+    what = (f"building its model to the end of its warm-up steps{', compilation included' if gpu else ''}, and the "
+            "trainer's import once a process")
+    command = "`scaling bench train --out FILE`" if gpu else "`scaling bench cpu --out FILE`"
     why = ("no benchmark file measures it: --bench none" if source is None else
-           f"their rows in {source} record none, measured before rows did (2026-12-07 ~23:30); "
-           + ("`scaling bench train --out FILE`" if summary["device"] == "gpu" else "`scaling bench cpu --out FILE`")
-           + " measures it")
+           f"their rows in {source} record none, measured before rows did (2026-12-07 ~23:30); {command} measures it")
     if unpriced == runs:
         return f"{steps} and {evaluations}; not counted, on top: each run's start-up ({what}: {why}) and checkpoints"
     how = ("a SLURM job a run" if summary["executor"] == "slurm" else
            f"{count(summary['processes'], 'process')}, a local launch's workers")
     of = "" if not unpriced else f" for {runs - unpriced} of the {count(runs, 'run')}"
     unsaid = "" if not unpriced else f"the start-up of the other {count(unpriced, 'run')} ({why}) and "
-    return (f"{steps}, {evaluations} and start-up {summary['startup_hours']:.3g}{of} (each run's as the row in {source} it is priced "
-            f"from measured it: {what}, {how}); not counted, on top: {unsaid}checkpoints")
+    return (f"{steps}, {evaluations} and start-up {summary['startup_hours']:.3g}{of} (each run's as the row in "
+            f"{source} it is priced from measured it: {what}, {how}); not counted, on top: {unsaid}checkpoints")
 
 
 def shared_gpu_note(jobs_per_gpu: int) -> str:
