@@ -1013,6 +1013,9 @@ def test_plan_prices_each_runs_start_up_as_its_benchmark_row_measured_it(tmp_pat
                                                                        "nvfp4": 5.0 / 2 + 8.0 / 2 * 2 / 4}
     assert all(r["cpu_hours"] == pytest.approx(r["train_hours"] + r["eval_hours"] + r["startup_s"] / 3600)
                for r in plan["run_list"])
+    assert main(["sweep", "plan", str(spec), "--bench", str(cpu), "--device", "cpu", "--executor", "local"]) == 0
+    assert ("building its model to the end of its warm-up steps, and the trainer's import once a process, 2 workers of "
+            "a local launch); not counted, on top: checkpoints") in capsys.readouterr().out
 
 
 def test_plan_says_once_that_start_up_is_not_priced_for_rows_that_do_not_record_it(tmp_path, capsys):

@@ -359,7 +359,7 @@ def hours_split(summary: dict, unit: str, source: str | None) -> str:
     if unpriced == runs:
         return f"{steps} and {evaluations}; not counted, on top: each run's start-up ({what}: {why}) and checkpoints"
     how = ("a SLURM job a run" if summary["executor"] == "slurm" else
-           f"{count(summary['processes'], 'process')}, a local launch's workers")
+           f"{count(summary['processes'], 'worker')} of a local launch")
     of = "" if not unpriced else f" for {runs - unpriced} of the {count(runs, 'run')}"
     unsaid = "" if not unpriced else f"the start-up of the other {count(unpriced, 'run')} ({why}) and "
     return (f"{steps}, {evaluations} and start-up {summary['startup_hours']:.3g}{of} (each run's as the row in "
