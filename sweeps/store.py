@@ -88,7 +88,7 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
             "slurm_job_id": _slurm_job_id(),
             # a resumed run's earlier progress, its checkpoint's (metrics.csv can hold a stopped process's rows past it
             # until train cuts them, `scaling.train.back_to_checkpoint`); none without one, where the run starts over
-            "tokens_at_start": _checkpoint_tokens(run_dir),
+            "tokens_at_start": _checkpoint_tokens(run_dir) or 0,
         }  # fmt: skip
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
@@ -100,13 +100,17 @@ def run_lock(run_dir: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-def _checkpoint_tokens(run_dir: Path) -> int:
-    """The training tokens a run's checkpoint holds (its step x its config.json's batch_size x seq_len), where a process
-    resuming it starts from; 0 where it has none, or either cannot be read."""
-    step = checkpoint_step(checkpoint_path(run_dir))
-    config = read_json(Path(run_dir) / "config.json") or {}
-    batch, seq_len = _whole(config.get("batch_size")), _whole(config.get("seq_len"))
-    return step * batch * seq_len if step and batch and seq_len else 0
+def _checkpoint_tokens(run_dir: Path, config: dict | None = None) -> int | None:
+    """The training tokens a run's checkpoint holds (its step x its config.json's batch_size x seq_len, `config` where
+    the caller read it), where a process resuming it starts from; 0 where it has none (a process starts over,
+    `scaling.train.start_over`); None where either cannot be read (a damaged checkpoint: train refuses to resume it)."""
+    path = checkpoint_path(run_dir)
+    if not path.exists():
+        return 0
+    step = checkpoint_step(path)
+    config = read_json(Path(run_dir) / "config.json") if config is None else config
+    batch, seq_len = _whole((config or {}).get("batch_size")), _whole((config or {}).get("seq_len"))
+    return step * batch * seq_len if step is not None and batch and seq_len else None
 
 
 def lock_holder(run_dir: Path) -> dict | None:
@@ -459,9 +463,17 @@ class RunStatus:
     # the run this folder holds under a name of its own (`own_name_of`: `scaling train --out`, or a folder renamed);
     # its state is then "misnamed": its records are sound, but read by the folder's name they are another run's
     misnamed: str | None = None
+    # a run no process trains (not running, not finished) that logged steps past its checkpoint: the fraction of its
+    # tokens that checkpoint holds (0 where it has none), where a relaunch goes on from, as it cuts those steps'
+    # rows and trains them again (`scaling.train.back_to_checkpoint`, `start_over`); None where it logged none past it
+    progress_kept: float | None = None
 
     def progress_label(self) -> str:
-        return "unknown" if self.progress is None else f"{self.progress:.0%}"
+        """Its progress as `status --runs` and a report's list of unfinished runs say it: "75% (50% kept)" where a
+        relaunch keeps less (`progress_kept`)."""
+        if self.progress is None:
+            return "unknown"
+        return f"{self.progress:.0%}" + ("" if self.progress_kept is None else f" ({self.progress_kept:.0%} kept)")
 
     @property
     def relaunch_resumes(self) -> bool:
@@ -568,6 +580,12 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     finished = misnamed and result.get("status") in ("completed", "diverged")
     progress = _progress("done" if finished else state, seen, tokens)
     eta = _run_eta(d, progress, tokens, now) if state == "running" else None
+    # A stopped run's logged steps past its checkpoint are cut and trained again by whatever process trains it next;
+    # not a run whose checkpoint a relaunch refuses (damaged, another run's: its lines say what to do), nor a running
+    # one (its progress is its process's own, `_live_tokens`)
+    stopped = state not in ("running", "done", "diverged") and not (finished or ckpt_problem or other)
+    kept = _checkpoint_tokens(d, run_config or {}) if stopped and tokens and seen else None
+    progress_kept = _progress(state, kept, tokens) if kept is not None and kept < seen else None
     return RunStatus(
         run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
         recipe=(result["recipe"] if isinstance(result.get("recipe"), str) and result["recipe"]
@@ -580,7 +598,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         resumable=state == "failed" and ckpt_problem is None and other is None and checkpoint_path(d).exists(),
         waiting=pending_reason(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
-        lr_mult=_number(cfg.get("lr_mult", result.get("lr_mult"))) or 1.0,
+        lr_mult=_number(cfg.get("lr_mult", result.get("lr_mult"))) or 1.0, progress_kept=progress_kept,
     )  # fmt: skip
 
 
@@ -821,7 +839,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool =
             per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
         except UserError:
             return 0.0
-        return per_token * r.tokens * (1 - (r.progress or 0.0))  # (a running run's unknown progress: all of it left)
+        # (a running run's unknown progress: all of it left; a stopped run's steps past its checkpoint: trained again)
+        done = r.progress if r.progress_kept is None else r.progress_kept
+        return per_token * r.tokens * (1 - (done or 0.0))
 
     by_recipe: dict[str, list[float]] = {}
     for r in rows:

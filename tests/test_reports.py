@@ -127,7 +127,7 @@ def test_the_failures_section_names_a_sweeps_runs_that_have_no_result(tmp_path):
     table = [b for b in blocks if isinstance(b, Table)][-1]
     assert dict(zip(table.columns, table.rows[0])) == {"run_id": killed.name, "recipe": "nvfp4", "family": "nanochat",
                                                        "size": "XL", "tokens": 1_200_000_000, "seed": 1,
-                                                       "state": "failed", "progress": "25%"}
+                                                       "state": "failed", "progress": "25% (0% kept)"}  # (starts over)
     shutil.rmtree(killed)
     assert load(sweep).unfinished == []
 

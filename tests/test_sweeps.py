@@ -2309,6 +2309,113 @@ def test_status_counts_progress_and_eta(tmp_path):
     assert unlaunched.eta_method.endswith("not counting 1 missing run, which only `scaling sweep launch` again trains")
 
 
+def _last_step(metrics_csv: Path) -> int:
+    """The step of metrics.csv's last row (0 where it has none yet)."""
+    lines = metrics_csv.read_text().splitlines() if metrics_csv.exists() else []
+    return int(lines[-1].split(",")[0]) if len(lines) > 1 else 0
+
+
+def test_status_counts_a_stopped_runs_progress_from_its_checkpoint_not_the_steps_a_relaunch_trains_again(tmp_path):
+    """A run SIGKILLed (a crash, a node lost) evaluations past its checkpoint left metrics.csv rows past it, which
+    `sweep status` showed as its progress ("20%" where the checkpoint holds 15%) and its ETA counted as trained,
+    though a relaunch cuts them (`scaling.train.back_to_checkpoint`) and trains those steps again. Status says both
+    (`20% (15% kept)`, and a line naming the run), its ETA counts the checkpoint's progress, and the relaunch's cut
+    leaves the run at the progress status said it keeps. A running run's progress is its own, as before. The CLI
+    imports no torch."""
+    from models import model_size
+    from scaling.files import checkpoint_path, checkpoint_step
+    from scaling.train import back_to_checkpoint
+    from sweeps.launch import pending
+    from sweeps.store import local_launch, status, write_json
+
+    # 40 steps of 8 x 64 tokens, an evaluation every 2 and a checkpoint every 6
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]", "grid.tokens=20480", "train.eval_interval=2",
+                                     "train.eval_tokens=512", "train.checkpoint_interval=6"))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)  # writes the plan
+    done, running, killed = (sweep_dir / c.run_id for c in spec.runs())
+    flops = 6 * model_size("nanochat", "0.5M").n_params * 20480
+    write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0,
+                                      "flops": flops, "wall_s": 10.0})
+    config = tmp_path / "killed.json"
+    config.write_text(spec.runs()[2].to_json())
+    argv = ["train", "--config", str(config), "--out", str(killed), "--no-progress"]
+    train = subprocess.Popen([sys.executable, "-m", "scaling.cli", *argv], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    try:
+        while not (checkpoint_path(killed).exists() and _last_step(killed / "metrics.csv") >= 8):
+            assert train.poll() is None, train.stderr.read()
+            assert time.time() < deadline, "no checkpoint and step 8 within 300 s"
+            time.sleep(0.02)
+    finally:
+        _stop(train)  # (SIGKILL: as a crash or a lost node stops it, with no checkpoint on the way out)
+    step, logged = checkpoint_step(checkpoint_path(killed)), _last_step(killed / "metrics.csv")
+    assert 0 < step < logged < 40, (step, logged)  # (6, and 8 or 10)
+    got, kept = logged / 40, step / 40
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        with local_launch(sweep_dir):  # the killed run waits for this launch's slot: missing, in the ETA
+            st = status(sweep_dir)
+        code = ("import sys; from scaling.cli import main; rc = main(sys.argv[1:]); "
+                "sys.exit(3 if 'torch' in sys.modules else rc)")
+        shown = subprocess.run([sys.executable, "-c", code, "sweep", "status", str(sweep_dir), "--runs"],
+                               capture_output=True, text=True, timeout=120)
+    finally:
+        _stop(holder)
+    rows = {r.run_id: (r.state, r.progress, r.progress_kept, r.progress_label()) for r in st.runs}
+    assert rows[killed.name] == ("missing", got, kept, f"{got:.0%} ({kept:.0%} kept)")
+    assert rows[running.name] == ("running", None, None, "unknown")
+    # left: all of the running run (no step of its own logged yet) and what the relaunch trains of the killed one, at
+    # the finished run's FLOP/s, one in flight (before: 1 - got of the killed one)
+    assert st.eta_s == pytest.approx((1 + 1 - kept) * 10.0)
+    assert shown.returncode == 0, (shown.returncode, shown.stderr[-2000:])  # (3: it imported torch)
+    assert re.search(rf"{killed.name} .* missing .* {got:.0%} \({kept:.0%} kept\)", shown.stdout), shown.stdout
+    assert (f"1 stopped run logged steps that a relaunch cuts and trains again: {killed.name} (at {got:.0%}, goes on "
+            f"from its checkpoint's {kept:.0%})") in shown.stdout, shown.stdout
+    # taken by a process (a relaunch's, in the seconds before its cut): its progress is that process's, as before
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(killed)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        (row,) = [r for r in status(sweep_dir).runs if r.run_id == killed.name]
+    finally:
+        _stop(holder)
+    assert (row.state, row.progress, row.progress_kept, row.progress_label()) == ("running", got, None, f"{got:.0%}")
+    back_to_checkpoint(killed)  # what the relaunch does first (`scaling train`'s resume)
+    (row,) = [r for r in status(sweep_dir).runs if r.run_id == killed.name]
+    assert (row.progress, row.progress_kept, row.progress_label()) == (kept, None, f"{kept:.0%}")
+
+
+def test_status_says_a_stopped_run_with_no_checkpoint_starts_over_and_not_where_a_relaunch_refuses_it(tmp_path, capsys):
+    """A run killed before its first checkpoint logged evaluations a relaunch discards (`scaling.train.start_over`):
+    status says it keeps none of them (`50% (0% kept)`, "starts over"), and its ETA would count all of the run. A run
+    whose checkpoint a relaunch refuses (damaged) gets no such word: its own line says to move the checkpoint away."""
+    from scaling.files import checkpoint_path
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))  # 8 steps of 8 x 64 tokens
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)  # writes the plan
+    for c in spec.runs():
+        write_json(sweep_dir / c.run_id / "job.json", {"executor": "local", "job_id": None})
+        write_json(sweep_dir / c.run_id / "config.json", c.resolved().to_dict())
+        (sweep_dir / c.run_id / "metrics.csv").write_text("step,tokens,val_loss,val_bpb\n4,2048,6.5,2.2\n")
+    over, damaged = (sweep_dir / c.run_id for c in spec.runs())
+    checkpoint_path(damaged).parent.mkdir()
+    checkpoint_path(damaged).write_bytes(b"a checkpoint")
+    rows = {r.run_id: r for r in status(sweep_dir).runs}
+    assert (rows[over.name].state, rows[over.name].progress, rows[over.name].progress_kept) == ("failed", 0.5, 0.0)
+    assert rows[over.name].progress_label() == "50% (0% kept)"
+    assert (rows[damaged.name].checkpoint_damaged is not None, rows[damaged.name].progress_kept) == (True, None)
+    assert rows[damaged.name].progress_label() == "50%"
+    assert main(["sweep", "status", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    assert (f"\n1 stopped run logged steps that a relaunch cuts and trains again: {over.name} (at 50%, starts over: no "
+            "checkpoint)\n") in out, out
+
+
 def test_a_running_runs_progress_is_its_lightning_logs_last_step_and_unknown_before_one(tmp_path, capsys):
     """A running run's progress was 0% until its first evaluation (metrics.csv's rows, an eighth of the run
     apart). It is the last step of its process's Lightning log (read from its end; a row half-written is

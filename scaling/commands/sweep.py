@@ -610,6 +610,7 @@ def _status(args: argparse.Namespace) -> int:
     if resumable:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
               f"sweep again resumes {'them' if resumable > 1 else 'it'} from there")
+    _say_cut([r for r in st.runs if r.progress_kept is not None])
     _say_damaged_results([r for r in st.runs if r.result_damaged], Path(st.sweep_dir))
     _say_misnamed([r for r in st.runs if r.misnamed], Path(st.sweep_dir))
     # train refuses to resume from these (`check_checkpoint`, `check_run_dir`): a relaunch would fail them again
@@ -619,6 +620,21 @@ def _status(args: argparse.Namespace) -> int:
     _say_refused_checkpoints(foreign, Path(st.sweep_dir), f"{'holds' if len(foreign) == 1 else 'hold'} the checkpoint "
                              "of another run", "other", lambda r: f"run {r.checkpoint_of}'s")
     return 0
+
+
+def _say_cut(runs: list) -> None:
+    """A line naming the stopped runs that logged steps past their checkpoint (`RunStatus.progress_kept`): a relaunch
+    cuts those steps' rows and trains them again, so each is said at how far it got and where a relaunch goes on from
+    (their progress alone read as work a relaunch keeps)."""
+    from scaling.console import count
+
+    said = []
+    for r in runs:
+        on = f"goes on from its checkpoint's {r.progress_kept:.0%}" if r.progress_kept else "starts over: no checkpoint"
+        said.append(f"{r.run_id} (at {r.progress:.0%}, {on})")
+    if said:
+        print(f"{count(len(runs), 'stopped run')} logged steps that a relaunch cuts and trains again: "
+              f"{_first_ten(said, ', ')}")
 
 
 def _say_refused_checkpoints(runs: list, sweep_dir: Path, what: str, suffix: str, why: Callable) -> None:
