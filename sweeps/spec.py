@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scaling.config import parse_tokens
-from scaling.errors import UserError
+from scaling.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:
     from models.ladder import ModelSize
@@ -592,7 +592,7 @@ def _train_settings(table: dict) -> dict[str, Any]:
             where = "data" if key == "data" else f"grid.{key}"
             raise UserError(f"train.{key}: set it as {where}, not in [train]")
         if key not in fields:
-            raise UserError(f"train.{key}: unknown setting; known: {', '.join(allowed)}")
+            raise UserError(f"train.{key}: unknown setting{did_you_mean(key, allowed)}; known: {', '.join(allowed)}")
         kind, optional = _hint(fields[key].type)
         out[key] = value if optional and value is None else _coerce(value, kind, f"train.{key}")
     return out
@@ -627,7 +627,7 @@ def _settings(cls, table: dict, prefix: str):
     kwargs = {}
     for key, value in table.items():
         if key not in fields:
-            raise UserError(f"{prefix}{key}: unknown setting; known: {', '.join(fields)}")
+            raise UserError(f"{prefix}{key}: unknown setting{did_you_mean(key, fields)}; known: {', '.join(fields)}")
         default = fields[key].default
         if key == "time" and isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # minutes
@@ -723,4 +723,4 @@ def _at(where: str, check, *args):
 def _no_unknown(table: dict, known: set[str], prefix: str) -> None:
     for key in table:
         if key not in known:
-            raise UserError(f"{prefix}{key}: unknown key; known: {', '.join(sorted(known))}")
+            raise UserError(f"{prefix}{key}: unknown key{did_you_mean(key, sorted(known))}; known: {', '.join(sorted(known))}")

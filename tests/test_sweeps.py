@@ -85,7 +85,14 @@ def load(tmp_path: Path, text: str = TINY, overrides: tuple[str, ...] = ()):
         ('executor.slurm={time="0:02:01", signal_delay_s=150}', "'0:02:01' (121 s) is not longer than signal_delay_s (150 s)"),
         ("executor.local.gpus=3", "executor.local.gpus: 3 is not \"all\" or a list of GPU indices"),
         ("executor.local.gpus=[0, 0]", "executor.local.gpus: [0, 0] names a GPU twice"),
-        ("grid.sizes=1", "grid.sizes: unknown key; known: family, lr_mult, recipe, seed, size, tokens, tokens_per_param"),
+        ("grid.sizes=1", "grid.sizes: unknown key (did you mean size?); known: family, lr_mult, recipe, seed, size, "
+         "tokens, tokens_per_param"),
+        # a near miss of a key is named, as a recipe file's is (a user's walk: `seqlen`, `recipes`, `executr`)
+        ("train.seqlen=32", "train.seqlen: unknown setting (did you mean seq_len?); known: batch_size,"),
+        ('grid.recipes=["bf16"]', "grid.recipes: unknown key (did you mean recipe?); known: family,"),
+        ("executr.default='local'", "executr: unknown key (did you mean executor?); known: data, executor,"),
+        ("executor.local.cpu_job=2", "executor.local.cpu_job: unknown setting (did you mean cpu_jobs?); known:"),
+        ("executor.slurm.partiton='gpu'", "executor.slurm.partiton: unknown setting (did you mean partition?); known:"),
         # (both given with --set; one given with --set replaces the spec's: test_a_token_budget_given_with_set_...)
         ("grid={tokens_per_param=20, tokens=8192}", "grid: give exactly one of grid.tokens, grid.tokens_per_param or "
          "isoflop.budgets"),
