@@ -12,6 +12,9 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+# The exit status of a run stopped by SIGUSR1/SIGTERM after saving its checkpoint (sysexits.h EX_TEMPFAIL: run
+# again to resume): here, torch-free, so a launcher can read a worker's exit without importing the trainer
+PREEMPTED_EXIT_CODE = 75
 _early: list[int] = []  # signals recorded since `record_early`, not yet taken by `recorded`
 _before_early: dict = {}  # the handlers `record_early` replaced
 

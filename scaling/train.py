@@ -52,7 +52,7 @@ from scaling.run_data import check_run_data, data_identity, moved_corpus, moved_
 if TYPE_CHECKING:
     from scaling.data import ScoredBytes
 
-PREEMPTED_EXIT_CODE = 75  # sysexits.h EX_TEMPFAIL: checkpoint saved, run again to resume
+PREEMPTED_EXIT_CODE = signals.PREEMPTED_EXIT_CODE  # checkpoint saved, run again to resume
 # Dense BF16 tensor-core peak FLOP/s (NVIDIA datasheets: half the "with sparsity" figure), matched against
 # the CUDA device name, the longest key first: the PCIe and NVL cards of a name run at lower clocks and
 # power ("NVIDIA H100 PCIe" 756e12, "NVIDIA H100 NVL" / "NVIDIA H200 NVL" 835e12) than the SXM ones

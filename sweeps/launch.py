@@ -813,10 +813,10 @@ class _LocalPool:
         if state == "missing" and reply:  # its job.json, written as it started, is gone: the folder was removed
             return "failed", "its run folder was removed while it ran; a relaunch trains it from the start"
         if not reply:  # (before it took the run's lock, the run is left `missing`: a relaunch trains it)
-            note = f"its worker exited mid-run ({_exit_status(code := worker.wait())})"
+            note = _worker_death_note(worker.wait(), self.sweep_dir / c.run_id)
             if not self.stopping:  # the log is where `sweep status` sends a user asking why a run failed
                 with open(self.sweep_dir / c.run_id / "train.log", "a") as log:
-                    log.write(f"\n[sweep launch] {note}{'; out of memory?' if code == -signal.SIGKILL else ''}\n")
+                    log.write(f"\n[sweep launch] {note}\n")
             return "failed" if state == "missing" else state, note
         if state == "running":
             return state, "left to the launcher that holds its lock"
@@ -860,6 +860,24 @@ class _LocalPool:
                     w.terminate()
         for w in workers:
             w.wait()
+
+
+def _worker_death_note(code: int, run_dir: Path) -> str:
+    """Why a run's worker gave no answer, and what a relaunch does with the run: it resumes from the checkpoint
+    the run left (SIGTERM's or SIGUSR1's, saved as it stopped, or an evaluation's before a SIGKILL), else it
+    trains it anew. Before, a SIGTERMed run read only "exited mid-run (exit status 75)", beside `failed`."""
+    how = _exit_status(code)
+    if code == signals.PREEMPTED_EXIT_CODE:
+        how += ": stopped by SIGTERM or SIGUSR1 after saving a checkpoint"
+    elif code == -signal.SIGKILL:
+        how += ": out of memory?"
+    if damaged_checkpoint(run_dir):
+        then = "its checkpoint is damaged: `scaling sweep status` says what to do"
+    elif checkpoint_path(run_dir).exists():
+        then = "a relaunch resumes it from its checkpoint"
+    else:
+        then = "a relaunch trains it from the start"
+    return f"its worker exited mid-run ({how}); {then}"
 
 
 def _exit_status(code: int) -> str:

@@ -2262,7 +2262,9 @@ def test_a_run_whose_worker_is_killed_or_whose_folder_is_deleted_fails_and_the_l
     assert re.search(r"\[1/3\] failed .*killed by SIGKILL", err) and "[3/3] done" in err, err
     assert re.search(r"\[2/3\] failed .*its run folder was removed while it ran", err), err
     assert not (killed / "result.json").exists()
-    assert "[sweep launch] its worker exited mid-run (killed by SIGKILL); out of memory?" in (
+    # what a relaunch does with it, by what the kill left (an evaluation's checkpoint, or none yet)
+    then = "resumes it from its checkpoint" if (killed / "checkpoints" / "last.ckpt").exists() else "trains it from the start"
+    assert f"[sweep launch] its worker exited mid-run (killed by SIGKILL: out of memory?); a relaunch {then}" in (
         killed / "train.log").read_text()
     (other,) = [r for r in sweep_dir.glob("*/result.json")]
     assert json.loads(other.read_text())["status"] == "completed"
@@ -2270,6 +2272,31 @@ def test_a_run_whose_worker_is_killed_or_whose_folder_is_deleted_fails_and_the_l
     assert main(cmd[3:]) == 0
     assert json.loads(capsys.readouterr().out)["finished"] == {"done": 2}
     assert all(json.loads((d / "result.json").read_text())["status"] == "completed" for d in (killed, deleted))
+
+
+def test_a_worker_stopped_by_sigterm_says_a_relaunch_resumes_its_run(tmp_path, capsys):
+    """`kill` of a local worker (not its launcher) mid-run: train saves a checkpoint and the worker exits 75.
+    The launch's line for the run says so and that a relaunch resumes it (before: "its worker exited mid-run
+    (exit status 75)", beside `failed`, as a crash would read), and the relaunch does."""
+    spec = write_spec(tmp_path, TINY.replace("tokens = 4096", "tokens = 8192").replace("seed = [0, 1]", "seed = 0")
+                      .replace("cpu_jobs = 2", "cpu_jobs = 1").replace("eval_interval = 4", "eval_interval = 2"))
+    sweep_dir = tmp_path / "sweep"
+    cmd, p = _launch_until_a_run_evaluates(spec, sweep_dir)  # (step 2 of 16)
+    try:
+        (worker,) = _children(p.pid)
+        os.kill(worker, signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 1, out + err
+    note = ("its worker exited mid-run (exit status 75: stopped by SIGTERM or SIGUSR1 after saving a checkpoint); "
+            "a relaunch resumes it from its checkpoint")
+    assert re.search(r"\[1/1\] failed .*" + re.escape(note), err), err
+    (run_dir,) = [m.parent for m in sweep_dir.glob("*/metrics.csv")]
+    assert f"[sweep launch] {note}" in (run_dir / "train.log").read_text()
+    assert main(cmd[3:]) == 0
+    out = capsys.readouterr().out
+    assert "local: 1 to run (1 from its checkpoint)" in out and "[1/1] done" in out, out
 
 
 def test_status_counts_progress_and_eta(tmp_path):
