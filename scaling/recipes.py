@@ -9,6 +9,7 @@ Each operand is quantized along its own GEMM's K. Presets follow RECIPES.md's ta
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -156,7 +157,8 @@ def read_toml(path: str | Path, what: str) -> dict:
         # editors write, which tomllib reports as an "invalid statement" at line 1, column 1
         return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
-        raise UserError(f"{what} {path} does not exist") from None
+        near = near_file(path)
+        raise UserError(f"{what} {path} does not exist{f' (did you mean {path.parent / near}?)' if near else ''}") from None
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
                         f"save the {what} as UTF-8") from None
@@ -164,6 +166,17 @@ def read_toml(path: str | Path, what: str) -> dict:
         raise UserError(f"cannot read {what} {path} ({type(e).__name__}: {e})") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML ({e})") from None
+
+
+def near_file(path: Path) -> str | None:
+    """The name of a .toml file in a missing file's folder close to its name (a typo: `my_chlid.toml` for
+    `my_child.toml`; compared by name, not path, which a shared folder would make alike); else None."""
+    try:
+        siblings = sorted(p.name for p in path.parent.glob("*.toml") if p.is_file())
+    except OSError:  # (an unreadable folder: no suggestion)
+        return None
+    close = difflib.get_close_matches(path.name, siblings, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def names_recipe_file(base: object) -> bool:
@@ -189,6 +202,8 @@ def recipe_chain(path: str | Path) -> list[tuple[Path, dict]]:
             what = "is a folder" if file.is_dir() else "does not exist"
             hint = (f" (the preset is named without .toml: base = \"{Path(base).stem}\")"
                     if not file.exists() and Path(base).stem in PRESETS else "")
+            if not hint and not file.exists() and (near := near_file(file)):
+                hint = f" (did you mean base = \"{Path(base).parent / near}\"?)"
             raise UserError(f"recipe file {chain[0][0]}: the base {base!r} of {naming} {what} ({said}){hint}; a base "
                             "file's path is relative to the file that names it, or absolute")
         seen.add(os.path.realpath(file))

@@ -131,7 +131,7 @@ def test_a_recipe_file_built_on_another_recipe_file(tmp_path):
     assert recipe_content(a) == a.read_bytes()
 
 
-@pytest.mark.parametrize("case", ["cycle", "self", "missing", "preset.toml", "folder", "same name"])
+@pytest.mark.parametrize("case", ["cycle", "self", "missing", "typo", "preset.toml", "folder", "same name"])
 def test_a_base_chain_that_cannot_be_built_is_one_line_naming_it(tmp_path, capsys, case):
     """A cycle of bases (A -> B -> A) or a base file that is missing: one line that names the chain, exit 2."""
     from scaling.cli import main
@@ -139,7 +139,8 @@ def test_a_base_chain_that_cannot_be_built_is_one_line_naming_it(tmp_path, capsy
     (tmp_path / "r").mkdir()
     (tmp_path / "r.toml").mkdir()
     top = tmp_path / "top.toml"
-    bases = {"cycle": "r/mid.toml", "self": "top.toml", "missing": "r/gone.toml", "preset.toml": "nvfp4.toml",
+    bases = {"cycle": "r/mid.toml", "self": "top.toml", "missing": "r/gone.toml", "typo": "r/mdi.toml",
+             "preset.toml": "nvfp4.toml",
              "folder": "r.toml", "same name": "r/mid.toml"}
     top.write_text(f'name = "top"\nbase = "{bases[case]}"\n')
     mid = {"cycle": 'name = "mid"\nbase = "../top.toml"\n', "same name": 'name = "top"\nbase = "bf16"\n'}
@@ -155,6 +156,9 @@ def test_a_base_chain_that_cannot_be_built_is_one_line_naming_it(tmp_path, capsy
         "missing": f"recipe file {top}: the base 'r/gone.toml' of {top} does not exist "
                    f"({top} -> {tmp_path}/r/gone.toml); "
                    "a base file's path is relative to the file that names it, or absolute",
+        # a near miss of a file in the base's folder is named, as the file would write it (a user's walk)
+        "typo": f"the base 'r/mdi.toml' of {top} does not exist ({top} -> {tmp_path}/r/mdi.toml) "
+                '(did you mean base = "r/mid.toml"?); a base file\'s path is relative',
         "preset.toml": "does not exist (" + f"{top} -> {tmp_path}/nvfp4.toml) (the preset is named without .toml: "
                        'base = "nvfp4")',
         "folder": f"the base 'r.toml' of {top} is a folder ({top} -> {tmp_path}/r.toml)",
@@ -340,6 +344,11 @@ def test_a_recipe_file_that_is_a_folder_is_one_message(tmp_path):
     # a .TOML file, which runs would take for a preset's name (its content not in the run's id): renamed
     (lambda p: (p / "Mine.TOML").write_text('name = "mine"\n'), "Mine.TOML", ("must end in .toml", "Mine.toml")),
     (None, "nvfp4.toml", ("does not exist", "the preset is named without .toml: nvfp4")),
+    # a typo of a recipe file beside it is named (a user's walk); a name like none of them gets no guess
+    (lambda p: (p / "my_child.toml").write_text('name = "c"\n'), "my_chlid.toml",
+     ("recipe file my_chlid.toml does not exist (did you mean my_child.toml?)",)),
+    (lambda p: (p / "r").mkdir() or (p / "r" / "my_child.toml").write_text('name = "c"\n'), "r/child.toml",
+     ("recipe file r/child.toml does not exist (did you mean r/my_child.toml?)",)),
     (None, "NVFP4", ("unknown recipe 'NVFP4' (did you mean nvfp4?)",)),
     (None, "mxfp4h16", ("unknown recipe 'mxfp4h16' (did you mean mxfp4_h16?)",)),
     (None, "", ("a recipe name is empty",)),
@@ -351,6 +360,14 @@ def test_a_mistaken_recipe_name_says_what_it_is(tmp_path, monkeypatch, make, nam
     with pytest.raises(UserError) as e:
         get_recipe(name)
     assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_a_missing_recipe_file_like_none_beside_it_gets_no_guess(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_child.toml").write_text('name = "c"\n')
+    with pytest.raises(UserError) as e:
+        get_recipe("zzz.toml")
+    assert str(e.value) == "recipe file zzz.toml does not exist"
 
 
 def test_high_precision_blocks_must_name_blocks_of_the_model():
