@@ -1933,6 +1933,9 @@ def test_local_launch_collect_and_relaunch(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 to run" in out and "[2/2] done" in out, out
     assert out.count(" seed=1 ") == 1 and " seed=0 " not in out, out  # the two seeds' lines told apart
+    # its last line says how its runs ended and what comes next (it ended on the last run's line)
+    assert re.fullmatch(rf"tiny: 2 runs ended \(2 done\) in \d+m\d\ds; `scaling sweep collect {sweep_dir}` tables the "
+                        rf"results, `scaling report {sweep_dir} --out DIR` reports them", out.strip().splitlines()[-1]), out
     print(f"local launch of 2 tiny runs: {time.time() - t0:.1f} s")
 
     assert main(["sweep", "collect", str(sweep_dir)]) == 0
@@ -2294,6 +2297,10 @@ def test_a_worker_stopped_by_sigterm_says_a_relaunch_resumes_its_run(tmp_path, c
     assert re.search(r"\[1/1\] failed .*" + re.escape(note), err), err
     (run_dir,) = [m.parent for m in sweep_dir.glob("*/metrics.csv")]
     assert f"[sweep launch] {note}" in (run_dir / "train.log").read_text()
+    # the launch's last line says a run failed and what to do (it ended on the run's line, exit status 1 unsaid)
+    assert re.fullmatch(rf"tiny: 1 run ended \(1 failed\) in \d+m\d\ds; `scaling sweep status {sweep_dir} --runs` says "
+                        r"how each failed run stopped; run the same command again to resume or retrain it",
+                        err.strip().splitlines()[-1]), err
     assert main(cmd[3:]) == 0
     out = capsys.readouterr().out
     assert "local: 1 to run (1 from its checkpoint)" in out and "[1/1] done" in out, out

@@ -515,11 +515,14 @@ def _launch(args: argparse.Namespace) -> int:
     # With --json, stdout is the report's alone and the progress goes to stderr (as `demo` and `fit` do):
     # a local launch runs for hours, and a run that fails should not wait for the JSON at the end to be seen.
     progress_out = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    started = time.time()
     try:
         with interrupt_on_sigterm(), progress_out:  # `kill` stops a launch as Ctrl-C does
             report = launch(spec, executor=executor, sweep_dir=args.sweep_dir)
             if executor == "slurm" and args.wait:
                 _wait(report, quiet=False)
+            if report.finished:  # (a local launch's runs, or those a SLURM launch --wait'ed for)
+                print(_ended_line(spec.name, report, time.time() - started), flush=True)
     except KeyboardInterrupt as e:  # (LaunchInterrupted carries the report of a launch stopped mid-way)
         report = e.report if isinstance(e, LaunchInterrupted) else report
         if args.json and report is not None:  # a script learns what ran before the stop (interrupted: true)
@@ -565,6 +568,24 @@ def _wait(report, quiet: bool) -> None:
     # status): without it a waited launch exited 1 with "finished": {}.
     for r in runs:
         report.finished[r.state] = report.finished.get(r.state, 0) + 1
+
+
+def _ended_line(name: str, report, seconds: float) -> str:
+    """A launch's last line where it saw its runs end (local; slurm --wait): how they ended, and what to do next.
+    Without it, a failed run's line had scrolled away among the others' and a local launch ended on the last
+    run's line, its exit status 1 unexplained."""
+    from scaling.console import count, duration
+
+    sweep_dir, finished = report.sweep_dir, report.finished
+
+    said = ", ".join(f"{finished[s]} {s}" for s in sorted(finished, key=lambda s: (s != "done", s)))
+    if finished.get("failed"):
+        failed = "it" if finished["failed"] == 1 else "them"
+        then = (f"`scaling sweep status {sweep_dir} --runs` says how each failed run stopped; run the same command "
+                f"again to resume or retrain {failed}")
+    else:
+        then = f"`scaling sweep collect {sweep_dir}` tables the results, `scaling report {sweep_dir} --out DIR` reports them"
+    return f"{name}: {count(sum(finished.values()), 'run')} ended ({said}) in {duration(seconds)}; {then}"
 
 
 def _failed_here(report) -> int:
