@@ -84,8 +84,10 @@ def check_run_data(run_dir: Path, meta: dict, data: str, ckpt: Path | None = Non
 def moved_corpus(existing: RunConfig, config: RunConfig, run_dir: Path) -> bool:
     """Whether the run in run_dir (`existing`) differs from `config` in its data's path alone and the data there
     are the corpus it recorded (data.json): the corpus moved. A run's id includes its data's path (the corpus's
-    content is checked on every resume, `check_run_data`), so a moved corpus names another run."""
-    if dataclasses.replace(existing, data=config.data).run_id != config.run_id:
+    content is checked on every resume, `check_run_data`), so a moved corpus names another run. The same data path
+    is no move: a run id computed from a config hashes its recipe file as the file is now, so a run under a recipe
+    file edited since it started (its only difference) read as one whose corpus "moved" to where it was."""
+    if existing.data == config.data or dataclasses.replace(existing, data=config.data).run_id != config.run_id:
         return False
     try:
         from scaling.data import read_meta

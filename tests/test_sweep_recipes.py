@@ -249,6 +249,8 @@ def test_a_run_under_a_recipe_built_on_a_recipe_file_is_named_by_both_files_cont
 def test_a_launch_refuses_a_recipe_file_edited_since_its_runs_started(tmp_path):
     """The recipe file edited between launches: the relaunch trained the new version beside the old
     runs (collect then refused the pair); it stops before anything runs, naming the file's content."""
+    from scaling.data import read_meta
+    from scaling.run_data import check_run_data, resolve_data_dir
     from sweeps.launch import check_same_spec
 
     r = tmp_path / "mine.toml"
@@ -258,6 +260,10 @@ def test_a_launch_refuses_a_recipe_file_edited_since_its_runs_started(tmp_path):
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(c.resolved().to_json())
     (run_dir / "recipe.toml").write_bytes(r.read_bytes())
+    # the corpus it trains on, recorded as train records it when the run starts (data.json): with it, the edit
+    # below read as the built-in corpus "moved" to builtin, "set the spec's data back to builtin" (a user's walk)
+    check_run_data(run_dir, read_meta(resolve_data_dir(c.resolved())), c.data)
+    assert (run_dir / "data.json").is_file()
     check_same_spec([c], tmp_path / "sweep")  # the same run: nothing to say
     r.write_text('name = "mine"\nbase = "bf16"\nhigh_precision_blocks = [0]\n')
     (c,) = _load(tmp_path, '"0.5M"', f'"{r}"').runs()
