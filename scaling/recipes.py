@@ -142,16 +142,28 @@ class Recipe:
     def from_toml(cls, path: str | Path) -> "Recipe":
         """A user-defined recipe. Errors name the file and the field. Its `base` names a preset, or another
         recipe file that is built first (`recipe_chain`)."""
+        chain = recipe_chain(path)
+        files = [file for file, _ in chain]
         recipe = None
-        for file, data in reversed(recipe_chain(path)):
-            recipe = recipe_from_dict(data, where=str(file), base=recipe)
+        for i in reversed(range(len(chain))):
+            recipe = recipe_from_dict(chain[i][1], where=in_chain(files[:i + 1]), base=recipe)
         return recipe
 
 
-def read_toml(path: str | Path, what: str) -> dict:
+def in_chain(files: list[Path]) -> str:
+    """How an error names the last of `files`, a recipe file's chain of bases (`recipe_chain`) down to it: its path
+    where it is the file the user gave; else that file, this base and the chain between, so that the user, who
+    named the first, learns how the error's file comes into it."""
+    if len(files) == 1:
+        return str(files[0])
+    return f"recipe file {files[0]}, in its base {files[-1]} ({' -> '.join(map(str, files))})"
+
+
+def read_toml(path: str | Path, what: str, where: str | None = None) -> dict:
     """The TOML file at `path` as a dict; a file that is missing, unreadable or not TOML is a UserError naming it
-    as `what` ("recipe file", "format file")."""
+    as `what` ("recipe file", "format file"), its errors in the file's text after `where` (default: the path)."""
     path = Path(path)
+    where = where or str(path)
     try:
         # UTF-8 as TOML says, whatever the locale; "-sig" drops the byte-order mark some Windows
         # editors write, which tomllib reports as an "invalid statement" at line 1, column 1
@@ -160,12 +172,13 @@ def read_toml(path: str | Path, what: str) -> dict:
         near = near_file(path)
         raise UserError(f"{what} {path} does not exist{f' (did you mean {path.parent / near}?)' if near else ''}") from None
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+        raise UserError(f"{where}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
                         f"save the {what} as UTF-8") from None
     except OSError as e:
-        raise UserError(f"cannot read {what} {path} ({type(e).__name__}: {e})") from None
+        said = "" if where == str(path) else f"{where}: "
+        raise UserError(f"{said}cannot read {what} {path} ({type(e).__name__}: {e})") from None
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: not valid TOML ({e})") from None
+        raise UserError(f"{where}: not valid TOML ({e})") from None
 
 
 def near_file(path: Path) -> str | None:
@@ -207,7 +220,7 @@ def recipe_chain(path: str | Path) -> list[tuple[Path, dict]]:
             raise UserError(f"recipe file {chain[0][0]}: the base {base!r} of {naming} {what} ({said}){hint}; a base "
                             "file's path is relative to the file that names it, or absolute")
         seen.add(os.path.realpath(file))
-        chain.append((file, read_toml(file, "recipe file")))
+        chain.append((file, read_toml(file, "recipe file", in_chain([p for p, _ in chain] + [file]))))
     return chain
 
 

@@ -167,6 +167,32 @@ def test_a_base_chain_that_cannot_be_built_is_one_line_naming_it(tmp_path, capsy
     assert said in err, err
 
 
+@pytest.mark.parametrize("base_text, said", [
+    ('name = "t1"\nbase = "nvfp4"\n[fprop.x]\nelme = "e2m1"\n',
+     "fprop.x.elme: unknown field (did you mean elem?)"),
+    ('name = x\n', "not valid TOML (Invalid value"),
+    (b'name = "t1"\n\xff\n', "not UTF-8 text (byte 0xff at offset 12); save the recipe file as UTF-8"),
+    ('name = "t1"\n[fprop.x]\ntransform = 16\n', "fprop: both operands must get the same transform"),
+])
+def test_an_error_in_a_base_file_names_the_file_given_and_the_chain_to_it(tmp_path, capsys, base_text, said):
+    """An error in a base of a base named the base file alone ('bad/t1.toml: fprop.x.elme ...'), which the user,
+    who gave c1.toml, never named: the file given, the bad file and the chain between, in one line, exit 2."""
+    from scaling.cli import main
+
+    (tmp_path / "bad").mkdir()
+    c1, t2, t1 = (tmp_path / "bad" / f"{n}.toml" for n in ("c1", "t2", "t1"))
+    c1.write_text('name = "c1"\nbase = "t2.toml"\n')
+    t2.write_text('name = "t2"\nbase = "t1.toml"\n')
+    t1.write_bytes(base_text if isinstance(base_text, bytes) else base_text.encode())
+    assert main(["recipes", str(c1)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: recipe file {c1}, in its base {t1} ({c1} -> {t2} -> {t1}): {said}"), err
+    # the file given alone keeps its plain message
+    assert main(["recipes", str(t1)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {t1}: {said}")
+
+
 @pytest.mark.parametrize("body, words", [
     ('name = "x"\n[fprop.x]\nrounding = "nearest"\n', ["fprop.x", "rounding"]),
     ('name = "x"\n[fprop.x]\nelemm = "e2m1"\n', ["fprop.x.elemm", "unknown field"]),
