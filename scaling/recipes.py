@@ -243,11 +243,53 @@ def recipe_content(path: str | Path) -> bytes:
     texts = []
     for i, (file, _) in enumerate(chain):
         title = "the recipe file" if i == 0 else f"its base {chain[i - 1][1]['base']!r}"
-        text = file.read_bytes().decode("utf-8-sig")
-        texts.append(f"# ---- {title}\n" + "".join(f"# {line}".rstrip() + "\n" for line in text.splitlines()))
+        texts.append(f"{KEPT_TEXT_MARK}{title}\n" + _as_comments(file))
     header = ("# A recipe built on other recipe files (`base`), written out whole: what a run under it keeps and what\n"
               "# its id hashes. The files' text, as it was:\n#\n")
     return (header + "".join(texts) + "\n" + recipe_toml(Recipe.from_toml(path), data.get("source"))).encode()
+
+
+# The line before each file's text in a `recipe_content` of a chain (a text's own lines start "# " and then the text:
+# no line of one starts so)
+KEPT_TEXT_MARK = "# ---- "
+
+
+def _as_comments(file: Path) -> str:
+    """A recipe file's text as `recipe_content` keeps it: each line commented (trailing spaces dropped)."""
+    text = file.read_bytes().decode("utf-8-sig")
+    return "".join(f"# {line}".rstrip() + "\n" for line in text.splitlines())
+
+
+def _kept_texts(kept: bytes) -> list[str]:
+    """The files' texts a `recipe_content` of a chain keeps, as `_as_comments` wrote them, in the chain's order;
+    [] for a lone file's content (its bytes)."""
+    texts: list[str] = []
+    for line in kept.decode("utf-8-sig", errors="replace").splitlines():
+        if line.startswith(KEPT_TEXT_MARK):
+            texts.append("")
+        elif texts and line.startswith("#"):
+            texts[-1] += line + "\n"
+        elif texts:  # (the blank line before the recipe written out whole)
+            break
+    return texts
+
+
+def edited_recipe_files(path: str | Path, kept: bytes) -> str:
+    """Which files of the chain of the recipe file at `path` (`recipe_chain`) differ from those a run's recipe.toml
+    (`kept`: `recipe_content` when the run started) was written from, in words: 'the recipe file mine.toml', 'the
+    base file b.toml of mine.toml (mine.toml -> b.toml)', 'the recipe file mine.toml and its base file b.toml (...)'.
+    Where no file's kept text tells (a lone file's content keeps no text), the recipe file."""
+    files = [file for file, _ in recipe_chain(path)]
+    kept_texts = _kept_texts(kept)
+    edited = [i for i, file in enumerate(files) if i < len(kept_texts) and _as_comments(file) != kept_texts[i]]
+    if not edited or edited == [0]:
+        return f"the recipe file {files[0]}"
+    bases = [str(files[i]) for i in edited if i > 0]
+    said = f"base file{'s' if len(bases) > 1 else ''} {', '.join(bases)}"
+    chain = " -> ".join(map(str, files[:edited[-1] + 1]))
+    if edited[0] == 0:
+        return f"the recipe file {files[0]} and its {said} ({chain})"
+    return f"the {said} of {files[0]} ({chain})"
 
 
 def recipe_toml(recipe: Recipe, source: str | None = None) -> str:

@@ -46,7 +46,7 @@ from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
                            checkpoint_problem, checkpoint_step, remove_stale_temps, write_atomic, write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
-from scaling.recipes import recipe_chain, recipe_content
+from scaling.recipes import edited_recipe_files, recipe_content
 from scaling.run_data import check_run_data, data_identity, moved_corpus, moved_corpus_link, resolve_data_dir
 
 if TYPE_CHECKING:
@@ -562,10 +562,9 @@ def _check_config_json(config: RunConfig, run_dir: Path) -> None:
                            f"it stopped before its first checkpoint, so nothing of it is kept: remove {run_dir} "
                            "or choose another --out directory"))
     if kept.exists() and Path(config.recipe).is_file() and kept.read_bytes() != recipe_content(config.recipe):
-        bases = [str(path) for path, _ in recipe_chain(config.recipe)[1:]]
-        built_on = f" (or a recipe file it is built on: {', '.join(bases)})" if bases else ""
-        raise UserError(f"{config.recipe}{built_on} has changed since the run in {run_dir} started (its recipe then is "
-                        f"{kept}); restore the file, or train the new recipe in another --out directory")
+        edited = edited_recipe_files(config.recipe, kept.read_bytes())
+        raise UserError(f"{edited} has changed since the run in {run_dir} started (its recipe then is {kept}); restore "
+                        "the file, or train the new recipe in another --out directory")
 
 
 def prepare_run_dir(config: RunConfig, run_dir: Path) -> None:

@@ -287,10 +287,22 @@ def check_same_spec(configs: list, sweep_dir: Path) -> None:
                         f"which {c.data} holds too (the same tokenizer and token files), moved there; a run's id includes "
                         f"its data's path, so set the spec's data back to {started.data} to go on with them"
                         f"{moved_corpus_link(started, c)} (--set data=... does too), or move the old runs out of {sweep_dir}")
-    raise UserError(f"{sweep_dir} holds run {d.name}{more} at this spec's grid point {point_label(cfg)} under other "
-                    f"settings ({setting_differences(cfg, c.resolved().to_dict())}): the spec or a recipe file changed since that run started; launch the "
-                    "changed spec into a sweep folder of its own (launch --sweep-dir, demo --out), or undo the "
-                    f"change, or move the old runs out of {sweep_dir}")
+    raise UserError(f"{sweep_dir} holds run {d.name}{more} at this spec's grid point {point_label(cfg)} "
+                    f"{_what_changed(d, cfg, c)} since that run started; launch the changed spec into a sweep folder of "
+                    f"its own (launch --sweep-dir, demo --out), or undo the change, or move the old runs out of {sweep_dir}")
+
+
+def _what_changed(run_dir: Path, started: dict, config) -> str:
+    """What sets a run folder's run (its config.json, `started`) apart from `config`, another version of it
+    (`_changed`), as the middle of `check_same_spec`'s message: the settings that differ, or, where none does,
+    the file of its recipe's chain edited since (the recipe file itself, or a base file it is built on)."""
+    from scaling.recipes import edited_recipe_files
+
+    if not _same_settings(started, config):
+        said = setting_differences(started, config.resolved().to_dict())
+        return f"under other settings ({said}): the spec or a recipe file changed"
+    edited = edited_recipe_files(config.recipe, (run_dir / "recipe.toml").read_bytes())
+    return f"under an earlier version of its recipe: {edited} has changed"
 
 
 def _changed(run_dir: Path, started: dict, config) -> bool:
@@ -298,11 +310,16 @@ def _changed(run_dir: Path, started: dict, config) -> bool:
     or its recipe file's copy is not the file as it is now (not a copy of the same run's folder)."""
     from scaling.recipes import recipe_content
 
-    if started != json.loads(json.dumps(config.resolved().to_dict())):
+    if not _same_settings(started, config):
         return True
     copy, recipe = run_dir / "recipe.toml", Path(config.recipe)
     file = config.recipe.endswith(".toml") and copy.is_file() and recipe.is_file()
     return file and copy.read_bytes() != recipe_content(recipe)
+
+
+def _same_settings(started: dict, config) -> bool:
+    """Whether a run folder's config.json (`started`) holds `config`'s settings (as JSON gives them back)."""
+    return started == json.loads(json.dumps(config.resolved().to_dict()))
 
 
 # sbatch's words for a setting it refused -> the spec's key that made it

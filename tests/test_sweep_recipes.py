@@ -1,5 +1,6 @@
 """Sweep specs take recipe .toml files, and refuse (family, size, recipe) pairs that cannot run."""
 
+import re
 import textwrap
 
 import pytest
@@ -236,10 +237,22 @@ def test_a_run_under_a_recipe_built_on_a_recipe_file_is_named_by_both_files_cont
     base.write_text("# a comment only\n" + text)  # the base file edited: another run
     edited = run(mine)
     assert edited.run_id != first
-    with pytest.raises(UserError, match=rf"^{mine} \(or a recipe file it is built on: {base}\) has changed since"):
+    # the edited file named (the base, not the file the spec names), as train and launch both say it
+    edited_base = f"the base file {base} of {mine} ({mine} -> {base}) has changed since"
+    with pytest.raises(UserError, match=rf"^{re.escape(edited_base)} the run in {run_dir} started"):
         check_run_dir(edited, run_dir)
-    with pytest.raises(UserError, match=r"under other settings \(the recipe file's content\)"):
+    with pytest.raises(UserError, match=re.escape(f"under an earlier version of its recipe: {edited_base} that run")):
         check_same_spec([edited], sweep)
+    mine.write_text(mine.read_text() + "# and the recipe file\n")
+    with pytest.raises(UserError, match=re.escape(f"the recipe file {mine} and its base file {base} ({mine} -> {base}) "
+                                                  "has changed since")):
+        check_same_spec([run(mine)], sweep)
+    base.write_text(text)
+    with pytest.raises(UserError, match=re.escape(f"under an earlier version of its recipe: the recipe file {mine} has "
+                                                  "changed since that run started")):
+        check_same_spec([run(mine)], sweep)
+    mine.write_text(mine.read_text().replace("# and the recipe file\n", ""))
+    check_same_spec([run(mine)], sweep)
 
     base.write_text(text)
     shutil.move(tmp_path / "a", tmp_path / "b")  # both files moved (a checkout elsewhere): the same run
@@ -268,7 +281,8 @@ def test_a_launch_refuses_a_recipe_file_edited_since_its_runs_started(tmp_path):
     r.write_text('name = "mine"\nbase = "bf16"\nhigh_precision_blocks = [0]\n')
     (c,) = _load(tmp_path, '"0.5M"', f'"{r}"').runs()
     with pytest.raises(UserError, match=rf"holds run {run_dir.name} at this spec's grid point nanochat 0.5M mine "
-                                        r"tokens=4096 seed=0 under other settings \(the recipe file's content\)"):
+                                        rf"tokens=4096 seed=0 under an earlier version of its recipe: the recipe file "
+                                        rf"{r} has changed since that run started"):
         check_same_spec([c], tmp_path / "sweep")
 
 
