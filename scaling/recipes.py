@@ -146,8 +146,18 @@ class Recipe:
         files = [file for file, _ in chain]
         recipe = None
         for i in reversed(range(len(chain))):
-            recipe = recipe_from_dict(chain[i][1], where=in_chain(files[:i + 1]), base=recipe)
+            recipe = recipe_from_dict(chain[i][1], where=in_chain(files[:i + 1]), base=recipe,
+                                      source=f"user recipe ({built_on(chain[i:])})")
         return recipe
+
+
+def built_on(chain: list[tuple[Path, dict]]) -> str:
+    """A recipe file's chain of bases (`recipe_chain`) in short, as `scaling recipes` shows where a recipe comes from:
+    the file's path, then each base's file name and the preset at the end ('bad/c1.toml on t2.toml on t1.toml on
+    nvfp4'; a file on no base: its path alone)."""
+    preset = chain[-1][1].get("base")
+    names = [str(chain[0][0])] + [file.name for file, _ in chain[1:]] + ([preset] if isinstance(preset, str) else [])
+    return " on ".join(names)
 
 
 def in_chain(files: list[Path]) -> str:
@@ -361,13 +371,14 @@ def _from_start_first(index: int) -> tuple[bool, int]:
     return index < 0, index
 
 
-def recipe_from_dict(data: dict, where: str = "recipe", base: Recipe | None = None) -> Recipe:
+def recipe_from_dict(data: dict, where: str = "recipe", base: Recipe | None = None,
+                     source: str | None = None) -> Recipe:
     """Build a Recipe from TOML-shaped data: top-level keys plus [fprop.x]-style operand tables.
 
     `base = "nvfp4"` starts from a preset, and `base = "other.toml"` from the recipe of that file: `base`, which
     the caller built from it (`Recipe.from_toml`); an operand table changes the base's operand field by field
     (the fields it does not name keep the base's values; without a base, QuantSpec's defaults), and
-    an operand given as "bf16" clears it.
+    an operand given as "bf16" clears it. Its `source` is the data's, else `source`, else 'user recipe (where)'.
     """
     data = dict(data)
     allowed = {"name", "base", "source", "high_precision_blocks", "backward_from_forward", "fprop", "dgrad", "wgrad"}
@@ -399,7 +410,7 @@ def recipe_from_dict(data: dict, where: str = "recipe", base: Recipe | None = No
                         "or give a recipe .toml file (its path relative to this file, or absolute)")
     else:
         base = PRESETS[data["base"]] if "base" in data else Recipe(name=data["name"])
-    changes: dict = {"name": data["name"], "source": data.get("source", f"user recipe ({where})")}
+    changes: dict = {"name": data["name"], "source": data.get("source", source or f"user recipe ({where})")}
     if "high_precision_blocks" in data:
         hp = data["high_precision_blocks"]
         if not isinstance(hp, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in hp):

@@ -113,7 +113,7 @@ def test_a_recipe_file_built_on_another_recipe_file(tmp_path):
 
     a, b, c = _chain(tmp_path)
     nv = get_recipe("nvfp4")
-    want_b = replace(nv, name="b", source=f"user recipe ({b})", high_precision_blocks=(0, -1),
+    want_b = replace(nv, name="b", source=f"user recipe ({b} on a.toml on nvfp4)", high_precision_blocks=(0, -1),
                      fprop_x=nv.fprop_x.but(elem="e1m2"), wgrad_dy=None,
                      wgrad_x=nv.fprop_x.but(elem="e4m3", block=None, scale="fp32"))
     assert Recipe.from_toml(b) == get_recipe(str(b)) == want_b
@@ -129,6 +129,22 @@ def test_a_recipe_file_built_on_another_recipe_file(tmp_path):
         assert recipe_content(copy) == copy.read_bytes()  # (a run's copy hashes as the chain it came from)
     # a lone file's content is its bytes, as before (its runs keep their ids), also one built on a preset
     assert recipe_content(a) == a.read_bytes()
+
+
+def test_the_recipes_table_says_what_a_recipe_file_is_built_on(tmp_path, capsys):
+    """`scaling recipes` showed a recipe built on other files as `user recipe (b.toml)`, as if it stood alone: its
+    source says the chain, short (the bases' file names, then the preset); a file's own `source` stays its own."""
+    from scaling.cli import main
+
+    a, b, c = _chain(tmp_path)
+    lone = tmp_path / "lone.toml"
+    lone.write_text('name = "lone"\n[fprop.x]\nelem = "e2m1"\n')
+    assert main(["recipes", str(b), str(a), str(lone), str(c)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    column = [cell.strip() for cell in next(line for line in lines if line.startswith("┃")).split("┃")].index("source")
+    rows = {cells[1].strip(): cells[column].strip() for cells in (line.split("│") for line in lines if line.startswith("│"))}
+    assert rows == {"b": f"user recipe ({b} on a.toml on nvfp4)", "a": f"user recipe ({a} on nvfp4)",
+                    "lone": f"user recipe ({lone})", "c": 'c\u00e9 "quoted" \x7f'}
 
 
 @pytest.mark.parametrize("case", ["cycle", "self", "missing", "typo", "preset.toml", "folder", "same name"])
