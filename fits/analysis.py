@@ -495,8 +495,24 @@ def fit_and_judge(table: pl.DataFrame | str | Path, *, law: str, baseline: str |
                               with_penalty, progress, absent or {}, shared_efficiencies, formats)
 
 
-def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress,
-                   absent, shared_efficiencies=False, formats=None):
+class _Prepared(NamedTuple):
+    """What a fit works on, once its arguments and table are checked (`_prepare`): the validated table, the groups to
+    fit and the skipped ones (why each), the never-completed recipes (why each), the baseline fitted against (None:
+    none), the jobs (`_plan`), and the shared-efficiency design (None: not asked for)."""
+    table: pl.DataFrame
+    groups: dict[str, Points]
+    skipped: dict[str, str]
+    never: dict[str, str]
+    base: str | None
+    jobs: dict[str, tuple]
+    design: "shared.Design | None"
+
+
+def _prepare(table, law: str, baseline: str | None, with_penalty: bool, absent: dict[str, str],
+             shared_efficiencies: bool = False, formats: dict[str, tuple[str, str]] | None = None) -> _Prepared:
+    """Everything `fit_and_judge` refuses before its first fit (an unknown law, a baseline with no completed run, a
+    group that cannot be fitted and cannot be left out, a shared fit without a baseline or with an unknown format),
+    refused in seconds, and what the fits then work on."""
     if law not in LAWS:
         raise UserError(f"unknown law {law!r}; choose one of {', '.join(LAWS)}")
     where = None if isinstance(table, pl.DataFrame) else table
@@ -514,8 +530,23 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
     groups, skipped = _fittable(groups, law, baseline if with_penalty else None)
     base = baseline if with_penalty and len(groups) > 1 else None
     jobs = _plan(groups, law, base)
-    design = _shared_design(groups, base, raw, formats) if shared_efficiencies else None  # (refused before fitting)
+    design = _shared_design(groups, base, raw, formats) if shared_efficiencies else None
+    return _Prepared(table, groups, skipped, never, base, jobs, design)
 
+
+def check_source(raw: pl.DataFrame, table: pl.DataFrame, columns: dict[str, str] | str | None = None, *,
+                 law: str, baseline: str, shared_efficiencies: bool = False) -> None:
+    """Refuse, before any fitting, what `analyse_source` of the same arguments would refuse before its first fit
+    (`_prepare`): `scaling fit` and `scaling report` call it before they say they are fitting, so a --baseline no run
+    has (a typo) is refused at once, not after the stage's line."""
+    formats = shared.table_formats(raw, columns) if shared_efficiencies else None
+    _prepare(table, law, baseline, True, never_completed(raw, columns), shared_efficiencies, formats)
+
+
+def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress,
+                   absent, shared_efficiencies=False, formats=None):
+    table, groups, skipped, never, base, jobs, design = _prepare(table, law, baseline, with_penalty, absent,
+                                                                 shared_efficiencies, formats)
     t0 = time.perf_counter()
     thetas, objectives, starts = _fit_full(groups, jobs, top, workers)
     ctx = {"groups": groups, "jobs": jobs, "thetas": thetas, "starts": starts, "seed": seed,

@@ -1133,7 +1133,7 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     fit names to a table's own ("N=Model Size,C=Training FLOP"), as `scaling fit --columns`. `shared_efficiencies`:
     fit and show the efficiencies shared by format too (`scaling fit --shared-efficiencies`).
     """
-    from fits.analysis import warning_lines
+    from fits.analysis import check_source, warning_lines
 
     if law not in ("chinchilla", "quartet"):
         raise UserError(f"unknown law {law!r}; use chinchilla or quartet")
@@ -1148,6 +1148,8 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     refuse_replacing_others(out_dir)  # before the fits: a user's own results.csv or figures are not overwritten
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
+    # (a --baseline no run has, a group that cannot be fitted: refused before the stage's line, not after it)
+    check_source(study.runs, fit_table(study.runs), law=law, baseline=baseline, shared_efficiencies=shared_efficiencies)
     workers = workers or min(4, usable_cpus())
     # Each stage takes seconds to minutes on a laptop: say which one it is in (stderr; --json keeps stdout)
     _stage(f"fitting the {law} law to {count(compare.completed(study.runs).height, 'completed run')} "

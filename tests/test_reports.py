@@ -1285,6 +1285,30 @@ def test_cli_report_errors_are_one_line(tmp_path, capsys):
     assert "neither a sweep directory nor a .csv/.parquet results table" in capsys.readouterr().err
 
 
+def test_a_baseline_no_run_has_is_refused_before_any_fitting(tmp_path, capsys):
+    """`scaling report DIR --baseline bf61` printed "fitting the chinchilla law to ..." and then refused the baseline
+    (and `scaling fit --starts all` its notice of a long fit): both refuse it first, in one line, exit 2."""
+    from scaling.cli import main
+    from sweeps.store import collect_runs
+
+    sweep = make_sweep(tmp_path)
+    collect_runs(sweep)[0].write_parquet(sweep / "results.parquet")
+    said = "baseline recipe 'bf61' is not in the table; the recipes with completed runs: "
+    for argv in (["report", str(sweep), "--out", str(tmp_path / "r"), "--baseline", "bf61"],
+                 ["report", str(external_csv(tmp_path)), "--out", str(tmp_path / "r"), "--baseline", "bf61"],
+                 ["fit", str(sweep / "results.parquet"), "--baseline", "bf61", "--starts", "all"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {said}") and len(err.splitlines()) == 1, (argv, err)
+    assert not (tmp_path / "r").exists()
+    # and a shared-efficiency fit without a baseline to share against, as early
+    argv = ["fit", str(sweep / "results.parquet"), "--baseline", "mxfp4", "--shared-efficiencies", "--starts", "all"]
+    collect_runs(sweep)[0].filter(pl.col("recipe") == "mxfp4").write_parquet(sweep / "results.parquet")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: shared efficiencies need a baseline") and len(err.splitlines()) == 1, err
+
+
 def test_damaged_run_files_neither_crash_the_report_nor_sweep_status(tmp_path, capsys):
     """A run's metrics.csv with a ragged row: the report's curve reader leaves that run out (the others
     read) and a warning names the file; a result.json that is JSON but no object counts as no result (failed) in

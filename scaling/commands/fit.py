@@ -221,6 +221,9 @@ def run(args: argparse.Namespace) -> int:
 
     raw = read_file(args.results)
     table = fits.read_table(raw, columns=args.columns, drop_highest=args.drop_highest, where=args.results)
+    # (a --baseline no run has, a group that cannot be fitted: refused before the notices of a fit to come)
+    fits.analysis.check_source(raw, table, args.columns, law=args.law, baseline=args.baseline,
+                               shared_efficiencies=args.shared_efficiencies)
     notices = [fits.analysis.size_notice(table.height)]
     if top is None:  # L-BFGS-B from every start, before any progress line
         notices.append(f"fitting from all {grid:,} starts of the {args.law} grid: tens of seconds a group (more "
