@@ -3088,3 +3088,22 @@ def test_a_launch_names_a_moved_corpus_as_the_runs_own(tmp_path, run_on_moved_co
     (moved / "meta.json").write_text(json.dumps({**meta, "val_docs": meta["val_docs"] + 1}))
     with pytest.raises(UserError, match="under other settings"):
         check_same_spec([c], tmp_path / "sweep")
+
+
+def test_the_run_a_study_walk_through_is_a_spec_that_plans(tmp_path):
+    """docs/sweeps.md's "Run a study" spec is real: 16 runs, 8 points a recipe (a Chinchilla fit's fewest), on the
+    built-in corpus; its commands are the verbs `scaling sweep` has."""
+    from sweeps.spec import load_spec
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "sweeps.md").read_text()
+    section = doc.split("## Run a study", 1)[1].split("\n## ", 1)[0]
+    spec = tmp_path / "study.toml"
+    spec.write_text(section.split("```toml\n", 1)[1].split("```", 1)[0])
+    runs = load_spec(spec, []).runs()
+    assert len(runs) == 16 and {r.data for r in runs} == {"builtin"}
+    assert sorted({r.recipe for r in runs}) == ["bf16", "nvfp4"]
+    assert all(sum(r.recipe == recipe for r in runs) == 8 for recipe in ("bf16", "nvfp4"))
+    commands = [line.split("#")[0].split() for line in section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()]
+    assert [c[:3] for c in commands[:5]] == [["scaling", "sweep", v] for v in ("plan", "launch", "status", "launch",
+                                                                                "collect")]
+    assert [c[:2] for c in commands[5:]] == [["scaling", "fit"], ["scaling", "report"]]
