@@ -259,8 +259,9 @@ def recipe_content(path: str | Path) -> bytes:
     return (header + "".join(texts) + "\n" + recipe_toml(Recipe.from_toml(path), data.get("source"))).encode()
 
 
-# The line before each file's text in a `recipe_content` of a chain (a text's own lines start "# " and then the text:
-# no line of one starts so)
+# The line before each file's text in a `recipe_content` of a chain. A text's lines are "# " and the file's line, so
+# only a file line that starts "---- " (a bare key of dashes, or inside a multi-line string) reads as one: then
+# `edited_recipe_files` may name the wrong file of the chain, nothing else reads it
 KEPT_TEXT_MARK = "# ---- "
 
 
