@@ -23,7 +23,7 @@ from scaling.console import number, time_left
 class StepBar(RichProgressBar):
     """Lightning's rich progress bar on stderr, in the run's words: 'step 89/146 ━━━━╺━━━ 182.3k/299.0k tokens 0:13:53 •
     0:05:32 244 tokens/s train_loss: 5.288 val_loss: 5.336 val_bpb: 1.835' (elapsed • left, then the training rate
-    `rate` gives, as the result records it, and the run's metrics). Lightning's own read 'Epoch 0/0 ━━━╸━━━ 58/146
+    `rate` gives, this process's own, and the run's metrics). Lightning's own read 'Epoch 0/0 ━━━╸━━━ 58/146
     0:10:00 • 0:09:51 0.15it/s ...': a run is one pass (max_epochs=1) over a token budget, so its epoch said nothing,
     nor did 'it' for a step. (Short counts: the bar fits a line of 125 columns, Lightning's 120.)"""
 
@@ -90,7 +90,7 @@ class _TokensColumn(ProgressColumn):
 
 
 class _RateColumn(ProgressColumn):
-    """'6,321 tokens/s': `rate`, the run's training rate (nothing while none is known: no step timed yet)."""
+    """'6,321 tokens/s': `rate`, the process's training rate (nothing while none is known: no step timed yet)."""
 
     def __init__(self, rate: Callable[[], float] | None, style: str) -> None:
         super().__init__()
@@ -120,7 +120,8 @@ LINE_INTERVAL_S = 60.0  # seconds between two progress lines in a log
 class StepLines(Callback):
     """A line on stderr after the first step (the model built and compiled) and then every `every_s`
     seconds: step, share done, the bar's metrics (train_loss, val_loss, val_bpb), the training rate
-    (`rate`, tokens/s: the run's own, as its result will record it) and the time left at the pace since
+    (`rate`, tokens/s: this process's own, as `RunDirectory.process_tokens_per_s` counts it, so a resumed run shows
+    none until a step of its own is timed, not the stopped process's) and the time left at the pace since
     that first step (the first step's own time is mostly start-up and compilation). And a last line where
     the run ends, saying how (`ending`): a run shorter than `every_s` stopped at 'step 1 of N' in its log."""
 

@@ -357,6 +357,9 @@ class RunDirectory(L.Callback):
         # writing metrics.csv from a newer checkpoint's rows refused a key it did not know.)
         self.bpb_bytes: str | None = None
         self.step_time, self.step_tokens, self.train_losses = 0.0, 0, []
+        # this process's own timed steps (not saved: a resumed run's progress shows its own rate, not the stopped
+        # process's carried in `step_time`, which result.json's tokens_per_s counts over the whole run)
+        self.process_step_time, self.process_step_tokens = 0.0, 0
         self.preempt_signal: int | None = None
 
     @property
@@ -376,8 +379,11 @@ class RunDirectory(L.Callback):
             torch.cuda.synchronize()
         step = int(batch[0]) + 1  # optimizer steps done
         if not self.first_step:
-            self.step_time += time.perf_counter() - self._t0
-            self.step_tokens += batch[1].numel()
+            seconds, tokens = time.perf_counter() - self._t0, batch[1].numel()
+            self.step_time += seconds
+            self.step_tokens += tokens
+            self.process_step_time += seconds
+            self.process_step_tokens += tokens
         else:
             note = first_step_note(time.perf_counter() - self._t0, module.device.type == "cuda",
                                    module.recipe.is_quantized)
@@ -430,6 +436,12 @@ class RunDirectory(L.Callback):
     @property
     def tokens_per_s(self) -> float:
         return self.step_tokens / self.step_time if self.step_time > 0 else math.nan
+
+    @property
+    def process_tokens_per_s(self) -> float:
+        """This process's training rate (its timed steps'; NaN before one): the progress shows it, so that a resumed
+        run's first lines are not the stopped process's rate, carried in its checkpoint."""
+        return self.process_step_tokens / self.process_step_time if self.process_step_time > 0 else math.nan
 
     def write_metrics(self) -> None:
         buf = io.StringIO()
@@ -746,8 +758,8 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
         warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
         _quiet_lightning()
 
-        # (the training rate result.json records)
-        shown = progress_callbacks(progress, rate=lambda: run.tokens_per_s,
+        # (this process's training rate: a resumed run's earlier processes' is in result.json's, not in its progress)
+        shown = progress_callbacks(progress, rate=lambda: run.process_tokens_per_s,
                                    tokens_per_step=config.batch_size * config.seq_len)
         trainer = L.Trainer(
             max_steps=config.steps, max_epochs=1, precision=precision, devices=1,

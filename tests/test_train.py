@@ -1193,6 +1193,32 @@ def test_a_resumed_runs_bar_starts_at_its_step(tmp_path, capsys, monkeypatch):
     assert shown[0] == step + 1 and shown[-1] == 40 and shown == sorted(shown), (step, shown)
 
 
+def test_a_resumed_runs_progress_shows_this_processs_rate_not_the_stopped_ones(tmp_path, capsys, monkeypatch):
+    """A resumed run's first progress line showed the stopped process's tokens/s ('step 50 ... 3,735 tokens/s'), carried
+    in its checkpoint for result.json's rate over the whole run, and its later lines that blend: the progress shows
+    this process's own rate, none until a step of its own is timed. The checkpoint here carries an absurd rate (1 token
+    in 10^6 s), which any line showing it, or a blend of it with this process's 40 steps at most, reads as 0 tokens/s."""
+    import scaling.progress
+
+    run_dir = tmp_path / "killed"
+    proc = _start_cli(_config(), run_dir)
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    step = _checkpoint_step(run_dir)
+    assert 0 < step < 40
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, weights_only=False)
+    state["callbacks"]["RunDirectory"].update(step_time=1e6, step_tokens=1)
+    torch.save(state, ckpt)
+    monkeypatch.setattr(scaling.progress, "LINE_INTERVAL_S", 0.0)  # (a line every step)
+    assert main(["train", "--config", str(_write_config(tmp_path)), "--out", str(run_dir), "--json"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert lines[0].startswith(f"step {step + 1} of 40") and "tokens/s" not in lines[0], lines  # (its step untimed)
+    rates = [float(m.replace(",", "")) for line in lines[1:] for m in re.findall(r"; ([0-9,.]+) tokens/s", line)]
+    assert len(rates) == len(lines) - 1 and min(rates) >= 1, lines  # (its own: a 256-token step in under 256 s)
+
+
 def _write_config(tmp_path: Path, **changes) -> Path:
     path = tmp_path / "config.json"
     path.write_text(_config(**changes).to_json())
