@@ -9,7 +9,8 @@
 
 A run is done/diverged/failed once result.json says so; running while its lock is held or squeue
 says its job runs; queued while its job is pending in squeue; failed where a submitted job is neither;
-missing otherwise. The lock is an flock: the kernel drops it
+missing otherwise (`status` and `collect` say waiting where a local launch alive will train it, `run_status`).
+The lock is an flock: the kernel drops it
 when the holder dies, so a crashed job never leaves a lock that blocks a relaunch.
 """
 
@@ -39,8 +40,9 @@ if TYPE_CHECKING:  # polars is imported where a table is made (status and locks 
 
     from scaling.errors import UserError
 
-# misnamed: a folder holding a run under a name of its own (`own_name_of`), whatever its records say of that run
-STATES = ("done", "diverged", "failed", "running", "queued", "missing", "misnamed")
+# misnamed: a folder holding a run under a name of its own (`own_name_of`), whatever its records say of that run;
+# waiting: a missing run while a local launch into the sweep lives, which trains it as a slot frees (`run_status`)
+STATES = ("done", "diverged", "failed", "running", "queued", "waiting", "missing", "misnamed")
 RESULT_STATES = {"completed": "done", "diverged": "diverged", "failed": "failed"}
 # The result record's keys, in DESIGN.md's order (`scaling.train.result_record` writes them): collect's columns.
 RESULT_FIELDS = (
@@ -148,8 +150,8 @@ SUBMIT_LOCK = "submit.lock"  # at a sweep folder's top: held by a SLURM launch i
 
 def local_launch(sweep_dir: Path) -> contextlib.AbstractContextManager[bool]:
     """Hold the sweep's launch lock (shared: two launches into one sweep may overlap) for the block: a
-    local launch's runs wait for its slots as `missing`, and `status` must not tell the user to launch
-    again while one lives."""
+    local launch's runs wait for its slots (`missing` to `run_state`; `waiting` to status, `run_status`), and `status`
+    must not tell the user to launch again while one lives."""
     return held(Path(sweep_dir) / LAUNCH_LOCK, exclusive=False)
 
 
@@ -518,17 +520,18 @@ def status(sweep_dir: Path) -> SweepStatus:
     queue = slurm_queue_for(dirs)
     now = time.time()
     planned = planned_configs(plan)
+    launched = launching(sweep_dir)
     rows, results = [], {}
     for d in dirs:
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
         results[d.name] = result or {}
-        rows.append(run_status(d, queue, job, result, planned.get(d.name), now))
+        rows.append(run_status(d, queue, job, result, planned.get(d.name), now, launched))
     # a planned run held in a folder named otherwise is that folder's row, not also a missing one: "launch again to
     # train the remaining run" would say what the launch refuses (`check_same_spec`) until the `mv`
     held = {r.misnamed for r in rows if r.misnamed}
-    rows = [r for r in rows if not (r.state == "missing" and r.run_id in held)]
+    rows = [r for r in rows if not (r.state in ("missing", "waiting") and r.run_id in held)]
     counts = dict.fromkeys(STATES, 0) | state_counts(rows)
-    eta_s, method = _sweep_eta(rows, results, launching(sweep_dir))
+    eta_s, method = _sweep_eta(rows, results)
     if queue is None and counts["queued"]:  # (`run_state` trusted the job records: said, as the jobs may be long gone)
         method += ("; squeue could not be run here (no SLURM client, or its controller did not answer): runs with a "
                    "SLURM job and no result are counted queued")
@@ -549,12 +552,16 @@ def planned_configs(plan: dict) -> dict[str, dict]:
 
 
 def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | None, result: dict | None,
-               planned: dict | None = None, now: float | None = None) -> RunStatus:
+               planned: dict | None = None, now: float | None = None, launched: bool = False) -> RunStatus:
     """One run's `RunStatus`, from its records as the caller read them (job.json, result.json: None where it
-    has none; `planned`: its plan entry), the queue (`slurm_queue_for`, once per sweep) and the time."""
+    has none; `planned`: its plan entry), the queue (`slurm_queue_for`, once per sweep) and the time. `launched`:
+    whether a local launch into the sweep lives (`launching`, asked once per sweep): a run `run_state` finds missing
+    is then `waiting` for its slots, which it trains without a relaunch (it read "missing", never submitted)."""
     d = Path(run_dir)
     now = time.time() if now is None else now
     state = run_state(d, queue, result, job)
+    if state == "missing" and launched:
+        state = "waiting"
     result_problem = _result_problem(d, result) if state == "failed" else None
     job, result = job or {}, result or {}
     run_config = read_json(d / "config.json")  # (train's, resolved: its batch size and sequence length)
@@ -658,20 +665,25 @@ def nothing_finished(sweep_dir: Path, runs: list[RunStatus], action: str = "coll
     from scaling.errors import UserError
 
     them = "it" if len(runs) == 1 else "them"
-    in_flight = any(r.state in ("running", "queued") for r in runs)
+    in_flight = any(r.state in IN_FLIGHT for r in runs)
     watch = f"`scaling sweep status {sweep_dir}` follows" if in_flight else f"`scaling sweep status {sweep_dir} --runs` lists"
     return UserError(f"no run of {sweep_dir} has finished yet ({states_said(runs) or 'it plans none'}): nothing to "
                      f"{action}; {watch} {them}; {relaunch_advice(runs)}")
 
 
+# The states of a run that finishes without a relaunch: trained, queued for SLURM, or waiting for a local launch's slot
+IN_FLIGHT = ("running", "queued", "waiting")
+
+
 def relaunch_advice(runs: Iterable[RunStatus]) -> str:
     """What to do about a sweep's runs with no result (`collect`'s note, a report's list), by their states:
-    running and queued runs finish without a relaunch; failed runs that stopped on an error (`RunStatus.error`,
+    running, queued and waiting runs (IN_FLIGHT) finish without a relaunch; failed runs that stopped on an error (`RunStatus.error`,
     as `status` says it) meet it again on a relaunch until it is fixed, and so do those whose checkpoint is
     damaged (`RunStatus.checkpoint_damaged`: train refuses to resume from it) or another run's
     (`RunStatus.checkpoint_of`), so these are counted apart; a relaunch trains or resumes the others."""
     runs = list(runs)
-    n, in_flight = len(runs), sum(r.state in ("running", "queued") for r in runs)
+    n, in_flight = len(runs), sum(r.state in IN_FLIGHT for r in runs)
+    waiting = any(r.state == "waiting" for r in runs)
     erred = sum(bool(r.error) for r in runs)  # (failed runs only)
     broken = sum(bool(r.checkpoint_damaged) and not r.error for r in runs)  # (failed runs only)
     foreign = sum(bool(r.checkpoint_of) for r in runs)  # (failed runs only, with no error or damage)
@@ -691,10 +703,12 @@ def relaunch_advice(runs: Iterable[RunStatus]) -> str:
     if rest == n:
         said.append(f"`scaling sweep launch` again trains or resumes {'it' if n == 1 else 'them'}")
     elif rest:
-        which = ("other" if rest == 1 else "others") if erred or broken or foreign else "neither running nor queued"
+        which = (("other" if rest == 1 else "others") if erred or broken or foreign else
+                 "neither running, queued nor waiting" if waiting else "neither running nor queued")
         said.append(f"`scaling sweep launch` again trains or resumes the {rest} {which}")
     if in_flight and not rest:
-        said.append(f"the {in_flight} running or queued {'finishes' if in_flight == 1 else 'finish'} without a relaunch")
+        said.append(f"the {in_flight} running{', queued or waiting' if waiting else ' or queued'} "
+                    f"{'finishes' if in_flight == 1 else 'finish'} without a relaunch")
     return "; ".join(said)
 
 
@@ -825,7 +839,7 @@ def recipe_label(recipe: str, copy: Path | None = None) -> str:
     return recipe
 
 
-def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool = False) -> tuple[float | None, str]:
+def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float | None, str]:
     """Remaining FLOPs ÷ the FLOP/s measured on finished runs (of the run's own recipe where one has
     finished: an FP4 recipe's runs are slower than bf16's), × runs in flight. `results`: each run's
     result.json by run id ({} where it has none), as status read them."""
@@ -849,15 +863,18 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool =
             f = results.get(r.run_id) or {}
             if f.get("flops") and f.get("wall_s"):
                 by_recipe.setdefault(r.recipe, []).append(f["flops"] / f["wall_s"])
-    left = [r for r in rows if r.state in ("running", "queued", "missing", "failed")]
+    left = [r for r in rows if r.state in ("running", "queued", "waiting", "missing", "failed")]
     if not left:
         return 0.0, "nothing left"
     running = [r for r in rows if r.state == "running"]
     queued = [r for r in left if r.state == "queued"]
+    waiting = sum(r.state == "waiting" for r in left)
+    # (they read `missing` before, never submitted, and the line said nothing of them while a run ran)
+    waits = f", {count(waiting, 'run')} waiting for the local launch's slots" if waiting else ""
     if not running and not queued:
-        if launched:  # its workers are starting (a torch import takes a while), or between runs
-            return None, (f"a local launch into this sweep is starting its runs: the {count(len(left), 'remaining run')} "
-                          "wait for its free slots")
+        if waiting:  # its workers are starting (a torch import takes a while), or between runs
+            return None, (f"a local launch into this sweep is starting its runs: {count(waiting, 'run')} "
+                          f"{'waits' if waiting == 1 else 'wait'} for its free slots")
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the "
                       f"{count(len(left), 'remaining run')}")
     if not running and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):
@@ -865,9 +882,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool =
         return None, "none of the queued jobs can start"
     # A failed run is trained by no one until the sweep is launched again: its FLOPs are not in the time
     # (an ETA that counted them promised an end that never came), and the line says so. So is a missing
-    # one where no local launch lives to give it a slot (its launcher was killed, or a SLURM launch never
-    # submitted it).
-    idle = {s: sum(r.state == s for r in left) for s in (("failed",) if launched else ("failed", "missing"))}
+    # one: no local launch lives to give it a slot (its launcher was killed, or a SLURM launch never
+    # submitted it; one that waits for a live launch's slot is `waiting`, and counted).
+    idle = {s: sum(r.state == s for r in left) for s in ("failed", "missing")}
     remaining = [r for r in left if r.state not in idle]
     source = "finished runs'"
     if not by_recipe:  # before any run finishes: the running runs' FLOP/s so far (their own ETA's rate)
@@ -876,13 +893,13 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], launched: bool =
             if r.eta_s and flops_left(r) > 0:
                 by_recipe.setdefault(r.recipe, []).append(flops_left(r) / r.eta_s)
         if not by_recipe:
-            return None, "unknown until a run finishes or reports progress"
+            return None, "unknown until a run finishes or reports progress" + waits
     rate = {recipe: fmean(v) for recipe, v in by_recipe.items()}  # FLOP/s of one run
     overall = fmean([x for v in by_recipe.values() for x in v])
     seconds = sum(flops_left(r) / rate.get(r.recipe, overall) for r in remaining)
     parallel = max(1, len(running))
     unseen = sorted({r.recipe for r in remaining} - set(rate))
-    how = f"{source} FLOP/s per recipe × {parallel} in flight"
+    how = f"{source} FLOP/s per recipe × {parallel} in flight{waits}"
     if unseen:
         how += f"; {', '.join(unseen)} at all recipes' mean until one of its runs finishes"
     idle_runs = " and ".join(count(n, f"{state} run") for state, n in idle.items() if n)
@@ -942,7 +959,8 @@ def collect_runs(sweep_dir: Path) -> Collected:
     _check_one_recipe_per_name(recipe_files)
     _check_one_run_per_point(points)
     queue, planned = slurm_queue_for_jobs(job for _, job, _ in waiting), planned_configs(plan)
-    unfinished = [run_status(d, queue, job, r, planned.get(d.name)) for d, job, r in waiting]
+    launched = launching(sweep_dir) if waiting else False
+    unfinished = [run_status(d, queue, job, r, planned.get(d.name), launched=launched) for d, job, r in waiting]
     misnamed = next((r for r in unfinished if r.misnamed), None)  # (one with a result was refused above)
     if misnamed is not None:  # its checkpoint, read by the folder's name, is another run's: neither dropped nor misread
         raise misnamed_error(sweep_dir / misnamed.run_id, misnamed.misnamed)

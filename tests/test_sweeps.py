@@ -2337,7 +2337,7 @@ def test_status_counts_progress_and_eta(tmp_path):
     finally:
         p.kill()
         p.wait()
-    assert {k: v for k, v in st.counts.items() if v} == {"done": 1, "running": 1, "missing": 1}
+    assert {k: v for k, v in st.counts.items() if v} == {"done": 1, "running": 1, "waiting": 1}
     rows = {r.run_id: r for r in st.runs}
     assert rows[running.name].progress == 0.5 and rows[running.name].val_loss == 6.5
     # the resumed process did a quarter of the run (0.25 -> 0.5) in its time: the half left takes twice that
@@ -2397,7 +2397,7 @@ def test_status_counts_a_stopped_runs_progress_from_its_checkpoint_not_the_steps
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "True"
-        with local_launch(sweep_dir):  # the killed run waits for this launch's slot: missing, in the ETA
+        with local_launch(sweep_dir):  # the killed run waits for this launch's slot: waiting, in the ETA
             st = status(sweep_dir)
         code = ("import sys; from scaling.cli import main; rc = main(sys.argv[1:]); "
                 "sys.exit(3 if 'torch' in sys.modules else rc)")
@@ -2406,7 +2406,7 @@ def test_status_counts_a_stopped_runs_progress_from_its_checkpoint_not_the_steps
     finally:
         _stop(holder)
     rows = {r.run_id: (r.state, r.progress, r.progress_kept, r.progress_label()) for r in st.runs}
-    assert rows[killed.name] == ("missing", got, kept, f"{got:.0%} ({kept:.0%} kept)")
+    assert rows[killed.name] == ("waiting", got, kept, f"{got:.0%} ({kept:.0%} kept)")
     assert rows[running.name] == ("running", None, None, "unknown")
     # left: all of the running run (no step of its own logged yet) and what the relaunch trains of the killed one, at
     # the finished run's FLOP/s, one in flight (before: 1 - got of the killed one)
@@ -2537,13 +2537,13 @@ def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
     # before any run finishes: the running runs' FLOP/s so far prices the waiting runs too (was "unknown"
     # while any run waited for a slot)
     first = [RunStatus("nvfp4-a", "nanochat", "0.5M", "nvfp4", 4096, 0, "running", 0.5, None, 15.0, None),
-             row("nvfp4-b", "nvfp4", "queued"), row("bf16-c", "bf16", "missing")]
-    eta, how = _sweep_eta(first, {}, launched=True)
+             row("nvfp4-b", "nvfp4", "queued"), row("bf16-c", "bf16", "waiting")]
+    eta, how = _sweep_eta(first, {})
     # nvfp4 at half a run per 15 s (30 s a run): half + one whole nvfp4 run, and bf16 at that mean too
     assert eta == pytest.approx(15.0 + 30.0 + 30.0) and how.startswith("running runs' FLOP/s per recipe × 1 in flight")
     # with no local launch alive (its launcher killed while its workers finish their runs) a missing run
     # waits for no slot: only a relaunch trains it, as a failed one (the ETA promised its end)
-    eta, how = _sweep_eta(first, {})
+    eta, how = _sweep_eta(first[:2] + [row("bf16-c", "bf16", "missing")], {})
     assert eta == pytest.approx(15.0 + 30.0)
     assert how.endswith("not counting 1 missing run, which only `scaling sweep launch` again trains")
     # a failed run waits for a relaunch, not for a slot: it is left out of the time, and the line says so
@@ -2829,11 +2829,46 @@ def test_status_does_not_say_launch_again_while_a_local_launch_lives(tmp_path, c
     assert not launching(sweep_dir) and status(sweep_dir).eta_method.startswith("nothing running or queued")
     with local_launch(sweep_dir), local_launch(sweep_dir):  # (two launches into one sweep may overlap)
         assert launching(sweep_dir)
-        assert status(sweep_dir).eta_method == ("a local launch into this sweep is starting its runs: the 2 remaining "
-                                                "runs wait for its free slots")
+        assert status(sweep_dir).eta_method == "a local launch into this sweep is starting its runs: 2 runs wait for its free slots"
         assert main(["sweep", "status", str(sweep_dir)]) == 0
         assert "launch` again" not in capsys.readouterr().out
     assert not launching(sweep_dir)  # dropped with the launch
+
+
+def test_status_says_the_runs_a_live_local_launch_has_not_started_wait_for_its_slots(tmp_path, capsys):
+    """While a local launch trained two runs, its 22 others read `missing` (never submitted) and the ETA line said
+    nothing of them: the docs' "they wait for its free slots" came only while nothing ran. Such runs are `waiting`
+    (the counts, --runs, --json, and `collect`'s count of runs without a result) and the ETA line says they wait for
+    the launch's slots, never to launch again; with no launch alive they are missing, as before."""
+    from sweeps.launch import pending
+    from sweeps.store import collect_runs, local_launch, status
+
+    spec, sweep_dir = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",)), tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    running, *others = (sweep_dir / c.run_id for c in spec.runs())
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(running)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        with local_launch(sweep_dir):
+            st = status(sweep_dir)
+            assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+            out = capsys.readouterr().out
+            assert main(["sweep", "status", str(sweep_dir), "--json"]) == 0
+            shown = json.loads(capsys.readouterr().out)
+            unfinished = collect_runs(sweep_dir).unfinished
+        alone = status(sweep_dir)
+    finally:
+        _stop(holder)
+    assert {k: v for k, v in st.counts.items() if v} == {"running": 1, "waiting": 2}
+    assert {r.run_id: r.state for r in st.runs if r.run_id != running.name} == dict.fromkeys(
+        (d.name for d in others), "waiting")
+    assert "2 runs waiting for the local launch's slots" in st.eta_method, st.eta_method
+    assert "launch` again" not in out and "│ missing" not in out, out  # (a run's row: none missing)
+    assert re.search(r"│ waiting +│", out) and "ETA: " in out and "2 runs waiting for the local launch's slots" in out, out
+    assert shown["counts"]["waiting"] == 2 and shown["counts"]["missing"] == 0
+    assert sorted(r["state"] for r in shown["runs"]) == ["running", "waiting", "waiting"]
+    assert sorted(r.state for r in unfinished) == ["running", "waiting", "waiting"]
+    assert {k: v for k, v in alone.counts.items() if v} == {"running": 1, "missing": 2}  # (no launch: missing)
 
 
 @pytest.mark.parametrize("content", [b"tokens,val_loss\n512,6.1\n\xff\xfe garbage", b"\0" * 64])

@@ -614,8 +614,9 @@ def _status(args: argparse.Namespace) -> int:
         print_table(rows, ["run_id", "family", "size", "recipe", "tokens", "seed", *lr, "state", "progress", "val_loss",
                            "eta", "job_id"], title=f"runs in {st.sweep_dir}")  # fmt: skip
     total = sum(st.counts.values())
-    # (misnamed only where a folder is: a sweep launch wrote has none, and every other table would carry a 0 column)
-    shown = [s for s in STATES if s != "misnamed" or st.counts[s]]
+    # (misnamed only where a folder is: a sweep launch wrote has none, and every other table would carry a 0 column;
+    # waiting only while a local launch lives, `run_status`)
+    shown = [s for s in STATES if s not in ("misnamed", "waiting") or st.counts[s]]
     row = {s: st.counts[s] for s in shown} | {"total": total, "eta": duration(st.eta_s)}
     print_table([row], list(row), title=f"sweep {st.sweep_dir}")
     print(f"ETA: {duration(st.eta_s)} ({st.eta_method})")
