@@ -232,16 +232,19 @@ def check_sweep_dir(path: str | Path, flag: str = "sweep dir") -> Path:
     return path
 
 
-def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False) -> tuple[list, dict[str, list[str]]]:
-    """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json. `submission`: the caller holds
-    the sweep's submission lock (`slurm_submission`, exclusive), so no other launch is submitting into it: a job
-    record with no job id is a killed launch's (failed), not one whose sbatch is under way."""
+def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False,
+            executor: str | None = None) -> tuple[list, dict[str, list[str]]]:
+    """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json, with each run's price for a
+    launch with `executor` (None: the spec's default; `launch_prices`, which `sweep status`'s ETA reads). `submission`:
+    the caller holds the sweep's submission lock (`slurm_submission`, exclusive), so no other launch is submitting into
+    it: a job record with no job id is a killed launch's (failed), not one whose sbatch is under way."""
     configs = spec.runs()
     check_same_spec(configs, sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_json(sweep_dir / "sweep.json", {
         "name": spec.name, "source": spec.source, "data": spec.data,
         "runs": [{"run_id": c.run_id, **c.to_dict()} for c in configs],
+        "prices": _prices(spec, executor or spec.default_executor),
     })  # fmt: skip
     queue = slurm_queue_for([sweep_dir / c.run_id for c in configs])
     todo, skipped = [], {}
@@ -252,6 +255,17 @@ def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False) -> tuple
         else:
             skipped.setdefault(state, []).append(c.run_id)
     return todo, skipped
+
+
+def _prices(spec: SweepSpec, executor: str) -> dict:
+    """`launch_prices`, or where the plan cannot price the runs (a benchmark file edited by hand) why not, for status
+    to say: the launch goes on, as it did before it priced them."""
+    from scaling.commands.sweep import launch_prices
+
+    try:
+        return launch_prices(spec, executor)
+    except UserError as e:
+        return {"unpriced": str(e)}
 
 
 def check_same_spec(configs: list, sweep_dir: Path) -> None:
@@ -416,9 +430,9 @@ def launch(spec: SweepSpec, executor: str = "local", sweep_dir: str | Path | Non
 
         sweep_dir.mkdir(parents=True, exist_ok=True)  # (the lock's folder)
         with slurm_submission(sweep_dir, waiting):
-            todo, skipped = pending(spec, sweep_dir, submission=True)
+            todo, skipped = pending(spec, sweep_dir, submission=True, executor=executor)
             return _launch_runs(spec, executor, sweep_dir, todo, skipped, progress, chunk)
-    todo, skipped = pending(spec, sweep_dir)
+    todo, skipped = pending(spec, sweep_dir, executor=executor)
     # held while this launch lives: its runs waiting for a slot read `missing`, and status must not say
     # "launch again" meanwhile (a SLURM launch returns once submitted: squeue says what is queued)
     with local_launch(sweep_dir):

@@ -1,7 +1,7 @@
 """The sweep directory: what state each run is in, the run lock, status with ETA, and collect.
 
     runs/<sweep>/
-      sweep.json              the plan of the last launch (spec + one config per run)
+      sweep.json              the plan of the last launch (spec + one config and price per run)
       <run_id>/job.json       the launcher's record: config, executor, SLURM job id, submit time
       <run_id>/lock           flock-ed by the process training this run (holder info inside)
       <run_id>/config.json, metrics.csv, result.json, checkpoints/   written by `scaling train`
@@ -508,7 +508,7 @@ class SweepStatus:
     sweep_dir: str
     counts: dict[str, int]
     runs: list[RunStatus]
-    eta_s: float | None  # the whole sweep, at the current concurrency; None when unknown
+    eta_s: float | None  # the whole sweep, over its launch's slots (`_sweep_eta`); None when unknown
     eta_method: str
 
 
@@ -531,7 +531,7 @@ def status(sweep_dir: Path) -> SweepStatus:
     held = {r.misnamed for r in rows if r.misnamed}
     rows = [r for r in rows if not (r.state in ("missing", "waiting") and r.run_id in held)]
     counts = dict.fromkeys(STATES, 0) | state_counts(rows)
-    eta_s, method = _sweep_eta(rows, results)
+    eta_s, method = _sweep_eta(rows, results, plan.get("prices") if isinstance(plan.get("prices"), dict) else None)
     if queue is None and counts["queued"]:  # (`run_state` trusted the job records: said, as the jobs may be long gone)
         method += ("; squeue could not be run here (no SLURM client, or its controller did not answer): runs with a "
                    "SLURM job and no result are counted queued")
@@ -839,30 +839,15 @@ def recipe_label(recipe: str, copy: Path | None = None) -> str:
     return recipe
 
 
-def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float | None, str]:
-    """Remaining FLOPs ÷ the FLOP/s measured on finished runs (of the run's own recipe where one has
-    finished: an FP4 recipe's runs are slower than bf16's), × runs in flight. `results`: each run's
-    result.json by run id ({} where it has none), as status read them."""
-    from statistics import fmean
-
-    from models import model_size
-    from scaling.errors import UserError
-
-    def flops_left(r: RunStatus) -> float:
-        try:  # (a damaged record's family or size names no model: its FLOPs are unknown, left out)
-            per_token = model_size(r.family, r.size).flops_per_token() if r.family and r.size else 0
-        except UserError:
-            return 0.0
-        # (a running run's unknown progress: all of it left; a stopped run's steps past its checkpoint: trained again)
-        done = r.progress if r.progress_kept is None else r.progress_kept
-        return per_token * r.tokens * (1 - (done or 0.0))
-
-    by_recipe: dict[str, list[float]] = {}
-    for r in rows:
-        if r.state in ("done", "diverged"):
-            f = results.get(r.run_id) or {}
-            if f.get("flops") and f.get("wall_s"):
-                by_recipe.setdefault(r.recipe, []).append(f["flops"] / f["wall_s"])
+def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | None) -> tuple[float | None, str]:
+    """The seconds left until the sweep's runs are trained: each run's price in its plan (sweep.json's `prices`, the
+    wall seconds of one of its launch's slots: `scaling.commands.sweep.launch_prices`, the plan's steps, evaluations
+    and start-up), less its progress, × what its recipe's finished runs took against their prices (`measured_ratios`:
+    their wall_s, start-up included; all recipes' where none of its own has finished); a running run's at its own pace
+    (`RunStatus.eta_s`) where it has one; laid out as the launch takes them (`makespan`) over its slots (a SLURM
+    sweep's: its runs running now). `results`: each run's result.json by run id ({} where it has none), as status read
+    them. Before, the FLOPs left at the FLOP/s of the finished (or running) runs: a run's evaluations and start-up,
+    which do not grow with its tokens, were left out, and the demo's ETA read 1m04s of a 4m12s sweep."""
     left = [r for r in rows if r.state in ("running", "queued", "waiting", "missing", "failed")]
     if not left:
         return 0.0, "nothing left"
@@ -871,41 +856,98 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict]) -> tuple[float |
     waiting = sum(r.state == "waiting" for r in left)
     # (they read `missing` before, never submitted, and the line said nothing of them while a run ran)
     waits = f", {count(waiting, 'run')} waiting for the local launch's slots" if waiting else ""
-    if not running and not queued:
-        if waiting:  # its workers are starting (a torch import takes a while), or between runs
-            return None, (f"a local launch into this sweep is starting its runs: {count(waiting, 'run')} "
-                          f"{'waits' if waiting == 1 else 'wait'} for its free slots")
+    if not running and not queued and not waiting:
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the "
                       f"{count(len(left), 'remaining run')}")
-    if not running and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):
+    if not running and not waiting and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):
         # squeue's reason says no node can run them as asked: a time would promise an end that never comes
         return None, "none of the queued jobs can start"
-    # A failed run is trained by no one until the sweep is launched again: its FLOPs are not in the time
-    # (an ETA that counted them promised an end that never came), and the line says so. So is a missing
+    # A failed run is trained by no one until the sweep is launched again: its time is not in the ETA
+    # (an ETA that counted it promised an end that never came), and the line says so. So is a missing
     # one: no local launch lives to give it a slot (its launcher was killed, or a SLURM launch never
-    # submitted it; one that waits for a live launch's slot is `waiting`, and counted).
+    # submitted it; one that waits for a live local launch's slot is `waiting`, and counted).
     idle = {s: sum(r.state == s for r in left) for s in ("failed", "missing")}
     remaining = [r for r in left if r.state not in idle]
-    source = "finished runs'"
-    if not by_recipe:  # before any run finishes: the running runs' FLOP/s so far (their own ETA's rate)
-        source = "running runs'"
-        for r in running:
-            if r.eta_s and flops_left(r) > 0:
-                by_recipe.setdefault(r.recipe, []).append(flops_left(r) / r.eta_s)
-        if not by_recipe:
-            return None, "unknown until a run finishes or reports progress" + waits
-    rate = {recipe: fmean(v) for recipe, v in by_recipe.items()}  # FLOP/s of one run
-    overall = fmean([x for v in by_recipe.values() for x in v])
-    seconds = sum(flops_left(r) / rate.get(r.recipe, overall) for r in remaining)
-    parallel = max(1, len(running))
-    unseen = sorted({r.recipe for r in remaining} - set(rate))
-    how = f"{source} FLOP/s per recipe × {parallel} in flight{waits}"
-    if unseen:
-        how += f"; {', '.join(unseen)} at all recipes' mean until one of its runs finishes"
+    given = (prices or {}).get("seconds")
+    priced = {run: float(v) for run, v in given.items() if _number(v) is not None} if isinstance(given, dict) else {}
+    if not priced:
+        why = (prices or {}).get("unpriced")
+        return None, ("unknown: " + (f"the launch could not price its runs ({why})" if why else
+                                     "sweep.json holds no price of its runs (an older version's launch wrote it)") + waits)
+    ratios, overall = measured_ratios(rows, results, priced)
+
+    def seconds_left(r: RunStatus) -> float:
+        if r.state == "running" and r.eta_s is not None:
+            return r.eta_s
+        # (a running run's unknown progress: all of it left; a stopped run's steps past its checkpoint: trained again)
+        done = r.progress if r.progress_kept is None else r.progress_kept
+        return priced[r.run_id] * (1 - (done or 0.0)) * ratios.get(r.recipe, overall)
+
+    own_pace = [r for r in running if r.eta_s is not None]
+    counted = [r for r in remaining if r.run_id in priced or r in own_pace]
+    slots = max(_whole(prices.get("slots")) or 0, len(running), 1)
+    eta = makespan([seconds_left(r) for r in counted if r.state == "running"],
+                   [seconds_left(r) for r in counted if r.state != "running"], slots)
+    unseen = {r.recipe for r in counted if r not in own_pace} - set(ratios)
+    how = _eta_method(prices, ratios, overall, unseen, slots, bool(own_pace)) + waits
     idle_runs = " and ".join(count(n, f"{state} run") for state, n in idle.items() if n)
     if idle_runs:
         how += f"; not counting {idle_runs}, which only `scaling sweep launch` again trains"
-    return seconds / parallel, how
+    if len(counted) < len(remaining):  # (run folders its plan does not hold: an older spec's)
+        how += f"; not counting {count(len(remaining) - len(counted), 'run')} its plan did not price"
+    return eta, how
+
+
+def measured_ratios(rows: list[RunStatus], results: dict[str, dict],
+                    priced: dict[str, float]) -> tuple[dict[str, float], float]:
+    """What the sweep's done runs took (result.json's wall_s: from building the run to its end, evaluations and
+    checkpoints included; the worker's import, once a process, not) against their prices in the plan (`priced`, by run
+    id), per recipe (the summed seconds of its runs over their summed prices), and of all of them (1.0 where none has
+    finished: the plan's prices as they are). A diverged run stopped early: not counted."""
+    took: dict[str, list[float]] = {}
+    for r in rows:
+        wall = _number((results.get(r.run_id) or {}).get("wall_s"))
+        if r.state == "done" and wall and priced.get(r.run_id):
+            pair = took.setdefault(r.recipe, [0.0, 0.0])
+            pair[0], pair[1] = pair[0] + wall, pair[1] + priced[r.run_id]
+    ratios = {recipe: wall / price for recipe, (wall, price) in took.items()}
+    walls, prices = (sum(pair[i] for pair in took.values()) for i in (0, 1))
+    return ratios, walls / prices if prices else 1.0
+
+
+def makespan(running: list[float], waiting: list[float], slots: int) -> float:
+    """When the last of these runs ends where each of `slots` trains one at a time: the `running` ones' seconds left
+    each in a slot of its own, then the `waiting` ones', longest first (as a local launch takes them), each to the
+    slot that frees first. (Their sum over the slots, as the ETA was before, ends a sweep whose last long run
+    starts late too early.)"""
+    import heapq
+
+    free = list(running) + [0.0] * max(0, slots - len(running))
+    heapq.heapify(free)
+    for seconds in sorted(waiting, reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + seconds)
+    return max(free)
+
+
+def _eta_method(prices: dict, ratios: dict[str, float], overall: float, unseen: set[str], slots: int,
+                own_pace: bool) -> str:
+    """The ETA line's words for how `_sweep_eta` priced the runs left."""
+    said = "each run at its price in the plan (" + (f"{prices['bench']}'s rows" if prices.get("bench") else
+                                                    "BF16 at an assumed MFU, no benchmark file")
+    if not ratios:
+        unpriced = prices.get("startup_unpriced") or 0
+        said += ("; not its start-up, which they record none of, until a run finishes)" if unpriced else
+                 ", its start-up included)")
+    else:
+        took = ", ".join(f"{recipe} {ratio:.2f}×" for recipe, ratio in sorted(ratios.items()))
+        said += f") × what its recipe's done runs took against theirs, start-up included ({took}"
+        said += f"; {', '.join(sorted(unseen))} at all recipes' {overall:.2f}× until one of its runs is done)" \
+            if unseen else ")"
+    if own_pace:
+        said += ", a running run at its own pace"
+    where = (f"the local launch's {count(slots, 'slot')}" if prices.get("executor") == "local"
+             else f"{slots} in flight")
+    return f"{said}, over {where}"
 
 
 # ---------------------------------------------------------------------------------------------

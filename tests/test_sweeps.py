@@ -2343,10 +2343,11 @@ def test_status_counts_progress_and_eta(tmp_path):
     # the resumed process did a quarter of the run (0.25 -> 0.5) in its time: the half left takes twice that
     started = json.loads((running / "lock").read_text())["started"]
     assert 2 * (time.time() - started) * 0.99 - 1 < rows[running.name].eta_s <= 2 * (time.time() - started) + 0.01
-    # Left: half of the running run + all of the missing one, at the finished run's FLOP/s, one in flight.
-    assert st.eta_s == pytest.approx(1.5 * flops / (flops / 10.0))
-    # With no launch alive (its launcher killed) no one trains the missing run: half of the running one only.
-    assert unlaunched.eta_s == pytest.approx(0.5 * flops / (flops / 10.0))
+    # Left: the running run at its own pace, in one of the launch's two slots, and the waiting one in the other: priced
+    # as the done run (the same plan price: only their seeds differ), which took 10 s
+    assert st.eta_s == pytest.approx(max(rows[running.name].eta_s, 10.0))
+    # With no launch alive (its launcher killed) no one trains the missing run: the running one only.
+    assert unlaunched.eta_s == pytest.approx([r for r in unlaunched.runs if r.state == "running"][0].eta_s)
     assert unlaunched.eta_method.endswith("not counting 1 missing run, which only `scaling sweep launch` again trains")
 
 
@@ -2371,7 +2372,8 @@ def test_status_counts_a_stopped_runs_progress_from_its_checkpoint_not_the_steps
 
     # 40 steps of 8 x 64 tokens, an evaluation every 2 and a checkpoint every 6
     spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]", "grid.tokens=20480", "train.eval_interval=2",
-                                     "train.eval_tokens=512", "train.checkpoint_interval=6"))
+                                     "train.eval_tokens=512", "train.checkpoint_interval=6",
+                                     "executor.local.cpu_jobs=1"))  # (one slot: the runs' times add up)
     sweep_dir = tmp_path / "sweep"
     pending(spec, sweep_dir)  # writes the plan
     done, running, killed = (sweep_dir / c.run_id for c in spec.runs())
@@ -2408,8 +2410,8 @@ def test_status_counts_a_stopped_runs_progress_from_its_checkpoint_not_the_steps
     rows = {r.run_id: (r.state, r.progress, r.progress_kept, r.progress_label()) for r in st.runs}
     assert rows[killed.name] == ("waiting", got, kept, f"{got:.0%} ({kept:.0%} kept)")
     assert rows[running.name] == ("running", None, None, "unknown")
-    # left: all of the running run (no step of its own logged yet) and what the relaunch trains of the killed one, at
-    # the finished run's FLOP/s, one in flight (before: 1 - got of the killed one)
+    # left: all of the running run (no step of its own logged yet) and what the relaunch trains of the killed one, each
+    # priced as the done run (which took 10 s), one slot (before: 1 - got of the killed one)
     assert st.eta_s == pytest.approx((1 + 1 - kept) * 10.0)
     assert shown.returncode == 0, (shown.returncode, shown.stderr[-2000:])  # (3: it imported torch)
     assert re.search(rf"{killed.name} .* missing .* {got:.0%} \({kept:.0%} kept\)", shown.stdout), shown.stdout
@@ -2515,46 +2517,99 @@ def test_status_reads_a_damaged_records_recipe_from_the_plan(tmp_path):
     assert [r.recipe for r in st.runs] == ["bf16", "bf16"] and st.runs[0].state == "failed"
 
 
-def test_eta_prices_each_recipe_at_its_own_finished_runs_speed():
-    """A remaining nvfp4 run is priced at nvfp4's measured FLOP/s, not at a mean dragged up by bf16's;
-    a recipe with no finished run at the mean of all, and the method says which."""
-    from models import model_size
+def test_eta_prices_each_recipe_at_what_its_done_runs_took_against_their_plan_price():
+    """A remaining run is priced at its plan price (sweep.json's `prices`, in a slot's seconds) × what its recipe's done
+    runs took against theirs: an nvfp4 run at nvfp4's ratio, not at a mean dragged down by bf16's; a recipe with none
+    done at all recipes' ratio, and the method says which. Diverged runs (stopped early) are no measure."""
     from sweeps.store import RunStatus, _sweep_eta
 
-    flops = 6 * model_size("nanochat", "0.5M").n_params * 4096
+    def row(name: str, recipe: str, state: str, progress: float = 0.0, eta_s: float | None = None) -> RunStatus:
+        return RunStatus(name, "nanochat", "0.5M", recipe, 4096, 0, state, progress, None, eta_s, None)
 
-    def row(name: str, recipe: str, state: str, progress: float = 0.0) -> RunStatus:
-        return RunStatus(name, "nanochat", "0.5M", recipe, 4096, 0, state, progress, None, None, None)
-
-    results = {name: {"status": "completed", "flops": flops, "wall_s": wall_s}
-               for name, wall_s in (("bf16-done", 10.0), ("nvfp4-done", 30.0))}
+    prices = {"executor": "local", "bench": "cpu.json", "slots": 1, "startup_unpriced": 0,
+              "seconds": {"bf16-done": 5.0, "nvfp4-done": 10.0, "nvfp4-left": 10.0, "mxfp4-left": 10.0,
+                          "bf16-diverged": 50.0, "bf16-failed": 5.0}}
+    results = {name: {"status": "completed", "wall_s": wall_s}
+               for name, wall_s in (("bf16-done", 10.0), ("nvfp4-done", 30.0), ("bf16-diverged", 1.0))}
     rows = [row("bf16-done", "bf16", "done", 1.0), row("nvfp4-done", "nvfp4", "done", 1.0),
+            row("bf16-diverged", "bf16", "diverged", 1.0),
             row("nvfp4-left", "nvfp4", "running", 0.5), row("mxfp4-left", "mxfp4", "queued")]
-    eta, how = _sweep_eta(rows, results)
-    # half an nvfp4 run at 30 s a run, a whole mxfp4 run at the mean rate (flops / 15 s), one in flight
-    assert eta == pytest.approx(0.5 * 30.0 + flops / ((flops / 10.0 + flops / 30.0) / 2))
-    assert "per recipe" in how and "mxfp4 at all recipes' mean" in how
-    # before any run finishes: the running runs' FLOP/s so far prices the waiting runs too (was "unknown"
-    # while any run waited for a slot)
-    first = [RunStatus("nvfp4-a", "nanochat", "0.5M", "nvfp4", 4096, 0, "running", 0.5, None, 15.0, None),
-             row("nvfp4-b", "nvfp4", "queued"), row("bf16-c", "bf16", "waiting")]
-    eta, how = _sweep_eta(first, {})
-    # nvfp4 at half a run per 15 s (30 s a run): half + one whole nvfp4 run, and bf16 at that mean too
-    assert eta == pytest.approx(15.0 + 30.0 + 30.0) and how.startswith("running runs' FLOP/s per recipe × 1 in flight")
-    # with no local launch alive (its launcher killed while its workers finish their runs) a missing run
-    # waits for no slot: only a relaunch trains it, as a failed one (the ETA promised its end)
-    eta, how = _sweep_eta(first[:2] + [row("bf16-c", "bf16", "missing")], {})
-    assert eta == pytest.approx(15.0 + 30.0)
-    assert how.endswith("not counting 1 missing run, which only `scaling sweep launch` again trains")
+    eta, how = _sweep_eta(rows, results, prices)
+    # bf16 took 2x its price, nvfp4 3x: half an nvfp4 run (its own pace unknown yet) at 3x, a whole mxfp4 run at all
+    # recipes' (10 + 30) / (5 + 10), one slot
+    assert eta == pytest.approx(0.5 * 10.0 * 3.0 + 10.0 * 40.0 / 15.0)
+    assert "(bf16 2.00×, nvfp4 3.00×; mxfp4 at all recipes' 2.67× until one of its runs is done)" in how, how
     # a failed run waits for a relaunch, not for a slot: it is left out of the time, and the line says so
-    # (the ETA counted its FLOPs and promised an end nothing would bring)
-    eta, how = _sweep_eta(rows + [row("bf16-failed", "bf16", "failed")], results)
-    assert eta == pytest.approx(0.5 * 30.0 + flops / ((flops / 10.0 + flops / 30.0) / 2))
+    # (an ETA that counted it promised an end nothing would bring)
+    eta_failed, how = _sweep_eta(rows + [row("bf16-failed", "bf16", "failed")], results, prices)
+    assert eta_failed == pytest.approx(eta)
     assert how.endswith("not counting 1 failed run, which only `scaling sweep launch` again trains")
+    # before any run is done: each at its plan price, a running one at its own pace where it has one; over the
+    # launch's slots, longest first
+    first = [row("nvfp4-a", "nvfp4", "running", 0.5, eta_s=15.0), row("nvfp4-b", "nvfp4", "waiting"),
+             row("bf16-c", "bf16", "waiting")]
+    two = {**prices, "slots": 2, "seconds": {"nvfp4-a": 10.0, "nvfp4-b": 10.0, "bf16-c": 8.0}}
+    eta, how = _sweep_eta(first, {}, two)
+    assert eta == pytest.approx(max(15.0, 10.0 + 8.0))  # (nvfp4-b and then bf16-c in the slot left free)
+    assert how == ("each run at its price in the plan (cpu.json's rows, its start-up included), a running run at its "
+                   "own pace, over the local launch's 2 slots, 2 runs waiting for the local launch's slots"), how
+    # with no local launch alive (its launcher killed while its workers finish their runs) a run is missing: only a
+    # relaunch trains it, as a failed one (the ETA promised its end)
+    eta, how = _sweep_eta(first[:2] + [row("bf16-c", "bf16", "missing")], {}, two)
+    assert eta == pytest.approx(15.0)
+    assert how.endswith("not counting 1 missing run, which only `scaling sweep launch` again trains")
     # jobs SLURM holds for a request no node can meet (more CPUs than any has) never start: no time
     stuck = dataclasses.replace(row("mxfp4-left", "mxfp4", "queued"), waiting="PartitionConfig")
-    assert _sweep_eta(rows[:2] + [stuck], results) == (None, "none of the queued jobs can start")
-    assert _sweep_eta(rows[:2] + [dataclasses.replace(stuck, waiting="Resources")], results)[0] > 0
+    assert _sweep_eta(rows[:2] + [stuck], results, prices) == (None, "none of the queued jobs can start")
+    assert _sweep_eta(rows[:2] + [dataclasses.replace(stuck, waiting="Resources")], results, prices)[0] > 0
+    # a sweep.json an older version's launch wrote prices no run: no time, and why
+    assert _sweep_eta(first, {}, None) == (None, "unknown: sweep.json holds no price of its runs (an older version's "
+                                                 "launch wrote it), 2 runs waiting for the local launch's slots")
+
+
+def test_status_prices_unfinished_runs_as_the_plan_does_then_by_what_done_runs_took(tmp_path, capsys):
+    """Status priced the runs left by their FLOPs (6·N·D) at the FLOP/s of the running or finished runs: a run's
+    evaluations and start-up, which do not grow with its tokens, were left out, and the demo's 24 runs (4,096 to 32,768
+    tokens, each evaluated 8 times) read 1m04s at the start of a 4m12s sweep; right after the launch, no time at all.
+    Each run is now priced as `sweep plan` prices it (its launch writes the prices into sweep.json: the plan's hours x
+    the 2 slots sharing the CPU), laid out over the launch's slots, and once runs are done, scaled by what they took
+    against their prices (start-up included)."""
+    from sweeps.launch import pending
+    from sweeps.store import local_launch, status, write_json
+
+    text = TINY.replace("eval_interval = 4\n", "")  # (as the demo: about 8 evaluations a run, however long)
+    spec_path = write_spec(tmp_path, text)
+    spec = load(tmp_path, text, overrides=("grid.tokens=[4096, 32768]",))  # (seeds 0, 1: four runs; cpu_jobs 2)
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    assert main(["sweep", "plan", str(spec_path), "--set", "grid.tokens=[4096, 32768]", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    hours = {r["run_id"]: r["hours"] for r in plan["run_list"]}
+    prices = json.loads((sweep_dir / "sweep.json").read_text())["prices"]
+    assert prices["seconds"] == pytest.approx({run: h * 3600 * 2 for run, h in hours.items()})  # (2 slots: 2 x)
+    short, long = sorted({round(v, 9) for v in prices["seconds"].values()})
+    # (a 4,096-token run is priced at more than the eighth of a 32,768-token one its FLOPs are: its evaluations)
+    assert short > long / 6
+    with local_launch(sweep_dir):  # right after the launch: every run waits for its two slots
+        first = status(sweep_dir)
+    assert first.eta_s == pytest.approx(long + short), first.eta_method  # (long | long, then short | short)
+    done = next(sweep_dir / c.run_id for c in spec.runs() if c.tokens == 32768)
+    write_json(done / "result.json", {"run_id": done.name, "recipe": "bf16", "status": "completed", "val_loss": 5.0,
+                                      "wall_s": 3 * long})  # (it took 3 times its price)
+    with local_launch(sweep_dir):
+        then = status(sweep_dir)
+    assert then.eta_s == pytest.approx(max(3 * long, 3 * short * 2)), then.eta_method  # (long | short, short)
+    assert "× what its recipe's done runs took against theirs, start-up included (bf16 3.00×)" in then.eta_method
+
+
+def test_makespan_ends_with_the_slot_that_ends_last():
+    """The runs left laid out over the slots, longest first: a long run among short ones ends the sweep (their sum
+    over the slots, as the ETA was, said 6 s for 10 s of one run beside two of 1 s)."""
+    from sweeps.store import makespan
+
+    assert makespan([], [1.0, 10.0, 1.0], 2) == 10.0
+    assert makespan([4.0], [3.0, 3.0, 2.0], 2) == 6.0  # (a running 4 | 3, then 3 after that 3, then 2 after the 4)
+    assert makespan([2.0, 2.0, 2.0], [1.0], 1) == 3.0  # (more running than slots: each holds one)
 
 
 def test_raw_corpus_is_prepared_once_into_the_cache(tmp_path, monkeypatch):
@@ -2829,7 +2884,8 @@ def test_status_does_not_say_launch_again_while_a_local_launch_lives(tmp_path, c
     assert not launching(sweep_dir) and status(sweep_dir).eta_method.startswith("nothing running or queued")
     with local_launch(sweep_dir), local_launch(sweep_dir):  # (two launches into one sweep may overlap)
         assert launching(sweep_dir)
-        assert status(sweep_dir).eta_method == "a local launch into this sweep is starting its runs: 2 runs wait for its free slots"
+        st = status(sweep_dir)  # (priced: the plan's price of each, over the launch's slots)
+        assert st.eta_s > 0 and st.eta_method.endswith(", 2 runs waiting for the local launch's slots"), st.eta_method
         assert main(["sweep", "status", str(sweep_dir)]) == 0
         assert "launch` again" not in capsys.readouterr().out
     assert not launching(sweep_dir)  # dropped with the launch

@@ -190,6 +190,26 @@ def plan_processes(spec, executor: str, device: str, runs: int) -> int:
     return max(1, min(runs, slots))
 
 
+def launch_prices(spec, executor: str) -> dict:
+    """Each run's price as `scaling sweep plan --executor EXECUTOR` gives it (`plan_rows`: its steps, evaluations and
+    start-up, on the device a launch with `executor` trains on, from the default benchmark file for it), in the wall
+    seconds a run takes in one of that launch's slots, for `sweep status`'s ETA (the launch writes it into sweep.json's
+    `prices`, `sweeps.launch.pending`): the plan's hours × `share`, the slots a device is shared by (a local CPU
+    launch's `cpu_jobs`: the plan's CPU-hours are the whole CPU's; a local GPU launch's `jobs_per_gpu`, with no speed-up
+    from sharing counted, as the plan says; 1 on SLURM: a job's device is its own). `slots`: the runs the launch trains
+    at once (`plan_processes`; None on SLURM: the queue decides). `startup_unpriced`: the runs whose rows record no
+    start-up (`hours_split`), which the prices leave out until runs finish."""
+    device, _ = plan_device(spec, "auto", executor)
+    bench = _bench_file("default", device)
+    speeds = plan_speeds(bench, device)
+    rows = plan_rows(spec, speeds=speeds, device=device, executor=executor)
+    share = 1 if executor == "slurm" else spec.local.jobs_per_gpu if device == "gpu" else spec.local.cpu_jobs
+    return {"device": device, "executor": executor, "bench": speeds.source if speeds else None,
+            "slots": None if executor == "slurm" else plan_processes(spec, executor, device, len(rows)),
+            "share": share, "startup_unpriced": sum(r["startup_hours"] is None for r in rows),
+            "seconds": {r["run_id"]: r["hours"] * 3600 * share for r in rows}}
+
+
 class PlanSpeeds(NamedTuple):
     """A benchmark file's speed rows for the plan's device, read once: the rows, the file's name (the
     rows' source) and its machine (on a GPU its `device`, "NVIDIA H200"; on CPU "Intel Xeon, 2 threads")."""
