@@ -70,6 +70,18 @@ def _wait_for_checkpoint(proc: subprocess.Popen, run_dir: Path) -> None:
         time.sleep(0.02)
 
 
+def _killed_after_checkpoint(tmp_path: Path) -> tuple[Path, int]:
+    """A run of `_config()` SIGKILLed after its first checkpoint (no result), and the step that checkpoint holds."""
+    run_dir = tmp_path / "killed"
+    proc = _start_cli(_config(), run_dir)
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    step = _checkpoint_step(run_dir)
+    assert 0 < step < 40
+    return run_dir, step
+
+
 def _checkpoint_step(run_dir: Path) -> int:
     return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
 
@@ -234,13 +246,8 @@ def test_a_checkpoint_the_models_code_has_changed_from_since_is_one_line(referen
 
 
 def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
-    run_dir = tmp_path / "killed"
-    proc = _start_cli(_config(), run_dir)
-    _wait_for_checkpoint(proc, run_dir)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    run_dir, _ = _killed_after_checkpoint(tmp_path)
     assert not (run_dir / "result.json").exists()  # a crash leaves no result
-    assert 0 < _checkpoint_step(run_dir) < 40
     # a damaged checkpoint is one line naming it and the way out, not Lightning's traceback
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     good = ckpt.read_bytes()
@@ -1178,13 +1185,7 @@ def test_a_resumed_runs_bar_starts_at_its_step(tmp_path, capsys, monkeypatch):
     """A resumed run's bar (Lightning adds it as the process's first step ends) was drawn at 'step 0/40', then jumped
     to the run's step, the jump counted as steps done in an instant (a time left far too short): it starts at the run's
     step, the one after the checkpoint's."""
-    run_dir = tmp_path / "killed"
-    proc = _start_cli(_config(), run_dir)
-    _wait_for_checkpoint(proc, run_dir)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    step = _checkpoint_step(run_dir)
-    assert 0 < step < 40
+    run_dir, step = _killed_after_checkpoint(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["train", "--config", str(_write_config(tmp_path)), "--out", str(run_dir), "--json"]) == 0
@@ -1200,13 +1201,7 @@ def test_a_resumed_runs_progress_shows_this_processs_rate_not_the_stopped_ones(t
     in 10^6 s), which any line showing it, or a blend of it with this process's 40 steps at most, reads as 0 tokens/s."""
     import scaling.progress
 
-    run_dir = tmp_path / "killed"
-    proc = _start_cli(_config(), run_dir)
-    _wait_for_checkpoint(proc, run_dir)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    step = _checkpoint_step(run_dir)
-    assert 0 < step < 40
+    run_dir, step = _killed_after_checkpoint(tmp_path)
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     state = torch.load(ckpt, weights_only=False)
     state["callbacks"]["RunDirectory"].update(step_time=1e6, step_tokens=1)
