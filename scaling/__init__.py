@@ -45,6 +45,14 @@ def cpu_name() -> str:
         return name
 
 
+def same_cpu_machine(a: dict, b: dict) -> bool:
+    """Whether two machine descriptions (a benchmark file's `cpu_machine`, `scaling.bench.cpu_header`'s) name one CPU
+    model at one thread count: its CPU rows' speeds hold for the other (a CPU's speed differs by model, and a step's
+    by the threads it is spread over), so `scaling bench --out` adds rows to a file of its own machine only and
+    `scaling sweep plan` prices a CPU sweep by such a file by default (`sweeps.cost.default_cpu_bench`)."""
+    return (a.get("cpu"), a.get("threads")) == (b.get("cpu"), b.get("threads"))
+
+
 def usable_cpus() -> int:
     """The cores this process may use, not the node's: its CPU affinity (a SLURM allocation or `taskset`
     narrows it), capped by a cgroup CPU quota (`docker --cpus`, a Kubernetes limit), whose extra cores

@@ -37,7 +37,8 @@ from typing import Callable
 from scaling.errors import UserError
 
 DEFAULT_BENCH = Path(__file__).resolve().parents[1] / "reports" / "bench" / "h200.json"
-# A CPU sweep's default: `scaling bench cpu` rows of the 2-thread machine the CPU tests run on
+# A CPU sweep's default where no file beside it was measured on this machine (`default_cpu_bench`): `scaling bench cpu`
+# rows of a 2-thread Intel Xeon
 DEFAULT_CPU_BENCH = DEFAULT_BENCH.with_name("cpu.json")
 # BF16's MFU on a GPU where no benchmark row measured it (--bench none, a file without bf16 rows), of this peak
 DEFAULT_MFU = 0.30
@@ -337,6 +338,45 @@ def cpu_speeds(path: str | Path) -> tuple[list[dict], str, str]:
                         "`scaling bench cpu --out FILE` wrote (reports/bench/cpu.json), or --device gpu")
     where = ", ".join(str(x) for x in (machine.get("cpu"), machine.get("threads") and f"{machine['threads']} threads") if x)
     return rows, Path(path).name, where or "the benchmark's CPU"
+
+
+def this_cpu_machine() -> dict:
+    """This machine as a benchmark file's `cpu_machine` names one, without torch (a plan runs without it): its CPU model
+    as `scaling.bench.cpu_header` records it, and the threads a local launch's workers share here
+    (`sweeps.launch.thread_budget`: OMP_NUM_THREADS, else the cores this process may use), which a CPU sweep's hours,
+    the whole CPU's, are of."""
+    from scaling import cpu_name
+    from sweeps.launch import thread_budget
+
+    return {"cpu": cpu_name(), "threads": thread_budget()}
+
+
+def default_cpu_bench(machine: dict | None = None) -> tuple[Path, str]:
+    """The benchmark file a CPU sweep is priced by where the user gives none, and why, for the plan to say: a committed
+    file beside DEFAULT_CPU_BENCH (reports/bench/) whose `cpu_machine` is `machine` (None: `this_cpu_machine`), by
+    `scaling.same_cpu_machine`, with a bf16 `cpu` row to price by (the latest measured where several are), else
+    DEFAULT_CPU_BENCH, the Xeon's, whose speeds another CPU's runs need not match (the demo's sweep took 1.6-1.9x
+    its price by it on a 2-core AMD EPYC)."""
+    from scaling import same_cpu_machine
+    from scaling.console import count
+
+    machine = machine or this_cpu_machine()
+    matching = []
+    for path in sorted(DEFAULT_CPU_BENCH.parent.glob("*.json")):
+        try:
+            bench = json.loads(path.read_text())
+        except (OSError, ValueError):  # (not ours to judge here: a file the user names is, by `read_bench`)
+            continue
+        header = bench.get("cpu_machine") if isinstance(bench, dict) else None
+        rows = bench.get("cpu") if isinstance(header, dict) else None
+        if (isinstance(rows, list) and same_cpu_machine(header, machine)
+                and any(isinstance(r, dict) and r.get("recipe") == "bf16" for r in rows)):
+            matching.append((str(header.get("date") or ""), path))
+    if matching:
+        return max(matching)[1], "the default: measured on this CPU, its model and threads"
+    folder = f"{DEFAULT_CPU_BENCH.parent.parent.name}/{DEFAULT_CPU_BENCH.parent.name}/"
+    return DEFAULT_CPU_BENCH, (f"the default: none of {folder}'s files was measured on this CPU, {machine['cpu']} at "
+                               f"{count(machine['threads'], 'thread')}; `scaling bench cpu --out FILE` measures one")
 
 
 def cpu_speed_row(row: dict, threads: int) -> dict:

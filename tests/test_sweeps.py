@@ -578,7 +578,9 @@ def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys
     assert plan["device"] == "gpu" and "1 GPU" in plan["device_why"] and "gpu_hours" in plan
     assert main(["sweep", "plan", str(spec), "--json", "--bench", str(cpu), "--set", "executor.default=slurm"]) == 0
     assert json.loads(capsys.readouterr().out)["device"] == "cpu"
-    # the default CPU file is the committed one; a file without cpu rows, or none, cannot price a CPU sweep
+    # the default CPU file is a committed one (cpu.json on a CPU none was measured on: `test_plan_prices_a_cpu_sweep_
+    # by_the_committed_file_of_this_machine`); a file without cpu rows, or none, cannot price a CPU sweep
+    monkeypatch.setattr("scaling.cpu_name", lambda: "A CPU no committed file was measured on")
     assert main(["sweep", "plan", str(spec), "--json", "--device", "cpu"]) == 0
     assert json.loads(capsys.readouterr().out)["bench"].endswith("reports/bench/cpu.json")
     gpu_only = _bench_file(tmp_path, [{"recipe": "nvfp4", "family": "nanochat", "size": "40M", "ratio_vs_bf16": 0.75}])
@@ -586,6 +588,58 @@ def test_plan_prices_a_cpu_sweep_in_cpu_hours_from_the_cpu_rows(tmp_path, capsys
     assert "has no bf16 `cpu` row" in capsys.readouterr().err
     assert main(["sweep", "plan", str(spec), "--device", "cpu", "--bench", "none"]) == 2
     assert "needs a benchmark's `cpu` rows" in capsys.readouterr().err
+
+
+def test_plan_prices_a_cpu_sweep_by_the_committed_file_of_this_machine(tmp_path, capsys, monkeypatch):
+    """A CPU sweep was priced by reports/bench/cpu.json, a 2-thread Xeon's rows, on any CPU: on the 2-core AMD EPYC
+    whose rows are cpu-epyc.json's the demo's sweep took 1.6-1.9x its price, and `sweep status`'s first ETA was 0.62 of
+    its wall time. Without --bench the plan now takes the committed file whose cpu_machine is this machine's (its CPU
+    model, and the threads a local launch shares), else cpu.json, and says why."""
+    import sweeps.cost
+
+    spec = write_spec(tmp_path, TINY.replace("seed = [0, 1]", "seed = 0"))
+    committed = tmp_path / "bench"
+    committed.mkdir()
+
+    def bench_file(name: str, cpu: str, tokens_per_s: float) -> Path:
+        path = committed / name
+        path.write_text(json.dumps({"cpu_machine": {"cpu": cpu, "threads": 3, "date": "2026-12-07T23:26:19Z"}, "cpu": [
+            {"recipe": "bf16", "family": "nanochat", "size": "1M", "tokens_per_s": tokens_per_s,
+             "cpu_ratio_vs_bf16": 1.0}]}))
+        return path
+
+    xeon, here = bench_file("cpu.json", "Another CPU", 8000), bench_file("cpu-fake.json", "Fake CPU 9000", 4000)
+    monkeypatch.setattr(sweeps.cost, "DEFAULT_CPU_BENCH", xeon)
+    monkeypatch.setattr("scaling.cpu_name", lambda: "Fake CPU 9000")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # (the threads a local launch here shares)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # this machine: no GPU
+
+    def plan(*args: str) -> dict:
+        assert main(["sweep", "plan", str(spec), "--json", *args]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    mine = plan()
+    assert mine["bench"] == str(here) and mine["cpu"] == "Fake CPU 9000, 3 threads", mine["bench"]
+    assert mine["bench_why"] == "the default: measured on this CPU, its model and threads"
+    given = plan("--bench", str(xeon))  # a file the user names is priced by, whatever its machine, and no why is said
+    assert mine["cpu_hours"] == pytest.approx(2 * given["cpu_hours"]) and given["bench_why"] is None
+    assert main(["sweep", "plan", str(spec)]) == 0
+    assert f"measured in {here} (the default: measured on this CPU, its model and threads)" in capsys.readouterr().out
+    # the same CPU at other threads, or another CPU, is not this machine: cpu.json, and the line says none matched
+    for threads, cpu in (("2", "Fake CPU 9000"), ("3", "Fake CPU 9001")):
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        monkeypatch.setattr("scaling.cpu_name", lambda cpu=cpu: cpu)
+        other = plan()
+        assert other["bench"] == str(xeon) and other["cpu_hours"] == pytest.approx(given["cpu_hours"])
+        assert other["bench_why"] == (f"the default: none of {tmp_path.name}/bench/'s files was measured on this CPU, "
+                                      f"{cpu} at {threads} threads; `scaling bench cpu --out FILE` measures one")
+    # a local launch prices its runs for `sweep status` by the same default
+    from scaling.commands.sweep import launch_prices
+    from sweeps.spec import load_spec
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setattr("scaling.cpu_name", lambda: "Fake CPU 9000")
+    assert launch_prices(load_spec(spec), "local")["bench"] == "cpu-fake.json"
 
 
 def test_plan_prices_the_runs_where_launch_with_the_same_executor_trains_them(tmp_path, capsys, monkeypatch):
@@ -1056,9 +1110,12 @@ def test_plan_says_once_that_start_up_is_not_priced_for_rows_that_do_not_record_
     assert "each run's start-up (building its model to the end of its warm-up steps, compilation included, and the " \
            "trainer's import once a process: no benchmark file measures it: --bench none) and checkpoints" in \
            capsys.readouterr().out
-    # the committed files, whose rows predate it, are read as before
-    for device in ("gpu", "cpu"):
-        assert main(["sweep", "plan", str(spec), "--json", "--device", device]) == 0
+    # the committed files whose rows predate it (h200.json, the GPU's default; cpu.json, the CPU's on a machine
+    # cpu-epyc.json was not measured on: `sweeps.cost.default_cpu_bench`) are read as before
+    from sweeps.cost import DEFAULT_CPU_BENCH
+
+    for device, bench in (("gpu", "default"), ("cpu", str(DEFAULT_CPU_BENCH))):
+        assert main(["sweep", "plan", str(spec), "--json", "--device", device, "--bench", bench]) == 0
         plan = json.loads(capsys.readouterr().out)
         assert plan["startup_unpriced"] == 4 and plan["hours"] == pytest.approx(plan["train_hours"] + plan["eval_hours"])
 

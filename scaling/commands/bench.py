@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from scaling import same_cpu_machine
 from scaling.compiling import COMPILE_MODES
 from scaling.errors import UserError
 from sweeps.cost import BENCH_TRAIN_SEQ_LEN, BENCH_TRAIN_VOCAB_SIZE
@@ -612,7 +613,7 @@ def _same_machine(file: dict, headers: dict, out) -> None:
     if headers.get("device"):
         _same_device(file, headers["device"], out)
     old, now = file.get("cpu_machine"), headers.get("cpu_machine")
-    if old and now and (old.get("cpu"), old.get("threads")) != (now["cpu"], now["threads"]):
+    if old and now and not same_cpu_machine(old, now):
         from scaling.console import count
 
         threads = lambda n: count(n, "thread") if isinstance(n, int) else f"{n} threads"  # noqa: E731

@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_PEAK_TFLOPS:g}, an H100's or H200's)")
     p.add_argument("--bench", default="default", metavar="FILE",
                    help="benchmark JSON whose `train` rows (on CPU: `cpu` rows) give each recipe's speed against "
-                        "BF16 (default: reports/bench/h200.json, on CPU reports/bench/cpu.json; none: every recipe "
+                        "BF16 (default: reports/bench/h200.json; on CPU the reports/bench/ file measured on this CPU, same "
+                        "model and threads, else reports/bench/cpu.json; none: every recipe "
                         "at BF16's speed, on a GPU only)")
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
                    help="price the runs on a GPU or this CPU (default auto: where `launch` with --executor, else the "
@@ -200,7 +201,7 @@ def launch_prices(spec, executor: str) -> dict:
     at once (`plan_processes`; None on SLURM: the queue decides). `startup_unpriced`: the runs whose rows record no
     start-up (`hours_split`), which the prices leave out until runs finish."""
     device, _ = plan_device(spec, "auto", executor)
-    bench = _bench_file("default", device)
+    bench, _ = _bench_file("default", device)
     speeds = plan_speeds(bench, device)
     rows = plan_rows(spec, speeds=speeds, device=device, executor=executor)
     share = 1 if executor == "slurm" else spec.local.jobs_per_gpu if device == "gpu" else spec.local.cpu_jobs
@@ -220,30 +221,32 @@ class PlanSpeeds(NamedTuple):
 
 
 def plan_speeds(bench: str | None, device: str) -> PlanSpeeds | None:
-    """The `bench` file's `cpu` rows (device "cpu"; None: the committed cpu.json) or `train` rows
-    (device "gpu"; None: no file, every recipe at BF16's speed)."""
-    from sweeps.cost import DEFAULT_CPU_BENCH, cpu_speeds, training_speeds
+    """The `bench` file's `cpu` rows (device "cpu"; None: the default's, `sweeps.cost.default_cpu_bench`) or `train`
+    rows (device "gpu"; None: no file, every recipe at BF16's speed)."""
+    from sweeps.cost import cpu_speeds, default_cpu_bench, training_speeds
 
     if device == "cpu":
-        return PlanSpeeds(*cpu_speeds(bench or DEFAULT_CPU_BENCH))
+        return PlanSpeeds(*cpu_speeds(bench or default_cpu_bench()[0]))
     return PlanSpeeds(*training_speeds(bench)) if bench else None
 
 
-def _bench_file(value: str, device: str = "gpu") -> str | None:
-    """--bench: a path, "none", or "default" (the committed H200 file where this checkout has it; on
-    CPU, the committed cpu.json)."""
-    from sweeps.cost import DEFAULT_BENCH, DEFAULT_CPU_BENCH
+def _bench_file(value: str, device: str = "gpu") -> tuple[str | None, str]:
+    """--bench: a path, "none", or "default" (the committed H200 file where this checkout has it; on CPU, the
+    committed file measured on this CPU, else cpu.json: `sweeps.cost.default_cpu_bench`), and why a default was
+    picked ("" for a file the user gave, or none), for the plan to say beside the file's name."""
+    from sweeps.cost import DEFAULT_BENCH, default_cpu_bench
 
     if value == "none":
         if device == "cpu":
             raise UserError("--bench none: a sweep priced on CPU needs a benchmark's `cpu` rows (its BF16 tokens/s); "
                             "give one (`scaling bench cpu --out FILE`), or --device gpu")
-        return None
+        return None, ""
     if value == "default":
         if device == "cpu":  # no speed to count at without it: said, not assumed
-            return str(DEFAULT_CPU_BENCH)
-        return str(DEFAULT_BENCH) if DEFAULT_BENCH.exists() else None
-    return value
+            path, why = default_cpu_bench()
+            return str(path), why
+        return (str(DEFAULT_BENCH), "") if DEFAULT_BENCH.exists() else (None, "")
+    return value, ""
 
 
 def plan_device(spec, choice: str = "auto", executor: str | None = None) -> tuple[str, str]:
@@ -284,7 +287,7 @@ def _plan(args: argparse.Namespace) -> int:
         raise UserError(f"--peak-tflops {args.peak_tflops:g}: give the GPU's peak BF16 TFLOP/s, e.g. 989")
     spec = _load(args)
     device, device_why = plan_device(spec, args.device, args.executor)
-    bench = _bench_file(args.bench, device)
+    bench, bench_why = _bench_file(args.bench, device)
     speeds = plan_speeds(bench, device)
     executor = args.executor or spec.default_executor
     rows = plan_rows(spec, args.mfu, args.peak_tflops, speeds, device, executor)
@@ -297,7 +300,7 @@ def _plan(args: argparse.Namespace) -> int:
                    startup_hours=sum(r["startup_hours"] or 0.0 for r in rows),
                    startup_unpriced=sum(r["startup_hours"] is None for r in rows),
                    processes=plan_processes(spec, executor, device, len(rows)),
-                   bench=bench, flops_rule="6*N*D (N non-embedding)",
+                   bench=bench, bench_why=bench_why or None, flops_rule="6*N*D (N non-embedding)",
                    total_flops_exact=sum(r["flops_exact"] for r in rows), flops_exact_rule=FLOPS_EXACT_RULE,
                    eval_tokens=sum(r["eval_tokens"] for r in rows),
                    total_eval_flops_exact=sum(r["eval_flops_exact"] for r in rows),
@@ -347,7 +350,7 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         print(f"{count(len(rows), 'run')}, {total:.3e} FLOPs (6·N·D), ≈ {hours:.3g} CPU-hours of the benchmark's CPU "
               f"({summary['cpu']}) at the BF16 FLOP/s its cpu rows measured, each recipe at its CPU speed measured in "
-              f"{bench}")
+              f"{bench}" + (f" ({bench_why})" if bench_why else ""))
     print(hours_split(summary, unit, speeds.source if speeds else None))
     if summary["jobs_per_gpu"] and summary["jobs_per_gpu"] > 1:
         print(shared_gpu_note(summary["jobs_per_gpu"]))
