@@ -142,13 +142,18 @@ class Recipe:
     def from_toml(cls, path: str | Path) -> "Recipe":
         """A user-defined recipe. Errors name the file and the field. Its `base` names a preset, or another
         recipe file that is built first (`recipe_chain`)."""
-        chain = recipe_chain(path)
-        files = [file for file, _ in chain]
-        recipe = None
-        for i in reversed(range(len(chain))):
-            recipe = recipe_from_dict(chain[i][1], where=in_chain(files[:i + 1]), base=recipe,
-                                      source=f"user recipe ({built_on(chain[i:])})")
-        return recipe
+        return recipe_from_chain(recipe_chain(path))
+
+
+def recipe_from_chain(chain: list[tuple[Path, dict]]) -> Recipe:
+    """The recipe a chain of recipe files builds (`recipe_chain`: the file given first, its last base last), each file
+    on the recipe of the one it names."""
+    files = [file for file, _ in chain]
+    recipe = None
+    for i in reversed(range(len(chain))):
+        recipe = recipe_from_dict(chain[i][1], where=in_chain(files[:i + 1]), base=recipe,
+                                  source=f"user recipe ({built_on(chain[i:])})")
+    return recipe
 
 
 def built_on(chain: list[tuple[Path, dict]]) -> str:
@@ -249,14 +254,14 @@ def recipe_content(path: str | Path) -> bytes:
         return raw
     if not names_recipe_file(data.get("base")):
         return raw
-    chain = recipe_chain(path)
+    chain = recipe_chain(path)  # (read once: its files' data build the recipe below)
     texts = []
     for i, (file, _) in enumerate(chain):
         title = "the recipe file" if i == 0 else f"its base {chain[i - 1][1]['base']!r}"
         texts.append(f"{KEPT_TEXT_MARK}{title}\n" + _as_comments(file))
     header = ("# A recipe built on other recipe files (`base`), written out whole: what a run under it keeps and what\n"
               "# its id hashes. The files' text, as it was:\n#\n")
-    return (header + "".join(texts) + "\n" + recipe_toml(Recipe.from_toml(path), data.get("source"))).encode()
+    return (header + "".join(texts) + "\n" + recipe_toml(recipe_from_chain(chain), data.get("source"))).encode()
 
 
 # The line before each file's text in a `recipe_content` of a chain. A text's lines are "# " and the file's line, so
