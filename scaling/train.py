@@ -814,9 +814,10 @@ def start_over(run_dir: Path, steps: int) -> str | None:
     said = (f"starting over from step 0 of {steps}: {run_dir} holds this run but no checkpoint of it (a process stopped "
             "before its first one, or it was moved away)")
     if metrics.exists():
-        steps_done = _steps_of(metrics)
-        said += (f"; its metrics.csv's evaluations, {len(steps_done)} up to step {steps_done[-1]}, are discarded"
-                 if steps_done else "; its metrics.csv is discarded")
+        rows = (_step_rows(metrics) or ("", []))[1]
+        last = rows and ("?" if rows[-1][1] is None else f"{rows[-1][1]:.0f}")
+        said += (f"; its metrics.csv's evaluations, {len(rows)} up to step {last}, are discarded" if rows else
+                 "; its metrics.csv is discarded")
         metrics.unlink()
     return said
 
@@ -840,21 +841,31 @@ def back_to_checkpoint(run_dir: Path) -> None:
 
 
 def _keep_rows(path: Path, keep: Callable[[float], bool]) -> None:
-    """Rewrite the CSV file `path` (atomically) without its rows whose `step` fails `keep`, and without a last row
+    """Rewrite the CSV log `path` (atomically) without its rows whose `step` fails `keep`, and without a last row
+    half-appended (`_step_rows`). The other lines keep their bytes; a row whose step is not a number stays. Nothing is
+    written where no row goes, or the file has no `step` column or cannot be read as text (metrics.csv: the resume
+    writes it again from the checkpoint's rows, `RunDirectory.load_state_dict`)."""
+    read = _step_rows(path)
+    if read is None:
+        return
+    header, rows = read
+    kept = (header + "".join(line for line, step in rows if step is None or keep(step))).encode()
+    if len(kept) < path.stat().st_size:  # (a row cut, or a half row: the caller holds the run's lock, no one appends)
+        write_atomic(path, kept)
+
+
+def _step_rows(path: Path) -> tuple[str, list[tuple[str, float | None]]] | None:
+    """A CSV log's header line and its whole rows, each as (its line, the number in its `step` column: None where it
+    holds none), their bytes kept (line ends too: Lightning ends its lines in CRLF, metrics.csv in LF). A last row
     half-appended (no line end: Lightning appends to its log, and a SIGKILL can stop it mid-row, where the step read
-    may be a cut-off number). The other lines keep their bytes (Lightning ends its lines in CRLF, metrics.csv in LF); a
-    row whose step is not a number stays. Nothing is written where no row goes, or the file has no `step` column or
-    cannot be read as text (metrics.csv: the resume writes it again from the checkpoint's rows,
-    `RunDirectory.load_state_dict`)."""
+    may be a cut-off number) is no whole row. None where the file cannot be read as text or has no `step` column."""
     try:
         lines = path.read_bytes().decode().splitlines(keepends=True)
         column = next(csv.reader(lines[:1])).index("step")
     except (OSError, UnicodeDecodeError, csv.Error, StopIteration, ValueError):
-        return
+        return None
     whole = lines[1:] if lines[-1].endswith(("\n", "\r")) else lines[1:-1]
-    kept = lines[:1] + [line for line in whole if (step := _row_step(line, column)) is None or keep(step)]
-    if len(kept) < len(lines):
-        write_atomic(path, "".join(kept))
+    return lines[0], [(line, _row_step(line, column)) for line in whole]
 
 
 def _row_step(line: str, column: int) -> float | None:
@@ -863,15 +874,6 @@ def _row_step(line: str, column: int) -> float | None:
         return float(next(csv.reader([line]))[column])
     except (csv.Error, StopIteration, IndexError, ValueError):
         return None
-
-
-def _steps_of(metrics: Path) -> list[str]:
-    """The `step` of each row of a metrics.csv; [] where it has none or cannot be read as CSV text."""
-    try:
-        with open(metrics, newline="") as f:
-            return [row.get("step") or "?" for row in csv.DictReader(f)]
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return []
 
 
 def finished_record(config: RunConfig, run_dir: Path) -> dict | None:
