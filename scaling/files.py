@@ -7,6 +7,7 @@ import contextlib
 import errno
 import functools
 import io
+import itertools
 import json
 import math
 import os
@@ -209,35 +210,88 @@ def checkpoint_run(path: Path) -> dict | None:
 
 def checkpoint_step(path: Path) -> int | None:
     """The optimizer steps a run's checkpoint holds (Lightning's `global_step`: where a resume goes on from), or None
-    where it is no archive torch wrote. Torch-free (`_pickled_value`): `scaling train` cuts the run's logs back to it
-    before it builds the model, and `sweep status` counts a resumed process's progress from it."""
-    step = _pickled_value(path, "global_step")  # (Lightning's checkpoint dict's second key: its first such string)
+    where it is no archive torch wrote, or its dict's first entries hold no `global_step` (`_leading_value`: a
+    Lightning that moved it; tests/test_train.py compares with torch.load of a real run's checkpoint). Torch-free:
+    `scaling train` cuts the run's logs back to it before it builds the model, and `sweep status` counts a resumed
+    process's progress from it."""
+    step = _leading_value(path, "global_step")  # (Lightning's checkpoint dict's second key, after epoch)
     return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
 
 
 def _pickled_value(path: Path, key: str) -> object:
-    """The value pickled just after the first string `key` in a checkpoint's pickle (data.pkl: no tensor), where
-    that value is one op's argument (a string, a number); None where there is none, or the file is no archive torch
-    wrote. Runs no pickle code: it decodes that one op (scanning all the pickle's ops took ~30 ms for a 10 MB
-    checkpoint; torch.load with mmap=True ~70 ms, after torch's import)."""
-    import pickletools
+    """The value pickled just after the first string `key` in a checkpoint's pickle, where it is one op's string or
+    number (`_scalar`): for a key no other string of a checkpoint takes (CHECKPOINT_RUN_KEY), wherever in the dict it
+    is; None where there is none, or the file is no archive torch wrote. Runs no pickle code: it decodes that one op
+    (scanning all the pickle's ops took ~30 ms for a 10 MB checkpoint; torch.load with mmap=True ~70 ms, after
+    torch's import)."""
     import zipfile
 
     name = key.encode()
     try:
-        with zipfile.ZipFile(path) as archive:
-            data = archive.read(next(n for n in archive.namelist() if n.endswith("/data.pkl")))
+        data = _checkpoint_pickle(path)
         at = data.find(name)
         # the key's own op: BINUNICODE (torch's protocol 2) or SHORT_BINUNICODE, its length, its bytes
         own = (b"X" + len(name).to_bytes(4, "little"), bytes([0x8C, len(name)]))
         if at < 0 or not (data[at - 5 : at] == own[0] or data[at - 2 : at] == own[1]):
             return None
-        stream = io.BytesIO(data)
-        stream.seek(at + len(name))
-        # a dict's value is pickled just after its key (and the key's memo op)
-        return next(a for o, a, _ in pickletools.genops(stream) if "PUT" not in o.name and o.name != "MEMOIZE")
+        op, value = next(_ops(data, at + len(name)))  # (a dict's value is pickled just after its key)
+        return value if _scalar(op, value) else None
     except (OSError, zipfile.BadZipFile, EOFError, StopIteration, ValueError):
         return None
+
+
+def _leading_value(path: Path, key: str) -> object:
+    """The value of `key` in the dict a checkpoint's pickle holds at its top, where it is among the dict's first
+    entries whose keys and values are each one op's string or number (Lightning's epoch, global_step and version);
+    None where it is not: a key of that name in a nested dict (a loop's or a callback's state) is never read as the
+    top's. Runs no pickle code, and decodes a few ops: the top dict's (EMPTY_DICT, MARK), then its entries while they
+    are such (the unpickler's stack holds nothing else then, and a string or number takes no entry into it)."""
+    import zipfile
+
+    try:
+        ops = _ops(_checkpoint_pickle(path))
+        if [op.name for op, _ in itertools.islice(ops, 3)] != ["PROTO", "EMPTY_DICT", "MARK"]:
+            return None
+        op, arg = next(ops)
+        while isinstance(arg, str) and _scalar(op, arg):  # an entry's key
+            name, (value_op, value), (op, arg) = arg, next(ops), next(ops)  # its value, and the op after them
+            if not _scalar(value_op, value):
+                return None
+            if name == key:  # (the entry ends where the top dict's SETITEMS or another entry's key comes next)
+                return value if op.name == "SETITEMS" or not op.stack_before else None
+    except (OSError, zipfile.BadZipFile, EOFError, StopIteration, ValueError):
+        return None
+    return None
+
+
+def _checkpoint_pickle(path: Path) -> bytes:
+    """A checkpoint's pickle (data.pkl: no tensor); an OSError, BadZipFile, EOFError or StopIteration where the file
+    is no archive torch wrote."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        return archive.read(next(n for n in archive.namelist() if n.endswith("/data.pkl")))
+
+
+def _ops(data: bytes, at: int = 0) -> Iterator[tuple[Any, Any]]:
+    """pickletools' (op, argument) of a pickle from byte `at` on, without those that leave the unpickler's stack as it
+    is (the memo's PUTs, FRAME)."""
+    import pickletools
+
+    stream = io.BytesIO(data)
+    stream.seek(at)
+    return ((op, arg) for op, arg, _ in pickletools.genops(stream)
+            if op.name not in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "FRAME"))
+
+
+def _scalar(op: Any, arg: Any) -> bool:
+    """Whether the op pushes one string or number (its `arg`) and takes nothing from the unpickler's stack: not a
+    memo reference (BINGET's arg is the memo's index), a global or a container."""
+    import pickletools
+
+    kinds = (pickletools.pyunicode, pickletools.pyint, pickletools.pylong, pickletools.pyinteger_or_bool,
+             pickletools.pyfloat)
+    return not op.stack_before and len(op.stack_after) == 1 and op.stack_after[0] in kinds and arg is not None
 
 
 def checkpoint_of_another_run(run_dir: Path, run_id: str) -> dict | None:

@@ -95,7 +95,8 @@ def test_a_checkpoints_flipped_bytes_are_found_by_its_crcs_not_its_directory(tmp
 def test_a_checkpoints_step_is_read_without_torch_and_none_where_it_is_damaged(tmp_path):
     """`checkpoint_step`: Lightning's global_step, decoded from the archive's pickle without loading it (a resume cuts
     its logs back to it before it builds the model; `sweep status` counts a resumed process's progress from it), at
-    every size of pickled int; None for a file that is no checkpoint, or names no step."""
+    every size of pickled int; None for a file that is no checkpoint, names no step, or holds one only where it is
+    not the top dict's first entries (tests/test_train.py checks Lightning's own checkpoint against torch.load)."""
     import torch
 
     from scaling.files import checkpoint_step
@@ -106,6 +107,15 @@ def test_a_checkpoints_step_is_read_without_torch_and_none_where_it_is_damaged(t
         assert checkpoint_step(path) == step
     torch.save({"epoch": 0, "state_dict": {"w": torch.ones(4)}}, path)
     assert checkpoint_step(path) is None
+    # a global_step of a nested dict (a callback's or a loop's state) is not the checkpoint's: read before the top
+    # dict's (the first such string), it was taken as the run's step; the top's is read only among its first entries
+    torch.save({"epoch": 0, "global_step": 7, "loops": {"global_step": 3}}, path)
+    assert checkpoint_step(path) == 7
+    for nested_first in ({"callbacks": {"global_step": 3}, "global_step": 7},
+                         {"epoch": 0, "loops": {"global_step": 3}, "global_step": 7},
+                         {"epoch": 0, ("global_step", 3): 7}, {"epoch": 0, "global_step": [7]}):
+        torch.save(nested_first, path)
+        assert checkpoint_step(path) is None, nested_first
     for damaged in (b"", b"PK\x03\x04 truncated", b"not a zip"):
         path.write_bytes(damaged)
         assert checkpoint_step(path) is None

@@ -136,6 +136,20 @@ def test_result_record_and_run_directory(reference):
         (run_dir / "result.json").write_bytes(record)
 
 
+def test_a_real_checkpoints_step_and_run_are_read_as_torch_loads_them(reference):
+    """`checkpoint_step` and `checkpoint_run` decode Lightning's checkpoint of a real run without torch, from where
+    Lightning's layout puts them (global_step among the top dict's first entries, the run's JSON text after the key
+    only this project writes): a Lightning that moved or renamed global_step fails here, not in a resume that cut
+    nothing or a status that counted no progress."""
+    from scaling.files import CHECKPOINT_RUN_KEY, checkpoint_run, checkpoint_step
+
+    path = reference[0] / "checkpoints" / "last.ckpt"
+    loaded = torch.load(path, weights_only=False, map_location="cpu")
+    assert checkpoint_step(path) == loaded["global_step"] == 40
+    assert checkpoint_run(path) == json.loads(loaded[CHECKPOINT_RUN_KEY])
+    assert checkpoint_run(path)["run_id"] == reference[1]["run_id"]
+
+
 def _doc_table(title: str) -> dict[str, list[str]]:
     """docs/training.md's table under the bold `title`: its first column's names (a cell may name several,
     "family, size") -> the row's other cells."""
