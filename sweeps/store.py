@@ -443,6 +443,8 @@ class RunStatus:
     # fraction of the tokens trained (1 when finished): a running run's from its freshest record (`_live_tokens`),
     # None until it shows one; another's from metrics.csv's evaluations
     progress: float | None
+    # its last evaluation's (result.json's once finished); where a relaunch cuts evaluations (`progress_kept`), the last
+    # one it keeps, at or before its checkpoint
     val_loss: float | None
     eta_s: float | None  # this run's remaining time, for running runs
     job_id: str | None
@@ -567,7 +569,8 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     run_config = read_json(d / "config.json")  # (train's, resolved: its batch size and sequence length)
     cfg = _config_of(planned, job.get("config"), run_config)
     tokens = _whole(cfg.get("tokens")) or _whole(result.get("tokens")) or 0
-    seen, last_loss = _curve_end(d / "metrics.csv")
+    curve = _curve(d / "metrics.csv")
+    seen, last_loss = curve[-1] if curve else (0, None)
     # a failed run's checkpoint is checked whole, its CRC-32s too, as train checks it before it resumes: a
     # flipped byte is found here, not by the relaunch that status would advise. Affordable: only failed runs
     # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
@@ -593,6 +596,8 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     stopped = state not in ("running", "done", "diverged") and not (finished or ckpt_problem or other)
     kept = _checkpoint_tokens(d, run_config or {}) if stopped and tokens and seen else None
     progress_kept = _progress(state, kept, tokens) if kept is not None and kept < seen else None
+    if progress_kept is not None:  # its loss as the relaunch leaves it: the cut evaluations' are no longer the run's
+        last_loss = next((loss for at, loss in reversed(curve) if at <= kept), None)
     return RunStatus(
         run_id=d.name, family=cfg.get("family", result.get("family", "")), size=cfg.get("size", result.get("size", "")),
         recipe=(result["recipe"] if isinstance(result.get("recipe"), str) and result["recipe"]
@@ -760,26 +765,22 @@ def _waiting_note(rows: list[RunStatus]) -> str:
     return note
 
 
-def _curve_end(metrics_csv: Path) -> tuple[int, float | None]:
-    """(tokens, val_loss) of the last row of a run's metrics.csv; (0, None) when there is none, or where
-    the file cannot be read as CSV text (damaged: train rewrites it from its checkpoint on a resume)."""
+def _curve(metrics_csv: Path) -> list[tuple[int, float | None]]:
+    """(tokens, val_loss) of each row of a run's metrics.csv; [] where there is none, or where the file cannot be
+    read as CSV text (damaged: train rewrites it from its checkpoint on a resume)."""
     try:
         with open(metrics_csv, newline="") as f:
-            last = None
-            for last in csv.DictReader(f):
-                pass
+            rows = list(csv.DictReader(f))
     except (FileNotFoundError, UnicodeDecodeError, csv.Error):
-        return 0, None
-    if not last:
-        return 0, None
+        return []
 
-    def num(key: str) -> float | None:
+    def num(row: dict, key: str) -> float | None:
         try:
-            return float(last[key])
+            return float(row[key])
         except (KeyError, TypeError, ValueError):
             return None
 
-    return int(num("tokens") or 0), num("val_loss")
+    return [(int(num(row, "tokens") or 0), num(row, "val_loss")) for row in rows]
 
 
 def _live_tokens(run_dir: Path, config: dict) -> int:

@@ -2516,6 +2516,31 @@ def test_status_says_a_stopped_run_with_no_checkpoint_starts_over_and_not_where_
             "checkpoint)\n") in out, out
 
 
+def test_status_shows_a_stopped_runs_val_loss_at_its_checkpoint_not_of_the_evaluations_a_relaunch_cuts(tmp_path):
+    """A stopped run's val_loss was its last logged evaluation's, though that evaluation was past its checkpoint: a
+    relaunch cuts it (`scaling.train.back_to_checkpoint`), after which status read the checkpoint's. It is the last
+    evaluation at or before the checkpoint's step, what the relaunch keeps (beside its progress's "(50% kept)"), and
+    none for a run that starts over (no checkpoint); a run whose checkpoint a relaunch refuses keeps its last one."""
+    from scaling.files import checkpoint_path
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))  # 8 steps of 8 x 64 tokens
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)  # writes the plan
+    rows = "step,tokens,val_loss,val_bpb\n2,1024,7.0,2.4\n4,2048,6.5,2.2\n6,3072,6.0,2.0\n"
+    for c in spec.runs():
+        write_json(sweep_dir / c.run_id / "job.json", {"executor": "local", "job_id": None})
+        write_json(sweep_dir / c.run_id / "config.json", c.resolved().to_dict())
+        (sweep_dir / c.run_id / "metrics.csv").write_text(rows)
+    kept, over, damaged = (sweep_dir / c.run_id for c in spec.runs())
+    write_checkpoint(kept, kept.name, step=5)  # (between two evaluations: step 4's is the last it holds)
+    checkpoint_path(damaged).parent.mkdir()
+    checkpoint_path(damaged).write_bytes(b"a checkpoint")
+    st = {r.run_id: (r.progress_label(), r.val_loss) for r in status(sweep_dir).runs}
+    assert st == {kept.name: ("75% (62% kept)", 6.5), over.name: ("75% (0% kept)", None), damaged.name: ("75%", 6.0)}
+
+
 def test_a_running_runs_progress_is_its_lightning_logs_last_step_and_unknown_before_one(tmp_path, capsys):
     """A running run's progress was 0% until its first evaluation (metrics.csv's rows, an eighth of the run
     apart). It is the last step of its process's Lightning log (read from its end; a row half-written is
