@@ -829,7 +829,8 @@ def back_to_checkpoint(run_dir: Path) -> None:
     (for the build's seconds, until Lightning restored the checkpoint's rows), and the Lightning logs held those
     steps twice, the stopped process's and the resume's. Each file is rewritten atomically: a reader finds it whole,
     with or without those rows. (The resume's own line says where it goes on from: `LanguageModel.on_load_checkpoint`.)
-    A checkpoint whose step cannot be read is damaged, which `check_checkpoint` refuses: nothing is cut. The caller
+    Where the checkpoint's step cannot be read (a damaged archive, which `check_checkpoint` refuses, or a Lightning that
+    moved `global_step`, which tests/test_train.py's comparison with torch.load catches) nothing is cut. The caller
     holds the run's lock."""
     step = checkpoint_step(checkpoint_path(run_dir))
     if step is None:
