@@ -11,10 +11,15 @@ from __future__ import annotations
 import math
 import sys
 import time
+from datetime import timedelta
 from typing import Callable
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
+from rich.console import Console, ConsoleOptions
+from rich.measure import Measurement
 from rich.progress import ProgressColumn, Task
+from rich.progress_bar import ProgressBar
+from rich.table import Column, Table
 from rich.text import Text
 
 from scaling.console import number, time_left
@@ -25,21 +30,23 @@ class StepBar(RichProgressBar):
     0:05:32 244 tokens/s train_loss: 5.288 val_loss: 5.336 val_bpb: 1.835' (elapsed • left, then the training rate
     `rate` gives, this process's own, and the run's metrics). Lightning's own read 'Epoch 0/0 ━━━╸━━━ 58/146
     0:10:00 • 0:09:51 0.15it/s ...': a run is one pass (max_epochs=1) over a token budget, so its epoch said nothing,
-    nor did 'it' for a step. (Short counts: the bar fits a line of 125 columns, Lightning's 120.)"""
+    nor did 'it' for a step. The line takes 153 columns; a narrower terminal gets a shorter one (`_Line`), not one
+    wrapped over several."""
 
     def __init__(self, tokens_per_step: int = 0, rate: Callable[[], float] | None = None) -> None:
         super().__init__(console_kwargs={"stderr": True})
         self.tokens_per_step, self.rate = tokens_per_step, rate
+        self.metrics: dict = {}  # the line's, taken in the training thread (rich draws in a thread of its own)
 
     def configure_columns(self, trainer) -> list:
-        from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn, CustomTimeColumn
+        return [_StepLine(self)]
 
-        theme = self.theme
-        return [_StepColumn(theme.description), CustomBarColumn(complete_style=theme.progress_bar,
-                                                                finished_style=theme.progress_bar_finished,
-                                                                pulse_style=theme.progress_bar_pulse),
-                _TokensColumn(self.tokens_per_step, theme.batch_progress), CustomTimeColumn(style=theme.time),
-                _RateColumn(self.rate, theme.processing_speed)]
+    def on_train_start(self, trainer, pl_module) -> None:
+        super().on_train_start(trainer, pl_module)
+        if self.progress is not None:  # (none where the bar is disabled)
+            # Lightning appends its own metrics column to ours, which wraps onto rows of its own on a narrow
+            # terminal: the line shows the metrics instead
+            self.progress.columns = tuple(c for c in self.progress.columns if isinstance(c, _StepLine))
 
     def _add_task(self, total_batches: int | float, description: str, visible: bool = True):
         # Lightning's, but a resumed run's bar (added as the process's first step ends) starts at the run's step: it
@@ -51,6 +58,7 @@ class StepBar(RichProgressBar):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         # the bar at the run's step (Lightning's puts it at batch_idx + 1, a count of this epoch's batches)
         super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)
+        self.metrics = self.get_metrics(trainer, pl_module)
 
     def get_metrics(self, trainer, pl_module) -> dict:
         # (Lightning's documented way) its logger's version number ('v_num: 0.000'): the
@@ -64,40 +72,87 @@ class StepBar(RichProgressBar):
         return self.trainer.max_steps  # (one batch a step: train.py's micro-batches are inside a step)
 
 
-class _StepColumn(ProgressColumn):
-    """'step 58/146'."""
+class _StepLine(ProgressColumn):
+    """The bar's line (`_Line`): its step, bar, tokens, time, rate (the bar's `rate`) and metrics."""
 
-    def __init__(self, style: str) -> None:
+    def __init__(self, bar: StepBar) -> None:
+        from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn
+
         super().__init__()
-        self.style = style
+        theme = bar.theme
+        self.bar, self.theme = bar, theme
+        self.bar_column = CustomBarColumn(complete_style=theme.progress_bar, finished_style=theme.progress_bar_finished,
+                                          pulse_style=theme.progress_bar_pulse)
 
-    def render(self, task: Task) -> Text:
-        return Text(f"step {int(task.completed)}/{int(task.total or 0)}", style=self.style)
+    def render(self, task: Task) -> _Line:
+        theme, tokens = self.theme, self.bar.tokens_per_step
+        done, total = int(task.completed), int(task.total or 0)
+        elapsed, left = clock(task.finished_time if task.finished else task.elapsed), clock(task.time_remaining)
+        rate = rate_text(self.bar.rate() if self.bar.rate else None)
+        # each part's forms, its fullest first ('' a part not shown), and its style
+        parts = {"tokens": ([f"{token_count(done * tokens)}/{token_count(total * tokens)} tokens" if tokens else "", ""],
+                            theme.batch_progress),
+                 "time": ([f"{elapsed} • {left}", f"{left} left"], theme.time),
+                 "rate": ([rate, rate.replace("tokens/s", "tok/s")], theme.processing_speed)}
+        for name, value in self.bar.metrics.items():
+            value = metric_text(value, theme.metrics_format)
+            parts[name] = ([f"{name}: {value}", f"loss: {value}" if name == "train_loss" else ""], theme.metrics)
+        # shortened, where the line is too wide, in this order: what the step says already, or a user needs least, first
+        others = [name for name in self.bar.metrics if name != "train_loss"]
+        order = ["tokens", "time", *reversed(others), "rate", "train_loss"]
+        return _Line(Text(f"step {done}/{total}", style=theme.description), self.bar_column.render(task), parts,
+                     [name for name in order if name in parts])
 
 
-class _TokensColumn(ProgressColumn):
-    """'118.8k/299.0k tokens': the steps' tokens, the run's D at the end (nothing where none is given)."""
+class _Line:
+    """The bar's line on one row of the terminal's width: its parts each at their fullest form that lets the line fit
+    with a bar of BAR_WIDTHS[0] at least, shortened one by one in `order`; the bar takes the rest, up to BAR_WIDTHS[1].
+    A line fully shortened that still does not fit is cut at the terminal's edge (under ~60 columns), its step whole."""
 
-    def __init__(self, tokens_per_step: int, style: str) -> None:
-        super().__init__()
-        self.tokens_per_step, self.style = tokens_per_step, style
+    BAR_WIDTHS = (10, 40)
 
-    def render(self, task: Task) -> Text:
-        if not self.tokens_per_step:
-            return Text()
-        done, total = int(task.completed) * self.tokens_per_step, int(task.total or 0) * self.tokens_per_step
-        return Text(f"{token_count(done)}/{token_count(total)} tokens", style=self.style)
+    def __init__(self, step: Text, bar: ProgressBar, parts: dict[str, tuple[list[str], str]], order: list[str]) -> None:
+        self.step, self.bar, self.parts, self.order = step, bar, parts, order
+
+    def layout(self, width: int) -> tuple[Text, int]:
+        """The text after the bar, cut at the terminal's edge, and the bar's width, for a line of `width` columns."""
+        form = dict.fromkeys(self.parts, 0)
+        room = width - self.step.cell_len - 2  # (the bar's and the text's after it)
+
+        def rest() -> Text:
+            shown = [Text(forms[form[name]], style=style) for name, (forms, style) in self.parts.items()]
+            return Text(" ").join(text for text in shown if text.plain)
+
+        for name in self.order:
+            if self.BAR_WIDTHS[0] + rest().cell_len <= room:
+                break
+            form[name] += 1
+        after = rest()
+        bar_width = max(self.BAR_WIDTHS[0], min(self.BAR_WIDTHS[1], room - after.cell_len))
+        after.truncate(max(0, room - bar_width), overflow="ellipsis")
+        return after, bar_width
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        after, bar_width = self.layout(options.max_width)
+        width = min(options.max_width, self.step.cell_len + 1 + bar_width + 1 + after.cell_len)
+        return Measurement(width, width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions):
+        after, self.bar.width = self.layout(options.max_width)
+        row = Table.grid(Column(no_wrap=True), Column(no_wrap=True), Column(no_wrap=True, overflow="crop"),
+                         padding=(0, 1))
+        row.add_row(self.step, self.bar, after)
+        yield row
 
 
-class _RateColumn(ProgressColumn):
-    """'6,321 tokens/s': `rate`, the process's training rate (nothing while none is known: no step timed yet)."""
+def clock(seconds: float | None) -> str:
+    """'0:13:53', as Lightning's bar shows a time; '-:--:--' while none is known."""
+    return "-:--:--" if seconds is None else str(timedelta(seconds=int(seconds)))
 
-    def __init__(self, rate: Callable[[], float] | None, style: str) -> None:
-        super().__init__()
-        self.rate, self.style = rate, style
 
-    def render(self, task: Task) -> Text:
-        return Text(rate_text(self.rate() if self.rate else None), style=self.style)
+def metric_text(value, format_spec: str) -> str:
+    """A metric as Lightning's bar shows it: '5.288' (its theme's `metrics_format`, '.3f')."""
+    return f"{value:{format_spec}}" if isinstance(value, (int, float)) else str(value)
 
 
 def token_count(n: int) -> str:
