@@ -43,17 +43,17 @@ class StepBar(RichProgressBar):
 
     def on_train_start(self, trainer, pl_module) -> None:
         super().on_train_start(trainer, pl_module)
-        if self.progress is not None:  # (none where the bar is disabled)
-            # Lightning appends its own metrics column to ours, which wraps onto rows of its own on a narrow
-            # terminal: the line shows the metrics instead
-            self.progress.columns = tuple(c for c in self.progress.columns if isinstance(c, _StepLine))
-
-    def _add_task(self, total_batches: int | float, description: str, visible: bool = True):
-        # Lightning's, but a resumed run's bar (added as the process's first step ends) starts at the run's step: it
-        # was drawn at 'step 0/146', then moved to the step, the earlier steps counted as done in an instant (the time
-        # left far too short). rich draws a task as it is added, so it is added there (no column shows a description)
-        completed = self.trainer.global_step if self.trainer.training else 0
-        return self.progress.add_task(description, total=total_batches, completed=completed, visible=visible)
+        if self.progress is None:  # (the bar disabled)
+            return
+        # Lightning appends its own metrics column to ours, which wraps onto rows of its own on a narrow terminal: the
+        # line shows the metrics instead
+        self.progress.columns = tuple(c for c in self.progress.columns if isinstance(c, _StepLine))
+        # The bar, added here at the run's step: Lightning adds a resumed run's (its epoch began in the stopped
+        # process) as the first step ends, at 'step 0/146', then moves it to the step, the earlier steps counted as
+        # done in an instant (the time left far too short). A fresh run's, at step 0, Lightning resets as its epoch
+        # starts. (A public hook: this bar overrode Lightning's private _add_task, which a release may change.)
+        self.train_progress_bar_id = self.progress.add_task("", total=self.total_train_batches,
+                                                            completed=trainer.global_step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         # the bar at the run's step (Lightning's puts it at batch_idx + 1, a count of this epoch's batches)

@@ -53,3 +53,13 @@ def test_a_bar_before_its_first_timed_step_and_evaluation_shows_what_it_knows():
     """(No rate, no metrics: the tokens and the time elapsed fit 80 columns, beside a bar of 35.)"""
     assert _drawn(80, metrics={}, rate=float("nan"), step=0) == [
         "step 0/146 " + " " * 35 + " 0/299.0k tokens 0:00:00 • -:--:--"]
+
+
+def test_the_bar_overrides_none_of_lightnings_private_methods():
+    """The bar overrode Lightning's private `_add_task` to start a resumed run at its step: a Lightning release may
+    rename it or change its arguments with no notice, and the bar would draw 'step 0/146' again, or fail, with no test
+    of Lightning's to say so. It uses Lightning's public hooks only."""
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    private = [name for name in vars(StepBar) if name.startswith("_") and not name.startswith("__")]
+    assert [name for name in private if hasattr(RichProgressBar, name)] == []

@@ -1198,7 +1198,7 @@ def test_the_bar_on_a_terminal_counts_steps_and_tokens_not_lightnings_epoch(tmp_
 def test_a_resumed_runs_bar_starts_at_its_step(tmp_path, capsys, monkeypatch):
     """A resumed run's bar (Lightning adds it as the process's first step ends) was drawn at 'step 0/40', then jumped
     to the run's step, the jump counted as steps done in an instant (a time left far too short): it starts at the run's
-    step, the one after the checkpoint's. On a terminal of 80 columns (the line's 153 wrapped over seven rows): each
+    step, the checkpoint's, as the process starts training (as a fresh run's at 'step 0/40'). On a terminal of 80 columns (the line's 153 wrapped over seven rows): each
     frame is one row, with the time left, the rate and the train_loss."""
     run_dir, step = _killed_after_checkpoint(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
@@ -1207,7 +1207,7 @@ def test_a_resumed_runs_bar_starts_at_its_step(tmp_path, capsys, monkeypatch):
     rows = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", capsys.readouterr().err).replace("\r", "\n").splitlines()
     frames = [row.rstrip() for row in rows if row.startswith("step ")]
     shown = [int(f.split()[1].split("/")[0]) for f in frames]
-    assert shown[0] == step + 1 and shown[-1] == 40 and shown == sorted(shown), (step, shown)
+    assert shown[0] == step and shown[-1] == 40 and shown == sorted(shown), (step, shown)
     assert max(len(f) for f in frames) <= 80 and not [row for row in rows if row.startswith("  ")], rows
     assert re.fullmatch(r"step 40/40 ━+ \d:\d\d:\d\d left [0-9,]+ tokens/s train_loss: [0-9.]+", frames[-1]), frames
 
