@@ -37,6 +37,12 @@ def time_left(done: float, to_do: float, elapsed_s: float) -> str:
     return f"; {duration(to_do * elapsed_s / done)} left" if done > 0 and elapsed_s > 0 else ""
 
 
+def share_done(done: float, total: float) -> str:
+    """'13%': the share of `total` that is `done`, rounded down, so 100% is all of it (a run stopped at step 99,999 of
+    100,000 read '(100%) ...; stopped'). For the progress lines."""
+    return f"{math.floor(100 * done / max(total, 1))}%"
+
+
 SIGNIFICANT = 4  # a table's number: this many significant digits, or more where its column needs them (below)
 MOST_SIGNIFICANT = 8  # (values that agree to as many digits as this differ by float noise, not by a finding)
 

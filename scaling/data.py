@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVa
 
 import numpy as np
 
-from scaling.console import duration, time_left
+from scaling.console import duration, share_done, time_left
 from scaling.errors import UserError
 from scaling.files import cache_dir, fsync_replace, held, remove_stale_temps, write_atomic
 
@@ -817,7 +817,7 @@ class _RowLines:
         total = max(self.total, self.rows)  # (--max-docs's total is an estimate: it counts documents, not rows)
         origin_rows, origin_s = self.origin or (self.rows, now)
         left = time_left(self.rows - origin_rows, total - self.rows, now - origin_s)
-        return (f"tokenizing: {self.rows:,} of {total:,} rows ({self.rows / max(total, 1):.0%}), "
+        return (f"tokenizing: {self.rows:,} of {total:,} rows ({share_done(self.rows, total)}), "
                 f"{self.tokens:,} tokens{left}")
 
 

@@ -22,7 +22,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Column, Table
 from rich.text import Text
 
-from scaling.console import number, time_left
+from scaling.console import number, share_done, time_left
 
 
 class StepBar(RichProgressBar):
@@ -238,7 +238,7 @@ def progress_line(step: int, total: int, origin_step: int, origin_s: float, now_
     left = f"; {ended}" if ended else time_left(step - origin_step, total - step, now_s - origin_s)
     shown = ", ".join(f"{k} {float(v):.4f}" for k, v in metrics.items())
     rate = f"; {rate_text(tokens_per_s)}" if rate_text(tokens_per_s) else ""
-    return f"step {step} of {total} ({step / max(total, 1):.0%})" + (f": {shown}" if shown else "") + rate + left
+    return f"step {step} of {total} ({share_done(step, total)})" + (f": {shown}" if shown else "") + rate + left
 
 
 def progress_callbacks(progress: bool, rate: Callable[[], float] | None = None,

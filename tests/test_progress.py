@@ -63,3 +63,15 @@ def test_the_bar_overrides_none_of_lightnings_private_methods():
 
     private = [name for name in vars(StepBar) if name.startswith("_") and not name.startswith("__")]
     assert [name for name in private if hasattr(RichProgressBar, name)] == []
+
+
+def test_a_progress_line_says_100_percent_only_of_a_run_that_trained_all_of_its_steps():
+    """A line's share was rounded: a run stopped at step 99,999 of 100,000 read '(100%) ...; stopped', one at 7 of 40
+    '(18%)' of its 17.5%. It is rounded down. (The line is 100 to 111 columns for runs of 10^3 to 10^5 steps.)"""
+    from scaling.progress import progress_line
+
+    metrics = {"train_loss": 5.231, "val_loss": 5.402, "val_bpb": 1.859}
+    assert progress_line(99_999, 100_000, 0, 0.0, 3600.0, metrics, 1234567.0, "stopped") == (
+        "step 99999 of 100000 (99%): train_loss 5.2310, val_loss 5.4020, val_bpb 1.8590; 1,234,567 tokens/s; stopped")
+    assert progress_line(7, 40, 0, 0.0, 0.0, {}).startswith("step 7 of 40 (17%)")
+    assert progress_line(40, 40, 0, 0.0, 0.0, {}).startswith("step 40 of 40 (100%)")

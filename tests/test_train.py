@@ -1136,7 +1136,7 @@ def test_a_log_says_where_the_run_ended():
     trainer.global_step, trainer.max_steps, run.diverged_at_step = 7, 40, 8
     _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0)
     assert _lines_said(lines, trainer, "on_train_end", run) == [
-        "step 7 of 40 (18%): train_loss 4.2500; 7,000 tokens/s; diverged at step 8"]
+        "step 7 of 40 (17%): train_loss 4.2500; 7,000 tokens/s; diverged at step 8"]
 
     lines.on_train_start(trainer, run)  # a signal or an error: stopped (the run's next line says why)
     run.diverged_at_step = None
