@@ -60,6 +60,8 @@ def check_run_data(run_dir: Path, meta: dict, data: str, ckpt: Path | None = Non
     except FileNotFoundError:
         records = []
     except (UnicodeDecodeError, json.JSONDecodeError):
+        records = [None]
+    if records and not isinstance(records[0], dict):  # not JSON, or JSON but no record (`5`, `[]`)
         raise UserError(f"{path} is damaged: move it away (mv {path} {path}.bad) and run again: the data are then checked "
                         "against the corpus the run's checkpoint records") from None
     saved = (checkpoint_run(ckpt) or {}).get("data") if ckpt is not None else None

@@ -291,6 +291,19 @@ def test_kill_and_resume_gives_the_same_bits(reference, tmp_path):
     assert val(run_dir) == val(ref_dir)
 
 
+def test_a_data_json_that_is_no_record_is_refused_as_damaged(tmp_path):
+    """data.json holding JSON that is not an object (`5`, `[]`: edited by hand) stopped a resume with an
+    AttributeError traceback; it is damaged, as one that is not JSON is: one line with the way out."""
+    from scaling.run_data import DATA_IDENTITY, check_run_data
+
+    meta = {k: 1 for k in DATA_IDENTITY}
+    for text in ("5", "[]", "{"):
+        (tmp_path / "data.json").write_text(text)
+        with pytest.raises(UserError, match=rf"^{tmp_path / 'data.json'} is damaged: move it away \(mv "):
+            check_run_data(tmp_path, meta, "builtin")
+        assert (tmp_path / "data.json").read_text() == text  # left as it was
+
+
 def _rewrite_checkpoint_run(ckpt: Path, change) -> None:
     """Rewrite the run record a checkpoint holds (its `fp4_scaling_run` JSON) through `change(record)`."""
     from scaling.files import CHECKPOINT_RUN_KEY
