@@ -122,10 +122,11 @@ class RunConfig:
             raise UserError(f"vocab_size {vocab_size} applies to the built-in corpus only: the prepared dir {self.data} "
                             "has its own (its meta.json); leave it unset, or prepare the corpus again with "
                             "`scaling data prepare ... --vocab-size N`")
-        if self.data == "builtin" and vocab_size is None:
-            from scaling.data import BUILTIN_VOCAB_SIZE
+        if self.data == "builtin":  # (a sweep's plan refused none: its launch did, naming train's --vocab-size)
+            from scaling.data import BUILTIN_VOCAB_SIZE, check_vocab_size
 
-            vocab_size = BUILTIN_VOCAB_SIZE
+            vocab_size = BUILTIN_VOCAB_SIZE if vocab_size is None else vocab_size
+            check_vocab_size(vocab_size, "vocab_size")
         # (after the other checks: a sweep blames a TokensError on its token budgets, not on [train])
         if isinstance(self.tokens, bool) or not isinstance(self.tokens, (int, float)) or not 1 <= self.tokens <= MAX_TOKENS:
             got = f"{self.tokens:.6g}" if isinstance(self.tokens, (int, float)) else repr(self.tokens)

@@ -507,7 +507,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True
     """A byte-level BPE (GPT-2 pre-tokenization; lossless) with EOT as special token id 0."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    _check_vocab_size(vocab_size)
+    check_vocab_size(vocab_size)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -522,10 +522,11 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, progress: bool = True
     return tokenizer
 
 
-def _check_vocab_size(vocab_size: int) -> None:
-    """UserError for a BPE vocabulary no byte-level BPE can have (the 256 bytes and EOT) or too large to train."""
+def check_vocab_size(vocab_size: int, name: str = "--vocab-size") -> None:
+    """UserError for a BPE vocabulary no byte-level BPE can have (the 256 bytes and EOT) or too large to train,
+    naming it as the user gave it (`name`: the flag, or a RunConfig's field)."""
     if not 256 < vocab_size <= MAX_VOCAB_SIZE:
-        raise UserError(f"--vocab-size {vocab_size} must be above 256 (the byte alphabet) and at most "
+        raise UserError(f"{name} {vocab_size} must be above 256 (the byte alphabet) and at most "
                         f"{MAX_VOCAB_SIZE:,} (2**20)")
 
 
@@ -850,7 +851,7 @@ def prepare(
     if not val_paths and not 0.0 < val_fraction < 1.0:
         raise UserError(f"--val-fraction {val_fraction} must be strictly between 0 and 1")
     if tokenizer is None:
-        _check_vocab_size(vocab_size)
+        check_vocab_size(vocab_size)
     if max_docs is not None and max_docs < 1:
         raise UserError(f"--max-docs {max_docs} must be at least 1")
     if tokenizer is None and not tokenizer_sample_bytes > 0:

@@ -145,6 +145,9 @@ def test_run_config_checks_reach_the_user(tmp_path):
         spec.runs()
     with pytest.raises(UserError, match="train: seq_len must be a positive whole number"):
         load(tmp_path, overrides=("train.seq_len=0",)).runs()
+    # a vocabulary no byte-level BPE has: plan priced it and launch refused it, naming train's --vocab-size
+    with pytest.raises(UserError, match=r"^train: vocab_size 10 must be above 256 \(the byte alphabet\) and at most "):
+        load(tmp_path, overrides=("train.vocab_size=10",)).runs()
     with pytest.raises(UserError, match=r"grid.tokens\[0\] = 1000 gives the run .*, but tokens 1,000 is less than one "
                                         r"batch \(32 sequences x 64 tokens"):
         load(tmp_path, overrides=("grid.tokens=1000", "train.batch_size=32")).runs()
