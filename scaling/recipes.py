@@ -389,6 +389,9 @@ def recipe_from_dict(data: dict, where: str = "recipe", base: Recipe | None = No
     data = dict(data)
     allowed = {"name", "base", "source", "high_precision_blocks", "backward_from_forward", "fprop", "dgrad", "wgrad"}
     unknown = set(data) - allowed
+    if "grid" in unknown:  # (a sweep spec given for a recipe read "grid (did you mean wgrad?)")
+        raise UserError(f"{where}: this is a sweep spec (it has a [grid] table), not a recipe file: `scaling sweep "
+                        "plan SPEC` reads it; a recipe file holds name, base and [fprop]/[dgrad]/[wgrad] operand tables")
     if unknown:
         said = ", ".join(key + did_you_mean(key, allowed) for key in sorted(unknown))
         raise UserError(f"{where}: unknown key(s) {said}; allowed: {', '.join(sorted(allowed))}")

@@ -276,6 +276,9 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
                         "save the sweep spec as UTF-8 TOML") from None
     except OSError as e:
         raise UserError(f"cannot read sweep spec {path} ({e.strerror or e})") from None
+    if "grid" not in raw and (recipe_keys := [k for k in ("base", "fprop", "dgrad", "wgrad") if k in raw]):
+        raise UserError(f"{path} is a recipe file (its {', '.join(recipe_keys)}), not a sweep spec: name it in a spec's "
+                        f"grid.recipe (recipe = [\"bf16\", \"{path}\"]), or `scaling recipes {path}` shows it")
     before = _token_axes(raw)
     for item in overrides:
         apply_override(raw, item)

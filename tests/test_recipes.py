@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from refusal import refused
 from scaling.errors import UserError
 from scaling.recipes import OPERANDS, Recipe, get_recipe, list_recipes
 from sweeps.store import recipe_label
@@ -529,3 +530,18 @@ def test_rht_sign_vectors_follow_each_recipes_policy(name, across_layers, across
         assert (len({layer[o] for layer in step5}) == 1) == (not across_layers), o
         assert all((a[o] != b[o]) == across_steps for a, b in zip(step5, step6)), o
         assert all(a[o] != b[o] for a, b in zip(step5, other_run)), o
+
+
+def test_a_sweep_spec_and_a_recipe_file_given_for_each_other_say_which_they_are(tmp_path, capsys):
+    """README shows both as TOML: a sweep spec given to `recipes` read "unknown key(s) data, grid (did you mean
+    wgrad?)", and a recipe file given to `sweep plan` "base: unknown key"; each names what the file is instead."""
+    spec = tmp_path / "study.toml"
+    spec.write_text('name = "study"\ndata = "builtin"\n[grid]\nfamily = "nanochat"\nsize = "0.5M"\nrecipe = "bf16"\n'
+                    'tokens = 4096\n')
+    err = refused(["recipes", str(spec)], capsys, "is a sweep spec (it has a [grid] table), not a recipe file",
+                  "scaling sweep plan")
+    assert "did you mean" not in err
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('name = "mine"\nbase = "nvfp4"\n[wgrad.dy]\nrounding = "nearest"\n')
+    refused(["sweep", "plan", str(recipe)], capsys, f"{recipe} is a recipe file (its base, wgrad), not a sweep spec",
+            f"scaling recipes {recipe}")
