@@ -460,7 +460,7 @@ class RunStatus:
     # a failed run's result.json that is no result record, and why (`read_result`'s words): edited or damaged, as
     # train writes it atomically; a relaunch moves it aside (result.damaged-<n>.json) and trains the run again
     result_damaged: str | None = None
-    # a failed SLURM run's UserError, as its job said it (the last `error: ` line of its log, `job_error`): a relaunch
+    # a failed run's UserError, as its job said it (the last `error: ` line of its log, `job_error`): a relaunch
     # meets it again until it is fixed (data the compute nodes cannot see, ...)
     error: str | None = None
     lr_mult: float = 1.0  # its place on an LR sweep's axis: two runs that differ only in it differ only here
@@ -606,7 +606,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         state=state, progress=progress, val_loss=result.get("val_loss", last_loss), eta_s=eta,
         job_id=job.get("job_id"), checkpoint_damaged=ckpt_problem, checkpoint_of=other and other["run_id"], misnamed=misnamed,
         result_damaged=result_problem,
-        error=job_error(job) if state == "failed" and not (ckpt_problem or other or result_problem) else None,
+        error=job_error(job, d) if state == "failed" and not (ckpt_problem or other or result_problem) else None,
         resumable=state == "failed" and ckpt_problem is None and other is None and checkpoint_path(d).exists(),
         waiting=pending_reason(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
@@ -624,19 +624,25 @@ def _result_problem(run_dir: Path, result: dict | None) -> str | None:
     return read_result(path, run_dir.name)[1] if path.exists() else None
 
 
-def job_error(job: dict) -> str | None:
-    """The UserError a SLURM job failed on: the last `error: ` line (as `RunJob` says it) at the end of its
-    stderr log (job.json's `log` is its stdout's, `<job>_<task>_log.out`); None where there is none."""
+def job_error(job: dict, run_dir: Path) -> str | None:
+    """The UserError a run's job failed on: a SLURM job's last `error: ` line (as `RunJob` says it) at the end of
+    its stderr log (job.json's `log` is its stdout's, `<job>_<task>_log.out`); a local worker's, the last line of
+    the run's train.log where it is one (the log is appended to by every launch: an error a later process's output
+    follows is not its last word). None where there is none."""
     log = job.get("log")
-    if job.get("executor") != "slurm" or not isinstance(log, str) or not log.endswith("_log.out"):
+    if job.get("executor") == "slurm" and isinstance(log, str) and log.endswith("_log.out"):
+        path, last_line_only = Path(log.removesuffix("out") + "err"), False
+    elif job.get("executor") == "local":  # (its status read "failed (resumable)", and a relaunch met the error again)
+        path, last_line_only = run_dir / "train.log", True
+    else:
         return None
     try:
-        with open(log.removesuffix("out") + "err", "rb") as f:
+        with open(path, "rb") as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - 8192))  # (the error is its last words; a log may be long)
-            tail = f.read().decode(errors="replace")
+            lines = [line for line in f.read().decode(errors="replace").splitlines() if line.strip()]
     except OSError:
         return None
-    said = [line for line in tail.splitlines() if line.startswith("error: ")]
+    said = [line for line in (lines[-1:] if last_line_only else lines) if line.startswith("error: ")]
     return said[-1].removeprefix("error: ") if said else None
 
 

@@ -1640,6 +1640,35 @@ def test_status_says_the_error_a_slurm_job_failed_on(tmp_path, monkeypatch, caps
     assert "1 of the failed runs stopped after a checkpoint" in out  # the killed one alone
 
 
+def test_status_says_the_error_a_local_run_failed_on(tmp_path, capsys):
+    """A local run that failed on a UserError (its config.json damaged) ends its train.log with the worker's
+    `error: ` line, but status said "failed (resumable)" and "launching the sweep again resumes it", which met the
+    same error again. It names the error, as a SLURM job's; an error a later launch's output follows is not it."""
+    from sweeps.launch import pending
+    from sweeps.store import status, write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1, 2]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    erred, killed, fixed = (sweep_dir / c.run_id for c in spec.runs())
+    error = "error: cannot read run config x/config.json (not JSON); give the config.json a run wrote\n"
+    for d, log in ((erred, "step 1 of 8 (12%): train_loss 8.3\n" + error + "\n"),
+                   (killed, "step 1 of 8 (12%): train_loss 8.3\n"),
+                   (fixed, error + "resuming from the checkpoint x at step 4 of 8\n")):
+        write_json(d / "job.json", {"executor": "local", "job_id": None})
+        write_checkpoint(d)
+        (d / "train.log").write_text(log)
+    rows = {r.run_id: r for r in status(sweep_dir).runs}
+    assert rows[erred.name].error == error.strip().removeprefix("error: ")
+    assert rows[killed.name].error is None and rows[fixed.name].error is None
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert "failed (stopped on an error)" in out
+    assert (f"1 failed run stopped on an error, which a relaunch meets again until it is fixed: {erred.name}: "
+            "cannot read run config x/config.json") in out  # (no "(SLURM job None)")
+    assert "2 of the failed runs stopped after a checkpoint" in out
+
+
 def test_collect_says_a_relaunch_meets_a_failed_runs_error_again(tmp_path, monkeypatch, capsys):
     """collect's note said "`scaling sweep launch` again trains or resumes them" of every failed run, also of one
     whose SLURM job stopped on a UserError, which a relaunch meets again until it is fixed: it counts those

@@ -650,7 +650,8 @@ def _status(args: argparse.Namespace) -> int:
     errors = [r for r in st.runs if r.error]  # a relaunch meets their error again: said (the job id names its log)
     if errors:
         print(f"{count(len(errors), 'failed run')} stopped on an error, which a relaunch meets again until it is "
-              "fixed: " + _first_ten([f"{r.run_id} (SLURM job {r.job_id}): {r.error}" for r in errors]))
+              "fixed: " + _first_ten([f"{r.run_id}{f' (SLURM job {r.job_id})' if r.job_id else ''}: {r.error}"
+                                           for r in errors]))
     resumable = sum(r.relaunch_resumes for r in st.runs)  # (the others: the notes around; as --runs labels them)
     if resumable:
         print(f"{resumable} of the failed runs stopped after a checkpoint (killed, cancelled or crashed): launching the "
