@@ -1,4 +1,5 @@
-"""Sweeps: a TOML grid of runs (spec), launched on SLURM or locally (launch), read back (store).
+"""Sweeps: a TOML grid of runs (spec), priced (plan, by cost's rules), launched on SLURM or locally (launch),
+read back (store).
 
     from sweeps.spec import load_spec
     from sweeps.launch import launch

@@ -260,7 +260,7 @@ def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False,
 def _prices(spec: SweepSpec, executor: str) -> dict:
     """`launch_prices`, or where the plan cannot price the runs (a benchmark file edited by hand) why not, for status
     to say: the launch goes on, as it did before it priced them."""
-    from scaling.commands.sweep import launch_prices
+    from sweeps.plan import launch_prices
 
     try:
         return launch_prices(spec, executor)

@@ -848,7 +848,7 @@ def recipe_label(recipe: str, copy: Path | None = None) -> str:
 
 def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | None) -> tuple[float | None, str]:
     """The seconds left until the sweep's runs are trained: each run's price in its plan (sweep.json's `prices`, the
-    wall seconds of one of its launch's slots: `scaling.commands.sweep.launch_prices`, the plan's steps, evaluations
+    wall seconds of one of its launch's slots: `sweeps.plan.launch_prices`, the plan's steps, evaluations
     and start-up), less its progress, × what its recipe's finished runs took against their prices (`measured_ratios`:
     their wall_s, start-up included; all recipes' where none of its own has finished); a running run's at its own pace
     (`RunStatus.eta_s`) where it has one; laid out as the launch takes them (`makespan`) over its slots (a SLURM

@@ -162,7 +162,7 @@ def test_collect_refuses_runs_of_one_recipe_name_under_two_versions_of_its_file(
 def test_plan_and_status_name_a_recipe_file_by_its_name(tmp_path):
     """As collect, fits and reports do (not by its absolute path); status reads the run folder's copy,
     so a file moved or edited since still gives the name the run trained under."""
-    from scaling.commands.sweep import plan_rows
+    from sweeps.plan import plan_rows
     from sweeps.store import recipe_label
 
     r = tmp_path / "mine_file.toml"
@@ -291,7 +291,7 @@ def test_plan_prices_a_recipe_file_by_the_rows_of_its_name(tmp_path):
     finds a run's speed by that name: it looked the run's absolute path up, which matched no row."""
     import json
 
-    from scaling.commands.sweep import plan_rows, plan_speeds
+    from sweeps.plan import plan_rows, plan_speeds
 
     r = tmp_path / "mine_file.toml"
     r.write_text('name = "mine"\nbase = "ufp4"\n')

@@ -477,7 +477,7 @@ def test_plan_says_its_gpu_hours_do_not_count_runs_sharing_a_gpu(tmp_path, capsy
 def test_plan_resolves_each_run_config_once(tmp_path, monkeypatch):
     """plan resolved every run's config three times: checking the grid (`SweepSpec.runs`), then again for its
     run_id and for its FLOPs as MFU counts them. It takes the grid's resolved configs and ids (`resolved_runs`)."""
-    from scaling.commands.sweep import plan_rows
+    from sweeps.plan import plan_rows
     from scaling.config import RunConfig
 
     spec = load(tmp_path)
@@ -496,7 +496,7 @@ def test_plan_prices_gpu_hours_at_the_vocab_of_the_corpus_the_runs_train_on(tmp_
     meta.json; a raw corpus not yet prepared, the one `scaling data prepare` gives; the built-in corpus's."""
     from models import model_size
     from scaling import data
-    from scaling.commands.sweep import plan_rows
+    from sweeps.plan import plan_rows
 
     monkeypatch.setenv("SCALING_CACHE", str(tmp_path / "cache"))  # (no prepared copy of the raw corpus)
     s = model_size("nanochat", "0.5M")
@@ -525,7 +525,7 @@ def test_plan_counts_the_tokens_a_run_trains_whole_batches_of(tmp_path, capsys):
     tokens trains 3,584, and plan showed 4000 and priced 6·N·4000 as the fits' C, 12% more than the run
     records. It counts the tokens trained and says, for a run that loses more than 1% of its budget so, why."""
     from models import model_size
-    from scaling.commands.sweep import plan_rows
+    from sweeps.plan import plan_rows
 
     spec = load(tmp_path, overrides=("grid.tokens=4000", "grid.seed=0"))
     (row,) = plan_rows(spec)
@@ -637,12 +637,27 @@ def test_plan_prices_a_cpu_sweep_by_the_committed_file_of_this_machine(tmp_path,
         assert other["bench_why"] == (f"the default: none of {tmp_path.name}/bench/'s files was measured on this CPU, "
                                       f"{cpu} at {threads} threads; `scaling bench cpu --out FILE` measures one")
     # a local launch prices its runs for `sweep status` by the same default
-    from scaling.commands.sweep import launch_prices
+    from sweeps.plan import launch_prices
     from sweeps.spec import load_spec
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setattr("scaling.cpu_name", lambda: "Fake CPU 9000")
     assert launch_prices(load_spec(spec), "local")["bench"] == "cpu-fake.json"
+
+
+def test_a_launch_prices_its_runs_without_the_cli(tmp_path, monkeypatch):
+    """The launcher (a library) priced its runs by importing `scaling sweep`'s CLI module, where the pricing lived:
+    it is sweeps.plan's, which the CLI prints. With the CLI module unimportable, the launch's plan still has prices."""
+    import sys
+
+    from sweeps.launch import pending
+    from sweeps.store import read_json
+
+    monkeypatch.setitem(sys.modules, "scaling.commands.sweep", None)  # (an import of it raises ImportError)
+    spec = load(tmp_path)
+    pending(spec, tmp_path / "sweep", executor="local")
+    prices = read_json(tmp_path / "sweep" / "sweep.json")["prices"]
+    assert set(prices["seconds"]) == {c.run_id for c in spec.runs()}, prices
 
 
 def test_plan_prices_the_runs_where_launch_with_the_same_executor_trains_them(tmp_path, capsys, monkeypatch):
@@ -727,7 +742,8 @@ def test_plan_warns_of_recipes_whose_runs_are_too_few_to_fit(tmp_path, capsys):
     assert main(["sweep", "plan", str(spec), "--set", 'grid.recipe=["bf16", "nvfp4"]', "--json"]) == 0
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert [f"warning: {w}\n" in out for w in warnings] == [True, True], warnings
-    from scaling.commands.sweep import plan_rows, unfittable
+    from scaling.commands.sweep import unfittable
+    from sweeps.plan import plan_rows
     from sweeps.spec import load_spec
 
     enough = load_spec(spec, ["grid.tokens=[4096, 8192, 16384, 32768]"])  # 2 sizes x 4 budgets: 8 points
