@@ -237,62 +237,64 @@ def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False,
     """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json, with each run's price for a
     launch with `executor` (None: the spec's default; `launch_prices`, which `sweep status`'s ETA reads). `submission`:
     the caller holds the sweep's submission lock (`slurm_submission`, exclusive), so no other launch is submitting into
-    it: a job record with no job id is a killed launch's (failed), not one whose sbatch is under way."""
-    configs = spec.runs()
-    check_same_spec(configs, sweep_dir)
+    it: a job record with no job id is a killed launch's (failed), not one whose sbatch is under way.
+    The runs are resolved once, for the prices and the launch both (a config's `run_id` resolves it again)."""
+    planned = spec.resolved_runs()
+    runs = {run.run_id: run.config for run in planned}
+    check_same_spec(runs, sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_json(sweep_dir / "sweep.json", {
         "name": spec.name, "source": spec.source, "data": spec.data,
-        "runs": [{"run_id": c.run_id, **c.to_dict()} for c in configs],
-        "prices": _prices(spec, executor or spec.default_executor),
+        "runs": [{"run_id": run_id, **c.to_dict()} for run_id, c in runs.items()],
+        "prices": _prices(spec, executor or spec.default_executor, planned),
     })  # fmt: skip
-    queue = slurm_queue_for([sweep_dir / c.run_id for c in configs])
+    queue = slurm_queue_for([sweep_dir / run_id for run_id in runs])
     todo, skipped = [], {}
-    for c in configs:
-        state = run_state(sweep_dir / c.run_id, queue, others_submitting=False if submission else None)
+    for run_id, c in runs.items():
+        state = run_state(sweep_dir / run_id, queue, others_submitting=False if submission else None)
         if state in ("failed", "missing"):
             todo.append(c)
         else:
-            skipped.setdefault(state, []).append(c.run_id)
+            skipped.setdefault(state, []).append(run_id)
     return todo, skipped
 
 
-def _prices(spec: SweepSpec, executor: str) -> dict:
-    """`launch_prices`, or where the plan cannot price the runs (a benchmark file edited by hand) why not, for status
-    to say: the launch goes on, as it did before it priced them."""
+def _prices(spec: SweepSpec, executor: str, runs: list) -> dict:
+    """`launch_prices` of the spec's `runs` (`resolved_runs()`), or where the plan cannot price them (a benchmark file
+    edited by hand) why not, for status to say: the launch goes on, as it did before it priced them."""
     from sweeps.plan import launch_prices
 
     try:
-        return launch_prices(spec, executor)
+        return launch_prices(spec, executor, runs)
     except UserError as e:
         return {"unpriced": str(e)}
 
 
-def check_same_spec(configs: list, sweep_dir: Path) -> None:
+def check_same_spec(runs: dict, sweep_dir: Path) -> None:
     """UserError where the sweep folder holds a started run (its config.json) at one of these runs' grid
     points under another id: the spec's [train] (or a recipe file) changed since that launch. Launched
     anyway, every changed point would train again beside the old run, and collect would pool both. So is one
-    of these runs in its own folder under a name of its own (renamed, `own_name_of`): it would train again."""
-    here = {grid_point(c.to_dict()): c for c in configs}
-    ids = {c.run_id for c in configs}
-    at_points = [(d, cfg) for d in run_dirs(sweep_dir, {}) if d.name not in ids
+    of these runs in its own folder under a name of its own (renamed, `own_name_of`): it would train again.
+    `runs`: each run's config by its run id."""
+    here = {grid_point(c.to_dict()): run_id for run_id, c in runs.items()}  # the run id at each grid point
+    at_points = [(d, cfg) for d in run_dirs(sweep_dir, {}) if d.name not in runs
                  and (cfg := read_json(d / "config.json")) is not None and grid_point(cfg) in here]
     for d, cfg in at_points:  # one of these runs, in its folder renamed: launched, it would train again beside it
-        run_id = own_name_of(d, here[grid_point(cfg)].run_id)
+        run_id = own_name_of(d, here[grid_point(cfg)])
         if run_id is not None:
             raise misnamed_error(d, run_id)
-    old = [(d, cfg) for d, cfg in at_points if _changed(d, cfg, here[grid_point(cfg)])]
+    old = [(d, cfg) for d, cfg in at_points if _changed(d, cfg, runs[here[grid_point(cfg)]])]
     if not old:
         return
     d, cfg = old[0]
-    c = here[grid_point(cfg)]
+    c = runs[here[grid_point(cfg)]]
     more = f" (and {count(len(old) - 1, 'other run')} like it)" if len(old) > 1 else ""
     from scaling.config import RunConfig
     from scaling.run_data import moved_corpus, moved_corpus_link
 
     try:  # (a config of an older version of RunConfig is not this one's moved)
         started = RunConfig.from_dict(cfg)
-        moved = all(moved_corpus(RunConfig.from_dict(one), here[grid_point(one)].resolved(), run_dir)
+        moved = all(moved_corpus(RunConfig.from_dict(one), runs[here[grid_point(one)]].resolved(), run_dir)
                     for run_dir, one in old)
     except (UserError, TypeError):
         moved = False

@@ -77,7 +77,8 @@ def _launch_device(spec, executor: str) -> tuple[str, str]:
 
 
 def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
-              speeds: PlanSpeeds | None = None, device: str = "gpu", executor: str | None = None) -> list[dict]:
+              speeds: PlanSpeeds | None = None, device: str = "gpu", executor: str | None = None,
+              runs: list | None = None) -> list[dict]:
     """One row per run: its grid values (`tokens`: the tokens it trains, its budget `tokens_asked` rounded
     down to whole batches of `step_tokens`, as its result records D; its `seq_len`), 6·N·D FLOPs (`flops`, the fits'
     C), its FLOPs as MFU counts them (`flops_exact`: `sweeps.cost.mfu_flops`, as result.json's `mfu` and `scaling
@@ -96,7 +97,7 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     (on CPU, "bf16" too: BF16's FLOP/s), for `sweeps.cost.far_from_measured`; `measured_seq_len`: the seq_len each
     was measured at, for `sweeps.cost.other_seq_len`; `measured_batch`: the (micro-batch, step) tokens each was
     measured at (`sweeps.cost.row_batch`), for `sweeps.cost.smaller_batch`, beside the run's (`micro_tokens`,
-    `step_tokens`)."""
+    `step_tokens`). `runs`: the spec's `resolved_runs()` where the caller has them (a launch), else resolved here."""
     from models import model_size
     from sweeps.cost import (Speed, bf16_rate, corpus_vocab_size, cpu_flops_per_s, cpu_hours, evaluation_flops,
                              gpu_hours, mfu_flops, priced_speed, startup_seconds)
@@ -107,7 +108,7 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
     vocab_size = corpus_vocab_size(spec)  # (the corpus's meta.json read once, not once a run)
     rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
     bf16 = {}  # (family, size) -> BF16's FLOP/s there
-    runs = spec.resolved_runs()
+    runs = spec.resolved_runs() if runs is None else runs
     processes = plan_processes(spec, executor or spec.default_executor, device, len(runs))
     for c, resolved, run_id in runs:  # (each config resolved once, as checking the grid did)
         tokens = resolved.whole_batch_tokens()  # (what the run trains and its result records as D)
@@ -173,7 +174,7 @@ def plan_processes(spec, executor: str, device: str, runs: int) -> int:
     return max(1, min(runs, slots))
 
 
-def launch_prices(spec, executor: str) -> dict:
+def launch_prices(spec, executor: str, runs: list | None = None) -> dict:
     """Each run's price as `scaling sweep plan --executor EXECUTOR` gives it (`plan_rows`: its steps, evaluations and
     start-up, on the device a launch with `executor` trains on, from the default benchmark file for it), in the wall
     seconds a run takes in one of that launch's slots, for `sweep status`'s ETA (the launch writes it into sweep.json's
@@ -181,11 +182,11 @@ def launch_prices(spec, executor: str) -> dict:
     launch's `cpu_jobs`: the plan's CPU-hours are the whole CPU's; a local GPU launch's `jobs_per_gpu`, with no speed-up
     from sharing counted, as the plan says; 1 on SLURM: a job's device is its own). `slots`: the runs the launch trains
     at once (`plan_processes`; None on SLURM: the queue decides). `startup_unpriced`: the runs whose rows record no
-    start-up (`hours_split`), which the prices leave out until runs finish."""
+    start-up (`hours_split`), which the prices leave out until runs finish. `runs`: as `plan_rows` takes them."""
     device, _ = plan_device(spec, "auto", executor)
     bench, _ = bench_file("default", device)
     speeds = plan_speeds(bench, device)
-    rows = plan_rows(spec, speeds=speeds, device=device, executor=executor)
+    rows = plan_rows(spec, speeds=speeds, device=device, executor=executor, runs=runs)
     share = 1 if executor == "slurm" else spec.local.jobs_per_gpu if device == "gpu" else spec.local.cpu_jobs
     return {"device": device, "executor": executor, "bench": speeds.source if speeds else None,
             "slots": None if executor == "slurm" else plan_processes(spec, executor, device, len(rows)),

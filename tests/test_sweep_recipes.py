@@ -222,6 +222,7 @@ def test_a_run_under_a_recipe_built_on_a_recipe_file_is_named_by_both_files_cont
     mine = tmp_path / "a" / "mine.toml"
     mine.write_text('name = "mine"\nbase = "base/wgrad_bf16.toml"\nhigh_precision_blocks = [0]\n')
     run = lambda path: _load(tmp_path, '"1M"', f'"{path}"').runs()[0]  # noqa: E731
+    by_id = lambda c: {c.run_id: c}  # noqa: E731 (check_same_spec's runs)
     started = run(mine)
     first = started.run_id  # (a config's run_id hashes the file as it is when asked)
     sweep = tmp_path / "sweep"
@@ -231,7 +232,7 @@ def test_a_run_under_a_recipe_built_on_a_recipe_file_is_named_by_both_files_cont
     assert _config_run_id(run_dir) == first  # (as status reads it: from the copy)
     assert Recipe.from_toml(copy).wgrad_x is None and Recipe.from_toml(copy).high_precision_blocks == (0,)
     check_run_dir(started, run_dir)
-    check_same_spec([started], sweep)
+    check_same_spec({started.run_id: started}, sweep)
 
     text = base.read_text()
     base.write_text("# a comment only\n" + text)  # the base file edited: another run
@@ -242,17 +243,17 @@ def test_a_run_under_a_recipe_built_on_a_recipe_file_is_named_by_both_files_cont
     with pytest.raises(UserError, match=rf"^{re.escape(edited_base)} the run in {run_dir} started"):
         check_run_dir(edited, run_dir)
     with pytest.raises(UserError, match=re.escape(f"under an earlier version of its recipe: {edited_base} that run")):
-        check_same_spec([edited], sweep)
+        check_same_spec({edited.run_id: edited}, sweep)
     mine.write_text(mine.read_text() + "# and the recipe file\n")
     with pytest.raises(UserError, match=re.escape(f"the recipe file {mine} and its base file {base} ({mine} -> {base}) "
                                                   "has changed since")):
-        check_same_spec([run(mine)], sweep)
+        check_same_spec(by_id(run(mine)), sweep)
     base.write_text(text)
     with pytest.raises(UserError, match=re.escape(f"under an earlier version of its recipe: the recipe file {mine} has "
                                                   "changed since that run started")):
-        check_same_spec([run(mine)], sweep)
+        check_same_spec(by_id(run(mine)), sweep)
     mine.write_text(mine.read_text().replace("# and the recipe file\n", ""))
-    check_same_spec([run(mine)], sweep)
+    check_same_spec(by_id(run(mine)), sweep)
 
     base.write_text(text)
     shutil.move(tmp_path / "a", tmp_path / "b")  # both files moved (a checkout elsewhere): the same run
@@ -277,13 +278,13 @@ def test_a_launch_refuses_a_recipe_file_edited_since_its_runs_started(tmp_path):
     # below read as the built-in corpus "moved" to builtin, "set the spec's data back to builtin" (a user's walk)
     check_run_data(run_dir, read_meta(resolve_data_dir(c.resolved())), c.data)
     assert (run_dir / "data.json").is_file()
-    check_same_spec([c], tmp_path / "sweep")  # the same run: nothing to say
+    check_same_spec({c.run_id: c}, tmp_path / "sweep")  # the same run: nothing to say
     r.write_text('name = "mine"\nbase = "bf16"\nhigh_precision_blocks = [0]\n')
     (c,) = _load(tmp_path, '"0.5M"', f'"{r}"').runs()
     with pytest.raises(UserError, match=rf"holds run {run_dir.name} at this spec's grid point nanochat 0.5M mine "
                                         rf"tokens=4096 seed=0 under an earlier version of its recipe: the recipe file "
                                         rf"{r} has changed since that run started"):
-        check_same_spec([c], tmp_path / "sweep")
+        check_same_spec({c.run_id: c}, tmp_path / "sweep")
 
 
 def test_plan_prices_a_recipe_file_by_the_rows_of_its_name(tmp_path):

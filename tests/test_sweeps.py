@@ -660,6 +660,19 @@ def test_a_launch_prices_its_runs_without_the_cli(tmp_path, monkeypatch):
     assert set(prices["seconds"]) == {c.run_id for c in spec.runs()}, prices
 
 
+def test_a_launch_resolves_each_run_once(tmp_path, monkeypatch):
+    """A launch's plan resolved the spec's runs twice, once to price them and once to launch them (and each config's
+    run_id resolved it again, four times a run): once now, the prices and the launch from the same resolved runs."""
+    from scaling.config import RunConfig
+    from sweeps.launch import pending
+
+    spec = load(tmp_path)
+    resolved, calls = RunConfig.resolved, []
+    monkeypatch.setattr(RunConfig, "resolved", lambda self: calls.append(self) or resolved(self))
+    todo, _ = pending(spec, tmp_path / "sweep", executor="local")
+    assert len(todo) == 2 and len(calls) == 2, calls
+
+
 def test_plan_prices_the_runs_where_launch_with_the_same_executor_trains_them(tmp_path, capsys, monkeypatch):
     """`launch` takes --executor and `plan` refused it ("unrecognized arguments"): a lab lead planning a local-default
     spec (sweeps/micro.toml) for SLURM from a login node without a GPU got CPU-hours, or had to know --set
@@ -3302,13 +3315,13 @@ def test_a_launch_names_a_moved_corpus_as_the_runs_own(tmp_path, run_on_moved_co
         tmp_path / "sweep", lambda corpus: load(tmp_path, TINY.replace('data = "builtin"', f'data = "{corpus}"')).runs()[0])
     (c, _) = load(tmp_path, TINY.replace('data = "builtin"', f'data = "{moved}"')).runs()
     with pytest.raises(UserError) as e:
-        check_same_spec([c], tmp_path / "sweep")
+        check_same_spec({c.run_id: c}, tmp_path / "sweep")
     assert f"holds 1 run of this spec trained on the data {before}, which {moved} holds too" in str(e.value), e.value
     assert f"set the spec's data back to {before}" in str(e.value) and f"ln -s {moved.resolve()} {before}" in str(e.value)
     meta = json.loads((moved / "meta.json").read_text())
     (moved / "meta.json").write_text(json.dumps({**meta, "val_docs": meta["val_docs"] + 1}))
     with pytest.raises(UserError, match="under other settings"):
-        check_same_spec([c], tmp_path / "sweep")
+        check_same_spec({c.run_id: c}, tmp_path / "sweep")
 
 
 def test_the_run_a_study_walk_through_is_a_spec_that_plans(tmp_path):
