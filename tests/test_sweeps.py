@@ -645,6 +645,22 @@ def test_plan_prices_a_cpu_sweep_by_the_committed_file_of_this_machine(tmp_path,
     assert launch_prices(load_spec(spec), "local")["bench"] == "cpu-fake.json"
 
 
+def test_the_default_cpu_bench_parses_only_files_with_a_cpu_machine(tmp_path, monkeypatch):
+    """Finding the file measured on this CPU parsed every file in reports/bench/ on each CPU plan and launch, the GPU
+    and SASS files' 0.5 MB of JSON (~10 ms): a file without `cpu_machine` in its text is not parsed."""
+    import sweeps.cost
+
+    header = {"cpu_machine": {"cpu": "Fake CPU 9000", "threads": 3}, "cpu": [{"recipe": "bf16"}]}
+    (tmp_path / "cpu-fake.json").write_text(json.dumps(header))
+    (tmp_path / "h200.json").write_text(json.dumps({"device": "NVIDIA H200", "train": [{"recipe": "bf16"}] * 100}))
+    (tmp_path / "damaged.json").write_text("{not json")
+    monkeypatch.setattr(sweeps.cost, "DEFAULT_CPU_BENCH", tmp_path / "cpu.json")
+    parsed, loads = [], json.loads
+    monkeypatch.setattr(sweeps.cost.json, "loads", lambda text, **kw: parsed.append(text) or loads(text, **kw))
+    assert sweeps.cost.default_cpu_bench({"cpu": "Fake CPU 9000", "threads": 3})[0] == tmp_path / "cpu-fake.json"
+    assert len(parsed) == 1, parsed
+
+
 def test_a_launch_prices_its_runs_without_the_cli(tmp_path, monkeypatch):
     """The launcher (a library) priced its runs by importing `scaling sweep`'s CLI module, where the pricing lived:
     it is sweeps.plan's, which the CLI prints. With the CLI module unimportable, the launch's plan still has prices."""
