@@ -40,9 +40,9 @@ from pathlib import Path
 import submitit
 
 from sweeps.spec import SweepSpec, default_sweep_dir
-from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, local_launch, lock_holder, misnamed_error,
-                          own_name_of, point_label, read_json, read_result, recipe_label, run_dirs, run_lock, run_state,
-                          setting_differences, slurm_queue_for, slurm_submission, write_json)
+from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, launch_order, local_launch, lock_holder,
+                          misnamed_error, own_name_of, point_label, read_json, read_result, recipe_label, run_dirs,
+                          run_lock, run_state, setting_differences, slurm_queue_for, slurm_submission, write_json)
 from scaling import signals, usable_cpus
 from scaling.signals import interrupt_on_sigterm
 from scaling.cli import python_command
@@ -234,7 +234,8 @@ def check_sweep_dir(path: str | Path, flag: str = "sweep dir") -> Path:
 
 def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False,
             executor: str | None = None) -> tuple[list, dict[str, list[str]]]:
-    """(configs to submit, {state: run ids skipped}). Writes the plan to sweep.json, with each run's price for a
+    """(configs to submit, in the order a launch takes them: `launch_order`, longest priced first; {state: run ids
+    skipped}). Writes the plan to sweep.json, with each run's price for a
     launch with `executor` (None: the spec's default; `launch_prices`, which `sweep status`'s ETA reads). `submission`:
     the caller holds the sweep's submission lock (`slurm_submission`, exclusive), so no other launch is submitting into
     it: a job record with no job id is a killed launch's (failed), not one whose sbatch is under way.
@@ -243,20 +244,21 @@ def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False,
     runs = {run.run_id: run.config for run in planned}
     check_same_spec(runs, sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    prices = _prices(spec, executor or spec.default_executor, planned)
     write_json(sweep_dir / "sweep.json", {
         "name": spec.name, "source": spec.source, "data": spec.data,
         "runs": [{"run_id": run_id, **c.to_dict()} for run_id, c in runs.items()],
-        "prices": _prices(spec, executor or spec.default_executor, planned),
+        "prices": prices,
     })  # fmt: skip
     queue = slurm_queue_for([sweep_dir / run_id for run_id in runs])
     todo, skipped = [], {}
-    for run_id, c in runs.items():
+    for run_id in runs:
         state = run_state(sweep_dir / run_id, queue, others_submitting=False if submission else None)
         if state in ("failed", "missing"):
-            todo.append(c)
+            todo.append(run_id)
         else:
             skipped.setdefault(state, []).append(run_id)
-    return todo, skipped
+    return [runs[run_id] for run_id in launch_order(todo, prices.get("seconds", {}))], skipped
 
 
 def _prices(spec: SweepSpec, executor: str, runs: list) -> dict:
@@ -753,14 +755,12 @@ class _LocalPool:
     replaced for the next run. Ctrl-C or SIGTERM stops the workers (train saves a checkpoint)."""
 
     def __init__(self, spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool):
-        from models import model_size
-
         self.slots, self.sweep_dir, self.report, self.progress = local_slots(spec), sweep_dir, report, progress
         self.total, self.done, self.started = len(todo), 0, time.time()
         self.work: queue_mod.Queue = queue_mod.Queue()
-        # Longest first (by 6·N·D), so that no slot is left with one long run at the end. A run's
+        # In `pending`'s order: longest priced first (`launch_order`, as the ETA lays them out). A run's
         # job.json is written by the worker that takes it, under its lock: until then it is `missing`.
-        for c in sorted(todo, key=lambda c: model_size(c.family, c.size).n_params * c.tokens, reverse=True):
+        for c in todo:
             self.work.put(c)
         self.lock = threading.Lock()
         self.workers: set[subprocess.Popen] = set()

@@ -851,7 +851,7 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | N
     wall seconds of one of its launch's slots: `sweeps.plan.launch_prices`, the plan's steps, evaluations
     and start-up), less its progress, × what its recipe's finished runs took against their prices (`measured_ratios`:
     their wall_s, start-up included; all recipes' where none of its own has finished); a running run's at its own pace
-    (`RunStatus.eta_s`) where it has one; laid out as the launch takes them (`makespan`) over its slots (a SLURM
+    (`RunStatus.eta_s`) where it has one; laid out as the launch takes them (`launch_order`, `makespan`) over its slots (a SLURM
     sweep's: its runs running now). `results`: each run's result.json by run id ({} where it has none), as status read
     them. Before, the FLOPs left at the FLOP/s of the finished (or running) runs: a run's evaluations and start-up,
     which do not grow with its tokens, were left out, and the demo's ETA read 1m04s of a 4m12s sweep."""
@@ -893,8 +893,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | N
     own_pace = [r for r in running if r.eta_s is not None]
     counted = [r for r in remaining if r.run_id in priced or r in own_pace]
     slots = max(_whole(prices.get("slots")) or 0, len(running), 1)
+    to_start = {r.run_id: r for r in counted if r.state != "running"}  # (each priced: own_pace runs are running)
     eta = makespan([seconds_left(r) for r in counted if r.state == "running"],
-                   [seconds_left(r) for r in counted if r.state != "running"], slots)
+                   [seconds_left(to_start[run_id]) for run_id in launch_order(to_start, priced)], slots)
     unseen = {r.recipe for r in counted if r not in own_pace} - set(ratios)
     how = _eta_method(prices, ratios, overall, unseen, slots, bool(own_pace)) + waits
     idle_runs = " and ".join(count(n, f"{state} run") for state, n in idle.items() if n)
@@ -922,16 +923,24 @@ def measured_ratios(rows: list[RunStatus], results: dict[str, dict],
     return ratios, walls / prices if prices else 1.0
 
 
+def launch_order(run_ids: Iterable[str], seconds: dict[str, float]) -> list[str]:
+    """The order a launch takes its runs in (`sweeps.launch.pending`), and the ETA lays them out in (`_sweep_eta`):
+    longest first by their price in the plan (`seconds`: sweep.json's `prices`, `sweeps.plan.launch_prices`; a run
+    not priced last), so that no slot is left with one long run at the end. Ties keep the order given, the plan's (its
+    `runs`, the spec's), which both callers keep."""
+    return sorted(run_ids, key=lambda run_id: -seconds.get(run_id, 0.0))
+
+
 def makespan(running: list[float], waiting: list[float], slots: int) -> float:
     """When the last of these runs ends where each of `slots` trains one at a time: the `running` ones' seconds left
-    each in a slot of its own, then the `waiting` ones', longest first (as a local launch takes them), each to the
+    each in a slot of its own, then the `waiting` ones', in the order given (the launch's: `launch_order`), each to the
     slot that frees first. (Their sum over the slots, as the ETA was before, ends a sweep whose last long run
     starts late too early.)"""
     import heapq
 
     free = list(running) + [0.0] * max(0, slots - len(running))
     heapq.heapify(free)
-    for seconds in sorted(waiting, reverse=True):
+    for seconds in waiting:
         heapq.heappush(free, heapq.heappop(free) + seconds)
     return max(free)
 

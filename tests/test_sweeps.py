@@ -2726,6 +2726,41 @@ def test_eta_prices_each_recipe_at_what_its_done_runs_took_against_their_plan_pr
                                                  "launch wrote it), 2 runs waiting for the local launch's slots")
 
 
+def test_the_eta_lays_the_runs_out_in_the_order_a_local_launch_takes_them(tmp_path, monkeypatch):
+    """The ETA laid the runs left out longest priced first while a local launch took them by 6·N·D: where a smaller
+    model trains at far fewer tokens a second (its benchmark row's), its runs are the longest though they have fewer
+    FLOPs, and the ETA described a launch that did not happen (here 1M, 1M, 0.5M over 3 slots, then the other 0.5M
+    after a 1M). One order (`launch_order`): the launch's queue, and the ETA is when its last slot ends taking them so."""
+    import sweeps.cost
+    from sweeps.launch import LaunchReport, _LocalPool, pending
+    from sweeps.store import local_launch, status
+
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    rows = [{"recipe": "bf16", "family": "nanochat", "size": size, "tokens_per_s": tokens_per_s,
+             "cpu_ratio_vs_bf16": 1.0} for size, tokens_per_s in (("0.5M", 1000), ("1M", 10000))]
+    machine = {"cpu": "Fake CPU 9000", "threads": 3, "date": "2026-12-07T23:26:19Z"}
+    (folder / "cpu-fake.json").write_text(json.dumps({"cpu_machine": machine, "cpu": rows}))
+    monkeypatch.setattr(sweeps.cost, "DEFAULT_CPU_BENCH", folder / "cpu.json")
+    monkeypatch.setattr("scaling.cpu_name", lambda: "Fake CPU 9000")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # (the threads a local launch here shares: the file's)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # this machine: no GPU
+    spec = load(tmp_path, TINY.replace('size = "0.5M"', 'size = ["0.5M", "1M"]').replace("cpu_jobs = 2", "cpu_jobs = 3"))
+    sweep_dir = tmp_path / "sweep"
+    todo, _ = pending(spec, sweep_dir, executor="local")
+    pool = _LocalPool(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "local", len(todo)), progress=False)
+    taken = [pool.work.get_nowait() for _ in todo]  # (the order its workers take them)
+    prices = json.loads((sweep_dir / "sweep.json").read_text())["prices"]
+    seconds = [prices["seconds"][c.run_id] for c in taken]
+    assert prices["bench"] == "cpu-fake.json" and prices["slots"] == 3
+    assert [c.size for c in taken] == ["0.5M", "0.5M", "1M", "1M"] and seconds[1] > 2 * seconds[2], seconds
+    free = [0.0] * prices["slots"]
+    for s in seconds:  # each run to the slot that frees first, in the order the launch takes them
+        free[free.index(min(free))] += s
+    with local_launch(sweep_dir):  # right after the launch: every run waits for a slot
+        assert status(sweep_dir).eta_s == pytest.approx(max(free))
+
+
 def test_status_prices_unfinished_runs_as_the_plan_does_then_by_what_done_runs_took(tmp_path, capsys):
     """Status priced the runs left by their FLOPs (6·N·D) at the FLOP/s of the running or finished runs: a run's
     evaluations and start-up, which do not grow with its tokens, were left out, and the demo's 24 runs (4,096 to 32,768
