@@ -77,6 +77,17 @@ def pairing(table: pl.DataFrame, groups: dict[str, Points]) -> Pairing | None:
     return Pairing(configs, len(index))
 
 
+def twin_configurations(pair: Pairing | None) -> int:
+    """How many configurations the bootstrap draws as twins, held by two or more fitted groups (the result's `twins`,
+    which the report's Verdict says); 0 where it draws each group's runs apart (`pair` None)."""
+    if pair is None:
+        return 0
+    held = np.zeros(pair.n, dtype=int)
+    for configs in pair.configs.values():
+        held[np.unique(configs)] += 1
+    return int((held >= 2).sum())
+
+
 def _shortfall(name: str, pts: Points, kind: str) -> str | None:
     """Why group `name` cannot carry a fit of `kind`, or None if it can."""
     need = N_PARAMS[kind] + 3
@@ -574,7 +585,8 @@ def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, 
         out_groups[g] = _group_entry(g, pts, params, ci, objective, law_flat.get(g, law_flat.get(base)), efficiency)
 
     result = {"law": law, "baseline": base, "groups": out_groups, "penalty": {}, "bands": {},
-              "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed}
+              "skipped": {**skipped, **never}, "bootstrap": bootstrap, "seed": seed,
+              "twins": twin_configurations(ctx["pairing"])}
     tests = _tests(law, groups, base, thetas, [g for g in groups if f"growth:{g}" in jobs])
     for r, test in tests.items():
         result["penalty"][r], result["bands"][r] = _penalty(r, groups, law, thetas, reps, base, extrapolate, test,

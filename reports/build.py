@@ -336,8 +336,13 @@ def section_verdict(fitted: dict, baseline: str, study: Study) -> Section:
     # known law (docs/fits.md, Bootstrap, has the numbers). The report does not read them: the bench file need not be
     # where the report is built, and a synthetic case's rate is not this study's.
     seed = f", `--seed {fitted['seed']}`" if "seed" in fitted else ""
+    # how a replicate drew the recipes' runs (fits' `twins`; a hand-made fitted dict without it: not said)
+    twins = fitted.get("twins")
+    drawn = [] if twins is None else ["each recipe's apart" if not twins else
+                                      f"twin runs, one N, D and seed in each recipe, drawn together: {count(twins, 'configuration')}"]
+    how = ", ".join(drawn + ([seed.removeprefix(", ")] if seed else []))
     intervals = (f"intervals are 95% percentile bootstrap intervals over {fitted['bootstrap']} replicates that resample "
-                 f"whole runs (each recipe's apart{seed})"
+                 f"whole runs" + (f" ({how})" if how else "")
                  + (f" (of which fitted: {', '.join(short)})" if short else "")
                  + (f", too few for their 2.5% ends to be more than the extreme replicates (a 95% interval needs at "
                     f"least {MIN_REPLICATES}: `--bootstrap`), so they are rough and no recipe is judged"

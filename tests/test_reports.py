@@ -820,7 +820,8 @@ def test_report_from_sweep_dir(tmp_path):
     for recipe in ("nvfp4", "mxfp4"):  # the verdict the CLI prints is the one in the report
         assert summary["verdicts"][recipe]["sentence"] in text
     # 16 replicates: the report's "95% bootstrap intervals" said so without a word on how few that is
-    assert "over 16 replicates that resample whole runs (each recipe's apart, --seed 0), too few" in text, text
+    assert ("over 16 replicates that resample whole runs (twin runs, one N, D and seed in each recipe, drawn together: "
+            "12 configurations, --seed 0), too few") in text, text  # (the sweep's runs are seed 0 in every recipe)
     assert "needs at least 40" in text
     md = (out / "report.md").read_text()
     assert "![penalty_vs_compute](figures/penalty_vs_compute.png)" in md
@@ -1177,7 +1178,7 @@ def test_the_verdict_says_which_intervals_with_which_seed_and_that_their_95_perc
     runs = pl.DataFrame({"recipe": ["bf16", "mxfp4"], "run_id": ["a", "b"], "C": [1e15, 1e15], "N": [1e8, 1e8],
                          "loss": [4.0, 4.2], "status": ["completed", "completed"]})
     flat = {"verdict": "does not grow", "p_value": 0.4, "margin": 0.1, "ratio_per_decade": {"value": 0.97, "ci95": (0.93, 1.01)}}
-    fitted = {"law": "chinchilla", "bootstrap": 100, "seed": 7, "skipped": {}, "penalty": {"mxfp4": flat},
+    fitted = {"law": "chinchilla", "bootstrap": 100, "seed": 7, "twins": 0, "skipped": {}, "penalty": {"mxfp4": flat},
               "groups": {"bf16": {"n_runs": 1}, "mxfp4": {"n_runs": 1}}}
     intro = section_verdict(fitted, "bf16", Study(source=Path("t.csv"), runs=runs)).blocks[0].text
     assert ("intervals are 95% percentile bootstrap intervals over 100 replicates that resample whole runs (each "
@@ -2662,3 +2663,26 @@ def test_docs_reports_md_quotes_the_committed_demo_examples_multiplier_ranges():
         low, high = (float(x) for x in span.split(" to "))
         quoted = f"{low:.2g} to {high:.2g}"
         assert f"reach {quoted} ({recipe}" in doc or f"and {quoted} ({recipe}" in doc, (recipe, quoted)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_the_verdict_says_how_the_bootstrap_drew_the_recipes_runs(paired):
+    """A sweep's twin runs (one N, D and seed in each recipe) are drawn together by the bootstrap (docs/fits.md,
+    Bootstrap), yet the Verdict said every report's replicates drew "each recipe's apart": the report tests' own sweep,
+    seed 0 in every run, read so. It now says what the fit did: twins together where the table has them, else apart."""
+    import fits
+    from fits.synthetic import synthetic_table
+    from reports.build import section_verdict
+    from reports.load import Study
+
+    table = synthetic_table({"bf16": {}, "mxfp4": {"effN": 0.8}}, sizes=np.geomspace(2e7, 2e9, 4), ratios=(5, 20, 80),
+                            noise=0.004, noise_dist="paired")
+    if not paired:
+        table = table.drop("seed")  # nothing says which runs are twins: each recipe's runs are drawn on their own
+    fitted = fits.analyse(table, bootstrap=4, seed=0, workers=1, top=5)
+    assert fitted["twins"] == (12 if paired else 0)
+    runs = table.with_columns(C=6 * pl.col("N") * pl.col("D"), status=pl.lit("completed"))
+    intro = section_verdict(fitted, "bf16", Study(source=Path("t.csv"), runs=runs)).blocks[0].text
+    drawn = ("twin runs, one N, D and seed in each recipe, drawn together: 12 configurations" if paired
+             else "each recipe's apart")
+    assert f"resample whole runs ({drawn}, `--seed 0`)" in intro, intro
