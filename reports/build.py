@@ -594,9 +594,13 @@ def section_overhead(study: Study, baseline: str, styles: dict, fig_dir: Path) -
     summary = compare.overhead_summary(table)
     s.add(Table(("recipe", "pairs", "reached", "of which in a longer run", "median overhead (%)", "min (%)", "max (%)",
                  "diverged", "failed", "not reached"),
-                tuple(summary.iter_rows()),
+                tuple((r["recipe"], r["pairs"], r["reached"], r["in_longer_run"],
+                       *(_range_cell(r[f"{k}_lo"], r[f"{k}_hi"]) for k in ("median", "min", "max")),
+                       r["diverged"], r["failed"], r["not_reached"]) for r in summary.iter_rows(named=True)),
                 "Per recipe, over its matched pairs; the median, min and max are over the pairs that reached the target, "
-                "those reached in a longer run included (read mid-run: such a value bounds nothing)."))
+                "those reached in a longer run included (read mid-run: such a value bounds nothing), and those not "
+                "reached, each of which needs more than its longest searched run's tokens (an overhead above that run's): "
+                "where those could move a value, it reads as the range it lies in, \"≥ x\" with no upper end."))
     keys = compare.match_keys(table)
     s.add(Table(("recipe", *keys, "target loss", f"{baseline} tokens", "recipe tokens", "overhead (%)", "reached in run of D", "note"),
                 tuple(table.select("recipe", *keys, "target_loss", "baseline_tokens", "recipe_tokens", "overhead_pct",
@@ -606,6 +610,16 @@ def section_overhead(study: Study, baseline: str, styles: dict, fig_dir: Path) -
                  f"{literal(baseline)}'s final loss, the overhead's target; ×, where there is one: the last evaluation of "
                  "a run that diverged or failed."))
     return s
+
+
+def _range_cell(lo: float, hi: float) -> float | str | None:
+    """A statistic known to lie in [lo, hi] as a table cell: the number where lo = hi, else the range ('≥ lo' with no
+    upper end), sorted by lo; None where there is none (NaN)."""
+    if math.isnan(lo):
+        return None
+    if lo == hi:
+        return lo
+    return SortedText(f"≥ {fmt(lo)}" if math.isinf(hi) else f"{fmt(lo)} to {fmt(hi)}", lo)
 
 
 def section_efficiency(fitted: dict, baseline: str) -> Section:

@@ -134,6 +134,8 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
     its decay), so such an overhead bounds nothing (it can fall below the baseline's tokens); a recipe
     that reaches the target in none of its runs gets null and a note, which names its longer runs that diverged or
     failed (`stopped_longer_runs`: not searched, they are why it was not reached there).
+    A pair not reached has `overhead_above_pct`, the overhead its longest searched curve's tokens would be: it needs
+    more (null for every other pair).
     A paired run that diverged gets null and "no convergence", one that failed (a crash: no result)
     null and "no result": each pair is exactly one of reached, diverged, failed, not reached (which
     counts a completed pair without a curve) (`overhead_summary`'s columns add up to its pairs).
@@ -156,7 +158,7 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
                 continue
             p = paired.row(0, named=True)
             row = {"recipe": recipe, **{k: b[k] for k in keys}, "target_loss": target, "baseline_tokens": t_base,
-                   "recipe_tokens": None, "overhead_pct": None, "reached_in": None, "note": ""}
+                   "recipe_tokens": None, "overhead_pct": None, "overhead_above_pct": None, "reached_in": None, "note": ""}
             if p["status"] != "completed" or p["run_id"] not in curves:
                 # A diverged pair is the AMD paper's "no convergence": an outcome, not an overhead. A failed
                 # one (the job crashed) says nothing about the recipe.
@@ -165,10 +167,12 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
                 rows.append(row)
                 continue
             candidates = mine.filter((pl.col("D") >= b["D"]) & (pl.col("status") == "completed")).sort("D")
+            searched = 0.0  # the most tokens a searched curve reaches: a pair not reached needs more
             for c in candidates.iter_rows(named=True):
                 curve = curves.get(c["run_id"])
                 if curve is None:
                     continue
+                searched = max(searched, float(curve["tokens"].max()))
                 t = tokens_to_reach(curve["tokens"].to_numpy(), curve["val_loss"].to_numpy(), target)
                 if not math.isnan(t):
                     row.update(recipe_tokens=t, overhead_pct=(t / t_base - 1) * 100, reached_in=c["D"])
@@ -179,10 +183,11 @@ def token_overhead(runs: pl.DataFrame, curves: dict[str, pl.DataFrame], baseline
                 longest = candidates["D"].max() if candidates.height else b["D"]
                 stopped = stopped_longer_runs(mine.filter(pl.col("D") > longest))
                 row["note"] = f"not reached within {longest:.3g} tokens" + (f"; {stopped}" if stopped else "")
+                row["overhead_above_pct"] = (searched / t_base - 1) * 100
             rows.append(row)
     schema = {"recipe": pl.Utf8, **{k: runs.schema[k] for k in keys}, "target_loss": pl.Float64,
               "baseline_tokens": pl.Float64, "recipe_tokens": pl.Float64, "overhead_pct": pl.Float64,
-              "reached_in": pl.Float64, "note": pl.Utf8}
+              "overhead_above_pct": pl.Float64, "reached_in": pl.Float64, "note": pl.Utf8}
     return pl.DataFrame(rows, schema=schema).sort("recipe", *keys)
 
 
@@ -209,16 +214,43 @@ def stopped_longer_runs(longer: pl.DataFrame) -> str | None:
 
 def overhead_summary(overhead: pl.DataFrame) -> pl.DataFrame:
     """Per recipe: pairs, how many reached the target (and of them, how many in a longer run: read mid-run, a value
-    that bounds nothing), median/min/max overhead, diverged, failed, not reached."""
+    that bounds nothing), the median/min/max overhead as the range each lies in (`median_lo`, `median_hi`, ...),
+    diverged, failed, not reached.
+
+    A pair not reached needs more than its `overhead_above_pct`, at no known upper end: the median, min and max of the
+    reached and not-reached pairs lie between those with each pair not reached at that lower end and at infinity
+    (`lo` = `hi` where the pairs not reached cannot move one). Over the reached pairs alone they left out the pairs
+    where the recipe did worst: a max below what a pair not reached already needs. Diverged and failed pairs have no
+    overhead (counted apart)."""
     reached = pl.col("overhead_pct").is_not_null()
     diverged, failed = pl.col("note").str.starts_with("no convergence"), pl.col("note").str.starts_with("no result")
-    return (
+    counts = (
         overhead.group_by("recipe")
         .agg(pl.len().alias("pairs"), reached.sum().alias("reached"),
              (reached & (pl.col("reached_in") > pl.col("D"))).sum().alias("in_longer_run"),
-             pl.col("overhead_pct").median().alias("median"), pl.col("overhead_pct").min().alias("min"),
-             pl.col("overhead_pct").max().alias("max"),
+             pl.col("overhead_pct").drop_nulls().alias("_reached"), pl.col("overhead_above_pct").drop_nulls().alias("_above"),
              diverged.sum().alias("diverged"), failed.sum().alias("failed"),
              (~reached & ~diverged & ~failed).sum().alias("not_reached"))
         .sort("recipe")
     )
+    ranges = [_bounded(r["_reached"], r["_above"]) for r in counts.iter_rows(named=True)]
+    stats = pl.DataFrame(ranges, schema={f"{s}_{e}": pl.Float64 for s in ("median", "min", "max") for e in ("lo", "hi")},
+                         orient="row")
+    return pl.concat([counts.drop("_reached", "_above"), stats], how="horizontal").select(
+        "recipe", "pairs", "reached", "in_longer_run", *stats.columns, "diverged", "failed", "not_reached")
+
+
+def _bounded(reached: list[float], above: list[float]) -> tuple[float, ...]:
+    """(median, min, max) of overheads known (`reached`) and known only to exceed a value (`above`), each as (lo, hi):
+    the statistic with every `above` at its value and at infinity. NaN where there is no pair."""
+    lo, hi = np.array(reached + above, float), np.array(reached + [math.inf] * len(above), float)
+    if not lo.size:
+        return (math.nan,) * 6
+    return (float(np.median(lo)), _median(hi), float(lo.min()), float(hi.min()), float(lo.max()), float(hi.max()))
+
+
+def _median(values: np.ndarray) -> float:
+    """np.median, with infinite values: the middle pair's mean, inf where either is (numpy gives NaN for inf + inf)."""
+    v = np.sort(values)
+    a, b = v[(len(v) - 1) // 2], v[len(v) // 2]
+    return float(b if math.isinf(b) else (a + b) / 2)

@@ -2686,3 +2686,42 @@ def test_the_verdict_says_how_the_bootstrap_drew_the_recipes_runs(paired):
     drawn = ("twin runs, one N, D and seed in each recipe, drawn together: 12 configurations" if paired
              else "each recipe's apart")
     assert f"resample whole runs ({drawn}, `--seed 0`)" in intro, intro
+
+
+def test_the_overhead_summary_counts_the_pairs_not_reached_as_above_the_longest_run_searched(tmp_path):
+    """The summary's median, min and max were over the pairs that reached the target only: the pairs not reached, where
+    the recipe did worst, were left out, so mxfp4's max read 114% beside a pair (S at 5e8 tokens) not reached within
+    1.2e9 tokens, an overhead above 140%, and its median 84.7% was that of its better half. A pair not reached is now
+    an overhead above its longest searched run's tokens over the baseline's; a value it could move reads as the range
+    it lies in ("≥ x" where there is no upper end), one it cannot as a number (the demo example's: its pairs not
+    reached are above 0%, its middle ones reached below 0%)."""
+    from reports.build import section_overhead
+    from reports.document import Table
+    from reports.load import load
+    from reports.render import fmt
+
+    study = load(make_sweep(tmp_path, noise=0.0))
+    over = compare.token_overhead(study.runs, study.curves, "bf16")
+    row = over.filter((pl.col("recipe") == "mxfp4") & (pl.col("size") == "S") & (pl.col("D") == BUDGETS[1])).row(0, named=True)
+    assert row["overhead_pct"] is None and row["overhead_above_pct"] == pytest.approx(140.0)
+    assert over.filter(pl.col("overhead_pct").is_not_null())["overhead_above_pct"].is_null().all()
+    summary = {r["recipe"]: r for r in compare.overhead_summary(over).iter_rows(named=True)}
+    mx, nv = summary["mxfp4"], summary["nvfp4"]
+    reached = over.filter((pl.col("recipe") == "mxfp4") & pl.col("overhead_pct").is_not_null())["overhead_pct"].sort()
+    # 6 reached, 5 not reached (four above 0%, one above 140%): the median of 11 lies from the 5th to the 6th reached
+    assert (mx["median_lo"], mx["median_hi"]) == (pytest.approx(reached[1]), pytest.approx(reached[5]))
+    assert mx["max_lo"] == pytest.approx(140.0) and mx["max_hi"] == math.inf
+    assert mx["min_lo"] == pytest.approx(0.0, abs=1e-9) and mx["min_hi"] == pytest.approx(reached[0])
+    reached = over.filter((pl.col("recipe") == "nvfp4") & pl.col("overhead_pct").is_not_null())["overhead_pct"].sort()
+    # 8 reached, 4 not reached above 0%: the median of 12 lies from the 2nd and 3rd reached's to the 6th and 7th's
+    assert nv["median_lo"] == pytest.approx(reached[1:3].mean()) and nv["median_hi"] == pytest.approx(reached[5:7].mean())
+    # the demo example's mxfp4: its middle pairs reached (−0.38%, −0.34%) lie below its pairs not reached (above 0%)
+    demo = compare._bounded([-1.984, -0.3821, -1.736, -0.6209, 1.457, -0.342], [0.0, 0.0])
+    assert demo == pytest.approx((-0.36205, -0.36205, -1.984, -1.984, 1.457, math.inf))
+    table = next(b for b in section_overhead(study, "bf16", _styles("bf16", "mxfp4", "nvfp4"), tmp_path).blocks
+                 if isinstance(b, Table))
+    cells = {r[0]: dict(zip(table.columns, r)) for r in table.rows}
+    assert cells["mxfp4"]["max (%)"] == "≥ 140" and cells["mxfp4"]["max (%)"].sort == pytest.approx(140.0)
+    assert cells["mxfp4"]["median overhead (%)"] == f"{fmt(mx['median_lo'])} to {fmt(mx['median_hi'])}"
+    assert cells["nvfp4"]["max (%)"] == f"≥ {fmt(nv['max_lo'])}"
+    assert "not reached" in table.caption
