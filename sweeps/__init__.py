@@ -1,5 +1,5 @@
 """Sweeps: a TOML grid of runs (spec), priced (plan, by cost's rules), launched on SLURM or locally (launch),
-read back (store).
+read back (store); what this machine offers a launch, its GPUs and CPU threads (machine), which plan and launch share.
 
     from sweeps.spec import load_spec
     from sweeps.launch import launch

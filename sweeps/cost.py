@@ -340,25 +340,15 @@ def cpu_speeds(path: str | Path) -> tuple[list[dict], str, str]:
     return rows, Path(path).name, where or "the benchmark's CPU"
 
 
-def this_cpu_machine() -> dict:
-    """This machine as a benchmark file's `cpu_machine` names one, without torch (a plan runs without it): its CPU model
-    as `scaling.bench.cpu_header` records it, and the threads a local launch's workers share here
-    (`sweeps.launch.thread_budget`: OMP_NUM_THREADS, else the cores this process may use), which a CPU sweep's hours,
-    the whole CPU's, are of."""
-    from scaling import cpu_name
-    from sweeps.launch import thread_budget
-
-    return {"cpu": cpu_name(), "threads": thread_budget()}
-
-
 def default_cpu_bench(machine: dict | None = None) -> tuple[Path, str]:
     """The benchmark file a CPU sweep is priced by where the user gives none, and why, for the plan to say: a committed
-    file beside DEFAULT_CPU_BENCH (reports/bench/) whose `cpu_machine` is `machine` (None: `this_cpu_machine`), by
-    `scaling.same_cpu_machine`, with a bf16 `cpu` row to price by (the latest measured where several are), else
-    DEFAULT_CPU_BENCH, the Xeon's, whose speeds another CPU's runs need not match (the demo's sweep took 1.6-1.9x
-    its price by it on a 2-core AMD EPYC)."""
+    file beside DEFAULT_CPU_BENCH (reports/bench/) whose `cpu_machine` is `machine` (None: this machine's,
+    `sweeps.machine.this_cpu_machine`), by `scaling.same_cpu_machine`, with a bf16 `cpu` row to price by (the latest
+    measured where several are), else DEFAULT_CPU_BENCH, the Xeon's, whose speeds another CPU's runs need not match
+    (the demo's sweep took 1.6-1.9x its price by it on a 2-core AMD EPYC)."""
     from scaling import same_cpu_machine
     from scaling.console import count
+    from sweeps.machine import this_cpu_machine
 
     machine = machine or this_cpu_machine()
     matching = []

@@ -15,13 +15,13 @@ Lightning's own SLURM auto-requeue is off in train (it runs with ``LightningEnvi
 only submitit requeues.
 
 Local: long-lived worker processes (``WORKER_COMMAND``, as ``python -m sweeps.launch --worker``) over the visible GPUs,
-``jobs_per_gpu`` per GPU, or ``cpu_jobs`` at once on CPU with the cores split between them.
+``jobs_per_gpu`` per GPU, or ``cpu_jobs`` at once on CPU with the cores split between them (the slots this machine
+offers, ``sweeps.machine.local_slots``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import io
 import json
 import os
@@ -39,11 +39,13 @@ from pathlib import Path
 
 import submitit
 
+from sweeps.machine import check_local_gpus, local_slots
+from sweeps.plan import launch_prices
 from sweeps.spec import SweepSpec, default_sweep_dir
 from sweeps.store import (RESULT_STATES, damaged_checkpoint, grid_point, launch_order, local_launch, lock_holder,
                           misnamed_error, own_name_of, point_label, read_json, read_result, recipe_label, run_dirs,
                           run_lock, run_state, setting_differences, slurm_queue_for, slurm_submission, write_json)
-from scaling import signals, usable_cpus
+from scaling import signals
 from scaling.signals import interrupt_on_sigterm
 from scaling.cli import python_command
 from scaling.console import count
@@ -264,8 +266,6 @@ def pending(spec: SweepSpec, sweep_dir: Path, submission: bool = False,
 def _prices(spec: SweepSpec, executor: str, runs: list) -> dict:
     """`launch_prices` of the spec's `runs` (`resolved_runs()`), or where the plan cannot price them (a benchmark file
     edited by hand) why not, for status to say: the launch goes on, as it did before it priced them."""
-    from sweeps.plan import launch_prices
-
     try:
         return launch_prices(spec, executor, runs)
     except UserError as e:
@@ -674,75 +674,6 @@ def _submit_part(ex: submitit.SlurmExecutor, todo: list, start: int, chunk: int,
 
 # ---------------------------------------------------------------------------------------------
 # Local: a pool of worker processes
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs a local launch with `gpus = "all"` uses: CUDA_VISIBLE_DEVICES where it is set, else
-    every GPU torch sees (none: the runs train on CPU)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [g for g in visible.split(",") if g.strip()]
-    return [str(i) for i in range(cuda_device_count())]
-
-
-def has_cuda_driver() -> bool:
-    """Whether the CUDA driver's libcuda loads here: torch sees a CUDA GPU only through it."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
-
-
-def cuda_device_count() -> int:
-    """torch.cuda.device_count(), without importing torch where no CUDA driver is installed (a laptop, a CPU
-    node): its import takes seconds that `sweep plan` (which asks where a local launch would train) need not
-    spend, or fails where torch is absent."""
-    if not has_cuda_driver():
-        return 0
-    import torch
-
-    return torch.cuda.device_count()
-
-
-def check_local_gpus(spec: SweepSpec) -> None:
-    """UserError where executor.local.gpus lists a GPU this machine lacks: its worker (CUDA_VISIBLE_DEVICES=that
-    index) would see no GPU and train on CPU, unsaid. Judged where CUDA_VISIBLE_DEVICES is unset (the indices are
-    then torch's); where it is set, the listed indices replace it and are the driver's, which torch cannot count."""
-    gpus = spec.local.gpus
-    if gpus == "all" or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        return
-    present = cuda_device_count()
-    missing = [g for g in gpus if g >= present]
-    if missing:
-        has = f"it has {count(present, 'GPU')}, 0 to {present - 1}" if present else "it has none"
-        raise UserError(f"executor.local.gpus: GPU {missing[0]} is not on this machine ({has}); list GPUs it has, "
-                        "or \"all\"" + ("" if present else ", which trains on CPU without a GPU"))
-
-
-def thread_budget() -> int:
-    """The threads the local workers share: OMP_NUM_THREADS where the launch's environment sets it (a user's or
-    a scheduler's statement of what this launch may use; two launches on one machine, or a test runner's
-    workers, would otherwise each take every core and oversubscribe them, which OpenMP's spinning barriers
-    slow several-fold), else the cores this process may use."""
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else usable_cpus()
-
-
-def local_gpus(spec: SweepSpec) -> list[str]:
-    """The GPUs a local launch of the spec trains on: executor.local.gpus, or ("all") this machine's
-    (`visible_gpus`)."""
-    return visible_gpus() if spec.local.gpus == "all" else [str(g) for g in spec.local.gpus]
-
-
-def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
-    """One environment per concurrent worker: a GPU each (jobs_per_gpu per GPU), or a share of the cores."""
-    s = spec.local
-    gpus = local_gpus(spec)
-    if gpus:
-        return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
-    threads = str(max(1, thread_budget() // s.cpu_jobs))
-    return [{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}] * s.cpu_jobs
 
 
 def _launch_local(spec: SweepSpec, todo: list, sweep_dir: Path, report: LaunchReport, progress: bool) -> None:

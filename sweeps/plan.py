@@ -69,7 +69,7 @@ def _launch_device(spec, executor: str) -> tuple[str, str]:
             else ("cpu", "its SLURM jobs ask for no GPU (executor.slurm.gpus = 0)")
     if spec.local.gpus != "all":
         return "gpu", "executor.local.gpus lists the GPUs its local launch uses"
-    from sweeps.launch import visible_gpus
+    from sweeps.machine import visible_gpus
 
     gpus = visible_gpus()
     return ("gpu", f"a local launch here uses this machine's {count(len(gpus), 'GPU')}") if gpus \
@@ -160,13 +160,13 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
 
 def plan_processes(spec, executor: str, device: str, runs: int) -> int:
     """How many processes a launch with `executor` starts to train the spec's `runs` (each imports the trainer once, a
-    start-up the plan prices): on SLURM a job a run; a local launch's workers, one a slot (`sweeps.launch.local_slots`:
+    start-up the plan prices): on SLURM a job a run; a local launch's workers, one a slot (`sweeps.machine.local_slots`:
     executor.local.jobs_per_gpu a GPU, at least one GPU for a plan priced on a GPU; cpu_jobs on a CPU), no more than
     the runs. (A worker that dies is replaced, and a requeued SLURM job starts again: not counted.)"""
     if executor == "slurm":
         return runs
     if device == "gpu":
-        from sweeps.launch import local_gpus
+        from sweeps.machine import local_gpus
 
         slots = max(1, len(local_gpus(spec))) * spec.local.jobs_per_gpu
     else:

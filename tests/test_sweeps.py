@@ -3307,11 +3307,11 @@ def test_a_relaunch_never_overwrites_an_earlier_failed_result(tmp_path):
 def test_a_local_launch_refuses_gpus_this_machine_lacks(tmp_path, monkeypatch):
     """executor.local.gpus = [3] on a machine without a GPU 3: each worker saw no GPU (CUDA_VISIBLE_DEVICES=3) and
     the whole sweep trained on CPU without a word. The launch stops first, naming the setting."""
-    import sweeps.launch
+    import sweeps.machine
     from sweeps.launch import launch
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(sweeps.launch, "cuda_device_count", lambda: 2)  # a machine of two GPUs
+    monkeypatch.setattr(sweeps.machine, "cuda_device_count", lambda: 2)  # a machine of two GPUs
     spec = load(tmp_path, overrides=("executor.local.gpus=[1, 3]",))
     with pytest.raises(UserError, match=r"executor.local.gpus: GPU 3 is not on this machine \(it has 2 GPUs"):
         launch(spec, executor="local", sweep_dir=tmp_path / "sweep", progress=False)
@@ -3342,7 +3342,7 @@ def test_cpu_slots_split_the_launchs_thread_budget(tmp_path, monkeypatch):
     (a test runner's workers, or two launches, on one machine: every core to each would oversubscribe them,
     several-fold slower), else the usable cores / cpu_jobs; never below one thread."""
     from scaling import usable_cpus
-    from sweeps.launch import local_slots
+    from sweeps.machine import local_slots
 
     write_spec(tmp_path)  # cpu_jobs = 2
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.launch import has_cuda_driver
+from sweeps.machine import has_cuda_driver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def test_the_gpu_count_is_torchs():
     construction; the H100 ran it, docs/sweeps.md.)"""
     import torch
 
-    from sweeps.launch import cuda_device_count
+    from sweeps.machine import cuda_device_count
 
     assert cuda_device_count() == torch.cuda.device_count()
 
