@@ -1,7 +1,8 @@
 """The verbs that read, plan, fit and report run without torch: a laptop without it can plan a sweep,
 list the recipes, fit and plot a cluster's results (and each such verb is spared torch's seconds of import).
 
-Each case runs the real CLI in a fresh interpreter and checks afterwards that torch was never imported.
+Each case runs the real CLI in a fresh interpreter and checks afterwards that torch was never imported (nor, for
+`sweep plan` on a CPU machine, submitit: a plan asks sweeps.machine, not sweeps.launch, what this machine offers).
 (`scaling fit` and `scaling report` have theirs in test_fits.py and test_reports.py.)
 """
 
@@ -19,13 +20,21 @@ from sweeps.machine import has_cuda_driver
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_without_torch(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_without(modules: tuple[str, ...], argv: list[str],
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`scaling *argv` run in a new interpreter (`scaling.cli.main`, as the `scaling` command runs it), which
-    exits 3 if the command imported torch: its exit status otherwise, its output captured."""
-    code = ("import sys; from scaling.cli import main; rc = main(sys.argv[1:]); "
-            "sys.exit(3 if 'torch' in sys.modules else rc)")
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=300)
+    exits 3 if the command imported one of `modules`, naming them on stderr: its exit status otherwise, its output
+    captured."""
+    code = ("import sys; from scaling.cli import main; rc = main(sys.argv[2:]); "
+            "found = [m for m in sys.argv[1].split(',') if m in sys.modules]; "
+            "found and print('imported', *found, file=sys.stderr); sys.exit(3 if found else rc)")
+    return subprocess.run([sys.executable, "-c", code, ",".join(modules), *argv], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+
+
+def run_without_torch(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`run_without` torch."""
+    return run_without(("torch",), argv, env)
 
 
 @pytest.mark.parametrize("argv", [
@@ -59,6 +68,19 @@ def test_sweep_plan_on_a_machine_without_cuda_imports_no_torch():
     assert r.returncode != 3, "`scaling sweep plan sweeps/demo.toml` imported torch"
     assert r.returncode == 0, r.stderr[-2000:]
     assert "priced on CPU: a local launch trains on this machine's CPU (it has no GPU)" in r.stdout
+
+
+@pytest.mark.parametrize("device", [[], ["--device", "gpu"]], ids=["auto", "gpu"])
+def test_sweep_plan_on_a_cpu_machine_imports_no_submitit(device):
+    """Where a local launch would train, with how many threads and workers, plan asks sweeps.machine, not
+    sweeps.launch, which imports submitit (its SLURM executor): a plan is spared its import, and runs where it is
+    missing. (Both plan's questions: where it trains, and, priced on a GPU, how many workers a launch starts.)"""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a machine without a GPU, driver or not
+    argv = ["sweep", "plan", "sweeps/demo.toml", *device]
+    r = run_without(("submitit", "sweeps.launch"), argv, env)
+    assert r.returncode != 3, f"`scaling {' '.join(argv)}`: {r.stderr.strip()}"
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"priced on {'GPU' if device else 'CPU'}:" in r.stdout
 
 
 def test_the_gpu_count_is_torchs():
