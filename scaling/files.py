@@ -170,6 +170,28 @@ def checkpoint_path(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints" / "last.ckpt"
 
 
+# The paths a run writes in its folder (docs/training.md, "Run directory"; a sweep's launcher adds job.json and
+# train.log), each True where it is a folder. The folders come first: a file `checkpoints` is named as such.
+RUN_PATHS = {"checkpoints": True, "lightning": True, "config.json": False, "recipe.toml": False, "data.json": False,
+             "metrics.csv": False, "result.json": False, "lock": False, "job.json": False, "train.log": False,
+             "checkpoints/last.ckpt": False}
+
+
+def check_run_layout(run_dir: str | Path) -> None:
+    """UserError where one of the paths a run writes in run_dir is of the other kind (a file named checkpoints, a
+    folder named metrics.csv). Checked before anything in run_dir is read or changed: a file `checkpoints` read as no
+    checkpoint, and the run discarded its metrics.csv (`scaling.train.start_over`) and trained to its first
+    checkpoint before the write failed."""
+    from scaling.errors import UserError
+
+    for name, folder in RUN_PATHS.items():
+        path = Path(run_dir) / name
+        if path.exists() and path.is_dir() != folder:
+            raise UserError(f"{path} is {'a folder' if path.is_dir() else 'a file'}, where this run keeps "
+                            f"{'a folder' if folder else 'a file'} of that name; move it away (mv {path} {path}.old), "
+                            "then run again")
+
+
 def checkpoint_problem(path: Path, contents: bool = False) -> str | None:
     """What makes a run's checkpoint no archive torch wrote, or None where it is one. Checkpoints are
     renamed into place whole, so this is a disk's or a hand's damage (truncated, emptied, overwritten).

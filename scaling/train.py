@@ -43,8 +43,9 @@ from scaling import hyperparams, kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
 from scaling.config import RunConfig, differences, evaluates_after, evaluation_count
 from scaling.errors import UserError
-from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, checkpoint_of_another_run, checkpoint_path,
-                           checkpoint_problem, checkpoint_step, remove_stale_temps, write_atomic, write_json_atomic)
+from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, check_run_layout, checkpoint_of_another_run,
+                           checkpoint_path, checkpoint_problem, checkpoint_step, remove_stale_temps, write_atomic,
+                           write_json_atomic)
 from scaling.progress import StepBar, progress_callbacks
 from scaling.recipes import edited_recipe_files, recipe_content
 from scaling.run_data import check_run_data, data_identity, moved_corpus, moved_corpus_link, resolve_data_dir
@@ -702,6 +703,7 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
     config = config.resolved()
+    check_run_layout(run_dir)  # before anything reads run_dir's files, and `start_over` discards any
     finished = finished_record(config, run_dir)
     if finished is not None:
         return finished

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from scaling.console import count
-from scaling.files import (checkpoint_of_another_run, checkpoint_path, checkpoint_problem, checkpoint_step, held,
-                           take_exclusive, write_atomic, write_json_atomic)
+from scaling.files import (check_run_layout, checkpoint_of_another_run, checkpoint_path, checkpoint_problem,
+                           checkpoint_step, held, take_exclusive, write_atomic, write_json_atomic)
 from sweeps.spec import GRID_FIELDS
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
@@ -79,6 +79,7 @@ def read_json(path: Path) -> dict | None:
 def run_lock(run_dir: Path) -> Iterator[bool]:
     """Hold the run's lock for the block; yields False (and holds nothing) if another process has it."""
     run_dir = Path(run_dir)
+    check_run_layout(run_dir)  # (a folder named lock, or config.json, read below: one line, not an OSError)
     run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(run_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:

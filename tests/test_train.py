@@ -240,6 +240,36 @@ def test_a_checkpoint_whose_config_json_is_lost_resumes_its_own_run_only(referen
     assert RunConfig.from_json(lost / "config.json") == _config().resolved()
 
 
+@pytest.mark.parametrize("name, checkpoint, make", [("checkpoints", False, Path.touch), ("metrics.csv", True, Path.mkdir),
+                                                     ("lightning", True, Path.touch), ("config.json", True, Path.mkdir),
+                                                     ("lock", True, Path.mkdir)])
+def test_a_run_folder_holding_a_path_of_the_wrong_kind_is_refused_before_anything_is_discarded(
+        reference, tmp_path, capsys, name, checkpoint, make):
+    """A file named `checkpoints` in a run's folder: `train` said it started over, deleted the stopped process's
+    metrics.csv, trained to its first checkpoint and only then failed ("cannot use .../checkpoints (File exists)").
+    It, and any other of the run's paths of the wrong kind, is one line naming the path, exit 2, before the folder
+    changes."""
+    run_dir, _ = reference
+    stopped = _copy_without(run_dir, tmp_path / "stopped", "result.json")
+    if not checkpoint:
+        shutil.rmtree(stopped / "checkpoints")
+    wrong = stopped / name
+    if wrong.is_dir():
+        shutil.rmtree(wrong)
+    else:
+        wrong.unlink(missing_ok=True)
+    make(wrong)
+    before = {p.relative_to(stopped): p.read_bytes() for p in stopped.rglob("*") if p.is_file() and p.name != "lock"}
+    args = ["train", "--config", str(run_dir / "config.json"), "--out", str(stopped), "--no-progress"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    kind, wanted = ("a folder", "a file") if make is Path.mkdir else ("a file", "a folder")
+    assert err == (f"error: {wrong} is {kind}, where this run keeps {wanted} of that name; move it away (mv {wrong} "
+                   f"{wrong}.old), then run again\n"), err
+    after = {p.relative_to(stopped): p.read_bytes() for p in stopped.rglob("*") if p.is_file() and p.name != "lock"}
+    assert after == before
+
+
 def test_a_checkpoint_the_models_code_has_changed_from_since_is_one_line(reference, tmp_path):
     """The code changed between the run's processes (a model's or a recipe's weights renamed, added, reshaped):
     the resume was Lightning's load_state_dict traceback; it is one line naming the weights that differ, the

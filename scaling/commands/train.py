@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scaling.files import RUN_PATHS
+
 if TYPE_CHECKING:  # torch is imported when a run starts, not when the CLI parses
     from scaling.config import RunConfig
 
@@ -158,8 +160,7 @@ def _train_locked(config: RunConfig, run_dir: Path, progress: bool) -> dict:
 
 
 # What a run (train, or a sweep's launcher) writes in its folder; dotfiles (atomic writes' temp files) aside
-RUN_FILES = {"config.json", "recipe.toml", "data.json", "metrics.csv", "result.json", "checkpoints", "lightning",
-             "lock", "job.json", "train.log"}
+RUN_FILES = {name for name in RUN_PATHS if "/" not in name}
 _SET_ASIDE = re.compile(r"result\.(failed|damaged)-\d+\.json")
 
 
