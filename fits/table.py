@@ -51,14 +51,24 @@ def parse_columns(spec: str | dict[str, str] | None) -> dict[str, str]:
     return mapping
 
 
-PARQUET_SUFFIXES = (".parquet", ".pq")  # read as parquet (any case); every other file as CSV
+PARQUET_SUFFIXES = (".parquet", ".pq")  # read as parquet (any case)
+CSV_SUFFIXES = (".csv", ".csv.gz")  # read as CSV (any case; polars decompresses a .csv.gz)
+
+
+def table_format(path: str | Path) -> str | None:
+    """How a results table is read, by its name's ending: "parquet", "csv", or None where the name is no table's."""
+    name = Path(path).name.lower()
+    return "parquet" if name.endswith(PARQUET_SUFFIXES) else "csv" if name.endswith(CSV_SUFFIXES) else None
 
 
 def read_file(path: Path) -> pl.DataFrame:
-    """A CSV or parquet file (by suffix; anything else is read as CSV) as it is."""
+    """A results table's file as it is: CSV or parquet by its name (`table_format`); `scaling fit`, `scaling report`
+    and `read_table` read tables through it, so that they take the same files."""
     if not path.exists():
         raise UserError(f"results file {path} does not exist; pass a results.parquet or a CSV/parquet table")
-    parquet = path.suffix.lower() in PARQUET_SUFFIXES
+    if table_format(path) is None:
+        _refuse_other_name(path)
+    parquet = table_format(path) == "parquet"
     if path.is_file() and path.stat().st_size == 0:
         raise UserError(f"results file {path} is empty; pass a table with a header row (recipe, N, D or C, loss) "
                         "and one row per run")
@@ -114,6 +124,20 @@ def _refuse_binary(path: Path, raw: bytes) -> None:
                         "then run again")
     if b"\0" in raw:
         raise UserError(f"{path} is a binary file, not a CSV or parquet table; pass a .csv (UTF-8 text) or a .parquet")
+
+
+def _refuse_other_name(path: Path) -> None:
+    """A UserError for a file not named as a table (a recipe's .toml, a .txt, a .json): what its first line shows it
+    is where it does (JSON, a workbook, Parquet under another name), else how a table is named. `scaling fit` read it
+    as CSV, refused as lacking N and loss with columns named by its first line (`name = "x"`); `scaling report`
+    refused it outright."""
+    if path.is_file():
+        with open(path, "rb") as f:
+            raw = f.readline(100_000)
+        _refuse_binary(path, raw)
+        _refuse_json(path, raw.decode("utf-8-sig", "replace"))
+    raise UserError(f"{path} is not named as a results table: a table is read by its name's ending, .csv (or .csv.gz) "
+                    "or .parquet (or .pq); pass such a file (a CSV table under another name: rename it .csv)")
 
 
 def _check_header(path: Path) -> None:
@@ -300,7 +324,7 @@ def _refuse_loss_unit(column: str, where: str) -> None:
                               "loss = bits × ln 2 × the tokenizer's bytes (characters) per token", None)
     else:
         unit, change, nats = "bits", "loss = bits × ln 2", f"{col} * math.log(2)"
-    reader = "read_parquet" if where.lower().endswith(PARQUET_SUFFIXES) else "read_csv"
+    reader = "read_parquet" if table_format(where) == "parquet" else "read_csv"
     convert = ("" if nats is None or not Path(where).suffix else  # (a DataFrame's `where` is no file to read)
                f", e.g. python -c \"import math, polars as pl; pl.{reader}('{where}').with_columns(loss={nats})"
                ".write_csv('nats.csv')\"")
@@ -416,8 +440,8 @@ def read_table(source: pl.DataFrame | str | Path, columns: dict[str, str] | str 
     df = source if isinstance(source, pl.DataFrame) else read_file(Path(source))
     file = where or (None if isinstance(source, pl.DataFrame) else source)
     where = str(file or "the table")
-    # Every file but a parquet one is read as CSV (read_file), so its rows are lines of text (a .txt too)
-    unit = "line" if file is not None and Path(file).suffix.lower() not in PARQUET_SUFFIXES else "row"
+    # a CSV's rows are lines of text, named by their line (the header is line 1)
+    unit = "line" if file is not None and table_format(file) == "csv" else "row"
     got = find_columns(df, mapping, where)
     df = strip_number_cells(df, got)
     _refuse_non_numbers(df, got, where)

@@ -102,15 +102,6 @@ def _unfinished(runs: list[RunStatus], finished: pl.Series) -> list[RunStatus]:
     return [r for r in runs if r.run_id not in results]
 
 
-def _read_table(path: Path) -> pl.DataFrame:
-    from fits.table import PARQUET_SUFFIXES, read_file
-
-    # the suffixes `scaling fit` reads as such; a .csv.gz too, which it reads as a CSV (polars decompresses it)
-    if path.suffix.lower() not in PARQUET_SUFFIXES and not path.name.lower().endswith((".csv", ".csv.gz")):
-        raise UserError(f"{path} is neither a sweep directory nor a .csv/.parquet results table")
-    return read_file(path)
-
-
 def _read_curves(run_root: Path, run_ids: list[str]) -> dict[str, pl.DataFrame]:
     curves = {}
     for run_id in run_ids:
@@ -144,10 +135,10 @@ def read_diagnostics(path: Path) -> Any:
 def _what_folder_holds(folder: Path) -> str:
     """For a folder that is no sweep's: the tables and sweep folders in it that `scaling report` reads (an
     earlier report's folder holds its results.csv; runs/ holds sweeps), as words to add to the refusal."""
-    from fits.table import PARQUET_SUFFIXES
+    from fits.table import table_format
 
     try:
-        tables = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in (".csv", *PARQUET_SUFFIXES))
+        tables = sorted(p for p in folder.iterdir() if p.is_file() and table_format(p) is not None)
         sweeps = sorted(p for p in folder.iterdir() if (p / "sweep.json").is_file())
     except OSError:
         return ""
@@ -181,9 +172,9 @@ def load(source: str | Path, diagnostics: str | Path | None = None, columns: dic
             raise nothing_finished(source, unfinished, "report")
         raw, run_root, sweep_dir = records, source, source
     else:
-        from fits.table import read_table
+        from fits.table import read_file, read_table
 
-        raw, run_root, sweep_dir = _read_table(source), source.parent, None
+        raw, run_root, sweep_dir = read_file(source), source.parent, None
         read_table(raw, columns, where=source)  # refuses what `scaling fit` refuses, naming the file's line
     # A results.parquet from `scaling sweep collect` carries the records' status and provenance too.
     from_records = sweep_dir is not None or {"status", "versions"} <= set(raw.columns)

@@ -334,6 +334,22 @@ def test_fit_on_a_folder_points_at_the_sweeps_results_table(tmp_path, capsys):
              "scaling report")
 
 
+@pytest.mark.parametrize("name, content, words", [
+    ("results.txt", EXAMPLE_RESULTS.read_text(), ["results.txt is not named as a results table", "rename it .csv"]),
+    ("recipe.toml", 'name = "mine"\nbase = "nvfp4"\n', ["recipe.toml is not named as a results table"]),
+    ("sweep.json", '{"name": "mine"}\n', ["sweep.json holds JSON, not a table"]),
+], ids=["txt", "toml", "json"])
+def test_fit_and_report_read_the_same_files_and_refuse_the_others_alike(tmp_path, capsys, name, content, words):
+    """`scaling fit` read any file not named .parquet as CSV (a recipe's TOML refused as lacking columns named by its
+    first line, a .txt table fitted) where `scaling report` refused what is not named .csv or .parquet: both read
+    tables through one function (`fits.table.read_file`), and say the same line."""
+    path = tmp_path / name
+    path.write_text(content)
+    said = refused(["fit", str(path), "--bootstrap", "0"], capsys, *words)
+    assert refused(["report", str(path), "--out", str(tmp_path / "r")], capsys) == said
+    assert not (tmp_path / "r").exists()
+
+
 def test_fit_out_must_be_a_json_file_and_never_replaces_another_kind(tmp_path, capsys):
     spec = tmp_path / "tiny.toml"
     spec.write_text('name = "tiny"\n')

@@ -1017,7 +1017,10 @@ def test_a_column_named_around_recipe_run_id_or_status_is_refused_then_read_when
     ("run_id_two_sizes", "t.csv has 1 run whose rows have different N (first: run_id 'bf16-0', N = 1e+07 at line 2 "
                          "and 4.64159e+07 at line 5); a run trains one model size: give each run its own run_id"),
     ("nan_row", "NaN"),
-    ("nan_row_txt", "t.txt has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 5)"),
+    ("nan_row_csv_gz", "t.csv.gz has 1 row(s) with a missing, NaN or non-numeric N, D, loss or recipe (first: line 5)"),
+    ("recipe_toml", "t.toml is not named as a results table: a table is read by its name's ending, .csv (or .csv.gz) "
+                    "or .parquet (or .pq); pass such a file (a CSV table under another name: rename it .csv)"),
+    ("csv_named_txt", "t.txt is not named as a results table"),
     ("nonpositive", "non-positive"),
     ("recipe_capitalised", "has no 'recipe' column but has 'Recipe'; rename it to recipe, or map it with --columns "
                            "\"recipe=Recipe\" (without a recipe column every row is fitted as one group, 'all'"),
@@ -1082,9 +1085,9 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         t = pl.concat([t, t[3:4].with_columns(loss=pl.col("loss") * 1.01)])
     elif case == "run_id_two_sizes":  # fitted as one run's checkpoints; the report dropped the smaller size's row
         t = t.with_columns(run_id=pl.when(pl.int_range(pl.len()) == 3).then(pl.lit("bf16-0")).otherwise(pl.col("run_id")))
-    elif case in ("nan_row", "nan_row_txt"):  # (a .txt is read as CSV: its rows are lines, the header line 1)
+    elif case in ("nan_row", "nan_row_csv_gz"):  # (a .csv.gz is read as CSV: its rows are lines, the header line 1)
         t = t.with_columns(loss=pl.when(pl.int_range(pl.len()) == 3).then(float("nan")).otherwise(pl.col("loss")))
-        path = tmp_path / ("t.txt" if case == "nan_row_txt" else "t.csv")
+        path = tmp_path / ("t.csv.gz" if case == "nan_row_csv_gz" else "t.csv")
     elif case == "nonpositive":
         t = t.with_columns(N=pl.when(pl.int_range(pl.len()) == 2).then(0.0).otherwise(pl.col("N")))
     elif case == "nonpositive_compute":  # the table gives C, not D: the message names its column and value
@@ -1172,6 +1175,14 @@ def test_fit_verb_bad_input_exits_2(tmp_path, capsys, case, needle):
         path.write_bytes(t.with_columns(recipe=pl.col("recipe") + "µ").write_csv().encode("latin-1"))
     elif case in ("comment_line", "title_line"):  # polars: "found more fields than defined in 'Schema'"
         path.write_text(("# exported by a tool\n" if case == "comment_line" else "Loss table\n") + t.write_csv())
+    elif case == "nan_row_csv_gz":
+        path.write_bytes(__import__("gzip").compress(t.write_csv().encode()))
+    elif case == "recipe_toml":  # read as CSV: "lacks column(s) N, loss, D (or C) (columns: name = "mine")"
+        path = tmp_path / "t.toml"
+        path.write_text('name = "mine"\nbase = "nvfp4"\n')
+    elif case == "csv_named_txt":  # fitted as a CSV, where `scaling report` refused it
+        path = tmp_path / "t.txt"
+        t.write_csv(path)
     elif case != "missing_file":
         t.write_csv(path)
     else:

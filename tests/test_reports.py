@@ -1281,9 +1281,9 @@ def test_cli_report_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "empty.csv").write_text("")
     assert main(["report", str(tmp_path / "empty.csv"), "--out", str(tmp_path / "r")]) == 2
     assert "empty.csv is empty; pass a table with a header row" in capsys.readouterr().err
-    (tmp_path / "t.json").write_text("{}")
-    assert main(["report", str(tmp_path / "t.json"), "--out", str(tmp_path / "r")]) == 2
-    assert "neither a sweep directory nor a .csv/.parquet results table" in capsys.readouterr().err
+    (tmp_path / "t.toml").write_text('name = "mine"\n')
+    assert main(["report", str(tmp_path / "t.toml"), "--out", str(tmp_path / "r")]) == 2
+    assert "t.toml is not named as a results table" in capsys.readouterr().err
 
 
 def test_a_baseline_no_run_has_is_refused_before_any_fitting(tmp_path, capsys):
