@@ -30,7 +30,7 @@ from reports.document import Bullets, Document, Figure, Paragraph, Section, Sort
 from reports.load import Study, load
 from reports.render import code, fmt, literal, plain, to_html, to_markdown
 from scaling import __version__, git_commit, usable_cpus
-from scaling.console import NOT_MEASURED, count, yes_no
+from scaling.console import NOT_MEASURED, WITHIN_NOISE, count, yes_no
 from scaling.errors import UserError
 from scaling.files import json_ready, take_exclusive, write_atomic, write_json_atomic
 
@@ -720,8 +720,10 @@ def _records_table(rows: list, caption: str) -> Table:
 
 
 DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> caption
-    "claims": f"The UFP4 paper's claims about the formats, checked on these measurements (holds: yes, no, or "
-              f"{NOT_MEASURED} where a measured number is not finite, so the claim could not be checked).",
+    "claims": f"The UFP4 paper's claims about the formats, checked on these measurements over several seeds (holds: "
+              f"yes or no where each measured number's 95% interval over the seeds is clear of the claim's bound, "
+              f"{WITHIN_NOISE} where it straddles it, {NOT_MEASURED} where a measured number is not finite, so the "
+              "claim could not be checked).",
     "gemm": "Single-GEMM output SQNR (dB) with both operands quantized along that GEMM's K, and its change "
             "under the transform (delta, dB).",
     "quant": "Per tensor, format and transform: SQNR (dB), its change under the transform, the mean (shrinkage) "
@@ -738,12 +740,19 @@ def diagnostic_tables(diag: Any) -> list[tuple[list, str]]:
     def records(v: Any) -> bool:
         return isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
 
-    # (a claim not checked, holds null: `scaling diagnose`'s words for it, not a blank cell)
-    tables = [([{**r, "holds": yes_no(r.get("holds"))} for r in diag[k]] if k == "claims" else diag[k], caption)
+    tables = [([_claim_row(r) for r in diag[k]] if k == "claims" else diag[k], caption)
               for k, caption in DIAGNOSTIC_TABLES.items() if records(diag.get(k))]
     if not tables:
         return [(v, literal(k)) for k, v in diag.items() if records(v)]  # (a key is data, not markup)
     return _formats_table(diag.get("formats")) + tables
+
+
+def _claim_row(claim: dict) -> dict:
+    """A claim as the report's table gives it: `holds` in `scaling diagnose`'s words (its `verdict`: yes, no, within
+    noise or not measured; from `holds` alone in a JSON written before diagnose measured over seeds), not a blank
+    cell where holds is null."""
+    row = {k: v for k, v in claim.items() if k != "verdict"}
+    return {**row, "holds": claim.get("verdict") or yes_no(claim.get("holds"))}
 
 
 FORMATS_CAPTION = ("The formats measured: what each is (`scaling recipes`' words) and where it comes from (built-in, "

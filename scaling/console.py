@@ -14,6 +14,7 @@ def count(n: int, noun: str) -> str:
 
 
 NOT_MEASURED = "not measured"
+WITHIN_NOISE = "within noise"  # a claim whose interval over seeds straddles its bound (`scaling diagnose`)
 
 
 def yes_no(value: bool | None) -> str:

@@ -4,7 +4,8 @@ Everything goes through the reference quantizer (`scaling.quant.quantize`); this
 measures. Per tensor x format x transform: SQNR, the shrinkage bias E[|q| - |v|] in the block-scaled
 domain (overall and per grid level, next to the uniform-density theory (l - r)/2), grid-level use,
 and the SQNR change a transform brings. Per format x transform: the output SQNR of the three GEMMs
-of a linear layer (fprop, dgrad, wgrad) with both operands quantized along their K.
+of a linear layer (fprop, dgrad, wgrad) with both operands quantized along their K. The UFP4 paper's
+claims are checked on these, each over several seeds and judged against its spread (`check_claims`).
 `run_diagnostics` returns the dict `scaling diagnose --json` prints (shape: docs/numerics.md).
 """
 
@@ -17,6 +18,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple
 
 import torch
 
+from scaling.console import NOT_MEASURED, WITHIN_NOISE, yes_no
 from scaling.errors import UserError, did_you_mean
 from scaling.formats import GRIDS, Grid
 from scaling.quant import QuantSpec, expand_blocks, quantize, to_blocks
@@ -434,26 +436,39 @@ def gemm_sqnr(ops: Mapping[str, torch.Tensor], spec: QuantSpec, seed: int = 0) -
 
 # --- the whole table ----------------------------------------------------------------------------
 
+# The claims' seeds: a 95% t-interval of the mean is +-1.24 sd at 5 (t(4) = 2.78; at 3, +-2.48 sd, too wide to
+# decide the noisier GEMM claims). A seed past the first measures only the rows the claims read (~0.1 s of CPU).
+DEFAULT_SEEDS = 5
+
+
 def run_diagnostics(formats: Iterable[str | Format] = tuple(FORMATS), transforms: Iterable[str] = DEFAULT_TRANSFORMS,
                     tensors: Mapping[str, torch.Tensor] | None = None, size: tuple[int, int] = (512, 256),
-                    seed: int = 0, gemm: bool = True,
+                    seed: int = 0, seeds: int = DEFAULT_SEEDS, gemm: bool = True,
                     progress: Callable[[str], None] | None = None) -> dict:
-    """Every format x transform on each tensor (default: the synthetic set), plus the GEMM SQNRs. A format is a
-    name of FORMATS, a format file or RECIPE:OPERAND (`format_of`), or a Format. Returns the dict documented in
-    docs/numerics.md."""
+    """Every format x transform on each tensor (default: the synthetic set), plus the GEMM SQNRs, under `seed`; and the
+    UFP4 paper's claims, measured under `seeds` seeds (`run_seeds`: each draws its own synthetic tensors, GEMM
+    operands, RHT signs and SR bits) and judged against their spread (`check_claims`). A format is a name of FORMATS,
+    a format file or RECIPE:OPERAND (`format_of`), or a Format. Returns the dict documented in docs/numerics.md."""
+    if seeds < 2:
+        raise UserError(f"seeds must be 2 or more (got {seeds}): each claim is judged against its spread over seeds")
     # The tensors are small: torch's intra-op threads cost more than they save (8 s of CPU with one
     # thread vs ~70 s with several on a busy 2-core machine), so run single-threaded and restore.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run(resolve_formats(formats), list(transforms), tensors, size, seed, gemm,
+        return _run(resolve_formats(formats), list(transforms), tensors, size, run_seeds(seed, seeds), gemm,
                     progress or (lambda _msg: None))
     finally:
         torch.set_num_threads(threads)
 
 
+def run_seeds(seed: int, n: int) -> list[int]:
+    """seed, seed + 1, ... (n of them), modulo 2^32 (the RHT signs read a seed's low 32 bits)."""
+    return [(seed + i) % 2**32 for i in range(n)]
+
+
 def _run(formats: dict[str, Format], transforms: list[str], tensors: Mapping[str, torch.Tensor] | None,
-         size: tuple[int, int], seed: int, gemm: bool, say: Callable[[str], None]) -> dict:
+         size: tuple[int, int], seeds: list[int], gemm: bool, say: Callable[[str], None]) -> dict:
     # every transform asked for, and none (each ΔSQNR's reference) where it was not
     specs = {(f, t): with_transform(fmt.spec, t) for f, fmt in formats.items() for t in {"none", *transforms}}
     synthetic = tensors is None
@@ -461,52 +476,90 @@ def _run(formats: dict[str, Format], transforms: list[str], tensors: Mapping[str
         fit = lambda n, m: max(m, n // m * m)  # noqa: E731  (the nearest multiple of m at or below n)
         _check_tiles(f"--size {size[0]} {size[1]}", size, formats.values(), transforms,
                      lambda rm, km: f"pass e.g. --size {fit(size[0], rm)} {fit(size[1], km)}")
-        tensors = {k: synthetic_tensor(k, size[0], size[1], seed) for k in SYNTHETIC}
+        tensors = synthetic_tensors(size, seeds[0])
     for name, x in tensors.items():
         _check_tiles(f"tensor {name}", tuple(x.shape), formats.values(), transforms,
                      lambda rm, km: f"pass a tensor whose last dim is a multiple of {km}" if km > 1 else
                      f"pass a tensor of a multiple of {rm} rows (viewed as (-1, last dim))")
         _check_range(name, x, transforms)
-    ops = gemm_operands(seed) if gemm else {}
+    ops = gemm_operands(seeds[0]) if gemm else {}
     for g, operands in GEMM_EINSUMS.items() if gemm else ():
         for a, k_dim in operands[:2]:
             shape = (ops[a].shape[1 - k_dim], ops[a].shape[k_dim])  # (rows, K), as quantized along K
             _check_tiles(f"the single-GEMM operand {a} of {g} ({shape[0]} x K = {shape[1]})", shape,
                          formats.values(), transforms, lambda rm, km: "pass --no-gemm")
 
-    quant_rows = []
-    for name, x in tensors.items():
-        say(f"tensor {name} {tuple(x.shape)}")
-        for f in formats:
-            base = None
-            for t in ["none"] + [t for t in transforms if t != "none"]:
-                r = analyse_tensor(x, specs[(f, t)], seed)
-                base = r["sqnr_db"] if t == "none" else base
-                if t in transforms:
-                    quant_rows.append({"tensor": name, "format": f, "transform": t, **r,
-                                       "delta_sqnr_db": _delta(r["sqnr_db"], base)})
+    # the tables' rows (the first seed's), "none" first in each tensor and format (the others' reference)
+    in_order = sorted(transforms, key=lambda t: t != "none")
+    quant_keys = [("quant", name, f, t) for name in tensors for f in formats for t in in_order]
+    gemm_keys = [("gemm", f, t) for f in formats for t in transforms] if gemm else []
+    rows = _measure(quant_keys + gemm_keys, tensors, ops, specs, seeds[0], say)
 
-    gemm_rows = []
-    if gemm:
-        for f in formats:
-            say(f"gemm {f}")
-            base = gemm_sqnr(ops, specs[(f, "none")], seed)
-            for t in transforms:
-                s = base if t == "none" else gemm_sqnr(ops, specs[(f, t)], seed)
-                gemm_rows.append({"format": f, "transform": t,
-                                  **{f"{g}_sqnr_db": s[g] for g in GEMM_EINSUMS},
-                                  **{f"{g}_delta_db": _delta(s[g], base[g]) for g in GEMM_EINSUMS}})
+    claims = claims_on(formats, transforms, tensors, gemm)
+    reads = list(dict.fromkeys(c.row for c in claims))
+    # a row no seed draws (a user tensor under a spec without random signs or SR) is the same under every seed
+    drawn = [k for k in reads if k[0] == "gemm" or synthetic or specs[k[2:]].needs_seed]
+    seeds_rows = [rows]
+    for s in seeds[1:]:
+        if drawn:
+            say(f"seed {s}: the claims' {len(drawn)} measurements")
+        seeds_rows.append({**rows, **_measure(drawn, synthetic_tensors(size, s) if synthetic else tensors,
+                                              gemm_operands(s) if gemm else {}, specs, s, lambda _msg: None)})
 
     return {
         # size: the synthetic tensors' (None where --tensor gave them; shapes: each tensor's as measured)
         "config": {"formats": list(formats), "transforms": transforms, "size": list(size) if synthetic else None,
-                   "seed": seed, "tensors": list(tensors), "shapes": {k: list(x.shape) for k, x in tensors.items()},
+                   "seed": seeds[0], "seeds": len(seeds), "tensors": list(tensors),
+                   "shapes": {k: list(x.shape) for k, x in tensors.items()},
                    "gemm_shapes": dict(GEMM_SHAPES) if gemm else None},
         "formats": {f: format_info(fmt) for f, fmt in formats.items()},
-        "quant": quant_rows,
-        "gemm": gemm_rows,
-        "claims": check_claims(quant_rows, gemm_rows),
+        "quant": [rows[k] for k in quant_keys],
+        "gemm": [rows[k] for k in gemm_keys],
+        "claims": check_claims(claims, seeds_rows),
     }
+
+
+def synthetic_tensors(size: tuple[int, int], seed: int) -> dict[str, torch.Tensor]:
+    """The synthetic set (SYNTHETIC) of one seed."""
+    return {k: synthetic_tensor(k, size[0], size[1], seed) for k in SYNTHETIC}
+
+
+def _measure(keys: Iterable[tuple], tensors: Mapping[str, torch.Tensor], ops: Mapping[str, torch.Tensor],
+             specs: Mapping[tuple[str, str], QuantSpec], seed: int, say: Callable[[str], None]) -> dict[tuple, dict]:
+    """The rows of `keys`, ("quant", tensor, format, transform) and ("gemm", format, transform), under one seed."""
+    keys = list(keys)
+    return {**_quant_rows([k[1:] for k in keys if k[0] == "quant"], tensors, specs, seed, say),
+            **_gemm_rows([k[1:] for k in keys if k[0] == "gemm"], ops, specs, seed, say)}
+
+
+def _quant_rows(keys: list[tuple], tensors: Mapping[str, torch.Tensor], specs: Mapping[tuple[str, str], QuantSpec],
+                seed: int, say: Callable[[str], None]) -> dict[tuple, dict]:
+    """analyse_tensor's row of each (tensor, format, transform), with its ΔSQNR against the format without one."""
+    rows, base = {}, {}
+    for name, f, t in keys:
+        if (name, f) not in base:
+            if all(b != name for b, _ in base):
+                say(f"tensor {name} {tuple(tensors[name].shape)}")
+            base[(name, f)] = analyse_tensor(tensors[name], specs[(f, "none")], seed)
+        r = base[(name, f)] if t == "none" else analyse_tensor(tensors[name], specs[(f, t)], seed)
+        rows[("quant", name, f, t)] = {"tensor": name, "format": f, "transform": t, **r,
+                                       "delta_sqnr_db": _delta(r["sqnr_db"], base[(name, f)]["sqnr_db"])}
+    return rows
+
+
+def _gemm_rows(keys: list[tuple], ops: Mapping[str, torch.Tensor], specs: Mapping[tuple[str, str], QuantSpec],
+               seed: int, say: Callable[[str], None]) -> dict[tuple, dict]:
+    """gemm_sqnr's row of each (format, transform), with each GEMM's change against the format without one."""
+    rows, base = {}, {}
+    for f, t in keys:
+        if f not in base:
+            say(f"gemm {f}")
+            base[f] = gemm_sqnr(ops, specs[(f, "none")], seed)
+        s = base[f] if t == "none" else gemm_sqnr(ops, specs[(f, t)], seed)
+        rows[("gemm", f, t)] = {"format": f, "transform": t,
+                                **{f"{g}_sqnr_db": s[g] for g in GEMM_EINSUMS},
+                                **{f"{g}_delta_db": _delta(s[g], base[f][g]) for g in GEMM_EINSUMS}}
+    return rows
 
 
 def format_info(fmt: Format) -> dict:
@@ -516,61 +569,122 @@ def format_info(fmt: Format) -> dict:
             "levels": list(levels), "level_error_theory": level_error_theory(levels)}
 
 
-# --- the UFP4 paper's claims, checked on whatever was measured -------------------------------------
+# --- the UFP4 paper's claims, checked on whatever was measured, over seeds ----------------------------
 
 BARELY = 0.5  # dB: a transform "barely moves" SQNR when |delta| is below this
 KEEPS = 0.1   # dB: a transform "keeps" a GEMM's SQNR when it loses less than this
+INTERIOR = 0.02  # grid units: E1M2's interior levels' error is "~ 0" below this (a step is 0.25)
+CONFIDENCE = 0.95  # of the interval a claim's numbers are judged by
 
 
-def check_claims(quant_rows: list[dict], gemm_rows: list[dict]) -> list[dict]:
-    """Evaluate the UFP4 paper's shrinkage, RHT and single-GEMM claims (RECIPES.md, "Claims a user
-    will check") on the measured rows, for whichever formats/transforms/tensors were run.
-    Each: claim, tensor (or GEMM), measured numbers, holds (bool; None where a measured number is
-    not finite, e.g. no interior level was hit, so the claim could not be checked). Reported, never
-    tuned for."""
-    out = []
-    rows = {(r["tensor"], r["format"], r["transform"]): r for r in quant_rows}
+class Claim(NamedTuple):
+    """A claim on one format and tensor (or GEMM): the row it reads, ("quant", tensor, format, transform) or ("gemm",
+    format, transform), the named numbers `measure` takes from it, and the side ("<" or ">") of `bound` every one of
+    them must lie on."""
+
+    claim: str
+    format: str
+    tensor: str  # the tensor's name, or "gemm fprop|dgrad|wgrad"
+    row: tuple
+    measure: Callable[[dict], dict[str, float]]
+    side: str
+    bound: float
+    theory: dict[str, float] | float | None = None
+
+
+def claims_on(formats: Iterable[str], transforms: Iterable[str], tensors: Iterable[str], gemm: bool) -> list[Claim]:
+    """The UFP4 paper's shrinkage, RHT and single-GEMM claims (RECIPES.md, "Claims a user will check") that the
+    formats, transforms and tensors measured (and the GEMMs, where `gemm`) can check."""
+    formats, transforms, tensors = list(formats), list(transforms), list(tensors)
     e2m1 = GRIDS["e2m1"]
-    for (tensor, fmt, tr), r in rows.items():
-        if tr != "none":
-            continue
-        if fmt == "nvfp4":
-            got = {f"{lvl:g}": r["level_error"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
-            theory = {f"{lvl:g}": r["level_error_theory"][e2m1.index(lvl)] for lvl in (2.0, 4.0)}
-            out.append({"claim": "E2M1 RTNE error negative at levels 2 and 4", "tensor": tensor,
-                        "measured": got, "theory": theory, "holds": _holds(got.values(), lambda v: v < 0)})
-        if fmt == "ufp4":
-            interior = [e for e, m in zip(r["level_error"][1:-1], r["level_mass"][1:-1]) if m > 0]
-            worst = max((abs(e) for e in interior), default=math.nan)
-            out.append({"claim": "E1M2 interior-level error ~ 0 (|err| < 0.02 grid units, step 0.25)",
-                        "tensor": tensor, "measured": {"max_abs_interior": worst}, "theory": 0.0,
-                        "holds": _holds([worst], lambda v: v < 0.02)})
-    for tensor in ("student_t3", "outlier_channels"):
-        ufp4, nvfp4 = rows.get((tensor, "ufp4", "rht16")), rows.get((tensor, "nvfp4", "rht16"))
-        if ufp4:
-            out.append({"claim": "RHT16 raises E1M2 (ufp4) SQNR", "tensor": tensor,
-                        "measured": {"delta_sqnr_db": ufp4["delta_sqnr_db"]},
-                        "holds": _holds([ufp4["delta_sqnr_db"]], lambda v: v > 0)})
-        if nvfp4:
-            out.append({"claim": f"RHT16 lowers or barely moves E2M1 (nvfp4) SQNR (delta < {BARELY} dB)",
-                        "tensor": tensor, "measured": {"delta_sqnr_db": nvfp4["delta_sqnr_db"]},
-                        "holds": _holds([nvfp4["delta_sqnr_db"]], lambda v: v < BARELY)})
-    gemms = {(r["format"], r["transform"]): r for r in gemm_rows}
-    for fmt, claim, holds in (("ufp4", f"RHT16 GEMM: E1M2 keeps or improves output SQNR (delta > -{KEEPS} dB)",
-                               lambda d: d > -KEEPS),
-                              ("nvfp4", "RHT16 GEMM: E2M1 output SQNR degrades (delta < 0)", lambda d: d < 0)):
-        r = gemms.get((fmt, "rht16"))
-        for g in GEMM_EINSUMS if r else ():
-            if fmt == "nvfp4" and g == "fprop":
-                continue  # the paper's claim for E2M1 is about the backward paths
-            d = r[f"{g}_delta_db"]
-            out.append({"claim": claim, "tensor": f"gemm {g}", "measured": {"delta_db": d}, "holds": _holds([d], holds)})
+    at = {f"{lvl:g}": e2m1.index(lvl) for lvl in (2.0, 4.0)}
+    out = []
+    for tensor in tensors if "none" in transforms else ():
+        for fmt in formats:
+            row = ("quant", tensor, fmt, "none")
+            if fmt == "nvfp4":
+                theory = level_error_theory(e2m1)
+                out.append(Claim("E2M1 RTNE error negative at levels 2 and 4", fmt, tensor, row,
+                                 lambda r: {k: r["level_error"][i] for k, i in at.items()}, "<", 0.0,
+                                 {k: theory[i] for k, i in at.items()}))
+            if fmt == "ufp4":
+                out.append(Claim(f"E1M2 interior-level error ~ 0 (|err| < {INTERIOR:g} grid units, step 0.25)", fmt,
+                                 tensor, row, lambda r: {"max_abs_interior": _worst_interior(r)}, "<", INTERIOR, 0.0))
+    for tensor in [t for t in ("student_t3", "outlier_channels") if t in tensors] if "rht16" in transforms else ():
+        for fmt, claim, side, bound in (
+                ("ufp4", "RHT16 raises E1M2 (ufp4) SQNR", ">", 0.0),
+                ("nvfp4", f"RHT16 lowers or barely moves E2M1 (nvfp4) SQNR (delta < {BARELY:g} dB)", "<", BARELY)):
+            if fmt in formats:
+                out.append(Claim(claim, fmt, tensor, ("quant", tensor, fmt, "rht16"),
+                                 lambda r: {"delta_sqnr_db": r["delta_sqnr_db"]}, side, bound))
+    for fmt, claim, side, bound, gemms in (
+            ("ufp4", f"RHT16 GEMM: E1M2 keeps or improves output SQNR (delta > -{KEEPS:g} dB)", ">", -KEEPS,
+             tuple(GEMM_EINSUMS)),
+            ("nvfp4", "RHT16 GEMM: E2M1 output SQNR degrades (delta < 0)", "<", 0.0,
+             ("dgrad", "wgrad"))):  # (the paper's claim for E2M1 is about the backward paths)
+        for g in gemms if gemm and fmt in formats and "rht16" in transforms else ():
+            out.append(Claim(claim, fmt, f"gemm {g}", ("gemm", fmt, "rht16"),
+                             lambda r, g=g: {"delta_db": r[f"{g}_delta_db"]}, side, bound))
     return out
 
 
-def _holds(measured, test) -> bool | None:
-    """test on every measured number; None (not checked) if any is not finite."""
-    measured = list(measured)
-    if not all(math.isfinite(v) for v in measured):
-        return None
-    return all(test(v) for v in measured)
+def _worst_interior(row: dict) -> float:
+    """The largest |mean error| over the interior levels (neither 0 nor the top) that some element rounded to."""
+    interior = [e for e, m in zip(row["level_error"][1:-1], row["level_mass"][1:-1]) if m > 0]
+    return max((abs(e) for e in interior), default=math.nan)
+
+
+class Spread(NamedTuple):
+    """A number over seeds: its mean, sample sd, and the CONFIDENCE t-interval of the mean (NaN where not finite)."""
+
+    mean: float
+    sd: float
+    low: float
+    high: float
+
+
+def spread(values: list[float]) -> Spread:
+    """The Spread of `values` (two or more); all NaN where one is not finite, the point itself where all are equal."""
+    from scipy.special import stdtrit
+
+    n = len(values)
+    if not all(math.isfinite(v) for v in values):
+        return Spread(math.nan, math.nan, math.nan, math.nan)
+    if len(set(values)) == 1:  # (no seed draws it: exact, where the sums below would round)
+        return Spread(values[0], 0.0, values[0], values[0])
+    mean = math.fsum(values) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stdtrit(n - 1, (1 + CONFIDENCE) / 2)) * sd / math.sqrt(n)
+    return Spread(mean, sd, mean - half, mean + half)
+
+
+def check_claims(claims: Iterable[Claim], seeds_rows: list[Mapping[tuple, dict]]) -> list[dict]:
+    """Each claim on its row under every seed (`seeds_rows`: one dict of rows per seed, the first the tables'): the
+    first seed's numbers (`measured`), their mean, sd and 95% interval over the seeds, and whether the claim holds,
+    judged on the intervals (`judge`). Reported, never tuned for."""
+    out = []
+    for c in claims:
+        draws = [c.measure(rows[c.row]) for rows in seeds_rows]
+        spreads = {k: spread([d[k] for d in draws]) for k in draws[0]}
+        holds, verdict = judge(spreads.values(), c.side, c.bound)
+        out.append({"claim": c.claim, "format": c.format, "tensor": c.tensor, "measured": draws[0],
+                    **({} if c.theory is None else {"theory": c.theory}),
+                    "mean": {k: s.mean for k, s in spreads.items()}, "sd": {k: s.sd for k, s in spreads.items()},
+                    "ci95": {k: [s.low, s.high] for k, s in spreads.items()}, "holds": holds, "verdict": verdict})
+    return out
+
+
+def judge(spreads: Iterable[Spread], side: str, bound: float) -> tuple[bool | None, str]:
+    """(holds, its word): True ("yes") where every number's interval lies on the claim's side of the bound, False
+    ("no") where one lies wholly on the other side (the bound itself counts there), None where an interval straddles
+    the bound (WITHIN_NOISE: one seed's number could read either way) or a number is not finite (NOT_MEASURED: e.g.
+    no interior level was hit)."""
+    spreads = list(spreads)
+    if any(math.isnan(s.mean) for s in spreads):
+        return None, NOT_MEASURED
+    below = side == "<"
+    if any(s.low >= bound if below else s.high <= bound for s in spreads):
+        return False, yes_no(False)
+    if all(s.high < bound if below else s.low > bound for s in spreads):
+        return True, yes_no(True)
+    return None, WITHIN_NOISE

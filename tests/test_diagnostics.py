@@ -326,3 +326,56 @@ def test_diagnose_and_the_report_say_a_claims_outcome_and_an_exact_row_in_the_sa
     shown = {caption: [{k: fmt(v) for k, v in row.items()} for row in rows] for rows, caption in diagnostic_tables(diag)}
     assert [row["holds"] for row in shown[DIAGNOSTIC_TABLES["claims"]]] == printed
     assert [row["exact"] for row in shown[DIAGNOSTIC_TABLES["quant"]]] == ["yes", "no", "no"]
+
+
+def test_a_claim_whose_delta_is_within_noise_over_seeds_reads_neither_yes_nor_no():
+    """Each claim was one draw (one seed's tensors, operands and RHT signs) read as yes or no: E2M1's RHT16 wgrad
+    change is +0.22 dB under seed 0 ("no", it does not degrade) and -0.12 under seed 1. Over seeds its 95% interval
+    straddles 0, so it is within noise (holds null); dgrad's, clear of 0 on every seed, still reads yes."""
+    out = dg.run_diagnostics(formats=("nvfp4",), transforms=("none", "rht16"), size=(16, 128))
+    assert out["config"]["seeds"] == dg.DEFAULT_SEEDS
+    claims = {c["tensor"]: c for c in out["claims"] if c["tensor"].startswith("gemm")}
+    wgrad, dgrad = claims["gemm wgrad"], claims["gemm dgrad"]
+    (row,) = [r for r in out["gemm"] if r["transform"] == "rht16"]
+    assert wgrad["measured"] == {"delta_db": row["wgrad_delta_db"]} and row["wgrad_delta_db"] > 0.2  # seed 0's: a "no"
+    low, high = wgrad["ci95"]["delta_db"]
+    assert low < 0 < high and low < wgrad["mean"]["delta_db"] < high and wgrad["sd"]["delta_db"] > 0
+    assert wgrad["holds"] is None and wgrad["verdict"] == "within noise"
+    assert dgrad["ci95"]["delta_db"][1] < 0 and dgrad["holds"] is True and dgrad["verdict"] == "yes"
+    from reports.build import DIAGNOSTIC_TABLES, diagnostic_tables  # the report says so too, not "not measured"
+
+    shown = dict((caption, rows) for rows, caption in diagnostic_tables(out))[DIAGNOSTIC_TABLES["claims"]]
+    assert [(c["tensor"], c["holds"]) for c in shown if c["tensor"].startswith("gemm")] == [
+        ("gemm dgrad", "yes"), ("gemm wgrad", "within noise")]
+
+
+def test_a_claim_is_judged_on_its_interval_over_seeds():
+    """yes or no only where every number's interval lies on one side of the bound; a number no seed moves (a user
+    tensor under RTNE, no transform) is its own interval, so it is decided however close to the bound it lies."""
+    straddles, below = dg.spread([0.01, -0.02, 0.015]), dg.spread([-1.0, -1.1, -0.9])
+    assert straddles.low < 0 < straddles.high and dg.judge([straddles], "<", 0.0) == (None, "within noise")
+    assert dg.judge([below], "<", 0.0) == (True, "yes") and dg.judge([below], ">", 0.0) == (False, "no")
+    assert dg.judge([below, straddles], "<", 0.0) == (None, "within noise")  # every number must be clear
+    assert dg.judge([straddles, below], ">", 0.0) == (False, "no")  # one wholly on the wrong side is a no
+    assert dg.spread([-1e-9] * 3) == (-1e-9, 0.0, -1e-9, -1e-9) and dg.judge([dg.spread([-1e-9] * 3)], "<", 0) == (True, "yes")
+    assert dg.judge([dg.spread([0.0, 0.0])], "<", 0.0) == (False, "no")  # (the bound itself is not below it)
+    assert dg.judge([dg.spread([1.0, math.nan])], "<", 0.0) == (None, "not measured")
+
+
+def test_seeds_are_two_or_more_and_taken_where_a_seed_is_read(tmp_path, capsys):
+    """--seeds 1 leaves no spread to judge a claim against; --seeds where no seed draws anything (a user tensor, no
+    GEMM, no RHT or SR) measures the same numbers again: both are refused, exit 2. --help's default is the API's."""
+    from scaling.commands.diagnose import DEFAULT_SEEDS
+
+    assert DEFAULT_SEEDS == dg.DEFAULT_SEEDS
+    with pytest.raises(UserError, match="seeds must be 2 or more"):
+        dg.run_diagnostics(formats=("nvfp4",), transforms=("none",), size=(16, 128), seeds=1, gemm=False)
+    with pytest.raises(SystemExit) as e:
+        main(["diagnose", "--seeds", "1", "--no-gemm"])
+    assert e.value.code == 2 and "must be 2 or more" in capsys.readouterr().err
+    torch.save(torch.randn(4, 128), tmp_path / "t.pt")
+    args = ["diagnose", "--tensor", str(tmp_path / "t.pt"), "--formats", "nvfp4", "--no-gemm", "--seeds", "3"]
+    assert main([*args, "--transforms", "none"]) == 2
+    assert "--seeds draws the synthetic tensors" in capsys.readouterr().err
+    assert main([*args, "--transforms", "none,rht16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["seeds"] == 3

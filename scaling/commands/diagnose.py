@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from scaling.options import integer
@@ -10,6 +11,8 @@ from scaling.options import integer
 MAX_ELEMENTS = 2**26  # per synthetic tensor (256 MB in float32; each is copied a few times per format)
 SEED_MAX = 2**32 - 1  # the RHT signs read a seed's low 32 bits (a larger one overflowed torch's generator seed)
 DEFAULT_SIZE = (512, 256)
+DEFAULT_SEEDS = 5  # (scaling.diagnostics.DEFAULT_SEEDS, which tests/test_diagnostics.py holds this to: --help
+MAX_SEEDS = 1000   # reads it without importing torch)
 
 def _names(text: str) -> list[str]:
     """'a, b,a' -> ['a', 'b']: each name once, in order; an empty list is a mistake, not 'all'."""
@@ -35,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=integer(0, SEED_MAX), default=None,  # (None where not given: `_check_seed_read`)
                         help=f"seed of the synthetic tensors, the single-GEMM operands and the RHT signs (and of a "
                              f"format's stochastic rounding), 0 to {SEED_MAX} (default 0)")
+    parser.add_argument("--seeds", type=integer(2, MAX_SEEDS), default=None, metavar="N",
+                        help="how many seeds (--seed, --seed + 1, ...) the paper's claims are measured under: each "
+                             "claim's mean and 95%% interval over them, and yes or no only where the interval is "
+                             f"clear of the claim's bound, else 'within noise' (default {DEFAULT_SEEDS}; the tables "
+                             "are --seed's)")
     parser.add_argument("--no-gemm", action="store_true", help="skip the single-GEMM (fprop/dgrad/wgrad) SQNRs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
@@ -65,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--size must be two positive integers with at most {MAX_ELEMENTS:,} elements in all "
                         f"(got {size[0]} {size[1]}); the default is 512 256")
     out = dg.run_diagnostics(formats=formats.values(), transforms=transforms, tensors=tensors, size=size,
-                             seed=args.seed or 0, gemm=not args.no_gemm,
+                             seed=args.seed or 0, seeds=args.seeds or DEFAULT_SEEDS, gemm=not args.no_gemm,
                              progress=lambda msg: print(f"diagnose: {msg}", file=sys.stderr, flush=True))
     if args.json:
         print_json(out)
@@ -75,20 +83,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_seed_read(args: argparse.Namespace, formats: dict, transforms: list[str]) -> None:
-    """Refuse a --seed that nothing here reads: with --tensor (no synthetic tensors), --no-gemm (no GEMM
+    """Refuse a --seed (or --seeds) that nothing here reads: with --tensor (no synthetic tensors), --no-gemm (no GEMM
     operands) and specs that draw nothing (no random signs or rounding), `--seed 3` printed seed 0's
     numbers, as if they held across seeds. (An unknown transform is left to run_diagnostics' message.)"""
     from scaling import diagnostics as dg
     from scaling.errors import UserError
 
-    if args.seed is None or not args.tensor or not args.no_gemm:
+    given = [flag for flag, value in (("--seed", args.seed), ("--seeds", args.seeds)) if value is not None]
+    if not given or not args.tensor or not args.no_gemm:
         return
     if not set(transforms) <= set(dg.TRANSFORMS):
         return
     if not any(dg.with_transform(f.spec, t).needs_seed for f in formats.values() for t in transforms):
-        raise UserError(f"--seed draws the synthetic tensors, the single-GEMM operands and the RHT signs, and none "
-                        f"is used here (--tensor, --no-gemm, --transforms {','.join(transforms)}): every seed "
-                        "gives the same numbers; leave --seed out, or add an rht transform (rht16, rht32, rht128)")
+        raise UserError(f"{' and '.join(given)} {'draws' if len(given) == 1 else 'draw'} the synthetic tensors, the "
+                        "single-GEMM operands and the RHT signs, and none is used here (--tensor, --no-gemm, "
+                        f"--transforms {','.join(transforms)}): every seed gives the same numbers; leave "
+                        f"{' and '.join(given)} out, or add an rht transform (rht16, rht32, rht128)")
 
 
 def _rounding(out: dict) -> str:
@@ -98,7 +108,8 @@ def _rounding(out: dict) -> str:
 
 
 def print_tables(out: dict) -> None:
-    from scaling.console import number, print_table, yes_no
+    from scaling.console import number, print_table
+    from scaling.diagnostics import run_seeds
 
     print_table(
         [{"tensor": r["tensor"], "format": r["format"], "transform": r["transform"], "SQNR dB": r["sqnr_db"],
@@ -130,10 +141,21 @@ def print_tables(out: dict) -> None:
                   "outlier channels)")
 
     if out["claims"]:
+        seeds = run_seeds(out["config"]["seed"], out["config"]["seeds"])
         print_table(
-            [{"claim": c["claim"], "tensor": c["tensor"],
-              "measured": ", ".join(f"{k}: {number(v)}" for k, v in c["measured"].items()),
+            [{"claim": c["claim"], "format": c["format"], "tensor": c["tensor"],
+              "mean ± 95% interval": ", ".join(f"{k}: {_mean_interval(m, c['ci95'][k])}" for k, m in c["mean"].items()),
               "theory": (", ".join(f"{k}: {number(v)}" for k, v in c["theory"].items())
                          if isinstance(c.get("theory"), dict) else c.get("theory")),
-              "holds": yes_no(c["holds"])} for c in out["claims"]],
-            title="UFP4 paper claims on these tensors")
+              "holds": c["verdict"]} for c in out["claims"]],
+            title=f"UFP4 paper claims on these tensors, over seeds {seeds[0]}..{seeds[-1]} (yes or no where the "
+                  "interval is clear of the claim's bound)")
+
+
+def _mean_interval(mean: float, interval: list[float]) -> str:
+    """'-0.1130 ± 0.0021': a claim's mean over seeds and its interval's half-width ('nan' where not measured)."""
+    from scaling.console import number
+
+    if not math.isfinite(mean):
+        return number(mean)
+    return f"{number(mean)} ± {number((interval[1] - interval[0]) / 2, 2)}"
