@@ -168,7 +168,7 @@ def operand_spec(text: str) -> QuantSpec:
 
 def _check_format(fmt: Format) -> None:
     """Refuse a format diagnose cannot measure, or whose name would pass for a named format's (its rows and the
-    paper's claims, checked on nvfp4 and ufp4 by name, would be taken for those)."""
+    paper's RHT claims, checked on nvfp4 and ufp4 by name, would be taken for those)."""
     if fmt.source == BUILT_IN:
         return
     named = {n.lower(): n for n in FORMATS}.get(fmt.name.lower())
@@ -495,7 +495,7 @@ def _run(formats: dict[str, Format], transforms: list[str], tensors: Mapping[str
     gemm_keys = [("gemm", f, t) for f in formats for t in transforms] if gemm else []
     rows = _measure(quant_keys + gemm_keys, tensors, ops, specs, seeds[0], say)
 
-    claims = claims_on(formats, transforms, tensors, gemm)
+    claims = claims_on({f: fmt.spec for f, fmt in formats.items()}, transforms, tensors, gemm)
     reads = list(dict.fromkeys(c.row for c in claims))
     # a row no seed draws (a user tensor under a spec without random signs or SR) is the same under every seed
     drawn = [k for k in reads if k[0] == "gemm" or synthetic or specs[k[2:]].needs_seed]
@@ -592,24 +592,26 @@ class Claim(NamedTuple):
     theory: dict[str, float] | float | None = None
 
 
-def claims_on(formats: Iterable[str], transforms: Iterable[str], tensors: Iterable[str], gemm: bool) -> list[Claim]:
+def claims_on(formats: Mapping[str, QuantSpec], transforms: Iterable[str], tensors: Iterable[str],
+              gemm: bool) -> list[Claim]:
     """The UFP4 paper's shrinkage, RHT and single-GEMM claims (RECIPES.md, "Claims a user will check") that the
-    formats, transforms and tensors measured (and the GEMMs, where `gemm`) can check."""
-    formats, transforms, tensors = list(formats), list(transforms), list(tensors)
-    e2m1 = GRIDS["e2m1"]
+    formats (name -> spec), transforms and tensors measured (and the GEMMs, where `gemm`) can check: the element
+    grid's on every format of that grid (`grid_scale`), the RHT ones on nvfp4 and ufp4."""
+    transforms, tensors = list(transforms), list(tensors)
+    e2m1, e2m1_theory = GRIDS["e2m1"], level_error_theory(GRIDS["e2m1"])
     at = {f"{lvl:g}": e2m1.index(lvl) for lvl in (2.0, 4.0)}
     out = []
     for tensor in tensors if "none" in transforms else ():
-        for fmt in formats:
+        for fmt, spec in formats.items():
             row = ("quant", tensor, fmt, "none")
-            if fmt == "nvfp4":
-                theory = level_error_theory(e2m1)
+            if k := grid_scale(spec, "e2m1"):
                 out.append(Claim("E2M1 RTNE error negative at levels 2 and 4", fmt, tensor, row,
-                                 lambda r: {k: r["level_error"][i] for k, i in at.items()}, "<", 0.0,
-                                 {k: theory[i] for k, i in at.items()}))
-            if fmt == "ufp4":
+                                 lambda r, k=k: {lvl: r["level_error"][i] / k for lvl, i in at.items()}, "<", 0.0,
+                                 {lvl: e2m1_theory[i] for lvl, i in at.items()}))
+            if k := grid_scale(spec, "e1m2"):
                 out.append(Claim(f"E1M2 interior-level error ~ 0 (|err| < {INTERIOR:g} grid units, step 0.25)", fmt,
-                                 tensor, row, lambda r: {"max_abs_interior": _worst_interior(r)}, "<", INTERIOR, 0.0))
+                                 tensor, row, lambda r, k=k: {"max_abs_interior": _worst_interior(r) / k}, "<",
+                                 INTERIOR, 0.0))
     for tensor in [t for t in ("student_t3", "outlier_channels") if t in tensors] if "rht16" in transforms else ():
         for fmt, claim, side, bound in (
                 ("ufp4", "RHT16 raises E1M2 (ufp4) SQNR", ">", 0.0),
@@ -626,6 +628,19 @@ def claims_on(formats: Iterable[str], transforms: Iterable[str], tensors: Iterab
             out.append(Claim(claim, fmt, f"gemm {g}", ("gemm", fmt, "rht16"),
                              lambda r, g=g: {"delta_db": r[f"{g}_delta_db"]}, side, bound))
     return out
+
+
+def grid_scale(spec: QuantSpec, grid: str) -> float | None:
+    """k where a format's elements round to nearest (RTNE) onto k x `grid`'s levels (GRIDS), else None: the claims
+    about an element grid are checked on every such format, decided from its spec (elem, cap, rounding), not its
+    name. k = 1 but for a grid of the same shape: INT4's is E1M2's x 4, which the block scales absorb (under two-level
+    scaling the same values), so its errors divided by k are in the claim's grid units. A capped grid is another (E2M1
+    capped at 4 has 4 at its top), and SR has no RTNE error to check."""
+    if spec.rounding != "rtne" or spec.elem not in GRIDS:
+        return None
+    levels, ref = levels_of(spec), GRIDS[grid]
+    k = levels[-1] / ref[-1]
+    return k if len(levels) == len(ref) and all(a == k * b for a, b in zip(levels, ref)) else None
 
 
 def _worst_interior(row: dict) -> float:

@@ -379,3 +379,29 @@ def test_seeds_are_two_or_more_and_taken_where_a_seed_is_read(tmp_path, capsys):
     assert "--seeds draws the synthetic tensors" in capsys.readouterr().err
     assert main([*args, "--transforms", "none,rht16", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["seeds"] == 3
+
+
+def test_element_grid_claims_are_checked_on_every_format_of_that_grid_by_its_spec():
+    """The E2M1 shrinkage claim was checked on the format named nvfp4 only, and E1M2's on ufp4: mxfp4 (E2M1 elements
+    under E8M0 scales), a format file's E2M1 spec under any name, and int4 (E1M2's grid x 4) were never checked. Now
+    every RTNE format whose grid is the claim's (up to a scale the block scales absorb) is; a capped grid (its top is
+    another level) or SR (no RTNE error) is not."""
+    from scaling.recipes import MX4, NV
+
+    mine = dg.Format("mine", MX4.but(block=(1, 16)), "mine.toml")
+    sr = dg.Format("sr_e2m1", NV.but(rounding="sr"), "sr.toml")
+    out = dg.run_diagnostics(formats=("mxfp4", "nvfp4_cap4", "nvfp4_4over6", "ufp4", "int4", mine, sr),
+                             transforms=("none",), size=(128, 128), gemm=False)
+    claims = {(c["claim"][:4], c["format"], c["tensor"]): c for c in out["claims"]}
+    assert {(grid, f) for grid, f, _ in claims} == {("E2M1", "mxfp4"), ("E2M1", "nvfp4_4over6"), ("E2M1", "mine"),
+                                                   ("E1M2", "ufp4"), ("E1M2", "int4")}
+    for tensor in dg.SYNTHETIC:
+        assert claims[("E2M1", "mxfp4", tensor)]["holds"] is True and claims[("E2M1", "mine", tensor)]["holds"] is True
+        # in E1M2's grid units: INT4 under two-level scaling rounds to the same values, 4x the grid units
+        int4, ufp4 = claims[("E1M2", "int4", tensor)], claims[("E1M2", "ufp4", tensor)]
+        assert int4["mean"] == pytest.approx(ufp4["mean"]) and int4["holds"] is ufp4["holds"] is True
+        # 4/6's blocks that map their amax to 4 put it on level 4, which collects their largest values: not shrunk
+        four_six = claims[("E2M1", "nvfp4_4over6", tensor)]
+        assert four_six["ci95"]["4"][0] > 0 and four_six["holds"] is False
+    assert dg.grid_scale(dg.FORMATS["int4"], "e1m2") == 4 and dg.grid_scale(dg.FORMATS["ufp4"], "e1m2") == 1
+    assert dg.grid_scale(dg.FORMATS["nvfp4_cap4"], "e2m1") is None and dg.grid_scale(sr.spec, "e2m1") is None
