@@ -720,7 +720,8 @@ def _records_table(rows: list, caption: str) -> Table:
 
 
 DIAGNOSTIC_TABLES = {  # `scaling diagnose --json` (docs/numerics.md): key -> caption
-    "claims": f"The UFP4 paper's claims about the formats, checked on these measurements over several seeds (holds: "
+    "claims": f"The UFP4 paper's claims about the formats, checked on these measurements over several seeds (measured: "
+              f"each number the claim reads, its mean and 95% interval over the seeds; holds: "
               f"yes or no where each measured number's 95% interval over the seeds is clear of the claim's bound, "
               f"{WITHIN_NOISE} where it straddles it, {NOT_MEASURED} where a measured number is not finite, so the "
               "claim could not be checked).",
@@ -751,8 +752,27 @@ def _claim_row(claim: dict) -> dict:
     """A claim as the report's table gives it: `holds` in `scaling diagnose`'s words (its `verdict`: yes, no, within
     noise or not measured; from `holds` alone in a JSON written before diagnose measured over seeds), not a blank
     cell where holds is null."""
-    row = {k: v for k, v in claim.items() if k != "verdict"}
-    return {**row, "holds": claim.get("verdict") or yes_no(claim.get("holds"))}
+    row = {k: v for k, v in claim.items() if k not in ("verdict", "holds")}
+    return {**row, "measured": _claim_numbers(claim),
+            "holds": claim.get("verdict") or yes_no(claim.get("holds"))}
+
+
+def _claim_numbers(claim: dict) -> str | None:
+    """'2: -0.1133 [-0.1138, -0.1128]; 4: ...': each number a claim reads, as its mean and 95% interval over the seeds
+    (the table left out its dict-valued fields, so a verdict showed without the numbers it was read from); the one
+    seed's `measured` in a JSON written before diagnose measured over seeds; None where there is neither."""
+    mean, ci = claim.get("mean"), claim.get("ci95")
+    values = mean if isinstance(mean, dict) else claim.get("measured")
+    if not isinstance(values, dict) or not values:
+        return None
+    ci = ci if isinstance(ci, dict) else {}
+
+    def shown(key: str, value: Any) -> str:
+        interval = ci.get(key)
+        at = f" [{fmt(interval[0])}, {fmt(interval[1])}]" if isinstance(interval, list) and len(interval) == 2 else ""
+        return f"{fmt(value)}{at}"
+
+    return "; ".join(f"{key}: {shown(key, value)}" for key, value in values.items())
 
 
 FORMATS_CAPTION = ("The formats measured: what each is (`scaling recipes`' words) and where it comes from (built-in, "

@@ -347,6 +347,12 @@ def test_a_claim_whose_delta_is_within_noise_over_seeds_reads_neither_yes_nor_no
     shown = dict((caption, rows) for rows, caption in diagnostic_tables(out))[DIAGNOSTIC_TABLES["claims"]]
     assert [(c["tensor"], c["holds"]) for c in shown if c["tensor"].startswith("gemm")] == [
         ("gemm dgrad", "yes"), ("gemm wgrad", "within noise")]
+    # with the numbers the verdict was read from (the table left the dict-valued mean and interval out)
+    (shown_wgrad,) = [c for c in shown if c["tensor"] == "gemm wgrad"]
+    mean, (low, high) = wgrad["mean"]["delta_db"], wgrad["ci95"]["delta_db"]
+    from reports.render import fmt
+
+    assert shown_wgrad["measured"] == f"delta_db: {fmt(mean)} [{fmt(low)}, {fmt(high)}]"
 
 
 def test_a_claim_is_judged_on_its_interval_over_seeds():
