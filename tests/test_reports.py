@@ -2658,7 +2658,7 @@ def test_docs_reports_md_quotes_the_committed_demo_examples_multiplier_ranges():
     example = (ROOT / "reports" / "examples" / "demo" / "report.md").read_text()
     reach = dict(re.findall(r"^- \*\*(\w+)\*\*: .*?the bootstrap intervals of the multiplier reach (\S+ to \S+),", example,
                             re.M))
-    assert set(reach) == {"mxfp4", "nvfp4"}, reach
+    assert reach and set(reach) <= {"mxfp4", "nvfp4"}, reach  # (each recipe whose Verdict gives this reason)
     for recipe, span in reach.items():
         low, high = (float(x) for x in span.split(" to "))
         quoted = f"{low:.2g} to {high:.2g}"
