@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from typing import Any, Iterable, Sequence
 
 
@@ -36,6 +37,15 @@ def time_left(done: float, to_do: float, elapsed_s: float) -> str:
     """'; 2m10s left': `to_do` more units at the pace of `done` units in `elapsed_s` seconds; '' while
     no pace is known (nothing done yet). For the progress lines written where a live bar shows nothing."""
     return f"; {duration(to_do * elapsed_s / done)} left" if done > 0 and elapsed_s > 0 else ""
+
+
+def stamped(line: str, at_s: float) -> str:
+    """'02:14:05Z step 40 of 183 (21%): ...': a progress line written as a line (a log, a pipe; not a live bar), led
+    by the time of day it was written at (`at_s`, seconds since the epoch), so its 'left' counts from a known moment
+    and a log shows when a run stalled. In UTC, marked Z: a log is read on other machines and in other zones (a
+    cluster's, a collaborator's) as written, no DST change repeats an hour in it, and the project's other times
+    (bench rows' date, a report's 'built') are UTC; `date -u` gives the time now to compare."""
+    return f"{time.strftime('%H:%M:%S', time.gmtime(at_s))}Z {line}"
 
 
 def share_done(done: float, total: float) -> str:

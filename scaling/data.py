@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVa
 
 import numpy as np
 
-from scaling.console import duration, share_done, time_left
+from scaling.console import duration, share_done, stamped, time_left
 from scaling.errors import UserError
 from scaling.files import cache_dir, fsync_replace, held, remove_stale_temps, write_atomic
 
@@ -168,12 +168,14 @@ LISTING_LINE_INTERVAL_S = 5.0  # seconds between two lines of the sources' listi
 
 class SourceListing:
     """The count of source files found so far, as `resolve_sources` lists them: where `enabled`, a line on stderr
-    every `every_s` seconds ('listing sources: 120,000 files so far (0m25s)'), on a terminal and in a log alike
-    (a glob has no total to draw a bar to): a glob of hundreds of thousands of files listed for a minute before
-    the first word. One write per line, so a stop (Ctrl-C) leaves no line cut off."""
+    every `every_s` seconds ('02:14:05Z listing sources: 120,000 files so far (0m25s)', led by the UTC time from
+    `wall_clock`, `stamped`), on a terminal and in a log alike (a glob has no total to draw a bar to): a glob of
+    hundreds of thousands of files listed for a minute before the first word. One write per line, so a stop
+    (Ctrl-C) leaves no line cut off."""
 
-    def __init__(self, enabled: bool = True, every_s: float | None = None, clock: Callable[[], float] = time.monotonic):
-        self.enabled, self.clock = enabled, clock
+    def __init__(self, enabled: bool = True, every_s: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time):
+        self.enabled, self.clock, self.wall_clock = enabled, clock, wall_clock
         self.every_s = LISTING_LINE_INTERVAL_S if every_s is None else every_s
         self.start = self.last_line = clock()
         self.files = 0
@@ -191,7 +193,8 @@ class SourceListing:
         if now - self.last_line >= self.every_s:
             self.last_line = now
             files = f"{self.files:,} file{'' if self.files == 1 else 's'}"
-            sys.stderr.write(f"listing sources: {files} so far ({duration(now - self.start)})\n")
+            line = stamped(f"listing sources: {files} so far ({duration(now - self.start)})", self.wall_clock())
+            sys.stderr.write(line + "\n")
             sys.stderr.flush()
 
 
@@ -772,11 +775,12 @@ def _progress(enabled: bool):
 class _RowLines:
     """The tokenizing progress where rich's live bar shows nothing until it ends (a log, a pipe, a sweep's
     job: a Gutenberg shard tokenized for ~3 minutes without a word): a line after the first batch, then
-    one every `every_s` seconds, as `scaling train`'s (scaling/progress.py), and one at the end.
-    Takes the calls `_tokenize` makes of rich's `Progress` (one task)."""
+    one every `every_s` seconds, as `scaling train`'s (scaling/progress.py), and one at the end; each led by the
+    UTC time it was written (`stamped`, from `wall_clock`). Takes the calls `_tokenize` makes of rich's `Progress`
+    (one task)."""
 
-    def __init__(self, every_s: float = 60.0, clock=time.monotonic) -> None:
-        self.every_s, self.clock = every_s, clock
+    def __init__(self, every_s: float = 60.0, clock=time.monotonic, wall_clock=time.time) -> None:
+        self.every_s, self.clock, self.wall_clock = every_s, clock, wall_clock
         self.total: int | None = None
         self.rows = self.tokens = 0
         self.start = clock()
@@ -788,8 +792,8 @@ class _RowLines:
 
     def __exit__(self, kind, error, traceback) -> None:
         if kind is None:
-            print(f"tokenized {self.rows:,} rows: {self.tokens:,} tokens in {duration(self.clock() - self.start)}",
-                  file=sys.stderr, flush=True)
+            took = duration(self.clock() - self.start)
+            self._print(f"tokenized {self.rows:,} rows: {self.tokens:,} tokens in {took}")
 
     def add_task(self, description: str, total: int | None, tokens: int) -> int:
         self.total, self.tokens = total, tokens
@@ -808,7 +812,10 @@ class _RowLines:
         elif now - self.last_line < self.every_s:
             return
         self.last_line = now
-        print(self.line(now), file=sys.stderr, flush=True)
+        self._print(self.line(now))
+
+    def _print(self, line: str) -> None:
+        print(stamped(line, self.wall_clock()), file=sys.stderr, flush=True)
 
     def line(self, now: float) -> str:
         """'tokenizing: 3,072 of 11,608 rows (26%), 8,612,345 tokens; 2m05s left' (no share or time left

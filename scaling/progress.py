@@ -3,7 +3,7 @@
 On a terminal, Lightning's rich bar counting the run's steps and tokens to their total (its batches come from an
 iterable with no length, so Lightning's own bar read '31/--' with no ETA). In a log or a pipe (nohup, a
 sweep's train.log) a live bar shows nothing until the run ends: there, a line a minute instead, and a last one
-where the run ends.
+where the run ends, each led by the UTC time it was written.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Column, Table
 from rich.text import Text
 
-from scaling.console import number, share_done, time_left
+from scaling.console import number, share_done, stamped, time_left
 
 
 class StepBar(RichProgressBar):
@@ -178,12 +178,13 @@ class StepLines(Callback):
     (`rate`, tokens/s: this process's own, as `RunDirectory.process_tokens_per_s` counts it, so a resumed run shows
     none until a step of its own is timed, not the stopped process's) and the time left at the pace since
     that first step (the first step's own time is mostly start-up and compilation). And a last line where
-    the run ends, saying how (`ending`): a run shorter than `every_s` stopped at 'step 1 of N' in its log."""
+    the run ends, saying how (`ending`): a run shorter than `every_s` stopped at 'step 1 of N' in its log.
+    Each line led by the UTC time it was written (`stamped`, from `wall_clock`; the pace's `clock` is monotonic)."""
 
     def __init__(self, every_s: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 rate: Callable[[], float] | None = None) -> None:
+                 rate: Callable[[], float] | None = None, wall_clock: Callable[[], float] = time.time) -> None:
         self.every_s = LINE_INTERVAL_S if every_s is None else every_s
-        self.clock, self.rate = clock, rate
+        self.clock, self.rate, self.wall_clock = clock, rate, wall_clock
         self.origin: tuple[int, float] | None = None  # (step, time) at this process's first step's end
         self.last_line = 0.0
         self.last_step: int | None = None  # the step of the last line printed
@@ -218,7 +219,7 @@ class StepLines(Callback):
 
     def _print(self, trainer, line: str) -> None:
         self.last_step = trainer.global_step
-        print(line, file=sys.stderr, flush=True)
+        print(stamped(line, self.wall_clock()), file=sys.stderr, flush=True)
 
 
 def ending(step: int, total: int, diverged_at_step: int | None) -> str:

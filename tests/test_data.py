@@ -400,7 +400,7 @@ def test_prepare_in_a_log_writes_progress_lines_while_it_tokenizes(tmp_path, doc
                  "--val-fraction", "0.2"]) == 0
     shown = capfd.readouterr()  # (capfd: the BPE trainer writes to the process's stdout itself)
     assert not shown.out.startswith("\n")  # its bars, for a terminal, left blank lines above the table
-    lines = [line for line in shown.err.splitlines() if line.startswith("tokeniz")]
+    lines = _progress_lines(shown.err)
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
     assert [line.split(",")[0] for line in lines[:-1]] == [
         "tokenizing: 10 of 40 rows (25%)", "tokenizing: 20 of 40 rows (50%)", "tokenizing: 30 of 40 rows (75%)",
@@ -408,9 +408,16 @@ def test_prepare_in_a_log_writes_progress_lines_while_it_tokenizes(tmp_path, doc
     assert lines[-1] == f"tokenized 40 rows: {meta['train_tokens'] + meta['val_tokens']:,} tokens in 0m00s"
 
 
+def _progress_lines(err: str) -> list[str]:
+    """The tokenizing lines in prepare's stderr, each without the UTC time that leads it (a real run's)."""
+    return [m[1] for m in re.finditer(r"^\d\d:\d\d:\d\dZ (tokeniz.*)$", err, re.M)]
+
+
 def test_progress_lines_of_tokenizing_come_every_interval_with_the_time_left():
+    """Each led by the UTC time it was written (the wall clock here at 02:12:00 plus the pace's clock), as
+    `scaling train`'s: a log's 'left' counted from no known moment, nor did it show when prepare stalled."""
     now = [0.0]
-    lines = data._RowLines(every_s=60, clock=lambda: now[0])
+    lines = data._RowLines(every_s=60, clock=lambda: now[0], wall_clock=lambda: 7920.0 + now[0])
     said = []
     with contextlib.redirect_stderr(io.StringIO()) as err:
         with lines:
@@ -423,10 +430,10 @@ def test_progress_lines_of_tokenizing_come_every_interval_with_the_time_left():
         said = err.getvalue().splitlines()
     # the first batch's line (no pace yet), then one a minute at the pace since it: 200 rows in 65 s with
     # 700 left, then 400 rows in 126 s with 500 left
-    assert said == ["tokenizing: 100 of 1,000 rows (10%), 100,000 tokens",
-                    "tokenizing: 300 of 1,000 rows (30%), 300,000 tokens; 3m48s left",
-                    "tokenizing: 500 of 1,000 rows (50%), 500,000 tokens; 2m38s left",
-                    "tokenized 500 rows: 500,000 tokens in 3m20s"]
+    assert said == ["02:12:05Z tokenizing: 100 of 1,000 rows (10%), 100,000 tokens",
+                    "02:13:10Z tokenizing: 300 of 1,000 rows (30%), 300,000 tokens; 3m48s left",
+                    "02:14:11Z tokenizing: 500 of 1,000 rows (50%), 500,000 tokens; 2m38s left",
+                    "02:15:20Z tokenized 500 rows: 500,000 tokens in 3m20s"]
 
 
 def test_sigterm_stops_prepare_as_ctrl_c_does_leaving_nothing(tmp_path, docs):
@@ -838,7 +845,7 @@ def test_the_progress_bar_counts_rows_and_ends_full(tmp_path, docs, prepared, ca
     src = _rows_file(tmp_path, "parquet", [None, *docs[:10], "  ", None, *docs[10:20], ""])
     assert main(["data", "prepare", str(src), "--out", str(tmp_path / "out"), "--tokenizer", str(prepared),
                  "--val-fraction", "0.2", *max_docs]) == 0
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tokeniz")]
+    lines = _progress_lines(capsys.readouterr().err)
     rows = 18 if max_docs else 24  # (--max-docs 15 counts documents: 18 rows; the estimate was 15)
     assert lines[-2].startswith(f"tokenizing: {rows} of {rows} rows (100%)") and lines[-1].startswith(f"tokenized {rows} rows:")
 
@@ -982,14 +989,16 @@ def _many_small_files(folder: Path, folders: int = 3, each: int = 100) -> Path:
 def test_the_listing_of_many_sources_says_its_count_every_few_seconds(tmp_path, capsys):
     """A glob of hundreds of thousands of files listed for a minute or more without a word (the count came after
     the listing). A line every `every_s` seconds now says the count so far: here a clock that moves 1 s a file,
-    and a line every 70 s."""
+    and a line every 70 s, led by the UTC time it was written (a wall clock at 02:12:00 plus the listing's)."""
     corpus = _many_small_files(tmp_path / "corpus")
     ticks = iter(range(10_000))
-    listing = data.SourceListing(every_s=70, clock=lambda: float(next(ticks)))
+    listing = data.SourceListing(every_s=70, clock=lambda: float(next(ticks)),
+                                 wall_clock=lambda: 7920.0 + listing.files)  # (the listing's clock: a file's count)
     found = data.resolve_sources([f"{corpus}/**/*.txt", corpus / "part1"], tmp_path / "out", listing)
     assert len(found) == 300 and listing.files == 400  # (part1's files twice: by the glob and by the folder)
     assert capsys.readouterr().err.splitlines() == [
-        f"listing sources: {n} files so far ({n // 60}m{n % 60:02d}s)" for n in (70, 140, 210, 280, 350)]
+        f"02:{12 + n // 60:02d}:{n % 60:02d}Z listing sources: {n} files so far ({n // 60}m{n % 60:02d}s)"
+        for n in (70, 140, 210, 280, 350)]
     data.resolve_sources([f"{corpus}/**/*.txt"], tmp_path / "out")  # (no listing given: no line)
     assert capsys.readouterr().err == ""
 
@@ -1017,8 +1026,10 @@ def test_a_stop_while_the_sources_are_listed_ends_in_one_line(tmp_path, signum):
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert err.splitlines() == [f"listing sources: {n} file{'s' if n > 1 else ''} so far (0m00s)" for n in (1, 2, 3)] + [
-        "interrupted"], err
+    times = [re.match(r"\d\d:\d\d:\d\dZ ", line) for line in err.splitlines()]  # (the UTC time leading a line)
+    assert [line[m.end() if m else 0:] for m, line in zip(times, err.splitlines())] == [
+        f"listing sources: {n} file{'s' if n > 1 else ''} so far (0m00s)" for n in (1, 2, 3)] + ["interrupted"], err
+    assert all(times[:3]), err
     assert not out.exists()
 
 

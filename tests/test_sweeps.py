@@ -1697,8 +1697,8 @@ def test_status_says_the_error_a_local_run_failed_on(tmp_path, capsys):
     pending(spec, sweep_dir)
     erred, killed, fixed = (sweep_dir / c.run_id for c in spec.runs())
     error = "error: cannot read run config x/config.json (not JSON); give the config.json a run wrote\n"
-    for d, log in ((erred, "step 1 of 8 (12%): train_loss 8.3\n" + error + "\n"),
-                   (killed, "step 1 of 8 (12%): train_loss 8.3\n"),
+    for d, log in ((erred, "02:14:05Z step 1 of 8 (12%): train_loss 8.3\n" + error + "\n"),
+                   (killed, "02:14:05Z step 1 of 8 (12%): train_loss 8.3\n"),
                    (fixed, error + "resuming from the checkpoint x at step 4 of 8\n")):
         write_json(d / "job.json", {"executor": "local", "job_id": None})
         write_checkpoint(d)

@@ -638,18 +638,20 @@ def test_json_is_all_of_stdout_and_progress_is_lines_on_stderr(tmp_path, capsys,
     assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"), "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["status"] == "completed"
-    assert re.search(r"^step 1 of 40 \(2%\): train_loss [0-9.]+$", err, re.M), err  # (no step timed yet)
-    assert re.search(r"^step 40 of 40 \(100%\): train_loss [0-9.]+, val_loss [0-9.]+, val_bpb [0-9.]+; "
+    assert re.search(r"^\d\d:\d\d:\d\dZ step 1 of 40 \(2%\): train_loss [0-9.]+$", err, re.M), err  # (no step timed)
+    assert re.search(r"^\d\d:\d\d:\d\dZ step 40 of 40 \(100%\): train_loss [0-9.]+, val_loss [0-9.]+, val_bpb [0-9.]+; "
                      r"[0-9,]+ tokens/s; 0m00s left$", err, re.M), err
 
 
 def test_progress_lines_come_every_interval_with_the_rate_and_the_time_left_at_this_processs_pace():
+    """Each line led by the UTC time it was written: a log's 'left' counted from no known moment, nor did it show
+    when a run stalled (the wall clock here at 02:12:00 UTC plus the pace's clock)."""
     from types import SimpleNamespace
 
     from scaling.progress import StepLines
 
     now, rate = [100.0], [math.nan]
-    lines = StepLines(every_s=60, clock=lambda: now[0], rate=lambda: rate[0])
+    lines = StepLines(every_s=60, clock=lambda: now[0], rate=lambda: rate[0], wall_clock=lambda: 7920.0 + now[0])
     trainer = SimpleNamespace(global_step=200, max_steps=1000, progress_bar_metrics={})
     lines.on_train_start(trainer, None)  # a resumed run: its first 200 steps came in another process's time
     said = []
@@ -662,9 +664,25 @@ def test_progress_lines_come_every_interval_with_the_rate_and_the_time_left_at_t
             lines.on_train_batch_end(trainer, None, None, None, step)
         said += err.getvalue().splitlines()
     # the first step's line (its 30 s are start-up: no pace yet), then one a minute: 100 steps in 60 s, 699 left
-    assert said == ["step 201 of 1000 (20%): train_loss 4.2500",
-                    "step 301 of 1000 (30%): train_loss 4.2500; 7,480 tokens/s; 6m59s left",
-                    "step 401 of 1000 (40%): train_loss 4.2500; 7,000 tokens/s; 6m29s left"]
+    assert said == ["02:14:10Z step 201 of 1000 (20%): train_loss 4.2500",
+                    "02:15:10Z step 301 of 1000 (30%): train_loss 4.2500; 7,480 tokens/s; 6m59s left",
+                    "02:16:20Z step 401 of 1000 (40%): train_loss 4.2500; 7,000 tokens/s; 6m29s left"]
+
+
+def test_a_progress_lines_time_is_utc_whatever_the_machines_zone(monkeypatch):
+    """A log read on another machine or in another zone (a cluster's, a collaborator's) reads the same time, and no
+    DST change repeats an hour in it: UTC, marked Z, not the zone of the process that wrote it."""
+    from scaling.console import stamped
+
+    try:
+        for zone in ("America/New_York", "Asia/Kolkata"):
+            monkeypatch.setenv("TZ", zone)
+            time.tzset()
+            assert time.localtime(8045.0).tm_hour != 2  # (the zone taken: its local time differs)
+            assert stamped("step 40 of 183 (21%)", 8045.0) == "02:14:05Z step 40 of 183 (21%)"
+    finally:
+        monkeypatch.undo()
+        time.tzset()  # (this process's other tests in its own zone again)
 
 
 def test_the_bar_counts_the_runs_steps():
@@ -1145,6 +1163,11 @@ def test_a_progress_lines_metrics_keep_four_decimals():
     assert line == "step 10 of 100 (10%): train_loss 10.1235, val_bpb 1.9998", line
 
 
+def _progress_lines(err: str) -> list[str]:
+    """The progress lines in a run's stderr, each without the UTC time that leads it (a real run's: not this test's)."""
+    return [m[1] for m in re.finditer(r"^\d\d:\d\d:\d\dZ (step .*)$", err, re.M)]
+
+
 def _lines_said(lines, trainer, hook: str, *args) -> list[str]:
     with contextlib.redirect_stderr(io.StringIO()) as err:
         getattr(lines, hook)(trainer, *args)
@@ -1159,16 +1182,17 @@ def test_a_log_says_where_the_run_ended():
     from scaling.progress import StepLines
 
     now = [0.0]
-    lines = StepLines(every_s=60, clock=lambda: now[0], rate=lambda: 7000.0)
+    lines = StepLines(every_s=60, clock=lambda: now[0], rate=lambda: 7000.0, wall_clock=lambda: 7920.0 + now[0])
     trainer = SimpleNamespace(global_step=1, max_steps=3, progress_bar_metrics={"train_loss": 4.25})
     run = SimpleNamespace(diverged_at_step=None)
     lines.on_train_start(trainer, run)
     assert _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0) == [
-        "step 1 of 3 (33%): train_loss 4.2500; 7,000 tokens/s"]
+        "02:12:00Z step 1 of 3 (33%): train_loss 4.2500; 7,000 tokens/s"]
     for trainer.global_step in (2, 3):
         now[0] += 1.0
         assert _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0) == []
-    assert _lines_said(lines, trainer, "on_train_end", run) == ["step 3 of 3 (100%): train_loss 4.2500; 7,000 tokens/s; completed"]
+    assert _lines_said(lines, trainer, "on_train_end", run) == [
+        "02:12:02Z step 3 of 3 (100%): train_loss 4.2500; 7,000 tokens/s; completed"]
 
     lines.on_train_start(trainer, run)  # a run of one step: its first line is its last
     trainer.global_step, trainer.max_steps = 1, 1
@@ -1179,7 +1203,7 @@ def test_a_log_says_where_the_run_ended():
     trainer.global_step, trainer.max_steps, run.diverged_at_step = 7, 40, 8
     _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0)
     assert _lines_said(lines, trainer, "on_train_end", run) == [
-        "step 7 of 40 (17%): train_loss 4.2500; 7,000 tokens/s; diverged at step 8"]
+        "02:12:02Z step 7 of 40 (17%): train_loss 4.2500; 7,000 tokens/s; diverged at step 8"]
 
     lines.on_train_start(trainer, run)  # a signal or an error: stopped (the run's next line says why)
     run.diverged_at_step = None
@@ -1187,7 +1211,7 @@ def test_a_log_says_where_the_run_ended():
     _lines_said(lines, trainer, "on_train_batch_end", run, None, None, 0)
     trainer.global_step = 9
     assert _lines_said(lines, trainer, "on_exception", run, KeyboardInterrupt()) == [
-        "step 9 of 40 (22%): train_loss 4.2500; 7,000 tokens/s; stopped"]
+        "02:12:02Z step 9 of 40 (22%): train_loss 4.2500; 7,000 tokens/s; stopped"]
 
 
 def test_a_diverged_runs_log_ends_with_the_step_it_diverged_at(tmp_path, capsys):
@@ -1195,7 +1219,7 @@ def test_a_diverged_runs_log_ends_with_the_step_it_diverged_at(tmp_path, capsys)
     path = tmp_path / "config.json"
     path.write_text(_config(fault_nan_at_step=7, tokens=10 * 4 * 64).to_json())
     assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 0
-    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    said = _progress_lines(capsys.readouterr().err)
     assert said[0].startswith("step 1 of 10 (10%): ") and len(said) == 2, said
     assert re.fullmatch(r"step 7 of 10 \(70%\): train_loss nan.*; [0-9,]+ tokens/s; diverged at step 8", said[1]), said
 
@@ -1269,7 +1293,7 @@ def test_a_resumed_runs_progress_shows_this_processs_rate_not_the_stopped_ones(t
     torch.save(state, ckpt)
     monkeypatch.setattr(scaling.progress, "LINE_INTERVAL_S", 0.0)  # (a line every step)
     assert main(["train", "--config", str(_write_config(tmp_path)), "--out", str(run_dir), "--json"]) == 0
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    lines = _progress_lines(capsys.readouterr().err)
     assert lines[0].startswith(f"step {step + 1} of 40") and "tokens/s" not in lines[0], lines  # (its step untimed)
     rates = [float(m.replace(",", "")) for line in lines[1:] for m in re.findall(r"; ([0-9,.]+) tokens/s", line)]
     assert len(rates) == len(lines) - 1 and min(rates) >= 1, lines  # (its own: a 256-token step in under 256 s)
