@@ -82,10 +82,15 @@ def local_gpus(spec: SweepSpec) -> list[str]:
     return visible_gpus() if spec.local.gpus == "all" else [str(g) for g in spec.local.gpus]
 
 
-def local_slots(spec: SweepSpec) -> list[dict[str, str]]:
-    """One environment per concurrent worker: a GPU each (jobs_per_gpu per GPU), or a share of the cores."""
+def local_slots(spec: SweepSpec, device: str | None = None) -> list[dict[str, str]]:
+    """One environment per concurrent worker of a local launch: a GPU each (jobs_per_gpu per GPU), or a share of the
+    cores (cpu_jobs). `device` ("gpu", "cpu"): where the launch trains; None: where a launch on this machine does, on
+    `local_gpus` where there are any, else on its CPU. One count for both: the launch starts a worker a slot, and the
+    plan prices the trainer's import once a slot of its device (`sweeps.plan.plan_processes`)."""
     s = spec.local
-    gpus = local_gpus(spec)
+    gpus = [] if device == "cpu" else local_gpus(spec)
+    if device == "gpu" and not gpus:
+        gpus = ["0"]  # a plan priced on a GPU (`sweep plan --device gpu`) where this machine has none: one GPU's slots
     if gpus:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus for _ in range(s.jobs_per_gpu)]
     threads = str(max(1, thread_budget() // s.cpu_jobs))

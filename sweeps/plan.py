@@ -160,18 +160,15 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
 
 def plan_processes(spec, executor: str, device: str, runs: int) -> int:
     """How many processes a launch with `executor` starts to train the spec's `runs` (each imports the trainer once, a
-    start-up the plan prices): on SLURM a job a run; a local launch's workers, one a slot (`sweeps.machine.local_slots`:
-    executor.local.jobs_per_gpu a GPU, at least one GPU for a plan priced on a GPU; cpu_jobs on a CPU), no more than
-    the runs. (A worker that dies is replaced, and a requeued SLURM job starts again: not counted.)"""
+    start-up the plan prices): on SLURM a job a run; a local launch's workers, one a slot of `device`
+    (`sweeps.machine.local_slots`, as the launch starts them: executor.local.jobs_per_gpu a GPU, at least one GPU for a
+    plan priced on a GPU; cpu_jobs on a CPU), no more than the runs. (A worker that dies is replaced, and a requeued
+    SLURM job starts again: not counted.)"""
     if executor == "slurm":
         return runs
-    if device == "gpu":
-        from sweeps.machine import local_gpus
+    from sweeps.machine import local_slots
 
-        slots = max(1, len(local_gpus(spec))) * spec.local.jobs_per_gpu
-    else:
-        slots = spec.local.cpu_jobs
-    return max(1, min(runs, slots))
+    return max(1, min(runs, len(local_slots(spec, device))))
 
 
 def launch_prices(spec, executor: str, runs: list | None = None) -> dict:

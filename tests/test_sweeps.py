@@ -3356,6 +3356,27 @@ def test_cpu_slots_split_the_launchs_thread_budget(tmp_path, monkeypatch):
         assert local_slots(load(tmp_path))[0]["OMP_NUM_THREADS"] == str(max(1, usable_cpus() // 2))
 
 
+# (CUDA_VISIBLE_DEVICES: this machine's GPUs, as a launch counts them; the plan's device; its slots: 2 a GPU, 3 a CPU)
+@pytest.mark.parametrize("gpus, device, slots", [("", "cpu", 3), ("0,1", "gpu", 4), ("0,1", "cpu", 3), ("", "gpu", 2)])
+def test_a_plan_counts_the_workers_a_local_launch_starts(tmp_path, monkeypatch, gpus, device, slots):
+    """The plan counted a local launch's workers (each imports the trainer once, a start-up it prices) by a rule of
+    its own beside the launch's slots: the count is the launch's, `local_slots` on the plan's device, no more than the
+    runs; on a machine with no GPU, a plan priced on a GPU (`--device gpu`) counts one GPU's."""
+    from sweeps.machine import local_slots
+    from sweeps.plan import plan_processes
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+    spec = load(tmp_path, TINY.replace("cpu_jobs = 2", "cpu_jobs = 3\njobs_per_gpu = 2"))
+    assert len(local_slots(spec, device)) == slots
+    for runs in (1, slots - 1, slots, slots + 5):
+        assert plan_processes(spec, "local", device, runs) == min(runs, slots)
+    assert plan_processes(spec, "slurm", device, 7) == 7  # (a SLURM job a run)
+    launched = local_slots(spec)  # where a launch here trains: on its GPUs where it has any, else on its CPU
+    assert len(launched) == (4 if gpus else 3)
+    if bool(gpus) == (device == "gpu"):  # (the plan's device is the launch's: the very slots it starts)
+        assert launched == local_slots(spec, device)
+
+
 def test_a_launch_names_a_moved_corpus_as_the_runs_own(tmp_path, run_on_moved_corpus):
     """The spec's prepared data moved to another path: the relaunch was refused as "under other settings (data
     ... there, ... here)", as if the corpus had changed; it now says the data there are its runs' corpus, moved,
