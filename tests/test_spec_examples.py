@@ -1,0 +1,123 @@
+"""RECIPES.md's rules on small inputs whose results are worked out by hand from the spec's text (the
+derivation beside each): literal expected codes, scales and dequantised values, none produced by
+scaling.quant or a kernel. tests/reference_spec.py and tests/test_quant_presets.py re-derive the
+rules by program on large inputs; these pin the same rules to numbers a reader can check on paper.
+
+E2M1 levels: 0, 0.5, 1, 1.5, 2, 3, 4, 6 (ties to the even index: 0.25->0, 0.75->1, 1.25->1, 1.75->2,
+2.5->2, 3.5->4, 5->4). E1M2: 0, 0.25, ..., 1.75. E4M3 values in [2^e, 2^(e+1)) step 2^(e-3): [64, 128)
+by 8, [128, 256) by 16, [256, 448] by 32.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scaling.quant import QuantSpec, quantize
+from scaling.recipes import get_recipe
+
+NV = get_recipe("nvfp4").fprop_x  # NV E2M1 1x16, E4M3 block scale, FP32 tensor scale, RTNE
+UF = get_recipe("ufp4_no_rht").fprop_x  # uniform E1M2, same two-level scheme
+
+
+def _row(*head: float, n: int = 16) -> list[float]:
+    """A block of n: the given values, then zeros."""
+    return list(head) + [0.0] * (n - len(head))
+
+
+def _quantize(rows: list[list[float]], spec: QuantSpec, **kw):
+    return quantize(torch.tensor(rows, dtype=torch.float32), spec, **kw)
+
+
+# --- two-level scaling (NV, UFP4, INT4, cap 4, 16x16 tiles, 4/6) ------------------------------
+
+def test_nvfp4_two_level_scales_and_elements_by_hand():
+    """One row, two 1x16 blocks.
+    Tensor: amax 12, s_enc = 6 * 448 / 12 = 224.
+    Block A [12, -7, 2.9, 0.1]: s_b = E4M3((12 / 6) * 224) = 448; x * 224 / 448 = [6, -3.5, 1.45, 0.05]
+      -> [6, -4 (tie 3|4 -> 4), 1.5, 0]; dequantised q * 448 / 224 = [12, -8, 3, 0].
+    Block B [2.5, 1, -0.3]: s_b = E4M3((2.5 / 6) * 224 = 93.33) = 96 (88 | 96, nearer 96);
+      x * 224 / 96 = [5.83, 2.33, -0.7] -> [6, 2, -0.5]; dequantised q * 96 / 224 = [18/7, 6/7, -3/14]."""
+    q = _quantize([_row(12.0, -7.0, 2.9, 0.1) + _row(2.5, 1.0, -0.3)], NV)
+    assert q.tensor_scale.item() == 224.0
+    assert q.block_scale.tolist() == [[448.0, 96.0]]
+    assert q.values.tolist() == [_row(6.0, -4.0, 1.5, 0.0) + _row(6.0, 2.0, -0.5)]
+    want = _row(12.0, -8.0, 3.0, 0.0) + _row(18 / 7, 6 / 7, -3 / 14)
+    assert q.dequantize()[0].tolist() == pytest.approx(want, rel=1e-6, abs=0)
+
+
+def test_ufp4_two_level_scales_and_elements_by_hand():
+    """UFP4 (E1M2, amax -> 1.75), one row, two blocks.
+    Tensor: amax 3.5, s_enc = 1.75 * 448 / 3.5 = 224.
+    Block A [3.5, 1, -0.6, 0.2, 0.75]: s_b = E4M3((3.5 / 1.75) * 224) = 448; x / 2 = [1.75, 0.5, -0.3,
+      0.1, 0.375] -> [1.75, 0.5, -0.25, 0, 0.5 (tie 0.25|0.5 -> even index 2)].
+    Block B [0.9, 0.3]: s_b = E4M3((0.9 / 1.75) * 224 = 115.2) = 112 (112 | 120); x * 224 / 112 = [1.8,
+      0.6] -> [1.75 (saturated: the scale rounded down), 0.5]; dequantised q * 112 / 224 = [0.875, 0.25]."""
+    q = _quantize([_row(3.5, 1.0, -0.6, 0.2, 0.75) + _row(0.9, 0.3)], UF)
+    assert q.tensor_scale.item() == 224.0
+    assert q.block_scale.tolist() == [[448.0, 112.0]]
+    assert q.values.tolist() == [_row(1.75, 0.5, -0.25, 0.0, 0.5) + _row(1.75, 0.5)]
+    assert q.dequantize()[0].tolist() == _row(3.5, 1.0, -0.5, 0.0, 1.0) + _row(0.875, 0.25)
+
+
+def test_int4_is_e1m2_times_four():
+    """RECIPES.md: INT4 is E1M2 x 4, the same grid up to scale. Under the two-level scheme s_enc is 7 *
+    448 / amax = 4x E1M2's, s_b = E4M3((amax_b / 7) * s_enc) the same as E1M2's, so every element is
+    4x E1M2's (on the previous test's row: [7, 2, -1, 0, 2 | 7, 2]) and the dequantised values equal."""
+    x = [_row(3.5, 1.0, -0.6, 0.2, 0.75) + _row(0.9, 0.3)]
+    e1m2, int4 = _quantize(x, UF), _quantize(x, UF.but(elem="int4"))
+    assert int4.tensor_scale.item() == 896.0 and int4.block_scale.tolist() == [[448.0, 112.0]]
+    assert int4.values.tolist() == [_row(7.0, 2.0, -1.0, 0.0, 2.0) + _row(7.0, 2.0)]
+    assert torch.equal(int4.values, 4 * e1m2.values) and torch.equal(int4.dequantize(), e1m2.dequantize())
+
+
+def test_nvfp4_cap4_maps_the_amax_to_4_by_hand():
+    """nvfp4_cap4 ("the E2M1 grid capped at 4, amax maps to 4"): [8, 5, -3, 1.2, 7.9]: s_enc = 4 * 448 /
+    8 = 224, s_b = E4M3((8 / 4) * 224) = 448, x / 2 = [4, 2.5, -1.5, 0.6, 3.95] -> [4, 2 (tie 2|3), -1.5,
+    0.5, 4] (3.95 goes to 4, never 6: the grid stops at 4); dequantised x 2."""
+    q = _quantize([_row(8.0, 5.0, -3.0, 1.2, 7.9)], get_recipe("nvfp4_cap4").fprop_x)
+    assert q.tensor_scale.item() == 224.0 and q.block_scale.tolist() == [[448.0]]
+    assert q.values.tolist() == [_row(4.0, 2.0, -1.5, 0.5, 4.0)]
+    assert q.dequantize().tolist() == [_row(8.0, 4.0, -3.0, 1.0, 8.0)]
+
+
+def test_a_16x16_tile_has_one_scale_and_the_same_values_along_either_axis():
+    """nvfp4's W: one scale per 16x16 tile. A 16x32 W whose left tile has amax 6 and right tile amax
+    1.5: s_enc = 6 * 448 / 6 = 448; s_b = E4M3(1 * 448) = 448 and E4M3((1.5 / 6) * 448) = 112; factors 1
+    and 4. Left tile: W[i, j] = 0.25 (i + j) (i + j <= 24), so x * 1 -> 0.25 -> 0 (tie), 0.5, 0.75 -> 1,
+    1 ... 5.75 -> 6, 6; right tile: 1.5 at (0, 0) and 0.3 elsewhere on row 0, x * 4 = [6, 1.2 -> 1]. Along dim 0
+    (dgrad's K) the tiles and values are the same, transposed."""
+    w = torch.zeros(16, 32)
+    for i in range(16):
+        for j in range(16):
+            if i + j <= 24:
+                w[i, j] = 0.25 * (i + j)
+    w[0, 16], w[0, 17:] = 1.5, 0.3
+    spec = get_recipe("nvfp4").fprop_w
+    e2m1 = {0.0: 0.0, 0.25: 0.0, 0.5: 0.5, 0.75: 1.0, 1.0: 1.0, 1.25: 1.0, 1.5: 1.5, 1.75: 2.0, 2.0: 2.0,
+            2.25: 2.0, 2.5: 2.0, 2.75: 3.0, 3.0: 3.0, 3.25: 3.0, 3.5: 4.0, 3.75: 4.0, 4.0: 4.0, 4.25: 4.0,
+            4.5: 4.0, 4.75: 4.0, 5.0: 4.0, 5.25: 6.0, 5.5: 6.0, 5.75: 6.0, 6.0: 6.0}  # nearest; ties to the even index
+    want = torch.zeros(16, 32)
+    for i in range(16):
+        for j in range(16):
+            want[i, j] = e2m1[0.25 * (i + j)] if i + j <= 24 else 0.0
+    want[0, 16], want[0, 17:] = 6.0, 1.0
+    along_k = quantize(w, spec, dim=1)
+    along_out = quantize(w, spec, dim=0)
+    assert along_k.tensor_scale.item() == along_out.tensor_scale.item() == 448.0
+    assert along_k.block_scale.tolist() == [[448.0, 112.0]] and along_out.block_scale.tolist() == [[448.0], [112.0]]
+    assert torch.equal(along_k.values, want) and torch.equal(along_out.values, want.t())
+
+
+def test_four_over_six_keeps_the_lower_error_candidate_by_hand():
+    """4/6 (E4M3 bound 256): tensor amax 6, s_enc = 6 * 256 / 6 = 256. Per block the amax -> 6 candidate
+    has s_b = E4M3(256) = 256 (x * 1), the amax -> 4 one s_b = E4M3((6 / 4) * 256) = 384 (x * 2/3);
+    errors in s_enc units, (q s_b - 256 x)^2:
+      [6, 1]:   6 -> [6, 1] exact (0);        4 -> [4, 0.67 -> 0.5]: 0.5 * 384 - 256 = -64. Keeps 6.
+      [6, 3]:   6 -> [6, 3] exact;            4 -> [4, 2] exact (2 * 384 = 3 * 256). A tie keeps 6.
+      [6, 4.5]: 6 -> [6, 4 (tie 4|6)]: -128;  4 -> [4, 3] exact. Takes 4: s_b 384, dequantised exactly."""
+    q = _quantize([_row(6.0, 1.0), _row(6.0, 3.0), _row(6.0, 4.5)], get_recipe("nvfp4_4over6").fprop_x)
+    assert q.tensor_scale.item() == 256.0
+    assert q.block_scale.tolist() == [[256.0], [256.0], [384.0]]
+    assert q.values.tolist() == [_row(6.0, 1.0), _row(6.0, 3.0), _row(4.0, 3.0)]
+    assert q.dequantize().tolist() == [_row(6.0, 1.0), _row(6.0, 3.0), _row(6.0, 4.5)]
