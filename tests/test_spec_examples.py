@@ -121,3 +121,44 @@ def test_four_over_six_keeps_the_lower_error_candidate_by_hand():
     assert q.block_scale.tolist() == [[256.0], [256.0], [384.0]]
     assert q.values.tolist() == [_row(6.0, 1.0), _row(6.0, 3.0), _row(4.0, 3.0)]
     assert q.dequantize().tolist() == [_row(6.0, 1.0), _row(6.0, 3.0), _row(6.0, 4.5)]
+
+
+# --- MX (E8M0 floor scales) and FP8 per-tensor current scaling ---------------------------------
+
+def test_mxfp4_blocks_by_hand():
+    """mxfp4 (E8M0 X = 2^(floor(log2 amax) - 2), blocks of 32, x / X RTNE, saturating at 6):
+    [5, -2.5, 0.3]: floor(log2 5) = 2, X = 1 -> [4 (tie 4|6), -2 (tie 2|3), 0.5].
+    [0.3, 0.1, -0.02]: floor(log2 0.3) = -2, X = 2^-4; x / X = [4.8, 1.6, -0.32] -> [4, 1.5, -0.5];
+      dequantised [0.25, 0.09375, -0.03125].
+    [7.5, 7, 1]: floor(log2 7.5) = 2, X = 1; 7.5 and 7 saturate to 6 (amax / X in [4, 8) can clip)."""
+    q = _quantize([_row(5.0, -2.5, 0.3, n=32), _row(0.3, 0.1, -0.02, n=32), _row(7.5, 7.0, 1.0, n=32)],
+                  get_recipe("mxfp4").fprop_x)
+    assert q.tensor_scale.item() == 1.0 and q.block_scale.tolist() == [[1.0], [2.0 ** -4], [1.0]]
+    assert q.values.tolist() == [_row(4.0, -2.0, 0.5, n=32), _row(4.0, 1.5, -0.5, n=32), _row(6.0, 6.0, 1.0, n=32)]
+    assert q.dequantize()[1].tolist() == _row(0.25, 0.09375, -0.03125, n=32)
+
+
+def test_mxfp8_blocks_by_hand():
+    """mxfp8 (E4M3 elements, emax 8: X = 2^(floor(log2 amax) - 8)):
+    [300, 100, -500 -> amax 500]: floor(log2 500) = 8, X = 1: 300 -> 288 (288 | 320), 100 -> 96 (tie
+      96|104: even mantissa 1.100b), -500 -> -448 (saturated: E4M3's max).
+    [0.01, 0.003]: floor(log2 0.01) = -7, X = 2^-15: x / X = [327.68, 98.304] -> [320, 96];
+      dequantised [320, 96] * 2^-15."""
+    q = _quantize([_row(300.0, 100.0, -500.0, n=32), _row(0.01, 0.003, n=32)], get_recipe("mxfp8").fprop_x)
+    assert q.block_scale.tolist() == [[1.0], [2.0 ** -15]]
+    assert q.values.tolist() == [_row(288.0, 96.0, -448.0, n=32), _row(320.0, 96.0, n=32)]
+    assert q.dequantize()[1].tolist() == _row(320 * 2.0 ** -15, 96 * 2.0 ** -15, n=32)
+
+
+def test_fp8_per_tensor_current_scaling_by_hand():
+    """fp8 (TE Float8CurrentScaling): one FP32 scale s = fmax / amax(tensor), x * s rounded onto FP8.
+    X (E4M3): [2, -0.5, 0.3, 0.01] -> s = 448 / 2 = 224; x * s = [448, -112, 67.2, 2.24] -> [448, -112,
+      64 (64 | 72), 2.25 (step 0.25 in [2, 4))].
+    dY (E5M2, max 57344): [4, 1, 0.3] -> s = 14336; x * s = [57344, 14336, 4300.8] -> [57344, 14336,
+      4096 (4096 | 5120)]; dequantised 4096 / 14336 = 2/7."""
+    r = get_recipe("fp8")
+    q = _quantize([[2.0, -0.5, 0.3, 0.01]], r.fprop_x)
+    assert q.tensor_scale.item() == 224.0 and q.values.tolist() == [[448.0, -112.0, 64.0, 2.25]]
+    q = _quantize([[4.0, 1.0, 0.3]], r.dgrad_dy)
+    assert q.tensor_scale.item() == 14336.0 and q.values.tolist() == [[57344.0, 14336.0, 4096.0]]
+    assert q.dequantize()[0].tolist() == pytest.approx([4.0, 1.0, 2 / 7], rel=1e-7, abs=0)
