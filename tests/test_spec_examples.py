@@ -15,6 +15,7 @@ import torch
 
 from scaling.quant import QuantSpec, quantize
 from scaling.recipes import get_recipe
+from scaling.transforms import rotate
 
 NV = get_recipe("nvfp4").fprop_x  # NV E2M1 1x16, E4M3 block scale, FP32 tensor scale, RTNE
 UF = get_recipe("ufp4_no_rht").fprop_x  # uniform E1M2, same two-level scheme
@@ -162,3 +163,46 @@ def test_fp8_per_tensor_current_scaling_by_hand():
     q = _quantize([[4.0, 1.0, 0.3]], r.dgrad_dy)
     assert q.tensor_scale.item() == 14336.0 and q.values.tolist() == [[57344.0, 14336.0, 4096.0]]
     assert q.dequantize()[0].tolist() == pytest.approx([4.0, 1.0, 2 / 7], rel=1e-7, abs=0)
+
+
+# --- Hadamard transforms ------------------------------------------------------------------------
+
+ALT = [1.0, -1.0] * 8  # row 1 of the Sylvester H_16: H_2 = [[1, 1], [1, -1]], H_2n = [[H_n, H_n], [H_n, -H_n]]
+PAIRS = [1.0, 1.0, -1.0, -1.0] * 4  # row 2
+
+
+def _unit(i: int, n: int = 32) -> list[float]:
+    return [1.0 if j == i else 0.0 for j in range(n)]
+
+
+def test_hadamard16_of_unit_vectors_by_hand():
+    """H_16 (Sylvester, / sqrt(16) = / 4) on each contiguous group of 16 along K, x' = x H_16: the unit
+    vector e_i of a group gives row i of H_16 / 4 in that group and leaves the other group alone; the
+    all-ones group gives [4, 0, ..., 0]."""
+    x = torch.tensor([_unit(16), _unit(1), _unit(2), [1.0] * 16 + [0.0] * 16])
+    want = [[0.0] * 16 + [0.25] * 16, [v / 4 for v in ALT] + [0.0] * 16, [v / 4 for v in PAIRS] + [0.0] * 16,
+            [4.0] + [0.0] * 31]
+    assert rotate(x, 16, None).tolist() == want
+
+
+def test_random_hadamard_flips_the_inputs_before_mixing():
+    """RHT = H_16 . diag(s) on a group g (a column): H_16 (s * g). With s = [1, -1, 1, ..., 1] and g = e_0
+    + e_1: s * g = e_0 - e_1, so x' = (row 0 - row 1) / 4 = [0, 0.5, 0, 0.5, ...]. (Flipping the outputs
+    instead, s * (H_16 g), gives [0.5, 0, 0.5, 0, ...].)"""
+    s = torch.ones(16)
+    s[1] = -1.0
+    x = torch.tensor([[1.0, 1.0] + [0.0] * 14])
+    assert rotate(x, 16, s).tolist() == [[0.0, 0.5] * 8]
+
+
+def test_mxfp4_h16_quantizes_the_rotated_tokens_by_hand():
+    """mxfp4_h16's wgrad X, blocked along tokens (dim 0): a 32-token x 2-feature X with 16 at token 0
+    (feature 0) and 8 at token 17 (feature 1). Along tokens, feature 0 rotates to [4] * 16 + [0] * 16
+    (MX amax 4: X = 2^(2 - 2) = 1, values 4) and feature 1 to [0] * 16 + 2 * [1, -1, ...] (amax 2: X =
+    2^-1, values +-4). Undoing the rotation gives X back exactly."""
+    x = torch.zeros(32, 2)
+    x[0, 0], x[17, 1] = 16.0, 8.0
+    q = quantize(x, get_recipe("mxfp4_h16").wgrad_x, dim=0)
+    assert q.block_scale.tolist() == [[1.0], [0.5]]
+    assert q.values.tolist() == [[4.0] * 16 + [0.0] * 16, [0.0] * 16 + [4 * v for v in ALT]]
+    assert torch.equal(q.dequantize(), x)
