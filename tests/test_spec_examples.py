@@ -10,12 +10,15 @@ by 8, [128, 256) by 16, [256, 448] by 32.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from scaling.quant import QuantSpec, quantize
 from scaling.recipes import get_recipe
-from scaling.transforms import rotate
+from scaling.seeds import Seeds
+from scaling.transforms import rotate, signs_for
 
 NV = get_recipe("nvfp4").fprop_x  # NV E2M1 1x16, E4M3 block scale, FP32 tensor scale, RTNE
 UF = get_recipe("ufp4_no_rht").fprop_x  # uniform E1M2, same two-level scheme
@@ -206,3 +209,36 @@ def test_mxfp4_h16_quantizes_the_rotated_tokens_by_hand():
     assert q.block_scale.tolist() == [[1.0], [0.5]]
     assert q.values.tolist() == [[4.0] * 16 + [0.0] * 16, [0.0] * 16 + [4 * v for v in ALT]]
     assert torch.equal(q.dequantize(), x)
+
+
+# --- MS-EDEN (quartet2's backward) -------------------------------------------------------------
+
+def test_ms_eden_by_hand():
+    """quartet2's dY: RHT128, tensor scale 6 * 256 / amax, block scale E4M3_RTNE((amax_b / t) * s_enc) with
+    t = 6 / ((17/16) 0.93) = 6.0721, RTNE elements, then per 128-group c = sum x^2 / sum x q(x) times the
+    block scales, stochastically rounded onto E4M3. x = s * g with s the sign vector, so s * x = g and
+    the rotated row is g H_128 / sqrt(128): g = 7 e_0 + 3 e_1 gives [10, 4, 10, 4, ...] / sqrt(128), g =
+    2.9375 e_0 + 1.9375 e_1 gives [4.875, 1, ...] / sqrt(128). Let r = 1 / sqrt(128).
+    s_enc = 1536 / (10 r) = 153.6 sqrt(128).
+    Row 0: s_b = E4M3(10 r / t * s_enc = 1536 / t = 252.96) = 256; x s_enc / s_b = [6, 2.4] -> [6, 2];
+      c = (1536^2 + 614.4^2) / (1536 * 1536 + 614.4 * 512) = 41.76 / 40.8 = 1.02353; c s_b = 262.02,
+      between E4M3's 256 and 288: 288 with probability 6.02 / 32 = 0.1882.
+    Row 1: s_b = E4M3(4.875 / 10 * 252.96 = 123.32) = 120 (120 | 128); x s_enc / s_b = [6.24, 1.28] ->
+      [6 (saturated), 1.5]; in s_enc units x = [748.8, 153.6], q s_b = [720, 180]: c = 584294.4 / 566784
+      = 1.03089; c s_b = 123.71: 128 with probability 3.71 / 8 = 0.4634. (Without the headroom: s_b = 128,
+      elements [5.85, 1.2] -> [6, 1], c s_b = 125.75, 128 with probability 0.719.)"""
+    spec = get_recipe("quartet2").dgrad_dy
+    signs = signs_for(spec.signs, 128, 99)
+    g = torch.zeros(2, 128)
+    g[0, 0], g[0, 1], g[1, 0], g[1, 1] = 7.0, 3.0, 2.9375, 1.9375
+    x = g * signs
+    draws = [quantize(x, spec, seed=Seeds(rounding=r, signs=99)) for r in range(300)]
+    q = draws[0]
+    assert q.tensor_scale.item() == pytest.approx(153.6 * math.sqrt(128), rel=1e-6)
+    assert q.values.tolist() == [[6.0, 2.0] * 64, [6.0, 1.5] * 64]
+    scales = torch.stack([d.block_scale for d in draws])  # (300, 2 rows, 8 blocks)
+    assert set(scales[:, 0].unique().tolist()) == {256.0, 288.0} and set(scales[:, 1].unique().tolist()) == {120.0, 128.0}
+    for row, top, p in ((0, 288.0, 6.0235 / 32), (1, 128.0, 3.7071 / 8)):
+        up = (scales[:, row] == top).double().mean().item()
+        se = math.sqrt(p * (1 - p) / scales[:, row].numel())  # 2400 Bernoulli draws
+        assert abs(up - p) < 4.5 * se, (row, up, p)
