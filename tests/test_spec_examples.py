@@ -242,3 +242,43 @@ def test_ms_eden_by_hand():
         up = (scales[:, row] == top).double().mean().item()
         se = math.sqrt(p * (1 - p) / scales[:, row].numel())  # 2400 Bernoulli draws
         assert abs(up - p) < 4.5 * se, (row, up, p)
+
+
+# --- stochastic rounding -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("recipe, row, outcomes", [
+    # nvfp4's dY: amax 6 -> s_enc = 2688 / 6 = 448, s_b = E4M3(448) = 448: x * 1 lands as given.
+    # 1.2 in (1, 1.5): up with (1.2 - 1) / 0.5 = 0.4; -2.25 in (-3, -2): 0.25; 4.5 in (4, 6): 0.25; 5.9: 0.95.
+    ("nvfp4", [6.0, 1.2, -2.25, 4.5, 5.9, 0.5], {1: (1.0, 1.5, 0.4), 2: (-2.0, -3.0, 0.25), 3: (4.0, 6.0, 0.25),
+                                                 4: (4.0, 6.0, 0.95), 5: (0.5, 0.5, 0.0)}),
+    # ufp4_no_rht's dY (E1M2): amax 1.75 -> s_enc = 784 / 1.75 = 448, s_b = 448: x * 1.
+    # 0.3 in (0.25, 0.5): 0.2; -1.6 in (-1.75, -1.5): 0.4; 0.05 in (0, 0.25): 0.2.
+    ("ufp4_no_rht", [1.75, 0.3, -1.6, 0.05], {1: (0.25, 0.5, 0.2), 2: (-1.5, -1.75, 0.4), 3: (0.0, 0.25, 0.2)}),
+])
+def test_sr_goes_up_with_the_probability_of_the_distance(recipe, row, outcomes):
+    """SR picks the neighbour above with probability (|x| - lo) / (hi - lo), so E[q] = x: over 2048 rows of
+    the same block (independent draws: the stream is indexed by element), each element takes only its two
+    neighbours, the upper one in a fraction within 4.5 SE of that probability."""
+    spec = get_recipe(recipe).dgrad_dy
+    assert spec.rounding == "sr" and not spec.transform
+    n = 2048
+    q = _quantize([_row(*row)] * n, spec, seed=12345)
+    assert q.block_scale.unique().tolist() == [448.0] and q.tensor_scale.item() == 448.0
+    for i, (lo, hi, p) in outcomes.items():
+        got = q.values[:, i]
+        assert set(got.unique().tolist()) <= {lo, hi}, (i, got.unique())
+        up = (got == hi).double().mean().item() if hi != lo else 0.0
+        assert abs(up - p) <= 4.5 * math.sqrt(p * (1 - p) / n), (i, up, p)
+
+
+def test_sr_draws_follow_the_explicit_seed_alone():
+    """SR is a function of (input, seed): the same seed gives the same bits whatever torch's global RNG
+    holds, another seed other draws."""
+    spec = get_recipe("nvfp4").dgrad_dy
+    x = torch.tensor([_row(6.0, 1.2, -2.25, 4.5)] * 64)
+    torch.manual_seed(0)
+    a = quantize(x, spec, seed=7).values
+    torch.manual_seed(1)
+    torch.rand(100)
+    assert torch.equal(quantize(x, spec, seed=7).values, a)
+    assert not torch.equal(quantize(x, spec, seed=8).values, a)
