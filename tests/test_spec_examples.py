@@ -282,3 +282,19 @@ def test_sr_draws_follow_the_explicit_seed_alone():
     torch.rand(100)
     assert torch.equal(quantize(x, spec, seed=7).values, a)
     assert not torch.equal(quantize(x, spec, seed=8).values, a)
+
+
+# --- shrinkage bias (UFP4 paper) ------------------------------------------------------------------
+
+def test_shrinkage_theory_by_hand():
+    """(l_i - r_i) / 2 per level, l and r the half-widths of its RTNE bin (l = 0 at 0, r = 0 at the max).
+    E2M1 (0, 0.5, 1, 1.5, 2, 3, 4, 6): half-gaps 0.25 up to 2, 0.5 from 2 to 4, 1 from 4 to 6, so
+    0: -0.125; 0.5, 1, 1.5: 0; 2: (0.25 - 0.5) / 2 = -0.125; 3: 0; 4: (0.5 - 1) / 2 = -0.25; 6: +0.5.
+    Negative inside the grid exactly where the spacing grows, at 2 and 4: not at 1, where it does not
+    (0.5 on both sides), although RECIPES.md's text lists 1 too. E1M2 (uniform, step 0.25): 0 at every
+    level inside, -0.0625 at 0 and +0.0625 at the top."""
+    from scaling.diagnostics import level_error_theory
+    from scaling.format_tables import GRIDS
+
+    assert level_error_theory(GRIDS["e2m1"]) == [-0.125, 0.0, 0.0, 0.0, -0.125, 0.0, -0.25, 0.5]
+    assert level_error_theory(GRIDS["e1m2"]) == [-0.0625] + [0.0] * 6 + [0.0625]
