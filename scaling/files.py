@@ -177,19 +177,28 @@ RUN_PATHS = {"checkpoints": True, "lightning": True, "config.json": False, "reci
              "checkpoints/last.ckpt": False}
 
 
-def check_run_layout(run_dir: str | Path) -> None:
-    """UserError where one of the paths a run writes in run_dir is of the other kind (a file named checkpoints, a
-    folder named metrics.csv). Checked before anything in run_dir is read or changed: a file `checkpoints` read as no
-    checkpoint, and the run discarded its metrics.csv (`scaling.train.start_over`) and trained to its first
-    checkpoint before the write failed."""
-    from scaling.errors import UserError
-
+def run_layout_problem(run_dir: str | Path) -> str | None:
+    """What is wrong where one of the paths a run writes in run_dir is of the other kind (a file named checkpoints, a
+    folder named metrics.csv), and how to fix it; None where none is. `check_run_layout`'s message, and a row's
+    error in `scaling sweep status` (which read such a folder as a path error, or stopped on it)."""
     for name, folder in RUN_PATHS.items():
         path = Path(run_dir) / name
         if path.exists() and path.is_dir() != folder:
-            raise UserError(f"{path} is {'a folder' if path.is_dir() else 'a file'}, where this run keeps "
-                            f"{'a folder' if folder else 'a file'} of that name; move it away (mv {path} {path}.old), "
-                            "then run again")
+            return (f"{path} is {'a folder' if path.is_dir() else 'a file'}, where this run keeps "
+                    f"{'a folder' if folder else 'a file'} of that name; move it away (mv {path} {path}.old), "
+                    "then run again")
+    return None
+
+
+def check_run_layout(run_dir: str | Path) -> None:
+    """UserError where one of the paths a run writes in run_dir is of the other kind (`run_layout_problem`). Checked
+    before anything in run_dir is read or changed: a file `checkpoints` read as no checkpoint, and the run discarded
+    its metrics.csv (`scaling.train.start_over`) and trained to its first checkpoint before the write failed."""
+    from scaling.errors import UserError
+
+    problem = run_layout_problem(run_dir)
+    if problem:
+        raise UserError(problem)
 
 
 def checkpoint_problem(path: Path, contents: bool = False) -> str | None:

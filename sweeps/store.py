@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from scaling.console import count
 from scaling.files import (check_run_layout, checkpoint_of_another_run, checkpoint_path, checkpoint_problem,
-                           checkpoint_step, held, take_exclusive, write_atomic, write_json_atomic)
+                           checkpoint_step, held, run_layout_problem, take_exclusive, write_atomic, write_json_atomic)
 from sweeps.spec import GRID_FIELDS
 
 if TYPE_CHECKING:  # polars is imported where a table is made (status and locks need none)
@@ -526,6 +526,10 @@ def status(sweep_dir: Path) -> SweepStatus:
     launched = launching(sweep_dir)
     rows, results = [], {}
     for d in dirs:
+        problem = run_layout_problem(d)
+        if problem:  # (its records unread: a folder named result.json ended status in "cannot use ... Is a directory")
+            rows.append(wrong_layout_status(d, planned.get(d.name), problem))
+            continue
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
         results[d.name] = result or {}
         rows.append(run_status(d, queue, job, result, planned.get(d.name), now, launched))
@@ -613,6 +617,17 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
         lr_mult=_number(cfg.get("lr_mult", result.get("lr_mult"))) or 1.0, progress_kept=progress_kept,
     )  # fmt: skip
+
+
+def wrong_layout_status(run_dir: Path, planned: dict | None, problem: str) -> RunStatus:
+    """The `RunStatus` of a run folder holding one of the run's paths as the wrong kind (`run_layout_problem`, said in
+    `problem`): failed on that error, which train and a relaunch stop on until the path is moved away; its records
+    unread (they may be the wrong kind), its numbers its plan's."""
+    cfg = _config_of(planned)
+    return RunStatus(run_id=run_dir.name, family=cfg.get("family", ""), size=cfg.get("size", ""),
+                     recipe=recipe_label(str(cfg.get("recipe", ""))), tokens=_whole(cfg.get("tokens")) or 0,
+                     seed=_whole(cfg.get("seed")) or 0, state="failed", progress=None, val_loss=None, eta_s=None,
+                     job_id=None, error=problem, lr_mult=_number(cfg.get("lr_mult")) or 1.0)
 
 
 def _result_problem(run_dir: Path, result: dict | None) -> str | None:
@@ -992,6 +1007,7 @@ def collect_runs(sweep_dir: Path) -> Collected:
     records, recipe_files, points, waiting, recipe_keys = [], {}, {}, [], []
     recipe_dirs: dict[tuple[str, bytes | None], Path] = {}  # (name, recipe.toml) -> a run folder of it
     for d in sweep_run_dirs(sweep_dir, plan):
+        check_run_layout(d)  # (a folder named result.json: one line saying which and how to fix it, not a path error)
         r = read_json(d / "result.json")
         problem = _result_problem(d, r)  # (the judgement status makes of a failed run's record: one place)
         if problem:  # written atomically, so not by a crash: edited or damaged

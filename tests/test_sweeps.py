@@ -1654,6 +1654,37 @@ def test_status_and_collect_tables_show_an_lr_sweeps_lr_mult(tmp_path, capsys):
     assert [r["lr_mult"] for r in json.loads(capsys.readouterr().out)["runs"]] == [1.0, 4.0]
 
 
+@pytest.mark.parametrize("name, make", [("result.json", Path.mkdir), ("metrics.csv", Path.mkdir),
+                                        ("checkpoints", Path.touch), ("lock", Path.mkdir)])
+def test_status_and_collect_name_a_run_path_of_the_wrong_kind_and_its_fix(tmp_path, capsys, name, make):
+    """A run folder holding one of the run's paths as the wrong kind (a folder named result.json or metrics.csv, a
+    file named checkpoints): status stopped on it ("cannot use .../result.json (Is a directory); check the path"),
+    not showing the other runs, or read the run as done where train refuses it. Status lists that run as failed on
+    the error train stops on (the path and the `mv` that fixes it), the others as they are; collect refuses it in
+    those words."""
+    from sweeps.launch import pending
+    from sweeps.store import write_json
+
+    spec = load(tmp_path, overrides=("grid.seed=[0, 1]",))
+    sweep_dir = tmp_path / "sweep"
+    pending(spec, sweep_dir)
+    good, bad = (sweep_dir / c.run_id for c in spec.runs())
+    for d in (good, bad):
+        write_json(d / "result.json", {"run_id": d.name, "status": "completed", "recipe": "bf16", "val_loss": 5.25})
+    wrong = bad / name
+    if wrong.exists():
+        wrong.unlink()
+    make(wrong)
+    kind, wanted = ("a folder", "a file") if make is Path.mkdir else ("a file", "a folder")
+    said = f"{wrong} is {kind}, where this run keeps {wanted} of that name; move it away (mv {wrong} {wrong}.old)"
+    assert main(["sweep", "status", str(sweep_dir), "--runs"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"{good.name} .* done ", out) and re.search(rf"{bad.name} .* failed \(stopped on an error\)", out)
+    assert said in " ".join(out.split()), out
+    assert main(["sweep", "collect", str(sweep_dir)]) == 2
+    assert capsys.readouterr().err == f"error: {said}, then run again\n"
+
+
 def test_status_says_the_error_a_slurm_job_failed_on(tmp_path, monkeypatch, capsys):
     """A SLURM job that failed on a UserError (data its node cannot see) says it in one line in its log, but
     status said only "failed" and "`scaling sweep launch` again", which meets the same error. It names the error
