@@ -6,7 +6,7 @@ import json
 import math
 import sys
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 
 def count(n: int, noun: str) -> str:
@@ -46,6 +46,13 @@ def stamped(line: str, at_s: float) -> str:
     cluster's, a collaborator's) as written, no DST change repeats an hour in it, and the project's other times
     (bench rows' date, a report's 'built') are UTC; `date -u` gives the time now to compare."""
     return f"{time.strftime('%H:%M:%S', time.gmtime(at_s))}Z {line}"
+
+
+def notice(line: str, wall_clock: Callable[[], float] = time.time) -> None:
+    """A one-off notice on stderr ('resuming from the checkpoint ... at step 120 of 915'): where stderr is not a
+    terminal (a log, a pipe: a sweep's train.log) led by the UTC time it was written (`stamped`, from `wall_clock`),
+    as the progress lines there are, so a log shows when a relaunch began; as it is on a terminal."""
+    print(line if sys.stderr.isatty() else stamped(line, wall_clock()), file=sys.stderr, flush=True)
 
 
 def share_done(done: float, total: float) -> str:

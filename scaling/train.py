@@ -26,7 +26,6 @@ import os
 import platform
 import shutil
 import signal
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -41,6 +40,7 @@ import scaling
 from models import build_model
 from scaling import hyperparams, kernels, optim, signals
 from scaling.compiling import begin_micro_batch, compile_model, zero_grads
+from scaling.console import notice
 from scaling.config import RunConfig, differences, evaluates_after, evaluation_count
 from scaling.errors import UserError
 from scaling.files import (CHECKPOINT_RUN_KEY, atomic_path, check_run_layout, checkpoint_of_another_run,
@@ -299,8 +299,7 @@ class LanguageModel(L.LightningModule):
                             f"{code}, or move the checkpoint away (mv {path} {path}.old) to train the run from the start")
         self.running_min, self.spike_count = checkpoint["divergence"]
         # (in place of Lightning's two lines for it, LIGHTNING_NOISE, which said neither the step nor of how many)
-        print(f"resuming from the checkpoint {self.trainer.ckpt_path} at step {checkpoint['global_step']} of {self.steps}",
-              file=sys.stderr, flush=True)
+        notice(f"resuming from the checkpoint {self.trainer.ckpt_path} at step {checkpoint['global_step']} of {self.steps}")
 
 
 def commits_of(processes: list[dict]) -> list[str | None]:
@@ -389,7 +388,7 @@ class RunDirectory(L.Callback):
             note = first_step_note(time.perf_counter() - self._t0, module.device.type == "cuda",
                                    module.recipe.is_quantized)
             if note:
-                print(note, file=sys.stderr, flush=True)
+                notice(note)
         self.first_step = False
         self.train_losses.append(float(outputs["loss"]))
         if module.diverged:
@@ -747,9 +746,9 @@ def train(config: RunConfig, run_dir: str | Path, progress: bool = True) -> dict
                      cpu_compile_note(config.compile, torch.cuda.is_available()),
                      *kernels.reference_notes(module.recipe, "cuda" if torch.cuda.is_available() else "cpu")):
             if note:
-                print(note, file=sys.stderr, flush=True)
+                notice(note)
         if over:  # (where a resume's line comes: `LanguageModel.on_load_checkpoint`)
-            print(over, file=sys.stderr, flush=True)
+            notice(over)
         run = RunDirectory(run_dir, config, scored, started=wall_start)
         from lightning.fabric.plugins.environments import LightningEnvironment
         from lightning.pytorch.loggers import CSVLogger

@@ -685,6 +685,20 @@ def test_a_progress_lines_time_is_utc_whatever_the_machines_zone(monkeypatch):
         time.tzset()  # (this process's other tests in its own zone again)
 
 
+def test_a_notice_in_a_log_leads_with_its_utc_time_as_the_progress_lines_do(capsys, monkeypatch):
+    """`scaling train`'s one-off notices ('resuming from the checkpoint ... at step N of M', 'starting over from step
+    0 ...') carried no time in a sweep's train.log, beside progress lines that do: a log did not show when a relaunch
+    began. Where stderr is not a terminal they are stamped as those lines are; on a terminal, as they are."""
+    from scaling.console import notice
+
+    line = "resuming from the checkpoint runs/x/checkpoints/last.ckpt at step 120 of 915"
+    notice(line, wall_clock=lambda: 8045.0)
+    assert capsys.readouterr().err == f"02:14:05Z {line}\n"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    notice(line, wall_clock=lambda: 8045.0)
+    assert capsys.readouterr().err == f"{line}\n"
+
+
 def test_the_bar_counts_the_runs_steps():
     """Lightning's bar read '31/--' with no ETA: the batches come from an iterable with no length."""
     from types import SimpleNamespace
@@ -1340,7 +1354,9 @@ def test_a_relaunch_over_a_run_killed_before_its_first_checkpoint_says_it_starts
     assert main(["train", "--config", str(cfg), "--out", str(run_dir), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert seen == dict(metrics=False, state="running", progress=None, val_loss=None, tokens_at_start=0)
-    said = [line for line in err.splitlines() if "from step 0" in line]
+    lines = [line for line in err.splitlines() if "from step 0" in line]
+    assert all(re.match(r"\d\d:\d\d:\d\dZ ", line) for line in lines), err  # (a log's notice: stamped)
+    said = [line[len("02:14:05Z "):] for line in lines]
     assert said == [f"starting over from step 0 of 40: {run_dir} holds this run but no checkpoint of it (a process "
                     f"stopped before its first one, or it was moved away); its metrics.csv's evaluations, "
                     f"{len(rows)} up to step {rows[-1]['step']}, are discarded"], err

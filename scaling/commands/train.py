@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scaling.console import notice
 from scaling.files import RUN_PATHS
 
 if TYPE_CHECKING:  # torch is imported when a run starts, not when the CLI parses
@@ -80,7 +81,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def run(args: argparse.Namespace) -> int:
     import signal
-    import sys
 
     from scaling import signals
 
@@ -103,15 +103,15 @@ def run(args: argparse.Namespace) -> int:
         if result is None:
             result = _train_locked(config, run_dir, not args.no_progress)
         else:  # (the same table as a run just trained: without this line it read as one)
-            print(finished_note(run_dir, result), file=sys.stderr)
+            notice(finished_note(run_dir, result))
     except Preempted as e:
         if e.signum == signal.SIGINT:
-            print(f"interrupted: {e}; resume with the same command", file=sys.stderr)
+            notice(f"interrupted: {e}; resume with the same command")
             # another Ctrl-C while the process exits (torch's teardown takes a moment): stop at once,
             # not with a KeyboardInterrupt's traceback from an exit handler
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             return 130
-        print(f"preempted: {e}; resume with the same command", file=sys.stderr)
+        notice(f"preempted: {e}; resume with the same command")
         return PREEMPTED_EXIT_CODE
     if args.json:
         print_json(result)
