@@ -831,6 +831,21 @@ def test_calibration_shared_writes_its_key_and_keeps_the_files_others(tmp_path, 
     assert main(["bench", "targets", "--out", str(out)]) == 0  # (the file is still a benchmark JSON)
 
 
+def test_benchs_progress_is_on_stderr_with_json_too(tmp_path, monkeypatch, capsys):
+    """bench's progress went to stdout, into the tables' stream, and with --json was dropped: `bench calibration
+    --json` (~14 minutes) said nothing until its JSON. It is on stderr (here one tiny case, for real), each case's
+    line as it ends; stdout holds the JSON alone."""
+    import fits.calibration
+    from scaling.cli import main
+
+    monkeypatch.setattr(fits.calibration, "CASES", (("3x3", "normal", "constant"),))
+    out = tmp_path / "fits.json"
+    assert main(["bench", "calibration", "--sweeps", "2", "--bootstrap", "0", "--out", str(out), "--json"]) == 0
+    printed, said = capsys.readouterr()
+    assert json.loads(printed)["calibration"][0]["grid"] == "3x3"
+    assert said.startswith("calibration of the kappa = 0 test, 2 synthetic sweeps per case") and "3x3 normal" in said
+
+
 def test_calibration_noise_dist_runs_only_its_cases_and_keeps_the_others_rows(tmp_path, monkeypatch, capsys):
     """`bench calibration [--shared] --noise-dist t3` runs only the cases under t3 noise (here one tiny case of each
     calibration, for real) and merges their rows by key: the file's normal rows are kept, not rerun. Adding the

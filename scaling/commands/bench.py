@@ -5,6 +5,7 @@ under reports/bench/ (stages: for a profiler, no rows);
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from scaling import same_cpu_machine
@@ -266,9 +267,8 @@ def run(args: argparse.Namespace) -> int:
         current = _current(args.out) if args.out else {}
     result: dict = {**_file_keys(), **current}
 
-    def progress(line: str) -> None:
-        if not args.json:
-            print(line, flush=True)
+    def progress(line: str) -> None:  # (stderr: stdout is the tables', or with --json the JSON's alone)
+        print(line, file=sys.stderr, flush=True)
 
     _same_machine(result, _headers(wanted), args.out)  # (before any section runs: a refusal costs nothing)
     fresh: dict = {}  # what this call measures, merged into the file as it is when saved (`_save`)
