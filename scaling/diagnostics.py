@@ -240,7 +240,9 @@ def synthetic_tensor(kind: str, rows: int, cols: int, seed: int) -> torch.Tensor
     if kind == "gaussian":
         return normal(rows, cols)
     if kind == "laplace":
-        u = torch.rand(rows, cols, generator=g) - 0.5
+        # u in (-0.5, 0.5): torch.rand can return 0, whose u = -0.5 made an inf (one in ~2^24 values: a 4096 x 2048
+        # tensor held one, and diagnose refused its own tensor); the next float32 up gives a finite far-tail value
+        u = (torch.rand(rows, cols, generator=g) - 0.5).clamp_min(-0.5 + 2**-25)
         return -torch.sign(u) * torch.log1p(-2 * u.abs()) / math.sqrt(2)
     if kind == "student_t3":
         chi2 = (normal(3, rows, cols) ** 2).sum(0)

@@ -411,3 +411,11 @@ def test_element_grid_claims_are_checked_on_every_format_of_that_grid_by_its_spe
         assert four_six["ci95"]["4"][0] > 0 and four_six["holds"] is False
     assert dg.grid_scale(dg.FORMATS["int4"], "e1m2") == 4 and dg.grid_scale(dg.FORMATS["ufp4"], "e1m2") == 1
     assert dg.grid_scale(dg.FORMATS["nvfp4_cap4"], "e2m1") is None and dg.grid_scale(sr.spec, "e2m1") is None
+
+
+def test_the_synthetic_laplace_tensor_is_finite_where_a_uniform_draw_is_zero():
+    """torch.rand can return 0, which the Laplace inverse CDF turned into an inf: seed 0's 4096 x 2048 laplace tensor
+    held one, and `scaling diagnose --size 4096 2048` refused its own synthetic tensor as too large for h16."""
+    x = dg.synthetic_tensor("laplace", 4096, 2048, 0)
+    assert torch.isfinite(x).all()
+    assert x.abs().max() < 12  # (the clamped draw's value, -ln(2^-24)/sqrt(2) = 11.76, is the farthest tail)
