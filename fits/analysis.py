@@ -28,7 +28,7 @@ from fits.isoflop import isoflop_fit
 from fits.laws import IDX, LAWS, THETA, log_predict, to_params
 from fits.table import learning_rate_note, never_completed, read_file, read_table, set_aside_note
 from fits.threads import single_threaded_blas
-from scaling.console import count
+from scaling.console import count, stamped, time_left
 from scaling.errors import UserError
 
 REPLICATE_GRID_STARTS = 1  # grid starts per replicate, besides the full-data optimum (a guard against basin switches)
@@ -813,19 +813,26 @@ def size_notice(points: int) -> str | None:
 
 
 class BootstrapProgress:
-    """Bootstrap progress on stderr, as `analyse(progress=)` reports it: one updating line on a
-    terminal, a line per tenth of the way in a log. One per fit (it remembers the last tenth shown)."""
+    """Bootstrap progress on stderr, as `analyse(progress=)` reports it: 'bootstrap 120/400; 38 s left' (replicates
+    cost about the same each, so the time left is the pace so far), one updating line on a terminal, a line per tenth
+    of the way in a log, led there by its UTC time (`scaling.console.stamped`) as train's lines are. One per fit (it
+    remembers the last tenth shown, and the pace from its first call)."""
 
-    def __init__(self, indent: str = "") -> None:
-        self.indent, self.shown = indent, -1
+    def __init__(self, indent: str = "", clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.indent, self.shown, self.clock, self.wall_clock = indent, -1, clock, wall_clock
+        self.origin: tuple[int, float] | None = None  # (replicates done, clock) at the first call: the pace's start
 
     def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        self.origin = self.origin or (done, now)
+        left = time_left(done - self.origin[0], total - done, now - self.origin[1]) if done < total else ""
+        line = f"{self.indent}bootstrap {done}/{total}{left}"
         if sys.stderr.isatty():
-            print(f"\r{self.indent}bootstrap {done}/{total}", end="\n" if done == total else "", file=sys.stderr,
-                  flush=True)
+            print(f"\r{line}\x1b[K", end="\n" if done == total else "", file=sys.stderr, flush=True)
         elif done * 10 // total > self.shown:
             self.shown = done * 10 // total
-            print(f"{self.indent}bootstrap {done}/{total}", file=sys.stderr, flush=True)
+            print(stamped(line, self.wall_clock()), file=sys.stderr, flush=True)
 
 
 def analyse(table: pl.DataFrame | str | Path, law: str = "chinchilla", baseline: str = "bf16", bootstrap: int = 1000,

@@ -1553,3 +1553,19 @@ def test_paired_synthetic_noise_is_shared_by_twins_and_says_so():
     noise = np.log(table["loss"].to_numpy() / truth["loss"].to_numpy()).reshape(2, -1)
     assert np.corrcoef(noise)[0, 1] == pytest.approx(PAIRED_SHARE, abs=0.1) and noise.std() == pytest.approx(0.005, rel=0.3)
     assert (table["seed"] == 0).all() and "seed" not in synthetic_table(noise_dist="t3").columns
+
+
+def test_the_bootstrap_progress_says_the_time_left_and_in_a_log_its_utc_time(capsys):
+    """'bootstrap 25/400' said how far, not how long: a 1,000-replicate fit on a large sweep runs minutes. The pace
+    so far gives the time left (replicates cost about the same each), and in a log each line leads with its UTC time,
+    as train's do."""
+    from fits.analysis import BootstrapProgress
+
+    ticks = iter([100.0, 110.0, 140.0])  # monotonic seconds at each call
+    progress = BootstrapProgress("  ", clock=lambda: next(ticks), wall_clock=lambda: 8045.0)
+    progress(1, 10)  # the first call sets the pace's origin: nothing to tell yet
+    progress(2, 10)  # 1 replicate in 10 s since the first, 8 to go
+    progress(10, 10)
+    lines = capsys.readouterr().err.splitlines()  # (pytest's stderr is no terminal: a log's lines)
+    assert lines == ["02:14:05Z   bootstrap 1/10", "02:14:05Z   bootstrap 2/10; 1m20s left",
+                     "02:14:05Z   bootstrap 10/10"], lines
