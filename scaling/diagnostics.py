@@ -12,13 +12,14 @@ claims are checked on these, each over several seeds and judged against its spre
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 import torch
 
-from scaling.console import NOT_MEASURED, WITHIN_NOISE, yes_no
+from scaling.console import NOT_MEASURED, WITHIN_NOISE, time_left, yes_no
 from scaling.errors import UserError, did_you_mean
 from scaling.formats import GRIDS, Grid
 from scaling.quant import QuantSpec, expand_blocks, quantize, to_blocks
@@ -502,9 +503,11 @@ def _run(formats: dict[str, Format], transforms: list[str], tensors: Mapping[str
     # a row no seed draws (a user tensor under a spec without random signs or SR) is the same under every seed
     drawn = [k for k in reads if k[0] == "gemm" or synthetic or specs[k[2:]].needs_seed]
     seeds_rows = [rows]
-    for s in seeds[1:]:
-        if drawn:
-            say(f"seed {s}: the claims' {len(drawn)} measurements")
+    started = time.monotonic()
+    for i, s in enumerate(seeds[1:], start=1):
+        if drawn:  # (each seed's measurements cost about the same: the pace so far gives the time left)
+            left = time_left(i - 1, len(seeds) - i, time.monotonic() - started)
+            say(f"seed {s} ({i + 1} of {len(seeds)}): the claims' {len(drawn)} measurements{left}")
         seeds_rows.append({**rows, **_measure(drawn, synthetic_tensors(size, s) if synthetic else tensors,
                                               gemm_operands(s) if gemm else {}, specs, s, lambda _msg: None)})
 

@@ -419,3 +419,11 @@ def test_the_synthetic_laplace_tensor_is_finite_where_a_uniform_draw_is_zero():
     x = dg.synthetic_tensor("laplace", 4096, 2048, 0)
     assert torch.isfinite(x).all()
     assert x.abs().max() < 12  # (the clamped draw's value, -ln(2^-24)/sqrt(2) = 11.76, is the farthest tail)
+
+
+def test_diagnoses_seed_lines_say_how_far_of_how_many():
+    """'seed 57: the claims' 26 measurements' said which seed, not of how many (--seeds takes up to 1000)."""
+    said = []
+    dg.run_diagnostics(formats=("nvfp4",), transforms=("none",), size=(16, 64), gemm=False, seeds=3, progress=said.append)
+    seeds = [line for line in said if line.startswith("seed ")]
+    assert [line.split(":")[0] for line in seeds] == ["seed 1 (2 of 3)", "seed 2 (3 of 3)"], said
