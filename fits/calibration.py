@@ -18,11 +18,13 @@ intervals; the test needs none), under normal or heavy-tailed (t3, laplace) nois
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import polars as pl
 
 from fits.synthetic import reference_points, synthetic_table, true_penalty, true_ratio_per_decade
-from scaling.console import count
+from scaling.console import count, time_left
 
 GRIDS = {  # name -> (model sizes, tokens per parameter)
     "3x3": (np.geomspace(2e7, 2e8, 3), (10, 20, 40)),
@@ -128,7 +130,7 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
     from fits.fit import parallel_map
     from fits.threads import single_threaded_blas
 
-    rows = []
+    rows, cases, started = [], list(cases), time.monotonic()
     for grid, dist, truth in cases:
         items = [(grid, dist, truth, seed + i) for i in range(sweeps)]
         with single_threaded_blas():
@@ -148,9 +150,10 @@ def calibrate(sweeps: int = 40, noise: float = 0.005, law: str = "chinchilla", c
         if on_row:
             on_row(rows)
         if progress:
-            progress(f"  {grid} {dist:<7} {truth:<8}: rejected {row['reject_5pct']:.0%} at 5%, "
-                     f"{row['reject_1pct']:.0%} at 1% of {count(sweeps, 'sweep')}; mean statistic "
-                     f"{row['mean_stat'] or float('nan'):.2f}{_coverage_words(row)}")
+            progress(f"  {case_done(len(rows), len(cases))} {grid} {dist:<7} {truth:<8}: rejected "
+                     f"{row['reject_5pct']:.0%} at 5%, {row['reject_1pct']:.0%} at 1% of {count(sweeps, 'sweep')}; "
+                     f"mean statistic {row['mean_stat'] or float('nan'):.2f}{_coverage_words(row)}"
+                     f"{_left(len(rows), len(cases), started)}")
     return rows
 
 
@@ -289,8 +292,8 @@ def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.00
     from fits.fit import parallel_map
     from fits.threads import single_threaded_blas
 
-    rows = []
-    for grid, dist, law, truth in SHARED_CASES if cases is None else cases:
+    rows, cases, started = [], list(SHARED_CASES if cases is None else cases), time.monotonic()
+    for grid, dist, law, truth in cases:
         items = [(grid, dist, law, truth, seed + i) for i in range(sweeps)]
         with single_threaded_blas():
             out = parallel_map(_one_shared_sweep, (noise, bootstrap), items, workers)
@@ -299,11 +302,22 @@ def calibrate_shared(sweeps: int = 40, bootstrap: int = 100, noise: float = 0.00
         if on_row:
             on_row(rows)
         if progress:
-            progress(f"  {grid} {dist:<7} {law:<10} {truth:<6}: " + ", ".join(
+            progress(f"  {case_done(len(rows), len(cases))} {grid} {dist:<7} {law:<10} {truth:<6}: " + ", ".join(
                 f"{k} {_percent(row[k])}" for k in ("false_rate", "false_rate_raw", "power", "power_raw",
                                                     "sharing_rejected", "coverage_effN", "coverage_effD"))
-                + f" of {count(sweeps, 'sweep')} ({count(row['unchecked'], 'check')} unchecked)")
+                + f" of {count(sweeps, 'sweep')} ({count(row['unchecked'], 'check')} unchecked)"
+                + _left(len(rows), len(cases), started))
     return rows
+
+
+def case_done(done: int, total: int) -> str:
+    """'[3/8]': a calibration's progress line's place (a case takes minutes; the line ends with the time left, `_left`)."""
+    return f"[{done}/{total}]"
+
+
+def _left(done: int, total: int, started: float) -> str:
+    """'; 5m10s left' at the pace of the cases so far (`scaling.console.time_left`); '' after the last."""
+    return time_left(done, total - done, time.monotonic() - started) if done < total else ""
 
 
 def _percent(rate: float | None) -> str:

@@ -944,3 +944,15 @@ def test_calibration_counts_its_cases_and_sweeps_with_their_nouns(tmp_path, caps
     said = "".join(capsys.readouterr())  # (progress: stdout, or stderr under --json)
     assert "1 synthetic sweep per case, 2 bootstrap replicates each" in said and "1 case:" in said, said
     assert "of 1 sweep;" in said, said  # (the case's own line)
+
+
+def test_a_calibrations_case_lines_say_which_of_how_many_and_the_time_left():
+    """A calibration case takes minutes (8 cases, ~14 min by default), and its lines said neither which case of how
+    many nor how long the rest would take."""
+    from fits import calibration
+
+    said: list[str] = []
+    calibration.calibrate(sweeps=1, bootstrap=0, cases=[("3x3", "normal", "constant")] * 2, workers=1,
+                          progress=said.append)
+    assert [line.split()[0] for line in said] == ["[1/2]", "[2/2]"], said
+    assert said[0].endswith(" left") and "left" not in said[1], said
