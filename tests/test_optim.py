@@ -111,3 +111,27 @@ def test_batch_size_rule_grows_with_compute():
     assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
     # DeepSeek LLM eq. 1: about 0.33M tokens at C = 3e18
     assert hyperparams.batch_tokens(160e6, 3.125e9) == pytest.approx(0.292 * 3e18**0.3271)
+
+
+def test_the_documented_deepseek_batch_ratios_are_their_own_m_s():
+    """docs/training.md compares the batch rule's C = 6·N·D with DeepSeek's own C = M·D, M = 72·n_layer·d² +
+    12·n_layer·d·l_seq (arXiv 2401.02954, eq. 2; their Table 3's 6N₁/M = 0.43 at 8 x 512, l_seq 4096): 6·N plus
+    the attention term of flops_per_token_exact, the head left out (vocabulary 0). The docs gave the term as
+    6·depth·width·seq_len, half of theirs, and so B ratios of 1.07, 1.04 and 1.03 for 1.13, 1.08 and 1.05."""
+    import re
+    from pathlib import Path
+
+    from models import FAMILIES, model_size
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text().split())
+    quoted = re.search(r"their rule would give a B ([\d.]+)× this one's at 10M, ([\d.]+)× at 40M and ([\d.]+)× at "
+                       r"160M", text)
+    assert quoted, "docs/training.md's comparison with DeepSeek's own batch rule"
+    for size, ratio in zip(("10M", "40M", "160M"), quoted.groups()):
+        for family in FAMILIES:
+            s = model_size(family, size)
+            deepseek_m = s.flops_per_token_exact(0, s.seq_len)
+            tokens = 20 * s.n_params
+            assert f"{hyperparams.batch_tokens(deepseek_m / 6, tokens) / hyperparams.batch_tokens(s.n_params, tokens):.2f}" \
+                == ratio, (family, size)
+    assert "M its non-embedding FLOPs per token with the attention scores, 6·N + 12·depth·width·seq_len here" in text
