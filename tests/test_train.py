@@ -1449,3 +1449,14 @@ def test_the_cut_back_to_the_checkpoint_keeps_the_other_rows_bytes_and_drops_a_r
     assert logs[1].read_bytes() == (lightning_header + "".join(lightning_row(s) for s in range(10, 20))).encode()
     assert logs[2].read_bytes() == b"\xff\xfe not text"
     assert sorted(p.name for p in (run_dir / "lightning" / "version_1").iterdir()) == ["metrics.csv"]  # (no temp left)
+
+
+def test_the_documented_peaks_are_the_table_s():
+    """docs/training.md's MFU paragraph names every card of PEAK_BF16_FLOPS with its peak: it left out the
+    GH200 (989e12) and the L40S (362e12), whose runs' MFU divided by them."""
+    from scaling.train import PEAK_BF16_FLOPS
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text().split())
+    paragraph = text.split("**MFU** =", 1)[1].split("`null` on a CPU", 1)[0]
+    for card, peak in PEAK_BF16_FLOPS.items():
+        assert re.search(rf"\b{card}\b", paragraph) and f"{peak / 1e12:g}e12" in paragraph, card
