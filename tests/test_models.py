@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from models import FAMILIES, SIZES, build_model, ladder
+from models import FAMILIES, SIZES, build_model, ladder, model_size
 from models.ladder import MICRO
 from scaling.cli import main
 from scaling.errors import UserError
@@ -195,24 +195,33 @@ def test_flops_per_token():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_exact_flops_are_the_ones_torch_counts_in_a_training_step(family):
+@pytest.mark.parametrize("size, seq_len", [("1M", 64), ("1M", 128), ("4M", 32)])
+def test_exact_flops_are_the_ones_torch_counts_in_a_training_step(family, size, seq_len):
     """flops_per_token_exact against torch's FlopCounterMode over one forward and backward, with
-    attention through SDPA's math backend (its CPU kernel is not counted): nanochat's is the count
-    to the FLOP; llama2's counts 6 more per RMSNorm gain, which N holds as if they were matmul
-    weights (the docs said norms were not counted)."""
+    attention through SDPA's math backend (its CPU kernel is not counted), at two shapes and two
+    seq_lens (attention's term grows with it): nanochat's is the count to the FLOP; llama2's counts
+    6 more per RMSNorm gain, which N holds as if they were matmul weights (the docs said norms were
+    not counted). The forward alone is a third of it (sweeps.cost.FORWARD_SHARE, an evaluation's)."""
     import importlib
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    vocab, seq_len = 512, 64
-    model = build_model(family, "1M", vocab_size=vocab, seq_len=seq_len)
-    s = ladder(family)[1]
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        model(torch.randint(0, vocab, (1, seq_len))).float().sum().backward()  # (logits: the head's matmul)
+    from sweeps.cost import FORWARD_SHARE
+
+    vocab, s = 512, model_size(family, size)
+    model = build_model(family, size, vocab_size=vocab, seq_len=seq_len)
+    idx = torch.randint(0, vocab, (2, seq_len))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as forward:
+        logits = model(idx).float()  # (logits: the head's matmul; the CPU's fused loss hides its backward's)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as step:
+        model(idx).float().sum().backward()
     gains = sum(p.numel() for n, p in model.named_parameters() if "norm" in n)
     assert gains == (2 * s.depth + 1) * s.width if family == "llama2" else gains == 0
-    assert counter.get_total_flops() + 6 * gains * seq_len == s.flops_per_token_exact(vocab, seq_len) * seq_len
+    tokens = logits.shape[0] * logits.shape[1]
+    assert step.get_total_flops() + 6 * gains * tokens == s.flops_per_token_exact(vocab, seq_len) * tokens
+    exact_forward = FORWARD_SHARE * s.flops_per_token_exact(vocab, seq_len) * tokens
+    assert forward.get_total_flops() + 2 * gains * tokens == pytest.approx(exact_forward, rel=1e-12)
     ladder_doc = importlib.import_module("models.ladder").__doc__  # (models.ladder is the function)
     assert "norms and softmax are not counted" not in " ".join(ladder_doc.split())
 
