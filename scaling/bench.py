@@ -48,7 +48,8 @@ How each number is taken (docs/kernels.md, "Benchmarks", says more):
   324M; --batch), as many per Muon + AdamW step as the trainer's batch rule gives a compute-optimal
   run (4 at 160M; --accumulate), the model
   compiled one block at a time (scaling.compiling);
-  MFU = (6N + attention) FLOPs per token (ModelSize.flops_per_token_exact) x tokens/s / peak.
+  MFU = 6·(N + V·width) + 12·depth·width·seq_len FLOPs per token (ModelSize.flops_per_token_exact,
+  V the vocabulary) x tokens/s / the GPU's dense BF16 peak (scaling.train.PEAK_BF16_FLOPS).
   startup_s: the wall seconds from the start of building the row's run to the end of its two warm-up steps
   (compilation, CUDA-graph recording), less two steady steps (`StepTimes`); import_s: a fresh process's start,
   imports of the trainer and CUDA's start-up (`import_seconds`, once a call). `sweep plan` prices both.
