@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import socket
 from pathlib import Path
 
 from scaling.config import RunConfig
@@ -30,9 +32,20 @@ def resolve_data_dir(config: RunConfig) -> Path:
     path = Path(config.data).expanduser()
     if not path.exists():  # (a typo of builtin, a path on another machine): not "prepare it there"
         raise UserError(f"data {config.data} does not exist; give builtin (the built-in corpus) or a folder "
-                        f"that `scaling data prepare SOURCES --out DIR` made")
+                        f"that `scaling data prepare SOURCES --out DIR` made{_on_this_node()}")
     data.read_meta(path)  # UserError when unprepared or damaged
     return path
+
+
+def _on_this_node() -> str:
+    """Where a SLURM job meets missing data, which node (a sweep's launch found the data on the login node: a
+    folder only it sees, such as its /tmp, is missing on the compute nodes); "" outside SLURM."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return ""
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return (f"; SLURM job {job} looked for it on node {node}: keep the data on a "
+            "filesystem that every compute node mounts at the same path")
 
 
 # What identifies a prepared corpus to a run: a data folder prepared again (other sources, another

@@ -862,6 +862,21 @@ def test_cli_user_errors_exit_2(args, message, tmp_path, capsys):
 
 
 
+def test_data_missing_in_a_slurm_job_names_the_node(tmp_path, monkeypatch, capsys):
+    """A sweep's launch finds its data on the login node; a job on a compute node that lacks the folder (the login
+    node's /tmp, a disk the nodes do not mount) said only "does not exist; give builtin", as for a typo, and status
+    repeated it. The job's line names the node it looked on and the way out."""
+    monkeypatch.setenv("SLURM_JOB_ID", "60")
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu17")
+    argv = ["train", "--family", "nanochat", "--size", "0.5M", "--recipe", "bf16", "--tokens", "10k",
+            "--data", str(tmp_path / "gone"), "--out", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: data {tmp_path / 'gone'} does not exist; give builtin") and err.count("\n") == 1, err
+    assert err.endswith("; SLURM job 60 looked for it on node gpu17: keep the data on a filesystem that every compute "
+                        "node mounts at the same path\n"), err
+
+
 def test_a_refused_run_leaves_no_empty_runs_folder(tmp_path, monkeypatch, capsys):
     """Without --out a run goes under runs/adhoc/: a refusal makes none of those folders stay behind,
     and a runs/ folder that was there already is kept."""
