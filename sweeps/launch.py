@@ -124,7 +124,17 @@ class RunJob(submitit.helpers.Checkpointable):
                     raise SystemExit(PREEMPTED_EXIT_CODE) from None
                 print(f"{e}", flush=True)
                 if slurm:  # a preemption, a time limit's USR1, `scontrol requeue`: submitit's requeue path
-                    _requeue_through_submitit(timed_out=cause == "timeout")
+                    try:
+                        _requeue_through_submitit(timed_out=cause == "timeout")
+                    except submitit.core.utils.UncompletedJobError as why:
+                        if "timed-out too many times" not in str(why):
+                            raise
+                        # max_timeouts spent: said in one line that `sweep status` repeats, where submitit logged two
+                        # tracebacks and status read the run as "killed, cancelled or crashed"
+                        print(f"error: the run met its time limit once more than executor.slurm.max_timeouts allows, so "
+                              f"its job is not requeued ({e}); give it a longer executor.slurm.time or a larger "
+                              "max_timeouts, and `scaling sweep launch` again resumes the run", file=sys.stderr, flush=True)
+                        raise SystemExit(PREEMPTED_EXIT_CODE) from None
                 raise
 
     def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:

@@ -216,6 +216,26 @@ def test_a_cancelled_job_stays_cancelled_and_a_relaunch_resumes_it(finished_swee
     assert "resuming from the checkpoint" in log, log
 
 
+def test_a_job_past_its_max_timeouts_says_so_in_one_line(tmp_path):
+    """A time limit met once more than max_timeouts allows (USR1 sent by hand, as SLURM sends it before the limit):
+    the job said nothing of it but submitit's two tracebacks, and `status` read the run as "killed, cancelled or
+    crashed". One line of the job's log says it, with the way out, and status repeats it."""
+    from sweeps.store import status
+
+    _, sweep_dir, run_dir, job_id = launch_to_first_checkpoint(tmp_path, "executor.slurm.max_timeouts=0")
+    assert subprocess.run(["scancel", "--signal=USR1", job_id]).returncode == 0
+    wait_for("the job to leave the queue", lambda: job_state(job_id) is None, sweep_dir, every=0.2)
+    log = job_log(sweep_dir, job_id)
+    assert "Traceback" not in log and "checkpoint saved at step" in log, log
+    (run,) = status(sweep_dir).runs
+    assert run.state == "failed" and not (run_dir / "result.json").exists()
+    assert run.error and run.error.startswith("the run met its time limit once more than executor.slurm.max_timeouts "
+                                              "allows, so its job is not requeued (received SIGUSR1; checkpoint saved "
+                                              "at step "), run.error
+    assert run.error.endswith("give it a longer executor.slurm.time or a larger max_timeouts, and `scaling sweep "
+                              "launch` again resumes the run"), run.error
+
+
 def _urgent_partition() -> bool:
     out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout.split()
     return "urgent" in out
