@@ -192,6 +192,21 @@ class QueuedJob:
 
     state: str
     reason: str | None = None
+    # where SLURM holds it until a set time (reason BeginTime: a requeued job waits ~2 minutes), that time (squeue's
+    # %S, seconds since the epoch); None otherwise (the start squeue gives a job waiting for Priority or Resources is
+    # the backfill scheduler's guess from the time limits of the jobs before it, not a time it is held to)
+    begins: float | None = None
+
+
+def _squeue_time(text: str) -> float | None:
+    """squeue's time ("2026-12-08T03:07:18", the controller's local time) in seconds since the epoch; None for
+    "N/A" and anything else."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
 
 
 def slurm_queue() -> dict[str, QueuedJob] | None:
@@ -201,15 +216,16 @@ def slurm_queue() -> dict[str, QueuedJob] | None:
         return None
     try:
         out = subprocess.run(
-            ["squeue", "--me", "-h", "-r", "-o", "%i|%T|%r"], capture_output=True, text=True, check=True, timeout=30
+            ["squeue", "--me", "-h", "-r", "-o", "%i|%T|%r|%S"], capture_output=True, text=True, check=True, timeout=30
         ).stdout
     except (subprocess.SubprocessError, OSError):
         return None
     queue = {}
     for line in out.splitlines():
-        job_id, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        job_id, state, reason, start = (line.split("|", 3) + ["", "", ""])[:4]
         if state:
-            queue[job_id] = QueuedJob(state, reason if state == "PENDING" and reason not in ("", "None") else None)
+            reason = reason if state == "PENDING" and reason not in ("", "None") else None
+            queue[job_id] = QueuedJob(state, reason, _squeue_time(start) if reason == "BeginTime" else None)
     return queue
 
 
@@ -217,6 +233,12 @@ def pending_reason(job: dict | None, queue: dict[str, QueuedJob] | None) -> str 
     """squeue's reason a queued run's job waits ("Priority", "Resources", "PartitionConfig", ...)."""
     queued = (queue or {}).get((job or {}).get("job_id") or "")
     return queued.reason if queued is not None else None
+
+
+def held_until(job: dict | None, queue: dict[str, QueuedJob] | None) -> float | None:
+    """When SLURM lets a queued run's job start, where it holds it until then (`QueuedJob.begins`)."""
+    queued = (queue or {}).get((job or {}).get("job_id") or "")
+    return queued.begins if queued is not None else None
 
 
 def slurm_queue_for(run_dirs: list[Path]) -> dict[str, QueuedJob] | None:
@@ -451,6 +473,7 @@ class RunStatus:
     job_id: str | None
     resumable: bool = False  # failed with a sound checkpoint (killed, cancelled, crashed): a relaunch resumes it
     waiting: str | None = None  # a queued SLURM job's pending reason (squeue's %r)
+    begins: float | None = None  # when a queued SLURM job SLURM holds (BeginTime) may start (`QueuedJob.begins`)
     diverged_at_step: int | None = None  # a diverged run's step whose loss tripped the rule (result.json's)
     # a failed run's checkpoint that is damaged, and how (`checkpoint_problem`): a relaunch stops on it, as train
     # refuses to resume from it, until it is moved away
@@ -538,7 +561,7 @@ def status(sweep_dir: Path) -> SweepStatus:
     held = {r.misnamed for r in rows if r.misnamed}
     rows = [r for r in rows if not (r.state in ("missing", "waiting") and r.run_id in held)]
     counts = dict.fromkeys(STATES, 0) | state_counts(rows)
-    eta_s, method = _sweep_eta(rows, results, plan.get("prices") if isinstance(plan.get("prices"), dict) else None)
+    eta_s, method = _sweep_eta(rows, results, plan.get("prices") if isinstance(plan.get("prices"), dict) else None, now)
     if queue is None and counts["queued"]:  # (`run_state` trusted the job records: said, as the jobs may be long gone)
         method += ("; squeue could not be run here (no SLURM client, or its controller did not answer): runs with a "
                    "SLURM job and no result are counted queued")
@@ -614,6 +637,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
         error=job_error(job, d) if state == "failed" and not (ckpt_problem or other or result_problem) else None,
         resumable=state == "failed" and ckpt_problem is None and other is None and checkpoint_path(d).exists(),
         waiting=pending_reason(job, queue) if state == "queued" else None,
+        begins=held_until(job, queue) if state == "queued" else None,
         diverged_at_step=_whole(result.get("diverged_at_step")) if state == "diverged" else None,
         lr_mult=_number(cfg.get("lr_mult", result.get("lr_mult"))) or 1.0, progress_kept=progress_kept,
     )  # fmt: skip
@@ -776,7 +800,7 @@ def _waiting_note(rows: list[RunStatus]) -> str:
         return ""
     reasons: dict[str, int] = {}
     for r in rows:
-        if r.waiting:
+        if r.waiting and r.begins is None:  # (a job held until a set time: the ETA's line says until when)
             reasons[r.waiting] = reasons.get(r.waiting, 0) + 1
     if not reasons:
         return ""
@@ -862,7 +886,8 @@ def recipe_label(recipe: str, copy: Path | None = None) -> str:
     return recipe
 
 
-def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | None) -> tuple[float | None, str]:
+def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | None,
+               now: float | None = None) -> tuple[float | None, str]:
     """The seconds left until the sweep's runs are trained: each run's price in its plan (sweep.json's `prices`, the
     wall seconds of one of its launch's slots: `sweeps.plan.launch_prices`, the plan's steps, evaluations
     and start-up), less its progress, × what its recipe's finished runs took against their prices (`measured_ratios`:
@@ -870,7 +895,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | N
     (`RunStatus.eta_s`) where it has one; laid out as the launch takes them (`launch_order`, `makespan`) over its slots (a SLURM
     sweep's: its runs running now). `results`: each run's result.json by run id ({} where it has none), as status read
     them. Before, the FLOPs left at the FLOP/s of the finished (or running) runs: a run's evaluations and start-up,
-    which do not grow with its tokens, were left out, and the demo's ETA read 1m04s of a 4m12s sweep."""
+    which do not grow with its tokens, were left out, and the demo's ETA read 1m04s of a 4m12s sweep. A queued job that
+    SLURM holds until a set time (`RunStatus.begins`: a requeued job, ~2 minutes) ends no sooner than then plus its
+    time (`now`: the time status read the queue at); before, a run requeued at its time limit read as starting at once."""
     left = [r for r in rows if r.state in ("running", "queued", "waiting", "missing", "failed")]
     if not left:
         return 0.0, "nothing left"
@@ -912,8 +939,15 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | N
     to_start = {r.run_id: r for r in counted if r.state != "running"}  # (each priced: own_pace runs are running)
     eta = makespan([seconds_left(r) for r in counted if r.state == "running"],
                    [seconds_left(to_start[run_id]) for run_id in launch_order(to_start, priced)], slots)
+    now = time.time() if now is None else now
+    held = [r for r in to_start.values() if r.begins is not None and r.begins > now]
+    eta = max([eta] + [r.begins - now + seconds_left(r) for r in held])
     unseen = {r.recipe for r in counted if r not in own_pace} - set(ratios)
     how = _eta_method(prices, ratios, overall, unseen, slots, bool(own_pace)) + waits
+    if held:
+        at = time.strftime("%H:%M:%S", time.localtime(max(r.begins for r in held)))
+        how += (f"; {count(len(held), 'queued job')} held by SLURM until {at}{' at the latest' if len(held) > 1 else ''} "
+                "(BeginTime: a requeued job waits ~2 minutes), counted from then")
     idle_runs = " and ".join(count(n, f"{state} run") for state, n in idle.items() if n)
     if idle_runs:
         how += f"; not counting {idle_runs}, which only `scaling sweep launch` again trains"

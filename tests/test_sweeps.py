@@ -2707,6 +2707,28 @@ def test_status_reads_a_damaged_records_recipe_from_the_plan(tmp_path):
     assert [r.recipe for r in st.runs] == ["bf16", "bf16"] and st.runs[0].state == "failed"
 
 
+def test_eta_counts_a_requeued_job_from_the_time_slurm_holds_it_until():
+    """A job requeued at its time limit (or by `scontrol requeue`, a preemption) waits ~2 minutes in the queue
+    (BeginTime) before it starts again: the ETA read as if it started at once (0m58s, the job two minutes from its
+    start). It ends no sooner than that start plus its time, and the line says when SLURM lets it start."""
+    import time as clock
+
+    from sweeps.store import RunStatus, _sweep_eta
+
+    now = 1_000_000.0
+    held = RunStatus("held", "nanochat", "0.5M", "bf16", 4096, 0, "queued", 0.5, None, None, "7", waiting="BeginTime",
+                     begins=now + 100.0)  # fmt: skip
+    prices = {"executor": "slurm", "bench": "cpu.json", "slots": 4, "startup_unpriced": 0, "seconds": {"held": 60.0}}
+    eta, how = _sweep_eta([held], {}, prices, now)
+    assert eta == pytest.approx(100.0 + 30.0)  # (half of its 60 s left, from its start)
+    at = clock.strftime("%H:%M:%S", clock.localtime(now + 100.0))
+    assert how.endswith(f"; 1 queued job held by SLURM until {at} (BeginTime: a requeued job waits ~2 minutes), "
+                        "counted from then"), how
+    # once that time has passed it is any queued job: counted from now, and not said
+    eta, how = _sweep_eta([held], {}, prices, now + 200.0)
+    assert eta == pytest.approx(30.0) and "BeginTime" not in how
+
+
 def test_eta_prices_each_recipe_at_what_its_done_runs_took_against_their_plan_price():
     """A remaining run is priced at its plan price (sweep.json's `prices`, in a slot's seconds) × what its recipe's done
     runs took against theirs: an nvfp4 run at nvfp4's ratio, not at a mean dragged down by bf16's; a recipe with none

@@ -175,6 +175,12 @@ def test_requeued_job_resumes_with_the_same_result(finished_sweep, tmp_path):
     assert not (run_dir / "result.json").exists(), "the run ended before the requeue: make it longer"
     # SLURM holds a requeued job back ~2 minutes (BeginTime); let it start at once.
     wait_for("the job to be pending again", lambda: job_state(job_id) == "PENDING", sweep_dir, every=0.2)
+    # status reads when SLURM lets it start (squeue's %S), and its ETA counts from then
+    from sweeps.store import status
+
+    wait_for("squeue's BeginTime", lambda: status(sweep_dir).runs[0].begins is not None, sweep_dir, 20, 0.2)
+    st = status(sweep_dir)
+    assert st.runs[0].waiting == "BeginTime" and st.eta_s is not None and st.eta_s > st.runs[0].begins - time.time()
     # While it waits, a relaunch sees it queued and submits nothing.
     again = launch(spec, executor="slurm", sweep_dir=sweep_dir, progress=False)
     assert again.submitted == [] and again.skipped == {"queued": [run_dir.name]}
