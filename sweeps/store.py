@@ -792,6 +792,18 @@ def _number(value: Any) -> float | None:
 # squeue reasons a pending job never leaves by itself: no node or partition can meet the request
 NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints", "InvalidQOS",
                 "InvalidAccount")  # (not ReqNodeNotAvail: drained or reserved nodes come back)
+# squeue reasons of a job held (`scontrol hold`, by its user or an administrator): it starts once released
+HELD = ("JobHeldUser", "JobHeldAdmin")
+
+
+def _is_held(r: RunStatus) -> bool:
+    return (r.waiting or "").split(",")[0] in HELD
+
+
+def _release_command(rows: list[RunStatus]) -> str:
+    """`scontrol release` of the held runs' jobs (the first five)."""
+    ids = [str(r.job_id) for r in rows if _is_held(r) and r.job_id]
+    return f"`scontrol release {' '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}`"
 
 
 def _waiting_note(rows: list[RunStatus]) -> str:
@@ -808,6 +820,8 @@ def _waiting_note(rows: list[RunStatus]) -> str:
     if any(why.split(",")[0] in NEVER_STARTS for why in reasons):
         note += (": no node can run such a job as asked, so scancel its jobs and launch again with other "
                  "executor.slurm settings (partition, cpus, mem, gpus, time, constraint)")
+    if any(why.split(",")[0] in HELD for why in reasons):
+        note += f": a held job starts once released ({_release_command(rows)})"
     return note
 
 
@@ -909,15 +923,17 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | N
     if not running and not queued and not waiting:
         return None, (f"nothing running or queued: `scaling sweep launch` again to train the "
                       f"{count(len(left), 'remaining run')}")
-    if not running and not waiting and all((r.waiting or "").split(",")[0] in NEVER_STARTS for r in queued):
-        # squeue's reason says no node can run them as asked: a time would promise an end that never comes
-        return None, "none of the queued jobs can start"
+    if not running and not waiting and all((r.waiting or "").split(",")[0] in NEVER_STARTS + HELD for r in queued):
+        # squeue's reason says no node can run them as asked, or they are held: a time would promise an end that
+        # never comes (a held job's read as starting at once)
+        return None, "none of the queued jobs can start" + (" until released" if all(map(_is_held, queued)) else "")
     # A failed run is trained by no one until the sweep is launched again: its time is not in the ETA
     # (an ETA that counted it promised an end that never came), and the line says so. So is a missing
     # one: no local launch lives to give it a slot (its launcher was killed, or a SLURM launch never
     # submitted it; one that waits for a live local launch's slot is `waiting`, and counted).
     idle = {s: sum(r.state == s for r in left) for s in ("failed", "missing")}
-    remaining = [r for r in left if r.state not in idle]
+    held_jobs = [r for r in queued if _is_held(r)]  # (in the queue, but not started until released)
+    remaining = [r for r in left if r.state not in idle and not (r.state == "queued" and _is_held(r))]
     given = (prices or {}).get("seconds")
     priced = {run: float(v) for run, v in given.items() if _number(v) is not None} if isinstance(given, dict) else {}
     if not priced:
@@ -951,6 +967,9 @@ def _sweep_eta(rows: list[RunStatus], results: dict[str, dict], prices: dict | N
     idle_runs = " and ".join(count(n, f"{state} run") for state, n in idle.items() if n)
     if idle_runs:
         how += f"; not counting {idle_runs}, which only `scaling sweep launch` again trains"
+    if held_jobs:
+        how += (f"; not counting {count(len(held_jobs), 'held job')}, which {'starts' if len(held_jobs) == 1 else 'start'}"
+                f" once {_release_command(held_jobs)} frees {'it' if len(held_jobs) == 1 else 'them'}")
     if len(counted) < len(remaining):  # (run folders its plan does not hold: an older spec's)
         how += f"; not counting {count(len(remaining) - len(counted), 'run')} its plan did not price"
     return eta, how

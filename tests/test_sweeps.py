@@ -2729,6 +2729,27 @@ def test_eta_counts_a_requeued_job_from_the_time_slurm_holds_it_until():
     assert eta == pytest.approx(30.0) and "BeginTime" not in how
 
 
+def test_eta_leaves_out_jobs_held_in_the_queue_and_says_how_to_release_them():
+    """A job held in the queue (`scontrol hold`: squeue's JobHeldUser, JobHeldAdmin) starts only once released: the
+    ETA counted it as starting at once (0m05s for a sweep that never moved). Beside running runs it is left out and the
+    line says so, with the command that releases it; alone, the ETA is unknown, and the line says why."""
+    from sweeps.store import RunStatus, _sweep_eta, _waiting_note
+
+    def row(name: str, state: str, job_id: str, waiting: str | None = None) -> RunStatus:
+        return RunStatus(name, "nanochat", "0.5M", "bf16", 4096, 0, state, 0.0, None, None, job_id, waiting=waiting)
+
+    prices = {"executor": "slurm", "bench": "cpu.json", "slots": 1, "startup_unpriced": 0,
+              "seconds": {"a": 10.0, "b": 20.0}}
+    held = row("b", "queued", "80_1", "JobHeldUser")
+    eta, how = _sweep_eta([row("a", "running", "80_0"), held], {}, prices)
+    assert eta == pytest.approx(10.0)
+    assert how.endswith("; not counting 1 held job, which starts once `scontrol release 80_1` frees it"), how
+    eta, how = _sweep_eta([held], {}, prices)
+    assert eta is None and how == "none of the queued jobs can start until released", how
+    assert _waiting_note([held]) == ("; SLURM holds the queued jobs for JobHeldUser (1): a held job starts once released "
+                                     "(`scontrol release 80_1`)")
+
+
 def test_eta_prices_each_recipe_at_what_its_done_runs_took_against_their_plan_price():
     """A remaining run is priced at its plan price (sweep.json's `prices`, in a slot's seconds) × what its recipe's done
     runs took against theirs: an nvfp4 run at nvfp4's ratio, not at a mean dragged down by bf16's; a recipe with none
