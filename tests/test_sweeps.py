@@ -2870,6 +2870,39 @@ def test_status_prices_unfinished_runs_as_the_plan_does_then_by_what_done_runs_t
     assert "× what its recipe's done runs took against theirs, start-up included (bf16 3.00×)" in then.eta_method
 
 
+def test_a_local_launchs_line_per_run_says_the_time_left_as_status_does(tmp_path, capsys):
+    """A local launch's line per finished run said the time it took and the time elapsed, not the time left, which
+    only `sweep status` said: each line now ends with status's ETA (one computation for both), and with none where the
+    plan could not price the runs."""
+    from scaling.console import duration
+    from sweeps.launch import LaunchReport, _LocalPool, pending
+    from sweeps.store import local_launch, write_json
+
+    text = TINY.replace("eval_interval = 4\n", "")
+    spec = load(tmp_path, text, overrides=("grid.tokens=[4096, 32768]",))  # (seeds 0, 1: four runs; cpu_jobs 2)
+    sweep_dir = tmp_path / "sweep"
+    todo, _ = pending(spec, sweep_dir, executor="local")
+    pool = _LocalPool(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "local", len(todo)), progress=True)
+    pool.started = time.time() - 57
+    prices = json.loads((sweep_dir / "sweep.json").read_text())["prices"]
+    short, long = sorted({round(v, 9) for v in prices["seconds"].values()})
+    first = todo[0]  # (longest first: a 32,768-token run)
+    write_json(sweep_dir / first.run_id / "result.json", {"run_id": first.run_id, "recipe": "bf16",
+                                                          "status": "completed", "val_loss": 5.0, "wall_s": 3 * long})
+    with local_launch(sweep_dir):  # (the launch's own lock: the other three wait for its two slots)
+        pool._finished(first, "done", None, 7.2)
+    line = capsys.readouterr().out
+    left = duration(max(3 * long, 3 * short * 2))  # (status's: long | short, short, at 3x their prices)
+    assert re.search(rf"val_loss 5\.0000  \(7 s; 5[78] s elapsed, {left} left\)\n$", line), line
+    # a plan that could not price its runs: no time rather than a guess
+    plan = json.loads((sweep_dir / "sweep.json").read_text())
+    write_json(sweep_dir / "sweep.json", plan | {"prices": {"unpriced": "no benchmark row for nanochat 0.5M"}})
+    with local_launch(sweep_dir):
+        pool._finished(todo[1], "failed", None, 3.0)
+    line = capsys.readouterr().out
+    assert re.search(r"\(3 s; 5[78] s elapsed\)\n$", line), line
+
+
 def test_makespan_ends_with_the_slot_that_ends_last():
     """The runs left laid out over the slots, longest first: a long run among short ones ends the sweep (their sum
     over the slots, as the ETA was, said 6 s for 10 s of one run beside two of 1 s)."""
