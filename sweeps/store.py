@@ -538,8 +538,11 @@ class SweepStatus:
     eta_method: str
 
 
-def status(sweep_dir: Path) -> SweepStatus:
-    """The state of every run of a sweep, counts per state, and an ETA."""
+def status(sweep_dir: Path, verify_checkpoints: bool = True) -> SweepStatus:
+    """The state of every run of a sweep, counts per state, and an ETA. `verify_checkpoints`: read each failed run's
+    checkpoint whole (its CRC-32s, `run_status`); False checks only that each is an archive torch wrote, for a
+    caller that asks often and reads the ETA alone (a local launch's line per finished run: a relaunch over failed
+    runs of GB-sized checkpoints spent ~0.3 s a GB on each of them at every line)."""
     sweep_dir = Path(sweep_dir)
     plan = sweep_plan(sweep_dir)
     dirs = sweep_run_dirs(sweep_dir, plan)
@@ -555,7 +558,7 @@ def status(sweep_dir: Path) -> SweepStatus:
             continue
         job, result = read_json(d / "job.json"), read_json(d / "result.json")  # once each per run
         results[d.name] = result or {}
-        rows.append(run_status(d, queue, job, result, planned.get(d.name), now, launched))
+        rows.append(run_status(d, queue, job, result, planned.get(d.name), now, launched, verify_checkpoints))
     # a planned run held in a folder named otherwise is that folder's row, not also a missing one: "launch again to
     # train the remaining run" would say what the launch refuses (`check_same_spec`) until the `mv`
     held = {r.misnamed for r in rows if r.misnamed}
@@ -582,7 +585,8 @@ def planned_configs(plan: dict) -> dict[str, dict]:
 
 
 def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | None, result: dict | None,
-               planned: dict | None = None, now: float | None = None, launched: bool = False) -> RunStatus:
+               planned: dict | None = None, now: float | None = None, launched: bool = False,
+               verify_checkpoint: bool = True) -> RunStatus:
     """One run's `RunStatus`, from its records as the caller read them (job.json, result.json: None where it
     has none; `planned`: its plan entry), the queue (`slurm_queue_for`, once per sweep) and the time. `launched`:
     whether a local launch into the sweep lives (`launching`, asked once per sweep): a run `run_state` finds missing
@@ -603,7 +607,7 @@ def run_status(run_dir: Path, queue: dict[str, QueuedJob] | None, job: dict | No
     # flipped byte is found here, not by the relaunch that status would advise. Affordable: only failed runs
     # are read (no process holds or writes their checkpoints; running and finished runs are not read), once
     # each by status (or collect, or report), at ~0.3 s a GB, which the relaunch that resumes them reads anyway
-    ckpt_problem = damaged_checkpoint(d, contents=True) if state == "failed" else None
+    ckpt_problem = damaged_checkpoint(d, contents=verify_checkpoint) if state == "failed" else None
     other = checkpoint_of_another_run(d, d.name) if state == "failed" and not ckpt_problem else None
     # another run's record or checkpoint, or this run's in a folder named otherwise: then neither is damaged, and
     # the row says so (status goes on to every other run's; collect and report refuse it, `misnamed_error`)

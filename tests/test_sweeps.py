@@ -2903,6 +2903,30 @@ def test_a_local_launchs_line_per_run_says_the_time_left_as_status_does(tmp_path
     assert re.search(r"\(3 s; 5[78] s elapsed\)\n$", line), line
 
 
+def test_a_local_launchs_time_left_reads_no_failed_runs_checkpoint_whole(tmp_path, monkeypatch, capsys):
+    """The line per finished run reads status's ETA at every line: status reads each failed run's checkpoint whole
+    (~0.3 s a GB), which a relaunch over failed runs of GB-sized checkpoints paid at every line. The launch's status
+    checks only that each is an archive torch wrote; `sweep status`'s own still reads them whole."""
+    import sweeps.store as store
+    from sweeps.launch import LaunchReport, _LocalPool, pending
+
+    spec = load(tmp_path, TINY)
+    sweep_dir = tmp_path / "sweep"
+    todo, _ = pending(spec, sweep_dir, executor="local")
+    for c in todo:  # failed runs with a checkpoint each (a killed local launch's)
+        (sweep_dir / c.run_id / "checkpoints").mkdir(parents=True)
+        (sweep_dir / c.run_id / "checkpoints" / "last.ckpt").write_bytes(b"PK")
+        (sweep_dir / c.run_id / "job.json").write_text(json.dumps({"executor": "local", "run_id": c.run_id}))
+    read = []
+    monkeypatch.setattr(store, "damaged_checkpoint", lambda d, contents=False: read.append(contents))
+    pool = _LocalPool(spec, todo, sweep_dir, LaunchReport(str(sweep_dir), "local", len(todo)), progress=True)
+    pool._finished(todo[0], "failed", None, 3.0)
+    assert read and not any(read), read
+    read.clear()
+    store.status(sweep_dir)
+    assert read and all(read), read
+
+
 def test_makespan_ends_with_the_slot_that_ends_last():
     """The runs left laid out over the slots, longest first: a long run among short ones ends the sweep (their sum
     over the slots, as the ETA was, said 6 s for 10 s of one run beside two of 1 s)."""
