@@ -550,8 +550,16 @@ def check_source(raw: pl.DataFrame, table: pl.DataFrame, columns: dict[str, str]
     """Refuse, before any fitting, what `analyse_source` of the same arguments would refuse before its first fit
     (`_prepare`): `scaling fit` and `scaling report` call it before they say they are fitting, so a --baseline no run
     has (a typo) is refused at once, not after the stage's line."""
-    formats = shared.table_formats(raw, columns) if shared_efficiencies else None
-    _prepare(table, law, baseline, True, never_completed(raw, columns), shared_efficiencies, formats)
+    formats, absent = _source_inputs(raw, columns, shared_efficiencies, None)
+    _prepare(table, law, baseline, True, absent, shared_efficiencies, formats)
+
+
+def _source_inputs(raw: pl.DataFrame, columns, shared_efficiencies: bool, formats) -> tuple[dict | None, dict]:
+    """What `analyse` takes that only the table as given can say: each recipe's formats (where the shared
+    efficiencies are fitted and none were given: the table's columns) and the recipes none of whose runs completed."""
+    if shared_efficiencies and formats is None:
+        formats = shared.table_formats(raw, columns)
+    return formats, never_completed(raw, columns)
 
 
 def _fit_and_judge(table, law, baseline, bootstrap, seed, workers, top, margin, extrapolate, with_penalty, progress,
@@ -871,9 +879,9 @@ def analyse_source(raw: pl.DataFrame, table: pl.DataFrame, columns: dict[str, st
     of `raw`, under `columns`) with what only the table as given can say: the recipes none of whose runs
     completed (`absent`), the rows set aside as no points (`set_aside_note`: a sweep's diverged runs) and which
     lr_mult an LR sweep's points took (`learning_rate_note`). kwargs: `analyse`'s."""
-    if kwargs.get("shared_efficiencies") and kwargs.get("formats") is None:  # (the table's columns: only raw has them)
-        kwargs["formats"] = shared.table_formats(raw, columns)
-    out = analyse(table, absent=never_completed(raw, columns), **kwargs)
+    kwargs["formats"], absent = _source_inputs(raw, columns, kwargs.get("shared_efficiencies", False),
+                                               kwargs.get("formats"))
+    out = analyse(table, absent=absent, **kwargs)
     out["set_aside_note"] = set_aside_note(raw, columns)
     out["learning_rate_note"] = learning_rate_note(raw, columns)
     return out

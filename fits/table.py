@@ -66,9 +66,10 @@ def read_file(path: Path) -> pl.DataFrame:
     and `read_table` read tables through it, so that they take the same files."""
     if not path.exists():
         raise UserError(f"results file {path} does not exist; pass a results.parquet or a CSV/parquet table")
-    if table_format(path) is None:
+    kind = table_format(path)
+    if kind is None:
         _refuse_other_name(path)
-    parquet = table_format(path) == "parquet"
+    parquet = kind == "parquet"
     if path.is_file() and path.stat().st_size == 0:
         raise UserError(f"results file {path} is empty; pass a table with a header row (recipe, N, D or C, loss) "
                         "and one row per run")

@@ -72,13 +72,14 @@ def fit_table(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def run_fits(runs: pl.DataFrame, law: str, baseline: str, bootstrap: int, seed: int, workers: int,
-             shared_efficiencies: bool = False) -> dict:
+             shared_efficiencies: bool = False, table: pl.DataFrame | None = None) -> dict:
     """The `scaling fit --json` object of the runs (`fits.analysis.analyse_source`: `fits.analyse` on the completed
     runs, with its notes): laws per recipe, effN/effD, penalty bands and verdicts; with `shared_efficiencies`, the
-    efficiencies shared by format too (the runs' forward_format, backward_format columns, else the presets')."""
+    efficiencies shared by format too (the runs' forward_format, backward_format columns, else the presets').
+    `table`: `fit_table(runs)` where the caller has it."""
     import fits
 
-    table = fit_table(runs)
+    table = fit_table(runs) if table is None else table
     notice = fits.analysis.size_notice(table.height)
     if notice:
         _stage(notice)
@@ -1197,12 +1198,13 @@ def build(source: str | Path, out_dir: str | Path, baseline: str = "bf16", law: 
     checkout = git_commit(short=True)  # before writing: a report written into the checkout would dirty it
     study = load(source, diagnostics, columns)
     # (a --baseline no run has, a group that cannot be fitted: refused before the stage's line, not after it)
-    check_source(study.runs, fit_table(study.runs), law=law, baseline=baseline, shared_efficiencies=shared_efficiencies)
+    table = fit_table(study.runs)
+    check_source(study.runs, table, law=law, baseline=baseline, shared_efficiencies=shared_efficiencies)
     workers = workers or min(4, usable_cpus())
     # Each stage takes seconds to minutes on a laptop: say which one it is in (stderr; --json keeps stdout)
     _stage(f"fitting the {law} law to {count(compare.completed(study.runs).height, 'completed run')} "
            f"({count(bootstrap, 'bootstrap replicate')}, {count(workers, 'worker')})")
-    fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers, shared_efficiencies)
+    fitted = run_fits(study.runs, law, baseline, bootstrap, seed, workers, shared_efficiencies, table)
     _stage("drawing the figures and writing the report")
     styles = figures.recipe_styles(sorted(set(study.runs["recipe"])), baseline)
     compared = baseline in fitted["groups"] and study.runs["recipe"].n_unique() > 1  # (a penalty against it)

@@ -246,11 +246,6 @@ def _bounded(reached: list[float], above: list[float]) -> tuple[float, ...]:
     lo, hi = np.array(reached + above, float), np.array(reached + [math.inf] * len(above), float)
     if not lo.size:
         return (math.nan,) * 6
-    return (float(np.median(lo)), _median(hi), float(lo.min()), float(hi.min()), float(lo.max()), float(hi.max()))
-
-
-def _median(values: np.ndarray) -> float:
-    """np.median, with infinite values: the middle pair's mean, inf where either is (numpy gives NaN for inf + inf)."""
-    v = np.sort(values)
-    a, b = v[(len(v) - 1) // 2], v[len(v) // 2]
-    return float(b if math.isinf(b) else (a + b) / 2)
+    # (np.median of values with infinities: the middle pair's mean, inf where either is)
+    return (float(np.median(lo)), float(np.median(hi)), float(lo.min()), float(hi.min()), float(lo.max()),
+            float(hi.max()))

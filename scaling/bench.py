@@ -7,7 +7,7 @@ Every section returns rows for one JSON file (`scaling bench ... --out reports/b
  "linear": [{"recipe", "d", "tokens", "ms", "ratio_vs_bf16", "ratio_range", "bf16_ms", "sm_mhz"}],
  "train": [{"recipe", "family", "size", "tokens_per_s", "mfu", "ratio_vs_bf16", and the shape measured at:
             "batch_tokens", "accumulate", "compile_mode", "micro_batch", "seq_len", "vocab_size" (TRAIN_SHAPE), and
-            the start-up: "startup_s", "import_s" (STARTUP_FIELDS)}]}
+            the start-up: "startup_s", "import_s" (`startup_fields`)}]}
 
 Each row a GPU section measures also carries "measured" (its call's date, the header's) and
 "git_commit" (the code it measured): a file gathers rows from many calls (rows before 2026-12-06 ~09:00
@@ -68,7 +68,8 @@ How each number is taken (docs/kernels.md, "Benchmarks", says more):
   "quantizer"} name the machine and which quantizer ran, rows {"recipe", "family", "size", "step_ms",
   "step_cpu_ms", "tokens_per_s", "cpu_ratio_vs_bf16", "run_s"}, the shape measured at ("batch_tokens",
   "micro_batch", "accumulate", "seq_len", "vocab_size", "compile_mode": `cpu_shape`) and the start-up, as train's
-  with its CPU seconds too ("startup_s", "startup_cpu_s", "import_s", "import_cpu_s": STARTUP_FIELDS).
+  with its CPU seconds too ("startup_s", "startup_cpu_s", "import_s", "import_cpu_s": `startup_fields`; since
+  2026-12-07 ~23:30: older rows have none, and `sweep plan` prices no start-up for the runs priced from them).
 """
 
 from __future__ import annotations
@@ -881,18 +882,13 @@ def bench_cpu(families: tuple[str, ...] = ("nanochat", "llama2"), sizes: tuple[s
 
 
 def startup_fields(times: StepTimes, import_s: float, import_cpu_s: float | None = None) -> dict:
-    """A row's start-up fields (STARTUP_FIELDS): the run's (`StepTimes`) and a fresh trainer process's imports
+    """A row's start-up fields: the run's (`StepTimes`) and a fresh trainer process's imports
     (`import_seconds`), wall seconds, and on a CPU row (`import_cpu_s` given) their CPU seconds too."""
     wall = {"startup_s": round(times.startup_s, 3), "import_s": round(import_s, 2)}
     if import_cpu_s is None:
         return wall
     return {**wall, "startup_cpu_s": round(times.startup_cpu_s, 3), "import_cpu_s": round(import_cpu_s, 2)}
 
-
-# The start-up a row records (since 2026-12-07 ~23:30; older rows have none, and `sweep plan` prices no start-up for
-# the runs priced from them): `startup_s` and `import_s` (wall seconds), on a `cpu` row also their CPU seconds
-# (`startup_cpu_s`, `import_cpu_s`), by which a CPU plan prices them
-STARTUP_FIELDS = ("startup_s", "import_s", "startup_cpu_s", "import_cpu_s")
 
 
 def cpu_shape(c) -> dict:

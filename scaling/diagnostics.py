@@ -503,13 +503,16 @@ def _run(formats: dict[str, Format], transforms: list[str], tensors: Mapping[str
     # a row no seed draws (a user tensor under a spec without random signs or SR) is the same under every seed
     drawn = [k for k in reads if k[0] == "gemm" or synthetic or specs[k[2:]].needs_seed]
     seeds_rows = [rows]
-    started = time.monotonic()
+    started, gemms = time.monotonic(), any(k[0] == "gemm" for k in drawn)
     for i, s in enumerate(seeds[1:], start=1):
-        if drawn:  # (each seed's measurements cost about the same: the pace so far gives the time left)
-            left = time_left(i - 1, len(seeds) - i, time.monotonic() - started)
-            say(f"seed {s} ({i + 1} of {len(seeds)}): the claims' {len(drawn)} measurements{left}")
+        if not drawn:  # (every claim reads rows no seed draws: each seed's are the first's)
+            seeds_rows.append(rows)
+            continue
+        # each seed's measurements cost about the same: the pace so far gives the time left
+        left = time_left(i - 1, len(seeds) - i, time.monotonic() - started)
+        say(f"seed {s} ({i + 1} of {len(seeds)}): the claims' {len(drawn)} measurements{left}")
         seeds_rows.append({**rows, **_measure(drawn, synthetic_tensors(size, s) if synthetic else tensors,
-                                              gemm_operands(s) if gemm else {}, specs, s, lambda _msg: None)})
+                                              gemm_operands(s) if gemms else {}, specs, s, lambda _msg: None)})
 
     return {
         # size: the synthetic tensors' (None where --tensor gave them; shapes: each tensor's as measured)
