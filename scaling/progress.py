@@ -58,13 +58,13 @@ class StepBar(RichProgressBar):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         # the bar at the run's step (Lightning's puts it at batch_idx + 1, a count of this epoch's batches)
         super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)
-        self.metrics = self.get_metrics(trainer, pl_module)
 
     def get_metrics(self, trainer, pl_module) -> dict:
         # (Lightning's documented way) its logger's version number ('v_num: 0.000'): the
         # lightning/version_<n> folder of the run's process, nothing a user reads the bar for
         metrics = super().get_metrics(trainer, pl_module)
         metrics.pop("v_num", None)
+        self.metrics = metrics  # (the line's: Lightning asks for them as each step ends, in the training thread)
         return metrics
 
     @property

@@ -815,10 +815,13 @@ def start_over(run_dir: Path, steps: int) -> str | None:
     said = (f"starting over from step 0 of {steps}: {run_dir} holds this run but no checkpoint of it (a process stopped "
             "before its first one, or it was moved away)")
     if metrics.exists():
-        rows = (_step_rows(metrics) or ("", []))[1]
-        last = rows and ("?" if rows[-1][1] is None else f"{rows[-1][1]:.0f}")
-        said += (f"; its metrics.csv's evaluations, {len(rows)} up to step {last}, are discarded" if rows else
-                 "; its metrics.csv is discarded")
+        read = _step_rows(metrics)
+        rows = read[1] if read else []
+        if rows:
+            last = "?" if rows[-1][1] is None else f"{rows[-1][1]:.0f}"
+            said += f"; its metrics.csv's evaluations, {len(rows)} up to step {last}, are discarded"
+        else:
+            said += "; its metrics.csv is discarded"
         metrics.unlink()
     return said
 

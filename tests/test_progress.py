@@ -58,7 +58,8 @@ def test_a_bar_before_its_first_timed_step_and_evaluation_shows_what_it_knows():
 def test_the_bar_overrides_none_of_lightnings_private_methods():
     """The bar overrode Lightning's private `_add_task` to start a resumed run at its step: a Lightning release may
     rename it or change its arguments with no notice, and the bar would draw 'step 0/146' again, or fail, with no test
-    of Lightning's to say so. It uses Lightning's public hooks only."""
+    of Lightning's to say so. It overrides no private method (its on_train_start still removes the metrics column
+    Lightning appends and sets train_progress_bar_id: test_train.py's resumed-run test draws those)."""
     from lightning.pytorch.callbacks import RichProgressBar
 
     private = [name for name in vars(StepBar) if name.startswith("_") and not name.startswith("__")]
