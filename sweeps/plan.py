@@ -107,7 +107,7 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
         speeds = plan_speeds(None, device)
     vocab_size = corpus_vocab_size(spec)  # (the corpus's meta.json read once, not once a run)
     rows, priced = [], {}  # (recipe, family, size) -> Speed: a recipe file is read once, not once a run
-    bf16 = {}  # (family, size) -> BF16's FLOP/s there
+    bf16 = {}  # (family, size) -> BF16's rate there (`Bf16Rate`), looked up once
     runs = spec.resolved_runs() if runs is None else runs
     processes = plan_processes(spec, executor or spec.default_executor, device, len(runs))
     for c, resolved, run_id in runs:  # (each config resolved once, as checking the grid did)
@@ -122,23 +122,21 @@ def plan_rows(spec, mfu: float | None = None, peak_tflops: float | None = None,
         at = {recipe: " ".join(speed.at)} if speed.at else {}  # the rows its hours come from, by what they measured
         seq_at = {recipe: speed.seq_len} if speed.at else {}  # (and the seq_len each measured at)
         batch_at = {recipe: speed.batch} if speed.at and speed.batch else {}  # (and the batch: `row_batch`)
-        rate_of = {}
+        if (c.family, c.size) not in bf16:  # BF16's FLOP/s there, which every recipe's hours scale
+            bf16[c.family, c.size] = (
+                cpu_flops_per_s(c.family, c.size, speeds.rows, speeds.source) if device == "cpu" else
+                bf16_rate(c.family, c.size, speeds.rows if speeds else [], speeds.source if speeds else "", mfu,
+                          peak_tflops))
+        rate = bf16[c.family, c.size]
         if device == "cpu":
-            rate = cpu_flops_per_s(c.family, c.size, speeds.rows, speeds.source)
             train_hours, eval_hours = (cpu_hours(f, rate.flops_per_s, speed) for f in (flops, eval_flops))
-            at = {"bf16": " ".join(rate.at), **at}  # (BF16's FLOP/s there, which every recipe's hours scale)
-            seq_at = {"bf16": rate.seq_len, **seq_at}
-            batch_at = {"bf16": rate.batch, **batch_at} if rate.batch else batch_at
+            rate_of = {}
         else:
-            if (c.family, c.size) not in bf16:
-                bf16[c.family, c.size] = bf16_rate(c.family, c.size, speeds.rows if speeds else [],
-                                                   speeds.source if speeds else "", mfu, peak_tflops)
-            rate = bf16[c.family, c.size]
             train_hours, eval_hours = (gpu_hours(f, rate, speed) for f in (flops_exact, eval_flops_exact))
-            if rate.at:
-                at, seq_at = {"bf16": " ".join(rate.at), **at}, {"bf16": rate.seq_len, **seq_at}
-                batch_at = {"bf16": rate.batch, **batch_at} if rate.batch else batch_at
             rate_of = dict(bf16_mfu=rate.mfu, bf16_from=rate.source)
+        if rate.at:  # (a CPU rate always comes from a row; a GPU one where the benchmark has BF16's)
+            at, seq_at = {"bf16": " ".join(rate.at), **at}, {"bf16": rate.seq_len, **seq_at}
+            batch_at = {"bf16": rate.batch, **batch_at} if rate.batch else batch_at
         # its start-up as its recipe's row measured it; a run at BF16's speed (bf16, a recipe with no row), as BF16's
         startup_s = startup_seconds(speed.startup if speed.at else rate.startup, processes, len(runs))
         startup_hours = None if startup_s is None else startup_s / 3600
